@@ -1,0 +1,336 @@
+package api
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+	"github.com/riverqueue/river"
+
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+const (
+	headerPaymentSignature = "Payment-Signature"
+	headerPaymentRequired  = "Payment-Required"
+	headerPaymentResponse  = "Payment-Response"
+	headerWWWAuthenticate  = "Www-Authenticate"
+	callIDKey              = "call_id"
+)
+
+// opEntry is an operation with its quote precomputed as ready header values,
+// so the unpaid path copies nothing.
+type opEntry struct {
+	op       jobs.Operation
+	quote    *x402.Quote
+	required []string
+	wwwAuth  []string
+	// unsellable is set when the operation is not sold now (503, no quote).
+	unsellable bool
+}
+
+func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
+	q, err := payments.Quote(op.Name)
+	if errors.Is(err, x402.ErrNotSellable) {
+		return &opEntry{op: op, unsellable: true}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: quote %s: %w", op.Name, err)
+	}
+	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}}, nil
+}
+
+var errNotSellable = &Error{Status: http.StatusServiceUnavailable, Code: "not_sellable", Message: "this operation is not sold now: the service's receiving or model configuration is incomplete"}
+
+// paid is POST /api/x402/:op.
+func (s *Server) paid(c echo.Context) error {
+	entry, ok := s.ops[c.Param("op")]
+	if !ok {
+		return &Error{Status: http.StatusNotFound, Code: "unknown_operation", Message: "no such operation"}
+	}
+	if entry.unsellable {
+		return errNotSellable
+	}
+	req := c.Request()
+	header := req.Header.Get(headerPaymentSignature)
+	if header == "" {
+		// The quote path: the body is not read, nothing is allocated.
+		h := c.Response().Header()
+		h[headerPaymentRequired] = entry.required
+		h[headerWWWAuthenticate] = entry.wwwAuth
+		return c.JSONBlob(http.StatusPaymentRequired, entry.quote.Body)
+	}
+	ctx := req.Context()
+
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		var tooLarge *echo.HTTPError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the request body"}
+	}
+	callID := newID()
+	args, err := entry.op.Decode(callID, body, &s.cfg.Limits)
+	if err != nil {
+		var invalid *jobs.InvalidError
+		if errors.As(err, &invalid) {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: invalid.Message, Field: invalid.Field}
+		}
+		return fmt.Errorf("decode %s: %w", entry.op.Name, err)
+	}
+
+	payment, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
+	if err != nil {
+		return s.refuse(c, entry, err)
+	}
+	requestHash := hashRequest(entry.op.Name, body)
+
+	token := newToken()
+	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
+	defer sub.Close()
+	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		stream := store.CallStream(callID)
+		if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
+			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
+		}}); err != nil {
+			return err
+		}
+		res, err := s.cfg.River.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)})
+		if err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
+		return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res.Job.ID, Queue: entry.op.Queue}})
+	})
+	if errors.Is(err, store.ErrConflict) {
+		// A payment already used (the unique index on its key refused the
+		// call): the same request gets the first call's answer, a safe
+		// retry; any other request is refused.
+		prior, gerr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
+		if gerr != nil {
+			return fmt.Errorf("replayed payment: %w", gerr)
+		}
+		return s.replay(c, entry, prior, requestHash)
+	}
+	if err != nil {
+		return fmt.Errorf("queue call: %w", err)
+	}
+	c.Set(callIDKey, callID)
+	return s.await(c, callID, token, sub, s.cfg.CallWait)
+}
+
+// maxAttempts is how often a call's job may run: runs killed with their
+// worker count, and operations that call outside services retry on failure.
+func maxAttempts(op jobs.Operation) int {
+	if op.UsesModel {
+		return 6
+	}
+	return 3
+}
+
+// replay answers a request carrying a payment that an earlier call used.
+func (s *Server) replay(c echo.Context, entry *opEntry, prior *store.Call, requestHash []byte) error {
+	if prior.Op != entry.op.Name || subtle.ConstantTimeCompare(prior.RequestHash, requestHash) != 1 {
+		return s.refuse(c, entry, &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"})
+	}
+	c.Set(callIDKey, prior.ID)
+	sub := s.cfg.Listener.Subscribe(store.CallStream(prior.ID))
+	defer sub.Close()
+	return s.await(c, prior.ID, prior.Token, sub, s.cfg.CallWait)
+}
+
+// refuse answers a payment that is not accepted: 402 with a fresh quote whose
+// error names the reason.
+func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
+	var refusal *x402.Refusal
+	if errors.Is(err, x402.ErrNotSellable) {
+		return errNotSellable
+	}
+	if !errors.As(err, &refusal) {
+		s.logger.WarnContext(c.Request().Context(), "payment verification unavailable", "error", err)
+		return &Error{Status: http.StatusServiceUnavailable, Code: "verification_unavailable", Message: "the payment could not be verified now; nothing was charged, try again"}
+	}
+	header, body, qerr := quoteWithError(entry.quote, refusal.Reason, refusal.Message)
+	if qerr != nil {
+		return qerr
+	}
+	h := c.Response().Header()
+	h.Set(headerPaymentRequired, header)
+	h[headerWWWAuthenticate] = entry.wwwAuth
+	return c.JSONBlob(http.StatusPaymentRequired, body)
+}
+
+// quoteWithError returns q's header and body with "error" set to reason.
+func quoteWithError(q *x402.Quote, reason, message string) (string, []byte, error) {
+	raw, err := base64.StdEncoding.DecodeString(q.PaymentRequired)
+	if err != nil {
+		return "", nil, fmt.Errorf("decode own quote: %w", err)
+	}
+	set := func(doc []byte) ([]byte, error) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("decode own quote: %w", err)
+		}
+		m["error"], _ = json.Marshal(reason)
+		if message != "" {
+			m["message"], _ = json.Marshal(message)
+		}
+		return json.Marshal(m)
+	}
+	headerDoc, err := set(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	body, err := set(q.Body)
+	if err != nil {
+		return "", nil, err
+	}
+	return base64.StdEncoding.EncodeToString(headerDoc), body, nil
+}
+
+// await waits up to wait for call id to reach a final state and answers it,
+// or answers 202 with the poll URL.
+func (s *Server) await(c echo.Context, id, token string, sub *store.Subscription, wait time.Duration) error {
+	ctx := c.Request().Context()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		call, err := store.CallGetByID(ctx, s.cfg.Pool, id)
+		if err != nil {
+			return err
+		}
+		if store.IsFinal(call.State) {
+			return s.answer(c, call)
+		}
+	wait:
+		for {
+			select {
+			case typ := <-sub.C:
+				if typ == "" || store.IsFinalEvent(typ) {
+					break wait
+				}
+			case <-timer.C:
+				return c.JSON(http.StatusAccepted, map[string]string{
+					"call_id": id,
+					"status":  "running",
+					"poll":    "/api/x402/calls/" + id + "?token=" + token,
+				})
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// answer writes the response of a call in a final state.
+func (s *Server) answer(c echo.Context, call *store.Call) error {
+	switch call.State {
+	case store.CallPaid:
+		if call.Settlement != nil {
+			if h, err := encodeHeader(call.Settlement); err == nil {
+				c.Response().Header().Set(headerPaymentResponse, h)
+			}
+		}
+		return c.JSONBlob(http.StatusOK, call.Result)
+	case store.CallFailed:
+		msg := "the operation failed; your payment was not settled"
+		if call.Failure != nil && call.Failure.Message != "" {
+			msg = call.Failure.Message + "; your payment was not settled"
+		}
+		return &Error{Status: http.StatusBadGateway, Code: "operation_failed", Message: msg, CallID: call.ID}
+	case store.CallUnpaid:
+		entry := s.ops[call.Op]
+		reason, detail := "settlement_failed", "the payment could not be settled; the result is withheld"
+		if call.Settlement != nil {
+			if h, err := encodeHeader(call.Settlement); err == nil {
+				c.Response().Header().Set(headerPaymentResponse, h)
+			}
+			if call.Settlement.ErrorReason != "" {
+				reason = call.Settlement.ErrorReason
+			}
+		}
+		if entry == nil || entry.quote == nil {
+			return &Error{Status: http.StatusPaymentRequired, Code: reason, Message: detail, CallID: call.ID}
+		}
+		return s.refuse(c, entry, &x402.Refusal{Reason: reason, Message: detail})
+	}
+	return fmt.Errorf("answer call %s: state %s is not final", call.ID, call.State)
+}
+
+// poll is GET /api/x402/calls/:id?token=…&wait=…: the capability URL of a
+// call. Without the right token the call does not exist.
+func (s *Server) poll(c echo.Context) error {
+	id := c.Param("id")
+	notFound := &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such call"}
+	token := c.QueryParam("token")
+	if token == "" {
+		return notFound
+	}
+	wait := s.cfg.CallWait
+	if w := c.QueryParam("wait"); w != "" {
+		secs, err := strconv.Atoi(w)
+		if err != nil || secs < 0 {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "wait must be a whole number of seconds", Field: "wait"}
+		}
+		wait = time.Duration(secs) * time.Second
+	}
+	wait = min(wait, s.cfg.MaxPollWait)
+	ctx := c.Request().Context()
+	sub := s.cfg.Listener.Subscribe(store.CallStream(id))
+	defer sub.Close()
+	call, err := store.CallGetByID(ctx, s.cfg.Pool, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound
+	}
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare([]byte(call.Token), []byte(token)) != 1 {
+		return notFound
+	}
+	c.Set(callIDKey, id)
+	return s.await(c, id, call.Token, sub, wait)
+}
+
+func encodeHeader(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+func hashRequest(op string, body []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(op))
+	h.Write([]byte{0})
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// newID returns a random call id.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// newToken returns a random poll capability.
+func newToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,170 @@
+// Package api is the service's HTTP interface (echo): the paid operations
+// under /api/x402/ with their quotes, the long-poll of paid calls, the health
+// endpoints, and the routes other packages add (discovery, index, operators).
+//
+// The api never runs an operation. A paid request is validated, its payment
+// verified, and the call recorded and queued in one transaction; then the
+// request waits for the call's final event and answers with the result, or
+// with 202 and a poll URL when the wait runs out.
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+// Config configures the api. Fields without a default are required.
+type Config struct {
+	// Ops are the operations sold, in catalogue order.
+	Ops []jobs.Operation
+	// Payments quotes and verifies payments.
+	Payments x402.Verifier
+	// Pool is the database.
+	Pool *pgxpool.Pool
+	// River inserts the jobs of paid calls (an insert-only client will do).
+	River *river.Client[pgx.Tx]
+	// Listener wakes requests waiting for a call.
+	Listener *store.Listener
+	// Limits bound request inputs. Defaults to jobs.DefaultLimits.
+	Limits jobs.Limits
+	// CallWait is how long a paid request is held open before it answers
+	// 202. Defaults to 25 s.
+	CallWait time.Duration
+	// MaxPollWait caps the wait= of a poll. Defaults to 60 s.
+	MaxPollWait time.Duration
+	// Logger receives one line per request.
+	Logger *slog.Logger
+}
+
+// Server is the api's HTTP server.
+type Server struct {
+	echo   *echo.Echo
+	cfg    Config
+	ops    map[string]*opEntry
+	logger *slog.Logger
+}
+
+// New returns the api server for cfg. It precomputes every quote.
+func New(cfg Config) (*Server, error) {
+	if cfg.Payments == nil || cfg.Pool == nil || cfg.River == nil || cfg.Listener == nil || cfg.Logger == nil {
+		return nil, errors.New("api: Payments, Pool, River, Listener and Logger are required")
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	cfg.CallWait = cmp.Or(cfg.CallWait, 25*time.Second)
+	cfg.MaxPollWait = cmp.Or(cfg.MaxPollWait, 60*time.Second)
+
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}}
+	for _, op := range cfg.Ops {
+		entry, err := newOpEntry(op, cfg.Payments)
+		if err != nil {
+			return nil, err
+		}
+		s.ops[op.Name] = entry
+	}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			cfg.Logger.ErrorContext(c.Request().Context(), "panic", "error", err, "stack", string(stack))
+			return err
+		},
+	}))
+	e.Use(middleware.RequestID())
+	e.Use(requestLogger(cfg.Logger))
+	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.Limits.MaxBodyBytes)))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.POST("/api/x402/:op", s.paid)
+	e.GET("/api/x402/calls/:id", s.poll)
+	s.echo = e
+	return s, nil
+}
+
+// Echo returns the router, for other packages to add their routes before the
+// server starts.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// Serve accepts connections on ln until ctx ends, then shuts down gracefully
+// (waiting requests get up to shutdownTimeout to finish).
+func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
+	srv := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      s.cfg.MaxPollWait + 15*time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("api: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]any{"ok": true})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Pool.Ping(ctx); err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "database_unreachable", Message: "the database does not answer"}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"ok": true})
+}
+
+// requestLogger logs one line per request, with the call id when there is one.
+func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus:    true,
+		LogLatency:   true,
+		LogMethod:    true,
+		LogURIPath:   true,
+		LogRequestID: true,
+		LogError:     true,
+		HandleError:  true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			attrs := []slog.Attr{
+				slog.String("method", v.Method),
+				slog.String("path", v.URIPath),
+				slog.Int("status", v.Status),
+				slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000),
+				slog.String("request_id", v.RequestID),
+			}
+			if id, ok := c.Get(callIDKey).(string); ok {
+				attrs = append(attrs, slog.String("call_id", id))
+			}
+			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
+			return nil
+		},
+	})
+}

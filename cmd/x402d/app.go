@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/x402d/x402d/api"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/schema"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402"
+)
+
+// options are the seams tests use. Production passes none.
+type options struct {
+	// payments replaces the payment step built from the configuration.
+	payments func(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *slog.Logger) (*paymentStack, error)
+	// ops are operations added to the catalogue.
+	ops []opDef
+	// listening is told the api's address once it accepts connections.
+	listening func(addr string)
+}
+
+// paymentStack is the payment step: quotes and verification for the api,
+// settlement for the workers.
+type paymentStack struct {
+	verifier x402.Verifier
+	settler  x402.Settler
+	close    func()
+}
+
+// app wires the service's parts for one subcommand.
+type app struct {
+	cfg    *Config
+	logger *slog.Logger
+	opts   *options
+}
+
+func newApp(cfg *Config, logOut io.Writer, opts *options) *app {
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	logger := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
+	return &app{cfg: cfg, logger: logger, opts: opts}
+}
+
+func (a *app) limits() jobs.Limits {
+	return jobs.Limits{
+		MaxBodyBytes:    a.cfg.MaxBodyBytes,
+		MaxCodeChars:    a.cfg.MaxCodeChars,
+		MaxPatternChars: a.cfg.MaxPatternChars,
+		MaxRows:         a.cfg.MaxRows,
+	}.WithDefaults()
+}
+
+// open creates the database if needed, connects and migrates.
+func (a *app) open(ctx context.Context) (*pgxpool.Pool, error) {
+	if err := schema.EnsureDatabase(ctx, a.cfg.DatabaseURL); err != nil {
+		return nil, err
+	}
+	poolCfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if poolCfg.MaxConns < 20 {
+		poolCfg.MaxConns = 20
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := schema.Migrate(ctx, pool, a.logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func (a *app) migrate(ctx context.Context) error {
+	pool, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	pool.Close()
+	a.logger.InfoContext(ctx, "migrations applied")
+	return nil
+}
+
+// serve runs the api, the workers, or both, until ctx ends.
+func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
+	pool, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	ops, bindings := operations(a.opts.ops)
+	specs := make([]jobs.Spec, len(ops))
+	for i, op := range ops {
+		specs[i] = op.Spec
+	}
+	newPayments := a.opts.payments
+	if newPayments == nil {
+		newPayments = buildPayments
+	}
+	payments, err := newPayments(ctx, a.cfg, specs, a.logger)
+	if err != nil {
+		return fmt.Errorf("payments: %w", err)
+	}
+	defer payments.close()
+
+	client, err := worker.NewClient(&worker.Deps{
+		Pool:    pool,
+		Settler: payments.settler,
+		Logger:  a.logger,
+		Ops:     bindings,
+	}, worker.Config{
+		Work:              withWorker,
+		Concurrency:       a.cfg.Concurrency,
+		JobTimeout:        a.cfg.JobTimeout,
+		FetchPollInterval: a.cfg.FetchPollInterval,
+		RescueAfter:       a.cfg.RescueAfter,
+	})
+	if err != nil {
+		return err
+	}
+	if withWorker {
+		if err := client.Start(ctx); err != nil {
+			return fmt.Errorf("start workers: %w", err)
+		}
+		defer func() {
+			if err := worker.Stop(client, a.cfg.ShutdownTimeout); err != nil {
+				a.logger.Error("stop workers", "error", err)
+			}
+		}()
+		a.logger.InfoContext(ctx, "workers started")
+	}
+	if !withAPI {
+		<-ctx.Done()
+		return nil
+	}
+
+	listener := store.NewListener(pool.Config().ConnConfig, a.logger)
+	if err := listener.Start(ctx); err != nil {
+		return err
+	}
+	defer listener.Stop()
+
+	srv, err := api.New(api.Config{
+		Ops:      ops,
+		Payments: payments.verifier,
+		Pool:     pool,
+		River:    client,
+		Listener: listener,
+		Limits:   a.limits(),
+		CallWait: a.cfg.CallWait,
+		Logger:   a.logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", a.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.ListenAddr, err)
+	}
+	a.logger.InfoContext(ctx, "api listening", "addr", ln.Addr().String(), "public_url", a.cfg.PublicURL)
+	if a.opts.listening != nil {
+		a.opts.listening(ln.Addr().String())
+	}
+	err = srv.Serve(ctx, ln, a.cfg.ShutdownTimeout)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// buildPayments builds the payment step of the configured settlement mode.
+func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *slog.Logger) (*paymentStack, error) {
+	return nil, fmt.Errorf("settlement mode %q: the x402 payment step is not wired into this build yet", cfg.Settlement)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Config is the service's configuration, read from the environment (see
+// contract.md). Every field has a working default.
+type Config struct {
+	DatabaseURL       string
+	ListenAddr        string
+	PublicURL         string
+	Settlement        string
+	PayToEVM          string
+	PayToSolana       string
+	SolanaFeePayer    string
+	RPCURLSolana      string
+	RPCURLs           map[string]string
+	RelayerKey        string
+	FacilitatorURL    string
+	DevchainRPCAddr   string
+	GeminiAPIKey      string
+	GeminiModel       string
+	GeminiBaseURL     string
+	OpsToken          string
+	IndexSources      []string
+	IndexCron         string
+	LivenessCron      string
+	CallWait          time.Duration
+	FetchAllowCIDRs   []netip.Prefix
+	Concurrency       map[string]int
+	JobTimeout        time.Duration
+	MaxBodyBytes      int64
+	MaxCodeChars      int
+	MaxPatternChars   int
+	MaxRows           int
+	ShutdownTimeout   time.Duration
+	LogLevel          string
+	FetchPollInterval time.Duration
+	RescueAfter       time.Duration
+}
+
+// loadConfig reads the configuration through getenv.
+func loadConfig(getenv func(string) string) (*Config, error) {
+	env := func(key, def string) string {
+		if v := strings.TrimSpace(getenv(key)); v != "" {
+			return v
+		}
+		return def
+	}
+	var errs []string
+	duration := func(key string, def time.Duration) time.Duration {
+		v := getenv(key)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Sprintf("%s: %q is not a duration like 25s", key, v))
+			return def
+		}
+		return d
+	}
+	integer := func(key string, def int) int {
+		v := getenv(key)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Sprintf("%s: %q is not a whole number", key, v))
+			return def
+		}
+		return n
+	}
+
+	c := &Config{
+		DatabaseURL:       env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x402?sslmode=disable"),
+		ListenAddr:        env("LISTEN_ADDR", "127.0.0.1:8080"),
+		Settlement:        env("SETTLEMENT", "devchain"),
+		PayToEVM:          env("PAY_TO_EVM", ""),
+		PayToSolana:       env("PAY_TO_SOLANA", ""),
+		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
+		RPCURLSolana:      env("RPC_URL_SOLANA", ""),
+		RPCURLs:           map[string]string{},
+		RelayerKey:        env("RELAYER_KEY", ""),
+		FacilitatorURL:    env("FACILITATOR_URL", ""),
+		DevchainRPCAddr:   env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
+		GeminiAPIKey:      env("GEMINI_API_KEY", ""),
+		GeminiModel:       env("GEMINI_MODEL", "gemini-2.5-flash"),
+		GeminiBaseURL:     env("GEMINI_BASE_URL", ""),
+		OpsToken:          env("OPS_TOKEN", ""),
+		IndexCron:         env("INDEX_CRON", "*/15 * * * *"),
+		LivenessCron:      env("LIVENESS_CRON", "*/30 * * * *"),
+		CallWait:          duration("CALL_WAIT", 25*time.Second),
+		JobTimeout:        duration("JOB_TIMEOUT", 2*time.Minute),
+		ShutdownTimeout:   duration("SHUTDOWN_TIMEOUT", 30*time.Second),
+		FetchPollInterval: duration("RIVER_POLL_INTERVAL", 0),
+		RescueAfter:       duration("JOB_RESCUE_AFTER", 0),
+		MaxBodyBytes:      int64(integer("MAX_BODY_BYTES", 1<<20)),
+		MaxCodeChars:      integer("MAX_CODE_CHARS", 200_000),
+		MaxPatternChars:   integer("MAX_PATTERN_CHARS", 4096),
+		MaxRows:           integer("MAX_ROWS", 50_000),
+		LogLevel:          env("LOG_LEVEL", "info"),
+		Concurrency: map[string]int{
+			"pure":       integer("WORKERS_PURE", 0),
+			"model":      integer("WORKERS_MODEL", 0),
+			"browser":    integer("WORKERS_BROWSER", 0),
+			"settlement": integer("WORKERS_SETTLEMENT", 0),
+			"index":      integer("WORKERS_INDEX", 0),
+		},
+	}
+	c.PublicURL = strings.TrimRight(env("PUBLIC_URL", "http://"+c.ListenAddr), "/")
+	if s := getenv("INDEX_SOURCES"); s != "" {
+		for _, src := range strings.Split(s, ",") {
+			if src = strings.TrimSpace(src); src != "" {
+				c.IndexSources = append(c.IndexSources, src)
+			}
+		}
+	}
+	if s := getenv("FETCH_ALLOW_CIDRS"); s != "" {
+		for _, part := range strings.Split(s, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("FETCH_ALLOW_CIDRS: %q is not a CIDR like 127.0.0.0/8", part))
+				continue
+			}
+			c.FetchAllowCIDRs = append(c.FetchAllowCIDRs, p)
+		}
+	}
+	switch c.Settlement {
+	case "devchain", "rpc", "facilitator":
+	default:
+		errs = append(errs, fmt.Sprintf("SETTLEMENT: %q is not devchain, rpc or facilitator", c.Settlement))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+// rpcURL returns RPC_URL_<CHAIN> for a CAIP-2 network, e.g. eip155:8453 →
+// RPC_URL_EIP155_8453.
+func rpcURLKey(network string) string {
+	return "RPC_URL_" + strings.ToUpper(strings.NewReplacer(":", "_", "-", "_").Replace(network))
+}
+
+// validPayTo reports whether s is a usable EVM receiving address.
+func validPayTo(s string) bool {
+	return common.IsHexAddress(s) && common.HexToAddress(s) != (common.Address{})
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402"
+)
+
+// This file holds the test double of the payment step and a slow operation.
+// They exist only in test builds: the test binary re-executes itself as an
+// x402d process (X402D_TEST_CHILD=1) so that tests can run and kill real
+// processes that use them.
+
+func TestMain(m *testing.M) {
+	if os.Getenv("X402D_TEST_CHILD") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, testOptions(os.Getenv))
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "x402d (test child):", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testOptions returns the payment double and the slow operation, configured
+// by TEST_SETTLE_FAIL (settlement refuses every payment).
+func testOptions(getenv func(string) string) *options {
+	return &options{
+		payments: func(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *slog.Logger) (*paymentStack, error) {
+			pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS test_chain (
+				payment_key text PRIMARY KEY, settled_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+				pool.Close()
+				return nil, err
+			}
+			fp := &fakePayments{pool: pool, fail: getenv("TEST_SETTLE_FAIL") == "1"}
+			return &paymentStack{verifier: fp, settler: fp, close: pool.Close}, nil
+		},
+		ops: []opDef{{sleepOp, worker.Bind(sleepOp, sleepWork, false)}},
+	}
+}
+
+// fakePayments is the test double of x402: a payment header "test:<payer>:<nonce>"
+// is valid; "bad:..." is refused. Settlement records the payment in the
+// test_chain table, which, like a token contract, moves a payment once.
+type fakePayments struct {
+	pool *pgxpool.Pool
+	fail bool
+}
+
+func (f *fakePayments) Quote(op string) (*x402.Quote, error) {
+	doc := fmt.Sprintf(`{"x402Version":2,"error":"payment required","resource":{"url":"http://test/api/x402/%s"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","payTo":"0x0000000000000000000000000000000000000009","maxTimeoutSeconds":300,"extra":{"name":"USD Coin","version":"2"}}]}`, op)
+	return &x402.Quote{
+		PaymentRequired: base64.StdEncoding.EncodeToString([]byte(doc)),
+		WWWAuthenticate: `X402 realm="test"`,
+		Body:            []byte(doc),
+	}, nil
+}
+
+func (f *fakePayments) Verify(ctx context.Context, op, header string) (*x402.Payment, error) {
+	parts := strings.Split(header, ":")
+	if len(parts) != 3 || parts[0] != "test" {
+		return nil, &x402.Refusal{Reason: "invalid_exact_evm_signature", Message: "test double refuses " + header}
+	}
+	return &x402.Payment{Network: "eip155:8453", Payer: parts[1], Nonce: parts[2], Amount: "10000",
+		Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Payload: json.RawMessage(`{"test":true}`)}, nil
+}
+
+func (f *fakePayments) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	if f.fail {
+		return &x402.SettleResponse{Success: false, ErrorReason: "invalid_exact_evm_insufficient_balance", Network: p.Network, Payer: p.Payer}, nil
+	}
+	if _, err := f.pool.Exec(ctx, "INSERT INTO test_chain (payment_key) VALUES ($1) ON CONFLICT DO NOTHING", p.Key()); err != nil {
+		return nil, err
+	}
+	return &x402.SettleResponse{Success: true, Transaction: "0xtx" + p.Nonce, Network: p.Network, Payer: p.Payer}, nil
+}
+
+// sleepInput is a test-only operation that takes Ms milliseconds, so tests
+// can kill a worker while it runs.
+type sleepInput struct {
+	Ms int `json:"ms"`
+}
+
+func (sleepInput) Kind() string { return "sleep" }
+
+func (in sleepInput) Validate(*jobs.Limits) error {
+	if in.Ms < 0 || in.Ms > 60_000 {
+		return jobs.Invalid("ms", "must be between 0 and 60000")
+	}
+	return nil
+}
+
+var sleepOp = jobs.Define[sleepInput](jobs.Spec{Name: "sleep", Price: "0.010000", Queue: jobs.QueuePure})
+
+func sleepWork(ctx context.Context, in sleepInput) (map[string]int, error) {
+	select {
+	case <-time.After(time.Duration(in.Ms) * time.Millisecond):
+		return map[string]int{"slept_ms": in.Ms}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// testEnv returns a getenv for a service on db, listening on a free port.
+func testEnv(db *dbtest.DB, extra map[string]string) func(string) string {
+	env := map[string]string{
+		"DATABASE_URL": db.URL,
+		"LISTEN_ADDR":  "127.0.0.1:0",
+		"LOG_LEVEL":    "warn",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return func(k string) string { return env[k] }
+}
+
+// startInProcess runs `x402d <cmd>` in this process with the test double and
+// returns the api's base URL (empty for a worker).
+func startInProcess(ctx context.Context, t testing.TB, cmd string, getenv func(string) string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	addr := make(chan string, 1)
+	opts := testOptions(getenv)
+	opts.listening = func(a string) { addr <- a }
+	done := make(chan error, 1)
+	logs := &lockedBuffer{}
+	go func() { done <- run(ctx, []string{cmd}, getenv, io.Discard, logs, opts) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("x402d %s logs:\n%s", cmd, logs.String())
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("x402d %s: %v", cmd, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("x402d %s did not stop within 30s", cmd)
+		}
+	})
+	if cmd == "worker" {
+		return ""
+	}
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case err := <-done:
+		t.Fatalf("x402d %s exited: %v", cmd, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("x402d %s did not listen within 30s", cmd)
+	}
+	return ""
+}
+
+// child is an x402d process started from the test binary.
+type child struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *bytes.Buffer
+	mu   *sync.Mutex
+	done chan struct{}
+}
+
+// startChild starts `x402d <cmd>` as a separate process with the test double.
+func startChild(t testing.TB, command string, env map[string]string) *child {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, command)
+	cmd.Env = append(os.Environ(), "X402D_TEST_CHILD=1", "LOG_LEVEL=info")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	c := &child{cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	ready := make(chan struct{}, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			c.mu.Lock()
+			c.logs.WriteString(line + "\n")
+			c.mu.Unlock()
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil {
+				switch rec.Msg {
+				case "api listening":
+					addr <- rec.Addr
+				case "workers started":
+					select {
+					case ready <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() { c.stop(t) })
+	deadline := time.After(60 * time.Second)
+	select {
+	case a := <-addr:
+		c.addr = "http://" + a
+	case <-ready:
+	case <-c.done:
+		t.Fatalf("x402d %s exited early:\n%s", command, c.output())
+	case <-deadline:
+		t.Fatalf("x402d %s did not start within 60s:\n%s", command, c.output())
+	}
+	return c
+}
+
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logs.String()
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (c *child) kill() {
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+}
+
+func (c *child) stop(t testing.TB) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		t.Errorf("process did not stop on SIGTERM; killing it")
+		c.kill()
+	}
+}
+
+// post sends a paid (or unpaid, with payment "") request.
+func post(t testing.TB, client *http.Client, url, payment string, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if payment != "" {
+		req.Header.Set("PAYMENT-SIGNATURE", payment)
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

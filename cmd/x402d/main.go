@@ -1,0 +1,80 @@
+// Command x402d is the pay-per-call utility service and x402 market index:
+// one binary whose subcommands run the whole service in one process or each
+// part on its own.
+//
+//	x402d serve      api + worker + scheduler in one process
+//	x402d api        the HTTP api only (quotes, payments, results)
+//	x402d worker     River workers only (operations, settlement, index jobs)
+//	x402d migrate    apply the database migrations and exit
+//
+// Configuration comes from environment variables; see README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil); err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "x402d:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `x402d: pay-per-call utility service over x402, and a public index of x402 sellers.
+
+Usage: x402d <command>
+
+Commands:
+  serve     api + worker + scheduler in one process (migrates first)
+  api       the HTTP api only
+  worker    River workers only
+  migrate   apply database migrations and exit
+
+Configuration is read from the environment; see README.md.
+`
+
+// run runs the subcommand in args. opts is nil except in tests, which use it
+// to replace the payment step with a double that lives in test files.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, opts *options) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	if opts == nil {
+		opts = &options{}
+	}
+	a := newApp(cfg, stderr, opts)
+	switch args[0] {
+	case "serve":
+		return a.serve(ctx, true, true)
+	case "api":
+		return a.serve(ctx, true, false)
+	case "worker":
+		return a.serve(ctx, false, true)
+	case "migrate":
+		return a.migrate(ctx)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "x402d: unknown command %q\n\n%s", args[0], usage)
+		return errUsage
+	}
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/jobs/diff"
+	"github.com/x402d/x402d/worker"
+)
+
+// opDef is a sold operation: its catalogue entry for the api and its binding
+// to the function that computes it for the workers.
+type opDef struct {
+	op   jobs.Operation
+	bind worker.Op
+}
+
+// operations lists every operation the service sells, in catalogue order,
+// followed by extra (tests only).
+func operations(extra []opDef) ([]jobs.Operation, []worker.Op) {
+	defs := []opDef{
+		{diff.Op, worker.Bind(diff.Op, diff.Work, false)},
+	}
+	defs = append(defs, extra...)
+	ops := make([]jobs.Operation, len(defs))
+	binds := make([]worker.Op, len(defs))
+	for i, d := range defs {
+		ops[i], binds[i] = d.op, d.bind
+	}
+	return ops, binds
+}

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	Field   string `json:"field"`
+	CallID  string `json:"call_id"`
+}
+
+func decodeJSON[T any](t testing.TB, b []byte) T {
+	t.Helper()
+	var v T
+	require.NoError(t, json.Unmarshal(b, &v), string(b))
+	return v
+}
+
+func eventTypes(ctx context.Context, t testing.TB, db *dbtest.DB, callID string) []string {
+	t.Helper()
+	events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(callID))
+	require.NoError(t, err)
+	types := make([]string, len(events))
+	for i, e := range events {
+		types[i] = e.Type
+	}
+	return types
+}
+
+func TestPaidCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	type testBundle struct {
+		base   string
+		db     *dbtest.DB
+		client *http.Client
+	}
+	setup := func(t *testing.T, env map[string]string) *testBundle {
+		t.Helper()
+		db := dbtest.Schema(ctx, t)
+		base := startInProcess(ctx, t, "serve", testEnv(db, env))
+		return &testBundle{base: base, db: db, client: &http.Client{Timeout: 30 * time.Second}}
+	}
+	const diffBody = `{"a":"one\ntwo\n","b":"one\nthree\n"}`
+
+	t.Run("UnpaidGetsQuote", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		resp, body := post(t, b.client, b.base+"/api/x402/diff", "", "")
+		require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+		require.NotEmpty(t, resp.Header.Get("PAYMENT-REQUIRED"))
+		require.NotEmpty(t, resp.Header.Get("WWW-Authenticate"))
+		raw, err := base64.StdEncoding.DecodeString(resp.Header.Get("PAYMENT-REQUIRED"))
+		require.NoError(t, err)
+		require.JSONEq(t, string(raw), string(body))
+		var count int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&count))
+		require.Zero(t, count, "a quote writes nothing")
+	})
+
+	t.Run("PaidDiffDeliversResultAfterSettlement", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		resp, body := post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:n1", diffBody)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		result := decodeJSON[map[string]any](t, body)
+		require.Equal(t, "diff", result["op"])
+		callID, _ := result["call_id"].(string)
+		require.NotEmpty(t, callID)
+		require.Equal(t, false, result["identical"])
+		require.Contains(t, result["unified"], "-two\n+three\n")
+
+		settle, err := base64.StdEncoding.DecodeString(resp.Header.Get("PAYMENT-RESPONSE"))
+		require.NoError(t, err)
+		sr := decodeJSON[x402.SettleResponse](t, settle)
+		require.True(t, sr.Success)
+		require.Equal(t, "0xtxn1", sr.Transaction)
+
+		require.Equal(t, []string{
+			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementConfirmed,
+		}, eventTypes(ctx, t, b.db, callID))
+	})
+
+	t.Run("ReplaySameRequestGetsStoredResult", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		resp1, body1 := post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:r1", diffBody)
+		require.Equal(t, http.StatusOK, resp1.StatusCode, string(body1))
+		resp2, body2 := post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:r1", diffBody)
+		require.Equal(t, http.StatusOK, resp2.StatusCode, string(body2))
+		require.JSONEq(t, string(body1), string(body2))
+
+		resp3, body3 := post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:r1", `{"a":"x","b":"y"}`)
+		require.Equal(t, http.StatusPaymentRequired, resp3.StatusCode)
+		require.Equal(t, "payment_already_used", decodeJSON[errorBody](t, body3).Error)
+		require.NotEmpty(t, resp3.Header.Get("PAYMENT-REQUIRED"))
+
+		var calls, settled int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&settled))
+		require.Equal(t, 1, calls)
+		require.Equal(t, 1, settled)
+	})
+
+	t.Run("ConcurrentReplaysMakeOneCall", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		var wg sync.WaitGroup
+		bodies := make([]string, 8)
+		for i := range bodies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, body := post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:same", diffBody)
+				if resp.StatusCode == http.StatusOK {
+					bodies[i] = string(body)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, body := range bodies {
+			require.JSONEq(t, bodies[0], body)
+		}
+		var calls int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
+		require.Equal(t, 1, calls)
+	})
+
+	t.Run("InvalidBodyIsRefusedWithoutCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		for _, tc := range []struct{ body, field string }{
+			{`{"a":"x"}`, "b"},
+			{`{"a":1,"b":"x"}`, "a"},
+			{`{"a":"x","b":"y","c":"z"}`, "c"},
+			{`[1,2]`, ""},
+			{`not json`, ""},
+			{``, ""},
+		} {
+			resp, body := post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:inv", tc.body)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, tc.body)
+			eb := decodeJSON[errorBody](t, body)
+			require.Equal(t, "invalid_request", eb.Error, tc.body)
+			require.Equal(t, tc.field, eb.Field, tc.body)
+			require.NotEmpty(t, eb.Message)
+		}
+		var calls int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
+		require.Zero(t, calls)
+	})
+
+	t.Run("RefusedPaymentGetsFreshQuoteWithReason", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		resp, body := post(t, b.client, b.base+"/api/x402/diff", "bad:0xpayer:n", diffBody)
+		require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+		require.Equal(t, "invalid_exact_evm_signature", decodeJSON[errorBody](t, body).Error)
+		raw, err := base64.StdEncoding.DecodeString(resp.Header.Get("PAYMENT-REQUIRED"))
+		require.NoError(t, err)
+		require.Equal(t, "invalid_exact_evm_signature", decodeJSON[errorBody](t, raw).Error)
+	})
+
+	t.Run("SettlementFailureWithholdsResult", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]string{"TEST_SETTLE_FAIL": "1"})
+		resp, body := post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:sf", diffBody)
+		require.Equal(t, http.StatusPaymentRequired, resp.StatusCode, string(body))
+		require.Equal(t, "invalid_exact_evm_insufficient_balance", decodeJSON[errorBody](t, body).Error)
+		require.NotContains(t, string(body), "unified", "the result is withheld")
+		var callID string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT id FROM calls").Scan(&callID))
+		require.Equal(t, []string{
+			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementFailed,
+		}, eventTypes(ctx, t, b.db, callID))
+	})
+
+	t.Run("SlowCallAnswers202ThenPolls", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]string{"CALL_WAIT": "200ms"})
+		resp, body := post(t, b.client, b.base+"/api/x402/sleep", "test:0xpayer:slow", `{"ms":1500}`)
+		require.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
+		accepted := decodeJSON[map[string]string](t, body)
+		require.Equal(t, "running", accepted["status"])
+		poll := accepted["poll"]
+		require.True(t, strings.HasPrefix(poll, "/api/x402/calls/"+accepted["call_id"]+"?token="), poll)
+
+		for _, bad := range []string{"/api/x402/calls/" + accepted["call_id"], "/api/x402/calls/" + accepted["call_id"] + "?token=wrong"} {
+			r, err := b.client.Get(b.base + bad)
+			require.NoError(t, err)
+			r.Body.Close()
+			require.Equal(t, http.StatusNotFound, r.StatusCode, bad)
+		}
+
+		r, err := b.client.Get(b.base + poll + "&wait=20")
+		require.NoError(t, err)
+		defer r.Body.Close()
+		require.Equal(t, http.StatusOK, r.StatusCode)
+		var result map[string]any
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&result))
+		require.Equal(t, float64(1500), result["slept_ms"])
+		require.Equal(t, accepted["call_id"], result["call_id"])
+	})
+
+	t.Run("ErrorsAreJSON", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		resp, body := post(t, b.client, b.base+"/api/x402/nope", "", "{}")
+		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+		require.Equal(t, "unknown_operation", decodeJSON[errorBody](t, body).Error)
+
+		big := `{"a":"` + strings.Repeat("x", 2<<20) + `","b":""}`
+		resp, body = post(t, b.client, b.base+"/api/x402/diff", "test:0xpayer:big", big)
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+		require.Equal(t, "body_too_large", decodeJSON[errorBody](t, body).Error)
+
+		r, err := b.client.Get(b.base + "/api/x402/diff")
+		require.NoError(t, err)
+		defer r.Body.Close()
+		require.Equal(t, http.StatusMethodNotAllowed, r.StatusCode)
+		require.Equal(t, "application/json", strings.Split(r.Header.Get("Content-Type"), ";")[0])
+
+		for _, path := range []string{"/healthz", "/readyz"} {
+			r, err := b.client.Get(b.base + path)
+			require.NoError(t, err)
+			r.Body.Close()
+			require.Equal(t, http.StatusOK, r.StatusCode, path)
+		}
+	})
+}
+
+// TestWorkerKilledMidRun kills a real worker process while it runs a job:
+// River rescues the job, another worker runs it, and the caller that waits
+// on the poll URL gets the result; the payment is settled once.
+func TestWorkerKilledMidRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	env := map[string]string{
+		"DATABASE_URL":        db.URL,
+		"LISTEN_ADDR":         "127.0.0.1:0",
+		"CALL_WAIT":           "1s",
+		"JOB_TIMEOUT":         "4s",
+		"JOB_RESCUE_AFTER":    "5s",
+		"RIVER_POLL_INTERVAL": "100ms",
+	}
+	apiProc := startChild(t, "api", env)
+	w1 := startChild(t, "worker", env)
+
+	client := &http.Client{Timeout: 90 * time.Second}
+	resp, body := post(t, client, apiProc.addr+"/api/x402/sleep", "test:0xpayer:kill", `{"ms":3000}`)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
+	accepted := decodeJSON[map[string]string](t, body)
+	callID := accepted["call_id"]
+
+	require.Eventually(t, func() bool {
+		types := eventTypes(ctx, t, db, callID)
+		return len(types) >= 3 && types[2] == store.EventJobStarted
+	}, 10*time.Second, 20*time.Millisecond, "job never started")
+	w1.kill()
+
+	w2 := startChild(t, "worker", env)
+	_ = w2
+
+	r, err := client.Get(apiProc.addr + accepted["poll"] + "&wait=60")
+	require.NoError(t, err)
+	defer r.Body.Close()
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	var result map[string]any
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&result))
+	require.Equal(t, float64(3000), result["slept_ms"])
+
+	types := eventTypes(ctx, t, db, callID)
+	started := 0
+	for _, typ := range types {
+		if typ == store.EventJobStarted {
+			started++
+		}
+	}
+	require.Equal(t, 2, started, "the job ran twice: killed, then rescued: %v", types)
+	require.Equal(t, store.EventSettlementConfirmed, types[len(types)-1])
+	var settled int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&settled))
+	require.Equal(t, 1, settled)
+}
+
+// TestTwoAPIsTwoWorkers runs two api and two worker processes on one
+// database and delivers each of 200 paid calls exactly once.
+func TestTwoAPIsTwoWorkers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0"}
+	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
+	startChild(t, "worker", env)
+	startChild(t, "worker", env)
+
+	const n = 200
+	client := &http.Client{Timeout: 60 * time.Second}
+	type outcome struct {
+		status int
+		callID string
+		text   string
+	}
+	outcomes := make([]outcome, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			body := fmt.Sprintf(`{"a":"same\n","b":"same\ncall %d\n"}`, i)
+			resp, b := post(t, client, apis[i%2].addr+"/api/x402/diff", fmt.Sprintf("test:0xpayer%d:n%d", i%7, i), body)
+			o := outcome{status: resp.StatusCode}
+			if resp.StatusCode == http.StatusOK {
+				var r struct {
+					CallID string `json:"call_id"`
+					Added  []struct {
+						Text string `json:"text"`
+					} `json:"added"`
+				}
+				if json.Unmarshal(b, &r) == nil && len(r.Added) == 1 {
+					o.callID, o.text = r.CallID, r.Added[0].Text
+				}
+			}
+			outcomes[i] = o
+		}()
+	}
+	wg.Wait()
+
+	seen := map[string]bool{}
+	for i, o := range outcomes {
+		require.Equal(t, http.StatusOK, o.status, "call %d", i)
+		require.Equal(t, fmt.Sprintf("call %d", i), o.text, "call %d got another call's result", i)
+		require.False(t, seen[o.callID], "call id %s delivered twice", o.callID)
+		seen[o.callID] = true
+	}
+	var confirmed, settled, paid int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = 'settlement.confirmed'").Scan(&confirmed))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&settled))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = 'paid'").Scan(&paid))
+	require.Equal(t, n, confirmed)
+	require.Equal(t, n, settled)
+	require.Equal(t, n, paid)
+}

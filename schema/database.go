@@ -1,0 +1,46 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// EnsureDatabase creates the database named in connString when it does not
+// exist and the role may create it. An unreachable server is an error that
+// says how to start one.
+func EnsureDatabase(ctx context.Context, connString string) error {
+	config, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, config)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+		return fmt.Errorf("connect to Postgres at %s:%d: %w (start it, e.g. `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, or set DATABASE_URL)", config.Host, config.Port, err)
+	}
+	admin := config.Copy()
+	admin.Database = "postgres"
+	conn, err = pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("create database %s: connect to the postgres database: %w", config.Database, err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{config.Database}.Sanitize())
+	if err != nil && !isDuplicateDatabase(err) {
+		return fmt.Errorf("create database %s: %w", config.Database, err)
+	}
+	return nil
+}
+
+func isDuplicateDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	// 23505: two processes created it at the same moment.
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") // duplicate_database
+}

@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS calls;
+DROP TABLE IF EXISTS events;
+DROP FUNCTION IF EXISTS events_refuse_change();

@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// Call states, the projection of a call's events.
+const (
+	// CallQueued: the payment is verified and the job inserted.
+	CallQueued = "queued"
+	// CallRunning: a worker runs the operation.
+	CallRunning = "running"
+	// CallSettling: the result is ready and held until the payment settles.
+	CallSettling = "settling"
+	// CallPaid: settled; the result is released. Final.
+	CallPaid = "paid"
+	// CallFailed: the operation failed; the payment is never settled. Final.
+	CallFailed = "failed"
+	// CallUnpaid: settlement failed; the result is withheld. Final.
+	CallUnpaid = "unpaid"
+)
+
+// Call event types, in the order a call goes through them.
+const (
+	EventPaymentVerified     = "payment.verified"
+	EventJobQueued           = "job.queued"
+	EventJobStarted          = "job.started"
+	EventJobSucceeded        = "job.succeeded"
+	EventJobFailed           = "job.failed"
+	EventSettlementSubmitted = "settlement.submitted"
+	EventSettlementConfirmed = "settlement.confirmed"
+	EventSettlementFailed    = "settlement.failed"
+)
+
+// CallStream returns the event stream of call id.
+func CallStream(id string) string { return "call/" + id }
+
+// IsFinal reports whether a call in state will not change any more.
+func IsFinal(state string) bool {
+	return state == CallPaid || state == CallFailed || state == CallUnpaid
+}
+
+// IsFinalEvent reports whether a call event of type typ moves the call to a
+// final state.
+func IsFinalEvent(typ string) bool {
+	return typ == EventSettlementConfirmed || typ == EventSettlementFailed || typ == EventJobFailed
+}
+
+// PaymentVerified is the data of a payment.verified event: it creates the call.
+type PaymentVerified struct {
+	Op          string       `json:"op"`
+	Token       string       `json:"token"`
+	RequestHash []byte       `json:"request_hash"`
+	Payment     x402.Payment `json:"payment"`
+}
+
+// JobQueued is the data of a job.queued event.
+type JobQueued struct {
+	JobID int64  `json:"job_id"`
+	Queue string `json:"queue"`
+}
+
+// JobStarted is the data of a job.started event.
+type JobStarted struct {
+	JobID   int64 `json:"job_id"`
+	Attempt int   `json:"attempt"`
+}
+
+// JobSucceeded is the data of a job.succeeded event.
+type JobSucceeded struct {
+	JobID  int64           `json:"job_id"`
+	Result json.RawMessage `json:"result"`
+}
+
+// JobFailed is the data of a job.failed event.
+type JobFailed struct {
+	JobID   int64  `json:"job_id"`
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// SettlementSubmitted is the data of a settlement.submitted event.
+type SettlementSubmitted struct {
+	JobID   int64  `json:"job_id"`
+	Network string `json:"network"`
+	Attempt int    `json:"attempt"`
+}
+
+// SettlementDone is the data of settlement.confirmed and settlement.failed.
+type SettlementDone struct {
+	Response x402.SettleResponse `json:"response"`
+}
+
+// projectCall updates the calls row of a call event.
+func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, error) {
+	id := strings.TrimPrefix(e.Stream, "call/")
+	switch e.Type {
+	case EventPaymentVerified:
+		v, ok := e.Data.(PaymentVerified)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want PaymentVerified", e.Data)
+		}
+		payment, err := json.Marshal(v.Payment)
+		if err != nil {
+			return false, fmt.Errorf("marshal payment: %w", err)
+		}
+		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, payment, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
+			id, v.Op, CallQueued, v.Token, v.RequestHash, v.Payment.Key(), v.Payment.Network, v.Payment.Payer, v.Payment.Amount, payment, now)
+		return true, nil
+	case EventJobQueued:
+		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'queued'", id, now)
+		return true, nil
+	case EventJobStarted:
+		b.Queue("UPDATE calls SET state = 'running', updated_at = $2 WHERE id = $1 AND state IN ('queued', 'running')", id, now)
+		return true, nil
+	case EventJobSucceeded:
+		b.Queue("UPDATE calls SET state = 'settling', result = $2::jsonb->'result', updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, data, now)
+		return true, nil
+	case EventJobFailed:
+		b.Queue("UPDATE calls SET state = 'failed', failure = $2, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, data, now)
+		return true, nil
+	case EventSettlementSubmitted:
+		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'settling'", id, now)
+		return true, nil
+	case EventSettlementConfirmed:
+		b.Queue("UPDATE calls SET state = 'paid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
+		return true, nil
+	case EventSettlementFailed:
+		b.Queue("UPDATE calls SET state = 'unpaid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown call event type %q", e.Type)
+}
+
+// Call is a row of the calls projection.
+type Call struct {
+	ID          string
+	Op          string
+	State       string
+	Token       string
+	RequestHash []byte
+	PaymentKey  string
+	Network     string
+	Payer       string
+	Amount      string
+	Payment     x402.Payment
+	// Result is the operation's result object, kept from job.succeeded on.
+	Result json.RawMessage
+	// Failure is the job.failed event's data when the operation failed.
+	Failure *JobFailed
+	// Settlement is the settlement's response once settled or refused.
+	Settlement *x402.SettleResponse
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+const callColumns = "id, op, state, token, request_hash, payment_key, network, payer, amount, payment, result, failure, settlement, created_at, updated_at"
+
+func scanCall(row pgx.Row) (*Call, error) {
+	var c Call
+	var payment, result, failure, settlement []byte
+	if err := row.Scan(&c.ID, &c.Op, &c.State, &c.Token, &c.RequestHash, &c.PaymentKey, &c.Network, &c.Payer, &c.Amount,
+		&payment, &result, &failure, &settlement, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		return nil, interpretError(err)
+	}
+	if err := json.Unmarshal(payment, &c.Payment); err != nil {
+		return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)
+	}
+	if result != nil {
+		c.Result = result
+	}
+	if failure != nil {
+		c.Failure = &JobFailed{}
+		if err := json.Unmarshal(failure, c.Failure); err != nil {
+			return nil, fmt.Errorf("call %s: failure: %w", c.ID, err)
+		}
+	}
+	if settlement != nil {
+		c.Settlement = &x402.SettleResponse{}
+		if err := json.Unmarshal(settlement, c.Settlement); err != nil {
+			return nil, fmt.Errorf("call %s: settlement: %w", c.ID, err)
+		}
+	}
+	return &c, nil
+}
+
+// CallGetByID returns call id.
+func CallGetByID(ctx context.Context, db DBTX, id string) (*Call, error) {
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE id = $1", id))
+	if err != nil {
+		return nil, fmt.Errorf("get call %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// CallGetByPaymentKey returns the call paid for by the payment with key.
+func CallGetByPaymentKey(ctx context.Context, db DBTX, key string) (*Call, error) {
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = $1", key))
+	if err != nil {
+		return nil, fmt.Errorf("get call by payment %s: %w", key, err)
+	}
+	return c, nil
+}
+
+// CallGetForUpdate returns call id locked for the rest of transaction tx.
+func CallGetForUpdate(ctx context.Context, tx pgx.Tx, id string) (*Call, error) {
+	c, err := scanCall(tx.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE id = $1 FOR UPDATE", id))
+	if err != nil {
+		return nil, fmt.Errorf("get call %s for update: %w", id, err)
+	}
+	return c, nil
+}

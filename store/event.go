@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// NotifyChannel is the Postgres channel Append notifies on. The payload is
+// the stream, a tab, and the event type.
+const NotifyChannel = "x402d_events"
+
+// Event is one entry of the event log.
+type Event struct {
+	// ID orders events; it only grows.
+	ID int64 `json:"id"`
+	// Stream names what the event is about: "call/<id>", "host/<name>",
+	// "crawl/<source>".
+	Stream string `json:"stream"`
+	// Type is what happened, e.g. "payment.verified".
+	Type string `json:"type"`
+	// Data is the event's payload.
+	Data json.RawMessage `json:"data"`
+	// CreatedAt is when the event was appended (its transaction's time).
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// NewEvent is an event to append. Data is marshalled to JSON.
+type NewEvent struct {
+	Stream string
+	Type   string
+	Data   any
+}
+
+// projector turns an event into the projection statement it implies. It
+// returns the statement and whether it must touch exactly one row (a state
+// move that is refused when the row is not in an allowed state).
+type projector func(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (mustTouch bool, err error)
+
+// projectorFor returns the projection that events of a stream kind update.
+func projectorFor(kind string) (projector, bool) {
+	switch kind {
+	case "call":
+		return projectCall, true
+	}
+	return nil, false
+}
+
+// Append appends events in the caller's transaction tx: it inserts them,
+// applies each to its projection and sends NOTIFY for each, in one round trip.
+// It returns ErrConflict when an event does not fit its projection's state;
+// the caller should then roll back.
+func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	type check struct {
+		index     int
+		mustTouch bool
+		event     *NewEvent
+	}
+	checks := make([]check, 0, len(events)*3)
+	now := time.Now().UTC()
+	for i := range events {
+		e := &events[i]
+		data, err := json.Marshal(e.Data)
+		if err != nil {
+			return fmt.Errorf("append %s %s: marshal: %w", e.Stream, e.Type, err)
+		}
+		b.Queue("INSERT INTO events (stream, type, data, created_at) VALUES ($1, $2, $3, $4)", e.Stream, e.Type, data, now)
+		checks = append(checks, check{index: b.Len() - 1, event: e})
+		kind, _, _ := strings.Cut(e.Stream, "/")
+		if project, ok := projectorFor(kind); ok {
+			mustTouch, err := project(b, e, data, now)
+			if err != nil {
+				return fmt.Errorf("append %s %s: %w", e.Stream, e.Type, err)
+			}
+			checks = append(checks, check{index: b.Len() - 1, mustTouch: mustTouch, event: e})
+		}
+		b.Queue("SELECT pg_notify($1, $2)", NotifyChannel, e.Stream+"\t"+e.Type)
+		checks = append(checks, check{index: b.Len() - 1, event: e})
+	}
+	results := tx.SendBatch(ctx, b)
+	for _, c := range checks {
+		tag, err := results.Exec()
+		if err != nil {
+			_ = results.Close()
+			return fmt.Errorf("append %s %s: %w", c.event.Stream, c.event.Type, interpretError(err))
+		}
+		if c.mustTouch && tag.RowsAffected() != 1 {
+			_ = results.Close()
+			return fmt.Errorf("append %s %s: %w", c.event.Stream, c.event.Type, ErrConflict)
+		}
+	}
+	if err := results.Close(); err != nil {
+		return fmt.Errorf("append: %w", interpretError(err))
+	}
+	return nil
+}
+
+// EventListByStream returns the events of stream in order.
+func EventListByStream(ctx context.Context, db DBTX, stream string) ([]Event, error) {
+	rows, err := db.Query(ctx, "SELECT id, stream, type, data, created_at FROM events WHERE stream = $1 ORDER BY id", stream)
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", stream, err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := row.Scan(&e.ID, &e.Stream, &e.Type, &e.Data, &e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", stream, err)
+	}
+	return events, nil
+}

@@ -1,0 +1,47 @@
+// Package store owns the service's Postgres state: the append-only event log,
+// the projections that events update (calls, and the index tables), and the
+// one listening connection per process that tells waiters when a stream has a
+// new event.
+//
+// Every state change goes through [Append], in the caller's transaction:
+// it inserts the events, applies them to their projection rows and sends
+// NOTIFY, so a projection never disagrees with its events and a waiter is
+// woken only once the change is committed.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNotFound is returned when a looked-up row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when an event does not fit the current state of its
+// projection (a move from a state that does not allow it, or a second payment
+// with a key already used).
+var ErrConflict = errors.New("conflict with current state")
+
+// DBTX is what the store's functions need from a connection: a pool, a
+// connection or a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// interpretError maps driver errors to the store's sentinels.
+func interpretError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return errors.Join(ErrConflict, err)
+	}
+	return err
+}

@@ -1,0 +1,173 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+func verified(nonce string) store.PaymentVerified {
+	return store.PaymentVerified{
+		Op: "diff", Token: "tok", RequestHash: []byte{1, 2, 3},
+		Payment: x402.Payment{Network: "eip155:8453", Payer: "0xabc", Nonce: nonce, Amount: "10000", Payload: json.RawMessage(`{}`)},
+	}
+}
+
+func appendTx(ctx context.Context, t *testing.T, db *dbtest.DB, events ...store.NewEvent) error {
+	t.Helper()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := store.Append(ctx, tx, events...); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func TestAppend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	type testBundle struct{ db *dbtest.DB }
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		return &testBundle{db: dbtest.Schema(ctx, t)}
+	}
+
+	t.Run("CallLifecycleInOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := store.CallStream("c1")
+		require.NoError(t, appendTx(ctx, t, b.db,
+			store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified("n1")},
+			store.NewEvent{Stream: s, Type: store.EventJobQueued, Data: store.JobQueued{JobID: 1, Queue: "pure"}},
+		))
+		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}}))
+		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"x":1}`)}}))
+
+		c, err := store.CallGetByID(ctx, b.db.Pool, "c1")
+		require.NoError(t, err)
+		require.Equal(t, store.CallSettling, c.State)
+		require.JSONEq(t, `{"x":1}`, string(c.Result))
+
+		require.NoError(t, appendTx(ctx, t, b.db,
+			store.NewEvent{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: "eip155:8453", Attempt: 1}},
+			store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "eip155:8453"}}},
+		))
+		c, err = store.CallGetByID(ctx, b.db.Pool, "c1")
+		require.NoError(t, err)
+		require.Equal(t, store.CallPaid, c.State)
+		require.Equal(t, "0x1", c.Settlement.Transaction)
+
+		events, err := store.EventListByStream(ctx, b.db.Pool, s)
+		require.NoError(t, err)
+		var types []string
+		for _, e := range events {
+			types = append(types, e.Type)
+		}
+		require.Equal(t, []string{
+			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementConfirmed,
+		}, types)
+	})
+
+	t.Run("RefusesMoveFromFinalState", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := store.CallStream("c2")
+		require.NoError(t, appendTx(ctx, t, b.db,
+			store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified("n2")},
+			store.NewEvent{Stream: s, Type: store.EventJobFailed, Data: store.JobFailed{JobID: 1, Error: "operation_failed"}},
+		))
+		err := appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{Result: json.RawMessage(`{}`)}})
+		require.ErrorIs(t, err, store.ErrConflict)
+		// The refused event was rolled back with its transaction.
+		events, err := store.EventListByStream(ctx, b.db.Pool, s)
+		require.NoError(t, err)
+		require.Len(t, events, 2)
+	})
+
+	t.Run("PaymentUsedOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: store.CallStream("a"), Type: store.EventPaymentVerified, Data: verified("same")}))
+		err := appendTx(ctx, t, b.db, store.NewEvent{Stream: store.CallStream("b"), Type: store.EventPaymentVerified, Data: verified("same")})
+		require.ErrorIs(t, err, store.ErrConflict)
+		_, err = store.CallGetByID(ctx, b.db.Pool, "b")
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("EventsAreAppendOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: store.CallStream("c3"), Type: store.EventPaymentVerified, Data: verified("n3")}))
+		for _, sql := range []string{"UPDATE events SET type = 'x'", "DELETE FROM events", "TRUNCATE events CASCADE"} {
+			_, err := b.db.Pool.Exec(ctx, sql)
+			require.ErrorContains(t, err, "append-only", sql)
+		}
+	})
+}
+
+func TestListener(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+
+	config, err := pgx.ParseConfig(db.URL)
+	require.NoError(t, err)
+	// A name of its own, so terminating it below touches no other test's
+	// listener (packages' tests run in parallel on one server).
+	config.RuntimeParams["application_name"] = "listener-" + db.Schema
+	l := store.NewListener(config, slog.New(slog.DiscardHandler))
+	require.NoError(t, l.Start(ctx))
+	t.Cleanup(l.Stop)
+
+	sub := l.Subscribe(store.CallStream("w1"))
+	defer sub.Close()
+	other := l.Subscribe(store.CallStream("w2"))
+	defer other.Close()
+
+	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("w1"), Type: store.EventPaymentVerified, Data: verified("n4")}))
+	select {
+	case typ := <-sub.C:
+		require.Equal(t, store.EventPaymentVerified, typ)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification within 5s")
+	}
+	select {
+	case typ := <-other.C:
+		t.Fatalf("subscriber of another stream woken with %q", typ)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// A lost connection is re-opened, every subscriber is woken, and later
+	// events arrive again.
+	_, err = db.Pool.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", "listener-"+db.Schema)
+	require.NoError(t, err)
+	select {
+	case typ := <-sub.C:
+		require.Empty(t, typ, "a reconnect wakes with an empty type")
+	case <-time.After(10 * time.Second):
+		t.Fatal("not woken after reconnect")
+	}
+	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("w1"), Type: store.EventJobQueued, Data: store.JobQueued{}}))
+	for {
+		select {
+		case typ := <-sub.C:
+			if typ == store.EventJobQueued {
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification after reconnect")
+		}
+	}
+}

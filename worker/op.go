@@ -1,0 +1,156 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
+)
+
+// Op binds a sold operation to the function that computes it. Build one with
+// Bind.
+type Op interface {
+	// Name is the operation's name.
+	Name() string
+	register(workers *river.Workers, deps *Deps) error
+}
+
+// Bind returns the Op that computes operation o with work. When retry is
+// true a failed run is retried by River with backoff (operations that call
+// outside services); otherwise the first failure is final (deterministic
+// operations would only fail the same way again).
+func Bind[In jobs.Input, Out any](o jobs.Operation, work func(ctx context.Context, in In) (Out, error), retry bool) Op {
+	return &binding[In, Out]{op: o, work: work, retry: retry}
+}
+
+type binding[In jobs.Input, Out any] struct {
+	op    jobs.Operation
+	work  func(ctx context.Context, in In) (Out, error)
+	retry bool
+}
+
+func (b *binding[In, Out]) Name() string { return b.op.Name }
+
+func (b *binding[In, Out]) register(workers *river.Workers, deps *Deps) error {
+	return river.AddWorkerSafely(workers, &opWorker[In, Out]{binding: b, deps: deps})
+}
+
+// opWorker is the River worker of one operation.
+type opWorker[In jobs.Input, Out any] struct {
+	river.WorkerDefaults[jobs.Args[In]]
+	binding *binding[In, Out]
+	deps    *Deps
+}
+
+// Work runs the operation for one paid call.
+func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[In]]) error {
+	start := time.Now()
+	callID := job.Args.CallID
+	stream := store.CallStream(callID)
+	log := w.deps.Logger.With("call_id", callID, "op", w.binding.op.Name, "job_id", job.ID, "attempt", job.Attempt)
+
+	// job.started moves the call to running; a call already past running
+	// (a duplicate or a retried job whose call is final) needs nothing.
+	if err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
+		return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobStarted, Data: store.JobStarted{JobID: job.ID, Attempt: job.Attempt}})
+	}); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			log.InfoContext(ctx, "job skipped: call already past running")
+			return nil
+		}
+		return fmt.Errorf("start call %s: %w", callID, err)
+	}
+
+	out, err := w.binding.work(ctx, job.Args.Input)
+	if err != nil {
+		return w.fail(ctx, job, err, log, start)
+	}
+	result, err := resultObject(callID, w.binding.op.Name, out)
+	if err != nil {
+		return w.fail(ctx, job, err, log, start)
+	}
+
+	err = w.inTx(ctx, func(tx pgx.Tx) error {
+		if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}}); err != nil {
+			return err
+		}
+		client := river.ClientFromContext[pgx.Tx](ctx)
+		if _, err := client.InsertTx(ctx, tx, SettleArgs{CallID: callID}, nil); err != nil {
+			return fmt.Errorf("insert settle job: %w", err)
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			log.InfoContext(ctx, "job result dropped: call already final")
+			return nil
+		}
+		return fmt.Errorf("complete call %s: %w", callID, err)
+	}
+	log.InfoContext(ctx, "job succeeded", "duration_ms", time.Since(start).Milliseconds())
+	return nil
+}
+
+// fail records a failed run. A final failure appends job.failed (the caller
+// gets 502 and is never charged) and cancels the job; otherwise River retries.
+func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[In]], cause error, log interface {
+	WarnContext(ctx context.Context, msg string, args ...any)
+}, start time.Time) error {
+	final := !w.binding.retry || job.Attempt >= job.MaxAttempts
+	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "duration_ms", time.Since(start).Milliseconds())
+	if !final {
+		return cause
+	}
+	err := w.inTx(ctx, func(tx pgx.Tx) error {
+		return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
+			JobID: job.ID, Error: "operation_failed", Message: cause.Error(),
+		}})
+	})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("record failure of call %s: %w (cause: %w)", job.Args.CallID, err, cause)
+	}
+	return river.JobCancel(cause)
+}
+
+func (w *opWorker[In, Out]) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, w.deps.Pool, fn)
+}
+
+// resultObject encodes out as the call's result object: its fields after
+// "call_id" and "op".
+func resultObject(callID, op string, out any) (json.RawMessage, error) {
+	body, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) < 2 || body[0] != '{' {
+		return nil, fmt.Errorf("encode result: %T is not a JSON object", out)
+	}
+	head, err := json.Marshal(struct {
+		CallID string `json:"call_id"`
+		Op     string `json:"op"`
+	}{callID, op})
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	rest := bytes.TrimSpace(body[1:])
+	var buf bytes.Buffer
+	buf.Grow(len(head) + len(body) + 1)
+	buf.Write(head[:len(head)-1])
+	if len(rest) > 0 && rest[0] != '}' {
+		buf.WriteByte(',')
+	}
+	buf.Write(rest)
+	return buf.Bytes(), nil
+}

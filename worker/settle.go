@@ -1,0 +1,93 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
+)
+
+// SettleArgs are the args of the job that settles a call's payment once its
+// result is ready.
+type SettleArgs struct {
+	// CallID is the call whose payment is settled.
+	CallID string `json:"call_id"`
+}
+
+// Kind is the River job kind.
+func (SettleArgs) Kind() string { return "settle" }
+
+// InsertOpts puts settlement on its own queue, once per call, with enough
+// attempts to ride out an unreachable chain.
+func (SettleArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:       jobs.QueueSettlement,
+		MaxAttempts: 12,
+		UniqueOpts:  river.UniqueOpts{ByArgs: true},
+	}
+}
+
+type settleWorker struct {
+	river.WorkerDefaults[SettleArgs]
+	deps *Deps
+}
+
+// Work settles the payment of a call in state settling. A settler error is
+// retried (settlers are idempotent: a payment already moved on chain by an
+// earlier attempt is reported as settled); a refusal is final and the result
+// stays withheld.
+func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) error {
+	start := time.Now()
+	callID := job.Args.CallID
+	stream := store.CallStream(callID)
+	log := w.deps.Logger.With("call_id", callID, "job_id", job.ID, "job", "settle", "attempt", job.Attempt)
+
+	call, err := store.CallGetByID(ctx, w.deps.Pool, callID)
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", callID, err)
+	}
+	if call.State != store.CallSettling {
+		log.InfoContext(ctx, "settle skipped", "state", call.State)
+		return nil
+	}
+	err = inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
+		return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
+			JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
+		}})
+	})
+	if err != nil {
+		return fmt.Errorf("settle %s: record submission: %w", callID, err)
+	}
+
+	resp, err := w.deps.Settler.Settle(ctx, &call.Payment)
+	if err != nil {
+		log.WarnContext(ctx, "settlement attempt failed", "error", err)
+		return fmt.Errorf("settle %s: %w", callID, err)
+	}
+	typ := store.EventSettlementConfirmed
+	if !resp.Success {
+		typ = store.EventSettlementFailed
+	}
+	err = pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
+		if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}}); err != nil {
+			return err
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("settle %s: record outcome: %w", callID, err)
+	}
+	log.InfoContext(ctx, "settlement done", "success", resp.Success, "reason", resp.ErrorReason, "transaction", resp.Transaction, "duration_ms", time.Since(start).Milliseconds())
+	return nil
+}

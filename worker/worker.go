@@ -1,0 +1,163 @@
+// Package worker runs the service's River jobs: the paid operations, the
+// settlement of their payments, and (through the index package) the crawl and
+// liveness jobs. It builds the River client that the api uses to insert jobs
+// and that worker processes use to work them.
+//
+// A paid call's job goes: the operation runs (job.started, then job.succeeded
+// or job.failed); on success the result, its event, the settlement job and the
+// job's completion are written in one transaction; the settlement job then
+// settles the payment and appends settlement.confirmed or settlement.failed.
+// A failed operation is never settled.
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/x402"
+)
+
+// Config configures the River client.
+type Config struct {
+	// Work makes the client work jobs. Without it the client only inserts
+	// (an api process).
+	Work bool
+	// Concurrency is the number of jobs each queue runs at once in this
+	// process. Defaults: pure 32, model 8, browser 4, settlement 32, index 4.
+	Concurrency map[string]int
+	// FetchCooldown is the shortest time between two fetches of new jobs.
+	// Defaults to 1 ms: new jobs are announced by NOTIFY, so a short cooldown
+	// is what makes a paid call's round trip fast.
+	FetchCooldown time.Duration
+	// FetchPollInterval is how often the client looks for jobs when no
+	// notification arrived. Defaults to 200 ms.
+	FetchPollInterval time.Duration
+	// JobTimeout bounds one run of a job. Defaults to 2 minutes.
+	JobTimeout time.Duration
+	// RescueAfter is how long a job may stay running before it is taken
+	// for dead (its worker was killed) and retried. River checks every 30 s.
+	// Defaults to JobTimeout plus 30 s.
+	RescueAfter time.Duration
+	// PeriodicJobs are scheduled on the elected leader.
+	PeriodicJobs []*river.PeriodicJob
+}
+
+// WithDefaults returns a copy of c with its defaults applied.
+func (c Config) WithDefaults() Config {
+	conc := map[string]int{
+		jobs.QueuePure:       32,
+		jobs.QueueModel:      8,
+		jobs.QueueBrowser:    4,
+		jobs.QueueSettlement: 32,
+		jobs.QueueIndex:      4,
+	}
+	for q, n := range c.Concurrency {
+		if n > 0 {
+			conc[q] = n
+		}
+	}
+	c.Concurrency = conc
+	c.FetchCooldown = cmp.Or(c.FetchCooldown, time.Millisecond)
+	c.FetchPollInterval = cmp.Or(c.FetchPollInterval, 200*time.Millisecond)
+	c.JobTimeout = cmp.Or(c.JobTimeout, 2*time.Minute)
+	c.RescueAfter = cmp.Or(c.RescueAfter, c.JobTimeout+30*time.Second)
+	return c
+}
+
+// Deps are what the workers need to do their jobs.
+type Deps struct {
+	// Pool is the database.
+	Pool *pgxpool.Pool
+	// Settler settles verified payments. Required.
+	Settler x402.Settler
+	// Logger receives one line per job.
+	Logger *slog.Logger
+	// Ops binds each sold operation to the function that computes it.
+	Ops []Op
+	// Register adds further workers (the index's crawl and liveness jobs).
+	Register []func(workers *river.Workers) error
+}
+
+// Client is the River client of this service.
+type Client = river.Client[pgx.Tx]
+
+// NewClient returns the River client for pool: with cfg.Work it works every
+// queue; without it, it only inserts. Every job kind is registered in both
+// cases, so inserting an unknown kind fails.
+func NewClient(deps *Deps, cfg Config) (*Client, error) {
+	if deps.Settler == nil {
+		return nil, errors.New("worker: Deps.Settler is required")
+	}
+	cfg = cfg.WithDefaults()
+	workers := river.NewWorkers()
+	for _, op := range deps.Ops {
+		if err := op.register(workers, deps); err != nil {
+			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
+		}
+	}
+	if err := river.AddWorkerSafely(workers, &settleWorker{deps: deps}); err != nil {
+		return nil, fmt.Errorf("worker: register settle: %w", err)
+	}
+	for _, register := range deps.Register {
+		if err := register(workers); err != nil {
+			return nil, fmt.Errorf("worker: register: %w", err)
+		}
+	}
+
+	rc := &river.Config{
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		JobTimeout:           cfg.JobTimeout,
+		Logger:               deps.Logger,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		Workers:              workers,
+	}
+	if cfg.Work {
+		rc.Queues = map[string]river.QueueConfig{}
+		for q, n := range cfg.Concurrency {
+			rc.Queues[q] = river.QueueConfig{MaxWorkers: n}
+		}
+		rc.PeriodicJobs = cfg.PeriodicJobs
+	}
+	client, err := river.NewClient(riverpgxv5.New(deps.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("worker: new river client: %w", err)
+	}
+	return client, nil
+}
+
+// Stop stops client gracefully: running jobs may finish within timeout, then
+// they are cancelled (River retries them later).
+func Stop(client *Client, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := client.Stop(ctx); err != nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		return errors.Join(err, client.StopAndCancel(cctx))
+	}
+	return nil
+}
+
+// inRelaxedTx runs fn in a transaction that commits without waiting for its
+// WAL flush. It is for events whose loss in a database crash is harmless
+// (job.started, settlement.submitted: the next attempt appends them again);
+// results, failures and settlements always commit durably.
+func inRelaxedTx(ctx context.Context, deps *Deps, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}

@@ -1,0 +1,90 @@
+package x402
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// Payment is a verified payment for one call, kept with the call until it is
+// settled after the call's work succeeded.
+type Payment struct {
+	// Network is the CAIP-2 network the payment is made on.
+	Network string `json:"network"`
+	// Payer is the paying address (EVM "from", Solana transfer authority).
+	Payer string `json:"payer"`
+	// Nonce identifies the payment on its network for replay protection: the
+	// EIP-3009 nonce on EVM networks, the transaction's signature on Solana.
+	Nonce string `json:"nonce"`
+	// Amount is the paid amount in the asset's atomic units.
+	Amount string `json:"amount"`
+	// Asset is the token contract or mint.
+	Asset string `json:"asset"`
+	// Payload is the decoded PAYMENT-SIGNATURE (a v2 PaymentPayload).
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Key returns the replay key of the payment: a payment is accepted once.
+func (p *Payment) Key() string { return p.Network + "/" + p.Payer + "/" + p.Nonce }
+
+// Refusal is a payment that is not accepted. The api answers it with 402, a
+// fresh quote and Reason as the "error" field.
+type Refusal struct {
+	// Reason is a stable code, spelled as the official packages spell theirs
+	// (invalid_exact_evm_signature, ...).
+	Reason string
+	// Message says what is wrong, for a person.
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Reason + ": " + r.Message }
+
+// ErrNotSellable is returned for an operation that is not sold now (its
+// receiving configuration is invalid, or it needs a model key that is unset).
+var ErrNotSellable = errors.New("operation is not sellable")
+
+// Quote is a precomputed 402 answer for one operation.
+type Quote struct {
+	// PaymentRequired is the PAYMENT-REQUIRED header value (base64 JSON).
+	PaymentRequired string
+	// WWWAuthenticate is the WWW-Authenticate header value.
+	WWWAuthenticate string
+	// Body is the JSON body of the 402.
+	Body []byte
+}
+
+// Verifier checks a PAYMENT-SIGNATURE header against an operation's quote.
+type Verifier interface {
+	// Quote returns the precomputed quote of op, or ErrNotSellable.
+	Quote(op string) (*Quote, error)
+	// Verify decodes and checks header for op and returns the payment, or a
+	// *Refusal.
+	Verify(ctx context.Context, op string, header string) (*Payment, error)
+}
+
+// SettleResponse is the x402 SettleResponse, sent base64-encoded in the
+// PAYMENT-RESPONSE header.
+type SettleResponse struct {
+	Success     bool   `json:"success"`
+	ErrorReason string `json:"errorReason,omitempty"`
+	Payer       string `json:"payer,omitempty"`
+	Transaction string `json:"transaction"`
+	Network     string `json:"network"`
+}
+
+// Settler moves the funds of verified payments.
+type Settler interface {
+	// Settle settles p. A payment that cannot be settled is a SettleResponse
+	// with Success false and an ErrorReason; an error means "try again".
+	Settle(ctx context.Context, p *Payment) (*SettleResponse, error)
+}
+
+// SchemeVerifier verifies payloads of one scheme family (exact on EVM
+// networks, exact on Solana) against the seller's own requirement.
+type SchemeVerifier interface {
+	// Verify checks payload against req (the seller's own requirement for
+	// the network the payload names, never payload.Accepted) and returns the
+	// payment, or a *Refusal with the reason of x402.md. An error that is not
+	// a *Refusal means the check could not be made (chain unreachable).
+	Verify(ctx context.Context, req *Requirements, payload *PaymentPayload) (*Payment, error)
+}
