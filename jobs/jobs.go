@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 )
 
@@ -45,6 +46,10 @@ type Limits struct {
 	MaxPatternChars int
 	// MaxRows bounds csv-json and data-clean tables. Defaults to 50,000.
 	MaxRows int
+	// FetchAllow are the non-public addresses that URLs given to operations
+	// may name anyway (FETCH_ALLOW_CIDRS, for tests on loopback). Empty in
+	// production: every non-public address is refused.
+	FetchAllow []netip.Prefix
 }
 
 // WithDefaults returns a copy of l with zero fields set to their defaults.

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/api"
+	"github.com/x402d/x402d/browser"
+	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/store"
@@ -56,6 +58,7 @@ func (a *app) limits() jobs.Limits {
 		MaxCodeChars:    a.cfg.MaxCodeChars,
 		MaxPatternChars: a.cfg.MaxPatternChars,
 		MaxRows:         a.cfg.MaxRows,
+		FetchAllow:      a.cfg.FetchAllowCIDRs,
 	}.WithDefaults()
 }
 
@@ -100,7 +103,14 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}
 	defer pool.Close()
 
-	ops, bindings := operations(a.opts.ops)
+	fetcher := fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs})
+	pages := browser.NewLazy(browser.Config{Fetch: fetcher, Logger: a.logger})
+	defer func() {
+		if err := pages.Close(); err != nil {
+			a.logger.Error("close browser", "error", err)
+		}
+	}()
+	ops, bindings := operations(&opDeps{fetch: fetcher, browser: pages, logger: a.logger}, a.opts.ops)
 	specs := make([]jobs.Spec, len(ops))
 	for i, op := range ops {
 		specs[i] = op.Spec

@@ -1,10 +1,21 @@
 package main
 
 import (
+	"log/slog"
+
+	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/jobs/diff"
+	"github.com/x402d/x402d/jobs/urlmeta"
 	"github.com/x402d/x402d/worker"
 )
+
+// opDeps are what the operations need to compute their results.
+type opDeps struct {
+	fetch   *fetch.Client
+	browser urlmeta.Renderer
+	logger  *slog.Logger
+}
 
 // opDef is a sold operation: its catalogue entry for the api and its binding
 // to the function that computes it for the workers.
@@ -15,8 +26,10 @@ type opDef struct {
 
 // operations lists every operation the service sells, in catalogue order,
 // followed by extra (tests only).
-func operations(extra []opDef) ([]jobs.Operation, []worker.Op) {
+func operations(deps *opDeps, extra []opDef) ([]jobs.Operation, []worker.Op) {
+	meta := &urlmeta.Worker{Fetch: deps.fetch, Browser: deps.browser, Logger: deps.logger}
 	defs := []opDef{
+		{urlmeta.Op, worker.Bind(urlmeta.Op, meta.Work, false)},
 		{diff.Op, worker.Bind(diff.Op, diff.Work, false)},
 	}
 	defs = append(defs, extra...)

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +75,29 @@ func TestPaidCall(t *testing.T) {
 		var count int
 		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&count))
 		require.Zero(t, count, "a quote writes nothing")
+	})
+
+	t.Run("PaidURLMetaRendersAJavaScriptPage", func(t *testing.T) {
+		t.Parallel()
+		page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = io.WriteString(w, `<html><head></head><body><div id=app></div>`+
+				`<script>document.title="Rendered title";document.getElementById("app").innerHTML='<a href="/x">x</a>'</script></body></html>`)
+		}))
+		defer page.Close()
+		b := setup(t, map[string]string{"FETCH_ALLOW_CIDRS": "127.0.0.1/32"})
+		resp, body := post(t, b.client, b.base+"/api/x402/url-meta", "test:0xpayer:um1", `{"url":"`+page.URL+`/"}`)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		result := decodeJSON[map[string]any](t, body)
+		require.Equal(t, "url-meta", result["op"])
+		require.Equal(t, float64(200), result["status"])
+		require.Equal(t, "Rendered title", result["title"])
+		require.Equal(t, true, result["rendered"])
+
+		// Without the test allowance, loopback is refused before payment.
+		b2 := setup(t, nil)
+		resp, body = post(t, b2.client, b2.base+"/api/x402/url-meta", "test:0xpayer:um2", `{"url":"`+page.URL+`/"}`)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
 	})
 
 	t.Run("PaidDiffDeliversResultAfterSettlement", func(t *testing.T) {

@@ -43,16 +43,15 @@ func (Input) Kind() string { return Kind }
 
 // Validate refuses a missing URL and any URL the fetch guard refuses before
 // I/O (other schemes, credentials, private or loopback address literals,
-// metadata host names). lim is not used: url-meta has no size limits of its
-// own beyond the URL's length.
-func (in Input) Validate(_ *jobs.Limits) error {
+// metadata host names), unless lim.FetchAllow lets the address through.
+func (in Input) Validate(lim *jobs.Limits) error {
 	if in.URL == "" {
 		return jobs.Invalid("url", "is required")
 	}
 	if utf8.RuneCountInString(in.URL) > maxURLChars {
 		return jobs.Invalid("url", "is longer than %d characters", maxURLChars)
 	}
-	if err := fetch.CheckURL(in.URL); err != nil {
+	if err := fetch.CheckURLAllowing(in.URL, lim.FetchAllow); err != nil {
 		return jobs.Invalid("url", "must be a public http(s) URL: %v", err)
 	}
 	return nil
@@ -80,12 +79,21 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
+// Renderer loads a page in a browser and returns its DOM as HTML and the URL
+// it ended on. *browser.Pool and *browser.Lazy implement it.
+type Renderer interface {
+	Render(ctx context.Context, rawURL string) (html, finalURL string, err error)
+}
+
+var _ Renderer = (*browser.Pool)(nil)
+
 // Worker computes url-meta results.
 type Worker struct {
 	// Fetch is the guarded client. Required.
 	Fetch *fetch.Client
-	// Browser renders JavaScript-driven pages. Nil means never render.
-	Browser *browser.Pool
+	// Browser renders JavaScript-driven pages (a *browser.Pool or a
+	// *browser.Lazy). Nil means never render.
+	Browser Renderer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

@@ -72,7 +72,11 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // worker returns a Worker whose guard allows loopback (the test servers).
 func worker(pool *browser.Pool, cfg fetch.Config) *Worker {
 	cfg.AllowCIDRs = loopback
-	return &Worker{Fetch: fetch.New(&cfg), Browser: pool, Logger: quiet()}
+	w := &Worker{Fetch: fetch.New(&cfg), Logger: quiet()}
+	if pool != nil {
+		w.Browser = pool
+	}
+	return w
 }
 
 func serve(t *testing.T, h http.HandlerFunc) *httptest.Server {
