@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -93,11 +94,14 @@ func (s *Server) paid(c echo.Context) error {
 		return fmt.Errorf("decode %s: %w", entry.op.Name, err)
 	}
 
+	requestHash := hashRequest(entry.op.Name, body)
 	payment, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
 	if err != nil {
+		if prior := s.acceptedBefore(c, entry, header, err); prior != nil {
+			return s.replay(c, entry, prior, requestHash)
+		}
 		return s.refuse(c, entry, err)
 	}
-	requestHash := hashRequest(entry.op.Name, body)
 
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
@@ -139,6 +143,44 @@ func maxAttempts(op jobs.Operation) int {
 		return 6
 	}
 	return 3
+}
+
+// acceptedBefore returns the call that accepted the payment in header, when
+// Verify refused it (with cause) because it was used since, typically
+// settled: a client retrying after a lost answer gets the stored answer, not
+// nonce_already_used. The payment must be the very one accepted, signature
+// and all, not merely name the same payer and nonce.
+func (s *Server) acceptedBefore(c echo.Context, entry *opEntry, header string, cause error) *store.Call {
+	var refusal *x402.Refusal
+	if !errors.As(cause, &refusal) {
+		return nil
+	}
+	p, err := s.cfg.Payments.Identify(entry.op.Name, header)
+	if err != nil {
+		return nil
+	}
+	ctx := c.Request().Context()
+	prior, err := store.CallGetByPaymentKey(ctx, s.cfg.Pool, p.Key())
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			s.logger.WarnContext(ctx, "look up a resent payment", "error", err)
+		}
+		return nil
+	}
+	if !sameJSON(prior.Payment.Payload, p.Payload) {
+		return nil
+	}
+	return prior
+}
+
+// sameJSON reports whether a and b hold equal JSON values (the stored copy
+// went through jsonb, which does not keep the bytes).
+func sameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // replay answers a request carrying a payment that an earlier call used.

@@ -60,6 +60,10 @@ type Verifier interface {
 	// Verify decodes and checks header for op and returns the payment, or a
 	// *Refusal.
 	Verify(ctx context.Context, op string, header string) (*Payment, error)
+	// Identify decodes header for op with no check and no I/O and returns
+	// the payment it names, so that a payment accepted before (and perhaps
+	// settled since, which Verify refuses) is recognised when resent.
+	Identify(op string, header string) (*Payment, error)
 }
 
 // SettleResponse is the x402 SettleResponse, sent base64-encoded in the

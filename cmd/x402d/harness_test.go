@@ -85,13 +85,37 @@ func (f *fakePayments) Quote(op string) (*x402.Quote, error) {
 	}, nil
 }
 
+// Verify accepts "test:..." headers whose payment the test chain has not
+// moved yet, like a token contract refusing a used EIP-3009 nonce.
 func (f *fakePayments) Verify(ctx context.Context, op, header string) (*x402.Payment, error) {
-	parts := strings.Split(header, ":")
-	if len(parts) != 3 || parts[0] != "test" {
+	p, err := f.Identify(op, header)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(header, "test:") {
 		return nil, &x402.Refusal{Reason: "invalid_exact_evm_signature", Message: "test double refuses " + header}
 	}
+	var used bool
+	if err := f.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM test_chain WHERE payment_key = $1)", p.Key()).Scan(&used); err != nil {
+		return nil, err
+	}
+	if used {
+		return nil, &x402.Refusal{Reason: "invalid_exact_evm_nonce_already_used", Message: "the test chain moved this payment already"}
+	}
+	return p, nil
+}
+
+// Identify reads "<kind>:<payer>:<nonce>"; the payload is the whole header,
+// so "bad:p:n" names the same payer and nonce as "test:p:n" but is not the
+// same payment.
+func (f *fakePayments) Identify(op, header string) (*x402.Payment, error) {
+	parts := strings.Split(header, ":")
+	if len(parts) != 3 {
+		return nil, &x402.Refusal{Reason: "invalid_payload", Message: "test double cannot read " + header}
+	}
+	payload, _ := json.Marshal(map[string]string{"header": header})
 	return &x402.Payment{Network: "eip155:8453", Payer: parts[1], Nonce: parts[2], Amount: "10000",
-		Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Payload: json.RawMessage(`{"test":true}`)}, nil
+		Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Payload: payload}, nil
 }
 
 func (f *fakePayments) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {

@@ -138,6 +138,12 @@ func TestPaidCall(t *testing.T) {
 		require.Equal(t, "payment_already_used", decodeJSON[errorBody](t, body3).Error)
 		require.NotEmpty(t, resp3.Header.Get("PAYMENT-REQUIRED"))
 
+		// A forged header naming the same payer and nonce gets nothing.
+		resp4, body4 := post(t, b.client, b.base+"/api/x402/diff", "bad:0xpayer:r1", diffBody)
+		require.Equal(t, http.StatusPaymentRequired, resp4.StatusCode)
+		require.Equal(t, "invalid_exact_evm_signature", decodeJSON[errorBody](t, body4).Error)
+		require.NotContains(t, string(body4), "unified")
+
 		var calls, settled int
 		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
 		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&settled))
