@@ -123,7 +123,13 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		b.Queue("UPDATE calls SET state = 'running', updated_at = $2 WHERE id = $1 AND state IN ('queued', 'running')", id, now)
 		return true, nil
 	case EventJobSucceeded:
-		b.Queue("UPDATE calls SET state = 'settling', result = $2::jsonb->'result', updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, data, now)
+		v, ok := e.Data.(JobSucceeded)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want JobSucceeded", e.Data)
+		}
+		// The result keeps its bytes (a json column): key order and
+		// spacing are the operation's, and nothing is re-parsed to serve it.
+		b.Queue("UPDATE calls SET state = 'settling', result = $2::json, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, string(v.Result), now)
 		return true, nil
 	case EventJobFailed:
 		b.Queue("UPDATE calls SET state = 'failed', failure = $2, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, data, now)

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS calls (
     payer        text        NOT NULL,
     amount       text        NOT NULL,
     payment      jsonb       NOT NULL,
-    result       jsonb,
+    result       json,
     failure      jsonb,
     settlement   jsonb,
     created_at   timestamptz NOT NULL,

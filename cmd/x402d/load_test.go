@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/store"
+)
+
+// These tests run the load generator against real processes with the
+// payment double and check, after each run, the ledger rules of the issue:
+// every settled payment has exactly one delivered result, no payment is
+// settled twice, no result is delivered without settlement, and the service
+// recovers by itself.
+
+// fakePayer pays with fresh headers of the payment double.
+type fakePayer struct {
+	payer string
+	n     atomic.Int64
+}
+
+func (p *fakePayer) Pay(context.Context, string) (string, error) {
+	return fmt.Sprintf("test:%s:n%d", p.payer, p.n.Add(1)), nil
+}
+
+var loadRequests = []loadgen.Request{
+	{Op: "diff", Body: `{"a":"one\ntwo\nthree\n","b":"one\n2\nthree\n"}`},
+	{Op: "sleep", Body: `{"ms":20}`},
+}
+
+// checkLedger waits for every call to reach a final state and checks the
+// ledger rules against the run's outcomes.
+func checkLedger(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.Report) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state NOT IN ($1, $2, $3)",
+			store.CallPaid, store.CallFailed, store.CallUnpaid).Scan(&open))
+		return open == 0
+	}, 90*time.Second, 200*time.Millisecond, "calls still open after the run")
+
+	headers := map[string]int{}
+	delivered := map[string]string{} // header -> call id of its 200
+	for _, o := range rep.Outcomes {
+		headers[o.Header]++
+		if o.Status == http.StatusOK {
+			require.True(t, o.Settled, "a 200 without a settled PAYMENT-RESPONSE: %+v", o)
+			require.NotEmpty(t, o.CallID)
+			delivered[o.Header] = o.CallID
+		}
+	}
+	for h, n := range headers {
+		require.Equal(t, 1, n, "header %s used by two calls of the generator", h)
+	}
+
+	var calls, paid, chain, doubleConfirmed, paidWithoutTx int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE state = $1) FROM calls", store.CallPaid).Scan(&calls, &paid))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&chain))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
+		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls c WHERE c.state = $1 AND NOT EXISTS (
+		SELECT 1 FROM test_chain tc WHERE tc.payment_key = c.payment_key)`, store.CallPaid).Scan(&paidWithoutTx))
+	require.Zero(t, doubleConfirmed, "a call settled twice")
+	require.Zero(t, paidWithoutTx, "a call released without its payment on chain")
+	require.Equal(t, paid, chain, "payments on chain and paid calls differ")
+	require.LessOrEqual(t, calls, len(headers), "more calls than payments")
+	// Every answered payment's call is paid, and was delivered once.
+	for h, id := range delivered {
+		c, err := store.CallGetByID(ctx, db.Pool, id)
+		require.NoError(t, err, h)
+		require.Equal(t, store.CallPaid, c.State, h)
+	}
+}
+
+// TestLoadSteady runs paid load on one `serve` process.
+func TestLoadSteady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := startInProcess(ctx, t, "serve", testEnv(db, nil))
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: base, Requests: loadRequests, Payer: &fakePayer{payer: "0xsteady"},
+		Concurrency: 16, Duration: 4 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Greater(t, rep.Calls, 50)
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	checkLedger(ctx, t, db, rep)
+}
+
+// TestLoadWorkersKilled kills a worker process with SIGKILL every two seconds
+// during load, with two api and two worker processes; clients retry a lost
+// answer with the same header.
+func TestLoadWorkersKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	env := map[string]string{
+		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s",
+		"JOB_TIMEOUT": "3s", "JOB_RESCUE_AFTER": "4s", "RIVER_POLL_INTERVAL": "100ms",
+	}
+	api := startChild(t, "api", env)
+	var mu sync.Mutex
+	workers := []*child{startChild(t, "worker", env), startChild(t, "worker", env)}
+	stop := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		n := 0
+		defer func() { killed <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Second):
+			}
+			mu.Lock()
+			workers[i%2].kill()
+			workers[i%2] = startChild(t, "worker", env)
+			mu.Unlock()
+			n++
+		}
+	}()
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: api.addr, Requests: loadRequests, Payer: &fakePayer{payer: "0xkill"},
+		Concurrency: 16, Duration: 7 * time.Second, Retry: true, RetryFor: 60 * time.Second,
+	})
+	close(stop)
+	require.GreaterOrEqual(t, <-killed, 2)
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	checkLedger(ctx, t, db, rep)
+}
+
+// TestLoadAPIKilled kills one of two api processes during load; clients
+// resend the same payment header to the other one and get their result.
+func TestLoadAPIKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s", "RIVER_POLL_INTERVAL": "100ms"}
+	a1, a2 := startChild(t, "api", env), startChild(t, "api", env)
+	startChild(t, "worker", env)
+
+	// A payer whose calls go to a1 first; the proxy below sends a retry of
+	// a header to a2 once a1 is gone.
+	proxy := &failover{primary: a1.addr, backup: a2.addr, sent: map[string]bool{}}
+	srv := newLoopbackServer(t, proxy)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		a1.kill()
+	}()
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: srv, Requests: loadRequests, Payer: &fakePayer{payer: "0xapi"},
+		Concurrency: 16, Duration: 4 * time.Second, Retry: true, RetryFor: 30 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	proxy.mu.Lock()
+	resents := proxy.resents
+	proxy.mu.Unlock()
+	require.Positive(t, resents, "no call lost its answer when the api died")
+	checkLedger(ctx, t, db, rep)
+}
+
+// TestQuoteBurstAndReplays sends 10,000 unpaid quotes and 1,000 replays of
+// paid calls' headers.
+func TestQuoteBurstAndReplays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := startInProcess(ctx, t, "serve", testEnv(db, nil))
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+
+	var wg sync.WaitGroup
+	var quotes atomic.Int64
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10_000/32+1; i++ {
+				resp, _ := post(t, client, base+"/api/x402/diff", "", "")
+				if resp.StatusCode == http.StatusPaymentRequired && resp.Header.Get("PAYMENT-REQUIRED") != "" {
+					quotes.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.GreaterOrEqual(t, quotes.Load(), int64(10_000))
+
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: base, Requests: loadRequests[:1], Payer: &fakePayer{payer: "0xreplay"}, Concurrency: 8, MaxCalls: 100, Duration: time.Minute,
+	})
+	require.NoError(t, err)
+	require.Equal(t, 100, rep.Statuses[http.StatusOK])
+	// Ten replays of each header, half with the same body, half another.
+	var same, other atomic.Int64
+	for r := 0; r < 10; r++ {
+		for _, o := range rep.Outcomes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := loadRequests[0].Body
+				if r%2 == 1 {
+					body = `{"a":"x","b":"y"}`
+				}
+				resp, out := post(t, client, base+"/api/x402/diff", o.Header, body)
+				switch {
+				case r%2 == 0 && resp.StatusCode == http.StatusOK && callIDOf(t, out) == o.CallID:
+					same.Add(1)
+				case r%2 == 1 && resp.StatusCode == http.StatusPaymentRequired:
+					other.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	require.Equal(t, int64(500), same.Load(), "replays with the same request get the stored result")
+	require.Equal(t, int64(500), other.Load(), "replays with another request are refused")
+	checkLedger(ctx, t, db, rep)
+}
+
+func callIDOf(t *testing.T, body []byte) string {
+	m := decodeJSON[map[string]any](t, body)
+	id, _ := m["call_id"].(string)
+	return id
+}
+
+// failover is a tiny load balancer: it sends each request to primary and,
+// when primary cannot be reached, to backup.
+type failover struct {
+	primary, backup string
+	client          http.Client
+
+	mu      sync.Mutex
+	sent    map[string]bool // payment headers sent to primary
+	resents int             // of those, how many were resent to backup
+}
+
+func (f *failover) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var resp *http.Response
+	for i, base := range []string{f.primary, f.backup} {
+		f.mu.Lock()
+		if h := r.Header.Get("Payment-Signature"); h != "" {
+			if i == 0 {
+				f.sent[h] = true
+			} else if f.sent[h] {
+				f.resents++
+			}
+		}
+		f.mu.Unlock()
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		if resp, err = f.client.Do(req); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func newLoopbackServer(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

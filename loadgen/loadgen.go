@@ -1,0 +1,311 @@
+// Package loadgen drives paid calls against a running x402d on loopback and
+// reports throughput, latency percentiles and the count of every status.
+//
+// Each call is a real paid call: the generator fetches an operation's quote
+// once (an unpaid request), asks its Payer for a PAYMENT-SIGNATURE per call,
+// and sends the request with it. With Retry set, a call whose answer was
+// lost (connection error, 5xx, 202) is sent again with the same header, as a
+// careful client does, so that the service's replay handling is exercised.
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Request is one kind of call the generator makes.
+type Request struct {
+	// Op is the operation's name ("diff").
+	Op string
+	// Body is the JSON request body.
+	Body string
+}
+
+// Payer pays calls.
+type Payer interface {
+	// Pay returns a PAYMENT-SIGNATURE header value for one call, given the
+	// operation's PAYMENT-REQUIRED header value. Each call gets a new one.
+	Pay(ctx context.Context, paymentRequired string) (string, error)
+}
+
+// Config configures a run.
+type Config struct {
+	// BaseURL is the service, e.g. http://127.0.0.1:8080. Loopback only.
+	BaseURL string
+	// Requests are the calls to make, in turn.
+	Requests []Request
+	// Payer pays every call. Required.
+	Payer Payer
+	// Concurrency is the number of calls in flight (closed loop). Defaults
+	// to 16.
+	Concurrency int
+	// Rate, when set, starts calls at this many per second (open loop),
+	// still at most Concurrency in flight.
+	Rate float64
+	// Duration bounds the run. Defaults to 10 s; at most 10 minutes.
+	Duration time.Duration
+	// MaxCalls, when set, stops the run after that many calls.
+	MaxCalls int
+	// Retry resends a call whose answer was lost with the same header,
+	// until it is answered or RetryFor has passed.
+	Retry bool
+	// RetryFor bounds the retries of one call. Defaults to 60 s.
+	RetryFor time.Duration
+	// Client sends the requests. Defaults to a client with a 70 s timeout.
+	Client *http.Client
+}
+
+// Outcome is one call's end.
+type Outcome struct {
+	Op      string
+	Header  string
+	Status  int
+	Err     string
+	CallID  string
+	Latency time.Duration
+	Tries   int
+	// Settled is whether a PAYMENT-RESPONSE with success true came back.
+	Settled bool
+	Tx      string
+}
+
+// Report sums a run up.
+type Report struct {
+	Calls      int
+	Elapsed    time.Duration
+	Throughput float64
+	P50, P95   time.Duration
+	P99, Max   time.Duration
+	Statuses   map[int]int
+	Errors     int
+	Outcomes   []Outcome
+}
+
+// String renders the report for people.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "calls %d in %s: %.1f calls/s\n", r.Calls, r.Elapsed.Round(time.Millisecond), r.Throughput)
+	fmt.Fprintf(&b, "latency p50 %s p95 %s p99 %s max %s\n", ms(r.P50), ms(r.P95), ms(r.P99), ms(r.Max))
+	codes := make([]int, 0, len(r.Statuses))
+	for c := range r.Statuses {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	b.WriteString("statuses")
+	for _, c := range codes {
+		fmt.Fprintf(&b, " %d:%d", c, r.Statuses[c])
+	}
+	fmt.Fprintf(&b, " errors:%d\n", r.Errors)
+	return b.String()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// Run makes the calls of cfg and reports on them.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := checkLoopback(cfg.BaseURL); err != nil {
+		return nil, err
+	}
+	if cfg.Payer == nil || len(cfg.Requests) == 0 {
+		return nil, errors.New("loadgen: a Payer and at least one Request are required")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	cfg.Duration = min(cfg.Duration, 10*time.Minute)
+	if cfg.RetryFor <= 0 {
+		cfg.RetryFor = 60 * time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 70 * time.Second, Transport: &http.Transport{
+			MaxIdleConnsPerHost: cfg.Concurrency, MaxConnsPerHost: cfg.Concurrency,
+		}}
+	}
+	quotes := make([]string, len(cfg.Requests))
+	for i, r := range cfg.Requests {
+		q, err := quote(ctx, cfg.Client, cfg.BaseURL, r)
+		if err != nil {
+			return nil, err
+		}
+		quotes[i] = q
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		outcomes []Outcome
+		started  atomic.Int64
+		wg       sync.WaitGroup
+	)
+	slots := make(chan struct{}, cfg.Concurrency)
+	var tick <-chan time.Time
+	if cfg.Rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	begin := time.Now()
+loop:
+	for {
+		if tick != nil {
+			select {
+			case <-tick:
+			case <-runCtx.Done():
+				break loop
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-runCtx.Done():
+			break loop
+		}
+		n := int(started.Add(1)) - 1
+		if cfg.MaxCalls > 0 && n >= cfg.MaxCalls {
+			<-slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			k := n % len(cfg.Requests)
+			o := call(ctx, &cfg, cfg.Requests[k], quotes[k])
+			mu.Lock()
+			outcomes = append(outcomes, o)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return summarise(outcomes, time.Since(begin)), nil
+}
+
+func summarise(outcomes []Outcome, elapsed time.Duration) *Report {
+	r := &Report{Calls: len(outcomes), Elapsed: elapsed, Statuses: map[int]int{}, Outcomes: outcomes}
+	lat := make([]time.Duration, 0, len(outcomes))
+	for _, o := range outcomes {
+		if o.Err != "" && o.Status == 0 {
+			r.Errors++
+			continue
+		}
+		r.Statuses[o.Status]++
+		lat = append(lat, o.Latency)
+	}
+	if elapsed > 0 {
+		r.Throughput = float64(len(outcomes)) / elapsed.Seconds()
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		at := func(p int) time.Duration { return lat[min(len(lat)-1, len(lat)*p/100)] }
+		r.P50, r.P95, r.P99, r.Max = at(50), at(95), at(99), lat[len(lat)-1]
+	}
+	return r
+}
+
+// call pays and makes one call, retrying a lost answer with the same header
+// when cfg.Retry is set.
+func call(ctx context.Context, cfg *Config, req Request, paymentRequired string) (o Outcome) {
+	o.Op = req.Op
+	start := time.Now()
+	defer func() { o.Latency = time.Since(start) }()
+	header, err := cfg.Payer.Pay(ctx, paymentRequired)
+	if err != nil {
+		o.Err = "pay: " + err.Error()
+		return o
+	}
+	o.Header = header
+	deadline := start.Add(cfg.RetryFor)
+	for {
+		o.Tries++
+		o.Status, o.Err = 0, ""
+		resp, err := send(ctx, cfg.Client, cfg.BaseURL+"/api/x402/"+req.Op, header, req.Body)
+		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			o.Status = resp.StatusCode
+			if rerr != nil {
+				o.Err = rerr.Error()
+			} else {
+				o.CallID = callID(body)
+				o.Settled, o.Tx = settled(resp.Header.Get("Payment-Response"))
+			}
+		} else {
+			o.Err = err.Error()
+		}
+		lost := o.Status == 0 || o.Status >= 500 || o.Status == http.StatusAccepted
+		if !cfg.Retry || !lost || time.Now().After(deadline) || ctx.Err() != nil {
+			return o
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return o
+		}
+	}
+}
+
+func send(ctx context.Context, client *http.Client, target, header, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if header != "" {
+		req.Header.Set("Payment-Signature", header)
+	}
+	return client.Do(req)
+}
+
+// quote fetches the PAYMENT-REQUIRED header of r's operation.
+func quote(ctx context.Context, client *http.Client, base string, r Request) (string, error) {
+	resp, err := send(ctx, client, base+"/api/x402/"+r.Op, "", r.Body)
+	if err != nil {
+		return "", fmt.Errorf("quote %s: %w", r.Op, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	q := resp.Header.Get("Payment-Required")
+	if resp.StatusCode != http.StatusPaymentRequired || q == "" {
+		return "", fmt.Errorf("quote %s: status %d without a PAYMENT-REQUIRED header", r.Op, resp.StatusCode)
+	}
+	return q, nil
+}
+
+func checkLoopback(base string) error {
+	u, err := url.Parse(base)
+	if err != nil {
+		return fmt.Errorf("loadgen: base URL: %w", err)
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("loadgen: %s is not a loopback address: the generator only loads this machine", host)
+	}
+	return nil
+}
+
+// callID reads the call id of a result or 202 body.
+func callID(body []byte) string {
+	var v struct {
+		CallID string `json:"call_id"`
+	}
+	_ = json.Unmarshal(body, &v)
+	return v.CallID
+}
