@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,8 @@ func checkLedger(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.
 			store.CallPaid, store.CallFailed, store.CallUnpaid).Scan(&open))
 		return open == 0
 	}, 90*time.Second, 200*time.Millisecond, "calls still open after the run")
+
+	logStages(ctx, t, db)
 
 	headers := map[string]int{}
 	delivered := map[string]string{} // header -> call id of its 200
@@ -291,4 +294,25 @@ func newLoopbackServer(t *testing.T, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// logStages logs the median time each stage of a call took in the run.
+func logStages(ctx context.Context, t *testing.T, db *dbtest.DB) {
+	rows, err := db.Pool.Query(ctx, `
+		SELECT type, percentile_cont(0.5) WITHIN GROUP (ORDER BY gap), percentile_cont(0.99) WITHIN GROUP (ORDER BY gap), count(*)
+		FROM (SELECT type, extract(epoch FROM created_at - lag(created_at) OVER (PARTITION BY stream ORDER BY id)) * 1000 AS gap
+		      FROM events WHERE stream LIKE 'call/%') g
+		WHERE gap IS NOT NULL GROUP BY type ORDER BY min(gap)`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var typ string
+		var p50, p99 float64
+		var n int
+		require.NoError(t, rows.Scan(&typ, &p50, &p99, &n))
+		fmt.Fprintf(&b, "  -> %-22s p50 %7.2fms p99 %7.2fms (%d)\n", typ, p50, p99, n)
+	}
+	require.NoError(t, rows.Err())
+	t.Logf("time before each event, per call:\n%s", b.String())
 }
