@@ -6,6 +6,7 @@ import (
 	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/jobs/diff"
+	"github.com/x402d/x402d/jobs/regex"
 	"github.com/x402d/x402d/jobs/urlmeta"
 	"github.com/x402d/x402d/worker"
 )
@@ -30,6 +31,7 @@ func operations(deps *opDeps, extra []opDef) ([]jobs.Operation, []worker.Op) {
 	meta := &urlmeta.Worker{Fetch: deps.fetch, Browser: deps.browser, Logger: deps.logger}
 	defs := []opDef{
 		{urlmeta.Op, worker.Bind(urlmeta.Op, meta.Work, false)},
+		{regex.Op, worker.Bind(regex.Op, regex.Work, false)},
 		{diff.Op, worker.Bind(diff.Op, diff.Work, false)},
 	}
 	defs = append(defs, extra...)
