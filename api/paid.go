@@ -72,6 +72,7 @@ func (s *Server) paid(c echo.Context) error {
 		h := c.Response().Header()
 		h[headerPaymentRequired] = entry.required
 		h[headerWWWAuthenticate] = entry.wwwAuth
+		s.cfg.Metrics.QuoteServed(entry.op.Name)
 		return c.JSONBlob(http.StatusPaymentRequired, entry.quote.Body)
 	}
 	ctx := req.Context()
@@ -100,6 +101,7 @@ func (s *Server) paid(c echo.Context) error {
 		if prior := s.acceptedBefore(c, entry, header, err); prior != nil {
 			return s.replay(c, entry, prior, requestHash)
 		}
+		s.cfg.Metrics.PaymentRefused(entry.op.Name, refusalReason(err))
 		return s.refuse(c, entry, err)
 	}
 
@@ -132,6 +134,7 @@ func (s *Server) paid(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("queue call: %w", err)
 	}
+	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
 	c.Set(callIDKey, callID)
 	return s.await(c, callID, token, sub, s.cfg.CallWait)
 }
@@ -186,6 +189,7 @@ func sameJSON(a, b json.RawMessage) bool {
 // replay answers a request carrying a payment that an earlier call used.
 func (s *Server) replay(c echo.Context, entry *opEntry, prior *store.Call, requestHash []byte) error {
 	if prior.Op != entry.op.Name || subtle.ConstantTimeCompare(prior.RequestHash, requestHash) != 1 {
+		s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
 		return s.refuse(c, entry, &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"})
 	}
 	c.Set(callIDKey, prior.ID)
@@ -213,6 +217,19 @@ func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
 	h.Set(headerPaymentRequired, header)
 	h[headerWWWAuthenticate] = entry.wwwAuth
 	return c.JSONBlob(http.StatusPaymentRequired, body)
+}
+
+// refusalReason is the reason a payment refused by Verify with err is
+// counted under: the error code its answer carries.
+func refusalReason(err error) string {
+	var refusal *x402.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		return refusal.Reason
+	case errors.Is(err, x402.ErrNotSellable):
+		return "not_sellable"
+	}
+	return "verification_unavailable"
 }
 
 // quoteWithError returns q's header and body with "error" set to reason.

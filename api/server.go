@@ -25,6 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
@@ -50,6 +52,12 @@ type Config struct {
 	MaxPollWait time.Duration
 	// Logger receives one line per request.
 	Logger *slog.Logger
+	// Metrics, when set, counts requests, quotes and payments and is
+	// served at /metrics.
+	Metrics *metrics.Metrics
+	// Dashboard, when set, mounts the operator dashboard (/ops,
+	// /ops/jobs). Its Pool, River and Logger default to the api's.
+	Dashboard *ops.Config
 }
 
 // Server is the api's HTTP server.
@@ -89,6 +97,9 @@ func New(cfg Config) (*Server, error) {
 		},
 	}))
 	e.Use(middleware.RequestID())
+	if cfg.Metrics != nil {
+		e.Use(cfg.Metrics.Middleware())
+	}
 	e.Use(requestLogger(cfg.Logger))
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.Limits.MaxBodyBytes)))
 
@@ -96,6 +107,18 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/readyz", s.readyz)
 	e.POST("/api/x402/:op", s.paid)
 	e.GET("/api/x402/calls/:id", s.poll)
+	if cfg.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(cfg.Metrics.Handler()))
+	}
+	if cfg.Dashboard != nil {
+		oc := *cfg.Dashboard
+		oc.Pool = cmp.Or(oc.Pool, cfg.Pool)
+		oc.River = cmp.Or(oc.River, cfg.River)
+		oc.Logger = cmp.Or(oc.Logger, cfg.Logger)
+		if err := ops.Mount(e, oc); err != nil {
+			return nil, err
+		}
+	}
 	s.echo = e
 	return s, nil
 }

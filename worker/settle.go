@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
 
@@ -69,6 +70,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	resp, err := w.deps.Settler.Settle(ctx, &call.Payment)
 	if err != nil {
 		log.WarnContext(ctx, "settlement attempt failed", "error", err)
+		w.deps.Metrics.Settlement(call.Network, metrics.SettlementError)
 		return fmt.Errorf("settle %s: %w", callID, err)
 	}
 	typ := store.EventSettlementConfirmed
@@ -88,6 +90,11 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	if err != nil {
 		return fmt.Errorf("settle %s: record outcome: %w", callID, err)
 	}
+	outcome := metrics.SettlementConfirmed
+	if !resp.Success {
+		outcome = metrics.SettlementFailed
+	}
+	w.deps.Metrics.Settlement(call.Network, outcome)
 	log.InfoContext(ctx, "settlement done", "success", resp.Success, "reason", resp.ErrorReason, "transaction", resp.Transaction, "duration_ms", time.Since(start).Milliseconds())
 	return nil
 }

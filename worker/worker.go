@@ -22,8 +22,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -86,6 +88,8 @@ type Deps struct {
 	Ops []Op
 	// Register adds further workers (the index's crawl and liveness jobs).
 	Register []func(workers *river.Workers) error
+	// Metrics counts jobs by kind and outcome, and settlements. Optional.
+	Metrics *metrics.Metrics
 }
 
 // Client is the River client of this service.
@@ -119,6 +123,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
 		Logger:               deps.Logger,
+		Middleware:           []rivertype.Middleware{deps.Metrics.JobMiddleware()},
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		Workers:              workers,
 	}

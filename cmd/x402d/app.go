@@ -14,6 +14,8 @@ import (
 	"github.com/x402d/x402d/browser"
 	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
@@ -110,9 +112,9 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			a.logger.Error("close browser", "error", err)
 		}
 	}()
-	ops, bindings := operations(&opDeps{fetch: fetcher, browser: pages, logger: a.logger}, a.opts.ops)
-	specs := make([]jobs.Spec, len(ops))
-	for i, op := range ops {
+	catalogue, bindings := operations(&opDeps{fetch: fetcher, browser: pages, logger: a.logger}, a.opts.ops)
+	specs := make([]jobs.Spec, len(catalogue))
+	for i, op := range catalogue {
 		specs[i] = op.Spec
 	}
 	newPayments := a.opts.payments
@@ -125,7 +127,9 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}
 	defer payments.close()
 
+	m := metrics.New(metrics.Config{Pool: pool})
 	client, err := worker.NewClient(&worker.Deps{
+		Metrics: m,
 		Pool:    pool,
 		Settler: payments.settler,
 		Logger:  a.logger,
@@ -163,14 +167,16 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	defer listener.Stop()
 
 	srv, err := api.New(api.Config{
-		Ops:      ops,
-		Payments: payments.verifier,
-		Pool:     pool,
-		River:    client,
-		Listener: listener,
-		Limits:   a.limits(),
-		CallWait: a.cfg.CallWait,
-		Logger:   a.logger,
+		Ops:       catalogue,
+		Payments:  payments.verifier,
+		Pool:      pool,
+		River:     client,
+		Listener:  listener,
+		Limits:    a.limits(),
+		CallWait:  a.cfg.CallWait,
+		Logger:    a.logger,
+		Metrics:   m,
+		Dashboard: &ops.Config{Token: a.cfg.OpsToken},
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,103 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/x402d/x402d/store"
+)
+
+// dbCollector reads, at each scrape, the figures that live in the database:
+// River's queue depths and the index's crawl and liveness state. Every
+// process sharing the database reports the same values.
+type dbCollector struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+
+	queueJobs     *prometheus.Desc
+	oldestWaiting *prometheus.Desc
+	up            *prometheus.Desc
+	sources       *prometheus.Desc
+	fullScans     *prometheus.Desc
+	resources     *prometheus.Desc
+	hosts         *prometheus.Desc
+}
+
+func newDBCollector(pool *pgxpool.Pool, timeout time.Duration) *dbCollector {
+	name := func(n string) string { return prometheus.BuildFQName(Namespace, "", n) }
+	return &dbCollector{
+		pool:    pool,
+		timeout: timeout,
+		queueJobs: prometheus.NewDesc(name("queue_jobs"),
+			"River jobs not finalized, by queue and state (available, scheduled, retryable, running).", []string{"queue", "state"}, nil),
+		oldestWaiting: prometheus.NewDesc(name("queue_oldest_available_seconds"),
+			"Age of the oldest job waiting to run (available), by queue.", []string{"queue"}, nil),
+		up: prometheus.NewDesc(name("database_scrape_ok"),
+			"1 when the database figures of this scrape were read, 0 when the database did not answer.", nil, nil),
+		sources: prometheus.NewDesc(name("index_sources"),
+			"Discovery listings the index crawls.", nil, nil),
+		fullScans: prometheus.NewDesc(name("index_full_scans_total"),
+			"Complete passes over all discovery listings.", nil, nil),
+		resources: prometheus.NewDesc(name("index_resources"),
+			"Resources in the index.", nil, nil),
+		hosts: prometheus.NewDesc(name("index_hosts"),
+			"Hosts in the index, by liveness (live, dead, unmeasured).", []string{"liveness"}, nil),
+	}
+}
+
+// Describe sends the descriptors of every figure.
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queueJobs, c.oldestWaiting, c.up, c.sources, c.fullScans, c.resources, c.hosts} {
+		ch <- d
+	}
+}
+
+// Collect reads the figures. A database that does not answer is reported by
+// x402d_database_scrape_ok 0, not by a failed scrape.
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	ok := 1.0
+	if err := c.collectQueues(ctx, ch); err != nil {
+		ok = 0
+	}
+	if err := c.collectIndex(ctx, ch); err != nil {
+		ok = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok)
+}
+
+func (c *dbCollector) collectQueues(ctx context.Context, ch chan<- prometheus.Metric) error {
+	depths, err := store.QueueDepthList(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	for _, d := range depths {
+		for state, n := range map[string]int64{"available": d.Available, "scheduled": d.Scheduled, "retryable": d.Retryable, "running": d.Running} {
+			ch <- prometheus.MustNewConstMetric(c.queueJobs, prometheus.GaugeValue, float64(n), d.Queue, state)
+		}
+		oldest := 0.0
+		if d.OldestAvailable != nil {
+			oldest = time.Since(*d.OldestAvailable).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldestWaiting, prometheus.GaugeValue, oldest, d.Queue)
+	}
+	return nil
+}
+
+func (c *dbCollector) collectIndex(ctx context.Context, ch chan<- prometheus.Metric) error {
+	s, err := store.IndexFiguresGet(ctx, c.pool)
+	if err != nil || s == nil {
+		return err
+	}
+	ch <- prometheus.MustNewConstMetric(c.sources, prometheus.GaugeValue, float64(s.Sources))
+	ch <- prometheus.MustNewConstMetric(c.fullScans, prometheus.CounterValue, float64(s.FullScans))
+	ch <- prometheus.MustNewConstMetric(c.resources, prometheus.GaugeValue, float64(s.Resources))
+	ch <- prometheus.MustNewConstMetric(c.hosts, prometheus.GaugeValue, float64(s.Live), "live")
+	ch <- prometheus.MustNewConstMetric(c.hosts, prometheus.GaugeValue, float64(s.Dead), "dead")
+	ch <- prometheus.MustNewConstMetric(c.hosts, prometheus.GaugeValue, float64(s.Unmeasured), "unmeasured")
+	return nil
+}

@@ -1,0 +1,262 @@
+// Package metrics exposes the service's figures in the Prometheus text format
+// (client_golang): HTTP requests per route and status with their latency,
+// quotes served, payments verified and refused by reason, settlements by
+// outcome, River jobs by kind and outcome with their durations, and, read from
+// the database at each scrape, queue depths and the index's crawl and liveness
+// figures.
+//
+// A nil *Metrics is valid and records nothing, so code paths that count work
+// the same with metrics disabled.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Namespace prefixes every metric of the service.
+const Namespace = "x402d"
+
+// Settlement outcomes, the values of the outcome label of
+// x402d_settlements_total.
+const (
+	// SettlementConfirmed: the payment moved on chain.
+	SettlementConfirmed = "confirmed"
+	// SettlementFailed: the payment was refused for good (the result is
+	// withheld).
+	SettlementFailed = "failed"
+	// SettlementError: the attempt could not be made (chain unreachable) and
+	// is retried.
+	SettlementError = "error"
+)
+
+// Config configures the metrics.
+type Config struct {
+	// Pool, when set, is read at each scrape for the queue depths and the
+	// index's crawl and liveness figures.
+	Pool *pgxpool.Pool
+	// ScrapeTimeout bounds the database reads of one scrape. Defaults to 2 s.
+	ScrapeTimeout time.Duration
+}
+
+// Metrics is the service's Prometheus registry and its collectors. Its
+// methods are safe for concurrent use, and do nothing on a nil *Metrics.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	quotes          *prometheus.CounterVec
+	verified        *prometheus.CounterVec
+	refused         *prometheus.CounterVec
+	settlements     *prometheus.CounterVec
+	jobs            *prometheus.CounterVec
+	jobDuration     *prometheus.HistogramVec
+	crawlPages      *prometheus.CounterVec
+	probes          *prometheus.CounterVec
+	probeDuration   prometheus.Histogram
+
+	// statuses are the label values of the HTTP statuses, made once.
+	statuses [600]string
+}
+
+// New returns the metrics of one process, with Go runtime and process
+// collectors registered beside the service's own.
+func New(cfg Config) *Metrics {
+	if cfg.ScrapeTimeout <= 0 {
+		cfg.ScrapeTimeout = 2 * time.Second
+	}
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "http_requests_total",
+			Help: "HTTP requests answered, by method, route and status.",
+		}, []string{"method", "route", "status"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests, by method, route and status (paid calls include the wait for their result).",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60},
+		}, []string{"method", "route", "status"}),
+		quotes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "quotes_served_total",
+			Help: "402 quotes answered to requests without a payment, by operation.",
+		}, []string{"op"}),
+		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "payments_verified_total",
+			Help: "Payments verified and accepted, by operation and network.",
+		}, []string{"op", "network"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "payments_refused_total",
+			Help: "Payments refused, by operation and reason (the error code answered).",
+		}, []string{"op", "reason"}),
+		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "settlements_total",
+			Help: "Settlement attempts, by network and outcome (confirmed, failed, error).",
+		}, []string{"network", "outcome"}),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "jobs_total",
+			Help: "River job runs worked by this process, by kind and outcome (completed, error, discarded, cancelled, snoozed, panic).",
+		}, []string{"kind", "outcome"}),
+		jobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "job_duration_seconds",
+			Help:    "Duration of River job runs, by kind and outcome.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"kind", "outcome"}),
+		crawlPages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "crawl_pages_total",
+			Help: "Discovery listing pages read by the crawl, by outcome.",
+		}, []string{"outcome"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "liveness_probes_total",
+			Help: "Liveness probes of index hosts, by outcome (live, dead, refused, error).",
+		}, []string{"outcome"}),
+		probeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "liveness_probe_duration_seconds",
+			Help:    "Duration of liveness probes.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}),
+	}
+	for i := range m.statuses {
+		m.statuses[i] = strconv.Itoa(i)
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
+		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration,
+	)
+	if cfg.Pool != nil {
+		m.registry.MustRegister(newDBCollector(cfg.Pool, cfg.ScrapeTimeout))
+	}
+	return m
+}
+
+// Registry returns the registry, for tests and for collectors added by
+// other packages.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.registry
+}
+
+// Handler serves the metrics in the Prometheus text format. On a nil
+// *Metrics it answers 404.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Middleware counts every request and its latency by method, route (the
+// router's pattern, never the raw path, so the label set stays bounded) and
+// status. On a nil *Metrics it passes requests through.
+func (m *Metrics) Middleware() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if m == nil {
+			return next
+		}
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			if err != nil && !c.Response().Committed {
+				// Have the error handler write the answer now, to
+				// know its status; it skips committed responses, so
+				// nothing is written twice.
+				c.Error(err)
+			}
+			route := c.Path()
+			if route == "" || route == "/*" {
+				route = "unmatched"
+			}
+			m.ObserveRequest(c.Request().Method, route, c.Response().Status, time.Since(start))
+			return err
+		}
+	}
+}
+
+// ObserveRequest records one answered request.
+func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	var s string
+	if status >= 0 && status < len(m.statuses) {
+		s = m.statuses[status]
+	} else {
+		s = strconv.Itoa(status)
+	}
+	m.requests.WithLabelValues(method, route, s).Inc()
+	m.requestDuration.WithLabelValues(method, route, s).Observe(d.Seconds())
+}
+
+// QuoteServed records a 402 quote answered for op.
+func (m *Metrics) QuoteServed(op string) {
+	if m == nil {
+		return
+	}
+	m.quotes.WithLabelValues(op).Inc()
+}
+
+// PaymentVerified records a payment for op accepted on network.
+func (m *Metrics) PaymentVerified(op, network string) {
+	if m == nil {
+		return
+	}
+	m.verified.WithLabelValues(op, network).Inc()
+}
+
+// PaymentRefused records a payment for op refused with reason, the error code
+// answered (invalid_exact_evm_signature, payment_already_used, ...).
+func (m *Metrics) PaymentRefused(op, reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(op, reason).Inc()
+}
+
+// Settlement records a settlement attempt on network with outcome, one of
+// SettlementConfirmed, SettlementFailed and SettlementError.
+func (m *Metrics) Settlement(network, outcome string) {
+	if m == nil {
+		return
+	}
+	m.settlements.WithLabelValues(network, outcome).Inc()
+}
+
+// JobDone records one run of a job of kind, its outcome and duration.
+// JobMiddleware calls it for every job a River client works.
+func (m *Metrics) JobDone(kind, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.jobs.WithLabelValues(kind, outcome).Inc()
+	m.jobDuration.WithLabelValues(kind, outcome).Observe(d.Seconds())
+}
+
+// CrawlPage records one discovery listing page read by the crawl, with
+// outcome "ok" or "error".
+func (m *Metrics) CrawlPage(outcome string) {
+	if m == nil {
+		return
+	}
+	m.crawlPages.WithLabelValues(outcome).Inc()
+}
+
+// LivenessProbe records one liveness probe, its outcome (live, dead,
+// refused, error) and duration.
+func (m *Metrics) LivenessProbe(outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.probes.WithLabelValues(outcome).Inc()
+	m.probeDuration.Observe(d.Seconds())
+}

@@ -1,0 +1,221 @@
+package ops
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// timeGuesses measures check on guesses a and b, interleaved so that the
+// machine's changing load falls on both alike, and returns the median time
+// of one check of each.
+func timeGuesses(check func(string) bool, a, b string) (time.Duration, time.Duration) {
+	const rounds, perRound = 301, 64
+	ta := make([]time.Duration, 0, rounds)
+	tb := make([]time.Duration, 0, rounds)
+	sink := false
+	for i := range rounds {
+		first, second, t1, t2 := a, b, &ta, &tb
+		if i%2 == 1 {
+			first, second, t1, t2 = b, a, &tb, &ta
+		}
+		start := time.Now()
+		for range perRound {
+			sink = sink != check(first)
+		}
+		*t1 = append(*t1, time.Since(start)/perRound)
+		start = time.Now()
+		for range perRound {
+			sink = sink != check(second)
+		}
+		*t2 = append(*t2, time.Since(start)/perRound)
+	}
+	_ = sink
+	slices.Sort(ta)
+	slices.Sort(tb)
+	return ta[rounds/2], tb[rounds/2]
+}
+
+// relDiff is |a-b| relative to the smaller of the two.
+func relDiff(a, b time.Duration) float64 {
+	return math.Abs(float64(a-b)) / float64(max(min(a, b), 1))
+}
+
+// leaks reports whether check takes measurably different times for guesses a
+// and b: in three measurements in a row, the medians differ by more than
+// limit. A leak shows every time; a noisy machine rarely three times.
+func leaks(check func(string) bool, a, b string, limit float64) (bool, time.Duration, time.Duration) {
+	var ma, mb time.Duration
+	for range 3 {
+		ma, mb = timeGuesses(check, a, b)
+		if relDiff(ma, mb) <= limit {
+			return false, ma, mb
+		}
+	}
+	return true, ma, mb
+}
+
+func randomToken(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n/2)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// TestTokenTiming checks that the time a token check takes tells nothing
+// about the token: neither how many leading bytes a guess got right nor
+// how long the token is. Each check is run against a comparison known to
+// leak, to show that the measurement would see a leak.
+func TestTokenTiming(t *testing.T) {
+	// Not parallel: timing wants the CPU to itself as far as the test
+	// binary goes. Long tokens make a leaking comparison slow enough to see.
+	const limit = 0.15
+
+	t.Run("Prefix", func(t *testing.T) {
+		token := randomToken(t, 4096)
+		nearMiss := token[:len(token)-1] + "g" // right but for the last byte
+		farMiss := "g" + token[1:]             // wrong from the first byte
+		a := newAuth(token, time.Hour, time.Now)
+		require.False(t, a.tokenOK(nearMiss))
+		require.False(t, a.tokenOK(farMiss))
+
+		naive := func(g string) bool { return g == token }
+		leak, near, far := leaks(naive, nearMiss, farMiss, limit)
+		require.True(t, leak, "the measurement must see a naive comparison leak (near %v, far %v)", near, far)
+
+		t.Logf("naive: near miss %v, far miss %v", near, far)
+		leak, near, far = leaks(a.tokenOK, nearMiss, farMiss, limit)
+		t.Logf("tokenOK: near miss %v, far miss %v", near, far)
+		require.False(t, leak, "a guess right but for its last byte took %v, one wrong from the first %v", near, far)
+	})
+
+	t.Run("Length", func(t *testing.T) {
+		short, long := randomToken(t, 16), randomToken(t, 4096)
+		guess := randomToken(t, 4096)
+		as, al := newAuth(short, time.Hour, time.Now), newAuth(long, time.Hour, time.Now)
+		// One guess checked against a short and a long token: the same time.
+		twoTokens := func(check func(*auth, string) bool) func(string) bool {
+			return func(g string) bool {
+				if g == "short" {
+					return check(as, guess)
+				}
+				return check(al, guess)
+			}
+		}
+		raw := twoTokens(func(a *auth, g string) bool {
+			if a == as {
+				return subtle.ConstantTimeCompare([]byte(g), []byte(short)) == 1
+			}
+			return subtle.ConstantTimeCompare([]byte(g), []byte(long)) == 1
+		})
+		leak, ts, tl := leaks(raw, "short", "long", limit)
+		require.True(t, leak, "the measurement must see a raw comparison leak the length (short %v, long %v)", ts, tl)
+
+		t.Logf("raw: short token %v, long token %v", ts, tl)
+		leak, ts, tl = leaks(twoTokens((*auth).tokenOK), "short", "long", limit)
+		t.Logf("tokenOK: short token %v, long token %v", ts, tl)
+		require.False(t, leak, "checking against a short token took %v, a long one %v", ts, tl)
+	})
+}
+
+func TestSession(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	a := newAuth("token-one", time.Hour, clock)
+	v, exp := a.newSession()
+	require.Equal(t, now.Add(time.Hour), exp)
+
+	for _, tc := range []struct {
+		name  string
+		auth  *auth
+		value string
+		at    time.Time
+		want  bool
+	}{
+		{"ok, fresh", a, v, now, true},
+		{"ok, just before expiry", a, v, now.Add(time.Hour - time.Second), true},
+		{"nok, expired", a, v, now.Add(time.Hour), false},
+		{"nok, token changed", newAuth("token-two", time.Hour, clock), v, now, false},
+		{"nok, expiry moved", a, tamperExpiry(v), now, false},
+		{"nok, signature cut", a, v[:len(v)-2], now, false},
+		{"nok, empty", a, "", now, false},
+		{"nok, no separator", a, "abc", now, false},
+		{"nok, the token itself", a, "token-one", now, false},
+	} {
+		at := tc.at
+		tc.auth.now = func() time.Time { return at }
+		require.Equal(t, tc.want, tc.auth.sessionOK(tc.value), tc.name)
+		tc.auth.now = clock
+	}
+}
+
+// tamperExpiry changes a byte of a session's expiry and keeps its signature.
+func tamperExpiry(v string) string {
+	b := []byte(v)
+	if b[2] == 'A' {
+		b[2] = 'B'
+	} else {
+		b[2] = 'A'
+	}
+	return string(b)
+}
+
+func TestSafeNext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ give, want string }{
+		{"", "/ops"},
+		{"/ops", "/ops"},
+		{"/ops/calls?op=diff&state=paid", "/ops/calls?op=diff&state=paid"},
+		{"/ops/jobs/jobs/12", "/ops/jobs/jobs/12"},
+		{"/ops/login", "/ops"},
+		{"/opsx", "/ops"},
+		{"/elsewhere", "/ops"},
+		{"//evil.example/ops", "/ops"},
+		{"https://evil.example/ops", "/ops"},
+		{`/\evil.example`, "/ops"},
+		{"javascript:alert(1)", "/ops"},
+	} {
+		require.Equal(t, tc.want, safeNext(tc.give), tc.give)
+	}
+}
+
+func TestUSDC(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ give, want string }{
+		{"0", "0.000000"},
+		{"1", "0.000001"},
+		{"10000", "0.010000"},
+		{"1000000", "1.000000"},
+		{"123456789012345678901234567890", "123456789012345678901234.567890"},
+		{"-25", "-0.000025"},
+		{"n/a", "n/a"},
+	} {
+		require.Equal(t, tc.want, usdc(tc.give), tc.give)
+	}
+	require.Equal(t, "30000", addAtomic("10000", "20000"))
+}
+
+func TestTable(t *testing.T) {
+	t.Parallel()
+	tab, err := newTable([]json.RawMessage{
+		json.RawMessage(`{"url":"https://a.example/list","cursor":40,"last_at":"2026-11-22T10:00:00Z","done":null}`),
+		json.RawMessage(`{"url":"https://b.example/list","cursor":0,"extra":{"k":1}}`),
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"url", "cursor", "last_at", "done", "extra"}, tab.Columns)
+	require.Equal(t, [][]string{
+		{"https://a.example/list", "40", "2026-11-22T10:00:00Z", "—", ""},
+		{"https://b.example/list", "0", "", "", `{"k":1}`},
+	}, tab.Rows)
+	_, err = newTable([]json.RawMessage{json.RawMessage(`[1]`)})
+	require.Error(t, err)
+}

@@ -1,0 +1,223 @@
+// Package ops is the operators' dashboard: server-rendered pages under /ops
+// (overview, paid calls with their event timelines, the index's crawl state)
+// and River's own job dashboard (riverqueue.com/riverui) under /ops/jobs,
+// all behind the operator token.
+//
+// An operator authenticates with "Authorization: Bearer <token>", or with the
+// login form at /ops/login, which sets an HttpOnly, SameSite=Strict session
+// cookie signed with a key derived from the token. Tokens are compared in
+// constant time. The login form carries an anti-forgery value, and every
+// unsafe request authenticated by cookie must come from the dashboard's own
+// origin. Without a token configured the dashboard is not mounted at all.
+//
+// The pages work without JavaScript; a small script refreshes their content
+// in place every few seconds when it runs.
+package ops
+
+import (
+	"bytes"
+	"cmp"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
+)
+
+//go:embed templates static
+var files embed.FS
+
+// JobsPrefix is where River UI is mounted.
+const JobsPrefix = "/ops/jobs"
+
+// Config configures the dashboard.
+type Config struct {
+	// Token is the operator token (OPS_TOKEN). Empty disables the
+	// dashboard: Mount adds no route.
+	Token string
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// River is the client River UI lists, retries and cancels jobs with (an
+	// insert-only client will do). Required.
+	River *river.Client[pgx.Tx]
+	// Logger receives the dashboard's and River UI's logs. Required.
+	Logger *slog.Logger
+	// Refresh is how often the pages refresh their content in place when
+	// JavaScript runs. Defaults to 5 s.
+	Refresh time.Duration
+	// SessionTTL is how long a login lasts. Defaults to 12 hours.
+	SessionTTL time.Duration
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// dashboard serves the pages.
+type dashboard struct {
+	cfg   Config
+	auth  *auth
+	pages map[string]*template.Template
+}
+
+// Mount adds the dashboard's routes to e: /ops, /ops/login, /ops/logout,
+// /ops/calls, /ops/calls/:id, /ops/index, /ops/static/* and River UI under
+// /ops/jobs. With an empty cfg.Token it adds nothing and the paths answer
+// 404.
+func Mount(e *echo.Echo, cfg Config) error {
+	if cfg.Token == "" {
+		if cfg.Logger != nil {
+			cfg.Logger.Info("operator dashboard disabled: OPS_TOKEN is not set")
+		}
+		return nil
+	}
+	if cfg.Pool == nil || cfg.River == nil || cfg.Logger == nil {
+		return errors.New("ops: Pool, River and Logger are required")
+	}
+	cfg.Refresh = cmp.Or(cfg.Refresh, 5*time.Second)
+	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, 12*time.Hour)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &dashboard{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now)}
+	var err error
+	if d.pages, err = parsePages(); err != nil {
+		return err
+	}
+
+	jobs, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(cfg.River, nil),
+		Logger:    cfg.Logger,
+		Prefix:    JobsPrefix,
+	})
+	if err != nil {
+		return fmt.Errorf("ops: river ui: %w", err)
+	}
+
+	static, err := fs.Sub(files, "static")
+	if err != nil {
+		return fmt.Errorf("ops: static files: %w", err)
+	}
+	e.GET("/ops/static/*", echo.WrapHandler(http.StripPrefix("/ops/static/", staticHandler(static))))
+	e.GET(loginPath, d.loginForm, noStore)
+	e.POST(loginPath, d.login, noStore)
+
+	g := e.Group("/ops", noStore, d.auth.require)
+	g.GET("", d.overview, pageHeaders)
+	g.GET("/", d.overview, pageHeaders)
+	g.GET("/calls", d.calls, pageHeaders)
+	g.GET("/calls/:id", d.call, pageHeaders)
+	g.GET("/index", d.index, pageHeaders)
+	g.POST("/logout", d.logout)
+	jobsHandler := echo.WrapHandler(jobs)
+	g.Any("/jobs", jobsHandler, frameDeny)
+	g.Any("/jobs/*", jobsHandler, frameDeny)
+	return nil
+}
+
+// noStore keeps operator pages and answers out of caches.
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
+	}
+}
+
+// pageHeaders sets the headers of the dashboard's own pages: a strict
+// content security policy (scripts and styles from the dashboard only).
+func pageHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set(echo.HeaderXContentTypeOptions, "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		return next(c)
+	}
+}
+
+// frameDeny keeps River UI out of other sites' frames.
+func frameDeny(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set(echo.HeaderXFrameOptions, "DENY")
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		return next(c)
+	}
+}
+
+func staticHandler(static fs.FS) http.Handler {
+	files := http.FileServerFS(static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(echo.HeaderCacheControl, "public, max-age=300")
+		w.Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
+		files.ServeHTTP(w, r)
+	})
+}
+
+// loginForm is GET /ops/login.
+func (d *dashboard) loginForm(c echo.Context) error {
+	return d.renderLogin(c, http.StatusOK, c.QueryParam("next"), "")
+}
+
+func (d *dashboard) renderLogin(c echo.Context, status int, next, problem string) error {
+	csrf := newCSRF()
+	c.SetCookie(&http.Cookie{
+		Name: csrfCookie, Value: csrf, Path: loginPath, MaxAge: 3600,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(c.Request()),
+	})
+	c.Response().Header().Set(echo.HeaderXFrameOptions, "DENY")
+	return d.render(c, status, "login", map[string]any{
+		"Title": "Log in", "CSRF": csrf, "Next": safeNext(next), "Problem": problem,
+	})
+}
+
+// login is POST /ops/login: the form's anti-forgery value must match its
+// cookie, the request must come from this origin, and the token must be
+// right; then the session cookie is set.
+func (d *dashboard) login(c echo.Context) error {
+	r := c.Request()
+	if err := d.auth.origin.Check(r); err != nil {
+		return echo.NewHTTPError(http.StatusForbidden, "cross-origin login refused")
+	}
+	ck, err := r.Cookie(csrfCookie)
+	form := c.FormValue("csrf")
+	if err != nil || form == "" || subtle32(ck.Value, form) != 1 {
+		return d.renderLogin(c, http.StatusForbidden, c.FormValue("next"), "The form expired. Please try again.")
+	}
+	if !d.auth.tokenOK(c.FormValue("token")) {
+		d.cfg.Logger.WarnContext(r.Context(), "operator login refused", "remote", c.RealIP())
+		return d.renderLogin(c, http.StatusUnauthorized, c.FormValue("next"), "Wrong token.")
+	}
+	clearCookie(c, csrfCookie, loginPath)
+	d.auth.setSession(c)
+	d.cfg.Logger.InfoContext(r.Context(), "operator logged in", "remote", c.RealIP())
+	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
+}
+
+// logout is POST /ops/logout.
+func (d *dashboard) logout(c echo.Context) error {
+	clearCookie(c, sessionCookie, "/ops")
+	return c.Redirect(http.StatusSeeOther, loginPath)
+}
+
+// render writes page name with data.
+func (d *dashboard) render(c echo.Context, status int, name string, data map[string]any) error {
+	t, ok := d.pages[name]
+	if !ok {
+		return fmt.Errorf("ops: no page %q", name)
+	}
+	data["Refresh"] = int(d.cfg.Refresh / time.Millisecond)
+	data["Page"] = name
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
+		return fmt.Errorf("ops: render %s: %w", name, err)
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}

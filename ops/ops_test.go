@@ -1,0 +1,336 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDashboardAccess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	callID := s.paidCallID(t, "test:0xa11ce5ecret:access-1")
+	data := []string{callID, "0xa11ce5ecret"}
+
+	html := map[string]string{"Accept": "text/html,application/xhtml+xml"}
+	paths := []string{
+		"/ops", "/ops/", "/ops/calls", "/ops/calls?op=diff", "/ops/calls/" + callID, "/ops/index",
+		"/ops/jobs", "/ops/jobs/", "/ops/jobs/jobs", "/ops/jobs/api/jobs?state=completed", "/ops/jobs/api/states",
+		"/ops/jobs/api/queues",
+	}
+
+	// refused checks that an answer gives nothing away: 401, or a redirect
+	// to the login form, and none of the call's data.
+	refused := func(t *testing.T, resp *http.Response, body []byte) {
+		t.Helper()
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+		case http.StatusSeeOther:
+			loc, err := url.Parse(resp.Header.Get("Location"))
+			require.NoError(t, err)
+			require.Equal(t, "/ops/login", loc.Path)
+		default:
+			t.Fatalf("status %d, want 401 or 303 to the login form: %s", resp.StatusCode, body)
+		}
+		for _, d := range data {
+			require.NotContains(t, string(body), d)
+		}
+	}
+
+	t.Run("NoCredentials", func(t *testing.T) {
+		t.Parallel()
+		for _, p := range paths {
+			for _, h := range []map[string]string{nil, html} {
+				resp, body := s.get(t, p, h)
+				refused(t, resp, body)
+				if h == nil {
+					require.Equal(t, http.StatusUnauthorized, resp.StatusCode, p)
+					require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
+				} else {
+					require.Equal(t, http.StatusSeeOther, resp.StatusCode, p)
+					loc, _ := url.Parse(resp.Header.Get("Location"))
+					require.Equal(t, p, loc.Query().Get("next"))
+				}
+			}
+		}
+	})
+
+	t.Run("WrongCredentials", func(t *testing.T) {
+		t.Parallel()
+		for _, p := range paths {
+			for _, h := range []map[string]string{
+				{"Authorization": "Bearer " + testToken + "x"},
+				{"Authorization": "Bearer " + testToken[:len(testToken)-1]},
+				{"Authorization": "Bearer "},
+				{"Authorization": "Basic " + testToken},
+				{"Cookie": "x402d_ops=" + testToken},
+				{"Cookie": "x402d_ops=AAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+			} {
+				resp, body := s.get(t, p, h)
+				refused(t, resp, body)
+			}
+			resp, body := s.get(t, p+sep(p)+"token=wrong", nil)
+			refused(t, resp, body)
+		}
+		// River UI's actions are refused too.
+		req, err := http.NewRequest(http.MethodPost, s.URL+"/ops/jobs/api/jobs/retry", strings.NewReader(`{"ids":["1"]}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, body := s.do(t, req)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, string(body))
+	})
+
+	t.Run("BearerSeesData", func(t *testing.T) {
+		t.Parallel()
+		auth := map[string]string{"Authorization": "Bearer " + testToken}
+		resp, body := s.get(t, "/ops/calls", auth)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, string(body), callID[:12])
+		require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+
+		resp, body = s.get(t, "/ops/calls/"+callID, auth)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, string(body), "0xa11ce5ecret")
+		require.Contains(t, string(body), txHash("access-1"))
+
+		resp, body = s.get(t, "/ops/jobs/api/jobs?state=completed", auth)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		require.Contains(t, string(body), callID)
+	})
+
+	t.Run("CallsFilter", func(t *testing.T) {
+		t.Parallel()
+		auth := map[string]string{"Authorization": "Bearer " + testToken}
+		for _, tc := range []struct {
+			query string
+			shown bool
+		}{
+			{"", true},
+			{"?op=diff", true},
+			{"?state=paid", true},
+			{"?op=diff&state=paid", true},
+			{"?state=failed", false},
+			{"?op=regex", false},
+			{"?state=no-such-state", true},
+		} {
+			resp, body := s.get(t, "/ops/calls"+tc.query, auth)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.Equal(t, tc.shown, strings.Contains(string(body), callID[:12]), tc.query)
+		}
+		resp, _ := s.get(t, "/ops/calls?before=nonsense", auth)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		resp, body := s.get(t, "/ops/calls/no-such-call", auth)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+		require.Contains(t, string(body), "No such call")
+	})
+
+	t.Run("QueryTokenBecomesASession", func(t *testing.T) {
+		t.Parallel()
+		resp, _ := s.get(t, "/ops/calls?op=diff&token="+url.QueryEscape(testToken), nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/ops/calls?op=diff", resp.Header.Get("Location"))
+		session := sessionCookie(t, resp)
+		resp, body := s.get(t, "/ops/calls?op=diff", map[string]string{"Cookie": session.Name + "=" + session.Value})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, string(body), callID[:12])
+	})
+}
+
+func TestDashboardDisabledWithoutToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, "")
+	s.paidCallID(t, "test:0xa11ce:disabled-1")
+	for _, p := range []string{"/ops", "/ops/calls", "/ops/login", "/ops/jobs/", "/ops/jobs/api/jobs"} {
+		for _, h := range []map[string]string{nil, {"Authorization": "Bearer "}, {"Authorization": "Bearer x"}} {
+			resp, body := s.get(t, p, h)
+			require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s: %s", p, body)
+		}
+	}
+}
+
+func TestLoginForm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+
+	// form fetches the login form and returns its anti-forgery cookie and
+	// field.
+	form := func(t *testing.T) (*http.Cookie, string) {
+		t.Helper()
+		resp, body := s.get(t, "/ops/login?next=%2Fops%2Fcalls", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var ck *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == "x402d_ops_csrf" {
+				ck = c
+			}
+		}
+		require.NotNil(t, ck)
+		require.True(t, ck.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(string(body))
+		require.Len(t, m, 2)
+		require.Equal(t, ck.Value, m[1])
+		return ck, m[1]
+	}
+	post := func(t *testing.T, path string, values url.Values, header map[string]string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(values.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		return s.do(t, req)
+	}
+
+	t.Run("LogsIn", func(t *testing.T) {
+		t.Parallel()
+		ck, csrf := form(t)
+		resp, _ := post(t, "/ops/login", url.Values{"token": {testToken}, "csrf": {csrf}, "next": {"/ops/calls"}},
+			map[string]string{"Cookie": ck.Name + "=" + ck.Value, "Sec-Fetch-Site": "same-origin", "Origin": s.URL})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/ops/calls", resp.Header.Get("Location"))
+		session := sessionCookie(t, resp)
+		require.True(t, session.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, session.SameSite)
+		require.Equal(t, "/ops", session.Path)
+		require.NotContains(t, session.Value, testToken)
+		cookie := map[string]string{"Cookie": session.Name + "=" + session.Value}
+
+		resp, _ = s.get(t, "/ops", cookie)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+
+		// A cross-site request carrying the cookie cannot act.
+		for _, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}} {
+			h["Cookie"] = cookie["Cookie"]
+			req, err := http.NewRequest(http.MethodPost, s.URL+"/ops/jobs/api/jobs/retry", strings.NewReader(`{"ids":["1"]}`))
+			require.NoError(t, err)
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			resp, body := s.do(t, req)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, string(body))
+		}
+
+		// Logging out clears the cookie.
+		resp, _ = post(t, "/ops/logout", nil, map[string]string{"Cookie": cookie["Cookie"], "Sec-Fetch-Site": "same-origin"})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		cleared := sessionCookie(t, resp)
+		require.Empty(t, cleared.Value)
+	})
+
+	t.Run("WrongToken", func(t *testing.T) {
+		t.Parallel()
+		ck, csrf := form(t)
+		resp, body := post(t, "/ops/login", url.Values{"token": {"guess"}, "csrf": {csrf}},
+			map[string]string{"Cookie": ck.Name + "=" + ck.Value})
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		require.Contains(t, string(body), "Wrong token")
+		for _, c := range resp.Cookies() {
+			require.NotEqual(t, "x402d_ops", c.Name)
+		}
+	})
+
+	t.Run("CrossSitePostRefused", func(t *testing.T) {
+		t.Parallel()
+		ck, csrf := form(t)
+		for _, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}} {
+			h["Cookie"] = ck.Name + "=" + ck.Value
+			resp, _ := post(t, "/ops/login", url.Values{"token": {testToken}, "csrf": {csrf}}, h)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode)
+			for _, c := range resp.Cookies() {
+				require.NotEqual(t, "x402d_ops", c.Name)
+			}
+		}
+	})
+
+	t.Run("ForgedFormRefused", func(t *testing.T) {
+		t.Parallel()
+		ck, csrf := form(t)
+		for _, tc := range []struct {
+			name   string
+			cookie string
+			field  string
+		}{
+			{"NoCookie", "", csrf},
+			{"NoField", ck.Value, ""},
+			{"Mismatch", ck.Value, csrf[:len(csrf)-2] + "xx"},
+		} {
+			h := map[string]string{}
+			if tc.cookie != "" {
+				h["Cookie"] = ck.Name + "=" + tc.cookie
+			}
+			resp, _ := post(t, "/ops/login", url.Values{"token": {testToken}, "csrf": {tc.field}}, h)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, tc.name)
+			for _, c := range resp.Cookies() {
+				require.NotEqual(t, "x402d_ops", c.Name, tc.name)
+			}
+		}
+	})
+
+	t.Run("NoOpenRedirect", func(t *testing.T) {
+		t.Parallel()
+		for _, next := range []string{"//evil.example/ops", "https://evil.example/ops", "/elsewhere", `/\evil.example`, "/ops/login"} {
+			ck, csrf := form(t)
+			resp, _ := post(t, "/ops/login", url.Values{"token": {testToken}, "csrf": {csrf}, "next": {next}},
+				map[string]string{"Cookie": ck.Name + "=" + ck.Value})
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+			require.Equal(t, "/ops", resp.Header.Get("Location"), next)
+		}
+	})
+}
+
+func TestLogsCarryCallID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	callID := s.paidCallID(t, "test:0xa11ce:logs-1")
+
+	var request, job, settle bool
+	for _, line := range strings.Split(strings.TrimSpace(s.Logs.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		if rec["call_id"] != callID {
+			continue
+		}
+		switch {
+		case rec["msg"] == "request" && rec["path"] == "/api/x402/diff" && rec["status"] == float64(200):
+			request = true
+		case rec["msg"] == "job succeeded" && rec["op"] == "diff":
+			job = true
+		case rec["msg"] == "settlement done":
+			settle = true
+		}
+	}
+	require.True(t, request, "a request line with the call id")
+	require.True(t, job, "a job line with the call id")
+	require.True(t, settle, "a settlement job line with the call id")
+}
+
+func sep(p string) string {
+	if strings.Contains(p, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
+	t.Helper()
+	for _, c := range resp.Cookies() {
+		if c.Name == "x402d_ops" {
+			return c
+		}
+	}
+	t.Fatalf("no session cookie in %v", resp.Header.Values("Set-Cookie"))
+	return nil
+}

@@ -1,0 +1,445 @@
+package ops
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+// windows are the periods the overview's figures can cover.
+var windows = []struct {
+	Key string
+	D   time.Duration
+}{
+	{"1h", time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}, {"30d", 30 * 24 * time.Hour},
+}
+
+// callStates are the states of a call, in the order a call goes through them.
+var callStates = []string{store.CallQueued, store.CallRunning, store.CallSettling, store.CallPaid, store.CallFailed, store.CallUnpaid}
+
+// perMinuteSpan is how many minutes the calls-per-minute chart covers.
+const perMinuteSpan = 60
+
+// overview is GET /ops.
+func (d *dashboard) overview(c echo.Context) error {
+	ctx := c.Request().Context()
+	now := d.cfg.Now()
+	win := windows[1]
+	for _, w := range windows {
+		if c.QueryParam("window") == w.Key {
+			win = w
+		}
+	}
+	since := now.Add(-win.D)
+	stats, err := store.CallStatsSince(ctx, d.cfg.Pool, since, now, perMinuteSpan)
+	if err != nil {
+		return err
+	}
+	queues, err := store.QueueDepthList(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	failures, err := store.SettlementFailureList(ctx, d.cfg.Pool, since, 10)
+	if err != nil {
+		return err
+	}
+	index, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	var sources *table
+	if index != nil {
+		rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
+		if err != nil {
+			return err
+		}
+		if sources, err = newTable(rows); err != nil {
+			return err
+		}
+	}
+
+	var total, finished int64
+	for _, n := range stats.States {
+		total += n
+	}
+	finished = stats.States[store.CallPaid] + stats.States[store.CallFailed] + stats.States[store.CallUnpaid]
+	lastMinute := stats.PerMinute[len(stats.PerMinute)-1]
+	var hour int64
+	for _, n := range stats.PerMinute {
+		hour += n
+	}
+	var retrying int64
+	for _, q := range queues {
+		if q.Queue == "settlement" {
+			retrying = q.Retryable
+		}
+	}
+	return d.render(c, http.StatusOK, "overview", map[string]any{
+		"Title":      "Overview",
+		"Now":        now,
+		"Window":     win.Key,
+		"Windows":    windows,
+		"Total":      total,
+		"States":     stats.States,
+		"StateOrder": callStates,
+		"InFlight":   stats.States[store.CallQueued] + stats.States[store.CallRunning] + stats.States[store.CallSettling],
+		"Success":    rate(stats.States[store.CallPaid], finished),
+		"OpFailure":  rate(stats.States[store.CallFailed], finished),
+		"SetFailure": rate(stats.States[store.CallUnpaid], finished),
+		"LastMinute": lastMinute,
+		"HourAvg":    fmt.Sprintf("%.1f", float64(hour)/perMinuteSpan),
+		"Chart":      newChart(stats.PerMinute, now),
+		"ByOp":       stats.RevenueByOp,
+		"ByNetwork":  stats.RevenueByNetwork,
+		"RevenueSum": sumRevenue(stats.RevenueByOp),
+		"Queues":     queues,
+		"Failures":   failures,
+		"Unpaid":     stats.States[store.CallUnpaid],
+		"Retrying":   retrying,
+		"Index":      index,
+		"Sources":    sources,
+	})
+}
+
+// rate formats part/whole as a percentage, or "–" when whole is zero.
+func rate(part, whole int64) string {
+	if whole == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+func sumRevenue(rs []store.Revenue) string {
+	total := "0"
+	for _, r := range rs {
+		total = addAtomic(total, r.Amount)
+	}
+	return total
+}
+
+// chart is the calls-per-minute bar chart, drawn as inline SVG.
+type chart struct {
+	Width, Height int
+	Bars          []bar
+	Max           int64
+}
+
+type bar struct {
+	X, Y, W, H int
+	N          int64
+	Minute     string
+}
+
+func newChart(perMinute []int64, now time.Time) chart {
+	const w, h, bw = 600, 80, 10
+	ch := chart{Width: w, Height: h}
+	for _, n := range perMinute {
+		ch.Max = max(ch.Max, n)
+	}
+	start := now.UTC().Truncate(time.Minute).Add(-time.Duration(len(perMinute)-1) * time.Minute)
+	for i, n := range perMinute {
+		bh := 0
+		if ch.Max > 0 {
+			bh = int(float64(n) / float64(ch.Max) * (h - 2))
+		}
+		if n > 0 && bh < 2 {
+			bh = 2
+		}
+		ch.Bars = append(ch.Bars, bar{X: i * bw, Y: h - bh, W: bw - 2, H: bh, N: n,
+			Minute: start.Add(time.Duration(i) * time.Minute).Format("15:04")})
+	}
+	return ch
+}
+
+// calls is GET /ops/calls?op=&state=&before=: paid calls, newest first.
+func (d *dashboard) calls(c echo.Context) error {
+	ctx := c.Request().Context()
+	p := &store.CallListParams{Op: c.QueryParam("op"), Limit: 50}
+	if s := c.QueryParam("state"); s != "" {
+		for _, known := range callStates {
+			if s == known {
+				p.State = s
+			}
+		}
+	}
+	if b := c.QueryParam("before"); b != "" {
+		pos, err := parsePosition(b)
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "before is not a position of this list")
+		}
+		p.Before = pos
+	}
+	list, err := store.CallList(ctx, d.cfg.Pool, p)
+	if err != nil {
+		return err
+	}
+	ops, err := store.CallOpList(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	var next string
+	if len(list) == p.Limit {
+		last := list[len(list)-1]
+		q := url.Values{}
+		if p.Op != "" {
+			q.Set("op", p.Op)
+		}
+		if p.State != "" {
+			q.Set("state", p.State)
+		}
+		q.Set("before", formatPosition(last))
+		next = "/ops/calls?" + q.Encode()
+	}
+	return d.render(c, http.StatusOK, "calls", map[string]any{
+		"Title":    "Calls",
+		"Now":      d.cfg.Now(),
+		"Calls":    list,
+		"Ops":      ops,
+		"States":   callStates,
+		"Op":       p.Op,
+		"State":    p.State,
+		"Next":     next,
+		"Filtered": p.Op != "" || p.State != "" || p.Before != nil,
+	})
+}
+
+// formatPosition and parsePosition write and read a call's place in the
+// list as "<unix microseconds>-<id>".
+func formatPosition(c *store.Call) string {
+	return strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "-" + c.ID
+}
+
+func parsePosition(s string) (*store.CallPosition, error) {
+	us, id, ok := strings.Cut(s, "-")
+	if !ok {
+		return nil, errors.New("no separator")
+	}
+	n, err := strconv.ParseInt(us, 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	return &store.CallPosition{CreatedAt: time.UnixMicro(n), ID: id}, nil
+}
+
+// step is one event of a call's timeline, as shown.
+type step struct {
+	Type   string
+	At     time.Time
+	Offset string
+	Fields []field
+	Class  string
+}
+
+type field struct {
+	Name, Value, Link string
+	Mono              bool
+}
+
+// call is GET /ops/calls/:id: a call and its whole event timeline.
+func (d *dashboard) call(c echo.Context) error {
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	call, err := store.CallGetByID(ctx, d.cfg.Pool, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return d.render(c, http.StatusNotFound, "notfound", map[string]any{"Title": "No such call", "ID": id})
+	}
+	if err != nil {
+		return err
+	}
+	events, err := store.EventListByStream(ctx, d.cfg.Pool, store.CallStream(id))
+	if err != nil {
+		return err
+	}
+	steps := make([]step, 0, len(events))
+	for _, e := range events {
+		s := step{Type: e.Type, At: e.CreatedAt, Fields: eventFields(e), Class: strings.ReplaceAll(e.Type, ".", "-")}
+		if len(events) > 0 {
+			s.Offset = "+" + formatDuration(e.CreatedAt.Sub(events[0].CreatedAt))
+		}
+		steps = append(steps, s)
+	}
+	var result string
+	if len(call.Result) > 0 {
+		var buf bytes.Buffer
+		if json.Indent(&buf, call.Result, "", "  ") == nil {
+			result = buf.String()
+		} else {
+			result = string(call.Result)
+		}
+		const maxShown = 64 << 10
+		if len(result) > maxShown {
+			result = result[:maxShown] + "\n… (cut)"
+		}
+	}
+	var took string
+	if len(events) > 1 {
+		took = formatDuration(events[len(events)-1].CreatedAt.Sub(events[0].CreatedAt))
+	}
+	return d.render(c, http.StatusOK, "call", map[string]any{
+		"Title":  "Call " + call.ID,
+		"Now":    d.cfg.Now(),
+		"Call":   call,
+		"Steps":  steps,
+		"Result": result,
+		"Took":   took,
+	})
+}
+
+// eventFields picks what an operator needs from an event's data. The
+// call's poll token (a capability) and the signed payment are never shown.
+func eventFields(e store.Event) []field {
+	jobLink := func(id int64) field {
+		return field{Name: "job", Value: strconv.FormatInt(id, 10), Link: fmt.Sprintf("%s/jobs/%d", JobsPrefix, id)}
+	}
+	switch e.Type {
+	case store.EventPaymentVerified:
+		var v struct {
+			Op      string       `json:"op"`
+			Payment x402.Payment `json:"payment"`
+		}
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{
+				{Name: "op", Value: v.Op},
+				{Name: "payer", Value: v.Payment.Payer, Mono: true},
+				{Name: "network", Value: v.Payment.Network},
+				{Name: "amount", Value: usdc(v.Payment.Amount) + " USDC"},
+				{Name: "asset", Value: v.Payment.Asset, Mono: true},
+				{Name: "nonce", Value: v.Payment.Nonce, Mono: true},
+			}
+		}
+	case store.EventJobQueued:
+		var v store.JobQueued
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{jobLink(v.JobID), {Name: "queue", Value: v.Queue}}
+		}
+	case store.EventJobStarted:
+		var v store.JobStarted
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{jobLink(v.JobID), {Name: "attempt", Value: strconv.Itoa(v.Attempt)}}
+		}
+	case store.EventJobSucceeded:
+		var v store.JobSucceeded
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{jobLink(v.JobID), {Name: "result", Value: fmt.Sprintf("%d bytes", len(v.Result))}}
+		}
+	case store.EventJobFailed:
+		var v store.JobFailed
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{jobLink(v.JobID), {Name: "error", Value: v.Error}, {Name: "message", Value: v.Message}}
+		}
+	case store.EventSettlementSubmitted:
+		var v store.SettlementSubmitted
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{jobLink(v.JobID), {Name: "network", Value: v.Network}, {Name: "attempt", Value: strconv.Itoa(v.Attempt)}}
+		}
+	case store.EventSettlementConfirmed, store.EventSettlementFailed:
+		var v store.SettlementDone
+		if json.Unmarshal(e.Data, &v) == nil {
+			fs := []field{
+				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
+				{Name: "network", Value: v.Response.Network},
+				{Name: "payer", Value: v.Response.Payer, Mono: true},
+			}
+			if v.Response.ErrorReason != "" {
+				fs = append(fs, field{Name: "reason", Value: v.Response.ErrorReason})
+			}
+			return fs
+		}
+	}
+	return []field{{Name: "data", Value: string(e.Data), Mono: true}}
+}
+
+// index is GET /ops/index: the crawl's sources and the hosts' liveness.
+func (d *dashboard) index(c echo.Context) error {
+	ctx := c.Request().Context()
+	figures, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	var sources *table
+	if figures != nil {
+		rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
+		if err != nil {
+			return err
+		}
+		if sources, err = newTable(rows); err != nil {
+			return err
+		}
+	}
+	return d.render(c, http.StatusOK, "index", map[string]any{
+		"Title":   "Index",
+		"Now":     d.cfg.Now(),
+		"Index":   figures,
+		"Sources": sources,
+	})
+}
+
+// table is rows of JSON objects laid out as columns, in the order the
+// columns first appear.
+type table struct {
+	Columns []string
+	Rows    [][]string
+}
+
+func newTable(objects []json.RawMessage) (*table, error) {
+	t := &table{}
+	seen := map[string]int{}
+	var rows []map[string]string
+	for _, obj := range objects {
+		dec := json.NewDecoder(bytes.NewReader(obj))
+		dec.UseNumber()
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return nil, fmt.Errorf("ops: table row is not an object: %s", obj)
+		}
+		row := map[string]string{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, fmt.Errorf("ops: table row: %w", err)
+			}
+			key, _ := tok.(string)
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, fmt.Errorf("ops: table row: %w", err)
+			}
+			if _, ok := seen[key]; !ok {
+				seen[key] = len(t.Columns)
+				t.Columns = append(t.Columns, key)
+			}
+			row[key] = cellText(raw)
+		}
+		rows = append(rows, row)
+	}
+	for _, r := range rows {
+		cells := make([]string, len(t.Columns))
+		for i, col := range t.Columns {
+			cells[i] = r[col]
+		}
+		t.Rows = append(t.Rows, cells)
+	}
+	return t, nil
+}
+
+// cellText shows a JSON value: strings bare, null as a dash, the rest as
+// JSON.
+func cellText(raw json.RawMessage) string {
+	if string(raw) == "null" {
+		return "—"
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
