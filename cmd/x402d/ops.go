@@ -5,6 +5,7 @@ import (
 
 	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/jobs/csvjson"
 	"github.com/x402d/x402d/jobs/diff"
 	"github.com/x402d/x402d/jobs/regex"
 	"github.com/x402d/x402d/jobs/urlmeta"
@@ -31,6 +32,7 @@ func operations(deps *opDeps, extra []opDef) ([]jobs.Operation, []worker.Op) {
 	meta := &urlmeta.Worker{Fetch: deps.fetch, Browser: deps.browser, Logger: deps.logger}
 	defs := []opDef{
 		{urlmeta.Op, worker.Bind(urlmeta.Op, meta.Work, false)},
+		{csvjson.Op, worker.Bind(csvjson.Op, csvjson.Work, false)},
 		{regex.Op, worker.Bind(regex.Op, regex.Work, false)},
 		{diff.Op, worker.Bind(diff.Op, diff.Work, false)},
 	}

@@ -100,6 +100,26 @@ func TestPaidCall(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
 	})
 
+	t.Run("EveryPureOperationEndToEnd", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		for i, tc := range []struct {
+			op, body, field string
+			want            any
+		}{
+			{"regex", `{"pattern":"(?<d>\\d+)","text":"a1b22","flags":"g"}`, "match_count", float64(2)},
+			{"csv-json", `{"data":"a,b\n1,x\n2,y\n","to":"json"}`, "row_count", float64(2)},
+			{"csv-json", `{"data":"[{\"a\":1}]","to":"tsv"}`, "output", "a\r\n1\r\n"},
+			{"diff", diffBody, "identical", false},
+		} {
+			resp, body := post(t, b.client, b.base+"/api/x402/"+tc.op, fmt.Sprintf("test:0xpure:p%d", i), tc.body)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", tc.op, body)
+			result := decodeJSON[map[string]any](t, body)
+			require.Equal(t, tc.op, result["op"])
+			require.Equal(t, tc.want, result[tc.field], "%s: %s", tc.op, body)
+		}
+	})
+
 	t.Run("PaidDiffDeliversResultAfterSettlement", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
