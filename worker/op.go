@@ -106,7 +106,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[In]], cause error, log interface {
 	WarnContext(ctx context.Context, msg string, args ...any)
 }, start time.Time) error {
-	final := !w.binding.retry || job.Attempt >= job.MaxAttempts
+	final := !w.binding.retry || job.Attempt >= job.MaxAttempts || permanent(cause)
 	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "duration_ms", time.Since(start).Milliseconds())
 	if !final {
 		return cause
@@ -120,6 +120,13 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 		return fmt.Errorf("record failure of call %s: %w (cause: %w)", job.Args.CallID, err, cause)
 	}
 	return river.JobCancel(cause)
+}
+
+// permanent reports whether cause says that trying again cannot help: an
+// error with a Retryable() method answering false (a model's 4xx).
+func permanent(cause error) bool {
+	var r interface{ Retryable() bool }
+	return errors.As(cause, &r) && !r.Retryable()
 }
 
 func (w *opWorker[In, Out]) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {

@@ -112,16 +112,20 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			a.logger.Error("close browser", "error", err)
 		}
 	}()
-	catalogue, bindings := operations(&opDeps{fetch: fetcher, browser: pages, logger: a.logger}, a.opts.ops)
+	mc, err := newModel(ctx, a.cfg)
+	if err != nil {
+		return err
+	}
+	limits := a.limits()
+	catalogue, bindings, err := operations(&opDeps{fetch: fetcher, browser: pages, model: mc, limits: &limits, logger: a.logger}, a.opts.ops)
+	if err != nil {
+		return err
+	}
 	specs := make([]jobs.Spec, len(catalogue))
 	for i, op := range catalogue {
 		specs[i] = op.Spec
 	}
-	newPayments := a.opts.payments
-	if newPayments == nil {
-		newPayments = buildPayments
-	}
-	payments, err := newPayments(ctx, a.cfg, specs, a.logger)
+	payments, err := a.payments(ctx, specs, withAPI && withWorker)
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}
@@ -196,7 +200,12 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	return nil
 }
 
-// buildPayments builds the payment step of the configured settlement mode.
-func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *slog.Logger) (*paymentStack, error) {
-	return nil, fmt.Errorf("settlement mode %q: the x402 payment step is not wired into this build yet", cfg.Settlement)
+// payments builds the payment step: the test double when a test set one,
+// else the configured settlement mode. embed is set for `x402d serve`, which
+// runs the devchain in process.
+func (a *app) payments(ctx context.Context, specs []jobs.Spec, embed bool) (*paymentStack, error) {
+	if a.opts.payments != nil {
+		return a.opts.payments(ctx, a.cfg, specs, a.logger)
+	}
+	return buildPayments(ctx, a.cfg, specs, a.logger, embed)
 }

@@ -61,7 +61,10 @@ func testOptions(getenv func(string) string) *options {
 				pool.Close()
 				return nil, err
 			}
-			fp := &fakePayments{pool: pool, fail: getenv("TEST_SETTLE_FAIL") == "1"}
+			fp := &fakePayments{pool: pool, fail: getenv("TEST_SETTLE_FAIL") == "1", unsold: map[string]bool{}}
+			for _, s := range specs {
+				fp.unsold[s.Name] = s.UsesModel && cfg.GeminiAPIKey == ""
+			}
 			return &paymentStack{verifier: fp, settler: fp, close: pool.Close}, nil
 		},
 		ops: []opDef{{sleepOp, worker.Bind(sleepOp, sleepWork, false)}},
@@ -72,17 +75,27 @@ func testOptions(getenv func(string) string) *options {
 // is valid; "bad:..." is refused. Settlement records the payment in the
 // test_chain table, which, like a token contract, moves a payment once.
 type fakePayments struct {
-	pool *pgxpool.Pool
-	fail bool
+	pool   *pgxpool.Pool
+	fail   bool
+	unsold map[string]bool
 }
 
 func (f *fakePayments) Quote(op string) (*x402.Quote, error) {
+	if f.unsold[op] {
+		return nil, x402.ErrNotSellable
+	}
 	doc := fmt.Sprintf(`{"x402Version":2,"error":"payment required","resource":{"url":"http://test/api/x402/%s"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","payTo":"0x0000000000000000000000000000000000000009","maxTimeoutSeconds":300,"extra":{"name":"USD Coin","version":"2"}}]}`, op)
 	return &x402.Quote{
 		PaymentRequired: base64.StdEncoding.EncodeToString([]byte(doc)),
 		WWWAuthenticate: `X402 realm="test"`,
 		Body:            []byte(doc),
 	}, nil
+}
+
+func (f *fakePayments) QuoteWithError(op, reason, message string) (*x402.Quote, error) {
+	q, _ := f.Quote(op)
+	doc := strings.Replace(string(q.Body), `"error":"payment required"`, fmt.Sprintf(`"error":%q,"message":%q`, reason, message), 1)
+	return &x402.Quote{PaymentRequired: base64.StdEncoding.EncodeToString([]byte(doc)), WWWAuthenticate: q.WWWAuthenticate, Body: []byte(doc)}, nil
 }
 
 // Verify accepts "test:..." headers whose payment the test chain has not

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
@@ -117,6 +118,30 @@ func TestPaidCall(t *testing.T) {
 			result := decodeJSON[map[string]any](t, body)
 			require.Equal(t, tc.op, result["op"])
 			require.Equal(t, tc.want, result[tc.field], "%s: %s", tc.op, body)
+		}
+	})
+
+	t.Run("ModelOperationsAreSoldOnlyWithAKey", func(t *testing.T) {
+		t.Parallel()
+		unsold := setup(t, nil)
+		for _, op := range []string{"brief", "data-clean", "code-review"} {
+			resp, body := post(t, unsold.client, unsold.base+"/api/x402/"+op, "", "{}")
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s: %s", op, body)
+			require.Empty(t, resp.Header.Get("PAYMENT-REQUIRED"))
+		}
+
+		fake := modeltest.NewServer(t)
+		b := setup(t, map[string]string{"GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL})
+		for i, tc := range []struct{ op, body, field string }{
+			{"code-review", `{"code":"import os\nos.system('ls ' + name)\n","language":"python"}`, "findings"},
+			{"data-clean", `{"data":"a,b\n1, x\n1, x\n,\n"}`, "cleaned_csv"},
+			{"brief", `{"question":"What is the x402 protocol?"}`, "sources"},
+		} {
+			resp, body := post(t, b.client, b.base+"/api/x402/"+tc.op, fmt.Sprintf("test:0xmodel:m%d", i), tc.body)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", tc.op, body)
+			result := decodeJSON[map[string]any](t, body)
+			require.Equal(t, tc.op, result["op"])
+			require.NotEmpty(t, result[tc.field], "%s: %s", tc.op, body)
 		}
 	})
 

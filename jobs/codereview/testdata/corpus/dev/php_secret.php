@@ -1,0 +1,5 @@
+<?php
+$config = [
+    'aws_key' => '@@SECRET:aws@@', // want: hardcoded-secret
+    'region' => 'us-east-1',
+];

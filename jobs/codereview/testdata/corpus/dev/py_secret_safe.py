@@ -1,0 +1,6 @@
+import os
+
+API_KEY = os.environ["API_KEY"]
+AWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+PASSWORD_PROMPT = "Enter your password:"
+password = os.getenv("DB_PASSWORD", "")

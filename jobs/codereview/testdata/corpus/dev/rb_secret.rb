@@ -1,0 +1,3 @@
+require "stripe"
+
+Stripe.api_key = "@@SECRET:stripe@@" # want: hardcoded-secret

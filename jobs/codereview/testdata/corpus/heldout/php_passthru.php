@@ -1,0 +1,4 @@
+<?php
+passthru('ls -la ' . $_GET['d']); // want: command-injection
+$out = [];
+exec('whoami', $out);
