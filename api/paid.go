@@ -209,14 +209,14 @@ func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
 		s.logger.WarnContext(c.Request().Context(), "payment verification unavailable", "error", err)
 		return &Error{Status: http.StatusServiceUnavailable, Code: "verification_unavailable", Message: "the payment could not be verified now; nothing was charged, try again"}
 	}
-	header, body, qerr := quoteWithError(entry.quote, refusal.Reason, refusal.Message)
+	q, qerr := s.cfg.Payments.QuoteWithError(entry.op.Name, refusal.Reason, refusal.Message)
 	if qerr != nil {
 		return qerr
 	}
 	h := c.Response().Header()
-	h.Set(headerPaymentRequired, header)
+	h.Set(headerPaymentRequired, q.PaymentRequired)
 	h[headerWWWAuthenticate] = entry.wwwAuth
-	return c.JSONBlob(http.StatusPaymentRequired, body)
+	return c.JSONBlob(http.StatusPaymentRequired, q.Body)
 }
 
 // refusalReason is the reason a payment refused by Verify with err is
@@ -232,33 +232,6 @@ func refusalReason(err error) string {
 	return "verification_unavailable"
 }
 
-// quoteWithError returns q's header and body with "error" set to reason.
-func quoteWithError(q *x402.Quote, reason, message string) (string, []byte, error) {
-	raw, err := base64.StdEncoding.DecodeString(q.PaymentRequired)
-	if err != nil {
-		return "", nil, fmt.Errorf("decode own quote: %w", err)
-	}
-	set := func(doc []byte) ([]byte, error) {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(doc, &m); err != nil {
-			return nil, fmt.Errorf("decode own quote: %w", err)
-		}
-		m["error"], _ = json.Marshal(reason)
-		if message != "" {
-			m["message"], _ = json.Marshal(message)
-		}
-		return json.Marshal(m)
-	}
-	headerDoc, err := set(raw)
-	if err != nil {
-		return "", nil, err
-	}
-	body, err := set(q.Body)
-	if err != nil {
-		return "", nil, err
-	}
-	return base64.StdEncoding.EncodeToString(headerDoc), body, nil
-}
 
 // await waits up to wait for call id to reach a final state and answers it,
 // or answers 202 with the poll URL.

@@ -57,6 +57,9 @@ type Quote struct {
 type Verifier interface {
 	// Quote returns the precomputed quote of op, or ErrNotSellable.
 	Quote(op string) (*Quote, error)
+	// QuoteWithError returns op's quote with its "error" set to reason
+	// (and a "message"): the answer to a refused payment.
+	QuoteWithError(op, reason, message string) (*Quote, error)
 	// Verify decodes and checks header for op and returns the payment, or a
 	// *Refusal.
 	Verify(ctx context.Context, op string, header string) (*Payment, error)

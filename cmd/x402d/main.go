@@ -6,6 +6,9 @@
 //	x402d api        the HTTP api only (quotes, payments, results)
 //	x402d worker     River workers only (operations, settlement, index jobs)
 //	x402d migrate    apply the database migrations and exit
+//	x402d devchain   the development chain alone (JSON-RPC on DEVCHAIN_RPC_ADDR)
+//	x402d pay        quote, sign, pay and print one call (smoke tests, demos)
+//	x402d load       paid load against a service on loopback
 //
 // Configuration comes from environment variables; see README.md.
 package main
@@ -42,6 +45,9 @@ Commands:
   api       the HTTP api only
   worker    River workers only
   migrate   apply database migrations and exit
+  devchain  the development chain alone, JSON-RPC on DEVCHAIN_RPC_ADDR
+  pay       pay one call: x402d pay [-account N | -key HEX] [-d BODY|@FILE] URL
+  load      paid load: x402d load [-url BASE] [-op diff] [-c 16] [-t 10s] [-rate N]
 
 Configuration is read from the environment; see README.md.
 `
@@ -70,6 +76,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return a.serve(ctx, false, true)
 	case "migrate":
 		return a.migrate(ctx)
+	case "devchain":
+		return runDevchain(ctx, cfg, a.logger)
+	case "pay":
+		return runPay(ctx, args[1:], getenv, stdout)
+	case "load":
+		return runLoad(ctx, args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

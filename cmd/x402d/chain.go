@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/facilitator"
+	"github.com/x402d/x402d/x402/payclient"
+)
+
+// evmSettlement builds the EVM verifier and settler of the settlement mode.
+// embedded is the in-process devchain of `x402d serve` (nil for `x402d api`
+// and `x402d worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
+func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
+	clients := map[string]*ethclient.Client{}
+	closeFn := func() {}
+	relayerKey := cfg.RelayerKey
+	switch cfg.Settlement {
+	case "facilitator":
+		c, err := facilitator.New(&facilitator.Config{URL: cfg.FacilitatorURL})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("FACILITATOR_URL: %w", err)
+		}
+		return c, c, closeFn, nil
+	case "devchain":
+		if embedded != nil {
+			clients[devchainNetwork] = embedded.Client()
+		} else {
+			c, err := ethclient.DialContext(ctx, "http://"+cfg.DevchainRPCAddr)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("devchain at %s: %w", cfg.DevchainRPCAddr, err)
+			}
+			clients[devchainNetwork], closeFn = c, c.Close
+		}
+		if relayerKey == "" {
+			key, err := devchain.DeriveKey(devchain.Mnemonic, devchain.RelayerAccount)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			relayerKey = fmt.Sprintf("%x", key.D.FillBytes(make([]byte, 32)))
+		}
+	case "rpc":
+		var err error
+		if clients, err = evm.DialChains(ctx, cfg.RPCURLs); err != nil {
+			return nil, nil, nil, err
+		}
+		closeFn = func() {
+			for _, c := range clients {
+				c.Close()
+			}
+		}
+	}
+	key, err := evm.ParseKey(relayerKey)
+	if err != nil {
+		closeFn()
+		return nil, nil, nil, fmt.Errorf("RELAYER_KEY: %w", err)
+	}
+	readers, backends := map[string]evm.Reader{}, map[string]evm.Backend{}
+	for network, c := range clients {
+		readers[network], backends[network] = c, c
+	}
+	relayer, err := evm.NewRelayer(&evm.RelayerConfig{Key: key, Chains: backends, Logger: logger})
+	if err != nil {
+		closeFn()
+		return nil, nil, nil, err
+	}
+	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: readers, Relayer: relayer.Address()})
+	if err != nil {
+		closeFn()
+		return nil, nil, nil, err
+	}
+	if err := verifier.CheckChains(ctx); err != nil {
+		closeFn()
+		return nil, nil, nil, err
+	}
+	return verifier, relayer, closeFn, nil
+}
+
+// devchainNetwork is the network the devchain stands for: Base.
+const devchainNetwork = "eip155:8453"
+
+// runDevchain is `x402d devchain`: the development chain alone, serving
+// JSON-RPC on DEVCHAIN_RPC_ADDR, for split deployments.
+func runDevchain(ctx context.Context, cfg *Config, logger *slog.Logger) error {
+	logger.InfoContext(ctx, "devchain serving", "addr", cfg.DevchainRPCAddr, "chain_id", 8453, "usdc", devchain.USDC.Hex())
+	return devchain.ListenAndServe(ctx, &devchain.Config{Logger: logger}, cfg.DevchainRPCAddr)
+}
+
+// payFlags are the flags shared by `x402d pay` and `x402d load`.
+type payFlags struct {
+	keyHex  *string
+	account *int
+	network *string
+}
+
+func addPayFlags(fs *flag.FlagSet, getenv func(string) string) *payFlags {
+	return &payFlags{
+		keyHex:  fs.String("key", getenv("PAY_KEY"), "hex private key of the paying account (default $PAY_KEY)"),
+		account: fs.Int("account", 0, "development account (0-9) paying when -key and $PAY_KEY are empty"),
+		network: fs.String("network", devchainNetwork, "CAIP-2 network to pay on"),
+	}
+}
+
+func (p *payFlags) client() (*payclient.Client, error) {
+	key, err := devchain.DeriveKey(devchain.Mnemonic, uint32(*p.account))
+	if *p.keyHex != "" {
+		key, err = evm.ParseKey(*p.keyHex)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("paying key: %w", err)
+	}
+	return payclient.New(&payclient.Config{Key: key, Network: *p.network})
+}
+
+// runPay is `x402d pay [-key HEX | -account N] [-network eip155:8453]
+// [-X METHOD] [-d BODY | -d @FILE] URL`: quote, sign, pay and print.
+func runPay(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("pay", flag.ContinueOnError)
+	pf := addPayFlags(fs, getenv)
+	method := fs.String("X", "POST", "HTTP method")
+	data := fs.String("d", "", "request body, or @file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: x402d pay [-key HEX | -account N] [-network CAIP2] [-X METHOD] [-d BODY|@FILE] URL")
+	}
+	body := []byte(*data)
+	if file, ok := strings.CutPrefix(*data, "@"); ok {
+		var err error
+		if body, err = os.ReadFile(file); err != nil {
+			return err
+		}
+	}
+	client, err := pf.client()
+	if err != nil {
+		return err
+	}
+	res, err := client.Do(ctx, &payclient.Request{Method: *method, URL: fs.Arg(0), Body: body})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "HTTP %d (payer %s)\n", res.Status, client.Address().Hex())
+	if res.Refusal != "" {
+		fmt.Fprintln(stdout, "payment refused:", res.Refusal)
+	}
+	if res.Settlement != nil {
+		fmt.Fprintf(stdout, "PAYMENT-RESPONSE success=%t transaction=%s network=%s\n", res.Settlement.Success, res.Settlement.Transaction, res.Settlement.Network)
+	}
+	_, err = stdout.Write(append(res.Body, '\n'))
+	return err
+}
+
+// runLoad is `x402d load`: paid load from a development account against a
+// service on loopback.
+func runLoad(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	pf := addPayFlags(fs, getenv)
+	base := fs.String("url", "http://127.0.0.1:8080", "the service (loopback only)")
+	op := fs.String("op", "diff", "operation to call")
+	body := fs.String("d", `{"a":"one\ntwo\n","b":"one\n2\n"}`, "request body")
+	conc := fs.Int("c", 16, "calls in flight")
+	rate := fs.Float64("rate", 0, "calls started per second (0: as fast as the concurrency allows)")
+	dur := fs.Duration("t", 10*time.Second, "duration")
+	retry := fs.Bool("retry", true, "resend a lost answer with the same payment header")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	client, err := pf.client()
+	if err != nil {
+		return err
+	}
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: *base, Requests: []loadgen.Request{{Op: *op, Body: *body}}, Payer: client,
+		Concurrency: *conc, Rate: *rate, Duration: *dur, Retry: *retry,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(stdout, rep)
+	return err
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+)
+
+// buildPayments builds the payment step of the configured settlement mode:
+// the catalogue of quotes, the seller that verifies payments, and the
+// settler. With embed and SETTLEMENT=devchain it starts the devchain in this
+// process and serves it on DEVCHAIN_RPC_ADDR.
+func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *slog.Logger, embed bool) (*paymentStack, error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	var chain *devchain.Chain
+	if cfg.Settlement == "devchain" && embed {
+		ln, err := net.Listen("tcp", cfg.DevchainRPCAddr)
+		if err != nil {
+			return nil, fmt.Errorf("devchain: listen on %s: %w", cfg.DevchainRPCAddr, err)
+		}
+		if chain, err = devchain.New(ctx, &devchain.Config{Logger: logger}); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		go func() {
+			if err := chain.Serve(serveCtx, ln); err != nil && serveCtx.Err() == nil {
+				logger.Error("devchain stopped serving", "error", err)
+			}
+		}()
+		closers = append(closers, func() { stop(); _ = chain.Close() })
+		logger.InfoContext(ctx, "devchain serving", "addr", ln.Addr().String(), "usdc", devchain.USDC.Hex())
+	}
+	verifier, settler, closeFn, err := evmSettlement(ctx, cfg, chain, logger)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	closers = append(closers, closeFn)
+
+	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: cfg.PayToEVM, ModelReady: cfg.GeminiAPIKey != ""}
+	switch cfg.Settlement {
+	case "devchain":
+		catCfg.EVMNetworks = []string{devchainNetwork}
+		if catCfg.PayToEVM == "" {
+			key, err := devchain.DeriveKey(devchain.Mnemonic, devchain.PayToAccount)
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			catCfg.PayToEVM = crypto.PubkeyToAddress(key.PublicKey).Hex()
+		}
+	case "rpc":
+		for _, n := range x402.Networks() {
+			if _, ok := cfg.RPCURLs[n.ID]; ok {
+				catCfg.EVMNetworks = append(catCfg.EVMNetworks, n.ID)
+			}
+		}
+	case "facilitator":
+		catCfg.EVMNetworks = []string{devchainNetwork}
+	}
+	catalog, err := x402.NewCatalog(specs, catCfg)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	for _, e := range catalog.Entries() {
+		if !e.Sellable {
+			logger.WarnContext(ctx, "operation not sold", "op", e.Spec.Name, "reason", e.BlockedReason)
+		}
+	}
+	seller := x402.NewSeller(catalog, map[string]x402.Scheme{
+		"eip155": {Verifier: verifier, Identify: evm.Identify},
+	})
+	return &paymentStack{verifier: seller, settler: settler, close: closeAll}, nil
+}

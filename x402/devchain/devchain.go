@@ -1,0 +1,423 @@
+// Package devchain is the embedded development chain: an in-process EVM
+// built from go-ethereum's simulated backend parts (a memory-backed node and
+// the simulated beacon that seals blocks on demand) with chain id 8453 and an
+// EIP-3009 USDC-like token (contracts.DevUSDC) at the Base USDC address
+// 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913, so that quotes built for Base
+// work unchanged against it.
+//
+// The ten accounts of the standard development mnemonic (Mnemonic) are
+// funded with 1,000,000 USDC and 10,000 ETH each. Account 0 deployed the
+// token and may mint more.
+//
+// The chain mines a block as soon as a transaction enters its pool
+// (automine), whether it came through Client or over HTTP from another
+// process. Serve exposes its JSON-RPC (namespaces eth, net, web3, txpool)
+// over HTTP so that other processes, wallets (viem) and tests use the same
+// chain.
+//
+// ethclient/simulated.Backend hides its node, so New assembles the same
+// parts itself: it needs the node's transaction pool to mine on arrival and
+// its RPC server to serve a listener of the caller's choosing.
+package devchain
+
+import (
+	"cmp"
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/eth"
+	"github.com/ethereum/go-ethereum/eth/catalyst"
+	"github.com/ethereum/go-ethereum/eth/ethconfig"
+	"github.com/ethereum/go-ethereum/eth/filters"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/node"
+	"github.com/ethereum/go-ethereum/p2p"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// USDC is the address of USDC on Base, where the devchain places its token.
+var USDC = common.HexToAddress("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913")
+
+// Roles of development accounts (contract.md).
+const (
+	// DeployerAccount deployed the token and may mint.
+	DeployerAccount = 0
+	// RelayerAccount pays gas for settlement on the devchain (RELAYER_KEY's
+	// default).
+	RelayerAccount = 8
+	// PayToAccount receives payments on the devchain (PAY_TO_EVM's default).
+	PayToAccount = 9
+)
+
+// Token parameters of the devchain's USDC.
+const (
+	// TokenName and TokenVersion are the token's EIP-712 domain, the
+	// "extra" of EVM payment requirements.
+	TokenName    = "USD Coin"
+	TokenVersion = "2"
+	// TokenDecimals is the number of decimals of the token.
+	TokenDecimals = 6
+)
+
+// Config configures a devchain. The zero value is the standard devchain.
+type Config struct {
+	// ChainID is the chain id. Defaults to 8453 (Base).
+	ChainID uint64
+	// Accounts is the number of development accounts funded. Defaults to
+	// 10.
+	Accounts int
+	// USDC is each account's token balance in atomic units. Defaults to
+	// 1,000,000 USDC (1e12).
+	USDC *big.Int
+	// ETH is each account's balance in wei. Defaults to 10,000 ETH.
+	ETH *big.Int
+	// MaxClockLead bounds how far the head block's timestamp may run ahead
+	// of the wall clock. Block timestamps are whole seconds and must
+	// increase, so mining on every transaction pushes the chain's clock
+	// ahead of the wall clock under sustained load, until EIP-3009
+	// authorizations that are still valid by the wall clock are expired on
+	// chain. Past the bound, mining waits (at most about a second) and
+	// puts every pending transaction in one block. Defaults to 2 minutes;
+	// -1 disables the bound.
+	MaxClockLead time.Duration
+	// Logger receives the chain's log lines. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() *Config {
+	out := *c
+	out.ChainID = cmp.Or(out.ChainID, 8453)
+	out.Accounts = cmp.Or(out.Accounts, 10)
+	if out.USDC == nil {
+		out.USDC = new(big.Int).Mul(big.NewInt(1_000_000), big.NewInt(1_000_000))
+	}
+	if out.ETH == nil {
+		out.ETH = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(params.Ether))
+	}
+	out.MaxClockLead = cmp.Or(out.MaxClockLead, 2*time.Minute)
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return &out
+}
+
+// Account is a development account.
+type Account struct {
+	// Address is the account's address.
+	Address common.Address
+	// Key is the account's private key.
+	Key *ecdsa.PrivateKey
+}
+
+// Chain is a running devchain.
+type Chain struct {
+	cfg      *Config
+	chainID  *big.Int
+	accounts []Account
+	stack    *node.Node
+	backend  *eth.Ethereum
+	beacon   *catalyst.SimulatedBeacon
+	server   *rpc.Server
+	client   *ethclient.Client
+
+	// sealMu serializes block production: the simulated beacon is not safe
+	// for concurrent use.
+	sealMu sync.Mutex
+	stop   chan struct{}
+
+	// txMu guards nonces, the next nonce of each account Transact used.
+	txMu   sync.Mutex
+	nonces map[common.Address]uint64
+
+	done  chan struct{}
+	close sync.Once
+}
+
+// New starts a devchain. Close releases it.
+func New(ctx context.Context, cfg *Config) (*Chain, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Accounts < 1 {
+		return nil, fmt.Errorf("devchain: %d accounts", cfg.Accounts)
+	}
+	chainConfig := *params.AllDevChainProtocolChanges
+	chainConfig.ChainID = new(big.Int).SetUint64(cfg.ChainID)
+	// Stop at Osaka, the fork real chains run: later development forks
+	// reprice storage and make gas figures unlike Base's.
+	chainConfig.BogotaTime = nil
+
+	accounts := make([]Account, cfg.Accounts)
+	alloc := core.SystemContractAllocs()
+	mints := map[common.Address]*big.Int{}
+	for i := range accounts {
+		key, err := DeriveKey(Mnemonic, uint32(i))
+		if err != nil {
+			return nil, fmt.Errorf("devchain: %w", err)
+		}
+		accounts[i] = Account{Address: crypto.PubkeyToAddress(key.PublicKey), Key: key}
+		alloc[accounts[i].Address] = types.Account{Balance: new(big.Int).Set(cfg.ETH)}
+		mints[accounts[i].Address] = cfg.USDC
+	}
+	token, err := tokenAlloc(&chainConfig, accounts[DeployerAccount].Address, mints)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: %w", err)
+	}
+	alloc[USDC] = token
+
+	nodeConf := node.DefaultConfig
+	nodeConf.DataDir = ""
+	nodeConf.IPCPath = ""
+	nodeConf.HTTPHost = ""
+	nodeConf.WSHost = ""
+	nodeConf.AuthPort = 0
+	nodeConf.P2P = p2p.Config{NoDiscovery: true, MaxPeers: 0, ListenAddr: ""}
+	nodeConf.Logger = nil
+	stack, err := node.New(&nodeConf)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: node: %w", err)
+	}
+	ethConf := ethconfig.Defaults
+	ethConf.NetworkId = cfg.ChainID
+	ethConf.Genesis = &core.Genesis{
+		Config:    &chainConfig,
+		GasLimit:  ethconfig.Defaults.Miner.GasCeil,
+		Alloc:     alloc,
+		Timestamp: uint64(time.Now().Unix()) - 1,
+		BaseFee:   big.NewInt(params.InitialBaseFee),
+	}
+	ethConf.SyncMode = ethconfig.FullSync
+	ethConf.TxPool.NoLocals = true
+	ethConf.LogNoHistory = true
+	// Any positive tip is mined: wallets asking eth_maxPriorityFeePerGas on
+	// an idle chain get tiny suggestions.
+	ethConf.Miner.GasPrice = big.NewInt(1)
+	backend, err := eth.New(stack, &ethConf)
+	if err != nil {
+		stack.Close()
+		return nil, fmt.Errorf("devchain: eth: %w", err)
+	}
+	filterSystem := filters.NewFilterSystem(backend.APIBackend, filters.Config{})
+	if err := stack.Start(); err != nil {
+		stack.Close()
+		return nil, fmt.Errorf("devchain: start node: %w", err)
+	}
+	beacon, err := catalyst.NewSimulatedBeacon(0, common.Address{}, backend)
+	if err != nil {
+		stack.Close()
+		return nil, fmt.Errorf("devchain: beacon: %w", err)
+	}
+	if err := beacon.Fork(backend.BlockChain().GetCanonicalHash(0)); err != nil {
+		stack.Close()
+		return nil, fmt.Errorf("devchain: beacon: %w", err)
+	}
+
+	// The RPC server offers only the namespaces a wallet or a tool needs:
+	// the node's own handler also carries admin, debug and miner.
+	server := rpc.NewServer()
+	apis := append(backend.APIs(), rpc.API{Namespace: "eth", Service: filters.NewFilterAPI(filterSystem)},
+		rpc.API{Namespace: "web3", Service: web3API{}})
+	for _, api := range apis {
+		switch api.Namespace {
+		case "eth", "net", "web3", "txpool":
+			if err := server.RegisterName(api.Namespace, api.Service); err != nil {
+				stack.Close()
+				return nil, fmt.Errorf("devchain: register %s API: %w", api.Namespace, err)
+			}
+		}
+	}
+
+	c := &Chain{
+		cfg:      cfg,
+		chainID:  chainConfig.ChainID,
+		accounts: accounts,
+		stack:    stack,
+		backend:  backend,
+		beacon:   beacon,
+		server:   server,
+		client:   ethclient.NewClient(rpc.DialInProc(server)),
+		nonces:   map[common.Address]uint64{},
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	go c.automine()
+	cfg.Logger.InfoContext(ctx, "devchain started", "chain_id", cfg.ChainID, "usdc", USDC.Hex(),
+		"accounts", len(accounts), "relayer", c.Account(RelayerAccount).Address.Hex(), "pay_to", c.Account(PayToAccount).Address.Hex())
+	return c, nil
+}
+
+// Client returns a JSON-RPC client of the chain, in process.
+func (c *Chain) Client() *ethclient.Client { return c.client }
+
+// ChainID returns the chain id.
+func (c *Chain) ChainID() *big.Int { return new(big.Int).Set(c.chainID) }
+
+// Network returns the chain's CAIP-2 network name, e.g. eip155:8453.
+func (c *Chain) Network() string { return "eip155:" + c.chainID.String() }
+
+// Accounts returns the funded development accounts.
+func (c *Chain) Accounts() []Account { return append([]Account(nil), c.accounts...) }
+
+// Account returns development account i; it panics when i is out of range.
+func (c *Chain) Account(i int) Account { return c.accounts[i] }
+
+// Handler returns the chain's JSON-RPC over HTTP, with CORS open to any
+// origin so that wallets in web pages can use it.
+func (c *Chain) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "POST, GET, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Content-Type")
+		if r.Method == http.MethodOptions {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		c.server.ServeHTTP(w, r)
+	})
+}
+
+// Serve answers JSON-RPC over HTTP on ln until ctx is done, then shuts the
+// HTTP server down. It returns nil once ctx is done.
+func (c *Chain) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	c.cfg.Logger.InfoContext(ctx, "devchain serving JSON-RPC", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("devchain: serve: %w", err)
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("devchain: shut down: %w", err)
+		}
+		return nil
+	}
+}
+
+// Commit mines a block now with the pending transactions and returns its
+// hash. Transactions are mined without it; tests use it to move the chain.
+func (c *Chain) Commit() common.Hash {
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	return c.beacon.Commit()
+}
+
+// Close stops mining and the node. The chain cannot be used afterwards.
+func (c *Chain) Close() error {
+	var err error
+	c.close.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.client.Close()
+		c.server.Stop()
+		c.sealMu.Lock()
+		defer c.sealMu.Unlock()
+		err = errors.Join(c.beacon.Stop(), c.stack.Close())
+	})
+	return err
+}
+
+// automine mines whenever the transaction pool has pending transactions.
+func (c *Chain) automine() {
+	defer close(c.done)
+	events := make(chan core.NewTxsEvent, 256)
+	sub := c.backend.TxPool().SubscribeTransactions(events, false)
+	defer sub.Unsubscribe()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-sub.Err():
+			return
+		case <-events:
+		}
+		for c.pending() > 0 {
+			if !c.waitForClock() {
+				return
+			}
+			c.Commit()
+		}
+	}
+}
+
+// pending returns the number of executable transactions in the pool, once
+// the pool has caught up with the head block (right after a commit it still
+// counts the transactions just mined).
+func (c *Chain) pending() int {
+	if err := c.backend.TxPool().Sync(); err != nil {
+		return 0
+	}
+	pending, _ := c.backend.TxPool().Stats()
+	return pending
+}
+
+// waitForClock waits while the head block's timestamp is more than
+// MaxClockLead ahead of the wall clock. It returns false if the chain is
+// closing.
+func (c *Chain) waitForClock() bool {
+	if c.cfg.MaxClockLead < 0 {
+		return true
+	}
+	for {
+		head := time.Unix(int64(c.backend.BlockChain().CurrentBlock().Time), 0)
+		wait := time.Until(head.Add(-c.cfg.MaxClockLead))
+		if wait <= 0 {
+			return true
+		}
+		select {
+		case <-c.stop:
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// web3API is the web3 namespace.
+type web3API struct{}
+
+// ClientVersion returns the chain's client name.
+func (web3API) ClientVersion() string { return "x402d-devchain" }
+
+// Sha3 returns the Keccak-256 hash of input.
+func (web3API) Sha3(input hexutil.Bytes) hexutil.Bytes { return crypto.Keccak256(input) }
+
+// ListenAndServe runs a devchain serving JSON-RPC on addr (DEVCHAIN_RPC_ADDR,
+// e.g. 127.0.0.1:8545) until ctx is done: the `x402d devchain` command.
+func ListenAndServe(ctx context.Context, cfg *Config, addr string) error {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	cfg = cfg.withDefaults()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("devchain: listen on %s: %w", addr, err)
+	}
+	c, err := New(ctx, cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer c.Close()
+	for i, a := range c.accounts {
+		cfg.Logger.InfoContext(ctx, "development account", "index", i, "address", a.Address.Hex())
+	}
+	return c.Serve(ctx, ln)
+}

@@ -1,0 +1,50 @@
+package evm_test
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+)
+
+func TestDialChains(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = chain.Serve(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+
+	clients, err := evm.DialChains(ctx, map[string]string{"eip155:8453": url})
+	require.NoError(t, err)
+	t.Cleanup(clients["eip155:8453"].Close)
+	code, err := clients["eip155:8453"].CodeAt(ctx, devchain.USDC, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, code)
+
+	_, err = evm.DialChains(ctx, map[string]string{"eip155:84532": url})
+	require.ErrorContains(t, err, "serves chain 8453")
+	_, err = evm.DialChains(ctx, map[string]string{"eip155:8453": "http://127.0.0.1:1"})
+	require.Error(t, err)
+}
+
+func TestParseKey(t *testing.T) {
+	t.Parallel()
+	// Development account 8, the devchain's relayer.
+	for _, s := range []string{
+		"0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
+		"dbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97\n",
+	} {
+		key, err := evm.ParseKey(s)
+		require.NoError(t, err)
+		require.Equal(t, chain.Account(devchain.RelayerAccount).Address, crypto.PubkeyToAddress(key.PublicKey))
+	}
+	_, err := evm.ParseKey("0x1234")
+	require.Error(t, err)
+}

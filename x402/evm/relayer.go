@@ -1,0 +1,425 @@
+package evm
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// RelayerConfig configures a Relayer.
+type RelayerConfig struct {
+	// Key is the relayer's private key: it sends the transfers and pays
+	// their gas. Required.
+	Key *ecdsa.PrivateKey
+	// Chains maps each CAIP-2 network (eip155:<id>) to a client of that
+	// chain. Required.
+	Chains map[string]Backend
+	// ReceiptTimeout bounds the wait for a sent transaction's receipt;
+	// past it Settle returns an error and the next attempt picks the
+	// transaction up again. Defaults to 2 minutes.
+	ReceiptTimeout time.Duration
+	// MaxPollInterval is the longest pause between two receipt polls; the
+	// first polls come after 2 ms and the pause doubles up to this.
+	// Defaults to 1 second.
+	MaxPollInterval time.Duration
+	// LogLookback is how many recent blocks are searched for the
+	// transaction that used an authorization, when a settlement finds its
+	// authorization already used. Defaults to 10,000.
+	LogLookback uint64
+	// LogRange is the largest block range of one eth_getLogs request.
+	// Defaults to 2,000.
+	LogRange uint64
+	// Logger receives settlement logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Relayer settles exact EVM payments by sending transferWithAuthorization
+// from its own key. It implements x402.Settler and is safe for concurrent
+// use.
+type Relayer struct {
+	cfg     RelayerConfig
+	address common.Address
+	chains  map[string]*relayChain
+	logger  *slog.Logger
+
+	sentMu sync.Mutex
+	// sent maps a payment's key to the transaction this process sent for
+	// it, so that a retry waits for that transaction instead of sending
+	// another.
+	sent map[string]common.Hash
+}
+
+// relayChain is the relayer's state on one chain.
+type relayChain struct {
+	backend Backend
+	signer  types.Signer
+
+	// mu serializes nonce assignment and sending: the relayer numbers its
+	// transactions itself, because a node's pending nonce lags behind
+	// transactions sent an instant earlier.
+	mu         sync.Mutex
+	nonce      uint64
+	nonceKnown bool
+}
+
+var _ x402.Settler = (*Relayer)(nil)
+
+// NewRelayer returns a Relayer.
+func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("evm relayer: no key")
+	}
+	if len(cfg.Chains) == 0 {
+		return nil, errors.New("evm relayer: no chains configured")
+	}
+	c := *cfg
+	if c.ReceiptTimeout <= 0 {
+		c.ReceiptTimeout = 2 * time.Minute
+	}
+	if c.MaxPollInterval <= 0 {
+		c.MaxPollInterval = time.Second
+	}
+	if c.LogLookback == 0 {
+		c.LogLookback = 10_000
+	}
+	if c.LogRange == 0 {
+		c.LogRange = 2_000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	r := &Relayer{
+		cfg:     c,
+		address: crypto.PubkeyToAddress(c.Key.PublicKey),
+		chains:  map[string]*relayChain{},
+		logger:  c.Logger,
+		sent:    map[string]common.Hash{},
+	}
+	for network, backend := range c.Chains {
+		id, err := ChainID(network)
+		if err != nil {
+			return nil, fmt.Errorf("evm relayer: %w", err)
+		}
+		if backend == nil {
+			return nil, fmt.Errorf("evm relayer: no client for %s", network)
+		}
+		r.chains[network] = &relayChain{backend: backend, signer: types.LatestSignerForChainID(id)}
+	}
+	return r, nil
+}
+
+// Address returns the relayer's address, which pays the gas.
+func (r *Relayer) Address() common.Address { return r.address }
+
+// Settle moves the funds of a verified payment. A payment that cannot be
+// settled is a SettleResponse with Success false and the reason; an error
+// means the chain could not be reached or the receipt did not come in time,
+// and Settle should be called again: a payment whose authorization is
+// already used on chain (by an earlier attempt that crashed or timed out)
+// is reported settled with the transaction that used it.
+func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	fail := func(reason, tx string) *x402.SettleResponse {
+		return &x402.SettleResponse{Success: false, ErrorReason: reason, Transaction: tx, Network: p.Network, Payer: p.Payer}
+	}
+	ok := func(tx common.Hash) *x402.SettleResponse {
+		return &x402.SettleResponse{Success: true, Transaction: tx.Hex(), Network: p.Network, Payer: p.Payer}
+	}
+	chain := r.chains[p.Network]
+	if chain == nil {
+		return nil, fmt.Errorf("settle %s: no chain client for %s", p.Key(), p.Network)
+	}
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return fail(ReasonPayload, ""), nil
+	}
+	ep, err := decodePayload(payload.Payload)
+	if err != nil {
+		var refusal *x402.Refusal
+		if errors.As(err, &refusal) {
+			return fail(refusal.Reason, ""), nil
+		}
+		return nil, err
+	}
+	asset, err := parseAddress("asset", p.Asset)
+	if err != nil {
+		return fail(ReasonPayload, ""), nil
+	}
+	auth := ep.auth
+	log := r.logger.With("payment", p.Key(), "asset", asset.Hex())
+
+	// A transaction this process sent for the payment earlier.
+	r.sentMu.Lock()
+	prev, sentBefore := r.sent[p.Key()]
+	r.sentMu.Unlock()
+	if sentBefore {
+		receipt, err := r.waitReceipt(ctx, chain, prev)
+		if err != nil {
+			r.forgetIfTimedOut(p.Key(), err)
+			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+		}
+		if receipt.Status == types.ReceiptStatusSuccessful {
+			r.forget(p.Key())
+			return ok(prev), nil
+		}
+		r.forget(p.Key())
+	}
+
+	// An authorization already used: by an earlier attempt, or by anyone
+	// who relayed the same signed authorization (the funds moved to the
+	// same recipient either way), or canceled.
+	used, err := authorizationState(ctx, chain.backend, asset, auth)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: read authorization state: %w", p.Key(), err)
+	}
+	if used {
+		tx, err := r.findUse(ctx, chain, asset, auth)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+		}
+		if tx == (common.Hash{}) {
+			return fail(ReasonNonceAlreadyUsed, ""), nil
+		}
+		log.InfoContext(ctx, "authorization already used on chain", "transaction", tx.Hex())
+		return ok(tx), nil
+	}
+
+	input, err := transferInput(auth, ep.signature)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	gas, err := chain.backend.EstimateGas(ctx, ethereum.CallMsg{From: r.address, To: &asset, Data: input})
+	if err != nil {
+		if !isRevert(err) {
+			return nil, fmt.Errorf("settle %s: estimate gas: %w", p.Key(), err)
+		}
+		return r.reverted(ctx, p, chain, asset, auth, err, "")
+	}
+	tx, err := r.send(ctx, chain, asset, input, gas+gas/5)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	r.sentMu.Lock()
+	r.sent[p.Key()] = tx.Hash()
+	r.sentMu.Unlock()
+	log.DebugContext(ctx, "settlement sent", "transaction", tx.Hash().Hex(), "nonce", tx.Nonce())
+
+	receipt, err := r.waitReceipt(ctx, chain, tx.Hash())
+	if err != nil {
+		r.forgetIfTimedOut(p.Key(), err)
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	r.forget(p.Key())
+	if receipt.Status == types.ReceiptStatusSuccessful {
+		return ok(tx.Hash()), nil
+	}
+	return r.reverted(ctx, p, chain, asset, auth, errors.New("transaction reverted"), tx.Hash().Hex())
+}
+
+// forget drops the record of a transaction sent for a payment.
+func (r *Relayer) forget(key string) {
+	r.sentMu.Lock()
+	delete(r.sent, key)
+	r.sentMu.Unlock()
+}
+
+// forgetIfTimedOut drops the record of the transaction sent for a payment
+// when its receipt did not come within ReceiptTimeout: it may have been
+// dropped, so the next attempt sends again (if the first is mined after all,
+// the second reverts and the payment is found settled by the first). After
+// another failure (the node did not answer, ctx ended) the next attempt
+// waits for the same transaction.
+func (r *Relayer) forgetIfTimedOut(key string, err error) {
+	if errors.Is(err, errReceiptTimeout) {
+		r.forget(key)
+	}
+}
+
+// errReceiptTimeout is a receipt that did not come within ReceiptTimeout.
+var errReceiptTimeout = errors.New("no receipt within the receipt timeout")
+
+// reverted answers a transfer that reverted (in gas estimation, or mined
+// with status 0 as tx): settled if the authorization was used meanwhile,
+// else the reason the official packages give.
+func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayChain, asset common.Address, auth *Authorization, revert error, tx string) (*x402.SettleResponse, error) {
+	used, err := authorizationState(ctx, chain.backend, asset, auth)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: read authorization state: %w", p.Key(), err)
+	}
+	if used {
+		hash, err := r.findUse(ctx, chain, asset, auth)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+		}
+		if hash != (common.Hash{}) {
+			return &x402.SettleResponse{Success: true, Transaction: hash.Hex(), Network: p.Network, Payer: p.Payer}, nil
+		}
+		return &x402.SettleResponse{ErrorReason: ReasonNonceAlreadyUsed, Transaction: tx, Network: p.Network, Payer: p.Payer}, nil
+	}
+	reason := ReasonTransactionFailed
+	msg := revertReason(revert)
+	switch {
+	case strings.Contains(msg, "authorization is expired"):
+		reason = ReasonValidBefore
+	case strings.Contains(msg, "authorization is not yet valid"):
+		reason = ReasonValidAfter
+	case strings.Contains(msg, "invalid signature"):
+		reason = ReasonSignature
+	case strings.Contains(msg, "exceeds balance"), strings.Contains(msg, "ERC20InsufficientBalance"):
+		reason = ReasonInsufficientBalance
+	default:
+		if balance, err := balanceOf(ctx, chain.backend, asset, auth.From); err == nil && balance.Cmp(auth.Value) < 0 {
+			reason = ReasonInsufficientBalance
+		}
+	}
+	r.logger.WarnContext(ctx, "settlement reverted", "payment", p.Key(), "reason", reason, "revert", msg, "transaction", tx)
+	return &x402.SettleResponse{ErrorReason: reason, Transaction: tx, Network: p.Network, Payer: p.Payer}, nil
+}
+
+// send signs and sends a transaction to the asset with the relayer's next
+// nonce.
+func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address, input []byte, gas uint64) (*types.Transaction, error) {
+	tip, err := chain.backend.SuggestGasTipCap(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("suggest gas tip: %w", err)
+	}
+	if tip.Sign() == 0 {
+		tip = big.NewInt(1)
+	}
+	head, err := chain.backend.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read head block: %w", err)
+	}
+	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(cmpOr(head.BaseFee, new(big.Int)), big.NewInt(2)))
+
+	chain.mu.Lock()
+	defer chain.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if !chain.nonceKnown {
+			n, err := chain.backend.PendingNonceAt(ctx, r.address)
+			if err != nil {
+				return nil, fmt.Errorf("read relayer nonce: %w", err)
+			}
+			chain.nonce, chain.nonceKnown = n, true
+		}
+		tx, err := types.SignNewTx(r.cfg.Key, chain.signer, &types.DynamicFeeTx{
+			ChainID:   chain.signer.ChainID(),
+			Nonce:     chain.nonce,
+			GasTipCap: tip,
+			GasFeeCap: feeCap,
+			Gas:       gas,
+			To:        &to,
+			Data:      input,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sign transaction: %w", err)
+		}
+		err = chain.backend.SendTransaction(ctx, tx)
+		if err == nil {
+			chain.nonce++
+			return tx, nil
+		}
+		// The node knows a transaction with this nonce (ours, sent by
+		// another process with the same key, or one whose send seemed to
+		// fail): read the nonce again and retry once.
+		chain.nonceKnown = false
+		if attempt == 0 && isNonceError(err) {
+			continue
+		}
+		return nil, fmt.Errorf("send transaction: %w", err)
+	}
+}
+
+// isNonceError reports whether a send failed because of the nonce.
+func isNonceError(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "nonce too low") || strings.Contains(msg, "already known") ||
+		strings.Contains(msg, "replacement transaction underpriced") || strings.Contains(msg, "nonce too high")
+}
+
+// waitReceipt polls for the receipt of hash, quickly at first.
+func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash common.Hash) (*types.Receipt, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReceiptTimeout, errReceiptTimeout)
+	defer cancel()
+	pause := 2 * time.Millisecond
+	for {
+		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
+		if err == nil {
+			return receipt, nil
+		}
+		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
+			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
+		case <-time.After(pause):
+		}
+		pause = min(pause*2, r.cfg.MaxPollInterval)
+	}
+}
+
+// findUse returns the transaction that used auth (its AuthorizationUsed
+// event) among the last LogLookback blocks, or the zero hash.
+func (r *Relayer) findUse(ctx context.Context, chain *relayChain, asset common.Address, auth *Authorization) (common.Hash, error) {
+	head, err := chain.backend.BlockNumber(ctx)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("read block number: %w", err)
+	}
+	event := token.Events["AuthorizationUsed"].ID
+	topics := [][]common.Hash{{event}, {common.BytesToHash(auth.From.Bytes())}, {auth.Nonce}}
+	low := uint64(0)
+	if head > r.cfg.LogLookback {
+		low = head - r.cfg.LogLookback
+	}
+	for to := head; ; {
+		from := low
+		if to-low >= r.cfg.LogRange {
+			from = to - r.cfg.LogRange + 1
+		}
+		logs, err := chain.backend.FilterLogs(ctx, ethereum.FilterQuery{
+			FromBlock: new(big.Int).SetUint64(from),
+			ToBlock:   new(big.Int).SetUint64(to),
+			Addresses: []common.Address{asset},
+			Topics:    topics,
+		})
+		if err != nil {
+			return common.Hash{}, fmt.Errorf("search AuthorizationUsed logs: %w", err)
+		}
+		for _, l := range logs {
+			if !l.Removed {
+				return l.TxHash, nil
+			}
+		}
+		if from == low {
+			return common.Hash{}, nil
+		}
+		to = from - 1
+	}
+}
+
+// isIndexing reports whether a node answered that it is still indexing
+// transactions: the receipt is not available yet.
+func isIndexing(err error) bool {
+	return strings.Contains(err.Error(), "transaction indexing is in progress")
+}
+
+func cmpOr(v, def *big.Int) *big.Int {
+	if v == nil {
+		return def
+	}
+	return v
+}

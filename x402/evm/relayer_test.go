@@ -1,0 +1,272 @@
+package evm_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+)
+
+func TestRelayer_Settle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	r := newRelayer(t)
+	payTo := chain.Account(devchain.PayToAccount).Address
+
+	// verified returns a verified payment of key.
+	verified := func(t *testing.T, p *payment) *x402.Payment {
+		t.Helper()
+		got, err := v.Verify(ctx, requirement(), p.payload(t, requirement()))
+		require.NoError(t, err)
+		return got
+	}
+
+	t.Run("MovesExactlyTheAmount", func(t *testing.T) {
+		key := fundedKey(t, 25_000)
+		from := crypto.PubkeyToAddress(key.PublicKey)
+		p := verified(t, newPayment(t, key, requirement()))
+		payToBefore := balance(t, payTo)
+		resp, err := r.Settle(ctx, p)
+		require.NoError(t, err)
+		require.True(t, resp.Success, resp.ErrorReason)
+		require.Equal(t, "eip155:8453", resp.Network)
+		require.Equal(t, from.Hex(), resp.Payer)
+		require.Equal(t, int64(15_000), balance(t, from).Int64())
+		// Other tests pay the same recipient concurrently: look at this
+		// transaction's own transfer.
+		receipt, err := chain.Client().TransactionReceipt(ctx, common.HexToHash(resp.Transaction))
+		require.NoError(t, err)
+		require.Equal(t, types.ReceiptStatusSuccessful, receipt.Status)
+		require.Equal(t, big.NewInt(10_000), transferred(t, receipt, from, payTo))
+		require.GreaterOrEqual(t, balance(t, payTo).Cmp(new(big.Int).Add(payToBefore, big.NewInt(10_000))), 0)
+		tx, _, err := chain.Client().TransactionByHash(ctx, receipt.TxHash)
+		require.NoError(t, err)
+		sender, err := types.Sender(types.LatestSignerForChainID(big.NewInt(8453)), tx)
+		require.NoError(t, err)
+		require.Equal(t, r.Address(), sender, "the relayer pays the gas")
+		require.Equal(t, chain.Account(devchain.RelayerAccount).Address, sender)
+	})
+
+	t.Run("IdempotentAcrossAttemptsAndRestarts", func(t *testing.T) {
+		key := fundedKey(t, 10_000)
+		p := verified(t, newPayment(t, key, requirement()))
+		first, err := r.Settle(ctx, p)
+		require.NoError(t, err)
+		require.True(t, first.Success)
+		// The job is retried (its completion was lost), in this process
+		// and in a restarted one: the same transaction, no second transfer.
+		again, err := r.Settle(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, first, again)
+		restarted, err := newRelayer(t).Settle(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, first, restarted)
+		require.Zero(t, balance(t, crypto.PubkeyToAddress(key.PublicKey)).Sign())
+	})
+
+	t.Run("ReceiptLostAfterSend", func(t *testing.T) {
+		// The transaction is sent, then the node stops answering before the
+		// receipt is read: Settle fails and is retried; the retry reports
+		// the transaction sent by the first attempt, and nothing moves
+		// twice.
+		flaky := &flakyBackend{Backend: chain.Client()}
+		flaky.failReceipts.Store(true)
+		fr, err := evm.NewRelayer(&evm.RelayerConfig{
+			Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{"eip155:8453": flaky},
+		})
+		require.NoError(t, err)
+		key := fundedKey(t, 30_000)
+		p := verified(t, newPayment(t, key, requirement()))
+		_, err = fr.Settle(ctx, p)
+		require.ErrorContains(t, err, "connection reset")
+		flaky.failReceipts.Store(false)
+		resp, err := fr.Settle(ctx, p)
+		require.NoError(t, err)
+		require.True(t, resp.Success)
+		require.Equal(t, flaky.sent(), []string{resp.Transaction}, "one transaction, reported by the retry")
+		require.Equal(t, int64(20_000), balance(t, crypto.PubkeyToAddress(key.PublicKey)).Int64())
+	})
+
+	t.Run("SmartWalletUsesBytesSignature", func(t *testing.T) {
+		owner := newKey(t)
+		wallet := deployWallet(t, owner, 10_000)
+		pay := newPayment(t, owner, requirement())
+		pay.auth.From = wallet
+		p := verified(t, pay)
+		resp, err := r.Settle(ctx, p)
+		require.NoError(t, err)
+		require.True(t, resp.Success, resp.ErrorReason)
+		require.Zero(t, balance(t, wallet).Sign())
+	})
+
+	t.Run("VZeroOrOneIsNormalized", func(t *testing.T) {
+		key := fundedKey(t, 10_000)
+		pay := newPayment(t, key, requirement())
+		sig, err := pay.auth.Sign(key, pay.domain)
+		require.NoError(t, err)
+		sig[64] -= 27
+		pay.sig = sig
+		resp, err := r.Settle(ctx, verified(t, pay))
+		require.NoError(t, err)
+		require.True(t, resp.Success, resp.ErrorReason)
+	})
+
+	t.Run("FundsGoneBeforeSettlement", func(t *testing.T) {
+		// Two payments verified against the same 10,000: the second
+		// cannot settle.
+		key := fundedKey(t, 10_000)
+		a := verified(t, newPayment(t, key, requirement()))
+		b := verified(t, newPayment(t, key, requirement()))
+		resp, err := r.Settle(ctx, a)
+		require.NoError(t, err)
+		require.True(t, resp.Success)
+		resp, err = r.Settle(ctx, b)
+		require.NoError(t, err)
+		require.False(t, resp.Success)
+		require.Equal(t, evm.ReasonInsufficientBalance, resp.ErrorReason)
+		require.Empty(t, resp.Transaction)
+	})
+
+	t.Run("CanceledAuthorization", func(t *testing.T) {
+		key := fundedKey(t, 10_000)
+		pay := newPayment(t, key, requirement())
+		p := verified(t, pay)
+		cancelAuthorization(t, key, pay)
+		resp, err := r.Settle(ctx, p)
+		require.NoError(t, err)
+		require.False(t, resp.Success)
+		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
+	})
+
+	t.Run("UnreadablePayload", func(t *testing.T) {
+		p := &x402.Payment{Network: "eip155:8453", Payer: "0x1", Nonce: "0x2", Amount: price, Asset: devchain.USDC.Hex(), Payload: json.RawMessage(`{"payload":{}}`)}
+		resp, err := r.Settle(ctx, p)
+		require.NoError(t, err)
+		require.False(t, resp.Success)
+		require.Equal(t, evm.ReasonPayload, resp.ErrorReason)
+	})
+
+	t.Run("ChainUnreachableIsAnError", func(t *testing.T) {
+		dead, err := ethclient.Dial("http://127.0.0.1:1")
+		require.NoError(t, err)
+		deadRelayer, err := evm.NewRelayer(&evm.RelayerConfig{
+			Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{"eip155:8453": dead},
+		})
+		require.NoError(t, err)
+		p := verified(t, newPayment(t, fundedKey(t, 10_000), requirement()))
+		resp, err := deadRelayer.Settle(ctx, p)
+		require.Error(t, err, "retry later")
+		require.Nil(t, resp)
+	})
+}
+
+func TestRelayer_Concurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	r := newRelayer(t)
+	const n = 40
+	payments := make([]*x402.Payment, n)
+	for i := range payments {
+		key := fundedKey(t, 10_000)
+		p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+		require.NoError(t, err)
+		payments[i] = p
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	results := make([]*x402.SettleResponse, n)
+	errs := make([]error, n)
+	for i, p := range payments {
+		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
+	}
+	wg.Wait()
+	t.Logf("%d concurrent settlements in %s", n, time.Since(start))
+	seen := map[string]bool{}
+	for i := range payments {
+		require.NoError(t, errs[i])
+		require.True(t, results[i].Success, results[i].ErrorReason)
+		require.False(t, seen[results[i].Transaction])
+		seen[results[i].Transaction] = true
+		require.Zero(t, balance(t, common.HexToAddress(payments[i].Payer)).Sign())
+	}
+}
+
+// transferred returns the amount a receipt's Transfer events move from one
+// address to another.
+func transferred(t *testing.T, receipt *types.Receipt, from, to common.Address) *big.Int {
+	t.Helper()
+	topic := crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
+	sum := new(big.Int)
+	for _, l := range receipt.Logs {
+		if l.Address == devchain.USDC && len(l.Topics) == 3 && l.Topics[0] == topic &&
+			common.BytesToAddress(l.Topics[1].Bytes()) == from && common.BytesToAddress(l.Topics[2].Bytes()) == to {
+			sum.Add(sum, new(big.Int).SetBytes(l.Data))
+		}
+	}
+	return sum
+}
+
+// cancelAuthorization cancels the payment's authorization on chain
+// (EIP-3009 cancelAuthorization, relayed by account 0).
+func cancelAuthorization(t *testing.T, key interface{}, pay *payment) {
+	t.Helper()
+	typeHash := crypto.Keccak256Hash([]byte("CancelAuthorization(address authorizer,bytes32 nonce)"))
+	structHash := crypto.Keccak256Hash(typeHash[:], common.LeftPadBytes(pay.auth.From.Bytes(), 32), pay.auth.Nonce[:])
+	sep := pay.domain.Separator()
+	digest := crypto.Keccak256Hash([]byte{0x19, 0x01}, sep[:], structHash[:])
+	sig, err := crypto.Sign(digest[:], pay.key)
+	require.NoError(t, err)
+	token, err := loadToken()
+	require.NoError(t, err)
+	input, err := token.ABI.Pack("cancelAuthorization", pay.auth.From, pay.auth.Nonce, sig[64]+27,
+		common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64]))
+	require.NoError(t, err)
+	usdc := devchain.USDC
+	_, err = chain.Transact(context.Background(), chain.Account(devchain.DeployerAccount), &usdc, nil, input)
+	require.NoError(t, err)
+}
+
+// flakyBackend is a chain whose node fails to answer receipt requests while
+// failReceipts is set, and that records the transactions sent through it.
+type flakyBackend struct {
+	evm.Backend
+	failReceipts atomic.Bool
+	mu           sync.Mutex
+	hashes       []string
+}
+
+func (f *flakyBackend) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	f.mu.Lock()
+	f.hashes = append(f.hashes, tx.Hash().Hex())
+	f.mu.Unlock()
+	return f.Backend.SendTransaction(ctx, tx)
+}
+
+func (f *flakyBackend) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
+	if f.failReceipts.Load() {
+		return nil, errors.New("read tcp 127.0.0.1:8545: connection reset by peer")
+	}
+	return f.Backend.TransactionReceipt(ctx, hash)
+}
+
+func (f *flakyBackend) sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.hashes...)
+}

@@ -1,0 +1,414 @@
+package evm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// validBeforeMargin is how long an authorization must stay valid after
+// verification: about a block, as the official packages require.
+const validBeforeMargin = 6 * time.Second
+
+// VerifierConfig configures a Verifier.
+type VerifierConfig struct {
+	// Chains maps each CAIP-2 network (eip155:<id>) the seller accepts to
+	// a client of that chain. Required.
+	Chains map[string]Reader
+	// Relayer is the sender of simulated transfers: the address that will
+	// settle. Defaults to the zero address.
+	Relayer common.Address
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Verifier verifies exact EVM payments (EIP-3009). It implements
+// x402.SchemeVerifier.
+type Verifier struct {
+	chains  map[string]Reader
+	relayer common.Address
+	now     func() time.Time
+
+	// deployed caches assets found to have code, per network.
+	deployed sync.Map
+}
+
+var _ x402.SchemeVerifier = (*Verifier)(nil)
+
+// NewVerifier returns a Verifier.
+func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
+	if len(cfg.Chains) == 0 {
+		return nil, errors.New("evm verifier: no chains configured")
+	}
+	for network, reader := range cfg.Chains {
+		if _, err := ChainID(network); err != nil {
+			return nil, fmt.Errorf("evm verifier: %w", err)
+		}
+		if reader == nil {
+			return nil, fmt.Errorf("evm verifier: no client for %s", network)
+		}
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Verifier{chains: cfg.Chains, relayer: cfg.Relayer, now: now}, nil
+}
+
+// CheckChains checks that each configured client serves the chain its
+// network names, so that a misplaced RPC URL fails at startup.
+func (v *Verifier) CheckChains(ctx context.Context) error {
+	for network, reader := range v.chains {
+		want, _ := ChainID(network)
+		got, err := reader.ChainID(ctx)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", network, err)
+		}
+		if got.Cmp(want) != 0 {
+			return fmt.Errorf("check %s: the RPC endpoint serves chain %s", network, got)
+		}
+	}
+	return nil
+}
+
+// Verify checks payload against req, the seller's own requirement for the
+// network the payload names, and returns the payment. A payment that is not
+// acceptable is a *x402.Refusal; another error means the chain could not be
+// read (try again).
+func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
+	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
+		return nil, refuse(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
+	}
+	ep, err := decodePayload(payload.Payload)
+	if err != nil {
+		return nil, err
+	}
+	var extra x402.EVMExtra
+	if len(req.Extra) > 0 {
+		if err := json.Unmarshal(req.Extra, &extra); err != nil {
+			return nil, fmt.Errorf("verify: requirement extra: %w", err)
+		}
+	}
+	if extra.Name == "" || extra.Version == "" {
+		return nil, refuse(ReasonMissingDomain, "the requirement has no EIP-712 name and version")
+	}
+	if payload.Accepted.Network != req.Network {
+		return nil, refuse(ReasonNetworkMismatch, "payment is for %s, not %s", payload.Accepted.Network, req.Network)
+	}
+	chainID, err := ChainID(req.Network)
+	if err != nil {
+		return nil, fmt.Errorf("verify: requirement: %w", err)
+	}
+	reader := v.chains[req.Network]
+	if reader == nil {
+		return nil, fmt.Errorf("verify: no chain client for %s", req.Network)
+	}
+	asset, err := parseAddress("asset", req.Asset)
+	if err != nil {
+		return nil, fmt.Errorf("verify: requirement: %w", err)
+	}
+	payTo, err := parseAddress("payTo", req.PayTo)
+	if err != nil {
+		return nil, fmt.Errorf("verify: requirement: %w", err)
+	}
+	amount, err := parseUint256("amount", req.Amount)
+	if err != nil {
+		return nil, fmt.Errorf("verify: requirement: %w", err)
+	}
+	auth := ep.auth
+	domain := &Domain{Name: extra.Name, Version: extra.Version, ChainID: chainID, VerifyingContract: asset}
+
+	if err := v.checkSignature(ctx, reader, auth, domain, ep.signature); err != nil {
+		return nil, err
+	}
+	if auth.To != payTo {
+		return nil, refuse(ReasonRecipientMismatch, "authorization pays %s, not %s", auth.To.Hex(), payTo.Hex())
+	}
+	now := v.now()
+	if auth.ValidBefore.Cmp(big.NewInt(now.Add(validBeforeMargin).Unix())) < 0 {
+		return nil, refuse(ReasonValidBefore, "authorization expires at %s, too soon", auth.ValidBefore)
+	}
+	if auth.ValidAfter.Cmp(big.NewInt(now.Unix())) > 0 {
+		return nil, refuse(ReasonValidAfter, "authorization is valid only after %s", auth.ValidAfter)
+	}
+	if auth.Value.Cmp(amount) != 0 {
+		return nil, refuse(ReasonValueMismatch, "authorization moves %s, the price is %s", auth.Value, amount)
+	}
+	if err := v.checkDeployed(ctx, reader, req.Network, asset); err != nil {
+		return nil, err
+	}
+	if err := v.simulate(ctx, reader, asset, auth, ep.signature, &extra); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("verify: encode payload: %w", err)
+	}
+	return &x402.Payment{
+		Network: req.Network,
+		Payer:   auth.From.Hex(),
+		Nonce:   auth.Nonce.Hex(),
+		Amount:  auth.Value.String(),
+		Asset:   asset.Hex(),
+		Payload: raw,
+	}, nil
+}
+
+// checkSignature checks that the payer signed auth in domain: an ECDSA
+// signature of the payer's key, or one its contract wallet accepts
+// (EIP-1271).
+func (v *Verifier) checkSignature(ctx context.Context, reader Reader, auth *Authorization, domain *Domain, sig []byte) error {
+	digest := auth.Digest(domain)
+	if len(sig) == 65 && recoverSigner(digest, sig) == auth.From {
+		return nil
+	}
+	code, err := reader.CodeAt(ctx, auth.From, nil)
+	if err != nil {
+		return fmt.Errorf("verify: read code of %s: %w", auth.From.Hex(), err)
+	}
+	if len(code) > 0 {
+		ok, err := isValidSignature(ctx, reader, auth.From, digest, sig)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		return refuse(ReasonSignature, "contract wallet %s does not accept the signature", auth.From.Hex())
+	}
+	if len(sig) > 65 {
+		// A smart wallet's signature, perhaps ERC-6492 wrapped, from an
+		// address with no code: deploying wallets is not supported.
+		return refuse(ReasonUndeployedWallet, "%s has no code and the %d-byte signature is not an ECDSA signature", auth.From.Hex(), len(sig))
+	}
+	return refuse(ReasonSignature, "the signature is not %s's for this authorization and domain (%q, %q, chain %s, %s)",
+		auth.From.Hex(), domain.Name, domain.Version, domain.ChainID, domain.VerifyingContract.Hex())
+}
+
+// recoverSigner returns the signer of a 65-byte r‖s‖v signature (v 0, 1,
+// 27 or 28, low s as the token requires), or the zero address.
+func recoverSigner(digest common.Hash, sig []byte) common.Address {
+	v := sig[64]
+	if v >= 27 {
+		v -= 27
+	}
+	r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:64])
+	if !crypto.ValidateSignatureValues(v, r, s, true) {
+		return common.Address{}
+	}
+	normalized := append(append([]byte{}, sig[:64]...), v)
+	pub, err := crypto.SigToPub(digest[:], normalized)
+	if err != nil {
+		return common.Address{}
+	}
+	return crypto.PubkeyToAddress(*pub)
+}
+
+// isValidSignature asks a contract wallet whether it accepts sig for digest
+// (EIP-1271). A reverting wallet does not.
+func isValidSignature(ctx context.Context, reader Reader, wallet common.Address, digest common.Hash, sig []byte) (bool, error) {
+	input, err := token.Pack("isValidSignature", digest, sig)
+	if err != nil {
+		return false, fmt.Errorf("verify: encode isValidSignature: %w", err)
+	}
+	out, err := reader.CallContract(ctx, ethereum.CallMsg{To: &wallet, Data: input}, nil)
+	if err != nil {
+		if isRevert(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("verify: call isValidSignature on %s: %w", wallet.Hex(), err)
+	}
+	return len(out) >= 4 && bytes.Equal(out[:4], eip1271Magic[:]), nil
+}
+
+// checkDeployed checks that the asset is a contract: a call to an address
+// with no code succeeds and would pass simulation.
+func (v *Verifier) checkDeployed(ctx context.Context, reader Reader, network string, asset common.Address) error {
+	key := network + "/" + asset.Hex()
+	if _, ok := v.deployed.Load(key); ok {
+		return nil
+	}
+	code, err := reader.CodeAt(ctx, asset, nil)
+	if err != nil {
+		return fmt.Errorf("verify: read code of asset %s: %w", asset.Hex(), err)
+	}
+	if len(code) == 0 {
+		return refuse(ReasonAssetNotDeployed, "asset %s has no code on %s", asset.Hex(), network)
+	}
+	v.deployed.Store(key, struct{}{})
+	return nil
+}
+
+// simulate runs the transfer with eth_call from the relayer and, when it
+// fails, names the reason.
+func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte, extra *x402.EVMExtra) error {
+	input, err := transferInput(auth, sig)
+	if err != nil {
+		return err
+	}
+	_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &asset, Data: input}, nil)
+	if err == nil {
+		return nil
+	}
+	if !isRevert(err) {
+		return fmt.Errorf("verify: simulate transfer: %w", err)
+	}
+	return diagnose(ctx, reader, asset, auth, extra, err)
+}
+
+// diagnose names why a transfer of auth reverted, reading the token the way
+// the official packages do: authorization state, name, version, balance.
+// It returns a *x402.Refusal, or an error when the chain cannot be read.
+func diagnose(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, extra *x402.EVMExtra, revert error) error {
+	used, err := authorizationState(ctx, reader, asset, auth)
+	if err != nil {
+		if isRevert(err) || errors.Is(err, errBadResult) {
+			return refuse(ReasonEIP3009NotSupported, "asset %s has no EIP-3009 authorizationState", asset.Hex())
+		}
+		return err
+	}
+	if used {
+		return refuse(ReasonNonceAlreadyUsed, "authorization %s of %s is already used", auth.Nonce.Hex(), auth.From.Hex())
+	}
+	if extra != nil {
+		if name, err := readString(ctx, reader, asset, "name"); err == nil && name != extra.Name {
+			return refuse(ReasonTokenNameMismatch, "the token's name is %q, the requirement says %q", name, extra.Name)
+		}
+		if version, err := readString(ctx, reader, asset, "version"); err == nil && version != extra.Version {
+			return refuse(ReasonTokenVersionMismatch, "the token's version is %q, the requirement says %q", version, extra.Version)
+		}
+	}
+	balance, err := balanceOf(ctx, reader, asset, auth.From)
+	if err == nil && balance.Cmp(auth.Value) < 0 {
+		return refuse(ReasonInsufficientBalance, "%s holds %s, the payment is %s", auth.From.Hex(), balance, auth.Value)
+	}
+	return refuse(ReasonSimulationFailed, "the transfer reverts: %s", revertReason(revert))
+}
+
+// transferInput encodes transferWithAuthorization: the (v,r,s) form for a
+// 65-byte signature (v as 27 or 28), the (bytes) form otherwise.
+func transferInput(auth *Authorization, sig []byte) ([]byte, error) {
+	var (
+		input []byte
+		err   error
+	)
+	if len(sig) == 65 {
+		v := sig[64]
+		if v < 27 {
+			v += 27
+		}
+		input, err = token.Pack(fnTransferVRS, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce,
+			v, common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64]))
+	} else {
+		input, err = token.Pack(fnTransferBytes, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce, sig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode transferWithAuthorization: %w", err)
+	}
+	return input, nil
+}
+
+// errBadResult is a call whose result does not decode (no code at the
+// address, or another contract).
+var errBadResult = errors.New("unexpected call result")
+
+func authorizationState(ctx context.Context, reader Reader, asset common.Address, auth *Authorization) (bool, error) {
+	out, err := call(ctx, reader, asset, "authorizationState", auth.From, auth.Nonce)
+	if err != nil {
+		return false, err
+	}
+	used, ok := out[0].(bool)
+	if !ok {
+		return false, errBadResult
+	}
+	return used, nil
+}
+
+func balanceOf(ctx context.Context, reader Reader, asset, account common.Address) (*big.Int, error) {
+	out, err := call(ctx, reader, asset, "balanceOf", account)
+	if err != nil {
+		return nil, err
+	}
+	balance, ok := out[0].(*big.Int)
+	if !ok {
+		return nil, errBadResult
+	}
+	return balance, nil
+}
+
+func readString(ctx context.Context, reader Reader, asset common.Address, method string) (string, error) {
+	out, err := call(ctx, reader, asset, method)
+	if err != nil {
+		return "", err
+	}
+	s, ok := out[0].(string)
+	if !ok {
+		return "", errBadResult
+	}
+	return s, nil
+}
+
+// call calls a view method of the token ABI.
+func call(ctx context.Context, reader Reader, to common.Address, method string, args ...any) ([]any, error) {
+	input, err := token.Pack(method, args...)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", method, err)
+	}
+	out, err := reader.CallContract(ctx, ethereum.CallMsg{To: &to, Data: input}, nil)
+	if err != nil {
+		if isRevert(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("call %s on %s: %w", method, to.Hex(), err)
+	}
+	res, err := token.Unpack(method, out)
+	if err != nil || len(res) == 0 {
+		return nil, fmt.Errorf("call %s on %s: %w", method, to.Hex(), errBadResult)
+	}
+	return res, nil
+}
+
+// isRevert reports whether err is the node saying the call reverted, as
+// opposed to the node being unreachable.
+func isRevert(err error) bool {
+	var de interface{ ErrorData() any }
+	if errors.As(err, &de) {
+		return true
+	}
+	return strings.Contains(err.Error(), "execution reverted")
+}
+
+// revertReason returns the revert message of err, decoded from its data when
+// there is any.
+func revertReason(err error) string {
+	var de interface{ ErrorData() any }
+	if errors.As(err, &de) {
+		if s, ok := de.ErrorData().(string); ok {
+			data := common.FromHex(s)
+			if msg, uerr := abiUnpackRevert(data); uerr == nil {
+				return msg
+			}
+			if id := token.Errors["ERC20InsufficientBalance"].ID; len(data) >= 4 && bytes.Equal(data[:4], id[:4]) {
+				return "ERC20InsufficientBalance"
+			}
+		}
+	}
+	return err.Error()
+}
+
+// refuse returns a *x402.Refusal.
+func refuse(reason, format string, args ...any) error {
+	return &x402.Refusal{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,294 @@
+// Package facilitator is a client of a remote x402 facilitator: it delegates
+// verification and settlement to the facilitator's /verify and /settle
+// endpoints (x402 v2 bodies {x402Version, paymentPayload,
+// paymentRequirements}) and reads what it supports from /supported.
+//
+// Client implements x402.SchemeVerifier and x402.Settler, so the service
+// runs in "facilitator" settlement mode with the same api and workers as in
+// the modes that settle themselves.
+package facilitator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm"
+)
+
+// IdentifyFunc names the payer and the nonce of a payment payload with no
+// I/O (evm.Identify for EVM networks).
+type IdentifyFunc func(p *x402.PaymentPayload) (payer, nonce string, err error)
+
+// Config configures a Client.
+type Config struct {
+	// URL is the facilitator's base URL, e.g.
+	// https://x402.org/facilitator. Required.
+	URL string
+	// HTTPClient sends the requests. Defaults to a client with a 30 s
+	// timeout.
+	HTTPClient *http.Client
+	// Header is added to every request (an Authorization header, for a
+	// facilitator that wants one). Optional.
+	Header http.Header
+	// Identify names the payer and nonce of verified payments, which the
+	// service keys replay protection on. Defaults to evm.Identify for
+	// eip155 networks; other networks need one.
+	Identify IdentifyFunc
+}
+
+// Client is a client of one facilitator. It is safe for concurrent use.
+type Client struct {
+	url      string
+	http     *http.Client
+	header   http.Header
+	identify IdentifyFunc
+}
+
+var (
+	_ x402.SchemeVerifier = (*Client)(nil)
+	_ x402.Settler        = (*Client)(nil)
+)
+
+// New returns a Client.
+func New(cfg *Config) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("facilitator: no URL")
+	}
+	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
+		return nil, fmt.Errorf("facilitator: URL %q is not http(s)", cfg.URL)
+	}
+	c := &Client{
+		url:      strings.TrimRight(cfg.URL, "/"),
+		http:     cfg.HTTPClient,
+		header:   cfg.Header.Clone(),
+		identify: cfg.Identify,
+	}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	if c.identify == nil {
+		c.identify = func(p *x402.PaymentPayload) (string, string, error) {
+			if strings.HasPrefix(p.Accepted.Network, "eip155:") {
+				return evm.Identify(p)
+			}
+			return "", "", fmt.Errorf("facilitator: cannot identify payments on %s", p.Accepted.Network)
+		}
+	}
+	return c, nil
+}
+
+// request is the body of /verify and /settle.
+type request struct {
+	X402Version         int                  `json:"x402Version"`
+	PaymentPayload      *x402.PaymentPayload `json:"paymentPayload"`
+	PaymentRequirements *x402.Requirements   `json:"paymentRequirements"`
+}
+
+// settleResponse is /settle's answer, with the fields that must be there.
+type settleResponse struct {
+	Success      *bool   `json:"success"`
+	ErrorReason  string  `json:"errorReason"`
+	ErrorMessage string  `json:"errorMessage"`
+	Payer        string  `json:"payer"`
+	Transaction  *string `json:"transaction"`
+	Network      string  `json:"network"`
+}
+
+// verifyResponse is /verify's answer.
+type verifyResponse struct {
+	IsValid        *bool  `json:"isValid"`
+	InvalidReason  string `json:"invalidReason"`
+	InvalidMessage string `json:"invalidMessage"`
+	Payer          string `json:"payer"`
+}
+
+// Verify asks the facilitator to verify payload against req and returns
+// the payment. A payment the facilitator refuses is a *x402.Refusal with
+// its reason; another error means the facilitator could not be asked.
+func (c *Client) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
+	payer, nonce, err := c.identify(payload)
+	if err != nil {
+		return nil, err
+	}
+	status, body, err := c.post(ctx, "/verify", &request{X402Version: x402.Version, PaymentPayload: payload, PaymentRequirements: req})
+	if err != nil {
+		return nil, err
+	}
+	var resp verifyResponse
+	decodeErr := json.Unmarshal(body, &resp)
+	switch {
+	case decodeErr == nil && resp.IsValid != nil && *resp.IsValid && status == http.StatusOK:
+	case decodeErr == nil && resp.InvalidReason != "" && status < 500:
+		return nil, &x402.Refusal{Reason: resp.InvalidReason, Message: cmpOr(resp.InvalidMessage, "the facilitator refused the payment")}
+	default:
+		return nil, fmt.Errorf("facilitator verify: status %d: %s", status, excerpt(body))
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("facilitator verify: encode payload: %w", err)
+	}
+	return &x402.Payment{Network: req.Network, Payer: payer, Nonce: nonce, Amount: req.Amount, Asset: req.Asset, Payload: raw}, nil
+}
+
+// Settle asks the facilitator to settle p. The requirement sent is the one
+// the payload accepted, which the service matched to its own before
+// verifying (network, amount and asset are the payment's). A settlement the
+// facilitator refuses is a SettleResponse with Success false; an error
+// means it could not be asked or answered garbage (try again).
+func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return &x402.SettleResponse{ErrorReason: "invalid_payload", Network: p.Network, Payer: p.Payer}, nil
+	}
+	req := payload.Accepted
+	req.Network, req.Amount, req.Asset = p.Network, p.Amount, p.Asset
+	version := payload.X402Version
+	if version == 0 {
+		version = x402.Version
+	}
+	status, body, err := c.post(ctx, "/settle", &request{X402Version: version, PaymentPayload: &payload, PaymentRequirements: &req})
+	if err != nil {
+		return nil, err
+	}
+	var resp settleResponse
+	if err := json.Unmarshal(body, &resp); err != nil || status >= 500 {
+		return nil, fmt.Errorf("facilitator settle: status %d: %s", status, excerpt(body))
+	}
+	switch {
+	case status == http.StatusOK && resp.Success != nil && resp.Transaction != nil:
+	case resp.ErrorReason != "" && status < 500:
+		// A refusal, whatever the status (the official facilitators
+		// answer 200 or 400).
+		f := false
+		resp.Success = &f
+	default:
+		return nil, fmt.Errorf("facilitator settle: status %d: %s", status, excerpt(body))
+	}
+	out := &x402.SettleResponse{
+		Success:     *resp.Success,
+		ErrorReason: resp.ErrorReason,
+		Payer:       cmpOr(resp.Payer, p.Payer),
+		Network:     cmpOr(resp.Network, p.Network),
+	}
+	if resp.Transaction != nil {
+		out.Transaction = *resp.Transaction
+	}
+	if out.Success && out.Transaction == "" {
+		return nil, fmt.Errorf("facilitator settle: success without a transaction: %s", excerpt(body))
+	}
+	if !out.Success && out.ErrorReason == "" {
+		out.ErrorReason = "unexpected_settle_error"
+	}
+	return out, nil
+}
+
+// Supported is the facilitator's /supported answer.
+type Supported struct {
+	// Kinds are the (version, scheme, network) the facilitator settles.
+	Kinds []SupportedKind `json:"kinds"`
+	// Extensions are the extensions it handles, such as "bazaar".
+	Extensions []string `json:"extensions"`
+	// Signers are its signing addresses per network family.
+	Signers map[string][]string `json:"signers"`
+}
+
+// SupportedKind is one kind of payment a facilitator supports.
+type SupportedKind struct {
+	X402Version int             `json:"x402Version"`
+	Scheme      string          `json:"scheme"`
+	Network     string          `json:"network"`
+	Extra       json.RawMessage `json:"extra,omitempty"`
+}
+
+// Supports reports whether the facilitator settles the scheme on network
+// with x402 version 2.
+func (s *Supported) Supports(scheme, network string) bool {
+	for _, k := range s.Kinds {
+		if k.X402Version == x402.Version && k.Scheme == scheme && k.Network == network {
+			return true
+		}
+	}
+	return false
+}
+
+// Supported returns what the facilitator supports.
+func (c *Client) Supported(ctx context.Context) (*Supported, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/supported", nil)
+	if err != nil {
+		return nil, fmt.Errorf("facilitator supported: %w", err)
+	}
+	status, body, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("facilitator supported: status %d: %s", status, excerpt(body))
+	}
+	var s Supported
+	if err := json.Unmarshal(body, &s); err != nil {
+		return nil, fmt.Errorf("facilitator supported: %w: %s", err, excerpt(body))
+	}
+	return &s, nil
+}
+
+// post sends a JSON body to path.
+func (c *Client) post(ctx context.Context, path string, body *request) (int, []byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("facilitator %s: encode: %w", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil, fmt.Errorf("facilitator %s: %w", path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.do(req)
+}
+
+// do sends req with the configured headers and reads the answer (at most
+// 1 MiB).
+func (c *Client) do(req *http.Request) (int, []byte, error) {
+	for k, vs := range c.header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("facilitator %s: %w", req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("facilitator %s: read answer: %w", req.URL.Path, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// excerpt shortens a body for an error message.
+func excerpt(body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if s == "" {
+		return "<empty>"
+	}
+	if len(s) > 200 {
+		return s[:197] + "..."
+	}
+	return s
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,262 @@
+package facilitator_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/facilitator"
+)
+
+// testBundle is a facilitator served over HTTP, settling on a devchain with
+// the evm package, and a client of it.
+type testBundle struct {
+	chain  *devchain.Chain
+	client *facilitator.Client
+	// fail, when set, is the status every endpoint answers with.
+	fail int
+}
+
+const token = "Bearer test-token"
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	ctx := context.Background()
+	chain, err := devchain.New(ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = chain.Close() })
+	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: map[string]evm.Reader{chain.Network(): chain.Client()}})
+	require.NoError(t, err)
+	relayer, err := evm.NewRelayer(&evm.RelayerConfig{
+		Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{chain.Network(): chain.Client()},
+	})
+	require.NoError(t, err)
+	b := &testBundle{chain: chain}
+
+	// The facilitator side of the wire format, as the official
+	// facilitators speak it.
+	decode := func(w http.ResponseWriter, r *http.Request) (*x402.PaymentPayload, *x402.Requirements, bool) {
+		if b.fail != 0 {
+			http.Error(w, "upstream unavailable", b.fail)
+			return nil, nil, false
+		}
+		if r.Header.Get("Authorization") != token || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return nil, nil, false
+		}
+		var body struct {
+			X402Version         int                  `json:"x402Version"`
+			PaymentPayload      *x402.PaymentPayload `json:"paymentPayload"`
+			PaymentRequirements *x402.Requirements   `json:"paymentRequirements"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.X402Version != 2 || body.PaymentPayload == nil || body.PaymentRequirements == nil {
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return nil, nil, false
+		}
+		return body.PaymentPayload, body.PaymentRequirements, true
+	}
+	reply := func(w http.ResponseWriter, status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /facilitator/verify", func(w http.ResponseWriter, r *http.Request) {
+		payload, req, ok := decode(w, r)
+		if !ok {
+			return
+		}
+		p, err := verifier.Verify(r.Context(), req, payload)
+		var refusal *x402.Refusal
+		switch {
+		case errors.As(err, &refusal):
+			reply(w, http.StatusOK, x402.VerifyResponse{InvalidReason: refusal.Reason, InvalidMessage: refusal.Message})
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		default:
+			reply(w, http.StatusOK, x402.VerifyResponse{IsValid: true, Payer: p.Payer})
+		}
+	})
+	mux.HandleFunc("POST /facilitator/settle", func(w http.ResponseWriter, r *http.Request) {
+		payload, req, ok := decode(w, r)
+		if !ok {
+			return
+		}
+		p, err := verifier.Verify(r.Context(), req, payload)
+		var refusal *x402.Refusal
+		if errors.As(err, &refusal) {
+			// The TS facilitator answers 400 with a SettleResponse.
+			reply(w, http.StatusBadRequest, x402.SettleResponse{ErrorReason: refusal.Reason, Network: req.Network})
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := relayer.Settle(r.Context(), p)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		reply(w, http.StatusOK, resp)
+	})
+	mux.HandleFunc("GET /facilitator/supported", func(w http.ResponseWriter, r *http.Request) {
+		if b.fail != 0 {
+			http.Error(w, "upstream unavailable", b.fail)
+			return
+		}
+		_, _ = w.Write([]byte(`{"kinds":[{"x402Version":2,"scheme":"exact","network":"eip155:8453"},
+			{"x402Version":1,"scheme":"exact","network":"base"},
+			{"x402Version":2,"scheme":"exact","network":"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp","extra":{"feePayer":"2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"}}],
+			"extensions":["bazaar"],"signers":{"eip155:*":["` + relayer.Address().Hex() + `"]},"unknown":true}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	b.client, err = facilitator.New(&facilitator.Config{
+		URL:    srv.URL + "/facilitator/",
+		Header: http.Header{"Authorization": {token}},
+	})
+	require.NoError(t, err)
+	return b
+}
+
+func (b *testBundle) requirement() *x402.Requirements {
+	return &x402.Requirements{
+		Scheme: "exact", Network: "eip155:8453", Amount: "10000", Asset: devchain.USDC.Hex(),
+		PayTo: b.chain.Account(devchain.PayToAccount).Address.Hex(), MaxTimeoutSeconds: 300,
+		Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`),
+	}
+}
+
+// pay returns a payment payload of req signed by development account i.
+func (b *testBundle) pay(t *testing.T, i int, req *x402.Requirements) *x402.PaymentPayload {
+	t.Helper()
+	key := b.chain.Account(i).Key
+	var nonce common.Hash
+	_, err := rand.Read(nonce[:])
+	require.NoError(t, err)
+	value, _ := new(big.Int).SetString(req.Amount, 10)
+	now := time.Now().Unix()
+	auth := &evm.Authorization{
+		From: crypto.PubkeyToAddress(key.PublicKey), To: common.HexToAddress(req.PayTo), Value: value,
+		ValidAfter: big.NewInt(now - 600), ValidBefore: big.NewInt(now + 300), Nonce: nonce,
+	}
+	sig, err := auth.Sign(key, &evm.Domain{Name: "USD Coin", Version: "2", ChainID: big.NewInt(8453), VerifyingContract: devchain.USDC})
+	require.NoError(t, err)
+	raw, err := json.Marshal(x402.ExactEVMPayload{Signature: "0x" + common.Bytes2Hex(sig), Authorization: auth.Wire()})
+	require.NoError(t, err)
+	return &x402.PaymentPayload{X402Version: 2, Accepted: *req, Payload: raw}
+}
+
+func TestClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+
+	t.Run("Supported", func(t *testing.T) {
+		s, err := b.client.Supported(ctx)
+		require.NoError(t, err)
+		require.Len(t, s.Kinds, 3)
+		require.True(t, s.Supports("exact", "eip155:8453"))
+		require.False(t, s.Supports("exact", "base"), "v1 names are not v2 networks")
+		require.False(t, s.Supports("exact", "eip155:84532"))
+		require.JSONEq(t, `{"feePayer":"2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"}`, string(s.Kinds[2].Extra))
+		require.Equal(t, []string{"bazaar"}, s.Extensions)
+	})
+
+	t.Run("VerifyThenSettle", func(t *testing.T) {
+		req := b.requirement()
+		payload := b.pay(t, 2, req)
+		p, err := b.client.Verify(ctx, req, payload)
+		require.NoError(t, err)
+		require.Equal(t, b.chain.Account(2).Address.Hex(), p.Payer)
+		payer, nonce, err := evm.Identify(payload)
+		require.NoError(t, err)
+		require.Equal(t, payer, p.Payer)
+		require.Equal(t, nonce, p.Nonce)
+		require.Equal(t, "10000", p.Amount)
+
+		before, err := b.chain.BalanceOf(ctx, b.chain.Account(2).Address)
+		require.NoError(t, err)
+		resp, err := b.client.Settle(ctx, p)
+		require.NoError(t, err)
+		require.True(t, resp.Success, resp.ErrorReason)
+		require.Equal(t, "eip155:8453", resp.Network)
+		require.Len(t, resp.Transaction, 66)
+		after, err := b.chain.BalanceOf(ctx, b.chain.Account(2).Address)
+		require.NoError(t, err)
+		require.Equal(t, int64(10_000), new(big.Int).Sub(before, after).Int64())
+
+		// Verified again after settlement: the facilitator's reason.
+		_, err = b.client.Verify(ctx, req, payload)
+		var refusal *x402.Refusal
+		require.ErrorAs(t, err, &refusal)
+		require.Equal(t, evm.ReasonNonceAlreadyUsed, refusal.Reason)
+
+		// Settled again: the facilitator refuses with 400 and a reason.
+		resp, err = b.client.Settle(ctx, p)
+		require.NoError(t, err)
+		require.False(t, resp.Success)
+		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
+	})
+
+	t.Run("VerifyRefused", func(t *testing.T) {
+		req := b.requirement()
+		payload := b.pay(t, 2, req)
+		other := *req
+		other.PayTo = b.chain.Account(5).Address.Hex()
+		_, err := b.client.Verify(ctx, &other, payload)
+		var refusal *x402.Refusal
+		require.ErrorAs(t, err, &refusal)
+		require.Equal(t, evm.ReasonRecipientMismatch, refusal.Reason)
+		require.NotEmpty(t, refusal.Message)
+	})
+
+	t.Run("FacilitatorDown", func(t *testing.T) {
+		down := setup(t)
+		down.fail = http.StatusBadGateway
+		req := down.requirement()
+		payload := down.pay(t, 2, req)
+		_, err := down.client.Verify(ctx, req, payload)
+		require.Error(t, err)
+		var refusal *x402.Refusal
+		require.NotErrorAs(t, err, &refusal, "a facilitator that is down is not a refusal")
+		raw, err := json.Marshal(payload)
+		require.NoError(t, err)
+		resp, err := down.client.Settle(ctx, &x402.Payment{Network: req.Network, Payer: "0x1", Nonce: "0x2", Amount: req.Amount, Asset: req.Asset, Payload: raw})
+		require.Error(t, err, "retry later")
+		require.Nil(t, resp)
+		_, err = down.client.Supported(ctx)
+		require.Error(t, err)
+	})
+
+	t.Run("UnknownNetworkNeedsIdentify", func(t *testing.T) {
+		req := b.requirement()
+		payload := b.pay(t, 2, req)
+		payload.Accepted.Network = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
+		_, err := b.client.Verify(ctx, req, payload)
+		require.ErrorContains(t, err, "cannot identify")
+	})
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	_, err := facilitator.New(&facilitator.Config{})
+	require.Error(t, err)
+	_, err = facilitator.New(&facilitator.Config{URL: "ftp://example.com"})
+	require.Error(t, err)
+}

@@ -1,0 +1,70 @@
+package x402
+
+import "strings"
+
+// Network is one network the service lists, with the USDC it is paid in.
+type Network struct {
+	// ID is the CAIP-2 identifier ("eip155:8453").
+	ID string
+	// Asset is the USDC token contract (EVM) or mint (Solana).
+	Asset string
+	// Decimals of the asset: 6 for USDC everywhere.
+	Decimals int
+	// Name and Version are the token's EIP-712 domain (EVM only).
+	Name, Version string
+}
+
+// SolanaMainnet is the CAIP-2 identifier of Solana mainnet.
+const SolanaMainnet = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
+
+// Networks returns the seven networks of the specification, primary first:
+// Base, Arbitrum One, Polygon, Avalanche, Sei, X Layer, Solana. USDC
+// addresses and EIP-712 domains follow the official x402 tables; X Layer is
+// in neither, and its USDC (bridged, "USD Coin" version "2") is listed as the
+// chain's explorer names it.
+func Networks() []Network {
+	return []Network{
+		{ID: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Decimals: 6, Name: "USD Coin", Version: "2"},
+		{ID: "eip155:42161", Asset: "0xaf88d065e77c8cC2239327C5EDb3A432268e5831", Decimals: 6, Name: "USD Coin", Version: "2"},
+		{ID: "eip155:137", Asset: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", Decimals: 6, Name: "USD Coin", Version: "2"},
+		{ID: "eip155:43114", Asset: "0xB97EF9Ef8734C71904D8002F8b6Bc66Dd9c48a6E", Decimals: 6, Name: "USD Coin", Version: "2"},
+		{ID: "eip155:1329", Asset: "0xe15fC38F6D8c56aF07bbCBe3BAf5708A2Bf42392", Decimals: 6, Name: "USDC", Version: "2"},
+		{ID: "eip155:196", Asset: "0x74b7F16337b8972027F6196A17a631aC6dE26d22", Decimals: 6, Name: "USD Coin", Version: "2"},
+		{ID: SolanaMainnet, Asset: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", Decimals: 6},
+	}
+}
+
+// NetworkByID returns the listed network id.
+func NetworkByID(id string) (Network, bool) {
+	for _, n := range Networks() {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return Network{}, false
+}
+
+// legacyNetworks maps x402 v1 network names to CAIP-2 (x402.md §9).
+var legacyNetworks = map[string]string{
+	"base": "eip155:8453", "base-sepolia": "eip155:84532", "polygon": "eip155:137",
+	"polygon-amoy": "eip155:80002", "avalanche": "eip155:43114", "avalanche-fuji": "eip155:43113",
+	"sei": "eip155:1329", "sei-testnet": "eip155:1328", "ethereum": "eip155:1", "sepolia": "eip155:11155111",
+	"abstract": "eip155:2741", "abstract-testnet": "eip155:11124", "iotex": "eip155:4689", "peaq": "eip155:3338",
+	"story": "eip155:1514", "educhain": "eip155:41923", "skale-base-sepolia": "eip155:324705682",
+	"megaeth": "eip155:4326", "monad": "eip155:143", "stable": "eip155:988", "stable-testnet": "eip155:2201",
+	"arbitrum": "eip155:42161", "arbitrum-one": "eip155:42161", "xlayer": "eip155:196", "x-layer": "eip155:196",
+	"solana": SolanaMainnet, "solana-devnet": "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
+	"solana-testnet": "solana:4uhcVJyU9pJkvQyS88uRDiswHXSCkY3z",
+}
+
+// NormalizeNetwork returns the CAIP-2 form of a network name: CAIP-2 names
+// pass through (lower-cased namespace), v1 names are mapped. ok is false for
+// a name that is neither.
+func NormalizeNetwork(name string) (id string, ok bool) {
+	name = strings.TrimSpace(name)
+	if ns, ref, found := strings.Cut(name, ":"); found && ns != "" && ref != "" {
+		return strings.ToLower(ns) + ":" + ref, true
+	}
+	id, ok = legacyNetworks[strings.ToLower(name)]
+	return id, ok
+}
