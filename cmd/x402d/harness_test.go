@@ -184,9 +184,15 @@ func testEnv(db *dbtest.DB, extra map[string]string) func(string) string {
 // returns the api's base URL (empty for a worker).
 func startInProcess(ctx context.Context, t testing.TB, cmd string, getenv func(string) string) string {
 	t.Helper()
+	return startInProcessWith(ctx, t, cmd, getenv, testOptions(getenv))
+}
+
+// startInProcessWith is startInProcess with opts: &options{} runs the real
+// payment step of the configured settlement mode.
+func startInProcessWith(ctx context.Context, t testing.TB, cmd string, getenv func(string) string, opts *options) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	addr := make(chan string, 1)
-	opts := testOptions(getenv)
 	opts.listening = func(a string) { addr <- a }
 	done := make(chan error, 1)
 	logs := &lockedBuffer{}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/model/modeltest"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/payclient"
+)
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// devAddress is development account i's address.
+func devAddress(t *testing.T, i uint32) common.Address {
+	key, err := devchain.DeriveKey(devchain.Mnemonic, i)
+	require.NoError(t, err)
+	return crypto.PubkeyToAddress(key.PublicKey)
+}
+
+// usdcBalance reads balanceOf(who) of the devchain's USDC over JSON-RPC.
+func usdcBalance(ctx context.Context, t *testing.T, c *ethclient.Client, who common.Address) *big.Int {
+	data := append(common.FromHex("0x70a08231"), common.LeftPadBytes(who.Bytes(), 32)...)
+	out, err := c.CallContract(ctx, ethereum.CallMsg{To: &devchain.USDC, Data: data}, nil)
+	require.NoError(t, err)
+	return new(big.Int).SetBytes(out)
+}
+
+// startDevchainService runs `x402d serve` with the real payment step on an
+// embedded devchain, the fake Gemini server and loopback fetches allowed.
+func startDevchainService(ctx context.Context, t *testing.T) (base string, chain *ethclient.Client) {
+	db := dbtest.Schema(ctx, t)
+	fake := modeltest.NewServer(t)
+	rpc := freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
+		"DEVCHAIN_RPC_ADDR": rpc, "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
+		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
+	}
+	base = startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
+	require.NoError(t, err)
+	t.Cleanup(chain.Close)
+	return base, chain
+}
+
+// sellableCalls is one valid request per sellable operation.
+func sellableCalls(page string) []map[string]string {
+	return []map[string]string{
+		{"op": "brief", "body": `{"question":"What is the x402 protocol?"}`},
+		{"op": "data-clean", "body": `{"data":"a,b\n1, x\n1, x\n"}`},
+		{"op": "code-review", "body": `{"code":"eval(input())\n","language":"python"}`},
+		{"op": "url-meta", "body": `{"url":"` + page + `"}`},
+		{"op": "csv-json", "body": `{"data":"a;b\n1;2\n","to":"json"}`},
+		{"op": "regex", "body": `{"pattern":"\\d+","text":"a1b22","flags":"g"}`},
+		{"op": "diff", "body": `{"a":"x\n","b":"y\n"}`},
+	}
+}
+
+// TestOfficialClientPaysEveryOperation has the official x402 packages from
+// npm (@x402/fetch, @x402/evm, viem) pay each sellable operation of a running
+// service on the devchain; @x402/core decodes and validates every quote; the
+// payer's balance moves by exactly the prices, the receiver's by the same.
+func TestOfficialClientPaysEveryOperation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, err := exec.LookPath("node")
+	require.NoError(t, err, "node (v20+) is needed for the compatibility test; run: go tool task npm")
+	compat, err := filepath.Abs("../../compat")
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(compat, "node_modules", "@x402", "fetch"))
+	require.NoError(t, err, "the official x402 packages are missing; run: go tool task npm")
+
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><head><title>Page</title></head><body>x</body></html>")
+	}))
+	defer page.Close()
+	base, chain := startDevchainService(ctx, t)
+	const account = 3
+	payer, payTo := devAddress(t, account), devAddress(t, devchain.PayToAccount)
+	payerBefore, payToBefore := usdcBalance(ctx, t, chain, payer), usdcBalance(ctx, t, chain, payTo)
+
+	calls, err := json.Marshal(sellableCalls(page.URL + "/"))
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "pay_ops.mjs"), base, "3", string(calls))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node pay_ops.mjs: %s", stderr.String())
+	var out struct {
+		Address string
+		Calls   []struct {
+			Op, QuoteError, Amount, Body string
+			QuoteStatus, Status          int
+			QuoteValid, HasBazaar        bool
+			Settlement                   *x402.SettleResponse
+		}
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	require.Equal(t, payer.Hex(), out.Address)
+	require.Len(t, out.Calls, 7)
+	total := new(big.Int)
+	for _, c := range out.Calls {
+		require.Equal(t, http.StatusPaymentRequired, c.QuoteStatus, c.Op)
+		require.True(t, c.QuoteValid, "%s: @x402/core refuses our quote: %s", c.Op, c.QuoteError)
+		require.True(t, c.HasBazaar, c.Op)
+		require.Equal(t, http.StatusOK, c.Status, "%s: %s", c.Op, c.Body)
+		require.NotNil(t, c.Settlement, c.Op)
+		require.True(t, c.Settlement.Success, c.Op)
+		require.Equal(t, payer.Hex(), c.Settlement.Payer, c.Op)
+		require.Equal(t, "eip155:8453", c.Settlement.Network, c.Op)
+		amount, ok := new(big.Int).SetString(c.Amount, 10)
+		require.True(t, ok, c.Op)
+		total.Add(total, amount)
+	}
+	// brief 0.25 + data-clean 0.5 + code-review 0.75 + url-meta 0.03 +
+	// csv-json 0.02 + regex 0.01 + diff 0.01 = 1.57 USDC.
+	require.Equal(t, big.NewInt(1_570_000), total)
+	require.Equal(t, total, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer)))
+	require.Equal(t, total, new(big.Int).Sub(usdcBalance(ctx, t, chain, payTo), payToBefore))
+}
+
+// TestGoClientPaysAndReplays pays with our own client (x402d pay's), then
+// resends the settled header: the same request gets the stored result, a
+// different request is refused, and the chain moved the money once.
+func TestGoClientPaysAndReplays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, chain := startDevchainService(ctx, t)
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 4)
+	require.NoError(t, err)
+	client, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	payer := client.Address()
+	before := usdcBalance(ctx, t, chain, payer)
+
+	req := &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: []byte(`{"a":"1\n","b":"2\n"}`)}
+	res, err := client.Do(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.Status, string(res.Body))
+	require.NotNil(t, res.Settlement)
+	require.True(t, res.Settlement.Success)
+
+	again, err := client.Resend(ctx, req, res.PaymentSignature)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, again.Status, string(again.Body))
+	require.JSONEq(t, string(res.Body), string(again.Body))
+
+	other := &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: []byte(`{"a":"3\n","b":"4\n"}`)}
+	refused, err := client.Resend(ctx, other, res.PaymentSignature)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusPaymentRequired, refused.Status)
+	require.Contains(t, string(refused.Body), "payment_already_used")
+
+	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer)))
+
+	// Invalid body: 400, nothing verified or charged.
+	bad, err := client.Do(ctx, &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: []byte(`{"a":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, bad.Status, string(bad.Body))
+	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer)))
+}
