@@ -232,7 +232,6 @@ func refusalReason(err error) string {
 	return "verification_unavailable"
 }
 
-
 // await waits up to wait for call id to reach a final state and answers it,
 // or answers 202 with the poll URL.
 func (s *Server) await(c echo.Context, id, token string, sub *store.Subscription, wait time.Duration) error {

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,6 +53,8 @@ type Config struct {
 	MaxPollWait time.Duration
 	// Logger receives one line per request.
 	Logger *slog.Logger
+	// PublicURL is the service's base URL in discovery documents.
+	PublicURL string
 	// Metrics, when set, counts requests, quotes and payments and is
 	// served at /metrics.
 	Metrics *metrics.Metrics
@@ -62,10 +65,11 @@ type Config struct {
 
 // Server is the api's HTTP server.
 type Server struct {
-	echo   *echo.Echo
-	cfg    Config
-	ops    map[string]*opEntry
-	logger *slog.Logger
+	echo      *echo.Echo
+	discovery *discovery
+	cfg       Config
+	ops       map[string]*opEntry
+	logger    *slog.Logger
 }
 
 // New returns the api server for cfg. It precomputes every quote.
@@ -84,6 +88,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.ops[op.Name] = entry
+	}
+
+	var err error
+	if s.discovery, err = newDiscovery(cfg.Ops, cfg.Payments, strings.TrimRight(cfg.PublicURL, "/"), time.Now()); err != nil {
+		return nil, err
 	}
 
 	e := echo.New()
@@ -107,6 +116,9 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/readyz", s.readyz)
 	e.POST("/api/x402/:op", s.paid)
 	e.GET("/api/x402/calls/:id", s.poll)
+	e.GET("/.well-known/x402.json", s.wellKnown)
+	e.GET("/api/x402/discovery/resources", s.discoveryResources)
+	e.GET("/openapi.json", s.openAPI)
 	if cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics.Handler()))
 	}

@@ -180,6 +180,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		CallWait:  a.cfg.CallWait,
 		Logger:    a.logger,
 		Metrics:   m,
+		PublicURL: a.cfg.PublicURL,
 		Dashboard: &ops.Config{Token: a.cfg.OpsToken},
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -184,4 +185,80 @@ func TestGoClientPaysAndReplays(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusBadRequest, bad.Status, string(bad.Body))
 	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer)))
+}
+
+// TestDiscoveryDocuments checks /.well-known/x402.json, the Bazaar list and
+// the OpenAPI document (validated by kin-openapi) of a running service.
+func TestDiscoveryDocuments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, _ := startDevchainService(ctx, t)
+	get := func(path string) (int, []byte) {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, body
+	}
+
+	status, body := get("/.well-known/x402.json")
+	require.Equal(t, http.StatusOK, status)
+	var wk struct {
+		X402Version int               `json:"x402Version"`
+		Facilitator *string           `json:"facilitator"`
+		Networks    []string          `json:"networks"`
+		Resources   []json.RawMessage `json:"resources"`
+	}
+	require.NoError(t, json.Unmarshal(body, &wk))
+	require.Equal(t, 2, wk.X402Version)
+	require.Nil(t, wk.Facilitator)
+	require.Equal(t, []string{"eip155:8453", "eip155:42161", "eip155:137", "eip155:43114", "eip155:1329", "eip155:196",
+		"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, wk.Networks)
+	require.Len(t, wk.Resources, 7)
+	require.Contains(t, string(body), `"facilitator":null`)
+
+	type list struct {
+		X402Version int `json:"x402Version"`
+		Items       []struct {
+			Resource string              `json:"resource"`
+			Type     string              `json:"type"`
+			Accepts  []x402.Requirements `json:"accepts"`
+		} `json:"items"`
+		Pagination struct{ Limit, Offset, Total int } `json:"pagination"`
+	}
+	status, body = get("/api/x402/discovery/resources?type=http&limit=5&offset=0")
+	require.Equal(t, http.StatusOK, status)
+	var page list
+	require.NoError(t, json.Unmarshal(body, &page))
+	require.Equal(t, 2, page.X402Version)
+	require.Len(t, page.Items, 5)
+	require.Equal(t, 7, page.Pagination.Total)
+	require.Equal(t, "http", page.Items[0].Type)
+	require.Equal(t, "eip155:8453", page.Items[0].Accepts[0].Network)
+	status, body = get("/api/x402/discovery/resources?limit=5&offset=5")
+	require.Equal(t, http.StatusOK, status)
+	require.NoError(t, json.Unmarshal(body, &page))
+	require.Len(t, page.Items, 2)
+	for _, bad := range []string{"limit=0", "limit=101", "limit=x", "offset=-1"} {
+		status, body = get("/api/x402/discovery/resources?" + bad)
+		require.Equal(t, http.StatusBadRequest, status, bad)
+		require.Contains(t, string(body), `"error":"invalid_request"`, bad)
+	}
+
+	status, body = get("/openapi.json")
+	require.Equal(t, http.StatusOK, status)
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(body)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(ctx))
+	require.Equal(t, "3.1.0", doc.OpenAPI)
+	require.Equal(t, "2.0.0", doc.Info.Version)
+	for _, p := range []string{"/api/x402/diff", "/api/x402/brief", "/api/x402/calls/{id}", "/api/x402/discovery/resources",
+		"/.well-known/x402.json", "/api/xindex/summary", "/api/xindex/hosts", "/x402-index", "/healthz", "/readyz"} {
+		require.NotNil(t, doc.Paths.Value(p), p)
+	}
+	diff := doc.Paths.Value("/api/x402/diff").Post.Responses.Value("200").Value.Content["application/json"].Schema.Value
+	require.Contains(t, diff.Properties, "unified")
+	require.Contains(t, diff.Properties, "call_id")
 }

@@ -205,7 +205,7 @@ const inputSchema = `{
     },
     "flags": {
       "type": "string",
-      "pattern": "^(?!.*(.).*\\1)[gimsuy]*$",
+      "pattern": "^[gimsuy]{0,6}$",
       "default": "",
       "description": "JavaScript flag letters, each at most once: g (all matches), i (ignore case), m (multi-line ^ and $), s (. matches newlines), u (Unicode), y (sticky)."
     }
