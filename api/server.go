@@ -25,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/ops"
@@ -119,6 +120,14 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/.well-known/x402.json", s.wellKnown)
 	e.GET("/api/x402/discovery/resources", s.discoveryResources)
 	e.GET("/openapi.json", s.openAPI)
+	page, err := index.NewHTMLPage()
+	if err != nil {
+		return nil, err
+	}
+	xi := &xindex{reader: index.NewReader(cfg.Pool), page: page}
+	e.GET("/api/xindex/summary", xi.summary)
+	e.GET("/api/xindex/hosts", xi.hosts)
+	e.GET("/x402-index", xi.htmlPage)
 	if cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics.Handler()))
 	}

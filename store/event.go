@@ -46,6 +46,10 @@ func projectorFor(kind string) (projector, bool) {
 	switch kind {
 	case "call":
 		return projectCall, true
+	case "host":
+		return projectHost, true
+	case "crawl":
+		return projectCrawl, true
 	}
 	return nil, false
 }
@@ -76,11 +80,16 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 		checks = append(checks, check{index: b.Len() - 1, event: e})
 		kind, _, _ := strings.Cut(e.Stream, "/")
 		if project, ok := projectorFor(kind); ok {
+			before := b.Len()
 			mustTouch, err := project(b, e, data, now)
 			if err != nil {
 				return fmt.Errorf("append %s %s: %w", e.Stream, e.Type, err)
 			}
-			checks = append(checks, check{index: b.Len() - 1, mustTouch: mustTouch, event: e})
+			// A projector may queue several statements; mustTouch is about
+			// its last one.
+			for i := before; i < b.Len(); i++ {
+				checks = append(checks, check{index: i, mustTouch: mustTouch && i == b.Len()-1, event: e})
+			}
 		}
 		b.Queue("SELECT pg_notify($1, $2)", NotifyChannel, e.Stream+"\t"+e.Type)
 		checks = append(checks, check{index: b.Len() - 1, event: e})

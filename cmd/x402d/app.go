@@ -9,10 +9,13 @@ import (
 	"net"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/x402d/x402d/api"
 	"github.com/x402d/x402d/browser"
 	"github.com/x402d/x402d/fetch"
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/ops"
@@ -132,13 +135,20 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	defer payments.close()
 
 	m := metrics.New(metrics.Config{Pool: pool})
+	crawler, prober := a.indexer(pool, fetcher)
+	periodic, err := index.PeriodicJobs(a.cfg.IndexCron, a.cfg.LivenessCron)
+	if err != nil {
+		return err
+	}
 	client, err := worker.NewClient(&worker.Deps{
-		Metrics: m,
-		Pool:    pool,
-		Settler: payments.settler,
-		Logger:  a.logger,
-		Ops:     bindings,
+		Metrics:  m,
+		Pool:     pool,
+		Settler:  payments.settler,
+		Logger:   a.logger,
+		Ops:      bindings,
+		Register: []func(*river.Workers) error{index.Register(crawler, prober)},
 	}, worker.Config{
+		PeriodicJobs:      periodic,
 		Work:              withWorker,
 		Concurrency:       a.cfg.Concurrency,
 		JobTimeout:        a.cfg.JobTimeout,
@@ -198,6 +208,49 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	return nil
+}
+
+// indexer returns the index's crawler and prober.
+func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client) (*index.Crawler, *index.Prober) {
+	sources := a.cfg.IndexSources
+	if len(sources) == 0 {
+		sources = append(append([]string{}, index.DefaultSources...), a.cfg.PublicURL+"/api/x402/discovery/resources")
+	}
+	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: sources, Logger: a.logger})
+	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger})
+	return crawler, prober
+}
+
+// indexCrawl is `x402d index crawl`: one full pass of every source now,
+// with a progress bar, then the summary.
+func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
+	pool, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	crawler, _ := a.indexer(pool, fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs}))
+	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(stdout), progressbar.OptionSetDescription("crawling"),
+		progressbar.OptionShowCount(), progressbar.OptionSetItsString("items"), progressbar.OptionClearOnFinish())
+	err = crawler.FullPass(ctx, func(s index.Step) {
+		if s.Total > 0 && bar.GetMax() != s.Total {
+			bar.ChangeMax(s.Total)
+		}
+		bar.Describe(fmt.Sprintf("%s %d/%d", s.Source, s.Cursor, s.Total))
+		_ = bar.Set(s.Cursor)
+	})
+	_ = bar.Finish()
+	if err != nil {
+		return err
+	}
+	s, err := index.NewReader(pool).Summary(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nservices indexed %d, hosts %d, full scans %d\nprice bands: free %d, <0.001 %d, <0.01 %d, <0.1 %d, <1 %d, >=1 %d\n",
+		s.ServicesIndexed, s.HostsKnown, s.Crawl.FullScans, s.PriceBands["free"], s.PriceBands["under_1m"],
+		s.PriceBands["under_10m"], s.PriceBands["under_100m"], s.PriceBands["under_1"], s.PriceBands["over_1"])
 	return nil
 }
 

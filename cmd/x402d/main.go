@@ -46,6 +46,7 @@ Commands:
   worker    River workers only
   migrate   apply database migrations and exit
   devchain  the development chain alone, JSON-RPC on DEVCHAIN_RPC_ADDR
+  index crawl  one full pass of the index's sources now, with progress
   pay       pay one call: x402d pay [-account N | -key HEX] [-d BODY|@FILE] URL
   load      paid load: x402d load [-url BASE] [-op diff] [-c 16] [-t 10s] [-rate N]
 
@@ -78,6 +79,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return a.migrate(ctx)
 	case "devchain":
 		return runDevchain(ctx, cfg, a.logger)
+	case "index":
+		if len(args) < 2 || args[1] != "crawl" {
+			fmt.Fprint(stderr, "usage: x402d index crawl\n")
+			return errUsage
+		}
+		return a.indexCrawl(ctx, stdout)
 	case "pay":
 		return runPay(ctx, args[1:], getenv, stdout)
 	case "load":

@@ -1,0 +1,297 @@
+// Package index builds the public index of x402 sellers: it crawls
+// discovery listings in the Bazaar list format page by page from a saved
+// cursor, groups resources under their hosts, probes each host's liveness
+// with an unpaid request, and answers the summary and host queries of the
+// /api/xindex endpoints and the /x402-index page.
+//
+// Every change is an event (store.Append); index_resources, index_hosts and
+// index_sources are their projections.
+package index
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// Page is one page of a discovery listing.
+type Page struct {
+	Items []Resource
+	// Count is the number of items the page carried (Items keeps only the
+	// usable ones): the cursor advances by it.
+	Count int
+	// Total is the listing's total, or -1 when the page does not say.
+	Total int
+}
+
+// Resource is one listed resource, normalised.
+type Resource struct {
+	// URL is the normalised resource URL: lower-case scheme and host,
+	// default port and trailing slash dropped.
+	URL string
+	// Host is the lower-case host name, without port.
+	Host        string
+	Description string
+	// Method is the declared HTTP method; GET when none is declared.
+	Method   string
+	Networks []string
+	// PriceUSDC is the lowest price in USDC as decimal text, "" when the
+	// resource is unpriced (no amount, unknown asset, a decimal-dollar
+	// amount).
+	PriceUSDC    string
+	LastUpdated  time.Time
+	Discoverable bool
+}
+
+// rawItem is a listing item, v1 or v2 shaped; unknown keys are ignored.
+type rawItem struct {
+	Resource    string          `json:"resource"`
+	URL         string          `json:"url"`
+	Type        string          `json:"type"`
+	Accepts     []rawAccept     `json:"accepts"`
+	LastUpdated json.RawMessage `json:"lastUpdated"`
+	Metadata    json.RawMessage `json:"metadata"`
+	Description string          `json:"description"`
+}
+
+type rawAccept struct {
+	Network           string          `json:"network"`
+	Amount            json.RawMessage `json:"amount"`
+	MaxAmountRequired json.RawMessage `json:"maxAmountRequired"`
+	Asset             string          `json:"asset"`
+	Description       string          `json:"description"`
+	Resource          string          `json:"resource"`
+	OutputSchema      *struct {
+		Input struct {
+			Method string `json:"method"`
+		} `json:"input"`
+	} `json:"outputSchema"`
+	Extra json.RawMessage `json:"extra"`
+}
+
+// ParsePage reads a discovery listing page: {x402Version, items,
+// pagination:{limit, offset, total}}; items may also be under "resources".
+func ParsePage(body []byte) (*Page, error) {
+	var doc struct {
+		Items      []json.RawMessage `json:"items"`
+		Resources  []json.RawMessage `json:"resources"`
+		Pagination *struct {
+			Total *int `json:"total"`
+		} `json:"pagination"`
+		Total *int `json:"total"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(body), &doc); err != nil {
+		return nil, fmt.Errorf("listing is not a JSON object with items: %w", err)
+	}
+	items := doc.Items
+	if items == nil {
+		items = doc.Resources
+	}
+	p := &Page{Count: len(items), Total: -1}
+	switch {
+	case doc.Pagination != nil && doc.Pagination.Total != nil:
+		p.Total = *doc.Pagination.Total
+	case doc.Total != nil:
+		p.Total = *doc.Total
+	}
+	for _, raw := range items {
+		var it rawItem
+		if json.Unmarshal(raw, &it) != nil {
+			continue
+		}
+		if r, ok := it.normalise(raw); ok {
+			p.Items = append(p.Items, r)
+		}
+	}
+	return p, nil
+}
+
+func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
+	link := it.Resource
+	if link == "" {
+		link = it.URL
+	}
+	if link == "" {
+		for _, a := range it.Accepts {
+			if a.Resource != "" {
+				link = a.Resource
+				break
+			}
+		}
+	}
+	u, host, ok := NormaliseURL(link)
+	if !ok {
+		return Resource{}, false
+	}
+	r := Resource{URL: u, Host: host, Method: "GET", Discoverable: true, LastUpdated: parseTime(it.LastUpdated)}
+	r.Description = it.Description
+	var meta struct {
+		Description string `json:"description"`
+		Method      string `json:"method"`
+	}
+	_ = json.Unmarshal(it.Metadata, &meta)
+	if r.Description == "" {
+		r.Description = meta.Description
+	}
+	if m := declaredMethod(raw); m != "" {
+		r.Method = m
+	} else if meta.Method != "" {
+		r.Method = strings.ToUpper(meta.Method)
+	}
+	var lowest *big.Rat
+	for _, a := range it.Accepts {
+		if r.Description == "" {
+			r.Description = a.Description
+		}
+		if a.OutputSchema != nil && a.OutputSchema.Input.Method != "" && r.Method == "GET" {
+			r.Method = strings.ToUpper(a.OutputSchema.Input.Method)
+		}
+		network, ok := x402.NormalizeNetwork(a.Network)
+		if !ok {
+			continue
+		}
+		if !slices.Contains(r.Networks, network) {
+			r.Networks = append(r.Networks, network)
+		}
+		amount := a.Amount
+		if len(amount) == 0 || string(amount) == `""` || string(amount) == "null" {
+			amount = a.MaxAmountRequired
+		}
+		if price, ok := priceUSDC(network, a.Asset, amount); ok && (lowest == nil || price.Cmp(lowest) < 0) {
+			lowest = price
+		}
+	}
+	slices.Sort(r.Networks)
+	if lowest != nil {
+		r.PriceUSDC = lowest.FloatString(6)
+	}
+	return r, true
+}
+
+// declaredMethod finds a bazaar-declared method in a v2 item
+// (extensions.bazaar.info.input.method, in the item or its metadata).
+func declaredMethod(raw json.RawMessage) string {
+	var doc struct {
+		Extensions map[string]struct {
+			Info struct {
+				Input struct {
+					Method string `json:"method"`
+				} `json:"input"`
+			} `json:"info"`
+		} `json:"extensions"`
+		Metadata struct {
+			Extensions map[string]struct {
+				Info struct {
+					Input struct {
+						Method string `json:"method"`
+					} `json:"input"`
+				} `json:"info"`
+			} `json:"extensions"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	if m := doc.Extensions["bazaar"].Info.Input.Method; m != "" {
+		return strings.ToUpper(m)
+	}
+	return strings.ToUpper(doc.Metadata.Extensions["bazaar"].Info.Input.Method)
+}
+
+// usdcAssets are the USDC contracts and mints whose amounts are priced (6
+// decimals), lower-case.
+func usdcAsset(network, asset string) bool {
+	asset = strings.ToLower(asset)
+	if n, ok := x402.NetworkByID(network); ok && strings.ToLower(n.Asset) == asset {
+		return true
+	}
+	switch network + "/" + asset {
+	case "eip155:84532/0x036cbd53842c5426634e7929541ec2318f3dcf7e", // Base Sepolia
+		"solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1/4zmmc9srt5ri5x14gagxhaii3gnpaeerypjgzjdncdu": // Solana devnet
+		return true
+	}
+	return false
+}
+
+// priceUSDC converts an atomic amount of a known USDC asset to USDC.
+// Decimal-dollar amounts ("0.01"), empty amounts and unknown assets are
+// unpriced.
+func priceUSDC(network, asset string, amount json.RawMessage) (*big.Rat, bool) {
+	if !usdcAsset(network, asset) {
+		return nil, false
+	}
+	s := strings.Trim(string(amount), `"`)
+	if s == "" || strings.ContainsAny(s, ".eE-+") {
+		return nil, false
+	}
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		return nil, false
+	}
+	return new(big.Rat).SetFrac(n, big.NewInt(1_000_000)), true
+}
+
+// parseTime reads lastUpdated: ISO 8601 text, Unix seconds or milliseconds
+// (as a number or as text). The zero time when absent or unreadable.
+func parseTime(raw json.RawMessage) time.Time {
+	s := strings.Trim(string(raw), `"`)
+	if s == "" || s == "null" {
+		return time.Time{}
+	}
+	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		if n > 1e12 {
+			return time.UnixMilli(int64(n)).UTC()
+		}
+		return time.Unix(int64(n), 0).UTC()
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// NormaliseURL returns the normalised form of a resource URL and its host:
+// http(s) only, lower-case scheme and host, no default port, no trailing
+// slash, no fragment. ok is false for anything else.
+func NormaliseURL(raw string) (normalised, host string, ok bool) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Host == "" {
+		return "", "", false
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", "", false
+	}
+	host = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "" {
+		return "", "", false
+	}
+	port := u.Port()
+	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	u.Host = host
+	if port != "" {
+		u.Host = host + ":" + port
+	}
+	if strings.Contains(host, ":") { // IPv6 literal
+		u.Host = "[" + host + "]"
+		if port != "" {
+			u.Host += ":" + port
+		}
+	}
+	u.Fragment, u.RawFragment, u.User = "", "", nil
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u.String(), host, true
+}

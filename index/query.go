@@ -1,0 +1,175 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Host is a host entry of the index (spec 2.2). A nil field was not
+// measured; 0 is only a measured zero.
+type Host struct {
+	Host           string     `json:"host"`
+	Services       int        `json:"services"`
+	PricedServices int        `json:"priced_services"`
+	PriceMinUSDC   *float64   `json:"price_min_usdc"`
+	PriceMaxUSDC   *float64   `json:"price_max_usdc"`
+	Networks       []string   `json:"networks"`
+	SampleResource string     `json:"sample_resource"`
+	Sample         string     `json:"sample"`
+	Discoverable   bool       `json:"discoverable"`
+	Live           *bool      `json:"live"`
+	Status         *int       `json:"status"`
+	LatencyMS      *int       `json:"latency_ms"`
+	CheckedAt      *time.Time `json:"checked_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// Liveness counts hosts by measurement.
+type Liveness struct {
+	Measured   int `json:"measured"`
+	Live       int `json:"live"`
+	Dead       int `json:"dead"`
+	Unmeasured int `json:"unmeasured"`
+}
+
+// Crawl is the crawl's state over all sources.
+type Crawl struct {
+	Cursor     int        `json:"cursor"`
+	Total      int        `json:"total"`
+	PagesDone  int        `json:"pages_done"`
+	LastAt     *time.Time `json:"last_at"`
+	LastFullAt *time.Time `json:"last_full_at"`
+	FullScans  int        `json:"full_scans"`
+}
+
+// Summary is the summary record (spec 2.3).
+type Summary struct {
+	OK              bool              `json:"ok"`
+	Version         string            `json:"version"`
+	What            string            `json:"what"`
+	Read            map[string]string `json:"read"`
+	ServicesIndexed int               `json:"services_indexed"`
+	HostsKnown      int               `json:"hosts_known"`
+	Liveness        Liveness          `json:"liveness"`
+	PriceBands      map[string]int    `json:"price_bands"`
+	Crawl           Crawl             `json:"crawl"`
+	TopBySize       []Host            `json:"top_by_size"`
+	Cheapest        []Host            `json:"cheapest_entries"`
+	Honesty         string            `json:"honesty"`
+}
+
+// Honesty is the note the summary and the page carry.
+const Honesty = "null means not measured; 0 is used only for a measured zero. Live means an unpaid request to the host's sample resource answered 402 with a valid x402 quote; nothing was paid. Prices are the listings' own, in USDC; entries without a USDC atomic amount are unpriced."
+
+// Sorts are the allowed values of the hosts query's sort.
+var Sorts = map[string]string{
+	"services": "services DESC, host",
+	"price":    "price_min_usdc ASC NULLS LAST, host",
+	"latency":  "latency_ms ASC NULLS LAST, host",
+	"host":     "host",
+	"checked":  "checked_at DESC NULLS LAST, host",
+}
+
+// Reader answers the index's queries.
+type Reader struct {
+	pool *pgxpool.Pool
+}
+
+// NewReader returns a Reader on pool.
+func NewReader(pool *pgxpool.Pool) *Reader { return &Reader{pool: pool} }
+
+const hostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
+	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at`
+
+func scanHosts(rows pgx.Rows) ([]Host, error) {
+	defer rows.Close()
+	hosts := []Host{}
+	for rows.Next() {
+		var h Host
+		if err := rows.Scan(&h.Host, &h.Services, &h.PricedServices, &h.PriceMinUSDC, &h.PriceMaxUSDC, &h.Networks,
+			&h.SampleResource, &h.Sample, &h.Discoverable, &h.Live, &h.Status, &h.LatencyMS, &h.CheckedAt, &h.UpdatedAt); err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, rows.Err()
+}
+
+// Hosts returns up to limit hosts matching q (host, sample and resource
+// text, case-insensitive), in sort order (a key of Sorts).
+func (r *Reader) Hosts(ctx context.Context, q, sort string, limit int) ([]Host, error) {
+	order, ok := Sorts[sort]
+	if !ok {
+		return nil, fmt.Errorf("index: unknown sort %q", sort)
+	}
+	pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(strings.TrimSpace(q))) + "%"
+	rows, err := r.pool.Query(ctx, "SELECT "+hostColumns+" FROM index_hosts WHERE services > 0 AND search LIKE $1 ORDER BY "+order+" LIMIT $2", pattern, limit)
+	if err != nil {
+		return nil, fmt.Errorf("index: hosts: %w", err)
+	}
+	hosts, err := scanHosts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("index: hosts: %w", err)
+	}
+	return hosts, nil
+}
+
+// Summary returns the summary record.
+func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
+	s := &Summary{
+		OK: true, Version: "xindex-1.0",
+		What: "A public index of x402 sellers: every resource listed by the x402 discovery listings, grouped by host, with measured liveness.",
+		Read: map[string]string{
+			"summary": "/api/xindex/summary",
+			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={services|price|latency|host|checked}",
+			"page":    "/x402-index",
+		},
+		PriceBands: map[string]int{},
+		Honesty:    Honesty,
+	}
+	var free, m1, m10, m100, u1, o1 int
+	err := r.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM index_resources WHERE NOT retired),
+		(SELECT count(*) FROM index_hosts WHERE services > 0),
+		(SELECT count(*) FILTER (WHERE live IS NOT NULL) FROM index_hosts WHERE services > 0),
+		(SELECT count(*) FILTER (WHERE live) FROM index_hosts WHERE services > 0),
+		(SELECT count(*) FILTER (WHERE live = false) FROM index_hosts WHERE services > 0),
+		(SELECT count(*) FILTER (WHERE live IS NULL) FROM index_hosts WHERE services > 0),
+		count(*) FILTER (WHERE price_usdc = 0),
+		count(*) FILTER (WHERE price_usdc > 0 AND price_usdc < 0.001),
+		count(*) FILTER (WHERE price_usdc >= 0.001 AND price_usdc < 0.01),
+		count(*) FILTER (WHERE price_usdc >= 0.01 AND price_usdc < 0.1),
+		count(*) FILTER (WHERE price_usdc >= 0.1 AND price_usdc < 1),
+		count(*) FILTER (WHERE price_usdc >= 1)
+		FROM index_resources WHERE NOT retired AND price_usdc IS NOT NULL`).Scan(
+		&s.ServicesIndexed, &s.HostsKnown, &s.Liveness.Measured, &s.Liveness.Live, &s.Liveness.Dead, &s.Liveness.Unmeasured,
+		&free, &m1, &m10, &m100, &u1, &o1)
+	if err != nil {
+		return nil, fmt.Errorf("index: summary: %w", err)
+	}
+	s.PriceBands = map[string]int{"free": free, "under_1m": m1, "under_10m": m10, "under_100m": m100, "under_1": u1, "over_1": o1}
+	// A full scan of the market is a full pass of every source: the
+	// slowest source counts.
+	err = r.pool.QueryRow(ctx, `SELECT coalesce(sum(cursor), 0), coalesce(sum(total), 0), coalesce(sum(pages_done), 0), max(last_at),
+		CASE WHEN bool_and(last_full_at IS NOT NULL) THEN min(last_full_at) END, coalesce(min(full_scans), 0)
+		FROM index_sources`).Scan(&s.Crawl.Cursor, &s.Crawl.Total, &s.Crawl.PagesDone, &s.Crawl.LastAt, &s.Crawl.LastFullAt, &s.Crawl.FullScans)
+	if err != nil {
+		return nil, fmt.Errorf("index: crawl state: %w", err)
+	}
+	if s.TopBySize, err = r.Hosts(ctx, "", "services", 10); err != nil {
+		return nil, err
+	}
+	rows, err := r.pool.Query(ctx, "SELECT "+hostColumns+" FROM index_hosts WHERE services > 0 AND price_min_usdc IS NOT NULL ORDER BY price_min_usdc, host LIMIT 10")
+	if err != nil {
+		return nil, fmt.Errorf("index: cheapest: %w", err)
+	}
+	if s.Cheapest, err = scanHosts(rows); err != nil {
+		return nil, fmt.Errorf("index: cheapest: %w", err)
+	}
+	return s, nil
+}

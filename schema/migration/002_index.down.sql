@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS index_hosts;
+DROP TABLE IF EXISTS index_resources;
+DROP TABLE IF EXISTS index_sources;
