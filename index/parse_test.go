@@ -1,0 +1,107 @@
+package index
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNormaliseURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, url, host string }{
+		{"https://API.Example.com/pay/", "https://api.example.com/pay", "api.example.com"},
+		{"https://api.example.com:443/pay", "https://api.example.com/pay", "api.example.com"},
+		{"HTTP://api.example.com:80/pay#x", "http://api.example.com/pay", "api.example.com"},
+		{"https://api.example.com:8443/pay?q=1", "https://api.example.com:8443/pay?q=1", "api.example.com"},
+		{"https://example.com.", "https://example.com", "example.com"},
+		{" https://user:pw@example.com/a ", "https://example.com/a", "example.com"},
+	} {
+		u, h, ok := NormaliseURL(tc.in)
+		require.True(t, ok, tc.in)
+		require.Equal(t, tc.url, u, tc.in)
+		require.Equal(t, tc.host, h, tc.in)
+	}
+	for _, bad := range []string{"", "ftp://x.com/a", "/relative", "https://", "not a url"} {
+		_, _, ok := NormaliseURL(bad)
+		require.False(t, ok, bad)
+	}
+}
+
+func TestParsePage(t *testing.T) {
+	t.Parallel()
+	const usdcBase = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+	body := `{"x402Version":2,"pagination":{"limit":10,"offset":0,"total":42},"unknown":{"x":1},"items":[
+	 {"resource":"https://a.example/one","type":"http","x402Version":2,"lastUpdated":"2026-01-02T03:04:05Z",
+	  "accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"` + usdcBase + `","payTo":"0x1"},
+	             {"scheme":"exact","network":"base","amount":"5000","asset":"` + usdcBase + `","payTo":"0x1"}],
+	  "metadata":{"description":"first"},"extensions":{"bazaar":{"info":{"input":{"type":"http","method":"post"}}}}},
+	 {"url":"https://b.example/two","lastUpdated":1767322800,
+	  "accepts":[{"scheme":"exact","network":"base-sepolia","maxAmountRequired":"1000","asset":"0x036CbD53842c5426634e7929541eC2318f3dCF7e","payTo":"0x2","description":"v1 item",
+	   "outputSchema":{"input":{"type":"http","method":"GET"}}}]},
+	 {"resource":"https://c.example/three","lastUpdated":1767322800000,
+	  "accepts":[{"scheme":"exact","network":"solana","amount":"0.01","asset":"EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v","payTo":"x"}]},
+	 {"resource":"https://d.example/four","accepts":[{"scheme":"exact","network":"eip155:8453","amount":"","asset":"` + usdcBase + `","payTo":"0x1"}]},
+	 {"resource":"https://e.example/five","accepts":[{"scheme":"exact","network":"eip155:8453","amount":"100","asset":"0xUnknownToken","payTo":"0x1"}]},
+	 {"resource":"https://f.example/six","accepts":[{"scheme":"exact","network":"eip155:8453","amount":"0","asset":"` + usdcBase + `","payTo":"0x1"}]},
+	 {"resource":"mailto:nobody"},
+	 "not an object"
+	]}`
+	p, err := ParsePage([]byte(body))
+	require.NoError(t, err)
+	require.Equal(t, 8, p.Count, "the cursor moves by every item the page carried")
+	require.Equal(t, 42, p.Total)
+	require.Len(t, p.Items, 6)
+
+	a := p.Items[0]
+	require.Equal(t, "https://a.example/one", a.URL)
+	require.Equal(t, "a.example", a.Host)
+	require.Equal(t, "first", a.Description)
+	require.Equal(t, "POST", a.Method)
+	require.Equal(t, []string{"eip155:8453"}, a.Networks, "a legacy name and its CAIP-2 form are one network")
+	require.Equal(t, "0.005000", a.PriceUSDC, "the lowest price")
+	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), a.LastUpdated)
+
+	b := p.Items[1]
+	require.Equal(t, "https://b.example/two", b.URL)
+	require.Equal(t, "v1 item", b.Description)
+	require.Equal(t, []string{"eip155:84532"}, b.Networks)
+	require.Equal(t, "0.001000", b.PriceUSDC)
+	require.Equal(t, time.Unix(1767322800, 0).UTC(), b.LastUpdated)
+
+	c := p.Items[2]
+	require.Equal(t, []string{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, c.Networks)
+	require.Empty(t, c.PriceUSDC, "decimal-dollar amounts are unpriced")
+	require.Equal(t, time.Unix(1767322800, 0).UTC(), c.LastUpdated, "milliseconds")
+
+	require.Empty(t, p.Items[3].PriceUSDC, "empty amount")
+	require.Empty(t, p.Items[4].PriceUSDC, "unknown asset")
+	require.Equal(t, "0.000000", p.Items[5].PriceUSDC, "a measured zero is free, not unpriced")
+
+	_, err = ParsePage([]byte(`[1,2]`))
+	require.Error(t, err)
+	p, err = ParsePage([]byte(`{"items":[]}`))
+	require.NoError(t, err)
+	require.Equal(t, -1, p.Total)
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(body), &v))
+}
+
+func FuzzParsePage(f *testing.F) {
+	f.Add([]byte(`{"items":[{"resource":"https://a.b/c","accepts":[{"network":"base","amount":"1","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"}]}]}`))
+	f.Add([]byte(`{"resources":[{"url":"http://x"}],"total":3}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := ParsePage(body)
+		if err != nil {
+			return
+		}
+		require.LessOrEqual(t, len(p.Items), p.Count)
+		for _, r := range p.Items {
+			u, h, ok := NormaliseURL(r.URL)
+			require.True(t, ok)
+			require.Equal(t, r.URL, u, "normalising is idempotent")
+			require.Equal(t, r.Host, h)
+		}
+	})
+}
