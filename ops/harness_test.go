@@ -51,6 +51,12 @@ func (fakePayments) Quote(op string) (*x402.Quote, error) {
 	return &x402.Quote{PaymentRequired: base64.StdEncoding.EncodeToString([]byte(doc)), WWWAuthenticate: `X402 realm="test"`, Body: []byte(doc)}, nil
 }
 
+func (f fakePayments) QuoteWithError(op, reason, message string) (*x402.Quote, error) {
+	q, _ := f.Quote(op)
+	doc := strings.Replace(string(q.Body), `"error":"payment required"`, fmt.Sprintf(`"error":%q,"message":%q`, reason, message), 1)
+	return &x402.Quote{PaymentRequired: base64.StdEncoding.EncodeToString([]byte(doc)), WWWAuthenticate: q.WWWAuthenticate, Body: []byte(doc)}, nil
+}
+
 func (f fakePayments) Verify(_ context.Context, op, header string) (*x402.Payment, error) {
 	p, err := f.Identify(op, header)
 	if err != nil {

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-rod/rod"
+	"github.com/go-rod/rod/lib/launcher"
+	"github.com/go-rod/rod/lib/proto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/internal/dbtest"
+)
+
+// TestIndexCrawlCommandAndPage runs `x402d index crawl` on a local listing
+// that includes the service's own discovery resources, then checks the
+// /api/xindex endpoints and drives /x402-index in headless Chromium: it
+// renders, search and sort work; a screenshot is kept.
+func TestIndexCrawlCommandAndPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := startInProcess(ctx, t, "serve", testEnv(db, nil))
+
+	usdc := "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+	var items []map[string]any
+	for i := range 24 {
+		items = append(items, map[string]any{
+			"resource": fmt.Sprintf("https://seller%d.example/api/%d", i%6, i), "type": "http", "x402Version": 2,
+			"metadata": map[string]any{"description": fmt.Sprintf("weather service %d", i)},
+			"accepts":  []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(2000 * (i + 1)), "asset": usdc, "payTo": "0x1"}},
+		})
+	}
+	listing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		end := min(offset+limit, len(items))
+		_ = json.NewEncoder(w).Encode(map[string]any{"x402Version": 2, "items": items[min(offset, end):end],
+			"pagination": map[string]int{"limit": limit, "offset": offset, "total": len(items)}})
+	}))
+	defer listing.Close()
+
+	// The service's own discovery list is a valid source.
+	env := map[string]string{"DATABASE_URL": db.URL, "INDEX_SOURCES": listing.URL + "," + base + "/api/x402/discovery/resources"}
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"index", "crawl"}, func(k string) string { return env[k] }, &out, io.Discard, &options{}))
+	require.Contains(t, out.String(), "services indexed 29, hosts 7, full scans 1", out.String())
+
+	var s index.Summary
+	getJSON(t, base+"/api/xindex/summary", &s)
+	require.Equal(t, "xindex-1.0", s.Version)
+	require.Equal(t, 29, s.ServicesIndexed, "24 listed + our own 5 sellable (4 pure, the test op)")
+	require.Equal(t, 7, s.HostsKnown)
+	require.Equal(t, "/x402-index", s.Read["page"])
+
+	var hosts struct {
+		OK    bool
+		Hosts []index.Host
+	}
+	getJSON(t, base+"/api/xindex/hosts?q=SELLER3&sort=price&limit=5", &hosts)
+	require.True(t, hosts.OK)
+	require.Len(t, hosts.Hosts, 1)
+	require.Equal(t, "seller3.example", hosts.Hosts[0].Host)
+	for _, bad := range []string{"sort=cost", "limit=0", "limit=501", "limit=ten"} {
+		resp, err := http.Get(base + "/api/xindex/hosts?" + bad)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
+	}
+
+	// Without JavaScript: the HTML itself carries the table.
+	resp, err := http.Get(base + "/x402-index?q=seller1&sort=host")
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), "seller1.example")
+	require.NotContains(t, string(page), "seller2.example")
+	require.Contains(t, string(page), "not measured")
+
+	// In Chromium.
+	b := newIndexBrowser(t)
+	p := b.MustPage(base + "/x402-index").MustWaitLoad()
+	require.Len(t, p.MustElements("tr.host-row"), 7)
+	require.Contains(t, p.MustElement("#honesty").MustText(), "null means not measured")
+	p.MustElement(`input[name=q]`).MustInput("seller4")
+	wait := p.MustWaitNavigation()
+	p.MustElement(`#search button`).MustClick()
+	wait()
+	rows := p.MustElements("tr.host-row")
+	require.Len(t, rows, 1)
+	require.Equal(t, "seller4.example", rows[0].MustElement("td.host").MustText())
+
+	p.MustNavigate(base + "/x402-index").MustWaitLoad()
+	wait = p.MustWaitNavigation()
+	p.MustElement(`th a[href*="sort=price"]`).MustClick()
+	wait()
+	first := p.MustElements("tr.host-row")[0].MustElement("td.host").MustText()
+	require.Equal(t, "seller0.example", first, "cheapest first: seller0 lists the 0.002 USDC service")
+	require.Contains(t, p.MustInfo().URL, "sort=price")
+	p.MustSetViewport(1280, 900, 1, false)
+	img, err := p.Screenshot(true, &proto.PageCaptureScreenshot{Format: proto.PageCaptureScreenshotFormatPng})
+	require.NoError(t, err)
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "artifacts")
+	}
+	dir = filepath.Join(dir, "screenshots")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x402-index.png"), img, 0o644))
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.NoError(t, json.Unmarshal(body, v), string(body))
+}
+
+// newIndexBrowser starts the system Chromium, headless; never a downloaded
+// one.
+func newIndexBrowser(t *testing.T) *rod.Browser {
+	bin, err := exec.LookPath("chromium")
+	require.NoError(t, err, "the browser tests need the system Chromium: run `go tool task chromium`")
+	l := launcher.New().Bin(bin).UserDataDir(t.TempDir()).Leakless(false).Headless(true).
+		Set("no-sandbox").Set("disable-gpu").Set("disable-background-networking").Set("disable-component-update").
+		Set("disable-sync").Set("no-first-run").Set("disable-dev-shm-usage")
+	u, err := l.Launch()
+	require.NoError(t, err)
+	b := rod.New().ControlURL(u).Timeout(60 * time.Second)
+	require.NoError(t, b.Connect())
+	t.Cleanup(func() {
+		_ = b.Close()
+		l.Kill()
+		l.Cleanup()
+	})
+	return b
+}
+
