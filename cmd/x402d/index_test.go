@@ -151,4 +151,3 @@ func newIndexBrowser(t *testing.T) *rod.Browser {
 	})
 	return b
 }
-
