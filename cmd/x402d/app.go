@@ -76,8 +76,8 @@ func (a *app) open(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	if poolCfg.MaxConns < 20 {
-		poolCfg.MaxConns = 20
+	if a.cfg.DBMaxConns > 0 {
+		poolCfg.MaxConns = int32(a.cfg.DBMaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {

@@ -42,6 +42,7 @@ type Config struct {
 	MaxRows           int
 	ShutdownTimeout   time.Duration
 	LogLevel          string
+	DBMaxConns        int
 	FetchPollInterval time.Duration
 	RescueAfter       time.Duration
 }
@@ -108,6 +109,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		MaxPatternChars:   integer("MAX_PATTERN_CHARS", 4096),
 		MaxRows:           integer("MAX_ROWS", 50_000),
 		LogLevel:          env("LOG_LEVEL", "info"),
+		DBMaxConns:        integer("DB_MAX_CONNS", 20),
 		Concurrency: map[string]int{
 			"pure":       integer("WORKERS_PURE", 0),
 			"model":      integer("WORKERS_MODEL", 0),

@@ -167,12 +167,17 @@ func sleepWork(ctx context.Context, in sleepInput) (map[string]int, error) {
 	}
 }
 
+// testMaxConns bounds each test process's database pool: the tests run many
+// processes at once on one Postgres, whose max_connections is 100.
+const testMaxConns = "5"
+
 // testEnv returns a getenv for a service on db, listening on a free port.
 func testEnv(db *dbtest.DB, extra map[string]string) func(string) string {
 	env := map[string]string{
 		"DATABASE_URL": db.URL,
 		"LISTEN_ADDR":  "127.0.0.1:0",
 		"LOG_LEVEL":    "warn",
+		"DB_MAX_CONNS": testMaxConns,
 	}
 	for k, v := range extra {
 		env[k] = v
@@ -240,7 +245,7 @@ func startChild(t testing.TB, command string, env map[string]string) *child {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(exe, command)
-	cmd.Env = append(os.Environ(), "X402D_TEST_CHILD=1", "LOG_LEVEL=info")
+	cmd.Env = append(os.Environ(), "X402D_TEST_CHILD=1", "LOG_LEVEL=info", "DB_MAX_CONNS="+testMaxConns)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

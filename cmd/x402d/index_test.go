@@ -53,7 +53,7 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	defer listing.Close()
 
 	// The service's own discovery list is a valid source.
-	env := map[string]string{"DATABASE_URL": db.URL, "INDEX_SOURCES": listing.URL + "," + base + "/api/x402/discovery/resources"}
+	env := map[string]string{"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "INDEX_SOURCES": listing.URL + "," + base + "/api/x402/discovery/resources"}
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, []string{"index", "crawl"}, func(k string) string { return env[k] }, &out, io.Discard, &options{}))
 	require.Contains(t, out.String(), "services indexed 29, hosts 7, full scans 1", out.String())

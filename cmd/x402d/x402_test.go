@@ -59,7 +59,7 @@ func startDevchainService(ctx context.Context, t *testing.T) (base string, chain
 	fake := modeltest.NewServer(t)
 	rpc := freeAddr(t)
 	env := map[string]string{
-		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
+		"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"DEVCHAIN_RPC_ADDR": rpc, "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
 		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
 	}
