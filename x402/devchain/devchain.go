@@ -203,6 +203,13 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	}
 	ethConf.SyncMode = ethconfig.FullSync
 	ethConf.TxPool.NoLocals = true
+	// One relayer settles every payment: let one account have thousands of
+	// transactions pending, so settlement under load is batched into blocks
+	// instead of refused by the pool's per-account limits.
+	ethConf.TxPool.AccountSlots = 8192
+	ethConf.TxPool.AccountQueue = 8192
+	ethConf.TxPool.GlobalSlots = 65536
+	ethConf.TxPool.GlobalQueue = 65536
 	ethConf.LogNoHistory = true
 	// Any positive tip is mined: wallets asking eth_maxPriorityFeePerGas on
 	// an idle chain get tiny suggestions.
