@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
+	"github.com/x402d/x402d/x402"
 )
 
 // Config is the service's configuration, read from the environment (see
@@ -140,6 +140,14 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			c.FetchAllowCIDRs = append(c.FetchAllowCIDRs, p)
 		}
 	}
+	for _, n := range x402.Networks() {
+		if v := strings.TrimSpace(getenv(rpcURLKey(n.ID))); v != "" && strings.HasPrefix(n.ID, "eip155:") {
+			c.RPCURLs[n.ID] = v
+		}
+	}
+	if c.Settlement == "rpc" && len(c.RPCURLs) == 0 {
+		errs = append(errs, "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
+	}
 	switch c.Settlement {
 	case "devchain", "rpc", "facilitator":
 	default:
@@ -155,9 +163,4 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 // RPC_URL_EIP155_8453.
 func rpcURLKey(network string) string {
 	return "RPC_URL_" + strings.ToUpper(strings.NewReplacer(":", "_", "-", "_").Replace(network))
-}
-
-// validPayTo reports whether s is a usable EVM receiving address.
-func validPayTo(s string) bool {
-	return common.IsHexAddress(s) && common.HexToAddress(s) != (common.Address{})
 }

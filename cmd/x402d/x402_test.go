@@ -262,3 +262,54 @@ func TestDiscoveryDocuments(t *testing.T) {
 	require.Contains(t, diff.Properties, "unified")
 	require.Contains(t, diff.Properties, "call_id")
 }
+
+// TestRPCSettlement runs the service in rpc mode against a chain reached over
+// JSON-RPC (a devchain standing in for Base): with no receiving address every
+// paid operation answers 503 with no quote; with one, a payment settles.
+func TestRPCSettlement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	chain, err := devchain.New(ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = chain.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = chain.Serve(ctx, ln) }()
+	relayer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.RelayerAccount)
+	require.NoError(t, err)
+
+	start := func(payTo string) string {
+		db := dbtest.Schema(ctx, t)
+		env := map[string]string{
+			"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
+			"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://" + ln.Addr().String(),
+			"RELAYER_KEY": common.Bytes2Hex(crypto.FromECDSA(relayer)), "PAY_TO_EVM": payTo,
+		}
+		return startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	}
+
+	unsold := start("")
+	for _, op := range []string{"diff", "regex"} {
+		resp, err := http.Post(unsold+"/api/x402/"+op, "application/json", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, op)
+		require.Empty(t, resp.Header.Get("PAYMENT-REQUIRED"), op)
+	}
+
+	payTo := devAddress(t, 7)
+	base := start(payTo.Hex())
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
+	require.NoError(t, err)
+	client, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	before, err := chain.BalanceOf(ctx, payTo)
+	require.NoError(t, err)
+	res, err := client.Do(ctx, &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: []byte(`{"a":"1\n","b":"2\n"}`)})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.Status, string(res.Body))
+	require.True(t, res.Settlement.Success)
+	after, err := chain.BalanceOf(ctx, payTo)
+	require.NoError(t, err)
+	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(after, before))
+}
