@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
 
@@ -47,6 +48,8 @@ type CrawlerConfig struct {
 	Backoff time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Metrics counts pages by outcome. Nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Crawler reads discovery listings from their saved cursors.
@@ -181,6 +184,7 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 		if ctx.Err() != nil {
 			return step, ctx.Err()
 		}
+		c.cfg.Metrics.CrawlPage("failed")
 		backoff := min(c.cfg.Backoff<<min(st.failures, 10), time.Hour)
 		ferr := c.append(ctx, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlFailed, Data: store.CrawlFailed{
 			Source: src, Status: status, Error: err.Error(), BackoffUntil: time.Now().Add(backoff).UTC(),
@@ -206,6 +210,7 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 	if err := c.append(ctx, events...); err != nil {
 		return step, err
 	}
+	c.cfg.Metrics.CrawlPage("ok")
 	step.Count, step.Total, step.Changed = page.Count, total, len(events)-1
 	step.Cursor = st.cursor + page.Count
 	if page.Count == 0 || step.Cursor >= total || (page.Total < 0 && page.Count < c.cfg.PageSize) {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/fetch"
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
 
@@ -32,6 +33,8 @@ type ProberConfig struct {
 	Timeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Metrics counts probes by outcome. Nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Prober measures the liveness of indexed hosts: an unpaid request to the
@@ -98,10 +101,12 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
+			began := time.Now()
 			m := p.Probe(ctx, t.url, t.method)
 			if ctx.Err() != nil {
 				return
 			}
+			p.cfg.Metrics.LivenessProbe(outcome(m), time.Since(began))
 			err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 				return store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(t.host), Type: store.EventHostProbed, Data: m})
 			})
@@ -122,6 +127,17 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 	}
 	wg.Wait()
 	return rep, errors.Join(errs...)
+}
+
+// outcome names a measurement for metrics: live, dead or later (429).
+func outcome(m store.HostProbed) string {
+	switch {
+	case m.Status != nil && *m.Status == http.StatusTooManyRequests:
+		return "later"
+	case m.Live != nil && *m.Live:
+		return "live"
+	}
+	return "dead"
 }
 
 // Probe measures one resource.

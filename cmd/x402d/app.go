@@ -135,7 +135,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	defer payments.close()
 
 	m := metrics.New(metrics.Config{Pool: pool})
-	crawler, prober := a.indexer(pool, fetcher)
+	crawler, prober := a.indexer(pool, fetcher, m)
 	periodic, err := index.PeriodicJobs(a.cfg.IndexCron, a.cfg.LivenessCron)
 	if err != nil {
 		return err
@@ -212,13 +212,13 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 }
 
 // indexer returns the index's crawler and prober.
-func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client) (*index.Crawler, *index.Prober) {
+func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober) {
 	sources := a.cfg.IndexSources
 	if len(sources) == 0 {
 		sources = append(append([]string{}, index.DefaultSources...), a.cfg.PublicURL+"/api/x402/discovery/resources")
 	}
-	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: sources, Logger: a.logger})
-	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger})
+	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: sources, Logger: a.logger, Metrics: m})
+	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
 	return crawler, prober
 }
 
@@ -230,7 +230,7 @@ func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	crawler, _ := a.indexer(pool, fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs}))
+	crawler, _ := a.indexer(pool, fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs}), nil)
 	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(stdout), progressbar.OptionSetDescription("crawling"),
 		progressbar.OptionShowCount(), progressbar.OptionSetItsString("items"), progressbar.OptionClearOnFinish())
 	err = crawler.FullPass(ctx, func(s index.Step) {
