@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -170,8 +172,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		a.logger.InfoContext(ctx, "workers started")
 	}
 	if !withAPI {
-		<-ctx.Done()
-		return nil
+		return a.serveMetrics(ctx, m)
 	}
 
 	listener := store.NewListener(pool.Config().ConnConfig, a.logger)
@@ -206,6 +207,34 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}
 	err = srv.Serve(ctx, ln, a.cfg.ShutdownTimeout)
 	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// serveMetrics serves /metrics and /healthz of a worker-only process on
+// METRICS_ADDR until ctx ends (it only waits when METRICS_ADDR is unset).
+func (a *app) serveMetrics(ctx context.Context, m *metrics.Metrics) error {
+	if a.cfg.MetricsAddr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"ok":true}`)) })
+	srv := &http.Server{Addr: a.cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
+	}
+	a.logger.InfoContext(ctx, "metrics listening", "addr", ln.Addr().String())
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

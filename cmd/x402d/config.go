@@ -43,6 +43,7 @@ type Config struct {
 	ShutdownTimeout   time.Duration
 	LogLevel          string
 	DBMaxConns        int
+	MetricsAddr       string
 	FetchPollInterval time.Duration
 	RescueAfter       time.Duration
 }
@@ -110,6 +111,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		MaxRows:           integer("MAX_ROWS", 50_000),
 		LogLevel:          env("LOG_LEVEL", "info"),
 		DBMaxConns:        integer("DB_MAX_CONNS", 20),
+		MetricsAddr:       env("METRICS_ADDR", ""),
 		Concurrency: map[string]int{
 			"pure":       integer("WORKERS_PURE", 0),
 			"model":      integer("WORKERS_MODEL", 0),

@@ -439,3 +439,24 @@ func TestTwoAPIsTwoWorkers(t *testing.T) {
 	require.Equal(t, n, settled)
 	require.Equal(t, n, paid)
 }
+
+// TestWorkerServesMetrics checks that a worker-only process serves /metrics
+// on METRICS_ADDR.
+func TestWorkerServesMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	addr := freeAddr(t)
+	startInProcess(ctx, t, "worker", testEnv(db, map[string]string{"METRICS_ADDR": addr}))
+	var body []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Contains(t, string(body), "# TYPE")
+}
