@@ -151,3 +151,59 @@ func newIndexBrowser(t *testing.T) *rod.Browser {
 	})
 	return b
 }
+
+// TestIndexCrawlKilledMidPass SIGKILLs a real `x402d index crawl` process in
+// the middle of a pass; the next crawl resumes from the saved cursor and
+// every resource is indexed once.
+func TestIndexCrawlKilledMidPass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	usdc := "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+	var items []map[string]any
+	for i := range 250 {
+		items = append(items, map[string]any{"resource": fmt.Sprintf("https://k%d.example/r%d", i%17, i), "type": "http", "x402Version": 2,
+			"accepts": []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": "1000", "asset": usdc, "payTo": "0x1"}}})
+	}
+	hold := make(chan struct{})
+	listing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		if offset >= 200 {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		end := min(offset+limit, len(items))
+		_ = json.NewEncoder(w).Encode(map[string]any{"x402Version": 2, "items": items[min(offset, end):end],
+			"pagination": map[string]int{"limit": limit, "offset": offset, "total": len(items)}})
+	}))
+	defer listing.Close()
+
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "index", "crawl")
+	cmd.Env = append(os.Environ(), "X402D_TEST_CHILD=1", "DATABASE_URL="+db.URL, "DB_MAX_CONNS="+testMaxConns, "INDEX_SOURCES="+listing.URL)
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	require.Eventually(t, func() bool {
+		var cursor int
+		_ = db.Pool.QueryRow(ctx, "SELECT cursor FROM index_sources").Scan(&cursor)
+		return cursor == 200
+	}, 30*time.Second, 20*time.Millisecond, "the crawl never reached offset 200")
+	require.NoError(t, cmd.Process.Kill())
+	<-done
+
+	close(hold) // the resumed crawl may read the last page
+	env := map[string]string{"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "INDEX_SOURCES": listing.URL}
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"index", "crawl"}, func(k string) string { return env[k] }, &out, io.Discard, &options{}))
+	require.Contains(t, out.String(), "services indexed 250, hosts 17, full scans 1")
+	var indexed, pages int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE type = 'resource.indexed'), count(*) FILTER (WHERE type = 'crawl.page') FROM events").Scan(&indexed, &pages))
+	require.Equal(t, 250, indexed, "every resource indexed once")
+	require.Equal(t, 3, pages, "pages at 0 and 100 before the kill, 200 after")
+}

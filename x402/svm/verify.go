@@ -1,0 +1,214 @@
+package svm
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// Simulator runs a transaction on a Solana node without committing it.
+type Simulator interface {
+	// Simulate simulates the base64 transaction. A transaction that fails
+	// is a *SimulationError; another error means the node could not be
+	// asked (try again).
+	Simulate(ctx context.Context, txBase64 string) error
+}
+
+// SimulationError is a transaction that fails in simulation.
+type SimulationError struct {
+	// Err is the node's error: the transaction error as JSON
+	// ({"InstructionError":[2,{"Custom":1}]}) or a JSON-RPC error message.
+	Err string
+	// Logs are the program logs of the simulation, if any.
+	Logs []string
+}
+
+func (e *SimulationError) Error() string { return "simulation failed: " + e.Err }
+
+// VerifierConfig configures a Verifier.
+type VerifierConfig struct {
+	// FeePayer is the seller's fee payer: the key that pays the fees of
+	// payment transactions and settles them. Required.
+	FeePayer solana.PublicKey
+	// Simulator simulates payment transactions before they are accepted.
+	// Nil skips simulation.
+	Simulator Simulator
+}
+
+// Verifier verifies exact Solana payments. It implements
+// x402.SchemeVerifier.
+type Verifier struct {
+	feePayer  solana.PublicKey
+	simulator Simulator
+}
+
+var _ x402.SchemeVerifier = (*Verifier)(nil)
+
+// NewVerifier returns a Verifier.
+func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
+	if cfg.FeePayer.IsZero() {
+		return nil, errors.New("svm verifier: no fee payer configured")
+	}
+	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator}, nil
+}
+
+// FeePayer returns the fee payer payments must name.
+func (v *Verifier) FeePayer() solana.PublicKey { return v.feePayer }
+
+// Verify checks payload against req, the seller's own requirement for the
+// network the payload names, in the order of the official TypeScript
+// facilitator, and returns the payment. A payment that is not acceptable is
+// a *x402.Refusal; another error means the requirement is malformed or the
+// node could not be asked (try again).
+func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
+	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
+		return nil, refuse(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
+	}
+	if payload.Accepted.Network != req.Network {
+		return nil, refuse(ReasonNetworkMismatch, "payment is for %s, not %s", payload.Accepted.Network, req.Network)
+	}
+	var extra x402.SVMExtra
+	if len(req.Extra) > 0 {
+		if err := json.Unmarshal(req.Extra, &extra); err != nil {
+			return nil, fmt.Errorf("verify: requirement extra: %w", err)
+		}
+	}
+	if extra.FeePayer == "" {
+		return nil, refuse(ReasonMissingFeePayer, "the requirement names no fee payer")
+	}
+	if extra.FeePayer != v.feePayer.String() {
+		return nil, refuse(ReasonFeePayerNotManaged, "fee payer %s is not %s", extra.FeePayer, v.feePayer)
+	}
+	mint, err := solana.PublicKeyFromBase58(req.Asset)
+	if err != nil {
+		return nil, fmt.Errorf("verify: requirement asset %q: %w", req.Asset, err)
+	}
+	payTo, err := solana.PublicKeyFromBase58(req.PayTo)
+	if err != nil {
+		return nil, fmt.Errorf("verify: requirement payTo %q: %w", req.PayTo, err)
+	}
+	amount, err := strconv.ParseUint(req.Amount, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("verify: requirement amount %q: %w", req.Amount, err)
+	}
+
+	ptx, err := decodeTransaction(payload.Payload)
+	if err != nil {
+		return nil, refuse(ReasonCouldNotBeDecoded, "%v", err)
+	}
+	if fp := ptx.feePayer(); fp != v.feePayer {
+		return nil, refuse(ReasonFeePayerNotManaged, "the transaction's fee payer is %s, not %s", fp, v.feePayer)
+	}
+	ixs := ptx.instructions()
+	if len(ixs) < 3 || len(ixs) > 6 {
+		return nil, refuse(ReasonInstructionsLength, "%d instructions, want 3 to 6", len(ixs))
+	}
+	if ix := ixs[0]; ix.program != ComputeBudgetProgram || len(ix.data) != 5 || ix.data[0] != discSetComputeUnitLimit || len(ix.accounts) != 0 {
+		return nil, refuse(ReasonComputeLimit, "instruction 0 is not SetComputeUnitLimit")
+	}
+	if ix := ixs[1]; ix.program != ComputeBudgetProgram || len(ix.data) != 9 || ix.data[0] != discSetComputeUnitPrice || len(ix.accounts) != 0 {
+		return nil, refuse(ReasonComputePrice, "instruction 1 is not SetComputeUnitPrice")
+	}
+	if price := binary.LittleEndian.Uint64(ixs[1].data[1:]); price > MaxComputeUnitPrice {
+		return nil, refuse(ReasonComputePriceTooHigh, "compute unit price %d µlamports is over %d", price, MaxComputeUnitPrice)
+	}
+	tr, ok := parseTransfer(ixs[2])
+	if !ok {
+		return nil, refuse(ReasonNoTransfer, "instruction 2 is not a TransferChecked of SPL Token or Token-2022")
+	}
+	feePayerATA, err := AssociatedTokenAddress(v.feePayer, tr.mint, tr.program)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	if tr.authority == v.feePayer || tr.source == v.feePayer || tr.source == feePayerATA {
+		return nil, refuse(ReasonFeePayerTransferring, "the transfer moves the fee payer's funds")
+	}
+	if tr.mint != mint {
+		return nil, refuse(ReasonMintMismatch, "the transfer moves %s, not %s", tr.mint, mint)
+	}
+	wantDest, err := AssociatedTokenAddress(payTo, mint, tr.program)
+	if err != nil {
+		return nil, refuse(ReasonRecipientMismatch, "%v", err)
+	}
+	if tr.destination != wantDest {
+		return nil, refuse(ReasonRecipientMismatch, "the transfer pays %s, not %s (the token account of %s)", tr.destination, wantDest, payTo)
+	}
+	if tr.amount != amount {
+		return nil, refuse(ReasonAmountMismatch, "the transfer moves %d, the price is %d", tr.amount, amount)
+	}
+	unknown := [...]string{ReasonUnknownFourth, ReasonUnknownFifth, ReasonUnknownSixth}
+	var memos [][]byte
+	for i, ix := range ixs[3:] {
+		switch ix.program {
+		case MemoProgram:
+			memos = append(memos, ix.data)
+		case LighthouseProgram:
+		default:
+			return nil, refuse(unknown[i], "instruction %d calls %s, neither Lighthouse nor Memo", i+3, ix.program)
+		}
+	}
+	if extra.Memo != "" {
+		if len(memos) != 1 {
+			return nil, refuse(ReasonMemoCount, "%d memo instructions, want 1", len(memos))
+		}
+		if !bytes.Equal(memos[0], []byte(extra.Memo)) {
+			return nil, refuse(ReasonMemoMismatch, "memo %q is not %q", memos[0], extra.Memo)
+		}
+	}
+	if _, ok := ptx.signature(tr.authority); !ok {
+		return nil, refuse(ReasonSignatureInvalid, "the transfer authority %s is not a signer of the transaction", tr.authority)
+	}
+	if err := ptx.checkSignatures(); err != nil {
+		return nil, err
+	}
+	if v.simulator != nil {
+		var sp x402.ExactSVMPayload
+		_ = json.Unmarshal(payload.Payload, &sp) // decoded above
+		if err := v.simulator.Simulate(ctx, sp.Transaction); err != nil {
+			var se *SimulationError
+			if errors.As(err, &se) {
+				return nil, refuse(ReasonSimulationFailed, "%s", se.Err)
+			}
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+	}
+	sig, _ := ptx.signature(tr.authority)
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("verify: encode payload: %w", err)
+	}
+	return &x402.Payment{
+		Network: req.Network,
+		Payer:   tr.authority.String(),
+		Nonce:   sig.String(),
+		Amount:  strconv.FormatUint(tr.amount, 10),
+		Asset:   mint.String(),
+		Payload: raw,
+	}, nil
+}
+
+// checkSignatures checks that every required signer but the fee payer (key
+// 0, which signs at settlement) has signed the message, the transfer
+// authority among them: a transfer authority that is not a signer cannot
+// move funds.
+func (p *paymentTx) checkSignatures() error {
+	m := &p.tx.Message
+	for i := 1; i < int(m.Header.NumRequiredSignatures); i++ {
+		key, sig := m.AccountKeys[i], p.tx.Signatures[i]
+		if sig.IsZero() {
+			return refuse(ReasonSignatureInvalid, "signer %s has not signed", key)
+		}
+		if !sig.Verify(key, p.message) {
+			return refuse(ReasonSignatureInvalid, "the signature of %s does not verify", key)
+		}
+	}
+	return nil
+}

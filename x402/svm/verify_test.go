@@ -1,0 +1,664 @@
+package svm_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/mr-tron/base58"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/svm"
+)
+
+// fixture is a seller, a buyer and a fake Solana node.
+type fixture struct {
+	feePayer  solana.PrivateKey
+	authority solana.PrivateKey
+	payTo     solana.PublicKey
+	mint      solana.PublicKey
+	node      *fakeNode
+	verifier  *svm.Verifier
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		feePayer:  newKey(t),
+		authority: newKey(t),
+		payTo:     newKey(t).PublicKey(),
+		mint:      solana.MustPublicKeyFromBase58("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"),
+		node:      newFakeNode(t, 1_000_000),
+	}
+	v, err := svm.NewVerifier(&svm.VerifierConfig{
+		FeePayer:  f.feePayer.PublicKey(),
+		Simulator: svm.NewRPCSimulator(f.node.server.URL, nil),
+	})
+	require.NoError(t, err)
+	f.verifier = v
+	return f
+}
+
+func newKey(t *testing.T) solana.PrivateKey {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	return solana.PrivateKey(priv)
+}
+
+func (f *fixture) requirement() *x402.Requirements {
+	extra, _ := json.Marshal(x402.SVMExtra{FeePayer: f.feePayer.PublicKey().String()})
+	return &x402.Requirements{
+		Scheme:            "exact",
+		Network:           x402.SolanaMainnet,
+		Amount:            "10000",
+		Asset:             f.mint.String(),
+		PayTo:             f.payTo.String(),
+		MaxTimeoutSeconds: 300,
+		Extra:             extra,
+	}
+}
+
+// parts are what a client puts in a payment transaction.
+type parts struct {
+	feePayer solana.PublicKey
+	ixs      []solana.Instruction
+	signers  []solana.PrivateKey
+	legacy   bool
+	// tamper changes the transaction after signing.
+	tamper func(tx *solana.Transaction)
+}
+
+// parts returns the transaction an official client builds for req: compute
+// limit, compute price, TransferChecked to the ATA of payTo, memo.
+func (f *fixture) parts(t *testing.T, req *x402.Requirements, program solana.PublicKey) *parts {
+	t.Helper()
+	amount, err := json.Number(req.Amount).Int64()
+	require.NoError(t, err)
+	owner := f.authority.PublicKey()
+	return &parts{
+		feePayer: f.feePayer.PublicKey(),
+		ixs: []solana.Instruction{
+			computeLimit(20_000),
+			computePrice(1),
+			f.transfer(t, program, ata(t, owner, f.mint, program), f.mint, ata(t, f.payTo, f.mint, program), owner, uint64(amount)),
+			memo("0123456789abcdef"),
+		},
+		signers: []solana.PrivateKey{f.authority},
+	}
+}
+
+func (f *fixture) transfer(t *testing.T, program, source, mint, dest, authority solana.PublicKey, amount uint64) solana.Instruction {
+	t.Helper()
+	data := binary.LittleEndian.AppendUint64([]byte{12}, amount)
+	data = append(data, 6)
+	return solana.NewInstruction(program, solana.AccountMetaSlice{
+		solana.Meta(source).WRITE(), solana.Meta(mint), solana.Meta(dest).WRITE(), solana.Meta(authority).SIGNER(),
+	}, data)
+}
+
+func computeLimit(units uint32) solana.Instruction {
+	return solana.NewInstruction(svm.ComputeBudgetProgram, nil, binary.LittleEndian.AppendUint32([]byte{2}, units))
+}
+
+func computePrice(microLamports uint64) solana.Instruction {
+	return solana.NewInstruction(svm.ComputeBudgetProgram, nil, binary.LittleEndian.AppendUint64([]byte{3}, microLamports))
+}
+
+func memo(s string) solana.Instruction {
+	return solana.NewInstruction(svm.MemoProgram, nil, []byte(s))
+}
+
+func lighthouse() solana.Instruction {
+	return solana.NewInstruction(svm.LighthouseProgram, nil, []byte{4, 1, 2, 3})
+}
+
+func ata(t *testing.T, owner, mint, program solana.PublicKey) solana.PublicKey {
+	t.Helper()
+	a, err := svm.AssociatedTokenAddress(owner, mint, program)
+	require.NoError(t, err)
+	return a
+}
+
+var blockhash = solana.HashFromBytes([]byte("a recent blockhash of 32 bytes!!"))
+
+// build returns the signed transaction and its base64.
+func (p *parts) build(t *testing.T) (*solana.Transaction, string) {
+	t.Helper()
+	tx, err := solana.NewTransaction(p.ixs, blockhash, solana.TransactionPayer(p.feePayer))
+	require.NoError(t, err)
+	if !p.legacy {
+		tx.Message.SetVersion(solana.MessageVersionV0)
+	}
+	_, err = tx.PartialSign(func(key solana.PublicKey) *solana.PrivateKey {
+		for _, k := range p.signers {
+			if k.PublicKey() == key {
+				return &k
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	if p.tamper != nil {
+		p.tamper(tx)
+	}
+	b64, err := tx.ToBase64()
+	require.NoError(t, err)
+	return tx, b64
+}
+
+func paymentPayload(req *x402.Requirements, txBase64 string) *x402.PaymentPayload {
+	raw, _ := json.Marshal(x402.ExactSVMPayload{Transaction: txBase64})
+	return &x402.PaymentPayload{X402Version: 2, Accepted: *req, Payload: raw}
+}
+
+func TestVerifier_Accepts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	testCases := []struct {
+		name  string
+		parts func(p *parts)
+	}{
+		{name: "ok, v0 with memo", parts: func(p *parts) {}},
+		{name: "ok, legacy transaction", parts: func(p *parts) { p.legacy = true }},
+		{name: "ok, three instructions", parts: func(p *parts) { p.ixs = p.ixs[:3] }},
+		{name: "ok, two lighthouse and a memo", parts: func(p *parts) { p.ixs = append(p.ixs[:3], lighthouse(), lighthouse(), memo("x")) }},
+		{name: "ok, highest compute price", parts: func(p *parts) { p.ixs[1] = computePrice(svm.MaxComputeUnitPrice) }},
+		{
+			name: "ok, Token-2022",
+			parts: func(p *parts) {
+				owner := f.authority.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.Token2022Program, ata(t, owner, f.mint, svm.Token2022Program), f.mint,
+					ata(t, f.payTo, f.mint, svm.Token2022Program), owner, 10000)
+			},
+		},
+	}
+	for _, tc := range testCases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := f.requirement()
+			p := f.parts(t, req, svm.TokenProgram)
+			tc.parts(p)
+			tx, b64 := p.build(t)
+			payload := paymentPayload(req, b64)
+
+			payment, err := f.verifier.Verify(ctx, req, payload)
+			require.NoError(t, err)
+
+			msg, err := tx.Message.MarshalBinary()
+			require.NoError(t, err)
+			wantSig := ed25519.Sign(ed25519.PrivateKey(f.authority), msg)
+			require.Equal(t, x402.SolanaMainnet, payment.Network)
+			require.Equal(t, f.authority.PublicKey().String(), payment.Payer)
+			require.Equal(t, base58.Encode(wantSig), payment.Nonce)
+			require.Equal(t, "10000", payment.Amount)
+			require.Equal(t, "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", payment.Asset)
+			var back x402.PaymentPayload
+			require.NoError(t, json.Unmarshal(payment.Payload, &back))
+			require.Equal(t, *payload, back)
+			require.Contains(t, f.node.simulated(), b64, "the node simulated the transaction as sent")
+
+			payer, nonce, err := svm.Identify(payload)
+			require.NoError(t, err)
+			require.Equal(t, payment.Payer, payer)
+			require.Equal(t, payment.Nonce, nonce)
+		})
+	}
+}
+
+func TestVerifier_Refusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	stranger := newKey(t)
+
+	testCases := []struct {
+		name string
+		// req changes the seller's requirement; the client pays it.
+		req func(req *x402.Requirements)
+		// parts changes what the client builds.
+		parts func(p *parts)
+		// payload changes the payload after signing.
+		payload    func(pp *x402.PaymentPayload)
+		wantReason string
+	}{
+		{
+			name:       "nok, scheme of the payload",
+			payload:    func(pp *x402.PaymentPayload) { pp.Accepted.Scheme = "upto" },
+			wantReason: svm.ReasonScheme,
+		},
+		{
+			name:       "nok, scheme of the requirement",
+			req:        func(req *x402.Requirements) { req.Scheme = "upto" },
+			wantReason: svm.ReasonScheme,
+		},
+		{
+			name:       "nok, network",
+			payload:    func(pp *x402.PaymentPayload) { pp.Accepted.Network = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1" },
+			wantReason: svm.ReasonNetworkMismatch,
+		},
+		{
+			name:       "nok, requirement names no fee payer",
+			req:        func(req *x402.Requirements) { req.Extra = json.RawMessage(`{"memo":"m"}`) },
+			wantReason: svm.ReasonMissingFeePayer,
+		},
+		{
+			name: "nok, requirement names another fee payer",
+			req: func(req *x402.Requirements) {
+				req.Extra = json.RawMessage(`{"feePayer":"` + stranger.PublicKey().String() + `"}`)
+			},
+			wantReason: svm.ReasonFeePayerNotManaged,
+		},
+		{
+			name:       "nok, transaction paid by another fee payer",
+			parts:      func(p *parts) { p.feePayer = stranger.PublicKey() },
+			wantReason: svm.ReasonFeePayerNotManaged,
+		},
+		{
+			name:       "nok, payload is an EVM payload",
+			payload:    func(pp *x402.PaymentPayload) { pp.Payload = json.RawMessage(`{"signature":"0x12","authorization":{}}`) },
+			wantReason: svm.ReasonCouldNotBeDecoded,
+		},
+		{
+			name:       "nok, transaction is not base64",
+			payload:    func(pp *x402.PaymentPayload) { pp.Payload = json.RawMessage(`{"transaction":"not base64!"}`) },
+			wantReason: svm.ReasonCouldNotBeDecoded,
+		},
+		{
+			name:       "nok, transaction truncated",
+			payload:    func(pp *x402.PaymentPayload) { editTx(pp, func(raw []byte) []byte { return raw[:len(raw)-20] }) },
+			wantReason: svm.ReasonCouldNotBeDecoded,
+		},
+		{
+			name:       "nok, bytes after the transaction",
+			payload:    func(pp *x402.PaymentPayload) { editTx(pp, func(raw []byte) []byte { return append(raw, 0) }) },
+			wantReason: svm.ReasonCouldNotBeDecoded,
+		},
+		{
+			name: "nok, address table lookup",
+			parts: func(p *parts) {
+				p.tamper = func(tx *solana.Transaction) {
+					tx.Message.SetAddressTableLookups([]solana.MessageAddressTableLookup{{AccountKey: stranger.PublicKey(), ReadonlyIndexes: []byte{0}}})
+				}
+			},
+			wantReason: svm.ReasonCouldNotBeDecoded,
+		},
+		{
+			name:       "nok, two instructions",
+			parts:      func(p *parts) { p.ixs = p.ixs[:2] },
+			wantReason: svm.ReasonInstructionsLength,
+		},
+		{
+			name:       "nok, seven instructions",
+			parts:      func(p *parts) { p.ixs = append(p.ixs, memo("a"), memo("b"), memo("c")) },
+			wantReason: svm.ReasonInstructionsLength,
+		},
+		{
+			name:       "nok, no compute limit first",
+			parts:      func(p *parts) { p.ixs[0] = memo("limit") },
+			wantReason: svm.ReasonComputeLimit,
+		},
+		{
+			name:       "nok, compute price where the limit goes",
+			parts:      func(p *parts) { p.ixs[0] = computePrice(1) },
+			wantReason: svm.ReasonComputeLimit,
+		},
+		{
+			name:       "nok, compute limit where the price goes",
+			parts:      func(p *parts) { p.ixs[1] = computeLimit(1) },
+			wantReason: svm.ReasonComputePrice,
+		},
+		{
+			name:       "nok, compute price too high",
+			parts:      func(p *parts) { p.ixs[1] = computePrice(svm.MaxComputeUnitPrice + 1) },
+			wantReason: svm.ReasonComputePriceTooHigh,
+		},
+		{
+			name: "nok, Transfer instead of TransferChecked",
+			parts: func(p *parts) {
+				ix := p.ixs[2].(*solana.GenericInstruction)
+				ix.DataBytes = append([]byte{3}, ix.DataBytes[1:9]...)
+			},
+			wantReason: svm.ReasonNoTransfer,
+		},
+		{
+			name: "nok, TransferChecked of another program",
+			parts: func(p *parts) {
+				p.ixs[2].(*solana.GenericInstruction).ProgID = stranger.PublicKey()
+			},
+			wantReason: svm.ReasonNoTransfer,
+		},
+		{
+			name: "nok, fee payer is the transfer authority",
+			parts: func(p *parts) {
+				fp := f.feePayer.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, fp, f.mint, svm.TokenProgram), f.mint, ata(t, f.payTo, f.mint, svm.TokenProgram), fp, 10000)
+			},
+			wantReason: svm.ReasonFeePayerTransferring,
+		},
+		{
+			name: "nok, source is the fee payer's token account",
+			parts: func(p *parts) {
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, f.feePayer.PublicKey(), f.mint, svm.TokenProgram), f.mint,
+					ata(t, f.payTo, f.mint, svm.TokenProgram), f.authority.PublicKey(), 10000)
+			},
+			wantReason: svm.ReasonFeePayerTransferring,
+		},
+		{
+			name: "nok, another mint",
+			parts: func(p *parts) {
+				other := stranger.PublicKey()
+				owner := f.authority.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, other, svm.TokenProgram), other, ata(t, f.payTo, other, svm.TokenProgram), owner, 10000)
+			},
+			wantReason: svm.ReasonMintMismatch,
+		},
+		{
+			name: "nok, pays the owner instead of its token account",
+			parts: func(p *parts) {
+				owner := f.authority.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, f.payTo, owner, 10000)
+			},
+			wantReason: svm.ReasonRecipientMismatch,
+		},
+		{
+			name: "nok, pays the Token-2022 account with SPL Token",
+			parts: func(p *parts) {
+				owner := f.authority.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, ata(t, f.payTo, f.mint, svm.Token2022Program), owner, 10000)
+			},
+			wantReason: svm.ReasonRecipientMismatch,
+		},
+		{
+			name: "nok, pays more than the price",
+			parts: func(p *parts) {
+				owner := f.authority.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, ata(t, f.payTo, f.mint, svm.TokenProgram), owner, 10001)
+			},
+			wantReason: svm.ReasonAmountMismatch,
+		},
+		{
+			name:       "nok, unknown fourth instruction",
+			parts:      func(p *parts) { p.ixs[3] = computeLimit(1) },
+			wantReason: svm.ReasonUnknownFourth,
+		},
+		{
+			name:       "nok, unknown fifth instruction",
+			parts:      func(p *parts) { p.ixs = append(p.ixs, computePrice(1)) },
+			wantReason: svm.ReasonUnknownFifth,
+		},
+		{
+			name: "nok, unknown sixth instruction",
+			parts: func(p *parts) {
+				p.ixs = append(p.ixs, lighthouse(), memo(""))
+				p.ixs[5] = solana.NewInstruction(solana.SystemProgramID, nil, []byte{2})
+			},
+			wantReason: svm.ReasonUnknownSixth,
+		},
+		{
+			name:       "nok, memo required and absent",
+			req:        func(req *x402.Requirements) { setMemo(f, req, "order-1") },
+			parts:      func(p *parts) { p.ixs = p.ixs[:3] },
+			wantReason: svm.ReasonMemoCount,
+		},
+		{
+			name:       "nok, memo differs",
+			req:        func(req *x402.Requirements) { setMemo(f, req, "order-1") },
+			wantReason: svm.ReasonMemoMismatch,
+		},
+		{
+			name:       "nok, authority has not signed",
+			parts:      func(p *parts) { p.signers = nil },
+			wantReason: svm.ReasonSignatureInvalid,
+		},
+		{
+			name: "nok, authority is not a signer",
+			parts: func(p *parts) {
+				p.ixs[2].(*solana.GenericInstruction).AccountValues[3].IsSigner = false
+			},
+			wantReason: svm.ReasonSignatureInvalid,
+		},
+		{
+			name:       "nok, signature altered",
+			parts:      func(p *parts) { p.tamper = func(tx *solana.Transaction) { tx.Signatures[1][7] ^= 1 } },
+			wantReason: svm.ReasonSignatureInvalid,
+		},
+		{
+			name: "nok, message changed after signing",
+			parts: func(p *parts) {
+				p.tamper = func(tx *solana.Transaction) { tx.Message.RecentBlockhash = solana.Hash(stranger.PublicKey()) }
+			},
+			wantReason: svm.ReasonSignatureInvalid,
+		},
+		{
+			name:       "nok, simulation fails: balance below the price",
+			req:        func(req *x402.Requirements) { req.Amount = "1000001" },
+			wantReason: svm.ReasonSimulationFailed,
+		},
+	}
+	for _, tc := range testCases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := f.requirement()
+			if tc.req != nil {
+				tc.req(req)
+			}
+			p := f.parts(t, req, svm.TokenProgram)
+			if tc.parts != nil {
+				tc.parts(p)
+			}
+			_, b64 := p.build(t)
+			payload := paymentPayload(f.requirement(), b64)
+			payload.Accepted = *req
+			if tc.payload != nil {
+				tc.payload(payload)
+			}
+			_, err := f.verifier.Verify(ctx, req, payload)
+			var refusal *x402.Refusal
+			require.ErrorAs(t, err, &refusal)
+			require.Equal(t, tc.wantReason, refusal.Reason, refusal.Message)
+		})
+	}
+}
+
+func TestVerifier_NodeDown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream unavailable", http.StatusBadGateway)
+	}))
+	t.Cleanup(down.Close)
+	v, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey(), Simulator: svm.NewRPCSimulator(down.URL, nil)})
+	require.NoError(t, err)
+	req := f.requirement()
+	_, b64 := f.parts(t, req, svm.TokenProgram).build(t)
+
+	_, err = v.Verify(context.Background(), req, paymentPayload(req, b64))
+	require.Error(t, err)
+	var refusal *x402.Refusal
+	require.False(t, errors.As(err, &refusal), "an unreachable node is not a refusal: %v", err)
+
+	// Without a simulator the same payment is accepted.
+	v, err = svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey()})
+	require.NoError(t, err)
+	_, err = v.Verify(context.Background(), req, paymentPayload(req, b64))
+	require.NoError(t, err)
+}
+
+func TestIdentify_Refusals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	req := f.requirement()
+	testCases := []struct {
+		name       string
+		parts      func(p *parts)
+		payload    func(pp *x402.PaymentPayload)
+		wantReason string
+	}{
+		{name: "nok, not a transaction", payload: func(pp *x402.PaymentPayload) { pp.Payload = json.RawMessage(`{"transaction":"AQID"}`) }, wantReason: svm.ReasonCouldNotBeDecoded},
+		{name: "nok, no transfer", parts: func(p *parts) { p.ixs[2] = memo("x") }, wantReason: svm.ReasonNoTransfer},
+		{name: "nok, unsigned", parts: func(p *parts) { p.signers = nil }, wantReason: svm.ReasonSignatureInvalid},
+	}
+	for _, tc := range testCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := f.parts(t, req, svm.TokenProgram)
+			if tc.parts != nil {
+				tc.parts(p)
+			}
+			_, b64 := p.build(t)
+			payload := paymentPayload(req, b64)
+			if tc.payload != nil {
+				tc.payload(payload)
+			}
+			_, _, err := svm.Identify(payload)
+			var refusal *x402.Refusal
+			require.ErrorAs(t, err, &refusal)
+			require.Equal(t, tc.wantReason, refusal.Reason)
+		})
+	}
+}
+
+func TestAssociatedTokenAddress(t *testing.T) {
+	t.Parallel()
+	// Addresses as `spl-token address --owner ... --token ...` prints them.
+	testCases := []struct {
+		name, owner, mint string
+		program           solana.PublicKey
+		want              string
+	}{
+		{"ok, USDC", "3h1zGmCwsRJnVk5BuRNMLsPaQu1y2aqXqXDWYCgrp5UG", "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", svm.TokenProgram, "3uetDDizgTtadDHZzyy9BqxrjQcozMEkxzbKhfZF4tG3"},
+		{"ok, USDC, another owner", "AAAGuCgkmxYDTiBvzx1QT5XEjqXPRtQaiEXQo4gatD2o", "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", svm.TokenProgram, "Cra8woRQhnHsGAmFWcCN1m7A9J44ykNfGpehi6dMBuKR"},
+		{"ok, Token-2022", "AAAGuCgkmxYDTiBvzx1QT5XEjqXPRtQaiEXQo4gatD2o", "CKfatsPMUf8SkiURsDXs7eK6GWb4Jsd6UDbs7twMCWxo", svm.Token2022Program, "GPtCoaz35vdCrFbyhxcRrkYvECrUkrBX6CoRZEv8EQDw"},
+	}
+	for _, tc := range testCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := svm.AssociatedTokenAddress(solana.MustPublicKeyFromBase58(tc.owner), solana.MustPublicKeyFromBase58(tc.mint), tc.program)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.String())
+		})
+	}
+}
+
+func TestParsePrivateKey(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	array, err := json.Marshal(func() []int {
+		out := make([]int, len(key))
+		for i, b := range key {
+			out[i] = int(b)
+		}
+		return out
+	}())
+	require.NoError(t, err)
+	for _, s := range []string{key.String(), " " + key.String() + "\n", string(array)} {
+		got, err := svm.ParsePrivateKey(s)
+		require.NoError(t, err)
+		require.Equal(t, key.PublicKey(), got.PublicKey())
+	}
+	for _, s := range []string{"", "not-base58-0OIl", key.PublicKey().String(), "[1,2,3]", "[300]"} {
+		_, err := svm.ParsePrivateKey(s)
+		require.Error(t, err, "%q", s)
+	}
+}
+
+func setMemo(f *fixture, req *x402.Requirements, m string) {
+	req.Extra, _ = json.Marshal(x402.SVMExtra{FeePayer: f.feePayer.PublicKey().String(), Memo: m})
+}
+
+// editTx rewrites the raw transaction of an exact Solana payload.
+func editTx(pp *x402.PaymentPayload, edit func(raw []byte) []byte) {
+	var sp x402.ExactSVMPayload
+	_ = json.Unmarshal(pp.Payload, &sp)
+	raw, _ := base64.StdEncoding.DecodeString(sp.Transaction)
+	pp.Payload, _ = json.Marshal(x402.ExactSVMPayload{Transaction: base64.StdEncoding.EncodeToString(edit(raw))})
+}
+
+// fakeNode is a Solana JSON-RPC endpoint answering simulateTransaction as
+// mainnet would for a buyer holding balance of the mint: a TransferChecked
+// of more fails with the token program's InsufficientFunds (custom error 1).
+type fakeNode struct {
+	server  *httptest.Server
+	balance uint64
+
+	mu  sync.Mutex
+	txs []string
+}
+
+func newFakeNode(t *testing.T, balance uint64) *fakeNode {
+	n := &fakeNode{balance: balance}
+	n.server = httptest.NewServer(http.HandlerFunc(n.serve))
+	t.Cleanup(n.server.Close)
+	return n
+}
+
+func (n *fakeNode) simulated() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.txs...)
+}
+
+func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		JSONRPC string            `json:"jsonrpc"`
+		ID      json.RawMessage   `json:"id"`
+		Method  string            `json:"method"`
+		Params  []json.RawMessage `json:"params"`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	rpcErr := func(code int, msg string) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": code, "message": msg}})
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" {
+		rpcErr(-32700, "Parse error")
+		return
+	}
+	if req.Method != "simulateTransaction" {
+		rpcErr(-32601, "Method not found")
+		return
+	}
+	var txb64 string
+	var cfg struct {
+		Encoding   string `json:"encoding"`
+		SigVerify  bool   `json:"sigVerify"`
+		Commitment string `json:"commitment"`
+	}
+	if len(req.Params) != 2 || json.Unmarshal(req.Params[0], &txb64) != nil || json.Unmarshal(req.Params[1], &cfg) != nil || cfg.Encoding != "base64" {
+		rpcErr(-32602, "Invalid params")
+		return
+	}
+	tx, err := solana.TransactionFromBase64(txb64)
+	if err != nil {
+		rpcErr(-32602, "invalid transaction: failed to deserialize")
+		return
+	}
+	if cfg.SigVerify {
+		// The fee payer has not signed yet.
+		rpcErr(-32003, "Transaction signature verification failure")
+		return
+	}
+	n.mu.Lock()
+	n.txs = append(n.txs, txb64)
+	n.mu.Unlock()
+	value := map[string]any{"err": nil, "logs": []string{"Program TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA success"}, "accounts": nil, "unitsConsumed": 6200, "returnData": nil}
+	if data := tx.Message.Instructions[2].Data; len(data) == 10 && binary.LittleEndian.Uint64(data[1:9]) > n.balance {
+		value["err"] = map[string]any{"InstructionError": []any{2, map[string]any{"Custom": 1}}}
+		value["logs"] = []string{"Program log: Error: insufficient funds", "Program TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA failed: custom program error: 0x1"}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0", "id": req.ID,
+		"result": map[string]any{"context": map[string]any{"apiVersion": "2.2.0", "slot": 318_000_000}, "value": value},
+	})
+}
+
+// The package plugs into the seller as its "solana" scheme.
+var _ = x402.Scheme{Verifier: (*svm.Verifier)(nil), Identify: svm.Identify}
