@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // Payment is a verified payment for one call, kept with the call until it is
@@ -94,4 +96,18 @@ type SchemeVerifier interface {
 	// payment, or a *Refusal with the reason of x402.md. An error that is not
 	// a *Refusal means the check could not be made (chain unreachable).
 	Verify(ctx context.Context, req *Requirements, payload *PaymentPayload) (*Payment, error)
+}
+
+// Settlers settles each payment with the settler of its network's CAIP-2
+// namespace ("eip155", "solana"). It implements Settler.
+type Settlers map[string]Settler
+
+// Settle settles p with the settler of its namespace.
+func (s Settlers) Settle(ctx context.Context, p *Payment) (*SettleResponse, error) {
+	namespace, _, _ := strings.Cut(p.Network, ":")
+	settler, ok := s[namespace]
+	if !ok {
+		return nil, fmt.Errorf("settle: no settler for %s", p.Network)
+	}
+	return settler.Settle(ctx, p)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/svm"
 )
 
 // buildPayments builds the payment step of the configured settlement mode:
@@ -72,6 +73,30 @@ func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *
 	case "facilitator":
 		catCfg.EVMNetworks = []string{devchainNetwork}
 	}
+	schemes := map[string]x402.Scheme{"eip155": {Verifier: verifier, Identify: evm.Identify}}
+	settlers := x402.Settlers{"eip155": settler}
+	// Solana is offered only when it can be settled: a fee payer key, an
+	// RPC endpoint and a receiving wallet.
+	if cfg.SolanaFeePayer != "" && cfg.RPCURLSolana != "" && cfg.PayToSolana != "" {
+		key, err := svm.ParsePrivateKey(cfg.SolanaFeePayer)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("SOLANA_FEE_PAYER_KEY: %w", err)
+		}
+		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil)})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		ss, err := svm.NewSettler(svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		catCfg.Solana = &x402.SolanaOffer{PayTo: cfg.PayToSolana, FeePayer: key.PublicKey().String()}
+		schemes["solana"] = x402.Scheme{Verifier: sv, Identify: svm.Identify}
+		settlers["solana"] = ss
+	}
 	catalog, err := x402.NewCatalog(specs, catCfg)
 	if err != nil {
 		closeAll()
@@ -82,8 +107,6 @@ func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *
 			logger.WarnContext(ctx, "operation not sold", "op", e.Spec.Name, "reason", e.BlockedReason)
 		}
 	}
-	seller := x402.NewSeller(catalog, map[string]x402.Scheme{
-		"eip155": {Verifier: verifier, Identify: evm.Identify},
-	})
-	return &paymentStack{verifier: seller, settler: settler, close: closeAll}, nil
+	seller := x402.NewSeller(catalog, schemes)
+	return &paymentStack{verifier: seller, settler: settlers, close: closeAll}, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"math/big"
@@ -18,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/gagliardetto/solana-go"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
@@ -312,4 +314,42 @@ func TestRPCSettlement(t *testing.T) {
 	after, err := chain.BalanceOf(ctx, payTo)
 	require.NoError(t, err)
 	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(after, before))
+}
+
+// TestSolanaOffered checks that the Solana option is quoted exactly when its
+// three settings are present, with the fee payer in extra.
+func TestSolanaOffered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, priv, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	feePayer := solana.PrivateKey(priv)
+	quote := func(extra map[string]string) x402.PaymentRequired {
+		db := dbtest.Schema(ctx, t)
+		env := map[string]string{"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0",
+			"LOG_LEVEL": "warn", "DEVCHAIN_RPC_ADDR": freeAddr(t)}
+		for k, v := range extra {
+			env[k] = v
+		}
+		base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+		resp, err := http.Post(base+"/api/x402/regex", "application/json", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		var pr x402.PaymentRequired
+		require.NoError(t, x402.DecodeHeader(resp.Header.Get("PAYMENT-REQUIRED"), &pr))
+		return pr
+	}
+	solanaEnv := map[string]string{"SOLANA_FEE_PAYER_KEY": feePayer.String(), "RPC_URL_SOLANA": "http://127.0.0.1:1",
+		"PAY_TO_SOLANA": "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"}
+	pr := quote(solanaEnv)
+	require.Len(t, pr.Accepts, 2)
+	sol := pr.Accepts[1]
+	require.Equal(t, x402.SolanaMainnet, sol.Network)
+	require.Equal(t, "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", sol.Asset)
+	require.Equal(t, "10000", sol.Amount)
+	require.Equal(t, solanaEnv["PAY_TO_SOLANA"], sol.PayTo)
+	require.JSONEq(t, `{"feePayer":"`+feePayer.PublicKey().String()+`"}`, string(sol.Extra))
+
+	delete(solanaEnv, "RPC_URL_SOLANA")
+	require.Len(t, quote(solanaEnv).Accepts, 1, "no Solana option it cannot settle")
 }

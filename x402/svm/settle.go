@@ -1,0 +1,233 @@
+package svm
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// SettlerConfig configures a Settler.
+type SettlerConfig struct {
+	// Key is the fee payer (SOLANA_FEE_PAYER_KEY): it co-signs every
+	// payment transaction as account 0. Required.
+	Key solana.PrivateKey
+	// URL is the Solana JSON-RPC endpoint (RPC_URL_SOLANA). Required.
+	URL string
+	// Client defaults to an http.Client with a 15-second timeout.
+	Client *http.Client
+	// Poll is the pause between two status checks. Defaults to 1 s.
+	Poll time.Duration
+	// Polls bounds the status checks of one Settle. Defaults to 30.
+	Polls int
+}
+
+// Settler settles exact Solana payments: it signs the payer's transaction
+// as fee payer, sends it and waits until it is confirmed. It implements
+// x402.Settler.
+//
+// Settle is idempotent: the fee payer's signature is deterministic
+// (ed25519), so it names the transaction before it is sent; a retried
+// Settle first asks for that signature's status and does not send twice.
+type Settler struct {
+	cfg SettlerConfig
+}
+
+var _ x402.Settler = (*Settler)(nil)
+
+// NewSettler returns a Settler for cfg.
+func NewSettler(cfg SettlerConfig) (*Settler, error) {
+	if len(cfg.Key) != 64 || cfg.URL == "" {
+		return nil, errors.New("svm settler: a 64-byte fee payer key and an RPC URL are required")
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 15 * time.Second}
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.Polls <= 0 {
+		cfg.Polls = 30
+	}
+	return &Settler{cfg: cfg}, nil
+}
+
+// Reasons of failed settlements.
+const (
+	ReasonTransactionFailed = "transaction_failed"
+)
+
+// Settle signs, sends and confirms the payment's transaction. A transaction
+// that fails on chain is a SettleResponse with Success false; an
+// unreachable node or an unconfirmed transaction is an error (try again).
+func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return nil, fmt.Errorf("settle: payment payload: %w", err)
+	}
+	ptx, err := decodeTransaction(payload.Payload)
+	if err != nil {
+		return &x402.SettleResponse{Success: false, ErrorReason: ReasonCouldNotBeDecoded, Network: p.Network, Payer: p.Payer}, nil
+	}
+	if ptx.feePayer() != s.cfg.Key.PublicKey() {
+		return &x402.SettleResponse{Success: false, ErrorReason: ReasonFeePayerNotManaged, Network: p.Network, Payer: p.Payer}, nil
+	}
+	sig, err := s.cfg.Key.Sign(ptx.message)
+	if err != nil {
+		return nil, fmt.Errorf("settle: sign: %w", err)
+	}
+	ptx.tx.Signatures[0] = sig
+	var raw bytes.Buffer
+	raw.WriteByte(byte(len(ptx.tx.Signatures))) // < 128: one compact-u16 byte
+	for _, sg := range ptx.tx.Signatures {
+		raw.Write(sg[:])
+	}
+	raw.Write(ptx.message)
+	id := sig.String()
+	ok := &x402.SettleResponse{Success: true, Transaction: id, Network: p.Network, Payer: p.Payer}
+	failed := &x402.SettleResponse{Success: false, ErrorReason: ReasonTransactionFailed, Network: p.Network, Payer: p.Payer}
+
+	// Sent by an earlier attempt?
+	st, err := s.status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case st == statusConfirmed:
+		return ok, nil
+	case st == statusFailed:
+		return failed, nil
+	case st == statusUnknown:
+		if err := s.send(ctx, base64.StdEncoding.EncodeToString(raw.Bytes())); err != nil {
+			var txErr *SimulationError
+			if errors.As(err, &txErr) {
+				return failed, nil
+			}
+			return nil, err
+		}
+	}
+	for i := 0; i < s.cfg.Polls; i++ {
+		select {
+		case <-time.After(s.cfg.Poll):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		st, err := s.status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		switch st {
+		case statusConfirmed:
+			return ok, nil
+		case statusFailed:
+			return failed, nil
+		}
+	}
+	return nil, fmt.Errorf("settle: transaction %s not confirmed after %d checks", id, s.cfg.Polls)
+}
+
+type txStatus int
+
+const (
+	statusUnknown txStatus = iota
+	statusPending
+	statusConfirmed
+	statusFailed
+)
+
+// status asks getSignatureStatuses (searching the transaction history).
+func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
+	var out struct {
+		Value []*struct {
+			Err                json.RawMessage `json:"err"`
+			ConfirmationStatus string          `json:"confirmationStatus"`
+		} `json:"value"`
+	}
+	if err := s.call(ctx, "getSignatureStatuses", []any{[]string{id}, map[string]bool{"searchTransactionHistory": true}}, &out); err != nil {
+		return statusUnknown, err
+	}
+	if len(out.Value) == 0 || out.Value[0] == nil {
+		return statusUnknown, nil
+	}
+	v := out.Value[0]
+	if len(v.Err) > 0 && string(v.Err) != "null" {
+		return statusFailed, nil
+	}
+	if v.ConfirmationStatus == "confirmed" || v.ConfirmationStatus == "finalized" {
+		return statusConfirmed, nil
+	}
+	return statusPending, nil
+}
+
+// send sends the signed transaction. A transaction the node refuses is a
+// *SimulationError; "already processed" is success.
+func (s *Settler) send(ctx context.Context, txBase64 string) error {
+	var id string
+	err := s.call(ctx, "sendTransaction", []any{txBase64, map[string]any{"encoding": "base64", "preflightCommitment": "confirmed"}}, &id)
+	var rerr *rpcCallError
+	if errors.As(err, &rerr) {
+		if strings.Contains(strings.ToLower(rerr.Message), "already been processed") {
+			return nil
+		}
+		if txErrorCodes[rerr.Code] {
+			return &SimulationError{Err: rerr.Message}
+		}
+	}
+	return err
+}
+
+type rpcCallError struct {
+	Code    int
+	Message string
+}
+
+func (e *rpcCallError) Error() string { return fmt.Sprintf("RPC error %d: %s", e.Code, e.Message) }
+
+// call makes one JSON-RPC call and decodes its result into out.
+func (s *Settler) call(ctx context.Context, method string, params []any, out any) error {
+	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: 1, Method: method, Params: params})
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCResponse))
+	if err != nil {
+		return fmt.Errorf("%s: read answer: %w", method, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d: %s", method, resp.StatusCode, truncate(raw, 200))
+	}
+	var env struct {
+		Result json.RawMessage `json:"result"`
+		Error  *rpcError       `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return fmt.Errorf("%s: answer is not JSON-RPC: %w", method, err)
+	}
+	if env.Error != nil {
+		return fmt.Errorf("%s: %w", method, &rpcCallError{Code: env.Error.Code, Message: env.Error.Message})
+	}
+	if err := json.Unmarshal(env.Result, out); err != nil {
+		return fmt.Errorf("%s: result: %w", method, err)
+	}
+	return nil
+}
