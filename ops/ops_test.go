@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -296,22 +297,27 @@ func TestLogsCarryCallID(t *testing.T) {
 	s := startService(ctx, t, testToken)
 	callID := s.paidCallID(t, "test:0xa11ce:logs-1")
 
+	// The settlement's line may be written just after the answer left.
 	var request, job, settle bool
-	for _, line := range strings.Split(strings.TrimSpace(s.Logs.String()), "\n") {
-		var rec map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
-		if rec["call_id"] != callID {
-			continue
+	require.Eventually(t, func() bool {
+		request, job, settle = false, false, false
+		for _, line := range strings.Split(strings.TrimSpace(s.Logs.String()), "\n") {
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+			if rec["call_id"] != callID {
+				continue
+			}
+			switch {
+			case rec["msg"] == "request" && rec["path"] == "/api/x402/diff" && rec["status"] == float64(200):
+				request = true
+			case rec["msg"] == "job succeeded" && rec["op"] == "diff":
+				job = true
+			case rec["msg"] == "settlement done":
+				settle = true
+			}
 		}
-		switch {
-		case rec["msg"] == "request" && rec["path"] == "/api/x402/diff" && rec["status"] == float64(200):
-			request = true
-		case rec["msg"] == "job succeeded" && rec["op"] == "diff":
-			job = true
-		case rec["msg"] == "settlement done":
-			settle = true
-		}
-	}
+		return request && job && settle
+	}, 5*time.Second, 20*time.Millisecond)
 	require.True(t, request, "a request line with the call id")
 	require.True(t, job, "a job line with the call id")
 	require.True(t, settle, "a settlement job line with the call id")
