@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -56,21 +55,11 @@ func (x *xindex) hosts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := x.reader.Summary(ctx)
+	totals, err := x.reader.Totals(ctx)
 	if err != nil {
 		return err
 	}
-	var lastAt *time.Time
-	if s.Crawl.LastAt != nil {
-		lastAt = s.Crawl.LastAt
-	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"ok":    true,
-		"hosts": hosts,
-		"summary": map[string]any{
-			"services_indexed": s.ServicesIndexed, "hosts_known": s.HostsKnown, "last_at": lastAt,
-		},
-	})
+	return c.JSON(http.StatusOK, map[string]any{"ok": true, "hosts": hosts, "summary": totals})
 }
 
 func (x *xindex) htmlPage(c echo.Context) error {
@@ -91,7 +80,7 @@ func (x *xindex) htmlPage(c echo.Context) error {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q, Sort: sort}); err != nil {
+	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q, Sort: sort, Limit: limit}); err != nil {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())

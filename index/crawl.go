@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,24 +37,35 @@ type CrawlerConfig struct {
 	Client *http.Client
 	// Sources are the listing URLs.
 	Sources []string
-	// PageSize is the limit asked of each page. Defaults to 100.
+	// PageSize is the limit asked of each page. Defaults to 100, the
+	// largest the Bazaar list serves.
 	PageSize int
-	// PagesPerRun is how many pages of each source one run reads.
-	// Defaults to 5.
+	// PagesPerRun is how many pages of each source one periodic run reads.
+	// Defaults to 10.
 	PagesPerRun int
 	// Gap is the polite pause between two pages of a source. Defaults to
-	// 1 s.
+	// 1 s; negative means none (tests).
 	Gap time.Duration
 	// Backoff is the first pause after a 429, a 5xx or a network error;
-	// it doubles with each failure, up to an hour. Defaults to 1 minute.
+	// it doubles with each further failure, up to MaxBackoff. A longer
+	// Retry-After is honoured. Defaults to 30 s.
 	Backoff time.Duration
+	// MaxBackoff caps the pause. Defaults to 1 hour.
+	MaxBackoff time.Duration
+	// Attempts is how many failures in a row FullPass accepts from a
+	// source (waiting out each backoff) before it gives the source up.
+	// Defaults to 4.
+	Attempts int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics counts pages by outcome. Nil counts nothing.
 	Metrics *metrics.Metrics
 }
 
-// Crawler reads discovery listings from their saved cursors.
+// Crawler reads discovery listings page by page from their saved cursors.
+// Each page is recorded in its own short transaction, so a crawl resumes
+// where it stopped after any crash, and two crawlers on one source never
+// record the same page twice.
 type Crawler struct {
 	cfg CrawlerConfig
 }
@@ -66,13 +79,19 @@ func NewCrawler(cfg CrawlerConfig) *Crawler {
 		cfg.PageSize = 100
 	}
 	if cfg.PagesPerRun <= 0 {
-		cfg.PagesPerRun = 5
+		cfg.PagesPerRun = 10
 	}
 	if cfg.Gap == 0 {
 		cfg.Gap = time.Second
 	}
 	if cfg.Backoff <= 0 {
-		cfg.Backoff = time.Minute
+		cfg.Backoff = 30 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = time.Hour
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 4
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -80,22 +99,69 @@ func NewCrawler(cfg CrawlerConfig) *Crawler {
 	return &Crawler{cfg: cfg}
 }
 
-// ErrBackingOff is returned for a source that is waiting after failures.
+// Sources returns the listing URLs the crawler reads.
+func (c *Crawler) Sources() []string { return c.cfg.Sources }
+
+// ErrBackingOff is matched by a BackoffError: the source is waiting after
+// failures.
 var ErrBackingOff = errors.New("source is backing off")
+
+// BackoffError is returned for a source that is waiting after failures.
+type BackoffError struct {
+	Source string
+	// Until is when the source may be read again.
+	Until time.Time
+}
+
+// Error says which source waits and until when.
+func (e *BackoffError) Error() string {
+	return fmt.Sprintf("index: %s is backing off until %s", e.Source, e.Until.Format(time.RFC3339))
+}
+
+// Is makes a BackoffError match ErrBackingOff.
+func (e *BackoffError) Is(target error) bool { return target == ErrBackingOff }
+
+// PageError is a page that could not be read. The source backs off.
+type PageError struct {
+	Source string
+	Offset int
+	// Status is the HTTP status, 0 when there was no response.
+	Status int
+	// Retryable is set for what waiting may cure: a 429, a 5xx, a network
+	// error. A 404 or a body that is not a listing is not.
+	Retryable bool
+	Err       error
+}
+
+// Error names the source, the offset and the cause.
+func (e *PageError) Error() string {
+	return fmt.Sprintf("index: page at %d of %s: %v", e.Offset, e.Source, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *PageError) Unwrap() error { return e.Err }
 
 // Step is the outcome of reading one page.
 type Step struct {
-	Source   string
-	Cursor   int
-	Total    int
-	Count    int
-	Changed  int
+	Source string
+	// Cursor is the offset the page reached (where the next page of the
+	// pass begins; a pass that ended starts again at 0).
+	Cursor int
+	// Total is the listing's total as last reported.
+	Total int
+	// Count is the number of items the page carried.
+	Count int
+	// Changed is the number of resources indexed or changed by the page.
+	Changed int
+	// PassDone is set when the page ended a pass of the source.
 	PassDone bool
-	Retired  int
+	// Retired is the number of resources the end of the pass retired.
+	Retired int
 }
 
-// Run reads up to PagesPerRun pages of each source, each page in its own
-// short transaction. A source that fails backs off; others go on.
+// Run reads up to PagesPerRun pages of each source (the periodic job). A
+// source that fails backs off and the others go on; a source another
+// crawler is reading is left to it.
 func (c *Crawler) Run(ctx context.Context, progress func(Step)) error {
 	var errs []error
 	for _, src := range c.cfg.Sources {
@@ -104,10 +170,18 @@ func (c *Crawler) Run(ctx context.Context, progress func(Step)) error {
 				return ctx.Err()
 			}
 			step, err := c.Page(ctx, src)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, ErrBackingOff) {
+				break
+			}
+			if errors.Is(err, store.ErrConflict) {
+				c.cfg.Logger.InfoContext(ctx, "index: another crawler read the page first", "source", src)
+				break
+			}
 			if err != nil {
-				if !errors.Is(err, ErrBackingOff) {
-					errs = append(errs, err)
-				}
+				errs = append(errs, err)
 				break
 			}
 			if progress != nil {
@@ -122,33 +196,62 @@ func (c *Crawler) Run(ctx context.Context, progress func(Step)) error {
 }
 
 // FullPass reads every source until it completes a pass (x402d index
-// crawl), waiting out backoffs.
+// crawl). It waits out backoffs; a source that fails Attempts times in a
+// row, or fails in a way waiting cannot cure, is given up and its error
+// returned once the other sources are done.
 func (c *Crawler) FullPass(ctx context.Context, progress func(Step)) error {
+	var errs []error
 	for _, src := range c.cfg.Sources {
-		for first := true; ; first = false {
-			if !first && !sleep(ctx, c.cfg.Gap) {
+		if err := c.passOf(ctx, src, progress); err != nil {
+			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			step, err := c.Page(ctx, src)
-			if errors.Is(err, ErrBackingOff) {
-				continue
-			}
-			if err != nil {
-				c.cfg.Logger.WarnContext(ctx, "index: page failed, backing off", "source", src, "error", err)
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				continue
-			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// passOf reads src until its pass ends, or gives it up.
+func (c *Crawler) passOf(ctx context.Context, src string, progress func(Step)) error {
+	failures := 0
+	for first := true; ; first = false {
+		if !first && !sleep(ctx, c.cfg.Gap) {
+			return ctx.Err()
+		}
+		step, err := c.Page(ctx, src)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var backoff *BackoffError
+		var pageErr *PageError
+		switch {
+		case err == nil:
+			failures = 0
 			if progress != nil {
 				progress(step)
 			}
 			if step.PassDone {
-				break
+				return nil
 			}
+		case errors.As(err, &backoff):
+			c.cfg.Logger.InfoContext(ctx, "index: waiting for a source that is backing off", "source", src, "until", backoff.Until)
+			if !sleep(ctx, time.Until(backoff.Until)) {
+				return ctx.Err()
+			}
+		case errors.Is(err, store.ErrConflict):
+			// Another crawler recorded the page: read on from its cursor.
+		case errors.As(err, &pageErr):
+			failures++
+			c.cfg.Logger.WarnContext(ctx, "index: page failed", "source", src, "status", pageErr.Status,
+				"failures", failures, "retryable", pageErr.Retryable, "error", pageErr.Err)
+			if !pageErr.Retryable || failures >= c.cfg.Attempts {
+				return fmt.Errorf("index: gave up %s after %d failures: %w", src, failures, err)
+			}
+		default:
+			return err
 		}
 	}
-	return nil
 }
 
 type sourceState struct {
@@ -169,7 +272,12 @@ func (c *Crawler) state(ctx context.Context, src string) (sourceState, error) {
 	return st, nil
 }
 
-// Page reads the next page of src and records it.
+// Page reads the next page of src from its saved cursor and records it: the
+// resources it adds or changes, the cursor's move and, when the page ends
+// the pass, the resources the pass no longer found, all in one transaction.
+// It returns a *BackoffError while the source waits, a *PageError when the
+// page could not be read, and store.ErrConflict when another crawler
+// recorded the page first.
 func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 	st, err := c.state(ctx, src)
 	if err != nil {
@@ -177,29 +285,30 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 	}
 	step := Step{Source: src, Cursor: st.cursor}
 	if st.backoffUntil != nil && time.Now().Before(*st.backoffUntil) {
-		return step, ErrBackingOff
+		return step, &BackoffError{Source: src, Until: *st.backoffUntil}
 	}
-	page, status, err := c.fetch(ctx, src, st.cursor)
+	page, status, retryAfter, err := c.fetch(ctx, src, st.cursor)
 	if err != nil {
 		if ctx.Err() != nil {
 			return step, ctx.Err()
 		}
 		c.cfg.Metrics.CrawlPage("failed")
-		backoff := min(c.cfg.Backoff<<min(st.failures, 10), time.Hour)
+		perr := &PageError{Source: src, Offset: st.cursor, Status: status, Retryable: retryable(status, err), Err: err}
+		backoff := min(max(c.cfg.Backoff<<min(st.failures, 16), retryAfter), c.cfg.MaxBackoff)
 		ferr := c.append(ctx, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlFailed, Data: store.CrawlFailed{
 			Source: src, Status: status, Error: err.Error(), BackoffUntil: time.Now().Add(backoff).UTC(),
 		}})
-		return step, errors.Join(fmt.Errorf("index: page %d of %s: %w", st.cursor, src, err), ferr)
+		if ferr != nil {
+			return step, errors.Join(perr, ferr)
+		}
+		return step, perr
 	}
 
-	events, changedHosts, err := c.changes(ctx, src, st.pass, page)
+	events, changedHosts, fresh, err := c.changes(ctx, src, st.pass, page)
 	if err != nil {
 		return step, err
 	}
-	urls := make([]string, 0, len(page.Items))
-	for _, r := range page.Items {
-		urls = append(urls, r.URL)
-	}
+	urls := page.urls()
 	total := page.Total
 	if total < 0 {
 		total = st.cursor + page.Count
@@ -207,27 +316,67 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 	events = append(events, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlPage, Data: store.CrawlPage{
 		Source: src, Pass: st.pass, Offset: st.cursor, Count: page.Count, Total: total, Resources: urls, Hosts: changedHosts,
 	}})
-	if err := c.append(ctx, events...); err != nil {
-		return step, err
-	}
-	c.cfg.Metrics.CrawlPage("ok")
 	step.Count, step.Total, step.Changed = page.Count, total, len(events)-1
 	step.Cursor = st.cursor + page.Count
-	if page.Count == 0 || step.Cursor >= total || (page.Total < 0 && page.Count < c.cfg.PageSize) {
-		retired, err := c.endPass(ctx, src, st.pass)
-		if err != nil {
-			return step, err
-		}
-		step.PassDone, step.Retired = true, retired
+	pageSize := c.cfg.PageSize
+	if page.Limit > 0 {
+		pageSize = min(pageSize, page.Limit)
 	}
+	if page.Total >= 0 {
+		step.PassDone = page.Count == 0 || step.Cursor >= page.Total
+	} else {
+		// Without a total, a short page ends the pass; so does a page with
+		// nothing new in this pass (a listing that ignores the offset would
+		// otherwise be read forever).
+		step.PassDone = page.Count < pageSize || (len(page.Items) > 0 && fresh == 0)
+	}
+
+	err = pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
+		if step.PassDone {
+			retired, err := c.endPass(ctx, tx, src, st.pass, urls)
+			if err != nil {
+				return err
+			}
+			step.Retired = len(retired)
+			events = append(events, retired...)
+			events = append(events, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlPassDone,
+				Data: store.CrawlPassDone{Source: src, Pass: st.pass, Retired: len(retired)}})
+		}
+		return store.Append(ctx, tx, events...)
+	})
+	if err != nil {
+		return step, fmt.Errorf("index: record page at %d of %s: %w", st.cursor, src, err)
+	}
+	c.cfg.Metrics.CrawlPage("ok")
 	return step, nil
 }
 
-// fetch reads the page at offset of src.
-func (c *Crawler) fetch(ctx context.Context, src string, offset int) (*Page, int, error) {
+// retryable reports whether waiting may cure a failed page: a 429, a 5xx,
+// or a network error other than a name that does not exist.
+func retryable(status int, err error) bool {
+	if status != 0 {
+		return status == http.StatusTooManyRequests || status >= 500
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return false
+	}
+	var parseErr *listingError
+	return !errors.As(err, &parseErr)
+}
+
+// listingError is a 200 whose body is not a listing.
+type listingError struct{ err error }
+
+func (e *listingError) Error() string { return e.err.Error() }
+func (e *listingError) Unwrap() error { return e.err }
+
+// fetch reads the page at offset of src. retryAfter is the wait a 429 or
+// 503 asked for.
+func (c *Crawler) fetch(ctx context.Context, src string, offset int) (page *Page, status int, retryAfter time.Duration, err error) {
 	u, err := url.Parse(src)
 	if err != nil {
-		return nil, 0, fmt.Errorf("source URL: %w", err)
+		return nil, 0, 0, &listingError{fmt.Errorf("source URL: %w", err)}
 	}
 	q := u.Query()
 	q.Set("limit", strconv.Itoa(c.cfg.PageSize))
@@ -238,60 +387,82 @@ func (c *Crawler) fetch(ctx context.Context, src string, offset int) (*Page, int
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, &listingError{err}
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "x402d-index/1 (+https://github.com/x402d/x402d)")
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return nil, resp.StatusCode, err
+		return nil, resp.StatusCode, 0, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, resp.StatusCode, fmt.Errorf("status %d", resp.StatusCode)
+		return nil, resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+			fmt.Errorf("status %d", resp.StatusCode)
 	}
-	page, err := ParsePage(body)
-	return page, resp.StatusCode, err
+	page, err = ParsePage(body)
+	if err != nil {
+		return nil, resp.StatusCode, 0, &listingError{err}
+	}
+	return page, resp.StatusCode, 0, nil
+}
+
+// parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 // changes returns the resource.indexed events of the page's new or changed
-// resources and their hosts.
-func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page) ([]store.NewEvent, []string, error) {
-	urls := make([]string, 0, len(page.Items))
-	for _, r := range page.Items {
-		urls = append(urls, r.URL)
-	}
+// resources, the hosts whose aggregates they change, and how many of the
+// page's resources were not seen before in this pass.
+//
+// A resource listed twice in one pass (the same URL spelt two ways, on two
+// pages) keeps what its first listing said, so that duplicates that
+// disagree do not flip it back and forth.
+func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page) (events []store.NewEvent, hosts []string, fresh int, err error) {
+	urls := page.urls()
 	type known struct {
 		host, description, method, price string
 		networks                         []string
 		discoverable, retired            bool
+		seenInPass                       bool
 	}
 	existing := map[string]known{}
-	rows, err := c.cfg.Pool.Query(ctx, `SELECT resource, host, description, method, networks, coalesce(price_usdc::text, ''), discoverable, retired
-		FROM index_resources WHERE resource = ANY($1)`, urls)
+	rows, err := c.cfg.Pool.Query(ctx, `SELECT r.resource, r.host, r.description, r.method, r.networks, coalesce(r.price_usdc::text, ''),
+			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false)
+		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
+		WHERE r.resource = ANY($1)`, urls, src, pass)
 	if err != nil {
-		return nil, nil, fmt.Errorf("index: read resources: %w", err)
+		return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
 	}
 	for rows.Next() {
 		var url string
 		var k known
-		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired); err != nil {
+		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass); err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("index: read resources: %w", err)
+			return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
 		}
 		existing[url] = k
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("index: read resources: %w", err)
+		return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
 	}
 
-	var events []store.NewEvent
-	var hosts []string
 	seen := map[string]bool{}
 	hostSeen := map[string]bool{}
 	for _, r := range page.Items {
@@ -299,49 +470,57 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			continue
 		}
 		seen[r.URL] = true
-		price := r.PriceUSDC
 		k, ok := existing[r.URL]
+		if ok && k.seenInPass && !k.retired {
+			continue
+		}
+		fresh++
 		if ok && !k.retired && k.host == r.Host && k.description == r.Description && k.method == r.Method &&
-			sameStrings(k.networks, r.Networks) && samePrice(k.price, price) && k.discoverable == r.Discoverable {
+			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable {
 			continue
 		}
 		events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceIndexed, Data: store.ResourceIndexed{
 			Resource: r.URL, Host: r.Host, Source: src, Description: r.Description, Method: r.Method,
-			Networks: r.Networks, PriceUSDC: price, Discoverable: r.Discoverable, Pass: pass,
+			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable,
 		}})
-		if !hostSeen[r.Host] {
-			hostSeen[r.Host] = true
-			hosts = append(hosts, r.Host)
+		for _, h := range []string{r.Host, k.host} {
+			if h != "" && !hostSeen[h] {
+				hostSeen[h] = true
+				hosts = append(hosts, h)
+			}
 		}
 	}
-	return events, hosts, nil
+	return events, hosts, fresh, nil
 }
 
-// endPass retires the resources of src not seen in pass and starts the
-// next pass.
-func (c *Crawler) endPass(ctx context.Context, src string, pass int) (int, error) {
-	rows, err := c.cfg.Pool.Query(ctx, "SELECT resource, host FROM index_resources WHERE source = $1 AND seen_pass < $2 AND NOT retired", src, pass)
+// retireLock serialises the ends of passes, so that two sources dropping
+// the same resource at the same moment cannot each count on the other's
+// listing.
+const retireLock int64 = 0x7834303269 // "x402i"
+
+// endPass returns the resource.retired events of the resources that src's
+// pass no longer listed (neither on an earlier page nor on the last one,
+// pageURLs) and that no other source lists.
+func (c *Crawler) endPass(ctx context.Context, tx pgx.Tx, src string, pass int, pageURLs []string) ([]store.NewEvent, error) {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", retireLock); err != nil {
+		return nil, fmt.Errorf("index: lock pass end: %w", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT r.resource, r.host FROM index_listings l JOIN index_resources r ON r.resource = l.resource
+		WHERE l.source = $1 AND l.seen_pass < $2 AND l.resource <> ALL($3) AND NOT r.retired
+		  AND NOT EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = l.resource AND o.source <> $1)
+		ORDER BY r.resource`, src, pass, pageURLs)
 	if err != nil {
-		return 0, fmt.Errorf("index: find retired resources: %w", err)
+		return nil, fmt.Errorf("index: find retired resources: %w", err)
 	}
-	var events []store.NewEvent
-	for rows.Next() {
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.NewEvent, error) {
 		var r store.ResourceRetired
-		if err := rows.Scan(&r.Resource, &r.Host); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceRetired, Data: r})
+		err := row.Scan(&r.Resource, &r.Host)
+		return store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceRetired, Data: r}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: find retired resources: %w", err)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	retired := len(events)
-	events = append(events, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlPassDone, Data: store.CrawlPassDone{
-		Source: src, Pass: pass, Retired: retired,
-	}})
-	return retired, c.append(ctx, events...)
+	return events, nil
 }
 
 func (c *Crawler) append(ctx context.Context, events ...store.NewEvent) error {
@@ -384,4 +563,17 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// urls returns the page's resource URLs, each once.
+func (p *Page) urls() []string {
+	seen := make(map[string]bool, len(p.Items))
+	urls := make([]string, 0, len(p.Items))
+	for _, r := range p.Items {
+		if !seen[r.URL] {
+			seen[r.URL] = true
+			urls = append(urls, r.URL)
+		}
+	}
+	return urls
 }

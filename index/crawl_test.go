@@ -2,23 +2,22 @@ package index
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/store"
 )
@@ -94,7 +93,9 @@ func TestCrawl(t *testing.T) {
 	items = append(items,
 		map[string]any{"url": "https://legacy.example/x", "lastUpdated": 1767322800, "accepts": []any{
 			map[string]any{"scheme": "exact", "network": "base", "maxAmountRequired": "500000", "asset": usdc, "payTo": "0x1"}}},
-		item("https://unpriced.example/y", "0.05"))
+		item("https://unpriced.example/y", "0.05"),
+		// Another port of host0: another resource of the same host.
+		item("https://host0.example:8443/api/0", "1000"))
 	src := &listing{items: items, fail: map[int]int{2: http.StatusTooManyRequests, 4: http.StatusInternalServerError}}
 	srv := httptest.NewServer(src)
 	defer srv.Close()
@@ -104,17 +105,35 @@ func TestCrawl(t *testing.T) {
 	r := NewReader(db.Pool)
 	s, err := r.Summary(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 37, s.ServicesIndexed, "35 + legacy + unpriced; the variants are one resource")
+	require.NotNil(t, s.Crawl.LastAt)
+	require.NotNil(t, s.Crawl.LastFullAt)
+	// 40 items in pages of 10: the cursor is back at 0 for the next pass.
+	require.Equal(t, Crawl{Cursor: 0, Total: 40, PagesDone: 0, LastAt: s.Crawl.LastAt, LastFullAt: s.Crawl.LastFullAt, FullScans: 1}, s.Crawl)
+	require.Equal(t, "xindex-1.0", s.Version)
+	require.Equal(t, 38, s.ServicesIndexed, "35 + legacy + unpriced + another port; the variants are one resource")
 	require.Equal(t, 9, s.HostsKnown)
-	require.Equal(t, 1, s.Crawl.FullScans)
-	require.Equal(t, 39, s.Crawl.Total)
 	require.Equal(t, Liveness{Unmeasured: 9}, s.Liveness)
 	// Prices 0.001 ... 0.035 USDC, legacy 0.5, unpriced not banded.
-	require.Equal(t, map[string]int{"free": 0, "under_1m": 0, "under_10m": 9, "under_100m": 26, "under_1": 1, "over_1": 0}, s.PriceBands)
-	require.Equal(t, "host0.example", s.TopBySize[0].Host)
-	require.Equal(t, 5, s.TopBySize[0].Services)
-	require.Equal(t, "host0.example", s.Cheapest[0].Host)
-	require.InDelta(t, 0.001, *s.Cheapest[0].PriceMinUSDC, 1e-9)
+	require.Equal(t, map[string]int{"free": 0, "under_1m": 0, "under_10m": 10, "under_100m": 26, "under_1": 1, "over_1": 0}, s.PriceBands)
+	top := []string{}
+	for _, h := range s.TopBySize {
+		top = append(top, fmt.Sprintf("%s:%d", h.Host, h.Services))
+	}
+	require.Equal(t, []string{"host0.example:6", "host1.example:5", "host2.example:5", "host3.example:5", "host4.example:5",
+		"host5.example:5", "host6.example:5", "legacy.example:1", "unpriced.example:1"}, top)
+	cheap := []string{}
+	for _, h := range s.Cheapest {
+		cheap = append(cheap, fmt.Sprintf("%s:%.3f-%.3f", h.Host, *h.PriceMinUSDC, *h.PriceMaxUSDC))
+	}
+	require.Equal(t, []string{"host0.example:0.001-0.029", "host1.example:0.002-0.030", "host2.example:0.003-0.031",
+		"host3.example:0.004-0.032", "host4.example:0.005-0.033", "host5.example:0.006-0.034", "host6.example:0.007-0.035",
+		"legacy.example:0.500-0.500"}, cheap, "the unpriced host is not among the cheapest")
+	unpriced, err := r.Hosts(ctx, "unpriced", "services", 10)
+	require.NoError(t, err)
+	require.Len(t, unpriced, 1)
+	require.Nil(t, unpriced[0].PriceMinUSDC, "no price is null, not 0")
+	require.Equal(t, 0, unpriced[0].PricedServices)
+	require.Equal(t, 1, unpriced[0].Services)
 	var failed int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventCrawlFailed).Scan(&failed))
 	require.Equal(t, 2, failed, "the 429 and the 500 were recorded and backed off from")
@@ -129,17 +148,28 @@ func TestCrawl(t *testing.T) {
 	s, err = r.Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, s.Crawl.FullScans)
-	require.Equal(t, 37, s.ServicesIndexed, "one retired, one new")
+	require.Equal(t, 38, s.ServicesIndexed, "one retired, one new")
 	require.Equal(t, 1, s.PriceBands["free"])
 	require.Equal(t, 1, s.PriceBands["under_1m"])
 	hosts, err := r.Hosts(ctx, "host0.example", "services", 10)
 	require.NoError(t, err)
 	require.Len(t, hosts, 1)
-	require.Equal(t, 4, hosts[0].Services, "https://host0.example/api/0 was retired")
+	require.Equal(t, 5, hosts[0].Services, "https://host0.example/api/0 was retired")
 	hosts, err = r.Hosts(ctx, "CHEAPER", "price", 10)
 	require.NoError(t, err)
 	require.Len(t, hosts, 1)
 	require.Equal(t, "host1.example", hosts[0].Host)
+
+	// Every change is one event: 38 resources, then one changed and one
+	// new; one retired; the unchanged ones are not written again.
+	var indexed, retired int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE type = $1), count(*) FILTER (WHERE type = $2) FROM events",
+		store.EventResourceIndexed, store.EventResourceRetired).Scan(&indexed, &retired))
+	require.Equal(t, 40, indexed)
+	require.Equal(t, 1, retired)
+	var gone bool
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT retired FROM index_resources WHERE resource = 'https://host0.example/api/0'").Scan(&gone))
+	require.True(t, gone)
 }
 
 // TestCrawlResumesAfterCrash stops a crawl in the middle of a pass (its
@@ -181,126 +211,240 @@ func TestCrawlResumesAfterCrash(t *testing.T) {
 	require.Equal(t, 10, pages, "the pass resumed at its cursor: pages 0-4, then 5-9")
 }
 
-// sellers answers as the resources of hosts named after their behaviour.
-func sellers(t *testing.T) (*httptest.Server, *fetch.Client) {
-	quote := base64.StdEncoding.EncodeToString([]byte(`{"x402Version":2,"resource":{"url":"x"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10","asset":"` + usdc + `","payTo":"0x1","maxTimeoutSeconds":60}]}`))
-	var tooMany atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, _ := net.SplitHostPort(r.Host)
-		if r.Method == http.MethodPost && r.Header.Get("Content-Type") != "application/json" {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		switch {
-		case host == "paid.test" || (len(host) > 4 && host[:4] == "live"):
-			w.Header().Set("PAYMENT-REQUIRED", quote)
-			w.WriteHeader(http.StatusPaymentRequired)
-			_, _ = w.Write([]byte("{}"))
-		case host == "v1.test":
-			w.WriteHeader(http.StatusPaymentRequired)
-			_, _ = w.Write([]byte(`{"x402Version":1,"accepts":[{"scheme":"exact","network":"base","maxAmountRequired":"10","payTo":"0x1"}]}`))
-		case host == "bogus402.test":
-			w.WriteHeader(http.StatusPaymentRequired)
-			_, _ = w.Write([]byte("pay me"))
-		case host == "missing.test":
-			w.WriteHeader(http.StatusNotFound)
-		case host == "broken.test":
-			w.WriteHeader(http.StatusInternalServerError)
-		case host == "busy.test":
-			tooMany.Add(1)
-			w.WriteHeader(http.StatusTooManyRequests)
-		case host == "slow.test" || (len(host) > 5 && host[:5] == "never"):
-			<-r.Context().Done()
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv, fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: loopbackResolver{}})
-}
-
-// loopbackResolver resolves every .test name to 127.0.0.1 and
-// private.test to a private address the guard refuses.
-type loopbackResolver struct{}
-
-func (loopbackResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if host == "private.test" {
-		return []netip.Addr{netip.MustParseAddr("10.0.0.1")}, nil
-	}
-	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-}
-
-func TestLiveness(t *testing.T) {
+// TestCrawlOverlappingSources lists one resource in two sources crawled at
+// different rates: it is retired only when neither lists it any more.
+func TestCrawlOverlappingSources(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	srv, client := sellers(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	var items []map[string]any
-	for _, h := range []string{"paid", "v1", "bogus402", "missing", "broken", "busy", "slow", "private"} {
-		it := item(fmt.Sprintf("http://%s.test:%s/r", h, port), "10")
-		if h == "paid" {
-			it["extensions"] = map[string]any{"bazaar": map[string]any{"info": map[string]any{"input": map[string]any{"method": "POST"}}}}
-		}
-		items = append(items, it)
-	}
-	src := httptest.NewServer(&listing{items: items})
-	defer src.Close()
-	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
-
-	// A first measurement makes busy.test live; a 429 later leaves it so.
-	require.NoError(t, pgxAppend(ctx, db, "busy.test", true))
-	p := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: 500 * time.Millisecond})
-	rep, err := p.ProbeAll(ctx)
-	require.NoError(t, err)
-	require.Equal(t, ProbeReport{Probed: 8, Live: 2, Dead: 5, Later: 1}, *rep)
-
+	shared := item("https://shared.example/x", "1000")
+	a := &listing{items: []map[string]any{item("https://a.example/1", "1000"), shared}}
+	b := &listing{items: []map[string]any{shared, item("https://b.example/1", "1000")}}
+	srvA, srvB := httptest.NewServer(a), httptest.NewServer(b)
+	defer srvA.Close()
+	defer srvB.Close()
+	both := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL, srvB.URL}, Gap: -1})
+	onlyA := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL}, Gap: -1})
 	r := NewReader(db.Pool)
-	hosts, err := r.Hosts(ctx, "", "host", 50)
-	require.NoError(t, err)
-	got := map[string]Host{}
-	for _, h := range hosts {
-		got[h.Host] = h
+	indexed := func() []string {
+		t.Helper()
+		rows, err := db.Pool.Query(ctx, "SELECT resource FROM index_resources WHERE NOT retired ORDER BY 1")
+		require.NoError(t, err)
+		list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return list
 	}
-	check := func(host string, live bool, status int) {
-		h := got[host]
-		require.NotNil(t, h.Live, host)
-		require.Equal(t, live, *h.Live, host)
-		require.NotNil(t, h.CheckedAt, host)
-		if status == 0 {
-			require.Nil(t, h.Status, host)
-			require.Nil(t, h.LatencyMS, host)
-			return
-		}
-		require.Equal(t, status, *h.Status, host)
-		require.NotNil(t, h.LatencyMS, host)
-	}
-	check("paid.test", true, 402)
-	check("v1.test", true, 402)
-	check("bogus402.test", false, 402)
-	check("missing.test", false, 404)
-	check("broken.test", false, 500)
-	check("busy.test", true, 429)
-	check("slow.test", false, 0)
-	check("private.test", false, 0)
-	var probeError string
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT probe_error FROM index_hosts WHERE host = 'private.test'").Scan(&probeError))
-	require.Equal(t, "refused", probeError)
 
+	require.NoError(t, both.FullPass(ctx, nil))
+	require.Equal(t, []string{"https://a.example/1", "https://b.example/1", "https://shared.example/x"}, indexed())
+	// A runs three passes more while B stays in its second.
+	for range 3 {
+		require.NoError(t, onlyA.FullPass(ctx, nil))
+	}
+	a.mu.Lock()
+	a.items = a.items[:1]
+	a.mu.Unlock()
+	require.NoError(t, onlyA.FullPass(ctx, nil))
+	require.Equal(t, []string{"https://a.example/1", "https://b.example/1", "https://shared.example/x"}, indexed(),
+		"B still lists the shared resource")
+
+	b.mu.Lock()
+	b.items = b.items[1:]
+	b.mu.Unlock()
+	require.NoError(t, both.FullPass(ctx, nil))
+	require.Equal(t, []string{"https://a.example/1", "https://b.example/1"}, indexed())
 	s, err := r.Summary(ctx)
 	require.NoError(t, err)
-	require.Equal(t, Liveness{Measured: 8, Live: 3, Dead: 5}, s.Liveness)
+	require.Equal(t, 2, s.ServicesIndexed)
+	require.Equal(t, 2, s.HostsKnown, "shared.example has no service left")
+	require.Equal(t, 2, s.Crawl.FullScans, "a full scan of the market is a pass of every source: B did 2")
 }
 
-// pgxAppend records a first liveness measurement of host.
-func pgxAppend(ctx context.Context, db *dbtest.DB, host string, live bool) error {
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		return err
+// TestCrawlConcurrentCrawlers starts two crawlers on one source at the same
+// moment: each page is recorded once and each resource indexed once.
+func TestCrawlConcurrentCrawlers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var items []map[string]any
+	for i := range 30 {
+		items = append(items, item(fmt.Sprintf("https://c%d.example/r%d", i%4, i), "1000"))
 	}
-	defer tx.Rollback(ctx)
-	status := 402
-	if err := store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(host), Type: store.EventHostProbed,
-		Data: store.HostProbed{Live: &live, Status: &status, CheckedAt: time.Now()}}); err != nil {
-		return err
+	// The first page is answered only when both crawlers asked for it.
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	inner := &listing{items: items}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("offset") == "0" {
+			arrived <- struct{}{}
+			<-release
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- newCrawler(db, srv.URL, 100).Run(ctx, nil) }()
 	}
-	return tx.Commit(ctx)
+	<-arrived
+	<-arrived
+	close(release)
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+
+	var indexed, pages, passes int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE type = $1), count(*) FILTER (WHERE type = $2), count(*) FILTER (WHERE type = $3) FROM events",
+		store.EventResourceIndexed, store.EventCrawlPage, store.EventCrawlPassDone).Scan(&indexed, &pages, &passes))
+	require.Equal(t, 30, indexed)
+	require.Equal(t, 3, pages)
+	require.Equal(t, 1, passes)
+	s, err := NewReader(db.Pool).Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 30, s.ServicesIndexed)
+	require.Equal(t, 1, s.Crawl.FullScans)
+}
+
+// TestCrawlGivesUp gives up a source that answers 404 at once and one that
+// keeps answering 503 after Attempts tries, and still crawls the others.
+func TestCrawlGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var missing, down atomic.Int64
+	srvMissing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		missing.Add(1)
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srvMissing.Close()
+	srvDown := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		down.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srvDown.Close()
+	good := httptest.NewServer(&listing{items: []map[string]any{item("https://g.example/1", "1000"), item("https://g.example/2", "2000")}})
+	defer good.Close()
+
+	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvMissing.URL, srvDown.URL, good.URL}, Gap: -1,
+		Backoff: time.Millisecond, Attempts: 3})
+	err := c.FullPass(ctx, nil)
+	require.Error(t, err)
+	var pageErr *PageError
+	require.ErrorAs(t, err, &pageErr)
+	require.Contains(t, err.Error(), srvMissing.URL)
+	require.Contains(t, err.Error(), srvDown.URL)
+	require.Equal(t, int64(1), missing.Load(), "a 404 is not retried")
+	require.Equal(t, int64(3), down.Load(), "a 503 is retried up to Attempts")
+	s, err := NewReader(db.Pool).Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, s.ServicesIndexed)
+}
+
+// TestCrawlRetryAfter backs off from a 429 for as long as its Retry-After
+// asks: a periodic run in that time does not ask the source again.
+func TestCrawlRetryAfter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	src := &listing{items: []map[string]any{item("https://ra.example/1", "1000")}}
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		src.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, Gap: -1, Backoff: time.Millisecond})
+	err := c.Run(ctx, nil)
+	var pageErr *PageError
+	require.ErrorAs(t, err, &pageErr)
+	require.Equal(t, http.StatusTooManyRequests, pageErr.Status)
+	require.True(t, pageErr.Retryable)
+	require.NoError(t, c.Run(ctx, nil), "backing off is no error")
+	require.Equal(t, int64(1), requests.Load(), "not asked again while backing off")
+
+	start := time.Now()
+	require.NoError(t, c.FullPass(ctx, nil))
+	require.Greater(t, time.Since(start), 500*time.Millisecond, "FullPass waited out the Retry-After")
+	require.Equal(t, int64(2), requests.Load())
+	var data []byte
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT data FROM events WHERE type = $1", store.EventCrawlFailed).Scan(&data))
+	var failed store.CrawlFailed
+	require.NoError(t, json.Unmarshal(data, &failed))
+	require.Equal(t, 429, failed.Status)
+}
+
+// TestCrawlShortPages reads a listing that serves fewer items per page than
+// asked and gives no total: the cursor moves by what each page carried.
+func TestCrawlShortPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var items []map[string]any
+	for i := range 8 {
+		items = append(items, item(fmt.Sprintf("https://short.example/%d", i), "1000"))
+	}
+	var offsets []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		mu.Lock()
+		offsets = append(offsets, r.URL.Query().Get("offset"))
+		mu.Unlock()
+		end := min(offset+3, len(items))
+		_ = json.NewEncoder(w).Encode(map[string]any{"x402Version": 1, "items": items[min(offset, end):end],
+			"pagination": map[string]int{"limit": 3, "offset": offset}})
+	}))
+	defer srv.Close()
+	require.NoError(t, newCrawler(db, srv.URL, 100).FullPass(ctx, nil))
+	require.Equal(t, []string{"0", "3", "6"}, offsets)
+	s, err := NewReader(db.Pool).Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 8, s.ServicesIndexed)
+	require.Equal(t, 1, s.Crawl.FullScans)
+}
+
+// TestCrawlOnce draws the progress and prints the summary.
+func TestCrawlOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var items []map[string]any
+	for i := range 25 {
+		items = append(items, item(fmt.Sprintf("https://once%d.example/%d", i%3, i), strconv.Itoa(500*(i+1))))
+	}
+	srv := httptest.NewServer(&listing{items: items})
+	defer srv.Close()
+	var out strings.Builder
+	s, err := CrawlOnce(ctx, newCrawler(db, srv.URL, 100), NewReader(db.Pool), &out)
+	require.NoError(t, err)
+	require.Equal(t, 25, s.ServicesIndexed)
+	require.Contains(t, out.String(), srv.URL)
+	require.Contains(t, out.String(), "25/25")
+	require.Contains(t, out.String(), "services indexed 25, hosts 3, full scans 1\n")
+	require.Contains(t, out.String(), "priced: free 0, <0.001 1, <0.01 18, <0.1 6, <1 0, >=1 0 USDC\n")
+}
+
+// TestCrawlListingIgnoresOffset ends the pass of a listing without a total
+// that serves its first page whatever the offset.
+func TestCrawlListingIgnoresOffset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	items := []map[string]any{item("https://same.example/1", "1000"), item("https://same.example/2", "1000")}
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": items})
+	}))
+	defer srv.Close()
+	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, PageSize: 2, Gap: -1})
+	require.NoError(t, c.FullPass(ctx, nil))
+	require.Equal(t, int64(2), requests.Load())
+	s, err := NewReader(db.Pool).Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, s.ServicesIndexed)
+	require.Equal(t, 1, s.Crawl.FullScans)
 }

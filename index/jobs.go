@@ -42,6 +42,10 @@ func (w *crawlWorker) Work(ctx context.Context, _ *river.Job[CrawlArgs]) error {
 	return w.crawler.Run(ctx, nil)
 }
 
+// Timeout lets a run read its pages with their polite gaps; a run cut
+// short loses nothing, as every page is recorded on its own.
+func (w *crawlWorker) Timeout(*river.Job[CrawlArgs]) time.Duration { return 10 * time.Minute }
+
 type livenessWorker struct {
 	river.WorkerDefaults[LivenessArgs]
 	prober *Prober

@@ -6,7 +6,7 @@ import (
 	"html/template"
 	"io"
 	"net/url"
-	"strings"
+	"strconv"
 )
 
 //go:embed templates/page.html
@@ -21,21 +21,29 @@ type HTMLPage struct {
 // NewHTMLPage parses the page's template.
 func NewHTMLPage() (*HTMLPage, error) {
 	t, err := template.New("page.html").Funcs(template.FuncMap{
-		"join": func(s []string) string { return strings.Join(s, ", ") },
-		"deref": func(v any) any {
-			switch p := v.(type) {
-			case *bool:
-				return *p
-			case *float64:
-				return *p
+		"isTrue": func(b *bool) bool { return b != nil && *b },
+		"priceRange": func(lo, hi *float64) string {
+			if lo == nil {
+				return "unpriced"
 			}
-			return v
+			if hi == nil || *hi == *lo {
+				return formatUSDC(lo)
+			}
+			return formatUSDC(lo) + " – " + formatUSDC(hi)
 		},
 	}).ParseFS(templates, "templates/page.html")
 	if err != nil {
 		return nil, fmt.Errorf("index page: %w", err)
 	}
 	return &HTMLPage{tmpl: t}, nil
+}
+
+// formatUSDC writes a price in USDC with the digits it needs ("0.002").
+func formatUSDC(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	return strconv.FormatFloat(*v, 'f', -1, 64)
 }
 
 // Band is one price band as the page shows it.
@@ -49,7 +57,9 @@ type PageData struct {
 	Summary *Summary
 	Hosts   []Host
 	Q, Sort string
-	Bands   []Band
+	// Limit is the most hosts shown; the page says when it was reached.
+	Limit int
+	Bands []Band
 }
 
 // SortLink returns the page URL sorted by key, keeping the search.

@@ -4,8 +4,10 @@
 // with an unpaid request, and answers the summary and host queries of the
 // /api/xindex endpoints and the /x402-index page.
 //
-// Every change is an event (store.Append); index_resources, index_hosts and
-// index_sources are their projections.
+// Every change is an event (store.Append); index_sources (the cursors),
+// index_listings (which source lists what), index_resources and index_hosts
+// are their projections. A resource is retired when a full pass of every
+// source that listed it no longer does.
 package index
 
 import (
@@ -30,6 +32,9 @@ type Page struct {
 	Count int
 	// Total is the listing's total, or -1 when the page does not say.
 	Total int
+	// Limit is the page size the listing says it used, or -1 when the page
+	// does not say: a listing may serve fewer items than asked.
+	Limit int
 }
 
 // Resource is one listed resource, normalised.
@@ -84,6 +89,7 @@ func ParsePage(body []byte) (*Page, error) {
 		Items      []json.RawMessage `json:"items"`
 		Resources  []json.RawMessage `json:"resources"`
 		Pagination *struct {
+			Limit *int `json:"limit"`
 			Total *int `json:"total"`
 		} `json:"pagination"`
 		Total *int `json:"total"`
@@ -95,7 +101,10 @@ func ParsePage(body []byte) (*Page, error) {
 	if items == nil {
 		items = doc.Resources
 	}
-	p := &Page{Count: len(items), Total: -1}
+	p := &Page{Count: len(items), Total: -1, Limit: -1}
+	if doc.Pagination != nil && doc.Pagination.Limit != nil && *doc.Pagination.Limit > 0 {
+		p.Limit = *doc.Pagination.Limit
+	}
 	switch {
 	case doc.Pagination != nil && doc.Pagination.Total != nil:
 		p.Total = *doc.Pagination.Total

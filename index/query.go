@@ -100,15 +100,22 @@ func scanHosts(rows pgx.Rows) ([]Host, error) {
 	return hosts, rows.Err()
 }
 
-// Hosts returns up to limit hosts matching q (host, sample and resource
-// text, case-insensitive), in sort order (a key of Sorts).
+// Hosts returns up to limit hosts matching q, in sort order (a key of
+// Sorts). q matches, case-insensitively, the host name, its sample, and the
+// URL and description of any of its resources.
 func (r *Reader) Hosts(ctx context.Context, q, sort string, limit int) ([]Host, error) {
 	order, ok := Sorts[sort]
 	if !ok {
 		return nil, fmt.Errorf("index: unknown sort %q", sort)
 	}
-	pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(strings.TrimSpace(q))) + "%"
-	rows, err := r.pool.Query(ctx, "SELECT "+hostColumns+" FROM index_hosts WHERE services > 0 AND search LIKE $1 ORDER BY "+order+" LIMIT $2", pattern, limit)
+	query := "SELECT " + hostColumns + " FROM index_hosts h WHERE services > 0"
+	args := []any{limit}
+	if q = strings.ToLower(strings.TrimSpace(q)); q != "" {
+		pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(q) + "%"
+		query += ` AND (h.search LIKE $2 OR h.host IN (SELECT r.host FROM index_resources r WHERE NOT r.retired AND r.search LIKE $2))`
+		args = append(args, pattern)
+	}
+	rows, err := r.pool.Query(ctx, query+" ORDER BY "+order+" LIMIT $1", args...)
 	if err != nil {
 		return nil, fmt.Errorf("index: hosts: %w", err)
 	}
@@ -117,6 +124,26 @@ func (r *Reader) Hosts(ctx context.Context, q, sort string, limit int) ([]Host, 
 		return nil, fmt.Errorf("index: hosts: %w", err)
 	}
 	return hosts, nil
+}
+
+// Totals are the figures the hosts query answers beside its hosts.
+type Totals struct {
+	ServicesIndexed int        `json:"services_indexed"`
+	HostsKnown      int        `json:"hosts_known"`
+	LastAt          *time.Time `json:"last_at"`
+}
+
+// Totals returns the numbers of services and hosts and the time of the
+// last crawl.
+func (r *Reader) Totals(ctx context.Context) (*Totals, error) {
+	var t Totals
+	err := r.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM index_resources WHERE NOT retired),
+		(SELECT count(*) FROM index_hosts WHERE services > 0), (SELECT max(last_at) FROM index_sources)`).
+		Scan(&t.ServicesIndexed, &t.HostsKnown, &t.LastAt)
+	if err != nil {
+		return nil, fmt.Errorf("index: totals: %w", err)
+	}
+	return &t, nil
 }
 
 // Summary returns the summary record.

@@ -36,10 +36,10 @@ type ResourceIndexed struct {
 	// PriceUSDC is the lowest price as decimal text, empty when unpriced.
 	PriceUSDC    string `json:"price_usdc,omitempty"`
 	Discoverable bool   `json:"discoverable"`
-	Pass         int    `json:"pass"`
 }
 
-// ResourceRetired is a resource missing from a full pass of its source.
+// ResourceRetired is a resource that a full pass of a source no longer
+// listed and that no other source lists.
 type ResourceRetired struct {
 	Resource string `json:"resource"`
 	Host     string `json:"host"`
@@ -55,7 +55,10 @@ type HostProbed struct {
 	CheckedAt time.Time `json:"checked_at"`
 }
 
-// CrawlPage is one page of a source read: the cursor moves to Offset+Count.
+// CrawlPage is one page of a source read: the cursor moves from Offset to
+// Offset+Count (a page read by another crawler meanwhile makes the append
+// fail with ErrConflict), and Resources were seen in the source's Pass.
+// Hosts are the hosts whose aggregates the page's resource events changed.
 type CrawlPage struct {
 	Source    string   `json:"source"`
 	Pass      int      `json:"pass"`
@@ -66,7 +69,8 @@ type CrawlPage struct {
 	Hosts     []string `json:"hosts"`
 }
 
-// CrawlPassDone ends a full pass of a source: the cursor goes back to 0.
+// CrawlPassDone ends a full pass of a source: its listings not seen in Pass
+// are dropped, the cursor goes back to 0 and the next pass begins.
 type CrawlPassDone struct {
 	Source  string `json:"source"`
 	Pass    int    `json:"pass"`
@@ -82,23 +86,23 @@ type CrawlFailed struct {
 }
 
 // refreshHosts recomputes the aggregates of hosts from their live resources.
+// The sample is the cheapest priced resource (else the first by URL).
 const refreshHosts = `
 INSERT INTO index_hosts AS h (host, services, priced_services, price_min_usdc, price_max_usdc, networks,
-	sample_resource, sample_method, sample, discoverable, search, updated_at)
+	sample_resource, sample_method, sample, discoverable, updated_at)
 SELECT r.host, count(*), count(r.price_usdc), min(r.price_usdc), max(r.price_usdc),
 	coalesce((SELECT array_agg(DISTINCT n ORDER BY n) FROM index_resources r2, unnest(r2.networks) n
 	          WHERE r2.host = r.host AND NOT r2.retired), '{}'),
-	(array_agg(r.resource ORDER BY r.price_usdc IS NULL, r.resource))[1],
-	(array_agg(r.method ORDER BY r.price_usdc IS NULL, r.resource))[1],
-	left((array_agg(r.description ORDER BY r.price_usdc IS NULL, r.resource))[1], 240),
+	(array_agg(r.resource ORDER BY r.price_usdc NULLS LAST, r.resource))[1],
+	(array_agg(r.method ORDER BY r.price_usdc NULLS LAST, r.resource))[1],
+	left((array_agg(r.description ORDER BY r.price_usdc NULLS LAST, r.resource))[1], 240),
 	bool_or(r.discoverable),
-	left(lower(r.host || ' ' || string_agg(r.resource || ' ' || r.description, ' ')), 8000),
 	$2
 FROM index_resources r WHERE r.host = ANY($1) AND NOT r.retired GROUP BY r.host
 ON CONFLICT (host) DO UPDATE SET services = EXCLUDED.services, priced_services = EXCLUDED.priced_services,
 	price_min_usdc = EXCLUDED.price_min_usdc, price_max_usdc = EXCLUDED.price_max_usdc, networks = EXCLUDED.networks,
 	sample_resource = EXCLUDED.sample_resource, sample_method = EXCLUDED.sample_method, sample = EXCLUDED.sample,
-	discoverable = EXCLUDED.discoverable, search = EXCLUDED.search, updated_at = EXCLUDED.updated_at`
+	discoverable = EXCLUDED.discoverable, updated_at = EXCLUDED.updated_at`
 
 // emptyHosts zeroes the aggregates of hosts left without a live resource.
 const emptyHosts = `
@@ -119,11 +123,11 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 		if networks == nil {
 			networks = []string{}
 		}
-		b.Queue(`INSERT INTO index_resources (resource, host, source, description, method, networks, price_usdc, discoverable, seen_pass, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, $9, $10)
-			ON CONFLICT (resource) DO UPDATE SET host = $2, source = $3, description = $4, method = $5, networks = $6,
-				price_usdc = $7::numeric, discoverable = $8, seen_pass = $9, retired = false, updated_at = $10`,
-			v.Resource, host, v.Source, v.Description, v.Method, networks, price, v.Discoverable, v.Pass, now)
+		b.Queue(`INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8)
+			ON CONFLICT (resource) DO UPDATE SET host = $2, description = $3, method = $4, networks = $5,
+				price_usdc = $6::numeric, discoverable = $7, retired = false, updated_at = $8`,
+			v.Resource, host, v.Description, v.Method, networks, price, v.Discoverable, now)
 		return false, nil
 	case ResourceRetired:
 		b.Queue("UPDATE index_resources SET retired = true, updated_at = $2 WHERE resource = $1", v.Resource, now)
@@ -131,10 +135,11 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 		b.Queue(emptyHosts, []string{host}, now)
 		return false, nil
 	case HostProbed:
+		// A 429 says "try later": the last verdict stands.
 		b.Queue(`INSERT INTO index_hosts AS h (host, live, status, latency_ms, checked_at, probe_error)
-			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''))
+			VALUES ($1, CASE WHEN $3::integer = 429 THEN NULL ELSE $2::boolean END, $3, $4, $5, NULLIF($6, ''))
 			ON CONFLICT (host) DO UPDATE SET
-				live = CASE WHEN $3::integer = 429 THEN h.live ELSE $2 END,
+				live = CASE WHEN $3::integer = 429 THEN h.live ELSE $2::boolean END,
 				status = $3, latency_ms = $4, checked_at = $5, probe_error = NULLIF($6, '')`,
 			host, v.Live, v.Status, v.LatencyMS, v.CheckedAt, v.Error)
 		return false, nil
@@ -142,32 +147,37 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 	return false, fmt.Errorf("no projection of %s with %T", e.Type, e.Data)
 }
 
-// projectCrawl updates index_sources (and the resources seen) for a crawl
-// event.
+// projectCrawl updates index_sources, index_listings and the aggregates of
+// the hosts a page changed, for a crawl event. Page and pass moves must
+// start from the saved cursor and pass: two crawlers reading one source at
+// once cannot both record the same page (ErrConflict).
 func projectCrawl(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, error) {
 	switch v := e.Data.(type) {
 	case CrawlPage:
-		b.Queue(`INSERT INTO index_sources (url, cursor, total, pages_done, pass, last_at)
-			VALUES ($1, $2, $3, 1, $4, $5)
-			ON CONFLICT (url) DO UPDATE SET cursor = $2, total = $3, pages_done = index_sources.pages_done + 1,
-				pass = $4, last_at = $5, failures = 0, backoff_until = NULL, last_error = NULL`,
-			v.Source, v.Offset+v.Count, v.Total, v.Pass, now)
 		if len(v.Resources) > 0 {
-			b.Queue("UPDATE index_resources SET seen_pass = $2 WHERE resource = ANY($1) AND seen_pass <> $2", v.Resources, v.Pass)
+			b.Queue(`INSERT INTO index_listings (source, resource, seen_pass) SELECT $1, unnest($2::text[]), $3
+				ON CONFLICT (source, resource) DO UPDATE SET seen_pass = EXCLUDED.seen_pass`, v.Source, v.Resources, v.Pass)
 		}
 		if len(v.Hosts) > 0 {
 			b.Queue(refreshHosts, v.Hosts, now)
+			b.Queue(emptyHosts, v.Hosts, now)
 		}
-		return false, nil
+		b.Queue("INSERT INTO index_sources (url) VALUES ($1) ON CONFLICT (url) DO NOTHING", v.Source)
+		b.Queue(`UPDATE index_sources SET cursor = $2::integer + $3::integer, total = $4, pages_done = pages_done + 1,
+				last_at = $6, failures = 0, backoff_until = NULL, last_error = NULL
+			WHERE url = $1 AND cursor = $2 AND pass = $5`,
+			v.Source, v.Offset, v.Count, v.Total, v.Pass, now)
+		return true, nil
 	case CrawlPassDone:
-		b.Queue(`INSERT INTO index_sources (url, pass, full_scans, last_at, last_full_at) VALUES ($1, $2 + 1, 1, $3, $3)
-			ON CONFLICT (url) DO UPDATE SET cursor = 0, pages_done = 0, pass = $2 + 1,
-				full_scans = index_sources.full_scans + 1, last_at = $3, last_full_at = $3`,
+		b.Queue("DELETE FROM index_listings WHERE source = $1 AND seen_pass < $2", v.Source, v.Pass)
+		b.Queue(`UPDATE index_sources SET cursor = 0, pages_done = 0, pass = $2 + 1,
+				full_scans = full_scans + 1, last_at = $3, last_full_at = $3
+			WHERE url = $1 AND pass = $2`,
 			v.Source, v.Pass, now)
-		return false, nil
+		return true, nil
 	case CrawlFailed:
-		b.Queue(`INSERT INTO index_sources (url, failures, backoff_until, last_error, last_at) VALUES ($1, 1, $2, $3, $4)
-			ON CONFLICT (url) DO UPDATE SET failures = index_sources.failures + 1, backoff_until = $2, last_error = $3, last_at = $4`,
+		b.Queue(`INSERT INTO index_sources AS s (url, failures, backoff_until, last_error, last_at) VALUES ($1, 1, $2, $3, $4)
+			ON CONFLICT (url) DO UPDATE SET failures = s.failures + 1, backoff_until = $2, last_error = $3, last_at = $4`,
 			v.Source, v.BackoffUntil, v.Error, now)
 		return false, nil
 	}

@@ -1,0 +1,426 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/fetch"
+	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+)
+
+const baseUSDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+
+// xindexServer serves the index routes on loopback, as New mounts them.
+func xindexServer(t *testing.T, db *dbtest.DB) string {
+	t.Helper()
+	page, err := index.NewHTMLPage()
+	require.NoError(t, err)
+	e := echo.New()
+	e.HTTPErrorHandler = errorHandler(slog.New(slog.DiscardHandler))
+	xi := &xindex{reader: index.NewReader(db.Pool), page: page}
+	e.GET("/api/xindex/summary", xi.summary)
+	e.GET("/api/xindex/hosts", xi.hosts)
+	e.GET("/x402-index", xi.htmlPage)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// pagedListing serves items as a Bazaar discovery list.
+func pagedListing(t *testing.T, items []map[string]any) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		limit = min(max(limit, 1), 100)
+		end := min(offset+limit, len(items))
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"x402Version": 2, "items": items[min(offset, end):end],
+			"pagination": map[string]int{"limit": limit, "offset": offset, "total": len(items)}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// loopback resolves every name to 127.0.0.1, where the test sellers are.
+type loopback struct{}
+
+func (loopback) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.NoError(t, json.Unmarshal(body, v), string(body))
+}
+
+// TestXIndexScale crawls a simulated source of 20,000 items over 1,500
+// hosts, checks the summary against figures computed from the listing,
+// answers q queries over HTTP (p50 under 20 ms), and probes the 1,500
+// hosts with the real 10 s timeout while a tenth of them never answer
+// (within 3 minutes).
+func TestXIndexScale(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+
+	quote := base64.StdEncoding.EncodeToString([]byte(`{"x402Version":2,"resource":{"url":"x"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10","asset":"` + baseUSDC + `","payTo":"0x1","maxTimeoutSeconds":60}]}`))
+	sellers := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Host, "never") {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("PAYMENT-REQUIRED", quote)
+		w.WriteHeader(http.StatusPaymentRequired)
+	}))
+	defer sellers.Close()
+	_, port, _ := net.SplitHostPort(sellers.Listener.Addr().String())
+
+	// The listing, and what the contract says the index must make of it.
+	const nItems, nHosts = 20_000, 1_500
+	atomic := []string{"0", "700", "7000", "70000", "700000", "7000000", "0.05"} // the last is decimal dollars: unpriced
+	bands := map[string]int{"free": 0, "under_1m": 0, "under_10m": 0, "under_100m": 0, "under_1": 0, "over_1": 0}
+	services := map[string]int{}
+	minPrice := map[string]float64{}
+	items := make([]map[string]any, nItems)
+	for i := range items {
+		h := i % nHosts
+		host := fmt.Sprintf("live%04d.test", h)
+		if h%10 == 0 {
+			host = fmt.Sprintf("never%04d.test", h)
+		}
+		amount := atomic[(i/nHosts+h)%len(atomic)]
+		items[i] = map[string]any{
+			"resource": fmt.Sprintf("http://%s:%s/svc/%d", host, port, i), "type": "http", "x402Version": 2,
+			"lastUpdated": 1767322800 + i,
+			"metadata":    map[string]any{"description": fmt.Sprintf("forecast %d for %s", i, host)},
+			"accepts":     []any{map[string]any{"scheme": "exact", "network": "base", "amount": amount, "asset": baseUSDC, "payTo": "0x1"}},
+		}
+		services[host]++
+		n, err := strconv.Atoi(amount)
+		if err != nil {
+			continue
+		}
+		usd := float64(n) / 1e6
+		switch {
+		case usd == 0:
+			bands["free"]++
+		case usd < 0.001:
+			bands["under_1m"]++
+		case usd < 0.01:
+			bands["under_10m"]++
+		case usd < 0.1:
+			bands["under_100m"]++
+		case usd < 1:
+			bands["under_1"]++
+		default:
+			bands["over_1"]++
+		}
+		if p, ok := minPrice[host]; !ok || usd < p {
+			minPrice[host] = usd
+		}
+	}
+	hostNames := make([]string, 0, len(services))
+	for h := range services {
+		hostNames = append(hostNames, h)
+	}
+	slices.SortFunc(hostNames, func(a, b string) int { return cmp.Or(services[b]-services[a], strings.Compare(a, b)) })
+	biggest := hostNames[:10]
+	slices.SortFunc(hostNames, func(a, b string) int {
+		return cmp.Or(cmp.Compare(minPrice[a], minPrice[b]), strings.Compare(a, b))
+	})
+	cheapest := hostNames[:10]
+
+	start := time.Now()
+	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
+	require.NoError(t, c.FullPass(ctx, nil))
+	crawl := time.Since(start)
+
+	var s index.Summary
+	t0 := time.Now()
+	getJSON(t, base+"/api/xindex/summary", &s)
+	summaryTime := time.Since(t0)
+	require.Equal(t, nItems, s.ServicesIndexed)
+	require.Equal(t, nHosts, s.HostsKnown)
+	require.Equal(t, bands, s.PriceBands)
+	require.Equal(t, index.Liveness{Unmeasured: nHosts}, s.Liveness)
+	require.Equal(t, 200, s.Crawl.Total/100)
+	require.Equal(t, 1, s.Crawl.FullScans)
+	require.Equal(t, 0, s.Crawl.Cursor, "a new pass begins")
+	require.NotNil(t, s.Crawl.LastFullAt)
+	gotBiggest, gotCheapest := []string{}, []string{}
+	for i := range 10 {
+		gotBiggest = append(gotBiggest, s.TopBySize[i].Host)
+		gotCheapest = append(gotCheapest, s.Cheapest[i].Host)
+		require.Equal(t, services[s.TopBySize[i].Host], s.TopBySize[i].Services)
+	}
+	require.Equal(t, biggest, gotBiggest)
+	require.Equal(t, cheapest, gotCheapest)
+
+	// q over HTTP: a host, a description word, a resource path, nothing.
+	type hostsAnswer struct {
+		OK      bool
+		Hosts   []index.Host
+		Summary index.Totals
+	}
+	var lat []time.Duration
+	sorts := []string{"services", "price", "latency", "host", "checked"}
+	for i := range 60 {
+		var q string
+		var want []string
+		switch i % 4 {
+		case 0:
+			h := hostNames[(i*37)%nHosts]
+			q, want = strings.ToUpper(h), []string{h}
+		case 1:
+			n := (i * 331) % nItems
+			q, want = fmt.Sprintf("forecast %d for", n), []string{hostOf(items[n])}
+		case 2:
+			n := (i * 997) % nItems
+			q = fmt.Sprintf("/svc/%d", n)
+			want = nil // every host with a service number starting so; checked below
+		case 3:
+			q, want = "no such seller", []string{}
+		}
+		t0 := time.Now()
+		var got hostsAnswer
+		getJSON(t, base+"/api/xindex/hosts?limit=500&sort="+sorts[i%len(sorts)]+"&q="+url.QueryEscape(q), &got)
+		lat = append(lat, time.Since(t0))
+		require.True(t, got.OK)
+		require.Equal(t, nItems, got.Summary.ServicesIndexed)
+		names := []string{}
+		for _, h := range got.Hosts {
+			names = append(names, h.Host)
+		}
+		if want != nil {
+			require.Equal(t, want, names, q)
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(q, "/svc/"))
+		require.Contains(t, names, hostOf(items[n]), q)
+	}
+	slices.Sort(lat)
+	p50 := lat[len(lat)/2]
+	require.Less(t, p50, 20*time.Millisecond, "hosts q p50")
+
+	start = time.Now()
+	client := fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: loopback{}})
+	p := index.NewProber(index.ProberConfig{Pool: db.Pool, Fetch: client, Timeout: 10 * time.Second}) // the default concurrency
+	rep, err := p.ProbeAll(ctx)
+	require.NoError(t, err)
+	probe := time.Since(start)
+	require.Equal(t, index.ProbeReport{Probed: nHosts, Live: nHosts - nHosts/10, Dead: nHosts / 10}, *rep)
+	require.Less(t, probe, 3*time.Minute)
+	getJSON(t, base+"/api/xindex/summary", &s)
+	require.Equal(t, index.Liveness{Measured: nHosts, Live: nHosts - nHosts/10, Dead: nHosts / 10}, s.Liveness)
+
+	t.Logf("crawl of %d items over %d hosts (pages of 100): %s; GET /api/xindex/hosts?q= p50 %s, max %s; "+
+		"liveness of %d hosts at the default concurrency, a tenth timing out at 10 s: %s; GET /api/xindex/summary %s",
+		nItems, nHosts, crawl.Round(time.Millisecond), p50.Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond),
+		nHosts, probe.Round(time.Millisecond), summaryTime.Round(10*time.Microsecond))
+}
+
+func hostOf(item map[string]any) string {
+	u := item["resource"].(string)
+	u = strings.TrimPrefix(u, "http://")
+	return u[:strings.Index(u, ":")]
+}
+
+// smallIndex crawls a listing of five hosts (one unpriced) and records a
+// live and a dead measurement.
+func smallIndex(ctx context.Context, t *testing.T, db *dbtest.DB) {
+	t.Helper()
+	var items []map[string]any
+	for i := range 12 {
+		items = append(items, map[string]any{
+			"resource": fmt.Sprintf("https://shop%d.example/api/%d", i%4, i), "type": "http", "x402Version": 2,
+			"metadata": map[string]any{"description": fmt.Sprintf("weather report %d", i)},
+			"accepts":  []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(2000 * (i + 1)), "asset": baseUSDC, "payTo": "0x1"}},
+		})
+	}
+	items = append(items, map[string]any{"url": "https://free-form.example/x", "accepts": []any{
+		map[string]any{"scheme": "exact", "network": "solana", "maxAmountRequired": "$0.01", "asset": "x", "payTo": "y"}}})
+	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
+	require.NoError(t, c.FullPass(ctx, nil))
+	live, dead := true, false
+	status402, status404, latency := 402, 404, 87
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	require.NoError(t, store.Append(ctx, tx,
+		store.NewEvent{Stream: store.HostStream("shop1.example"), Type: store.EventHostProbed,
+			Data: store.HostProbed{Live: &live, Status: &status402, LatencyMS: &latency, CheckedAt: time.Now()}},
+		store.NewEvent{Stream: store.HostStream("shop2.example"), Type: store.EventHostProbed,
+			Data: store.HostProbed{Live: &dead, Status: &status404, LatencyMS: &latency, CheckedAt: time.Now()}}))
+	require.NoError(t, tx.Commit(ctx))
+}
+
+func TestXIndexHosts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+	smallIndex(ctx, t, db)
+
+	t.Run("Shape", func(t *testing.T) {
+		var doc map[string]any
+		getJSON(t, base+"/api/xindex/hosts?sort=host", &doc)
+		require.Equal(t, true, doc["ok"])
+		require.Equal(t, map[string]any{"services_indexed": 13.0, "hosts_known": 5.0, "last_at": doc["summary"].(map[string]any)["last_at"]}, doc["summary"])
+		require.NotNil(t, doc["summary"].(map[string]any)["last_at"])
+		hosts := doc["hosts"].([]any)
+		require.Len(t, hosts, 5)
+		free := hosts[0].(map[string]any)
+		require.Equal(t, "free-form.example", free["host"])
+		keys := []string{}
+		for k := range free {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		require.Equal(t, []string{"checked_at", "discoverable", "host", "latency_ms", "live", "networks", "price_max_usdc",
+			"price_min_usdc", "priced_services", "sample", "sample_resource", "services", "status", "updated_at"}, keys)
+		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at"} {
+			require.Nil(t, free[k], "%s is null: not measured", k)
+		}
+		require.Equal(t, 0.0, free["priced_services"])
+		require.Equal(t, []any{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, free["networks"])
+		shop1 := hosts[2].(map[string]any)
+		require.Equal(t, "shop1.example", shop1["host"])
+		require.Equal(t, true, shop1["live"])
+		require.Equal(t, 402.0, shop1["status"])
+		require.Equal(t, 87.0, shop1["latency_ms"])
+		require.Equal(t, 0.004, shop1["price_min_usdc"])
+		require.Equal(t, 0.02, shop1["price_max_usdc"])
+		require.Equal(t, "https://shop1.example/api/1", shop1["sample_resource"], "the cheapest resource is the sample")
+	})
+	t.Run("Sorts", func(t *testing.T) {
+		for sort, want := range map[string][]string{
+			"services": {"shop0.example", "shop1.example", "shop2.example", "shop3.example", "free-form.example"},
+			"price":    {"shop0.example", "shop1.example", "shop2.example", "shop3.example", "free-form.example"},
+			"latency":  {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
+			"host":     {"free-form.example", "shop0.example", "shop1.example", "shop2.example", "shop3.example"},
+			"checked":  {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
+		} {
+			var got struct{ Hosts []index.Host }
+			getJSON(t, base+"/api/xindex/hosts?sort="+sort, &got)
+			names := []string{}
+			for _, h := range got.Hosts {
+				names = append(names, h.Host)
+			}
+			if sort == "checked" { // shop1 and shop2 were measured in one transaction
+				require.ElementsMatch(t, want[:2], names[:2])
+				names = names[2:]
+				want = want[2:]
+			}
+			require.Equal(t, want, names, sort)
+		}
+	})
+	t.Run("Query", func(t *testing.T) {
+		for q, want := range map[string][]string{
+			"SHOP2":              {"shop2.example"},
+			"weather report 11":  {"shop3.example"},
+			"/api/5":             {"shop1.example"},
+			"100%":               {},
+			"shop_":              {},
+			"https://free-form.": {"free-form.example"},
+		} {
+			var got struct{ Hosts []index.Host }
+			getJSON(t, base+"/api/xindex/hosts?q="+url.QueryEscape(q), &got)
+			names := []string{}
+			for _, h := range got.Hosts {
+				names = append(names, h.Host)
+			}
+			require.Equal(t, want, names, q)
+		}
+		var got struct{ Hosts []index.Host }
+		getJSON(t, base+"/api/xindex/hosts?limit=2", &got)
+		require.Len(t, got.Hosts, 2)
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		for _, bad := range []string{"sort=cost", "limit=0", "limit=501", "limit=ten", "q=" + strings.Repeat("x", 201)} {
+			resp, err := http.Get(base + "/api/xindex/hosts?" + bad)
+			require.NoError(t, err)
+			var body map[string]any
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+			resp.Body.Close()
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
+			require.Equal(t, "invalid_request", body["error"], bad)
+		}
+	})
+}
+
+func TestXIndexPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+	smallIndex(ctx, t, db)
+
+	get := func(query string) string {
+		t.Helper()
+		resp, err := http.Get(base + "/x402-index" + query)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "text/html; charset=UTF-8", resp.Header.Get("Content-Type"))
+		return string(body)
+	}
+	page := get("")
+	require.NotContains(t, page, "%!", "no formatting errors")
+	require.NotContains(t, page, "<script", "works without JavaScript")
+	for _, want := range []string{
+		`<b id="services">13</b>`, `<b id="hosts">5</b>`,
+		`<td class="num price">0.002 – 0.018</td>`, `<td class="num price">unpriced</td>`,
+		`<span class="badge live">live</span> <span class="sample">402</span>`,
+		`<span class="badge dead">dead</span> <span class="sample">404</span>`,
+		`<span class="badge unmeasured">not measured</span>`,
+		"87 ms", html.EscapeString(index.Honesty), `href="/x402-index?sort=price"`,
+	} {
+		require.Contains(t, page, want)
+	}
+	require.Equal(t, 5, strings.Count(page, `<tr class="host-row">`))
+
+	page = get("?q=shop3&sort=price")
+	require.Equal(t, 1, strings.Count(page, `<tr class="host-row">`))
+	require.Contains(t, page, `<td class="host">shop3.example</td>`)
+	require.Contains(t, page, `value="shop3"`, "the search box keeps the query")
+	require.Contains(t, page, `href="/x402-index?q=shop3&amp;sort=host"`, "sorting keeps the query")
+
+	page = get("?q=nothing-like-it")
+	require.Contains(t, page, "No host matches.")
+
+	resp, err := http.Get(base + "/x402-index?sort=cost")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}

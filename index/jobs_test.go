@@ -1,0 +1,93 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/jobs"
+)
+
+func TestPeriodicJobs(t *testing.T) {
+	t.Parallel()
+	periodic, err := PeriodicJobs("*/15 * * * *", "*/30 * * * *")
+	require.NoError(t, err)
+	require.Len(t, periodic, 2)
+	_, err = PeriodicJobs("every now and then", "*/30 * * * *")
+	require.ErrorContains(t, err, "INDEX_CRON")
+	_, err = PeriodicJobs("*/15 * * * *", "61 * * * *")
+	require.ErrorContains(t, err, "LIVENESS_CRON")
+}
+
+// TestJobs runs the crawl and liveness jobs on a River client, as the
+// worker does.
+func TestJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	srv, client, _ := sellers(t)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var items []map[string]any
+	for i := range 25 {
+		items = append(items, item(fmt.Sprintf("http://live%d.test:%s/r%d", i%5, port, i), "1000"))
+	}
+	src := httptest.NewServer(&listing{items: items})
+	defer src.Close()
+
+	crawler := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL}, PageSize: 10, PagesPerRun: 2, Gap: -1})
+	prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+	workers := river.NewWorkers()
+	require.NoError(t, Register(crawler, prober)(workers))
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{jobs.QueueIndex: {MaxWorkers: 2}},
+		Workers:           workers,
+		FetchPollInterval: 100 * time.Millisecond,
+		TestOnly:          true,
+		Logger:            slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	completed, cancel := rc.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	require.NoError(t, rc.Start(ctx))
+	defer func() { require.NoError(t, rc.Stop(context.WithoutCancel(ctx))) }()
+
+	run := func(args river.JobArgs) {
+		t.Helper()
+		res, err := rc.Insert(ctx, args, nil)
+		require.NoError(t, err)
+		require.False(t, res.UniqueSkippedAsDuplicate)
+		select {
+		case e := <-completed:
+			require.Equal(t, river.EventKindJobCompleted, e.Kind, "%+v", e.Job.Errors)
+			require.Equal(t, args.Kind(), e.Job.Kind)
+			require.Equal(t, jobs.QueueIndex, e.Job.Queue)
+		case <-time.After(20 * time.Second):
+			t.Fatal("the job did not finish")
+		}
+		// The jobs are unique per minute: clear the way for the next run.
+		_, err = rc.JobDelete(ctx, res.Job.ID)
+		require.NoError(t, err)
+	}
+	r := NewReader(db.Pool)
+	run(CrawlArgs{}) // two pages of ten
+	s, err := r.Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 20, s.ServicesIndexed)
+	require.Equal(t, Crawl{Cursor: 20, Total: 25, PagesDone: 2, LastAt: s.Crawl.LastAt}, s.Crawl)
+	run(CrawlArgs{}) // the last page ends the pass
+	run(LivenessArgs{})
+	s, err = r.Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 25, s.ServicesIndexed)
+	require.Equal(t, 1, s.Crawl.FullScans)
+	require.Equal(t, Liveness{Measured: 5, Live: 5}, s.Liveness)
+}

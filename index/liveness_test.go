@@ -1,0 +1,240 @@
+package index
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/fetch"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+)
+
+// sellerLog records how the sellers were asked.
+type sellerLog struct {
+	mu       sync.Mutex
+	requests map[string][]string // host -> "METHOD body"
+}
+
+func (l *sellerLog) add(host, entry string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requests[host] = append(l.requests[host], entry)
+}
+
+// sellers answers as the resources of hosts named after their behaviour,
+// all on one loopback server; the fetch client resolves every .test name to
+// it (private.test to a private address the guard refuses).
+func sellers(t *testing.T) (*httptest.Server, *fetch.Client, *sellerLog) {
+	t.Helper()
+	quote := base64.StdEncoding.EncodeToString([]byte(`{"x402Version":2,"resource":{"url":"x"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10","asset":"` + usdc + `","payTo":"0x1","maxTimeoutSeconds":60}]}`))
+	log := &sellerLog{requests: map[string][]string{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.Host)
+		body, _ := io.ReadAll(r.Body)
+		log.add(host, r.Method+" "+string(body))
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Method == http.MethodPost && (r.Header.Get("Content-Type") != "application/json" || string(body) != "{}") {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		paid := func() {
+			w.Header().Set("PAYMENT-REQUIRED", quote)
+			w.WriteHeader(http.StatusPaymentRequired)
+			_, _ = w.Write([]byte("{}"))
+		}
+		switch {
+		case host == "paid.test" || strings.HasPrefix(host, "live"):
+			paid()
+		case host == "slow.test":
+			time.Sleep(300 * time.Millisecond)
+			paid()
+		case host == "v1.test":
+			w.WriteHeader(http.StatusPaymentRequired)
+			_, _ = w.Write([]byte(`{"x402Version":1,"accepts":[{"scheme":"exact","network":"base","maxAmountRequired":"10","payTo":"0x1"}]}`))
+		case host == "bogus402.test":
+			w.WriteHeader(http.StatusPaymentRequired)
+			_, _ = w.Write([]byte("pay me"))
+		case host == "missing.test":
+			w.WriteHeader(http.StatusNotFound)
+		case host == "broken.test":
+			w.WriteHeader(http.StatusInternalServerError)
+		case host == "busy.test":
+			w.WriteHeader(http.StatusTooManyRequests)
+		case host == "never.test" || strings.HasPrefix(host, "never"):
+			<-r.Context().Done()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: loopbackResolver{}}), log
+}
+
+// loopbackResolver resolves every .test name to 127.0.0.1 and
+// private.test to a private address the guard refuses.
+type loopbackResolver struct{}
+
+func (loopbackResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if host == "private.test" {
+		return []netip.Addr{netip.MustParseAddr("10.0.0.1")}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// TestLiveness probes sellers that answer 402 with a quote (v2 header, v1
+// body, slowly), 402 without one, 404, 500, 429, never, on a closed port,
+// and on a private address.
+func TestLiveness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	srv, client, log := sellers(t)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, closedPort, _ := net.SplitHostPort(closed.Addr().String())
+	require.NoError(t, closed.Close())
+
+	var items []map[string]any
+	for _, h := range []string{"paid", "v1", "slow", "bogus402", "missing", "broken", "busy", "never", "closed", "private"} {
+		p := port
+		if h == "closed" {
+			p = closedPort
+		}
+		it := item(fmt.Sprintf("http://%s.test:%s/r", h, p), "10")
+		if h == "paid" {
+			it["extensions"] = map[string]any{"bazaar": map[string]any{"info": map[string]any{"input": map[string]any{"method": "POST"}}}}
+		}
+		items = append(items, it)
+	}
+	src := httptest.NewServer(&listing{items: items})
+	defer src.Close()
+	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
+
+	r := NewReader(db.Pool)
+	hosts, err := r.Hosts(ctx, "", "host", 50)
+	require.NoError(t, err)
+	for _, h := range hosts {
+		require.Nil(t, h.Live, "not measured yet: null")
+		require.Nil(t, h.Status)
+		require.Nil(t, h.LatencyMS)
+		require.Nil(t, h.CheckedAt)
+	}
+
+	// A first measurement makes busy.test live; a 429 later leaves it so.
+	require.NoError(t, recordProbe(ctx, db, "busy.test", true))
+	p := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+	start := time.Now()
+	rep, err := p.ProbeAll(ctx)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 5*time.Second, "the probes run at once, each bounded by its timeout")
+	require.Equal(t, ProbeReport{Probed: 10, Live: 3, Dead: 6, Later: 1}, *rep)
+
+	hosts, err = r.Hosts(ctx, "", "host", 50)
+	require.NoError(t, err)
+	got := map[string]Host{}
+	for _, h := range hosts {
+		got[h.Host] = h
+	}
+	check := func(host string, live bool, status int) {
+		t.Helper()
+		h := got[host]
+		require.NotNil(t, h.Live, host)
+		require.Equal(t, live, *h.Live, host)
+		require.NotNil(t, h.CheckedAt, host)
+		if status == 0 {
+			require.Nil(t, h.Status, host)
+			require.Nil(t, h.LatencyMS, host)
+			return
+		}
+		require.Equal(t, status, *h.Status, host)
+		require.NotNil(t, h.LatencyMS, host)
+	}
+	check("paid.test", true, 402)
+	check("v1.test", true, 402)
+	check("slow.test", true, 402)
+	require.GreaterOrEqual(t, *got["slow.test"].LatencyMS, 300)
+	check("bogus402.test", false, 402)
+	check("missing.test", false, 404)
+	check("broken.test", false, 500)
+	check("busy.test", true, 429)
+	check("never.test", false, 0)
+	check("closed.test", false, 0)
+	check("private.test", false, 0)
+	errs := map[string]string{}
+	rows, err := db.Pool.Query(ctx, "SELECT host, coalesce(probe_error, '') FROM index_hosts")
+	require.NoError(t, err)
+	for rows.Next() {
+		var h, e string
+		require.NoError(t, rows.Scan(&h, &e))
+		errs[h] = e
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, "refused", errs["private.test"])
+	require.Equal(t, "timeout", errs["never.test"])
+	require.Contains(t, errs["closed.test"], "unreachable")
+
+	// Declared method, never HEAD, {} for POST; the refused host was never
+	// asked.
+	log.mu.Lock()
+	require.Equal(t, []string{"POST {}"}, log.requests["paid.test"])
+	require.Equal(t, []string{"GET "}, log.requests["missing.test"])
+	require.Empty(t, log.requests["private.test"])
+	log.mu.Unlock()
+
+	s, err := r.Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Liveness{Measured: 10, Live: 4, Dead: 6}, s.Liveness)
+}
+
+// TestLivenessFirst429 leaves a host never measured before unmeasured when
+// it answers 429: try later is no verdict.
+func TestLivenessFirst429(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	srv, client, _ := sellers(t)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	src := httptest.NewServer(&listing{items: []map[string]any{item(fmt.Sprintf("http://busy.test:%s/r", port), "10")}})
+	defer src.Close()
+	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
+	rep, err := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second}).ProbeAll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ProbeReport{Probed: 1, Later: 1}, *rep)
+	hosts, err := NewReader(db.Pool).Hosts(ctx, "busy", "host", 5)
+	require.NoError(t, err)
+	require.Len(t, hosts, 1)
+	require.Nil(t, hosts[0].Live)
+	require.Equal(t, 429, *hosts[0].Status)
+	s, err := NewReader(db.Pool).Summary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Liveness{Unmeasured: 1}, s.Liveness)
+}
+
+// recordProbe records a first liveness measurement of host.
+func recordProbe(ctx context.Context, db *dbtest.DB, host string, live bool) error {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	status := 402
+	if err := store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(host), Type: store.EventHostProbed,
+		Data: store.HostProbed{Live: &live, Status: &status, CheckedAt: time.Now()}}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
