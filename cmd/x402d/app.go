@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/x402d/x402d/api"
 	"github.com/x402d/x402d/browser"
@@ -260,27 +259,8 @@ func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
 	}
 	defer pool.Close()
 	crawler, _ := a.indexer(pool, fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs}), nil)
-	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(stdout), progressbar.OptionSetDescription("crawling"),
-		progressbar.OptionShowCount(), progressbar.OptionSetItsString("items"), progressbar.OptionClearOnFinish())
-	err = crawler.FullPass(ctx, func(s index.Step) {
-		if s.Total > 0 && bar.GetMax() != s.Total {
-			bar.ChangeMax(s.Total)
-		}
-		bar.Describe(fmt.Sprintf("%s %d/%d", s.Source, s.Cursor, s.Total))
-		_ = bar.Set(s.Cursor)
-	})
-	_ = bar.Finish()
-	if err != nil {
-		return err
-	}
-	s, err := index.NewReader(pool).Summary(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nservices indexed %d, hosts %d, full scans %d\nprice bands: free %d, <0.001 %d, <0.01 %d, <0.1 %d, <1 %d, >=1 %d\n",
-		s.ServicesIndexed, s.HostsKnown, s.Crawl.FullScans, s.PriceBands["free"], s.PriceBands["under_1m"],
-		s.PriceBands["under_10m"], s.PriceBands["under_100m"], s.PriceBands["under_1"], s.PriceBands["over_1"])
-	return nil
+	_, err = index.CrawlOnce(ctx, crawler, index.NewReader(pool), stdout)
+	return err
 }
 
 // payments builds the payment step: the test double when a test set one,
