@@ -1,24 +1,14 @@
 package loadgen
 
-import (
-	"encoding/base64"
-	"encoding/json"
-)
+import "github.com/x402d/x402d/x402"
 
-// settled decodes a PAYMENT-RESPONSE header value.
+// settled reads a PAYMENT-RESPONSE header value.
 func settled(header string) (ok bool, tx string) {
 	if header == "" {
 		return false, ""
 	}
-	raw, err := base64.StdEncoding.DecodeString(header)
-	if err != nil {
-		return false, ""
-	}
-	var sr struct {
-		Success     bool   `json:"success"`
-		Transaction string `json:"transaction"`
-	}
-	if json.Unmarshal(raw, &sr) != nil {
+	var sr x402.SettleResponse
+	if x402.DecodeHeader(header, &sr) != nil {
 		return false, ""
 	}
 	return sr.Success, sr.Transaction
