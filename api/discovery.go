@@ -29,41 +29,91 @@ type discoveryItem struct {
 	X402Version int                 `json:"x402Version"`
 	Accepts     []x402.Requirements `json:"accepts"`
 	LastUpdated string              `json:"lastUpdated"`
-	Metadata    map[string]any      `json:"metadata"`
+	Metadata    discoveryMetadata   `json:"metadata"`
+}
+
+// discoveryMetadata is an item's metadata: what a buyer needs to call it.
+type discoveryMetadata struct {
+	Name        string                     `json:"name"`
+	Description string                     `json:"description"`
+	Method      string                     `json:"method"`
+	MimeType    string                     `json:"mimeType"`
+	Price       price                      `json:"price"`
+	Extensions  map[string]json.RawMessage `json:"extensions,omitempty"`
+}
+
+type price struct {
+	Mode     string `json:"mode"`
+	Currency string `json:"currency"`
+	Amount   string `json:"amount"`
+}
+
+// discoveryList is the answer of GET /api/x402/discovery/resources.
+type discoveryList struct {
+	X402Version int             `json:"x402Version"`
+	Items       []discoveryItem `json:"items"`
+	Pagination  pagination      `json:"pagination"`
+}
+
+type pagination struct {
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
+	Total  int `json:"total"`
 }
 
 // resourceDoc describes one operation in /.well-known/x402.json.
 type resourceDoc struct {
-	Name          string            `json:"name"`
-	Resource      string            `json:"resource"`
-	Method        string            `json:"method"`
-	Description   string            `json:"description"`
-	Price         map[string]string `json:"price"`
-	MimeType      string            `json:"mime_type"`
-	Sellable      bool              `json:"sellable"`
-	BlockedReason *string           `json:"blocked_reason"`
-	InputSchema   json.RawMessage   `json:"input_schema,omitempty"`
+	Name          string              `json:"name"`
+	Resource      string              `json:"resource"`
+	Method        string              `json:"method"`
+	Description   string              `json:"description"`
+	Price         price               `json:"price"`
+	MimeType      string              `json:"mime_type"`
+	Sellable      bool                `json:"sellable"`
+	BlockedReason *string             `json:"blocked_reason"`
+	Accepts       []x402.Requirements `json:"accepts"`
+	InputSchema   json.RawMessage     `json:"input_schema,omitempty"`
 }
 
-// newDiscovery builds the documents of ops from their quotes.
+// wellKnownDoc is /.well-known/x402.json: the service manifest.
+type wellKnownDoc struct {
+	X402Version int           `json:"x402Version"`
+	Name        string        `json:"name"`
+	Description string        `json:"description"`
+	Facilitator *string       `json:"facilitator"`
+	Networks    []string      `json:"networks"`
+	Resources   []resourceDoc `json:"resources"`
+	Discovery   string        `json:"discovery"`
+	OpenAPI     string        `json:"openapi"`
+	Index       string        `json:"index"`
+}
+
+const serviceDescription = "Pay-per-call utility operations over x402 v2 (no accounts, no API keys), and a free index of x402 sellers."
+
+// newDiscovery builds the documents of ops from their quotes: every
+// operation is in the manifest (those not sold with their blocked reason),
+// the sold ones in the Bazaar list, with their quote's accepts and bazaar
+// extension.
 func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string, now time.Time) (*discovery, error) {
-	networks := make([]string, 0, 7)
-	for _, n := range x402.Networks() {
-		networks = append(networks, n.ID)
-	}
-	d := &discovery{}
+	d := &discovery{items: []discoveryItem{}}
 	resources := make([]resourceDoc, 0, len(ops))
+	quotes := make(map[string]*x402.Quote, len(ops))
 	for _, op := range ops {
 		doc := resourceDoc{
 			Name: op.Name, Resource: publicURL + "/api/x402/" + op.Name, Method: http.MethodPost,
-			Description: op.Description, MimeType: "application/json", Sellable: true, InputSchema: op.InputSchema,
-			Price: map[string]string{"mode": "fixed", "currency": "USD", "amount": op.Price},
+			Description: op.Description, MimeType: "application/json", Sellable: true,
+			Price:   price{Mode: "fixed", Currency: "USD", Amount: op.Price},
+			Accepts: []x402.Requirements{},
+		}
+		if len(op.InputSchema) > 0 {
+			doc.InputSchema = op.InputSchema
 		}
 		q, err := payments.Quote(op.Name)
 		if errors.Is(err, x402.ErrNotSellable) {
 			reason := "not sold now: the service's receiving or model configuration is incomplete"
-			if op.UsesModel {
-				reason = "model not configured (GEMINI_API_KEY unset)"
+			var ns *x402.NotSellableError
+			if errors.As(err, &ns) && ns.Reason != "" {
+				reason = ns.Reason
 			}
 			doc.Sellable, doc.BlockedReason = false, &reason
 			resources = append(resources, doc)
@@ -72,6 +122,7 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 		if err != nil {
 			return nil, fmt.Errorf("discovery: quote %s: %w", op.Name, err)
 		}
+		quotes[op.Name] = q
 		var required x402.PaymentRequired
 		if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
 			return nil, fmt.Errorf("discovery: own quote of %s: %w", op.Name, err)
@@ -79,35 +130,44 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 		if required.Resource.URL != "" {
 			doc.Resource = required.Resource.URL
 		}
+		doc.Accepts = required.Accepts
 		resources = append(resources, doc)
 		d.items = append(d.items, discoveryItem{
 			Resource: doc.Resource, Type: "http", X402Version: x402.Version, Accepts: required.Accepts,
 			LastUpdated: now.UTC().Format(time.RFC3339),
-			Metadata: map[string]any{
-				"name": op.Name, "description": op.Description, "method": http.MethodPost,
-				"mimeType": "application/json", "price": doc.Price, "extensions": required.Extensions,
+			Metadata: discoveryMetadata{
+				Name: op.Name, Description: op.Description, Method: http.MethodPost,
+				MimeType: "application/json", Price: doc.Price, Extensions: required.Extensions,
 			},
 		})
 	}
 	var err error
-	d.wellKnown, err = json.Marshal(map[string]any{
-		"x402Version": x402.Version,
-		"name":        "x402d",
-		"description": "Pay-per-call utility operations over x402 (no accounts, no API keys), and a free index of x402 sellers.",
-		"facilitator": nil,
-		"networks":    networks,
-		"resources":   resources,
-		"discovery":   publicURL + "/api/x402/discovery/resources",
-		"openapi":     publicURL + "/openapi.json",
-		"index":       publicURL + "/api/xindex/summary",
+	d.wellKnown, err = json.Marshal(wellKnownDoc{
+		X402Version: x402.Version,
+		Name:        "x402d",
+		Description: serviceDescription,
+		Facilitator: nil,
+		Networks:    x402.NetworkIDs(),
+		Resources:   resources,
+		Discovery:   publicURL + "/api/x402/discovery/resources",
+		OpenAPI:     publicURL + "/openapi.json",
+		Index:       publicURL + "/api/xindex/summary",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	if d.openAPI, err = openAPIDocument(ops, publicURL); err != nil {
+	if d.openAPI, err = openAPIDocument(ops, quotes, publicURL); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// registerDiscovery adds the discovery routes to e: the manifest, the
+// Bazaar list and the OpenAPI document.
+func (s *Server) registerDiscovery(e *echo.Echo) {
+	e.GET("/.well-known/x402.json", s.wellKnown)
+	e.GET("/api/x402/discovery/resources", s.discoveryResources)
+	e.GET("/openapi.json", s.openAPI)
 }
 
 func (s *Server) wellKnown(c echo.Context) error {
@@ -119,7 +179,8 @@ func (s *Server) openAPI(c echo.Context) error {
 }
 
 // discoveryResources is GET /api/x402/discovery/resources in the Bazaar list
-// format: type (http), limit (1-100, default 20) and offset.
+// format: type (http), limit (1-100, default 20) and offset (default 0).
+// Values out of range are a 400.
 func (s *Server) discoveryResources(c echo.Context) error {
 	limit, err := queryInt(c, "limit", 20, 1, 100)
 	if err != nil {
@@ -138,10 +199,10 @@ func (s *Server) discoveryResources(c echo.Context) error {
 	if page == nil {
 		page = []discoveryItem{}
 	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"x402Version": x402.Version,
-		"items":       page,
-		"pagination":  map[string]int{"limit": limit, "offset": offset, "total": total},
+	return c.JSON(http.StatusOK, discoveryList{
+		X402Version: x402.Version,
+		Items:       page,
+		Pagination:  pagination{Limit: limit, Offset: offset, Total: total},
 	})
 }
 

@@ -5,127 +5,267 @@ import (
 	"fmt"
 
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/x402"
 )
 
-// openAPIDocument returns the OpenAPI 3.1.0 document of the api: every paid
-// operation with its request schema and result layout (the schema of its
-// output example, plus call_id and op), the poll, discovery, index, operator
-// and health endpoints.
-func openAPIDocument(ops []jobs.Operation, publicURL string) ([]byte, error) {
-	errorBody := map[string]any{"$ref": "#/components/schemas/Error"}
-	errResp := func(desc string) map[string]any {
-		return map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": errorBody}}}
+// obj is a JSON object of the OpenAPI document.
+type obj = map[string]any
+
+// ref returns a reference to the component schema name.
+func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+
+// jsonContent returns the content map of an application/json schema.
+func jsonContent(schema any) obj { return obj{"application/json": obj{"schema": schema}} }
+
+// openAPIDocument returns the OpenAPI 3.1.0 document of the api (API version
+// 2.0.0): every paid operation with its request schema, its result layout
+// (the schema of its output example, plus call_id and op) and its 402 quote
+// (with the operation's own quote as example when it is sold), the poll,
+// discovery, index and health endpoints.
+func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, publicURL string) ([]byte, error) {
+	errResp := func(desc string) obj {
+		return obj{"description": desc, "content": jsonContent(ref("Error"))}
 	}
-	quoteHeaders := map[string]any{
-		"PAYMENT-REQUIRED": map[string]any{"description": "base64 of the x402 v2 PaymentRequired", "schema": map[string]any{"type": "string"}},
-		"WWW-Authenticate": map[string]any{"description": "an X402 challenge", "schema": map[string]any{"type": "string"}},
+	str := obj{"type": "string"}
+	quoteHeaders := obj{
+		"PAYMENT-REQUIRED": obj{"description": "base64 (standard alphabet) of the JSON x402 v2 PaymentRequired: the same object as the body's PaymentRequired fields", "schema": str},
+		"WWW-Authenticate": obj{"description": `an X402 challenge naming the primary option: X402 realm="x402d", resource="<url>", version="2", scheme="exact", network="eip155:8453", amount="<atomic units>", asset="<token>", pay_to="<address>", price="<amount> USD", header="PAYMENT-REQUIRED", and error="<reason>" when a payment was refused`, "schema": str},
 	}
-	paths := map[string]any{}
+	paths := obj{}
 	for _, op := range ops {
-		input := json.RawMessage(`{"type":"object"}`)
-		if len(op.InputSchema) > 0 {
-			input = op.InputSchema
+		input, err := x402.EmbeddableSchema(op.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("openapi: %s: %w", op.Name, err)
 		}
 		result := schemaOf(op.OutputExample)
-		if props, ok := result["properties"].(map[string]any); ok {
-			props["call_id"] = map[string]any{"type": "string"}
-			props["op"] = map[string]any{"type": "string", "const": op.Name}
+		if result["type"] != "object" {
+			result = obj{"type": "object", "properties": obj{}}
 		}
-		paths["/api/x402/"+op.Name] = map[string]any{"post": map[string]any{
+		result["properties"].(obj)["call_id"] = obj{"type": "string", "description": "the call's id"}
+		result["properties"].(obj)["op"] = obj{"type": "string", "const": op.Name}
+		result["required"] = []string{"call_id", "op"}
+		example, err := resultExample(op)
+		if err != nil {
+			return nil, err
+		}
+		quote := obj{"schema": ref("Quote")}
+		if q := quotes[op.Name]; q != nil {
+			quote["example"] = json.RawMessage(q.Body)
+		}
+		paths["/api/x402/"+op.Name] = obj{"post": obj{
 			"operationId": op.Name,
 			"summary":     op.Description,
-			"description": fmt.Sprintf("Price %s USD, paid with x402 (exact scheme). Without a PAYMENT-SIGNATURE header the answer is 402 with the quote.", op.Price),
-			"parameters": []any{map[string]any{
+			"description": fmt.Sprintf("Price %s USD (USDC), paid per call with x402 v2, scheme exact. Without a PAYMENT-SIGNATURE header the answer is 402 with the quote and the body is not read. With one, the body is validated (400, nothing charged), the payment verified (402 with the reason), the operation run and the payment settled only if it succeeded.", op.Price),
+			"security":    []any{},
+			"parameters": []any{obj{
 				"name": "PAYMENT-SIGNATURE", "in": "header", "required": false,
-				"description": "base64 of the x402 v2 PaymentPayload", "schema": map[string]any{"type": "string"},
+				"description": "base64 (standard alphabet) of the JSON x402 v2 PaymentPayload answering one of the quote's accepts", "schema": str,
 			}},
-			"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": input, "example": op.InputExample}}},
-			"responses": map[string]any{
-				"200": map[string]any{
-					"description": "the result; PAYMENT-RESPONSE carries the settlement",
-					"headers":     map[string]any{"PAYMENT-RESPONSE": map[string]any{"description": "base64 of the x402 SettleResponse", "schema": map[string]any{"type": "string"}}},
-					"content":     map[string]any{"application/json": map[string]any{"schema": result, "example": op.OutputExample}},
+			"requestBody": obj{"required": true, "content": obj{"application/json": obj{"schema": input, "example": op.InputExample}}},
+			"responses": obj{
+				"200": obj{
+					"description": "the result; the payment is settled",
+					"headers":     obj{"PAYMENT-RESPONSE": obj{"description": "base64 of the x402 SettleResponse", "schema": str}},
+					"content":     obj{"application/json": obj{"schema": result, "example": example}},
 				},
-				"202": map[string]any{"description": "paid and still running: poll the URL", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Running"}}}},
+				"202": obj{"description": "paid and still running after CALL_WAIT: long-poll the URL", "content": jsonContent(ref("Running"))},
 				"400": errResp("the body does not meet the operation's rules; nothing is charged"),
-				"402": map[string]any{"description": "payment required, or the payment was refused (error names the reason)", "headers": quoteHeaders,
-					"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}},
-				"413": errResp("body over the limit"),
+				"402": obj{"description": "payment required, or the payment was refused (error names the reason, spelled as the official x402 packages spell theirs)",
+					"headers": quoteHeaders, "content": obj{"application/json": quote}},
+				"413": errResp("the body is over the size limit"),
 				"502": errResp("the operation failed; the payment is not settled"),
-				"503": errResp("not sold now (receiving or model configuration incomplete); no quote"),
+				"503": errResp("not sold now (receiving or model configuration incomplete); no quote is issued"),
 			},
 		}}
 	}
-	paths["/api/x402/calls/{id}"] = map[string]any{"get": map[string]any{
+	paths["/api/x402/calls/{id}"] = obj{"get": obj{
 		"operationId": "poll",
-		"summary":     "Long-poll a paid call; answers like the paid request once done.",
+		"summary":     "Long-poll a paid call; answers like the paid request once it is done.",
 		"parameters": []any{
-			map[string]any{"name": "id", "in": "path", "required": true, "schema": map[string]any{"type": "string"}},
-			map[string]any{"name": "token", "in": "query", "required": true, "schema": map[string]any{"type": "string"}},
-			map[string]any{"name": "wait", "in": "query", "schema": map[string]any{"type": "integer", "minimum": 0, "maximum": 60}},
+			obj{"name": "id", "in": "path", "required": true, "schema": str},
+			obj{"name": "token", "in": "query", "required": true, "description": "the capability given in the 202's poll URL", "schema": str},
+			obj{"name": "wait", "in": "query", "description": "seconds to wait for the result", "schema": obj{"type": "integer", "minimum": 0, "maximum": 60}},
 		},
-		"responses": map[string]any{
-			"200": map[string]any{"description": "the result", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}},
-			"202": map[string]any{"description": "still running", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Running"}}}},
+		"responses": obj{
+			"200": obj{"description": "the result, as the paid request would have answered", "content": jsonContent(obj{"type": "object", "required": []string{"call_id", "op"}})},
+			"202": obj{"description": "still running", "content": jsonContent(ref("Running"))},
+			"400": errResp("wait is not a whole number of seconds"),
+			"402": obj{"description": "the payment could not be settled; the result is withheld", "content": jsonContent(ref("Quote"))},
 			"404": errResp("no such call, or a wrong token"),
-			"502": errResp("the operation failed; not charged"),
+			"502": errResp("the operation failed; the payment is not settled"),
 		},
 	}}
-	simple := func(id, summary string, query ...map[string]any) map[string]any {
-		get := map[string]any{"operationId": id, "summary": summary,
-			"responses": map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}}}}
-		if len(query) > 0 {
-			params := make([]any, len(query))
-			for i, q := range query {
-				params[i] = q
+	get := func(id, summary, schema string, params ...obj) obj {
+		g := obj{"operationId": id, "summary": summary,
+			"responses": obj{"200": obj{"description": "OK", "content": jsonContent(ref(schema))}}}
+		if len(params) > 0 {
+			ps := make([]any, len(params))
+			for i, p := range params {
+				ps[i] = p
 			}
-			get["parameters"] = params
-			get["responses"].(map[string]any)["400"] = errResp("a query parameter is out of range")
+			g["parameters"] = ps
+			g["responses"].(obj)["400"] = errResp("a query parameter is out of range")
 		}
-		return map[string]any{"get": get}
+		return obj{"get": g}
 	}
-	qp := func(name string, schema map[string]any) map[string]any {
-		return map[string]any{"name": name, "in": "query", "schema": schema}
+	query := func(name, desc string, schema obj) obj {
+		return obj{"name": name, "in": "query", "description": desc, "schema": schema}
 	}
-	paths["/.well-known/x402.json"] = simple("wellKnown", "Service manifest: x402 version, networks, resources.")
-	paths["/api/x402/discovery/resources"] = simple("discoveryResources", "Paid resources in the Bazaar list format.",
-		qp("type", map[string]any{"type": "string", "enum": []string{"http"}}),
-		qp("limit", map[string]any{"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
-		qp("offset", map[string]any{"type": "integer", "minimum": 0, "default": 0}))
-	paths["/api/xindex/summary"] = simple("indexSummary", "Summary of the market index (xindex-1.0).")
-	paths["/api/xindex/hosts"] = simple("indexHosts", "Indexed seller hosts.",
-		qp("q", map[string]any{"type": "string"}),
-		qp("limit", map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
-		qp("sort", map[string]any{"type": "string", "enum": []string{"services", "price", "latency", "host", "checked"}, "default": "services"}))
-	paths["/x402-index"] = map[string]any{"get": map[string]any{"operationId": "indexPage", "summary": "The index as a web page.",
-		"responses": map[string]any{"200": map[string]any{"description": "HTML", "content": map[string]any{"text/html": map[string]any{"schema": map[string]any{"type": "string"}}}}}}}
-	paths["/healthz"] = simple("healthz", "The process is up.")
-	paths["/readyz"] = simple("readyz", "The database is reachable.")
-	paths["/openapi.json"] = simple("openapi", "This document.")
+	paths["/.well-known/x402.json"] = get("wellKnown", "Service manifest: x402 version, networks, every operation with its price and whether it is sold now.", "WellKnown")
+	paths["/api/x402/discovery/resources"] = get("discoveryResources", "The operations sold now, in the x402 Bazaar list format.", "DiscoveryList",
+		query("type", "resource type; only http resources exist", obj{"type": "string"}),
+		query("limit", "page size", obj{"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+		query("offset", "items to skip", obj{"type": "integer", "minimum": 0, "default": 0}))
+	paths["/api/xindex/summary"] = get("indexSummary", "Summary of the index of x402 sellers (xindex-1.0).", "IndexSummary")
+	paths["/api/xindex/hosts"] = get("indexHosts", "Indexed seller hosts.", "IndexHosts",
+		query("q", "text filter on host names and descriptions (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
+		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
+		query("sort", "order", obj{"type": "string", "enum": []string{"services", "price", "latency", "host", "checked"}, "default": "services"}))
+	paths["/x402-index"] = obj{"get": obj{"operationId": "indexPage", "summary": "The index as a web page.",
+		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}}}}}
+	paths["/healthz"] = get("healthz", "The process is up.", "Health")
+	paths["/readyz"] = obj{"get": obj{"operationId": "readyz", "summary": "The database is reachable.", "responses": obj{
+		"200": obj{"description": "ready", "content": jsonContent(ref("Health"))},
+		"503": errResp("the database does not answer"),
+	}}}
+	paths["/openapi.json"] = obj{"get": obj{"operationId": "openapi", "summary": "This document.",
+		"responses": obj{"200": obj{"description": "OpenAPI 3.1.0", "content": jsonContent(obj{"type": "object"})}}}}
 
-	doc := map[string]any{
+	doc := obj{
 		"openapi": "3.1.0",
-		"info": map[string]any{
+		"info": obj{
 			"title":       "x402d",
 			"version":     "2.0.0",
-			"description": "Utility operations sold per call over x402 v2 (no accounts, no API keys), and a free index of x402 sellers.",
+			"description": serviceDescription + " Paid operations need no account and no API key: access is by payment (x402 v2, PAYMENT-SIGNATURE header).",
 		},
-		"servers": []any{map[string]any{"url": publicURL}},
-		"paths":   paths,
-		"components": map[string]any{"schemas": map[string]any{
-			"Error": map[string]any{"type": "object", "required": []string{"error", "message"}, "properties": map[string]any{
-				"error": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"}, "field": map[string]any{"type": "string"},
-			}},
-			"Running": map[string]any{"type": "object", "required": []string{"call_id", "status", "poll"}, "properties": map[string]any{
-				"call_id": map[string]any{"type": "string"}, "status": map[string]any{"type": "string", "const": "running"}, "poll": map[string]any{"type": "string"},
-			}},
-		}},
+		"servers":    []any{obj{"url": publicURL}},
+		"security":   []any{},
+		"paths":      paths,
+		"components": obj{"schemas": componentSchemas()},
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
 	}
 	return raw, nil
+}
+
+// resultExample returns op's output example with call_id and op, as a call
+// answers it.
+func resultExample(op jobs.Operation) (any, error) {
+	raw, err := json.Marshal(op.OutputExample)
+	if err != nil {
+		return nil, fmt.Errorf("openapi: %s output example: %w", op.Name, err)
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		m = map[string]any{}
+	}
+	m["call_id"] = "4f0c2a9e8b7d6c5e4f3a2b1c0d9e8f7a"
+	m["op"] = op.Name
+	return m, nil
+}
+
+// componentSchemas are the shared schemas of the document: errors, the x402
+// objects, the discovery documents and the index records of spec 2.2/2.3.
+func componentSchemas() obj {
+	str := obj{"type": "string"}
+	integer := obj{"type": "integer"}
+	nullable := func(t string) obj { return obj{"type": []string{t, "null"}} }
+	object := func(required []string, props obj) obj {
+		o := obj{"type": "object", "properties": props}
+		if len(required) > 0 {
+			o["required"] = required
+		}
+		return o
+	}
+	array := func(items any) obj { return obj{"type": "array", "items": items} }
+	price := object([]string{"mode", "currency", "amount"}, obj{
+		"mode": obj{"type": "string", "const": "fixed"}, "currency": obj{"type": "string", "const": "USD"},
+		"amount": obj{"type": "string", "pattern": `^[0-9]+\.[0-9]{6}$`},
+	})
+	host := object([]string{"host", "services", "priced_services", "price_min_usdc", "price_max_usdc", "networks", "sample_resource",
+		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at"}, obj{
+		"host": str, "services": integer, "priced_services": integer,
+		"price_min_usdc": nullable("number"), "price_max_usdc": nullable("number"),
+		"networks": array(str), "sample_resource": str, "sample": str, "discoverable": obj{"type": "boolean"},
+		"live": nullable("boolean"), "status": nullable("integer"), "latency_ms": nullable("integer"),
+		"checked_at": obj{"type": []string{"string", "null"}, "format": "date-time"},
+		"updated_at": obj{"type": "string", "format": "date-time"},
+	})
+	return obj{
+		"Error": object([]string{"error", "message"}, obj{
+			"error": obj{"type": "string", "description": "a stable code"}, "message": str, "field": str, "call_id": str,
+		}),
+		"Running": object([]string{"call_id", "status", "poll"}, obj{
+			"call_id": str, "status": obj{"type": "string", "const": "running"}, "poll": obj{"type": "string", "description": "relative URL to long-poll, with the call's token"},
+		}),
+		"Health": object([]string{"ok"}, obj{"ok": obj{"type": "boolean"}}),
+		"Price":  price,
+		"PaymentRequirements": object([]string{"scheme", "network", "amount", "asset", "payTo", "maxTimeoutSeconds"}, obj{
+			"scheme": obj{"type": "string", "const": "exact"}, "network": obj{"type": "string", "description": "CAIP-2"},
+			"amount": obj{"type": "string", "pattern": "^[0-9]+$", "description": "atomic units of asset (USDC: 6 decimals)"},
+			"asset":  str, "payTo": str, "maxTimeoutSeconds": obj{"type": "integer", "minimum": 1},
+			"extra": obj{"type": "object", "description": "EVM: the token's EIP-712 domain {name, version}; Solana: {feePayer}"},
+		}),
+		"PaymentRequired": object([]string{"x402Version", "resource", "accepts"}, obj{
+			"x402Version": obj{"type": "integer", "const": 2}, "error": str,
+			"resource":   object([]string{"url"}, obj{"url": str, "description": str, "mimeType": str}),
+			"accepts":    obj{"type": "array", "minItems": 1, "items": ref("PaymentRequirements")},
+			"extensions": obj{"type": "object", "description": "bazaar: {info, schema} describing the call"},
+		}),
+		"Quote": obj{"allOf": []any{ref("PaymentRequired"), object([]string{"error", "price", "protocols", "scheme", "method",
+			"network", "networks", "asset", "pay_to", "mime_type", "sellable", "blocked_reason"}, obj{
+			"error": obj{"type": "string", "description": `"payment required", or the reason a payment was refused`}, "message": str,
+			"price": ref("Price"), "protocols": array(obj{"type": "string", "const": "x402"}),
+			"scheme": obj{"type": "string", "const": "exact"}, "method": obj{"type": "string", "const": "POST"},
+			"network": obj{"type": "string", "description": "the primary network"}, "networks": array(str),
+			"asset": obj{"type": "string", "description": "USDC on the primary network"}, "pay_to": str,
+			"mime_type": obj{"type": "string", "const": "application/json"}, "sellable": obj{"type": "boolean"},
+			"blocked_reason": nullable("string"),
+		})}},
+		"WellKnown": object([]string{"x402Version", "facilitator", "networks", "resources"}, obj{
+			"x402Version": obj{"type": "integer", "const": 2}, "name": str, "description": str,
+			"facilitator": obj{"type": "null", "description": "none: the service verifies and settles its payments itself"},
+			"networks":    array(str),
+			"resources": array(object([]string{"name", "resource", "method", "price", "mime_type", "sellable", "blocked_reason", "accepts"}, obj{
+				"name": str, "resource": str, "method": obj{"type": "string", "const": "POST"}, "description": str, "price": ref("Price"),
+				"mime_type": str, "sellable": obj{"type": "boolean"}, "blocked_reason": nullable("string"),
+				"accepts": array(ref("PaymentRequirements")), "input_schema": obj{"type": "object"},
+			})),
+			"discovery": str, "openapi": str, "index": str,
+		}),
+		"DiscoveryList": object([]string{"x402Version", "items", "pagination"}, obj{
+			"x402Version": obj{"type": "integer", "const": 2},
+			"items": array(object([]string{"resource", "type", "x402Version", "accepts", "lastUpdated"}, obj{
+				"resource": str, "type": obj{"type": "string", "const": "http"}, "x402Version": obj{"type": "integer", "const": 2},
+				"accepts": array(ref("PaymentRequirements")), "lastUpdated": obj{"type": "string", "format": "date-time"},
+				"metadata": obj{"type": "object"},
+			})),
+			"pagination": object([]string{"limit", "offset", "total"}, obj{"limit": integer, "offset": integer, "total": integer}),
+		}),
+		"IndexHost": host,
+		"IndexSummary": object([]string{"ok", "version", "what", "read", "services_indexed", "hosts_known", "liveness", "price_bands",
+			"crawl", "top_by_size", "cheapest_entries", "honesty"}, obj{
+			"ok": obj{"type": "boolean"}, "version": obj{"type": "string", "const": "xindex-1.0"}, "what": str,
+			"read":             object([]string{"summary", "hosts", "page"}, obj{"summary": str, "hosts": str, "page": str}),
+			"services_indexed": integer, "hosts_known": integer,
+			"liveness":    object([]string{"measured", "live", "dead", "unmeasured"}, obj{"measured": integer, "live": integer, "dead": integer, "unmeasured": integer}),
+			"price_bands": obj{"type": "object", "additionalProperties": integer},
+			"crawl": object([]string{"cursor", "total", "pages_done", "last_at", "last_full_at", "full_scans"}, obj{
+				"cursor": integer, "total": integer, "pages_done": integer,
+				"last_at":      obj{"type": []string{"string", "null"}, "format": "date-time"},
+				"last_full_at": obj{"type": []string{"string", "null"}, "format": "date-time"}, "full_scans": integer,
+			}),
+			"top_by_size": array(ref("IndexHost")), "cheapest_entries": array(ref("IndexHost")), "honesty": str,
+		}),
+		"IndexHosts": object([]string{"ok", "hosts", "summary"}, obj{
+			"ok": obj{"type": "boolean"}, "hosts": array(ref("IndexHost")),
+			"summary": object([]string{"services_indexed", "hosts_known"}, obj{
+				"services_indexed": integer, "hosts_known": integer, "last_at": obj{"type": []string{"string", "null"}, "format": "date-time"},
+			}),
+		}),
+	}
 }
 
 // schemaOf returns a JSON Schema describing the shape of example, an output

@@ -215,7 +215,7 @@ func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
 	}
 	h := c.Response().Header()
 	h.Set(headerPaymentRequired, q.PaymentRequired)
-	h[headerWWWAuthenticate] = entry.wwwAuth
+	h[headerWWWAuthenticate] = []string{q.WWWAuthenticate}
 	return c.JSONBlob(http.StatusPaymentRequired, q.Body)
 }
 

@@ -117,9 +117,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/readyz", s.readyz)
 	e.POST("/api/x402/:op", s.paid)
 	e.GET("/api/x402/calls/:id", s.poll)
-	e.GET("/.well-known/x402.json", s.wellKnown)
-	e.GET("/api/x402/discovery/resources", s.discoveryResources)
-	e.GET("/openapi.json", s.openAPI)
+	s.registerDiscovery(e)
 	page, err := index.NewHTMLPage()
 	if err != nil {
 		return nil, err

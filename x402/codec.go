@@ -8,7 +8,9 @@ import (
 	"strings"
 )
 
-// MaxHeaderBytes bounds a payment header value the codec decodes.
+// MaxHeaderBytes bounds a payment header value the codec decodes: room for
+// the largest payloads clients send (an ERC-6492-wrapped smart-wallet
+// signature is a few kilobytes, a Solana transaction at most 1,232 bytes).
 const MaxHeaderBytes = 64 << 10
 
 // EncodeHeader returns the header value of v: base64 (standard alphabet,
@@ -21,9 +23,13 @@ func EncodeHeader(v any) (string, error) {
 	return base64.StdEncoding.EncodeToString(raw), nil
 }
 
-// DecodeHeader decodes a header value into v. It accepts the standard
-// alphabet with or without padding, and surrounding spaces; the URL-safe
-// alphabet is refused, as by the official packages.
+// DecodeHeader decodes a header value into v: base64 of JSON. It accepts
+// what the official packages send and accept: the standard RFC 4648
+// alphabet, padded or not (their decoder's pattern is
+// ^[A-Za-z0-9+/]*={0,2}$ and atob takes unpadded input), plus surrounding
+// spaces and line breaks between characters, which proxies may add. The
+// URL-safe alphabet ('-' and '_') is refused, as the official packages
+// refuse it. A value over MaxHeaderBytes is refused before decoding.
 func DecodeHeader(value string, v any) error {
 	value = strings.TrimSpace(value)
 	if len(value) > MaxHeaderBytes {

@@ -6,22 +6,39 @@ import "strings"
 type Network struct {
 	// ID is the CAIP-2 identifier ("eip155:8453").
 	ID string
-	// Asset is the USDC token contract (EVM) or mint (Solana).
+	// Asset is the USDC token contract (EVM, EIP-55 checksummed) or mint
+	// (Solana, base58).
 	Asset string
 	// Decimals of the asset: 6 for USDC everywhere.
 	Decimals int
-	// Name and Version are the token's EIP-712 domain (EVM only).
+	// Name and Version are the token's EIP-712 domain (EVM only), sent as
+	// Requirements.extra.
 	Name, Version string
+}
+
+// Namespace returns the CAIP-2 namespace of the network ("eip155",
+// "solana").
+func (n Network) Namespace() string {
+	ns, _, _ := strings.Cut(n.ID, ":")
+	return ns
 }
 
 // SolanaMainnet is the CAIP-2 identifier of Solana mainnet.
 const SolanaMainnet = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
 
-// Networks returns the seven networks of the specification, primary first:
-// Base, Arbitrum One, Polygon, Avalanche, Sei, X Layer, Solana. USDC
-// addresses and EIP-712 domains follow the official x402 tables; X Layer is
-// in neither, and its USDC (bridged, "USD Coin" version "2") is listed as the
-// chain's explorer names it.
+// Networks returns the seven networks of the specification (spec 2.1),
+// primary first: Base, Arbitrum One, Polygon, Avalanche C-Chain, Sei, X
+// Layer, Solana mainnet.
+//
+// USDC contracts and EIP-712 domains follow the official x402 tables
+// (x402.md §4): the v2 table for Base, Arbitrum and Polygon, the legacy one
+// for Avalanche ("USD Coin") and Sei ("USDC"), whose version "2" the legacy
+// package hard-codes. X Layer is in neither: its USDC is the token the
+// chain's explorer and OKX list as USDC, 0x74b7…6d22 ("USD Coin", 6
+// decimals), with the FiatToken domain version "2"; the EVM verifier reads
+// name() and version() of each configured token at start-up, so a wrong
+// domain is found before the first payment rather than failing silently.
+// Solana's asset is the USDC mint.
 func Networks() []Network {
 	return []Network{
 		{ID: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Decimals: 6, Name: "USD Coin", Version: "2"},
@@ -34,6 +51,17 @@ func Networks() []Network {
 	}
 }
 
+// NetworkIDs returns the CAIP-2 identifiers of Networks, in order: the
+// "networks" of every quote and discovery document.
+func NetworkIDs() []string {
+	ns := Networks()
+	ids := make([]string, len(ns))
+	for i, n := range ns {
+		ids[i] = n.ID
+	}
+	return ids
+}
+
 // NetworkByID returns the listed network id.
 func NetworkByID(id string) (Network, bool) {
 	for _, n := range Networks() {
@@ -44,7 +72,9 @@ func NetworkByID(id string) (Network, bool) {
 	return Network{}, false
 }
 
-// legacyNetworks maps x402 v1 network names to CAIP-2 (x402.md §9).
+// legacyNetworks maps x402 v1 network names to CAIP-2 (x402.md §9), plus
+// the names third parties use for the two listed chains that have no
+// official v1 name (Arbitrum One, X Layer).
 var legacyNetworks = map[string]string{
 	"base": "eip155:8453", "base-sepolia": "eip155:84532", "polygon": "eip155:137",
 	"polygon-amoy": "eip155:80002", "avalanche": "eip155:43114", "avalanche-fuji": "eip155:43113",
@@ -57,14 +87,39 @@ var legacyNetworks = map[string]string{
 	"solana-testnet": "solana:4uhcVJyU9pJkvQyS88uRDiswHXSCkY3z",
 }
 
-// NormalizeNetwork returns the CAIP-2 form of a network name: CAIP-2 names
-// pass through (lower-cased namespace), v1 names are mapped. ok is false for
-// a name that is neither.
+// NormalizeNetwork returns the CAIP-2 form of a network name, for the index
+// crawler: a CAIP-2 identifier passes through with its namespace
+// lower-cased (the reference is kept as is: Solana's is case-sensitive
+// base58), an x402 v1 name ("base", "solana-devnet") is mapped, case and
+// surrounding spaces ignored. ok is false for anything else.
 func NormalizeNetwork(name string) (id string, ok bool) {
 	name = strings.TrimSpace(name)
-	if ns, ref, found := strings.Cut(name, ":"); found && ns != "" && ref != "" {
+	if ns, ref, found := strings.Cut(name, ":"); found {
+		if !validCAIP2(ns, ref) {
+			return "", false
+		}
 		return strings.ToLower(ns) + ":" + ref, true
 	}
 	id, ok = legacyNetworks[strings.ToLower(name)]
 	return id, ok
+}
+
+// validCAIP2 reports whether namespace and reference have the CAIP-2 forms
+// [-a-z0-9]{3,8} (any case accepted) and [-_a-zA-Z0-9]{1,32}, the reference
+// allowed up to 64 characters because some listings use whole hashes.
+func validCAIP2(namespace, reference string) bool {
+	if len(namespace) < 3 || len(namespace) > 8 || len(reference) < 1 || len(reference) > 64 {
+		return false
+	}
+	for _, r := range namespace {
+		if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	for _, r := range reference {
+		if !(r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }

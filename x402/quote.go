@@ -1,21 +1,41 @@
 package x402
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"regexp"
+	"strconv"
 	"strings"
 
+	"github.com/mr-tron/base58"
+
 	"github.com/x402d/x402d/jobs"
+)
+
+// Texts of the quotes.
+const (
+	// ErrorPaymentRequired is the "error" of a quote answering a request
+	// without payment, as contract.md spells it.
+	ErrorPaymentRequired = "payment required"
+	// Realm is the realm of the WWW-Authenticate challenge.
+	Realm = "x402d"
+	// DefaultMaxTimeoutSeconds is the payment window offered when none is
+	// configured, as in the official packages.
+	DefaultMaxTimeoutSeconds = 300
 )
 
 // SolanaOffer is the Solana option of the quotes, offered only when the
 // service can settle it.
 type SolanaOffer struct {
-	// PayTo is the receiving wallet (the owner, not its token account).
+	// PayTo is the receiving wallet (the owner, not its token account),
+	// base58. Malformed: no operation is sellable.
 	PayTo string
-	// FeePayer is the address of the key that pays fees (extra.feePayer).
+	// FeePayer is the address of the key that pays fees (extra.feePayer),
+	// base58.
 	FeePayer string
 }
 
@@ -27,14 +47,16 @@ type CatalogConfig struct {
 	// malformed: no operation is sellable.
 	PayToEVM string
 	// EVMNetworks are the EVM networks payments are accepted on (those the
-	// service can verify and settle), primary first.
+	// service can verify and settle), primary first. Each must be one of
+	// Networks.
 	EVMNetworks []string
 	// Solana, when set, adds the Solana mainnet option.
 	Solana *SolanaOffer
 	// ModelReady reports whether the model operations can run (a Gemini
 	// key is configured).
 	ModelReady bool
-	// MaxTimeoutSeconds is the payment window offered. Defaults to 300.
+	// MaxTimeoutSeconds is the payment window offered. Defaults to
+	// DefaultMaxTimeoutSeconds.
 	MaxTimeoutSeconds int
 }
 
@@ -52,18 +74,74 @@ type Entry struct {
 	Required PaymentRequired
 }
 
+// NotSellableError is the error of Quote for an operation that is not sold
+// now. It matches ErrNotSellable with errors.Is.
+type NotSellableError struct {
+	// Op is the operation.
+	Op string
+	// Reason says why, for blocked_reason in discovery documents.
+	Reason string
+}
+
+func (e *NotSellableError) Error() string {
+	return "operation " + e.Op + " is not sellable: " + e.Reason
+}
+
+// Is reports whether target is ErrNotSellable.
+func (e *NotSellableError) Is(target error) bool { return target == ErrNotSellable }
+
 // Catalog holds every operation's quote, built once at start-up, so quoting
-// does no I/O and no allocation.
+// does no I/O and no allocation, and a quote naming a refusal costs only the
+// encoding of the refusal's words.
 type Catalog struct {
 	entries []Entry
 	quotes  map[string]*catalogQuote
 }
 
+// catalogQuote is the precomputed quote of one operation.
 type catalogQuote struct {
 	entry *Entry
 	quote Quote
-	// body is the 402 body as a document, for quotes with another error.
-	body map[string]any
+	// notSellable is the error of Quote for an operation not sold now.
+	notSellable *NotSellableError
+	// required is the PaymentRequired JSON without "error", cut before
+	// its closing brace into a base64 head (a whole number of 3-byte
+	// groups, encoded once) and the 0 to 2 bytes left: a quote naming a
+	// reason appends `,"error":<reason>}` to them.
+	requiredB64  string
+	requiredTail []byte
+	// bodyRest is the 402 body without its `{"x402Version":2` head and
+	// without "error" and "message", which go in between.
+	bodyRest []byte
+	// challenge is the WWW-Authenticate value without an error.
+	challenge string
+}
+
+// quoteBody is the JSON body of a 402: the PaymentRequired fields, then the
+// per-operation payment metadata of spec 2.1. "error" and "message" are
+// spliced in after x402Version.
+type quoteBody struct {
+	X402Version   int                        `json:"x402Version"`
+	Resource      ResourceInfo               `json:"resource"`
+	Accepts       []Requirements             `json:"accepts"`
+	Extensions    map[string]json.RawMessage `json:"extensions,omitempty"`
+	Price         quotePrice                 `json:"price"`
+	Protocols     []string                   `json:"protocols"`
+	Scheme        string                     `json:"scheme"`
+	Method        string                     `json:"method"`
+	Network       string                     `json:"network"`
+	Networks      []string                   `json:"networks"`
+	Asset         string                     `json:"asset"`
+	PayTo         string                     `json:"pay_to"`
+	MimeType      string                     `json:"mime_type"`
+	Sellable      bool                       `json:"sellable"`
+	BlockedReason *string                    `json:"blocked_reason"`
+}
+
+type quotePrice struct {
+	Mode     string `json:"mode"`
+	Currency string `json:"currency"`
+	Amount   string `json:"amount"`
 }
 
 var evmAddress = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
@@ -71,14 +149,45 @@ var evmAddress = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
 // ValidEVMAddress reports whether s is a 0x-prefixed 20-byte hex address.
 func ValidEVMAddress(s string) bool { return evmAddress.MatchString(s) }
 
-// NewCatalog builds the quotes of specs.
+// ValidSolanaAddress reports whether s is a base58 32-byte public key.
+func ValidSolanaAddress(s string) bool {
+	if len(s) < 32 || len(s) > 44 {
+		return false
+	}
+	b, err := base58.Decode(s)
+	return err == nil && len(b) == 32
+}
+
+// NewCatalog builds the quotes of specs, in order. An operation is not
+// sellable, with a blocked reason, when PayToEVM is missing or malformed,
+// when the Solana option names a malformed address, when no network is
+// configured, or when it uses the model and ModelReady is false.
 func NewCatalog(specs []jobs.Spec, cfg CatalogConfig) (*Catalog, error) {
 	if cfg.MaxTimeoutSeconds <= 0 {
-		cfg.MaxTimeoutSeconds = 300
+		cfg.MaxTimeoutSeconds = DefaultMaxTimeoutSeconds
+	}
+	for _, id := range cfg.EVMNetworks {
+		if n, ok := NetworkByID(id); !ok || n.Namespace() != "eip155" {
+			return nil, fmt.Errorf("catalog: EVM network %q is not one of the listed networks", id)
+		}
+	}
+	blocked := ""
+	switch {
+	case !ValidEVMAddress(cfg.PayToEVM):
+		blocked = "receiving address (PAY_TO_EVM) missing or malformed"
+	case cfg.Solana != nil && !ValidSolanaAddress(cfg.Solana.PayTo):
+		blocked = "receiving wallet (PAY_TO_SOLANA) malformed"
+	case cfg.Solana != nil && !ValidSolanaAddress(cfg.Solana.FeePayer):
+		blocked = "Solana fee payer malformed"
+	case len(cfg.EVMNetworks) == 0 && cfg.Solana == nil:
+		blocked = "no network to settle payments on is configured"
 	}
 	base := strings.TrimRight(cfg.PublicURL, "/")
 	c := &Catalog{entries: make([]Entry, len(specs)), quotes: make(map[string]*catalogQuote, len(specs))}
 	for i, spec := range specs {
+		if _, dup := c.quotes[spec.Name]; dup {
+			return nil, fmt.Errorf("catalog: operation %s listed twice", spec.Name)
+		}
 		amount, err := atomicAmount(spec.Price, 6)
 		if err != nil {
 			return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
@@ -86,27 +195,27 @@ func NewCatalog(specs []jobs.Spec, cfg CatalogConfig) (*Catalog, error) {
 		e := &c.entries[i]
 		*e = Entry{Spec: spec, Resource: base + "/api/x402/" + spec.Name, Sellable: true}
 		switch {
-		case !ValidEVMAddress(cfg.PayToEVM):
-			e.Sellable, e.BlockedReason = false, "receiving address (PAY_TO_EVM) missing or malformed"
-		case len(cfg.EVMNetworks) == 0 && cfg.Solana == nil:
-			e.Sellable, e.BlockedReason = false, "no network to settle payments on is configured"
+		case blocked != "":
+			e.Sellable, e.BlockedReason = false, blocked
 		case spec.UsesModel && !cfg.ModelReady:
 			e.Sellable, e.BlockedReason = false, "model not configured (GEMINI_API_KEY unset)"
-		}
-		e.Required = PaymentRequired{
-			X402Version: Version,
-			Error:       "payment required",
-			Resource:    ResourceInfo{URL: e.Resource, Description: spec.Description, MimeType: "application/json"},
-			Accepts:     []Requirements{},
-		}
-		if e.Sellable {
-			e.Required.Accepts = accepts(amount, &cfg)
 		}
 		bazaar, err := bazaarExtension(&spec)
 		if err != nil {
 			return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
 		}
-		e.Required.Extensions = map[string]json.RawMessage{"bazaar": bazaar}
+		e.Required = PaymentRequired{
+			X402Version: Version,
+			Error:       ErrorPaymentRequired,
+			Resource:    ResourceInfo{URL: e.Resource, Description: spec.Description, MimeType: "application/json"},
+			Accepts:     []Requirements{},
+			Extensions:  map[string]json.RawMessage{"bazaar": bazaar},
+		}
+		if e.Sellable {
+			if e.Required.Accepts, err = accepts(amount, &cfg); err != nil {
+				return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
+			}
+		}
 		q, err := buildQuote(e, &cfg, amount)
 		if err != nil {
 			return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
@@ -116,107 +225,221 @@ func NewCatalog(specs []jobs.Spec, cfg CatalogConfig) (*Catalog, error) {
 	return c, nil
 }
 
-func accepts(amount string, cfg *CatalogConfig) []Requirements {
-	var out []Requirements
+// accepts returns one requirement per configured network, EVM networks
+// first in the configured order, then Solana.
+func accepts(amount string, cfg *CatalogConfig) ([]Requirements, error) {
+	out := make([]Requirements, 0, len(cfg.EVMNetworks)+1)
 	for _, id := range cfg.EVMNetworks {
-		n, ok := NetworkByID(id)
-		if !ok {
-			continue
+		n, _ := NetworkByID(id)
+		extra, err := json.Marshal(EVMExtra{Name: n.Name, Version: n.Version})
+		if err != nil {
+			return nil, fmt.Errorf("requirement extra: %w", err)
 		}
-		extra, _ := json.Marshal(EVMExtra{Name: n.Name, Version: n.Version})
 		out = append(out, Requirements{Scheme: "exact", Network: n.ID, Amount: amount, Asset: n.Asset,
 			PayTo: cfg.PayToEVM, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, Extra: extra})
 	}
 	if cfg.Solana != nil {
 		n, _ := NetworkByID(SolanaMainnet)
-		extra, _ := json.Marshal(SVMExtra{FeePayer: cfg.Solana.FeePayer})
+		extra, err := json.Marshal(SVMExtra{FeePayer: cfg.Solana.FeePayer})
+		if err != nil {
+			return nil, fmt.Errorf("requirement extra: %w", err)
+		}
 		out = append(out, Requirements{Scheme: "exact", Network: n.ID, Amount: amount, Asset: n.Asset,
 			PayTo: cfg.Solana.PayTo, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, Extra: extra})
 	}
-	return out
+	return out, nil
 }
 
-// buildQuote precomputes the header values and the 402 body of e.
+// buildQuote precomputes the header values and the 402 body of e, and the
+// parts of its quotes naming other reasons.
 func buildQuote(e *Entry, cfg *CatalogConfig, amount string) (*catalogQuote, error) {
-	primary := Networks()[0]
-	networks := make([]string, 0, 7)
-	for _, n := range Networks() {
-		networks = append(networks, n.ID)
-	}
-	var blocked any
+	q := &catalogQuote{entry: e}
 	if !e.Sellable {
-		blocked = e.BlockedReason
+		q.notSellable = &NotSellableError{Op: e.Spec.Name, Reason: e.BlockedReason}
 	}
-	body := map[string]any{
-		"x402Version":    Version,
-		"error":          e.Required.Error,
-		"resource":       e.Required.Resource,
-		"accepts":        e.Required.Accepts,
-		"extensions":     e.Required.Extensions,
-		"price":          map[string]string{"mode": "fixed", "currency": "USD", "amount": e.Spec.Price},
-		"protocols":      []string{"x402"},
-		"scheme":         "exact",
-		"method":         "POST",
-		"network":        primary.ID,
-		"networks":       networks,
-		"asset":          primary.Asset,
-		"pay_to":         cfg.PayToEVM,
-		"mime_type":      "application/json",
-		"sellable":       e.Sellable,
-		"blocked_reason": blocked,
-	}
-	q := &catalogQuote{entry: e, body: body}
-	header, err := EncodeHeader(&e.Required)
+
+	// The header: the PaymentRequired without "error", cut for splicing.
+	required := e.Required
+	required.Error = ""
+	raw, err := json.Marshal(&required)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode PaymentRequired: %w", err)
 	}
-	q.quote.PaymentRequired = header
-	if q.quote.Body, err = json.Marshal(body); err != nil {
+	raw = raw[:len(raw)-1] // the closing brace
+	whole := len(raw) / 3 * 3
+	q.requiredB64 = base64.StdEncoding.EncodeToString(raw[:whole])
+	q.requiredTail = raw[whole:]
+
+	// The body: PaymentRequired plus the metadata of spec 2.1.
+	primary := Networks()[0]
+	var blockedReason *string
+	if !e.Sellable {
+		blockedReason = &e.BlockedReason
+	}
+	body, err := json.Marshal(&quoteBody{
+		X402Version:   Version,
+		Resource:      e.Required.Resource,
+		Accepts:       e.Required.Accepts,
+		Extensions:    e.Required.Extensions,
+		Price:         quotePrice{Mode: "fixed", Currency: "USD", Amount: e.Spec.Price},
+		Protocols:     []string{"x402"},
+		Scheme:        "exact",
+		Method:        "POST",
+		Network:       primary.ID,
+		Networks:      NetworkIDs(),
+		Asset:         primary.Asset,
+		PayTo:         cfg.PayToEVM,
+		MimeType:      "application/json",
+		Sellable:      e.Sellable,
+		BlockedReason: blockedReason,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("encode 402 body: %w", err)
 	}
-	q.quote.WWWAuthenticate = fmt.Sprintf(`X402 realm=%q, version="2", scheme="exact", network=%q, amount=%q, asset=%q, pay_to=%q, header="PAYMENT-REQUIRED"`,
-		e.Resource, primary.ID, amount, primary.Asset, cfg.PayToEVM)
+	head := []byte(`{"x402Version":` + strconv.Itoa(Version))
+	if !bytes.HasPrefix(body, head) {
+		return nil, fmt.Errorf("encode 402 body: unexpected head %.20s", body)
+	}
+	q.bodyRest = body[len(head):]
+
+	q.challenge = challenge(e, cfg, amount)
+	message := fmt.Sprintf("%s costs %s USD: pay one of accepts (also in the PAYMENT-REQUIRED header) and resend the same request with a PAYMENT-SIGNATURE header", e.Spec.Name, e.Spec.Price)
+	q.quote = *q.withError(ErrorPaymentRequired, message)
+	q.quote.WWWAuthenticate = q.challenge
 	return q, nil
 }
 
-// Quote returns the precomputed quote of op, or ErrNotSellable.
+// challenge returns the WWW-Authenticate value of e's quote, an X402
+// challenge (RFC 9110 §11.6.1 syntax) naming the primary option:
+//
+//	X402 realm="x402d", resource="<url>", version="2", scheme="exact",
+//	network="eip155:8453", amount="10000", asset="0x8335…", pay_to="0x…",
+//	price="0.010000 USD", header="PAYMENT-REQUIRED"
+//
+// amount is in the asset's atomic units; every option is in the
+// PAYMENT-REQUIRED header the challenge points to. A quote answering a
+// refused payment adds error="<reason>", as Bearer challenges do (RFC 6750).
+func challenge(e *Entry, cfg *CatalogConfig, amount string) string {
+	network, asset, payTo := "", "", ""
+	if len(e.Required.Accepts) > 0 {
+		r := e.Required.Accepts[0]
+		network, asset, payTo = r.Network, r.Asset, r.PayTo
+	} else {
+		primary := Networks()[0]
+		network, asset, payTo = primary.ID, primary.Asset, cfg.PayToEVM
+	}
+	var b strings.Builder
+	b.WriteString("X402 ")
+	for i, p := range [...][2]string{
+		{"realm", Realm}, {"resource", e.Resource}, {"version", strconv.Itoa(Version)}, {"scheme", "exact"},
+		{"network", network}, {"amount", amount}, {"asset", asset}, {"pay_to", payTo},
+		{"price", e.Spec.Price + " USD"}, {"header", HeaderPaymentRequired},
+	} {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p[0])
+		b.WriteByte('=')
+		b.WriteString(quotedString(p[1]))
+	}
+	return b.String()
+}
+
+// quotedString returns s as an HTTP quoted-string of ASCII only: control
+// characters become spaces and other non-ASCII characters '?', since
+// clients read header bytes over 0x7f as ISO-8859-1 (fetch does).
+func quotedString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			b.WriteByte(' ')
+		case r > 0x7f:
+			b.WriteByte('?')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// withError returns the quote whose "error" is reason and whose body has
+// message, from the precomputed parts.
+func (q *catalogQuote) withError(reason, message string) *Quote {
+	reasonJSON := jsonString(reason)
+
+	header := make([]byte, 0, len(q.requiredTail)+len(reasonJSON)+10)
+	header = append(header, q.requiredTail...)
+	header = append(header, `,"error":`...)
+	header = append(header, reasonJSON...)
+	header = append(header, '}')
+	var hb strings.Builder
+	hb.Grow(len(q.requiredB64) + base64.StdEncoding.EncodedLen(len(header)))
+	hb.WriteString(q.requiredB64)
+	enc := base64.NewEncoder(base64.StdEncoding, &hb)
+	_, _ = enc.Write(header)
+	_ = enc.Close()
+
+	body := make([]byte, 0, len(q.bodyRest)+len(reasonJSON)+len(message)+48)
+	body = append(body, `{"x402Version":`...)
+	body = strconv.AppendInt(body, Version, 10)
+	body = append(body, `,"error":`...)
+	body = append(body, reasonJSON...)
+	if message != "" {
+		body = append(body, `,"message":`...)
+		body = append(body, jsonString(message)...)
+	}
+	body = append(body, q.bodyRest...)
+
+	return &Quote{
+		PaymentRequired: hb.String(),
+		WWWAuthenticate: q.challenge + ", error=" + quotedString(reason),
+		Body:            body,
+	}
+}
+
+// jsonString returns s as a JSON string.
+func jsonString(s string) []byte {
+	b, err := json.Marshal(s)
+	if err != nil { // a string always encodes
+		panic(err)
+	}
+	return b
+}
+
+// Quote returns the precomputed quote of op, or a *NotSellableError (which
+// is ErrNotSellable).
 func (c *Catalog) Quote(op string) (*Quote, error) {
 	q, ok := c.quotes[op]
 	if !ok {
-		return nil, fmt.Errorf("quote %s: no such operation", op)
+		return nil, fmt.Errorf("quote %s: %w", op, errNoSuchOperation)
 	}
-	if !q.entry.Sellable {
-		return nil, ErrNotSellable
+	if q.notSellable != nil {
+		return nil, q.notSellable
 	}
 	return &q.quote, nil
 }
 
-// QuoteWithError returns op's quote with "error" set to reason (and a
-// "message" for people): the answer to a refused payment.
+var errNoSuchOperation = errors.New("no such operation")
+
+// QuoteWithError returns op's quote with "error" set to reason (the
+// PAYMENT-REQUIRED header, the body, and error= in the challenge) and a
+// "message" for people in the body: the answer to a refused payment. It
+// encodes only reason and message; the rest is precomputed.
 func (c *Catalog) QuoteWithError(op, reason, message string) (*Quote, error) {
 	q, ok := c.quotes[op]
 	if !ok {
-		return nil, fmt.Errorf("quote %s: no such operation", op)
+		return nil, fmt.Errorf("quote %s: %w", op, errNoSuchOperation)
 	}
-	required := q.entry.Required
-	required.Error = reason
-	header, err := EncodeHeader(&required)
-	if err != nil {
-		return nil, err
+	if q.notSellable != nil {
+		return nil, q.notSellable
 	}
-	body := make(map[string]any, len(q.body)+1)
-	for k, v := range q.body {
-		body[k] = v
-	}
-	body["error"] = reason
-	if message != "" {
-		body["message"] = message
-	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("encode 402 body: %w", err)
-	}
-	return &Quote{PaymentRequired: header, WWWAuthenticate: q.quote.WWWAuthenticate, Body: raw}, nil
+	return q.withError(reason, message), nil
 }
 
 // Requirement returns the requirement of op on network with scheme.
@@ -234,49 +457,90 @@ func (c *Catalog) Requirement(op, scheme, network string) (*Requirements, bool) 
 	return nil, false
 }
 
-// Entries returns the catalogue in order, for discovery documents.
+// Entries returns the catalogue in order, for discovery documents. The
+// caller must not modify it.
 func (c *Catalog) Entries() []Entry { return c.entries }
 
-// bazaarExtension builds the bazaar extension of spec (x402.md §7).
+// bazaarExtension builds the bazaar extension of spec (x402.md §7): the
+// request as a POST with a JSON body (the input example), the output
+// example, and the JSON Schema of info, whose body is the operation's input
+// schema.
 func bazaarExtension(spec *jobs.Spec) (json.RawMessage, error) {
-	bodySchema := json.RawMessage(`{"type":"object"}`)
-	if len(spec.InputSchema) > 0 {
-		bodySchema = spec.InputSchema
+	bodySchema, err := EmbeddableSchema(spec.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("bazaar extension: input schema: %w", err)
 	}
-	ext := map[string]any{
-		"info": map[string]any{
-			"input":  map[string]any{"type": "http", "method": "POST", "bodyType": "json", "body": spec.InputExample},
-			"output": map[string]any{"type": "json", "example": spec.OutputExample},
-		},
-		"schema": map[string]any{
-			"$schema":  "https://json-schema.org/draft/2020-12/schema",
-			"type":     "object",
-			"required": []string{"input"},
+	input := spec.InputExample
+	if input == nil {
+		input = map[string]any{}
+	}
+	info := map[string]any{
+		"input": map[string]any{"type": "http", "method": "POST", "bodyType": "json", "body": input},
+	}
+	properties := map[string]any{
+		"input": map[string]any{
+			"type": "object", "additionalProperties": false,
+			"required": []string{"type", "method", "bodyType", "body"},
 			"properties": map[string]any{
-				"input": map[string]any{
-					"type": "object", "additionalProperties": false,
-					"required": []string{"type", "method", "bodyType", "body"},
-					"properties": map[string]any{
-						"type":     map[string]any{"type": "string", "const": "http"},
-						"method":   map[string]any{"type": "string", "enum": []string{"POST"}},
-						"bodyType": map[string]any{"type": "string", "enum": []string{"json"}},
-						"body":     bodySchema,
-					},
-				},
-				"output": map[string]any{"type": "object"},
+				"type":     map[string]any{"type": "string", "const": "http"},
+				"method":   map[string]any{"type": "string", "enum": []string{"POST"}},
+				"bodyType": map[string]any{"type": "string", "enum": []string{"json"}},
+				"body":     bodySchema,
 			},
 		},
 	}
-	raw, err := json.Marshal(ext)
+	if spec.OutputExample != nil {
+		info["output"] = map[string]any{"type": "json", "example": spec.OutputExample}
+		properties["output"] = map[string]any{
+			"type": "object", "required": []string{"type"},
+			"properties": map[string]any{
+				"type":    map[string]any{"type": "string"},
+				"example": map[string]any{"type": "object"},
+			},
+		}
+	}
+	raw, err := json.Marshal(map[string]any{
+		"info": info,
+		"schema": map[string]any{
+			"$schema":    "https://json-schema.org/draft/2020-12/schema",
+			"type":       "object",
+			"required":   []string{"input"},
+			"properties": properties,
+		},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bazaar extension: %w", err)
 	}
 	return raw, nil
 }
 
+// EmbeddableSchema returns the JSON Schema raw ready to be embedded in
+// another schema or document: without the root-only keywords "$schema" and
+// "$id". An empty raw is {"type":"object"}.
+func EmbeddableSchema(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	var schema map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		return nil, fmt.Errorf("schema is not a JSON object: %w", err)
+	}
+	delete(schema, "$schema")
+	delete(schema, "$id")
+	out, err := json.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("encode schema: %w", err)
+	}
+	return out, nil
+}
+
 // atomicAmount converts a decimal price ("0.010000") to atomic units of an
-// asset with decimals ("10000").
+// asset with decimals ("10000"). A price with more decimals than the asset,
+// or negative, is an error.
 func atomicAmount(price string, decimals int) (string, error) {
+	if price == "" || strings.ContainsAny(price, "eE/+") {
+		return "", fmt.Errorf("price %q is not a decimal amount", price)
+	}
 	r, ok := new(big.Rat).SetString(price)
 	if !ok || r.Sign() < 0 {
 		return "", fmt.Errorf("price %q is not a decimal amount", price)

@@ -7,15 +7,16 @@ import (
 	"strings"
 )
 
-// Refusal reasons of the seller itself, spelled as the official packages
-// spell theirs.
+// Refusal reasons of the seller itself, spelled as the x402 specification
+// (v2 §9) and the official packages spell them.
 const (
-	// ReasonInvalidPayload: the PAYMENT-SIGNATURE header cannot be read.
+	// ReasonInvalidPayload: the PAYMENT-SIGNATURE header cannot be read
+	// (not standard base64, not JSON, over MaxHeaderBytes).
 	ReasonInvalidPayload = "invalid_payload"
 	// ReasonInvalidVersion: the payment is not x402 version 2.
 	ReasonInvalidVersion = "invalid_x402_version"
-	// ReasonNoMatch: the payment names no option of the quote; the
-	// official server sends this very text.
+	// ReasonNoMatch: the payment's accepted option is none of the quote's;
+	// the official TypeScript server sends this very text.
 	ReasonNoMatch = "No matching payment requirements"
 )
 
@@ -23,7 +24,9 @@ const (
 type Scheme struct {
 	// Verifier checks payments against the seller's own requirement.
 	Verifier SchemeVerifier
-	// Identify reads the payer and nonce of a payment with no I/O.
+	// Identify reads the payer and nonce of a payment with no I/O, in the
+	// canonical forms its Verifier puts in Payment.Payer and Payment.Nonce,
+	// so that Identify and Verify give the same Payment.Key.
 	Identify func(p *PaymentPayload) (payer, nonce string, err error)
 }
 
@@ -35,6 +38,8 @@ type Seller struct {
 	schemes map[string]Scheme
 }
 
+var _ Verifier = (*Seller)(nil)
+
 // NewSeller returns a Seller of catalog's operations that verifies payments
 // with schemes, keyed by CAIP-2 namespace ("eip155", "solana").
 func NewSeller(catalog *Catalog, schemes map[string]Scheme) *Seller {
@@ -44,7 +49,7 @@ func NewSeller(catalog *Catalog, schemes map[string]Scheme) *Seller {
 // Catalog returns the seller's catalogue.
 func (s *Seller) Catalog() *Catalog { return s.catalog }
 
-// Quote returns op's precomputed quote, or ErrNotSellable.
+// Quote returns op's precomputed quote, or a *NotSellableError.
 func (s *Seller) Quote(op string) (*Quote, error) { return s.catalog.Quote(op) }
 
 // QuoteWithError returns op's quote naming reason, for a refused payment.
@@ -53,11 +58,15 @@ func (s *Seller) QuoteWithError(op, reason, message string) (*Quote, error) {
 }
 
 // Verify decodes header, finds the seller's own requirement for the option
-// the payment names, and has the network's scheme check it.
+// the payment names, and has the network's scheme check the payment against
+// that requirement (never against the payment's copy of it).
+//
+// Refusals, in order: ReasonInvalidPayload (undecodable header),
+// ReasonInvalidVersion (x402Version is not 2), ReasonNoMatch (accepted is
+// none of the quote's options: scheme, network, amount, asset and payTo
+// must equal one, addresses compared case-insensitively on EVM networks, as
+// the official Go server matches), then the scheme's own reasons.
 func (s *Seller) Verify(ctx context.Context, op, header string) (*Payment, error) {
-	if _, err := s.catalog.Quote(op); err != nil {
-		return nil, err
-	}
 	payload, scheme, req, err := s.match(op, header)
 	if err != nil {
 		return nil, err
@@ -65,7 +74,14 @@ func (s *Seller) Verify(ctx context.Context, op, header string) (*Payment, error
 	return scheme.Verifier.Verify(ctx, req, payload)
 }
 
-// Identify decodes header and returns the payment it names, unchecked.
+// Identify decodes header and returns the payment it names, unchecked and
+// with no I/O: for replay detection. Its Key is the one Verify's Payment
+// has for the same header: network/payer/nonce, with the CAIP-2 network of
+// the seller's requirement and the payer and nonce in the scheme's
+// canonical form. On EVM networks that is the EIP-55 checksummed "from"
+// and the 0x-prefixed lower-case 32-byte nonce, however the client spelled
+// them; on Solana the base58 transfer authority and the base58 signature of
+// the transfer authority, which are case-sensitive and kept as they are.
 func (s *Seller) Identify(op, header string) (*Payment, error) {
 	payload, scheme, req, err := s.match(op, header)
 	if err != nil {
@@ -88,6 +104,9 @@ func (s *Seller) Identify(op, header string) (*Payment, error) {
 // match decodes header and returns the payload, the scheme of its network
 // and the seller's requirement it answers.
 func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirements, error) {
+	if _, err := s.catalog.Quote(op); err != nil {
+		return nil, Scheme{}, nil, err
+	}
 	var payload PaymentPayload
 	if err := DecodeHeader(header, &payload); err != nil {
 		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidPayload, Message: "PAYMENT-SIGNATURE: " + err.Error()}
@@ -95,15 +114,23 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 	if payload.X402Version != Version {
 		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidVersion, Message: fmt.Sprintf("x402Version %d is not 2", payload.X402Version)}
 	}
-	network := payload.Accepted.Network
-	req, ok := s.catalog.Requirement(op, payload.Accepted.Scheme, network)
+	a := &payload.Accepted
+	req, ok := s.catalog.Requirement(op, a.Scheme, a.Network)
 	if !ok {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: fmt.Sprintf("this operation is not sold for %q on %q", payload.Accepted.Scheme, network)}
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: fmt.Sprintf("this operation is not sold with scheme %q on network %q", a.Scheme, a.Network)}
 	}
-	namespace, _, _ := strings.Cut(network, ":")
+	namespace, _, _ := strings.Cut(req.Network, ":")
+	same := func(x, y string) bool { return x == y }
+	if namespace == "eip155" {
+		same = strings.EqualFold
+	}
+	if a.Amount != req.Amount || !same(a.Asset, req.Asset) || !same(a.PayTo, req.PayTo) {
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: fmt.Sprintf(
+			"accepted asks %s of %s to %s on %s; the quote asks %s of %s to %s", a.Amount, a.Asset, a.PayTo, a.Network, req.Amount, req.Asset, req.PayTo)}
+	}
 	scheme, ok := s.schemes[namespace]
 	if !ok || scheme.Verifier == nil {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: "payments on " + network + " are not verified here"}
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: "payments on " + req.Network + " are not verified here"}
 	}
 	return &payload, scheme, req, nil
 }
