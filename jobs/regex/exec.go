@@ -139,7 +139,6 @@ func buildMatch(sp *span, names []string, text string) Match {
 type re2Matcher struct {
 	prog  *program
 	text  string
-	ncap  int
 	order []int
 }
 

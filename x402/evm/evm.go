@@ -125,9 +125,6 @@ const (
 // eip1271Magic is what isValidSignature returns for a valid signature.
 var eip1271Magic = [4]byte{0x16, 0x26, 0xba, 0x7e}
 
-// erc6492Suffix ends an ERC-6492 wrapped signature.
-var erc6492Suffix = common.FromHex("0x6492649264926492649264926492649264926492649264926492649264926492")
-
 // ChainID returns the chain id of a CAIP-2 eip155 network name such as
 // eip155:8453.
 func ChainID(network string) (*big.Int, error) {
