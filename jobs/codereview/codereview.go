@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/genai"
@@ -96,26 +97,36 @@ type Result struct {
 
 // Worker computes code-review results.
 type Worker struct {
-	model   *model.Client
-	secrets *secretScanner
-	logger  *slog.Logger // nil: no logs
+	model  *model.Client
+	logger *slog.Logger // nil: no logs
+
+	// The secret rules take about a hundred milliseconds to compile: only
+	// a process that reviews code compiles them, once, at its first review.
+	secretsOnce sync.Once
+	secrets     *secretScanner
+	secretsErr  error
 }
 
-// NewWorker returns a worker that reviews with client. It compiles the
-// secret rules (about a hundred milliseconds): make one per process.
+// NewWorker returns a worker that reviews with client; make one per process.
 // A nil logger means slog.Default().
 func NewWorker(client *model.Client, logger *slog.Logger) (*Worker, error) {
 	if client == nil {
 		return nil, errors.New("code-review: a model client is required")
 	}
-	secrets, err := newSecretScanner()
-	if err != nil {
-		return nil, fmt.Errorf("code-review: %w", err)
-	}
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Worker{model: client, secrets: secrets, logger: logger}, nil
+	return &Worker{model: client, logger: logger}, nil
+}
+
+// scanner returns the compiled secret rules.
+func (w *Worker) scanner() (*secretScanner, error) {
+	w.secretsOnce.Do(func() {
+		if w.secrets, w.secretsErr = newSecretScanner(); w.secretsErr != nil {
+			w.secretsErr = fmt.Errorf("code-review: %w", w.secretsErr)
+		}
+	})
+	return w.secrets, w.secretsErr
 }
 
 // Work reviews in.Code. A failed model call is an error (the job is
@@ -126,8 +137,12 @@ func (w *Worker) Work(ctx context.Context, in Input) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("code-review: language %q", in.Language)
 	}
+	secrets, err := w.scanner()
+	if err != nil {
+		return nil, err
+	}
 	lines := splitLines(in.Code)
-	static := dedupe(staticFindings(in.Code, lang, w.secrets))
+	static := dedupe(staticFindings(in.Code, lang, secrets))
 
 	var answer struct {
 		Summary  string      `json:"summary"`
