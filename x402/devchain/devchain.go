@@ -73,6 +73,12 @@ const (
 	TokenDecimals = 6
 )
 
+// gasLimit is the devchain's block gas limit: room for several thousand
+// settlements per block, so that a block mined each second under load stays
+// below its gas target and the base fee does not climb under the fee caps
+// of transactions already sent.
+const gasLimit = 600_000_000
+
 // Config configures a devchain. The zero value is the standard devchain.
 type Config struct {
 	// ChainID is the chain id. Defaults to 8453 (Base).
@@ -196,7 +202,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	ethConf.NetworkId = cfg.ChainID
 	ethConf.Genesis = &core.Genesis{
 		Config:    &chainConfig,
-		GasLimit:  ethconfig.Defaults.Miner.GasCeil,
+		GasLimit:  gasLimit,
 		Alloc:     alloc,
 		Timestamp: uint64(time.Now().Unix()) - 1,
 		BaseFee:   big.NewInt(params.InitialBaseFee),
@@ -214,6 +220,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	// Any positive tip is mined: wallets asking eth_maxPriorityFeePerGas on
 	// an idle chain get tiny suggestions.
 	ethConf.Miner.GasPrice = big.NewInt(1)
+	ethConf.Miner.GasCeil = gasLimit
 	backend, err := eth.New(stack, &ethConf)
 	if err != nil {
 		stack.Close()
@@ -348,13 +355,36 @@ func (c *Chain) automine() {
 	events := make(chan core.NewTxsEvent, 256)
 	sub := c.backend.TxPool().SubscribeTransactions(events, false)
 	defer sub.Unsubscribe()
+	// The pool sends its events while it reorganises, and TxPool.Sync
+	// (in pending) waits for that reorganisation: events are drained on
+	// their own goroutine into a one-slot kick, so that a burst of events
+	// never blocks the pool while this loop waits for it.
+	kick := make(chan struct{}, 1)
+	drained := make(chan struct{})
+	defer func() { <-drained }()
+	go func() {
+		defer close(drained)
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-sub.Err():
+				return
+			case <-events:
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-sub.Err():
 			return
-		case <-events:
+		case <-kick:
 		}
 		for c.pending() > 0 {
 			if !c.waitForClock() {

@@ -20,6 +20,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/x402/devchain"
@@ -246,6 +247,60 @@ func TestChain_Automine(t *testing.T) {
 		}, 10*time.Second, time.Millisecond)
 	}
 	t.Logf("%d transfers sent over HTTP mined in %s", len(hashes), time.Since(start))
+}
+
+// TestChain_AutomineBurst sends thousands of transactions at once in
+// process: the pool announces them in more events than a subscriber buffers
+// while the miner waits for the pool, and every one must still be mined.
+func TestChain_AutomineBurst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	chain, err := devchain.New(ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, chain.Close()) })
+	client := chain.Client()
+	head, err := client.HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+
+	const perAccount = 400
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+	signer := types.LatestSignerForChainID(chain.ChainID())
+	accounts := chain.Accounts()[1:9]
+	hashes := make([][]common.Hash, len(accounts))
+	var g errgroup.Group
+	for i, a := range accounts {
+		g.Go(func() error {
+			for n := range uint64(perAccount) {
+				tx, err := types.SignNewTx(a.Key, signer, &types.DynamicFeeTx{
+					ChainID: chain.ChainID(), Nonce: n, GasTipCap: big.NewInt(1),
+					GasFeeCap: new(big.Int).Mul(head.BaseFee, big.NewInt(4)), Gas: 21_000, To: &to, Value: big.NewInt(1),
+				})
+				if err != nil {
+					return err
+				}
+				if err := client.SendTransaction(ctx, tx); err != nil {
+					return err
+				}
+				hashes[i] = append(hashes[i], tx.Hash())
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	deadline := time.Now().Add(60 * time.Second)
+	for _, hs := range hashes {
+		for _, h := range hs {
+			for {
+				r, err := client.TransactionReceipt(ctx, h)
+				if err == nil {
+					require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "transaction %s not mined in time", h.Hex())
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // TestChain_ViemWallet uses the chain over HTTP with viem, as wallets and
