@@ -136,16 +136,25 @@ func TestListener(t *testing.T) {
 	other := l.Subscribe(store.CallStream("w2"))
 	defer other.Close()
 
-	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("w1"), Type: store.EventPaymentVerified, Data: verified("n4")}))
+	// Only the event that ends the call is notified: the ones before it
+	// wake nobody.
+	w1 := store.CallStream("w1")
+	require.NoError(t, appendTx(ctx, t, db,
+		store.NewEvent{Stream: w1, Type: store.EventPaymentVerified, Data: verified("n4")},
+		store.NewEvent{Stream: w1, Type: store.EventJobQueued, Data: store.JobQueued{}},
+		store.NewEvent{Stream: w1, Type: store.EventJobStarted, Data: store.JobStarted{}}))
+	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: w1, Type: store.EventJobFailed, Data: store.JobFailed{Message: "boom"}}))
 	select {
 	case typ := <-sub.C:
-		require.Equal(t, store.EventPaymentVerified, typ)
+		require.Equal(t, store.EventJobFailed, typ)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no notification within 5s")
 	}
 	select {
 	case typ := <-other.C:
 		t.Fatalf("subscriber of another stream woken with %q", typ)
+	case typ := <-sub.C:
+		t.Fatalf("woken twice, with %q", typ)
 	case <-time.After(100 * time.Millisecond):
 	}
 
@@ -159,15 +168,39 @@ func TestListener(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("not woken after reconnect")
 	}
-	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("w1"), Type: store.EventJobQueued, Data: store.JobQueued{}}))
+	w2 := store.CallStream("w2")
+	require.NoError(t, appendTx(ctx, t, db,
+		store.NewEvent{Stream: w2, Type: store.EventPaymentVerified, Data: verified("n5")},
+		store.NewEvent{Stream: w2, Type: store.EventJobFailed, Data: store.JobFailed{Message: "boom"}}))
 	for {
 		select {
-		case typ := <-sub.C:
-			if typ == store.EventJobQueued {
+		case typ := <-other.C:
+			if typ == store.EventJobFailed {
 				return
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("no notification after reconnect")
 		}
+	}
+}
+
+func TestNotifies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		stream, typ string
+		want        bool
+	}{
+		{store.CallStream("c"), store.EventSettlementConfirmed, true},
+		{store.CallStream("c"), store.EventSettlementFailed, true},
+		{store.CallStream("c"), store.EventJobFailed, true},
+		{store.CallStream("c"), store.EventPaymentVerified, false},
+		{store.CallStream("c"), store.EventJobQueued, false},
+		{store.CallStream("c"), store.EventJobStarted, false},
+		{store.CallStream("c"), store.EventJobSucceeded, false},
+		{store.CallStream("c"), store.EventSettlementSubmitted, false},
+		{"host/example.com", store.EventJobFailed, false},
+		{"crawl/source", "crawl.page", false},
+	} {
+		require.Equal(t, tc.want, store.Notifies(tc.stream, tc.typ), "%s %s", tc.stream, tc.typ)
 	}
 }
