@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/x402d/x402d/x402"
 )
@@ -32,10 +33,15 @@ type RelayerConfig struct {
 	// past it Settle returns an error and the next attempt picks the
 	// transaction up again. Defaults to 2 minutes.
 	ReceiptTimeout time.Duration
-	// MaxPollInterval is the longest pause between two receipt polls; the
-	// first polls come after 2 ms and the pause doubles up to this.
-	// Defaults to 1 second.
+	// MaxPollInterval is the longest pause between two looks at the chain's
+	// head while a receipt is awaited; the first come after 2 ms and the
+	// pause doubles up to this. Defaults to 50 ms.
 	MaxPollInterval time.Duration
+	// HeadCacheFor is the shortest time between two reads of the chain's
+	// head, whatever the number of settlements waiting: each read that
+	// finds new blocks fetches their receipts once for every waiter.
+	// Defaults to 2 ms.
+	HeadCacheFor time.Duration
 	// LogLookback is how many recent blocks are searched for the
 	// transaction that used an authorization, when a settlement finds its
 	// authorization already used. Defaults to 10,000.
@@ -74,6 +80,86 @@ type relayChain struct {
 	mu         sync.Mutex
 	nonce      uint64
 	nonceKnown bool
+
+	// receiptsMu guards the settlements waiting for a receipt and the
+	// last block whose receipts were handed to them.
+	receiptsMu sync.Mutex
+	waiters    map[common.Hash]chan *types.Receipt
+	scanned    uint64
+	// scanMu serialises scans of new blocks; lastScan is when the head was
+	// last read, so that many waiters read it at most once per
+	// HeadCacheFor.
+	scanMu   sync.Mutex
+	lastScan time.Time
+}
+
+// register records that hash is awaited and returns the channel its receipt
+// arrives on. The first waiter after an idle spell reads the head, so that
+// only blocks from then on are scanned.
+func (c *relayChain) register(ctx context.Context, hash common.Hash) (chan *types.Receipt, error) {
+	c.receiptsMu.Lock()
+	defer c.receiptsMu.Unlock()
+	if ch, ok := c.waiters[hash]; ok {
+		return ch, nil
+	}
+	if len(c.waiters) == 0 {
+		head, err := c.backend.BlockNumber(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read block number: %w", err)
+		}
+		c.scanned = head
+	}
+	ch := make(chan *types.Receipt, 1)
+	c.waiters[hash] = ch
+	return ch, nil
+}
+
+// unregister forgets a waiter.
+func (c *relayChain) unregister(hash common.Hash) {
+	c.receiptsMu.Lock()
+	delete(c.waiters, hash)
+	c.receiptsMu.Unlock()
+}
+
+// scan reads the head, at most once per every, and hands the receipts of
+// each block mined since the last scan to their waiters: one receipts
+// request per block, whatever the number of waiters (a node answers a
+// single receipt lookup by reading the whole block, so per-waiter lookups
+// grew with the square of the block's size).
+func (c *relayChain) scan(ctx context.Context, every time.Duration) error {
+	c.scanMu.Lock()
+	defer c.scanMu.Unlock()
+	if time.Since(c.lastScan) < every {
+		return nil
+	}
+	c.lastScan = time.Now()
+	head, err := c.backend.BlockNumber(ctx)
+	if err != nil {
+		return fmt.Errorf("read block number: %w", err)
+	}
+	c.receiptsMu.Lock()
+	from := c.scanned + 1
+	c.receiptsMu.Unlock()
+	for n := from; n <= head; n++ {
+		receipts, err := c.backend.BlockReceipts(ctx, rpc.BlockNumberOrHashWithNumber(rpc.BlockNumber(n)))
+		if err != nil {
+			return fmt.Errorf("receipts of block %d: %w", n, err)
+		}
+		c.receiptsMu.Lock()
+		for _, r := range receipts {
+			if ch, ok := c.waiters[r.TxHash]; ok {
+				select {
+				case ch <- r:
+				default:
+				}
+			}
+		}
+		if n > c.scanned {
+			c.scanned = n
+		}
+		c.receiptsMu.Unlock()
+	}
+	return nil
 }
 
 var _ x402.Settler = (*Relayer)(nil)
@@ -91,7 +177,10 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		c.ReceiptTimeout = 2 * time.Minute
 	}
 	if c.MaxPollInterval <= 0 {
-		c.MaxPollInterval = time.Second
+		c.MaxPollInterval = 50 * time.Millisecond
+	}
+	if c.HeadCacheFor <= 0 {
+		c.HeadCacheFor = 2 * time.Millisecond
 	}
 	if c.LogLookback == 0 {
 		c.LogLookback = 10_000
@@ -117,7 +206,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		if backend == nil {
 			return nil, fmt.Errorf("evm relayer: no client for %s", network)
 		}
-		r.chains[network] = &relayChain{backend: backend, signer: types.LatestSignerForChainID(id)}
+		r.chains[network] = &relayChain{backend: backend, signer: types.LatestSignerForChainID(id), waiters: map[common.Hash]chan *types.Receipt{}}
 	}
 	return r, nil
 }
@@ -178,25 +267,9 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		r.forget(p.Key())
 	}
 
-	// An authorization already used: by an earlier attempt, or by anyone
-	// who relayed the same signed authorization (the funds moved to the
-	// same recipient either way), or canceled.
-	used, err := authorizationState(ctx, chain.backend, asset, auth)
-	if err != nil {
-		return nil, fmt.Errorf("settle %s: read authorization state: %w", p.Key(), err)
-	}
-	if used {
-		tx, err := r.findUse(ctx, chain, asset, auth)
-		if err != nil {
-			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
-		}
-		if tx == (common.Hash{}) {
-			return fail(ReasonNonceAlreadyUsed, ""), nil
-		}
-		log.InfoContext(ctx, "authorization already used on chain", "transaction", tx.Hex())
-		return ok(tx), nil
-	}
-
+	// An authorization already used (by an earlier attempt, by anyone who
+	// relayed the same signed authorization, or canceled) makes the gas
+	// estimate revert, and reverted finds the transaction that used it.
 	input, err := transferInput(auth, ep.signature)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
@@ -350,25 +423,39 @@ func isNonceError(err error) bool {
 		strings.Contains(msg, "replacement transaction underpriced") || strings.Contains(msg, "nonce too high")
 }
 
-// waitReceipt polls for the receipt of hash, quickly at first.
+// waitReceipt waits for the receipt of hash: it asks for it once, then
+// waits for a scan of new blocks to bring it, looking at the head after 2 ms
+// and then less often, up to MaxPollInterval.
 func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash common.Hash) (*types.Receipt, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReceiptTimeout, errReceiptTimeout)
 	defer cancel()
+	// Registered before the first ask: a transaction mined after that ask
+	// is in a block the scans have not reached yet.
+	ch, err := chain.register(ctx, hash)
+	if err != nil {
+		return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
+	}
+	defer chain.unregister(hash)
+	receipt, err := chain.backend.TransactionReceipt(ctx, hash)
+	if err == nil {
+		return receipt, nil
+	}
+	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
+		return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
+	}
 	pause := 2 * time.Millisecond
 	for {
-		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
-		if err == nil {
-			return receipt, nil
-		}
-		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
-			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
-		}
 		select {
+		case receipt := <-ch:
+			return receipt, nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
 		case <-time.After(pause):
 		}
 		pause = min(pause*2, r.cfg.MaxPollInterval)
+		if err := chain.scan(ctx, r.cfg.HeadCacheFor); err != nil {
+			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/x402"
@@ -179,7 +180,12 @@ func TestRelayer_Concurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	v := newVerifier(t)
-	r := newRelayer(t)
+	counting := &countingBackend{Backend: chain.Client()}
+	r, err := evm.NewRelayer(&evm.RelayerConfig{
+		Key:    chain.Account(devchain.RelayerAccount).Key,
+		Chains: map[string]evm.Backend{"eip155:8453": counting},
+	})
+	require.NoError(t, err)
 	const n = 40
 	payments := make([]*x402.Payment, n)
 	for i := range payments {
@@ -188,6 +194,8 @@ func TestRelayer_Concurrent(t *testing.T) {
 		require.NoError(t, err)
 		payments[i] = p
 	}
+	first, err := chain.Client().BlockNumber(ctx)
+	require.NoError(t, err)
 	start := time.Now()
 	var wg sync.WaitGroup
 	results := make([]*x402.SettleResponse, n)
@@ -197,6 +205,13 @@ func TestRelayer_Concurrent(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d concurrent settlements in %s", n, time.Since(start))
+	last, err := chain.Client().BlockNumber(ctx)
+	require.NoError(t, err)
+	// Receipts come by block: one lookup of each settlement's own receipt
+	// right after sending, then one request per new block for everyone.
+	require.LessOrEqual(t, counting.receipts.Load(), int64(n))
+	require.LessOrEqual(t, counting.blocks.Load(), int64(last-first))
+	t.Logf("%d receipt lookups, %d block receipt requests over %d blocks", counting.receipts.Load(), counting.blocks.Load(), last-first)
 	seen := map[string]bool{}
 	for i := range payments {
 		require.NoError(t, errs[i])
@@ -242,6 +257,22 @@ func cancelAuthorization(t *testing.T, key interface{}, pay *payment) {
 	require.NoError(t, err)
 }
 
+// countingBackend counts the receipt requests made through it.
+type countingBackend struct {
+	evm.Backend
+	receipts, blocks atomic.Int64
+}
+
+func (c *countingBackend) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
+	c.receipts.Add(1)
+	return c.Backend.TransactionReceipt(ctx, hash)
+}
+
+func (c *countingBackend) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHash) ([]*types.Receipt, error) {
+	c.blocks.Add(1)
+	return c.Backend.BlockReceipts(ctx, block)
+}
+
 // flakyBackend is a chain whose node fails to answer receipt requests while
 // failReceipts is set, and that records the transactions sent through it.
 type flakyBackend struct {
@@ -263,6 +294,13 @@ func (f *flakyBackend) TransactionReceipt(ctx context.Context, hash common.Hash)
 		return nil, errors.New("read tcp 127.0.0.1:8545: connection reset by peer")
 	}
 	return f.Backend.TransactionReceipt(ctx, hash)
+}
+
+func (f *flakyBackend) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHash) ([]*types.Receipt, error) {
+	if f.failReceipts.Load() {
+		return nil, errors.New("read tcp 127.0.0.1:8545: connection reset by peer")
+	}
+	return f.Backend.BlockReceipts(ctx, block)
 }
 
 func (f *flakyBackend) sent() []string {
