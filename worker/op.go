@@ -60,27 +60,45 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 
 	// job.started moves the call to running; a call already past running
 	// (a duplicate or a retried job whose call is final) needs nothing.
-	if err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
-		return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobStarted, Data: store.JobStarted{JobID: job.ID, Attempt: job.Attempt}})
-	}); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			log.InfoContext(ctx, "job skipped: call already past running")
-			return nil
+	// Most runs end within milliseconds: their job.started is appended with
+	// their outcome, one transaction fewer per paid call. A run still going
+	// after startedDelay records it at once, so that operators see it
+	// running, and is stopped if its call is already past running.
+	started := store.NewEvent{Stream: stream, Type: store.EventJobStarted, Data: store.JobStarted{JobID: job.ID, Attempt: job.Attempt}}
+	var pending []store.NewEvent
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	done := make(chan runResult[Out], 1)
+	go func() { done <- w.run(runCtx, job.Args.Input) }()
+	var run runResult[Out]
+	select {
+	case run = <-done:
+		pending = append(pending, started)
+	case <-time.After(startedDelay):
+		err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error { return store.Append(ctx, tx, started) })
+		if err != nil {
+			stop(err)
+			<-done
+			if errors.Is(err, store.ErrConflict) {
+				log.InfoContext(ctx, "job stopped: call already past running")
+				return nil
+			}
+			return fmt.Errorf("start call %s: %w", callID, err)
 		}
-		return fmt.Errorf("start call %s: %w", callID, err)
+		run = <-done
 	}
-
-	out, err := w.binding.work(ctx, job.Args.Input)
+	out, err := run.out, run.err
 	if err != nil {
-		return w.fail(ctx, job, err, log, start)
+		return w.fail(ctx, job, err, log, start, pending)
 	}
 	result, err := resultObject(callID, w.binding.op.Name, out)
 	if err != nil {
-		return w.fail(ctx, job, err, log, start)
+		return w.fail(ctx, job, err, log, start, pending)
 	}
 
 	err = w.inTx(ctx, func(tx pgx.Tx) error {
-		if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}}); err != nil {
+		events := append(pending, store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})
+		if err := store.Append(ctx, tx, events...); err != nil {
 			return err
 		}
 		client := river.ClientFromContext[pgx.Tx](ctx)
@@ -101,20 +119,44 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	return nil
 }
 
-// fail records a failed run. A final failure appends job.failed (the caller
-// gets 502 and is never charged) and cancels the job; otherwise River retries.
+// startedDelay is how long an operation runs before its job.started is
+// recorded on its own rather than with its outcome.
+const startedDelay = 50 * time.Millisecond
+
+// runResult is what one run of an operation returned.
+type runResult[Out any] struct {
+	out Out
+	err error
+}
+
+// run runs the operation, turning a panic into an error: it runs on its own
+// goroutine, out of River's reach.
+func (w *opWorker[In, Out]) run(ctx context.Context, in In) (res runResult[Out]) {
+	defer func() {
+		if p := recover(); p != nil {
+			res.err = fmt.Errorf("operation %s panicked: %v", w.binding.op.Name, p)
+		}
+	}()
+	out, err := w.binding.work(ctx, in)
+	return runResult[Out]{out: out, err: err}
+}
+
+// fail records a failed run. A final failure appends job.failed, after the
+// pending events not yet appended (a pure operation's job.started): the
+// caller gets 502 and is never charged, and the job is cancelled. Otherwise
+// River retries.
 func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[In]], cause error, log interface {
 	WarnContext(ctx context.Context, msg string, args ...any)
-}, start time.Time) error {
+}, start time.Time, pending []store.NewEvent) error {
 	final := !w.binding.retry || job.Attempt >= job.MaxAttempts || permanent(cause)
 	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "duration_ms", time.Since(start).Milliseconds())
 	if !final {
 		return cause
 	}
 	err := w.inTx(ctx, func(tx pgx.Tx) error {
-		return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
+		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
 			JobID: job.ID, Error: "operation_failed", Message: cause.Error(),
-		}})
+		}})...)
 	})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("record failure of call %s: %w (cause: %w)", job.Args.CallID, err, cause)

@@ -58,18 +58,32 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 		log.InfoContext(ctx, "settle skipped", "state", call.State)
 		return nil
 	}
-	err = inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
-		return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
-			JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
-		}})
-	})
-	if err != nil {
+	// settlement.submitted of a first attempt is appended with its outcome
+	// (one transaction fewer per paid call; the call shows as settling
+	// meanwhile). A later attempt records it first: the event log then
+	// shows that an earlier attempt was cut short.
+	submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
+		JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
+	}}
+	var pending []store.NewEvent
+	if job.Attempt <= 1 {
+		pending = append(pending, submitted)
+	} else if err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
+		return store.Append(ctx, tx, submitted)
+	}); err != nil {
 		return fmt.Errorf("settle %s: record submission: %w", callID, err)
 	}
 
 	resp, err := w.deps.Settler.Settle(ctx, &call.Payment)
 	if err != nil {
 		log.WarnContext(ctx, "settlement attempt failed", "error", err)
+		if len(pending) > 0 {
+			// The attempt's record, so that the timeline shows it; its
+			// loss is harmless.
+			if err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error { return store.Append(ctx, tx, pending...) }); err != nil {
+				log.WarnContext(ctx, "record settlement attempt", "error", err)
+			}
+		}
 		w.deps.Metrics.Settlement(call.Network, metrics.SettlementError)
 		return fmt.Errorf("settle %s: %w", callID, err)
 	}
@@ -78,7 +92,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 		typ = store.EventSettlementFailed
 	}
 	err = pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-		if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}}); err != nil {
+		if err := store.Append(ctx, tx, append(pending, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}})...); err != nil {
 			return err
 		}
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
