@@ -136,7 +136,9 @@ func (s *Server) paid(c echo.Context) error {
 	}
 	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
 	c.Set(callIDKey, callID)
-	return s.await(c, callID, token, sub, s.cfg.CallWait)
+	// The call was just queued and its stream subscribed to before: wait
+	// for its final event before reading it.
+	return s.await(c, callID, token, sub, s.cfg.CallWait, false)
 }
 
 // maxAttempts is how often a call's job may run: runs killed with their
@@ -195,7 +197,7 @@ func (s *Server) replay(c echo.Context, entry *opEntry, prior *store.Call, reque
 	c.Set(callIDKey, prior.ID)
 	sub := s.cfg.Listener.Subscribe(store.CallStream(prior.ID))
 	defer sub.Close()
-	return s.await(c, prior.ID, prior.Token, sub, s.cfg.CallWait)
+	return s.await(c, prior.ID, prior.Token, sub, s.cfg.CallWait, true)
 }
 
 // refuse answers a payment that is not accepted: 402 with a fresh quote whose
@@ -233,18 +235,22 @@ func refusalReason(err error) string {
 }
 
 // await waits up to wait for call id to reach a final state and answers it,
-// or answers 202 with the poll URL.
-func (s *Server) await(c echo.Context, id, token string, sub *store.Subscription, wait time.Duration) error {
+// or answers 202 with the poll URL. sub must have been subscribed before the
+// call could end; with readFirst false the call is read only once woken (a
+// call just queued cannot be final yet).
+func (s *Server) await(c echo.Context, id, token string, sub *store.Subscription, wait time.Duration, readFirst bool) error {
 	ctx := c.Request().Context()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for {
-		call, err := store.CallGetByID(ctx, s.cfg.Pool, id)
-		if err != nil {
-			return err
-		}
-		if store.IsFinal(call.State) {
-			return s.answer(c, call)
+	for read := readFirst; ; read = true {
+		if read {
+			call, err := store.CallGetByID(ctx, s.cfg.Pool, id)
+			if err != nil {
+				return err
+			}
+			if store.IsFinal(call.State) {
+				return s.answer(c, call)
+			}
 		}
 	wait:
 		for {
@@ -333,7 +339,10 @@ func (s *Server) poll(c echo.Context) error {
 		return notFound
 	}
 	c.Set(callIDKey, id)
-	return s.await(c, id, call.Token, sub, wait)
+	if store.IsFinal(call.State) {
+		return s.answer(c, call)
+	}
+	return s.await(c, id, call.Token, sub, wait, false)
 }
 
 func encodeHeader(v any) (string, error) {
