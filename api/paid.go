@@ -108,7 +108,10 @@ func (s *Server) paid(c echo.Context) error {
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
 	defer sub.Close()
-	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+	// Nothing is charged before the settlement, whose durable commit makes
+	// this one durable too: the call's records need not wait for the disk
+	// (store.InRelaxedTx).
+	err = store.InRelaxedTx(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		stream := store.CallStream(callID)
 		if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,

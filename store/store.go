@@ -45,3 +45,22 @@ func interpretError(err error) error {
 	}
 	return err
 }
+
+// relaxedBegin starts a transaction whose commit does not wait for its WAL
+// flush, in the same round trip as BEGIN.
+const relaxedBegin = "BEGIN; SET LOCAL synchronous_commit = off"
+
+// InRelaxedTx runs fn in a transaction that commits without waiting for its
+// WAL to reach the disk. It is for the records of a paid call made before its
+// settlement (the call and its job, the run's start and success): a database
+// crash may lose them, and nothing is lost with them, because nothing was
+// charged yet (the caller resends the same payment header; a lost job
+// completion is rescued and run again), and because WAL is flushed in order,
+// the durable commit of a settlement also makes durable every record
+// written before it. Records that answer a caller with a promise (a failure
+// and its "not charged", a settlement) commit durably.
+func InRelaxedTx(ctx context.Context, db interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, db, pgx.TxOptions{BeginQuery: relaxedBegin}, fn)
+}

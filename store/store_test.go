@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -203,4 +204,33 @@ func TestNotifies(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, store.Notifies(tc.stream, tc.typ), "%s %s", tc.stream, tc.typ)
 	}
+}
+
+func TestInRelaxedTx(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var inside, outside string
+	require.NoError(t, store.InRelaxedTx(ctx, db.Pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&inside)
+	}))
+	require.Equal(t, "off", inside)
+	// SET LOCAL ends with the transaction: the connection goes back to the
+	// pool durable.
+	conn, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	require.NoError(t, conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&outside))
+	require.Equal(t, "on", outside)
+	// fn's error rolls back.
+	boom := errors.New("boom")
+	err = store.InRelaxedTx(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream("r1"), Type: store.EventPaymentVerified, Data: verified("r1")}); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = store.CallGetByID(ctx, db.Pool, "r1")
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -96,7 +96,10 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		return w.fail(ctx, job, err, log, start, pending)
 	}
 
-	err = w.inTx(ctx, func(tx pgx.Tx) error {
+	// The result, its settlement job and the job's completion commit
+	// without waiting for the disk: until the payment is settled, a crash
+	// that loses them only makes the job run again (store.InRelaxedTx).
+	err = inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
 		events := append(pending, store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})
 		if err := store.Append(ctx, tx, events...); err != nil {
 			return err
@@ -153,6 +156,7 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 	if !final {
 		return cause
 	}
+	// Durable: the caller is told at once that it was not charged.
 	err := w.inTx(ctx, func(tx pgx.Tx) error {
 		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
 			JobID: job.ID, Error: "operation_failed", Message: cause.Error(),

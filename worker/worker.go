@@ -26,6 +26,7 @@ import (
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -159,14 +160,7 @@ func Stop(client *Client, timeout time.Duration) error {
 }
 
 // inRelaxedTx runs fn in a transaction that commits without waiting for its
-// WAL flush. It is for events whose loss in a database crash is harmless
-// (job.started, settlement.submitted: the next attempt appends them again);
-// results, failures and settlements always commit durably.
+// WAL flush (store.InRelaxedTx).
 func inRelaxedTx(ctx context.Context, deps *Deps, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
+	return store.InRelaxedTx(ctx, deps.Pool, fn)
 }
