@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,11 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/payclient"
 )
 
 // These tests run the load generator against real processes with the
@@ -102,6 +109,45 @@ func TestLoadSteady(t *testing.T) {
 	require.Greater(t, rep.Calls, 50)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 	checkLedger(ctx, t, db, rep)
+}
+
+// TestLoadSteadySplit runs paid load on two api and two worker processes
+// sharing one Postgres: half the clients call each api.
+func TestLoadSteadySplit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0"}
+	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
+	startChild(t, "worker", env)
+	startChild(t, "worker", env)
+
+	payer := &fakePayer{payer: "0xsplit"}
+	reps := make([]*loadgen.Report, len(apis))
+	var g errgroup.Group
+	for i, api := range apis {
+		g.Go(func() error {
+			rep, err := loadgen.Run(ctx, loadgen.Config{
+				BaseURL: api.addr, Requests: loadRequests, Payer: payer,
+				Concurrency: 8, Duration: 4 * time.Second,
+			})
+			reps[i] = rep
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	all := &loadgen.Report{Statuses: map[int]int{}}
+	for i, rep := range reps {
+		t.Logf("api %d: %s", i, rep)
+		require.Greater(t, rep.Calls, 20, "api %d", i)
+		require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+		all.Calls += rep.Calls
+		all.Outcomes = append(all.Outcomes, rep.Outcomes...)
+		for code, n := range rep.Statuses {
+			all.Statuses[code] += n
+		}
+	}
+	checkLedger(ctx, t, db, all)
 }
 
 // TestLoadWorkersKilled kills a worker process with SIGKILL every two seconds
@@ -315,4 +361,63 @@ func logStages(ctx context.Context, t *testing.T, db *dbtest.DB) {
 	}
 	require.NoError(t, rows.Err())
 	t.Logf("time before each event, per call:\n%s", b.String())
+}
+
+// TestLoadOnDevchain pays load with real EIP-3009 payments of a development
+// account, settled on the embedded devchain, and checks the ledger against
+// the chain: every 200 names its own successful transaction, each moving the
+// price from the payer to the receiver, and the balances moved by exactly
+// the paid calls. Then `x402d load` itself runs against the same service.
+func TestLoadOnDevchain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, chain, db := startDevchainServiceDB(ctx, t)
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 6)
+	require.NoError(t, err)
+	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	payTo := devAddress(t, devchain.PayToAccount)
+	payerBefore, payToBefore := usdcBalance(ctx, t, chain, payer.Address()), usdcBalance(ctx, t, chain, payTo)
+
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: base, Requests: []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}},
+		Payer: payer, Concurrency: 16, Duration: 3 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Greater(t, rep.Calls, 30)
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+
+	price := big.NewInt(10_000) // diff: $0.01
+	transfer := crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
+	txs := map[string]bool{}
+	for _, o := range rep.Outcomes {
+		require.True(t, o.Settled, "a 200 without a settled PAYMENT-RESPONSE: %+v", o)
+		require.False(t, txs[o.Tx], "transaction %s answered two calls", o.Tx)
+		txs[o.Tx] = true
+		receipt, err := chain.TransactionReceipt(ctx, common.HexToHash(o.Tx))
+		require.NoError(t, err, o.Tx)
+		require.Equal(t, types.ReceiptStatusSuccessful, receipt.Status)
+		moved := new(big.Int)
+		for _, l := range receipt.Logs {
+			if l.Address == devchain.USDC && len(l.Topics) == 3 && l.Topics[0] == transfer &&
+				common.BytesToAddress(l.Topics[1].Bytes()) == payer.Address() && common.BytesToAddress(l.Topics[2].Bytes()) == payTo {
+				moved.Add(moved, new(big.Int).SetBytes(l.Data))
+			}
+		}
+		require.Equal(t, price, moved, "transaction %s", o.Tx)
+	}
+	var paid, confirmed int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventSettlementConfirmed).Scan(&confirmed))
+	require.Equal(t, rep.Calls, paid)
+	require.Equal(t, rep.Calls, confirmed)
+	total := new(big.Int).Mul(price, big.NewInt(int64(rep.Calls)))
+	require.Equal(t, total, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer.Address())))
+	require.Equal(t, total, new(big.Int).Sub(usdcBalance(ctx, t, chain, payTo), payToBefore))
+
+	var out bytes.Buffer
+	getenv := func(string) string { return "" }
+	require.NoError(t, runLoad(ctx, []string{"-url", base, "-account", "7", "-c", "4", "-t", "1s"}, getenv, &out))
+	require.Regexp(t, `calls \d+ in .*calls/s\nlatency p50 .* p99 .*\nstatuses 200:\d+ errors:0`, out.String())
 }

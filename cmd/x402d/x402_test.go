@@ -57,7 +57,14 @@ func usdcBalance(ctx context.Context, t *testing.T, c *ethclient.Client, who com
 // startDevchainService runs `x402d serve` with the real payment step on an
 // embedded devchain, the fake Gemini server and loopback fetches allowed.
 func startDevchainService(ctx context.Context, t *testing.T) (base string, chain *ethclient.Client) {
-	db := dbtest.Schema(ctx, t)
+	base, chain, _ = startDevchainServiceDB(ctx, t)
+	return base, chain
+}
+
+// startDevchainServiceDB is startDevchainService that also returns the
+// service's database.
+func startDevchainServiceDB(ctx context.Context, t *testing.T) (base string, chain *ethclient.Client, db *dbtest.DB) {
+	db = dbtest.Schema(ctx, t)
 	fake := modeltest.NewServer(t)
 	rpc := freeAddr(t)
 	env := map[string]string{
@@ -69,7 +76,7 @@ func startDevchainService(ctx context.Context, t *testing.T) (base string, chain
 	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
 	require.NoError(t, err)
 	t.Cleanup(chain.Close)
-	return base, chain
+	return base, chain, db
 }
 
 // sellableCalls is one valid request per sellable operation.
