@@ -1,0 +1,167 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402"
+)
+
+func TestCheckLoopback(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		base string
+		ok   bool
+	}{
+		{"http://127.0.0.1:8080", true},
+		{"http://127.0.0.2:8080", true},
+		{"http://localhost:8080", true},
+		{"http://[::1]:8080", true},
+		{"http://10.0.0.1:8080", false},
+		{"http://192.168.1.10", false},
+		{"http://example.com", false},
+		{"http://[::ffff:8.8.8.8]:80", false},
+		{"://bad", false},
+	} {
+		err := checkLoopback(tc.base)
+		require.Equal(t, tc.ok, err == nil, "%s: %v", tc.base, err)
+	}
+}
+
+func TestSummarise(t *testing.T) {
+	t.Parallel()
+	var outcomes []Outcome
+	for i := 1; i <= 100; i++ {
+		status := http.StatusOK
+		if i%10 == 0 {
+			status = http.StatusPaymentRequired
+		}
+		outcomes = append(outcomes, Outcome{Status: status, Latency: time.Duration(i) * time.Millisecond})
+	}
+	outcomes = append(outcomes, Outcome{Err: "dial tcp: connection refused", Latency: time.Hour})
+	r := summarise(outcomes, 2*time.Second)
+	require.Equal(t, 101, r.Calls)
+	require.Equal(t, 1, r.Errors)
+	require.Equal(t, map[int]int{200: 90, 402: 10}, r.Statuses)
+	require.InDelta(t, 50.5, r.Throughput, 1e-9)
+	// Errors without a status have no latency worth counting.
+	require.Equal(t, 51*time.Millisecond, r.P50)
+	require.Equal(t, 96*time.Millisecond, r.P95)
+	require.Equal(t, 100*time.Millisecond, r.P99)
+	require.Equal(t, 100*time.Millisecond, r.Max)
+	require.Equal(t, "calls 101 in 2s: 50.5 calls/s\nlatency p50 51.00ms p95 96.00ms p99 100.00ms max 100.00ms\nstatuses 200:90 402:10 errors:1\n", r.String())
+}
+
+// seller is a loopback service speaking x402's headers: 402 with
+// PAYMENT-REQUIRED without a payment, 200 with PAYMENT-RESPONSE with one. The
+// first answer to each header in lose is a 503, as if it were lost.
+type seller struct {
+	mu    sync.Mutex
+	seen  map[string]int
+	lose  map[string]bool
+	calls atomic.Int64
+}
+
+func (s *seller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	header := r.Header.Get("Payment-Signature")
+	if header == "" {
+		w.Header().Set("Payment-Required", "quote-of-"+strings.TrimPrefix(r.URL.Path, "/api/x402/"))
+		w.WriteHeader(http.StatusPaymentRequired)
+		return
+	}
+	s.calls.Add(1)
+	s.mu.Lock()
+	s.seen[header]++
+	n := s.seen[header]
+	s.mu.Unlock()
+	if s.lose[header] && n == 1 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	resp, err := x402.EncodeHeader(x402.SettleResponse{Success: true, Transaction: "tx-" + header, Network: "eip155:8453"})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Payment-Response", resp)
+	fmt.Fprintf(w, `{"call_id":"call-%s"}`, header)
+}
+
+// countingPayer numbers its headers and checks the quote it is given.
+type countingPayer struct {
+	n      atomic.Int64
+	quotes sync.Map
+}
+
+func (p *countingPayer) Pay(_ context.Context, paymentRequired string) (string, error) {
+	p.quotes.Store(paymentRequired, true)
+	return fmt.Sprintf("h%d", p.n.Add(1)), nil
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := &seller{seen: map[string]int{}, lose: map[string]bool{"h1": true, "h2": true}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	payer := &countingPayer{}
+
+	rep, err := Run(ctx, Config{
+		BaseURL: srv.URL, Payer: payer, Concurrency: 4, Duration: 10 * time.Second, MaxCalls: 40, Retry: true,
+		Requests: []Request{{Op: "diff", Body: `{}`}, {Op: "regex", Body: `{}`}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 40, rep.Calls, rep.String())
+	require.Equal(t, map[int]int{200: 40}, rep.Statuses)
+	// Two lost answers were resent with the same header: 42 paid requests.
+	require.Equal(t, int64(42), s.calls.Load())
+	ops := map[string]int{}
+	for _, o := range rep.Outcomes {
+		require.True(t, o.Settled)
+		require.Equal(t, "tx-"+o.Header, o.Tx)
+		require.Equal(t, "call-"+o.Header, o.CallID)
+		want := 1
+		if o.Header == "h1" || o.Header == "h2" {
+			want = 2
+		}
+		require.Equal(t, want, o.Tries, o.Header)
+		ops[o.Op]++
+	}
+	require.Equal(t, map[string]int{"diff": 20, "regex": 20}, ops)
+	for _, q := range []string{"quote-of-diff", "quote-of-regex"} {
+		_, ok := payer.quotes.Load(q)
+		require.True(t, ok, "the payer never saw %s", q)
+	}
+
+	// Without Retry a lost answer is counted as it came.
+	s2 := &seller{seen: map[string]int{}, lose: map[string]bool{"h1": true}}
+	srv2 := httptest.NewServer(s2)
+	t.Cleanup(srv2.Close)
+	rep, err = Run(ctx, Config{BaseURL: srv2.URL, Payer: &countingPayer{}, Concurrency: 1, MaxCalls: 3, Requests: []Request{{Op: "diff"}}})
+	require.NoError(t, err)
+	require.Equal(t, map[int]int{200: 2, 503: 1}, rep.Statuses)
+
+	// A rate spaces the calls out.
+	start := time.Now()
+	rep, err = Run(ctx, Config{BaseURL: srv.URL, Payer: &countingPayer{}, Concurrency: 8, Rate: 50, MaxCalls: 10, Requests: []Request{{Op: "diff"}}})
+	require.NoError(t, err)
+	require.Equal(t, 10, rep.Calls)
+	require.GreaterOrEqual(t, time.Since(start), 180*time.Millisecond, "10 calls at 50/s take at least 9 intervals of 20 ms")
+
+	// A service that does not quote is an error, and so is a distant one.
+	bare := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(bare.Close)
+	_, err = Run(ctx, Config{BaseURL: bare.URL, Payer: payer, Requests: []Request{{Op: "diff"}}})
+	require.ErrorContains(t, err, "without a PAYMENT-REQUIRED header")
+	_, err = Run(ctx, Config{BaseURL: "http://203.0.113.7", Payer: payer, Requests: []Request{{Op: "diff"}}})
+	require.ErrorContains(t, err, "not a loopback address")
+}
