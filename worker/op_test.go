@@ -1,0 +1,142 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402"
+)
+
+// napInput is a test operation that takes Ms milliseconds, or panics.
+type napInput struct {
+	Ms    int  `json:"ms"`
+	Panic bool `json:"panic"`
+}
+
+func (napInput) Kind() string                 { return "nap" }
+func (napInput) Validate(*jobs.Limits) error { return nil }
+
+var napOp = jobs.Define[napInput](jobs.Spec{Name: "nap", Price: "0.010000", Queue: jobs.QueuePure})
+
+func nap(ctx context.Context, in napInput) (map[string]int, error) {
+	if in.Panic {
+		panic("nap went wrong")
+	}
+	select {
+	case <-time.After(time.Duration(in.Ms) * time.Millisecond):
+		return map[string]int{"ms": in.Ms}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// settler settles every payment.
+type settler struct{}
+
+func (settler) Settle(_ context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	return &x402.SettleResponse{Success: true, Transaction: "0x" + p.Nonce, Network: p.Network, Payer: p.Payer}, nil
+}
+
+// TestOpRecordsItsStart checks when job.started is written: with the outcome
+// for a quick run, on its own while a slow run still goes (the call shows as
+// running), and a panicking operation fails its call instead of the process.
+func TestOpRecordsItsStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	client, err := worker.NewClient(&worker.Deps{
+		Pool: db.Pool, Settler: settler{}, Logger: slog.New(slog.DiscardHandler),
+		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
+	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
+
+	// queue records a paid call as the api does and queues its job.
+	queue := func(t *testing.T, id string, in napInput) {
+		t.Helper()
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			stream := store.CallStream(id)
+			if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
+				Op: "nap", Token: "tok", RequestHash: []byte(id),
+				Payment: x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)},
+			}}); err != nil {
+				return err
+			}
+			res, err := client.InsertTx(ctx, tx, jobs.Args[napInput]{CallID: id, Input: in}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
+			if err != nil {
+				return err
+			}
+			return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res.Job.ID, Queue: jobs.QueuePure}})
+		}))
+	}
+	// final waits for the call to end and returns its events.
+	final := func(t *testing.T, id string) (*store.Call, []store.Event) {
+		t.Helper()
+		var call *store.Call
+		require.Eventually(t, func() bool {
+			c, err := store.CallGetByID(ctx, db.Pool, id)
+			require.NoError(t, err)
+			call = c
+			return store.IsFinal(c.State)
+		}, 10*time.Second, 10*time.Millisecond, "call %s never ended", id)
+		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
+		require.NoError(t, err)
+		return call, events
+	}
+	types := func(events []store.Event) []string {
+		out := make([]string, len(events))
+		for i, e := range events {
+			out[i] = e.Type
+		}
+		return out
+	}
+	paidSequence := []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted,
+		store.EventJobSucceeded, store.EventSettlementSubmitted, store.EventSettlementConfirmed}
+
+	t.Run("Quick", func(t *testing.T) {
+		queue(t, "quick", napInput{Ms: 0})
+		call, events := final(t, "quick")
+		require.Equal(t, store.CallPaid, call.State)
+		require.Equal(t, paidSequence, types(events))
+		// job.started and job.succeeded were appended together.
+		require.Equal(t, events[2].CreatedAt, events[3].CreatedAt)
+	})
+
+	t.Run("Slow", func(t *testing.T) {
+		queue(t, "slow", napInput{Ms: 600})
+		require.Eventually(t, func() bool {
+			c, err := store.CallGetByID(ctx, db.Pool, "slow")
+			require.NoError(t, err)
+			return c.State == store.CallRunning
+		}, 5*time.Second, 5*time.Millisecond, "a slow run never showed as running")
+		call, events := final(t, "slow")
+		require.Equal(t, store.CallPaid, call.State)
+		require.Equal(t, paidSequence, types(events))
+		require.GreaterOrEqual(t, events[3].CreatedAt.Sub(events[2].CreatedAt), 400*time.Millisecond,
+			"job.started was written when the run began, not with its end")
+	})
+
+	t.Run("Panics", func(t *testing.T) {
+		queue(t, "panic", napInput{Panic: true})
+		call, events := final(t, "panic")
+		require.Equal(t, store.CallFailed, call.State)
+		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobFailed}, types(events))
+		var failed store.JobFailed
+		require.NoError(t, json.Unmarshal(events[3].Data, &failed))
+		require.Contains(t, failed.Message, "nap went wrong")
+		require.Nil(t, call.Settlement, fmt.Sprintf("a failed call was settled: %+v", call.Settlement))
+	})
+}
