@@ -25,7 +25,7 @@ type napInput struct {
 	Panic bool `json:"panic"`
 }
 
-func (napInput) Kind() string                 { return "nap" }
+func (napInput) Kind() string                { return "nap" }
 func (napInput) Validate(*jobs.Limits) error { return nil }
 
 var napOp = jobs.Define[napInput](jobs.Spec{Name: "nap", Price: "0.010000", Queue: jobs.QueuePure})
