@@ -401,25 +401,53 @@ func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address
 			return nil, fmt.Errorf("sign transaction: %w", err)
 		}
 		err = chain.backend.SendTransaction(ctx, tx)
-		if err == nil {
+		if err == nil || isAlreadyKnown(err) {
+			// Sent, or this very transaction was (an earlier send whose
+			// answer was lost).
 			chain.nonce++
 			return tx, nil
 		}
-		// The node knows a transaction with this nonce (ours, sent by
-		// another process with the same key, or one whose send seemed to
-		// fail): read the nonce again and retry once.
-		chain.nonceKnown = false
-		if attempt == 0 && isNonceError(err) {
-			continue
+		// The nonce is taken: another process sends with the same key (two
+		// workers), or the node moved on. Read the node's nonce again and
+		// move past the one tried, a few times: each collision is won by
+		// one of the senders.
+		if attempt >= maxNonceRetries || !isNonceError(err) {
+			chain.nonceKnown = false
+			return nil, fmt.Errorf("send transaction: %w", err)
 		}
-		return nil, fmt.Errorf("send transaction: %w", err)
+		n, rerr := chain.backend.PendingNonceAt(ctx, r.address)
+		if rerr != nil {
+			chain.nonceKnown = false
+			return nil, fmt.Errorf("send transaction: %w (then read relayer nonce: %w)", err, rerr)
+		}
+		if isNonceTooHigh(err) {
+			chain.nonce = n
+		} else {
+			chain.nonce = max(chain.nonce+1, n)
+		}
 	}
+}
+
+// maxNonceRetries bounds how many times one send moves to another nonce
+// after finding its nonce taken.
+const maxNonceRetries = 16
+
+// isAlreadyKnown reports whether a node refused a transaction because it
+// already has it.
+func isAlreadyKnown(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "already known")
+}
+
+// isNonceTooHigh reports whether a node refused a transaction whose nonce is
+// beyond what it accepts from the account.
+func isNonceTooHigh(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "nonce too high")
 }
 
 // isNonceError reports whether a send failed because of the nonce.
 func isNonceError(err error) bool {
 	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "nonce too low") || strings.Contains(msg, "already known") ||
+	return strings.Contains(msg, "nonce too low") ||
 		strings.Contains(msg, "replacement transaction underpriced") || strings.Contains(msg, "nonce too high")
 }
 

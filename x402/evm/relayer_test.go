@@ -222,6 +222,35 @@ func TestRelayer_Concurrent(t *testing.T) {
 	}
 }
 
+// TestRelayer_SharedKey settles concurrently through two relayers with the
+// same key, as two worker processes do: their nonces collide in the node's
+// pool, and every settlement must still go through on its first call.
+func TestRelayer_SharedKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	relayers := []*evm.Relayer{newRelayer(t), newRelayer(t)}
+	const n = 60
+	payments := make([]*x402.Payment, n)
+	for i := range payments {
+		p, err := v.Verify(ctx, requirement(), newPayment(t, fundedKey(t, 10_000), requirement()).payload(t, requirement()))
+		require.NoError(t, err)
+		payments[i] = p
+	}
+	var wg sync.WaitGroup
+	results := make([]*x402.SettleResponse, n)
+	errs := make([]error, n)
+	for i, p := range payments {
+		wg.Go(func() { results[i], errs[i] = relayers[i%2].Settle(ctx, p) })
+	}
+	wg.Wait()
+	for i := range payments {
+		require.NoError(t, errs[i], "settlement %d", i)
+		require.True(t, results[i].Success, results[i].ErrorReason)
+		require.Zero(t, balance(t, common.HexToAddress(payments[i].Payer)).Sign())
+	}
+}
+
 // transferred returns the amount a receipt's Transfer events move from one
 // address to another.
 func transferred(t *testing.T, receipt *types.Receipt, from, to common.Address) *big.Int {
