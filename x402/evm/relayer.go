@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -91,6 +92,19 @@ type relayChain struct {
 	// HeadCacheFor.
 	scanMu   sync.Mutex
 	lastScan time.Time
+	// noBlockReceipts is set once the node answered that it has no
+	// eth_getBlockReceipts: waiters then ask for their own receipts.
+	noBlockReceipts atomic.Bool
+}
+
+// errNoBlockReceipts is a node without eth_getBlockReceipts.
+var errNoBlockReceipts = errors.New("the node has no eth_getBlockReceipts")
+
+// isMethodNotFound reports whether a JSON-RPC call failed because the node
+// does not have the method.
+func isMethodNotFound(err error) bool {
+	var rerr rpc.Error
+	return errors.As(err, &rerr) && rerr.ErrorCode() == -32601
 }
 
 // register records that hash is awaited and returns the channel its receipt
@@ -127,6 +141,9 @@ func (c *relayChain) unregister(hash common.Hash) {
 // single receipt lookup by reading the whole block, so per-waiter lookups
 // grew with the square of the block's size).
 func (c *relayChain) scan(ctx context.Context, every time.Duration) error {
+	if c.noBlockReceipts.Load() {
+		return errNoBlockReceipts
+	}
 	c.scanMu.Lock()
 	defer c.scanMu.Unlock()
 	if time.Since(c.lastScan) < every {
@@ -142,6 +159,10 @@ func (c *relayChain) scan(ctx context.Context, every time.Duration) error {
 	c.receiptsMu.Unlock()
 	for n := from; n <= head; n++ {
 		receipts, err := c.backend.BlockReceipts(ctx, rpc.BlockNumberOrHashWithNumber(rpc.BlockNumber(n)))
+		if isMethodNotFound(err) {
+			c.noBlockReceipts.Store(true)
+			return errNoBlockReceipts
+		}
 		if err != nil {
 			return fmt.Errorf("receipts of block %d: %w", n, err)
 		}
@@ -471,7 +492,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
 		return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 	}
-	pause := 2 * time.Millisecond
+	pause, maxPause := 2*time.Millisecond, r.cfg.MaxPollInterval
 	for {
 		select {
 		case receipt := <-ch:
@@ -480,8 +501,21 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
 		case <-time.After(pause):
 		}
-		pause = min(pause*2, r.cfg.MaxPollInterval)
-		if err := chain.scan(ctx, r.cfg.HeadCacheFor); err != nil {
+		pause = min(pause*2, maxPause)
+		err := chain.scan(ctx, r.cfg.HeadCacheFor)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, errNoBlockReceipts) {
+			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
+		}
+		// A node without block receipts: ask for this one, less often.
+		maxPause = max(r.cfg.MaxPollInterval, time.Second)
+		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
+		if err == nil {
+			return receipt, nil
+		}
+		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 		}
 	}

@@ -251,6 +251,55 @@ func TestRelayer_SharedKey(t *testing.T) {
 	}
 }
 
+// TestRelayer_NodeWithoutBlockReceipts settles through a node that has no
+// eth_getBlockReceipts (JSON-RPC -32601): each settlement asks for its own
+// receipt instead.
+func TestRelayer_NodeWithoutBlockReceipts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	node := &noBlockReceiptsBackend{Backend: chain.Client()}
+	r, err := evm.NewRelayer(&evm.RelayerConfig{
+		Key:    chain.Account(devchain.RelayerAccount).Key,
+		Chains: map[string]evm.Backend{"eip155:8453": node},
+	})
+	require.NoError(t, err)
+	const n = 5
+	var wg sync.WaitGroup
+	results := make([]*x402.SettleResponse, n)
+	errs := make([]error, n)
+	for i := range n {
+		p, err := v.Verify(ctx, requirement(), newPayment(t, fundedKey(t, 10_000), requirement()).payload(t, requirement()))
+		require.NoError(t, err)
+		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.True(t, results[i].Success, results[i].ErrorReason)
+	}
+	require.Positive(t, node.asked.Load())
+}
+
+// noBlockReceiptsBackend is a node without eth_getBlockReceipts.
+type noBlockReceiptsBackend struct {
+	evm.Backend
+	asked atomic.Int64
+}
+
+func (b *noBlockReceiptsBackend) BlockReceipts(context.Context, rpc.BlockNumberOrHash) ([]*types.Receipt, error) {
+	b.asked.Add(1)
+	return nil, methodNotFound{}
+}
+
+// methodNotFound is the JSON-RPC error of an unknown method.
+type methodNotFound struct{}
+
+func (methodNotFound) Error() string {
+	return "the method eth_getBlockReceipts does not exist/is not available"
+}
+func (methodNotFound) ErrorCode() int { return -32601 }
+
 // transferred returns the amount a receipt's Transfer events move from one
 // address to another.
 func transferred(t *testing.T, receipt *types.Receipt, from, to common.Address) *big.Int {
