@@ -125,10 +125,24 @@ func (a *analysis) closing(i int) int {
 // parenthesis into top-level comma-separated expressions.
 func (a *analysis) args(open int) (args [][]token, closeIdx int) {
 	closeIdx = a.closing(open)
+	if closeIdx <= open {
+		// An unclosed '(' as the last token.
+		return nil, closeIdx
+	}
+	return splitTopLevel(a.toks[open+1:closeIdx], nil), closeIdx
+}
+
+// splitTopLevel splits toks into the comma-separated expressions at bracket
+// depth zero. With stop, it ends before the first token for which stop,
+// given the token and the depth before it, reports true.
+func splitTopLevel(toks []token, stop func(t token, depth int) bool) [][]token {
+	var args [][]token
 	var cur []token
 	depth := 0
-	for j := open + 1; j < closeIdx; j++ {
-		t := a.toks[j]
+	for _, t := range toks {
+		if stop != nil && stop(t, depth) {
+			break
+		}
 		if t.kind == kPunct {
 			switch t.text {
 			case "(", "[", "{":
@@ -148,7 +162,7 @@ func (a *analysis) args(open int) (args [][]token, closeIdx int) {
 	if len(cur) > 0 {
 		args = append(args, cur)
 	}
-	return args, closeIdx
+	return args
 }
 
 // chain returns the dotted receiver chain ending at the identifier at i:
@@ -319,33 +333,13 @@ func (a *analysis) rubyBareArgs(i int) ([][]token, bool) {
 	if n.line != a.toks[i].line || n.kind == kPunct && n.text != "[" && n.text != ":" || n.kind == kIdent && (n.text == "do" || n.text == "if" || n.text == "unless") {
 		return nil, false
 	}
-	var args [][]token
-	var cur []token
-	depth := 0
-	for j := i + 1; j < len(a.toks) && a.toks[j].line == a.toks[i].line; j++ {
-		t := a.toks[j]
-		if t.kind == kIdent && depth == 0 && (t.text == "do" || t.text == "if" || t.text == "unless") {
-			break
-		}
-		if t.kind == kPunct {
-			switch t.text {
-			case "(", "[", "{":
-				depth++
-			case ")", "]", "}":
-				depth--
-			case ",":
-				if depth == 0 {
-					args = append(args, cur)
-					cur = nil
-					continue
-				}
-			}
-		}
-		cur = append(cur, t)
+	end := i + 1
+	for end < len(a.toks) && a.toks[end].line == a.toks[i].line {
+		end++
 	}
-	if len(cur) > 0 {
-		args = append(args, cur)
-	}
+	args := splitTopLevel(a.toks[i+1:end], func(t token, depth int) bool {
+		return t.kind == kIdent && depth == 0 && (t.text == "do" || t.text == "if" || t.text == "unless")
+	})
 	return args, len(args) > 0
 }
 
