@@ -5,18 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-rod/rod"
-	"github.com/go-rod/rod/lib/launcher"
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/browsertest"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
 )
@@ -33,30 +32,6 @@ func artifactsDir(t testing.TB) string {
 	dir = filepath.Join(dir, "screenshots")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	return dir
-}
-
-// newBrowser starts the system Chromium, headless. It never downloads one.
-func newBrowser(t testing.TB) *rod.Browser {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		bin = "/usr/bin/chromium"
-	}
-	_, err = os.Stat(bin)
-	require.NoError(t, err, "the browser tests need the system Chromium: run `go tool task chromium` (apt-get install -y chromium)")
-	l := launcher.New().Bin(bin).UserDataDir(t.TempDir()).Leakless(false).
-		Headless(true).Set("no-sandbox").Set("disable-gpu").Set("disable-background-networking").
-		Set("disable-component-update").Set("disable-sync").Set("no-first-run").Set("disable-dev-shm-usage")
-	u, err := l.Launch()
-	require.NoError(t, err)
-	b := rod.New().ControlURL(u)
-	require.NoError(t, b.Connect())
-	t.Cleanup(func() {
-		_ = b.Close()
-		l.Kill()
-		l.Cleanup()
-	})
-	return b
 }
 
 func screenshot(t testing.TB, p *rod.Page, name string) {
@@ -92,7 +67,7 @@ func TestBrowserOperator(t *testing.T) {
 	resp, body = s.pay(t, "test:0xbroke01:seed-broke", `{"a":"x","b":"y"}`)
 	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode, string(body))
 
-	b := newBrowser(t)
+	b := browsertest.New(t)
 	page, err := b.Page(proto.TargetCreateTarget{})
 	require.NoError(t, err)
 	page = page.Timeout(40 * time.Second)

@@ -15,12 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-rod/rod"
-	"github.com/go-rod/rod/lib/launcher"
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/internal/browsertest"
 	"github.com/x402d/x402d/internal/dbtest"
 )
 
@@ -91,7 +90,7 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	require.Contains(t, string(page), "not measured")
 
 	// In Chromium.
-	b := newIndexBrowser(t)
+	b := browsertest.New(t).Timeout(60 * time.Second)
 	p := b.MustPage(base + "/x402-index").MustWaitLoad()
 	require.Len(t, p.MustElements("tr.host-row"), 7)
 	require.Contains(t, p.MustElement("#honesty").MustText(), "null means not measured")
@@ -130,26 +129,6 @@ func getJSON(t *testing.T, url string, v any) {
 	body, _ := io.ReadAll(resp.Body)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.NoError(t, json.Unmarshal(body, v), string(body))
-}
-
-// newIndexBrowser starts the system Chromium, headless; never a downloaded
-// one.
-func newIndexBrowser(t *testing.T) *rod.Browser {
-	bin, err := exec.LookPath("chromium")
-	require.NoError(t, err, "the browser tests need the system Chromium: run `go tool task chromium`")
-	l := launcher.New().Bin(bin).UserDataDir(t.TempDir()).Leakless(false).Headless(true).
-		Set("no-sandbox").Set("disable-gpu").Set("disable-background-networking").Set("disable-component-update").
-		Set("disable-sync").Set("no-first-run").Set("disable-dev-shm-usage")
-	u, err := l.Launch()
-	require.NoError(t, err)
-	b := rod.New().ControlURL(u).Timeout(60 * time.Second)
-	require.NoError(t, b.Connect())
-	t.Cleanup(func() {
-		_ = b.Close()
-		l.Kill()
-		l.Cleanup()
-	})
-	return b
 }
 
 // TestIndexCrawlKilledMidPass SIGKILLs a real `x402d index crawl` process in
