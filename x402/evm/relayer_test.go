@@ -360,11 +360,16 @@ type flakyBackend struct {
 	hashes       []string
 }
 
+// SendTransaction records the transactions the node took (not those it
+// refused: other tests' relayers share the key, so a nonce may be taken).
 func (f *flakyBackend) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	if err := f.Backend.SendTransaction(ctx, tx); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	f.hashes = append(f.hashes, tx.Hash().Hex())
 	f.mu.Unlock()
-	return f.Backend.SendTransaction(ctx, tx)
+	return nil
 }
 
 func (f *flakyBackend) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
