@@ -56,6 +56,12 @@ func (c *Chain) Transact(ctx context.Context, from Account, to *common.Address, 
 	}
 	for {
 		receipt, err := c.client.TransactionReceipt(ctx, tx.Hash())
+		if err == nil && c.backend.BlockChain().CurrentBlock().Number.Cmp(receipt.BlockNumber) < 0 {
+			// The receipt can be found an instant before its block becomes
+			// the head that reads at "latest" see: wait for it, so that
+			// the caller reads what the transaction did.
+			err = ethereum.NotFound
+		}
 		if err == nil {
 			if receipt.Status != types.ReceiptStatusSuccessful {
 				return receipt, fmt.Errorf("devchain transact: transaction %s reverted", tx.Hash().Hex())

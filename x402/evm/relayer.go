@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -446,12 +447,20 @@ func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address
 		} else {
 			chain.nonce = max(chain.nonce+1, n)
 		}
+		// A short random pause, so that a sender that keeps losing to a
+		// faster one finds a gap between its sends.
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("send transaction: %w", context.Cause(ctx))
+		case <-time.After(time.Duration(rand.Int64N(int64(2 * time.Millisecond)))):
+		}
 	}
 }
 
 // maxNonceRetries bounds how many times one send moves to another nonce
-// after finding its nonce taken.
-const maxNonceRetries = 16
+// after finding its nonce taken; past it the settlement fails and its job
+// is retried later.
+const maxNonceRetries = 64
 
 // isAlreadyKnown reports whether a node refused a transaction because it
 // already has it.
