@@ -184,7 +184,9 @@ func TestLoadWorkersKilled(t *testing.T) {
 	}()
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		BaseURL: api.addr, Requests: loadRequests, Payer: &fakePayer{payer: "0xkill"},
-		Concurrency: 16, Duration: 7 * time.Second, Retry: true, RetryFor: 60 * time.Second,
+		// River looks for stuck jobs every 30 s: a call whose job and then
+		// settlement job were both on killed workers takes over a minute.
+		Concurrency: 16, Duration: 7 * time.Second, Retry: true, RetryFor: 150 * time.Second,
 	})
 	close(stop)
 	require.GreaterOrEqual(t, <-killed, 2)
