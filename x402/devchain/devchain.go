@@ -358,12 +358,11 @@ func (c *Chain) automine() {
 	// The pool sends its events while it reorganises, and TxPool.Sync
 	// (in pending) waits for that reorganisation: events are drained on
 	// their own goroutine into a one-slot kick, so that a burst of events
-	// never blocks the pool while this loop waits for it.
+	// never blocks the pool while this loop waits for it. The drain ends
+	// with the chain or the subscription, and closes kick.
 	kick := make(chan struct{}, 1)
-	drained := make(chan struct{})
-	defer func() { <-drained }()
 	go func() {
-		defer close(drained)
+		defer close(kick)
 		for {
 			select {
 			case <-c.stop:
@@ -378,14 +377,7 @@ func (c *Chain) automine() {
 			}
 		}
 	}()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-sub.Err():
-			return
-		case <-kick:
-		}
+	for range kick {
 		for c.pending() > 0 {
 			if !c.waitForClock() {
 				return
