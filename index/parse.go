@@ -188,22 +188,17 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 // declaredMethod finds a bazaar-declared method in a v2 item
 // (extensions.bazaar.info.input.method, in the item or its metadata).
 func declaredMethod(raw json.RawMessage) string {
+	type extensions map[string]struct {
+		Info struct {
+			Input struct {
+				Method string `json:"method"`
+			} `json:"input"`
+		} `json:"info"`
+	}
 	var doc struct {
-		Extensions map[string]struct {
-			Info struct {
-				Input struct {
-					Method string `json:"method"`
-				} `json:"input"`
-			} `json:"info"`
-		} `json:"extensions"`
-		Metadata struct {
-			Extensions map[string]struct {
-				Info struct {
-					Input struct {
-						Method string `json:"method"`
-					} `json:"input"`
-				} `json:"info"`
-			} `json:"extensions"`
+		Extensions extensions `json:"extensions"`
+		Metadata   struct {
+			Extensions extensions `json:"extensions"`
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(raw, &doc) != nil {
