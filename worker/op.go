@@ -75,7 +75,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	case run = <-done:
 		pending = append(pending, started)
 	case <-time.After(startedDelay):
-		err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error { return store.Append(ctx, tx, started) })
+		err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error { return store.Append(ctx, tx, started) })
 		if err != nil {
 			stop(err)
 			<-done
@@ -99,7 +99,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	// The result, its settlement job and the job's completion commit
 	// without waiting for the disk: until the payment is settled, a crash
 	// that loses them only makes the job run again (store.InRelaxedTx).
-	err = inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
+	err = store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error {
 		events := append(pending, store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})
 		if err := store.Append(ctx, tx, events...); err != nil {
 			return err

@@ -68,7 +68,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	var pending []store.NewEvent
 	if job.Attempt <= 1 {
 		pending = append(pending, submitted)
-	} else if err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error {
+	} else if err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error {
 		return store.Append(ctx, tx, submitted)
 	}); err != nil {
 		return fmt.Errorf("settle %s: record submission: %w", callID, err)
@@ -80,7 +80,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 		if len(pending) > 0 {
 			// The attempt's record, so that the timeline shows it; its
 			// loss is harmless.
-			if err := inRelaxedTx(ctx, w.deps, func(tx pgx.Tx) error { return store.Append(ctx, tx, pending...) }); err != nil {
+			if err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error { return store.Append(ctx, tx, pending...) }); err != nil {
 				log.WarnContext(ctx, "record settlement attempt", "error", err)
 			}
 		}

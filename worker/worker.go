@@ -26,7 +26,6 @@ import (
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
-	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -157,10 +156,4 @@ func Stop(client *Client, timeout time.Duration) error {
 		return errors.Join(err, client.StopAndCancel(cctx))
 	}
 	return nil
-}
-
-// inRelaxedTx runs fn in a transaction that commits without waiting for its
-// WAL flush (store.InRelaxedTx).
-func inRelaxedTx(ctx context.Context, deps *Deps, fn func(tx pgx.Tx) error) error {
-	return store.InRelaxedTx(ctx, deps.Pool, fn)
 }
