@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
@@ -96,9 +95,11 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		return w.fail(ctx, job, err, log, start, pending)
 	}
 
-	// The result, its settlement job and the job's completion commit
-	// without waiting for the disk: until the payment is settled, a crash
-	// that loses them only makes the job run again (store.InRelaxedTx).
+	// The result and its settlement job commit without waiting for the
+	// disk: until the payment is settled, a crash that loses them only makes
+	// the job run again (store.InRelaxedTx). The job itself is completed by
+	// River's batched completer once Work returns: a run repeated because
+	// its completion was lost finds the call past running and stops.
 	err = store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error {
 		events := append(pending, store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})
 		if err := store.Append(ctx, tx, events...); err != nil {
@@ -108,8 +109,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		if _, err := client.InsertTx(ctx, tx, SettleArgs{CallID: callID}, nil); err != nil {
 			return fmt.Errorf("insert settle job: %w", err)
 		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {

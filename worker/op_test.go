@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -127,6 +128,26 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, paidSequence, types(events))
 		require.GreaterOrEqual(t, events[3].CreatedAt.Sub(events[2].CreatedAt), 400*time.Millisecond,
 			"job.started was written when the run began, not with its end")
+	})
+
+	// A job run again after its result was recorded (its completion was
+	// lost with its worker) finds the call past running: no second result,
+	// settlement job or settlement.
+	t.Run("RunAgain", func(t *testing.T) {
+		queue(t, "again", napInput{Ms: 0})
+		_, before := final(t, "again")
+		res, err := client.Insert(ctx, jobs.Args[napInput]{CallID: "again", Input: napInput{Ms: 0}}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			j, err := client.JobGet(ctx, res.Job.ID)
+			require.NoError(t, err)
+			return j.State == rivertype.JobStateCompleted
+		}, 10*time.Second, 10*time.Millisecond, "the repeated job was never completed")
+		_, after := final(t, "again")
+		require.Equal(t, types(before), types(after))
+		var settleJobs int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'settle' AND args->>'call_id' = 'again'").Scan(&settleJobs))
+		require.Equal(t, 1, settleJobs)
 	})
 
 	t.Run("Panics", func(t *testing.T) {

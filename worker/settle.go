@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
@@ -91,12 +90,10 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	if !resp.Success {
 		typ = store.EventSettlementFailed
 	}
+	// River's batched completer completes the job once Work returns; a run
+	// repeated because that completion was lost finds the call final.
 	err = pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-		if err := store.Append(ctx, tx, append(pending, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}})...); err != nil {
-			return err
-		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}})...)
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return nil

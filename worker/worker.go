@@ -4,10 +4,12 @@
 // and that worker processes use to work them.
 //
 // A paid call's job goes: the operation runs (job.started, then job.succeeded
-// or job.failed); on success the result, its event, the settlement job and the
-// job's completion are written in one transaction; the settlement job then
-// settles the payment and appends settlement.confirmed or settlement.failed.
-// A failed operation is never settled.
+// or job.failed); on success the result, its event and the settlement job are
+// written in one transaction; the settlement job then settles the payment and
+// appends settlement.confirmed or settlement.failed. A failed operation is
+// never settled. Jobs are completed by River's batched completer: each step
+// is guarded by the call's state, so a job run again after a lost completion
+// finds its work done and stops.
 package worker
 
 import (
