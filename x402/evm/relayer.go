@@ -44,6 +44,11 @@ type RelayerConfig struct {
 	// finds new blocks fetches their receipts once for every waiter.
 	// Defaults to 2 ms.
 	HeadCacheFor time.Duration
+	// FeeCacheFor is how long the gas tip and the head's base fee read for
+	// one send are reused for the next ones. Defaults to 500 ms: the fee
+	// cap (tip plus twice the base fee) still covers several full blocks
+	// of base-fee rises.
+	FeeCacheFor time.Duration
 	// LogLookback is how many recent blocks are searched for the
 	// transaction that used an authorization, when a settlement finds its
 	// authorization already used. Defaults to 10,000.
@@ -96,6 +101,47 @@ type relayChain struct {
 	// noBlockReceipts is set once the node answered that it has no
 	// eth_getBlockReceipts: waiters then ask for their own receipts.
 	noBlockReceipts atomic.Bool
+
+	// gasMu guards gas, the gas limit given to transfers of each asset
+	// (gasLimit), and fees, the tip and fee cap of recent sends.
+	gasMu sync.Mutex
+	gas   map[common.Address]uint64
+	fees  fees
+}
+
+// fees are the fee parameters of a transaction, and when they were read.
+type fees struct {
+	tip, feeCap *big.Int
+	readAt      time.Time
+}
+
+// gasLimit returns the gas limit for a transfer of asset learnt from an
+// earlier estimate, if any.
+func (c *relayChain) gasLimit(asset common.Address) (uint64, bool) {
+	c.gasMu.Lock()
+	defer c.gasMu.Unlock()
+	gas, ok := c.gas[asset]
+	return gas, ok
+}
+
+// learnGas records the gas limit for transfers of asset from an estimate:
+// half as much again, because a transfer to an account holding none of the
+// token writes a fresh storage slot (about 17,000 gas more than one to an
+// account holding some), and a limit set too high costs nothing (only the
+// gas used is paid). It returns the limit.
+func (c *relayChain) learnGas(asset common.Address, estimate uint64) uint64 {
+	limit := estimate + estimate/2
+	c.gasMu.Lock()
+	c.gas[asset] = limit
+	c.gasMu.Unlock()
+	return limit
+}
+
+// forgetGas drops the gas limit learnt for asset: a transfer ran out of it.
+func (c *relayChain) forgetGas(asset common.Address) {
+	c.gasMu.Lock()
+	delete(c.gas, asset)
+	c.gasMu.Unlock()
 }
 
 // errNoBlockReceipts is a node without eth_getBlockReceipts.
@@ -204,6 +250,9 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	if c.HeadCacheFor <= 0 {
 		c.HeadCacheFor = 2 * time.Millisecond
 	}
+	if c.FeeCacheFor <= 0 {
+		c.FeeCacheFor = 500 * time.Millisecond
+	}
 	if c.LogLookback == 0 {
 		c.LogLookback = 10_000
 	}
@@ -228,7 +277,8 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		if backend == nil {
 			return nil, fmt.Errorf("evm relayer: no client for %s", network)
 		}
-		r.chains[network] = &relayChain{backend: backend, signer: types.LatestSignerForChainID(id), waiters: map[common.Hash]chan *types.Receipt{}}
+		r.chains[network] = &relayChain{backend: backend, signer: types.LatestSignerForChainID(id),
+			waiters: map[common.Hash]chan *types.Receipt{}, gas: map[common.Address]uint64{}}
 	}
 	return r, nil
 }
@@ -290,20 +340,32 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	}
 
 	// An authorization already used (by an earlier attempt, by anyone who
-	// relayed the same signed authorization, or canceled) makes the gas
-	// estimate revert, and reverted finds the transaction that used it.
+	// relayed the same signed authorization, or canceled) makes the
+	// transfer revert before it is sent, and reverted finds the
+	// transaction that used it. The gas of the first transfer of an asset
+	// is estimated (several runs of the transfer on a node); later ones
+	// reuse that limit and are run once, with eth_call.
 	input, err := transferInput(auth, ep.signature)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
-	gas, err := chain.backend.EstimateGas(ctx, ethereum.CallMsg{From: r.address, To: &asset, Data: input})
+	msg := ethereum.CallMsg{From: r.address, To: &asset, Data: input}
+	gas, known := chain.gasLimit(asset)
+	if known {
+		_, err = chain.backend.CallContract(ctx, msg, nil)
+	} else {
+		var estimate uint64
+		if estimate, err = chain.backend.EstimateGas(ctx, msg); err == nil {
+			gas = chain.learnGas(asset, estimate)
+		}
+	}
 	if err != nil {
 		if !isRevert(err) {
-			return nil, fmt.Errorf("settle %s: estimate gas: %w", p.Key(), err)
+			return nil, fmt.Errorf("settle %s: run transfer: %w", p.Key(), err)
 		}
 		return r.reverted(ctx, p, chain, asset, auth, err, "")
 	}
-	tx, err := r.send(ctx, chain, asset, input, gas+gas/5)
+	tx, err := r.send(ctx, chain, asset, input, gas)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
@@ -320,6 +382,14 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	r.forget(p.Key())
 	if receipt.Status == types.ReceiptStatusSuccessful {
 		return ok(tx.Hash()), nil
+	}
+	if receipt.GasUsed >= tx.Gas() {
+		// Out of gas: the limit learnt is too low for this transfer (the
+		// token was upgraded, or its storage grew). The authorization is
+		// unused unless somebody else used it meanwhile; the next attempt
+		// estimates again and finds out.
+		chain.forgetGas(asset)
+		return nil, fmt.Errorf("settle %s: transaction %s ran out of gas (limit %d); the next attempt estimates again", p.Key(), tx.Hash().Hex(), tx.Gas())
 	}
 	return r.reverted(ctx, p, chain, asset, auth, errors.New("transaction reverted"), tx.Hash().Hex())
 }
@@ -346,7 +416,7 @@ func (r *Relayer) forgetIfTimedOut(key string, err error) {
 // errReceiptTimeout is a receipt that did not come within ReceiptTimeout.
 var errReceiptTimeout = errors.New("no receipt within the receipt timeout")
 
-// reverted answers a transfer that reverted (in gas estimation, or mined
+// reverted answers a transfer that reverted (run before sending, or mined
 // with status 0 as tx): settled if the authorization was used meanwhile,
 // else the reason the official packages give.
 func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayChain, asset common.Address, auth *Authorization, revert error, tx string) (*x402.SettleResponse, error) {
@@ -387,18 +457,10 @@ func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayCha
 // send signs and sends a transaction to the asset with the relayer's next
 // nonce.
 func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address, input []byte, gas uint64) (*types.Transaction, error) {
-	tip, err := chain.backend.SuggestGasTipCap(ctx)
+	tip, feeCap, err := r.fees(ctx, chain)
 	if err != nil {
-		return nil, fmt.Errorf("suggest gas tip: %w", err)
+		return nil, err
 	}
-	if tip.Sign() == 0 {
-		tip = big.NewInt(1)
-	}
-	head, err := chain.backend.HeaderByNumber(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("read head block: %w", err)
-	}
-	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(cmpOr(head.BaseFee, new(big.Int)), big.NewInt(2)))
 
 	chain.mu.Lock()
 	defer chain.mu.Unlock()
@@ -455,6 +517,35 @@ func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address
 		case <-time.After(time.Duration(rand.Int64N(int64(2 * time.Millisecond)))):
 		}
 	}
+}
+
+// fees returns the tip and fee cap of a transaction sent now: the node's
+// suggested tip and twice the head's base fee above it, read at most once
+// per FeeCacheFor.
+func (r *Relayer) fees(ctx context.Context, chain *relayChain) (tip, feeCap *big.Int, err error) {
+	chain.gasMu.Lock()
+	f := chain.fees
+	chain.gasMu.Unlock()
+	if f.tip != nil && time.Since(f.readAt) < r.cfg.FeeCacheFor {
+		return f.tip, f.feeCap, nil
+	}
+	readAt := time.Now()
+	tip, err = chain.backend.SuggestGasTipCap(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("suggest gas tip: %w", err)
+	}
+	if tip.Sign() == 0 {
+		tip = big.NewInt(1)
+	}
+	head, err := chain.backend.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read head block: %w", err)
+	}
+	feeCap = new(big.Int).Add(tip, new(big.Int).Mul(cmpOr(head.BaseFee, new(big.Int)), big.NewInt(2)))
+	chain.gasMu.Lock()
+	chain.fees = fees{tip: tip, feeCap: feeCap, readAt: readAt}
+	chain.gasMu.Unlock()
+	return tip, feeCap, nil
 }
 
 // maxNonceRetries bounds how many times one send moves to another nonce

@@ -2,6 +2,7 @@ package evm_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
 	"math/big"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -335,10 +337,71 @@ func cancelAuthorization(t *testing.T, key interface{}, pay *payment) {
 	require.NoError(t, err)
 }
 
-// countingBackend counts the receipt requests made through it.
+// TestRelayer_GasLearnt checks that the gas of a transfer is estimated once
+// per asset and reused, and that a transfer running out of the gas learnt
+// (the token grew costlier since) fails its attempt without charging, after
+// which the next attempt estimates again and settles once.
+func TestRelayer_GasLearnt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	counting := &countingBackend{Backend: chain.Client()}
+	r, err := evm.NewRelayer(&evm.RelayerConfig{
+		Key:    chain.Account(devchain.RelayerAccount).Key,
+		Chains: map[string]evm.Backend{"eip155:8453": counting},
+	})
+	require.NoError(t, err)
+	settle := func(t *testing.T, key *ecdsa.PrivateKey) (*x402.SettleResponse, error) {
+		t.Helper()
+		p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+		require.NoError(t, err)
+		return r.Settle(ctx, p)
+	}
+
+	for range 3 {
+		resp, err := settle(t, fundedKey(t, 10_000))
+		require.NoError(t, err)
+		require.True(t, resp.Success, resp.ErrorReason)
+	}
+	require.Equal(t, int64(1), counting.estimates.Load(), "the gas of later transfers is not estimated again")
+
+	// A node whose estimate is too low for the transfer: the limit learnt
+	// from it runs out.
+	lying := &countingBackend{Backend: chain.Client(), estimateAs: 30_000}
+	r, err = evm.NewRelayer(&evm.RelayerConfig{
+		Key:    chain.Account(devchain.RelayerAccount).Key,
+		Chains: map[string]evm.Backend{"eip155:8453": lying},
+	})
+	require.NoError(t, err)
+	key := fundedKey(t, 10_000)
+	p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+	require.NoError(t, err)
+	_, err = r.Settle(ctx, p)
+	require.ErrorContains(t, err, "ran out of gas")
+	require.Equal(t, int64(10_000), balance(t, crypto.PubkeyToAddress(key.PublicKey)).Int64(), "nothing moved")
+	lying.estimateAs = 0
+	resp, err := r.Settle(ctx, p)
+	require.NoError(t, err)
+	require.True(t, resp.Success, resp.ErrorReason)
+	require.Equal(t, int64(2), lying.estimates.Load(), "the retry estimated again")
+	require.Zero(t, balance(t, crypto.PubkeyToAddress(key.PublicKey)).Sign())
+}
+
+// countingBackend counts the receipt requests and gas estimates made
+// through it; with estimateAs set, it answers every estimate with that.
 type countingBackend struct {
 	evm.Backend
-	receipts, blocks atomic.Int64
+	receipts, blocks, estimates atomic.Int64
+	estimateAs                  uint64
+}
+
+func (c *countingBackend) EstimateGas(ctx context.Context, msg ethereum.CallMsg) (uint64, error) {
+	c.estimates.Add(1)
+	gas, err := c.Backend.EstimateGas(ctx, msg)
+	if err == nil && c.estimateAs > 0 {
+		gas = c.estimateAs
+	}
+	return gas, err
 }
 
 func (c *countingBackend) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
