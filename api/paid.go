@@ -111,18 +111,19 @@ func (s *Server) paid(c echo.Context) error {
 	// Nothing is charged before the settlement, whose durable commit makes
 	// this one durable too: the call's records need not wait for the disk
 	// (store.InRelaxedTx).
+	// The job is inserted first, so that both events go in one round trip;
+	// a payment already used rolls all of it back.
 	err = store.InRelaxedTx(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		stream := store.CallStream(callID)
-		if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
-			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
-		}}); err != nil {
-			return err
-		}
 		res, err := s.cfg.River.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)})
 		if err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
-		return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res.Job.ID, Queue: entry.op.Queue}})
+		stream := store.CallStream(callID)
+		return store.Append(ctx, tx,
+			store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
+				Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
+			}},
+			store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res.Job.ID, Queue: entry.op.Queue}})
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A payment already used (the unique index on its key refused the

@@ -147,6 +147,25 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 	return false, fmt.Errorf("unknown call event type %q", e.Type)
 }
 
+// supersededCall reports whether the projection of a call event of type typ
+// adds nothing when the event before it on the call, in the same Append, is
+// prev and the one after it is next ("" for none): job.queued only sets
+// updated_at, which payment.verified's insert just set; job.started and
+// settlement.submitted are followed by an outcome that accepts the call in
+// the same states and moves it further. Leaving these out saves a statement
+// in each of a paid call's three transactions.
+func supersededCall(typ, prev, next string) bool {
+	switch typ {
+	case EventJobQueued:
+		return prev == EventPaymentVerified
+	case EventJobStarted:
+		return next == EventJobSucceeded || next == EventJobFailed
+	case EventSettlementSubmitted:
+		return next == EventSettlementConfirmed || next == EventSettlementFailed
+	}
+	return false
+}
+
 // Call is a row of the calls projection.
 type Call struct {
 	ID          string

@@ -66,9 +66,10 @@ func Notifies(stream, typ string) bool {
 	return kind == "call" && IsFinalEvent(typ)
 }
 
-// Append appends events in the caller's transaction tx: it inserts them,
-// applies each to its projection and sends NOTIFY for those that Notifies
-// names, in one round trip.
+// Append appends events in the caller's transaction tx: it inserts them (in
+// one statement), applies each to its projection and sends NOTIFY for those
+// that Notifies names, in one round trip. A projection that the events next
+// to it on the same stream leave as it would (superseded) is not written.
 // It returns ErrConflict when an event does not fit its projection's state;
 // the caller should then roll back.
 func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
@@ -77,36 +78,48 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 	}
 	b := &pgx.Batch{}
 	type check struct {
-		index     int
 		mustTouch bool
 		event     *NewEvent
 	}
-	checks := make([]check, 0, len(events)*3)
+	checks := make([]check, 0, len(events)*2+1)
 	now := time.Now().UTC()
+	streams := make([]string, len(events))
+	types := make([]string, len(events))
+	datas := make([][]byte, len(events))
 	for i := range events {
 		e := &events[i]
 		data, err := json.Marshal(e.Data)
 		if err != nil {
 			return fmt.Errorf("append %s %s: marshal: %w", e.Stream, e.Type, err)
 		}
-		b.Queue("INSERT INTO events (stream, type, data, created_at) VALUES ($1, $2, $3, $4)", e.Stream, e.Type, data, now)
-		checks = append(checks, check{index: b.Len() - 1, event: e})
+		streams[i], types[i], datas[i] = e.Stream, e.Type, data
+	}
+	if len(events) == 1 {
+		b.Queue("INSERT INTO events (stream, type, data, created_at) VALUES ($1, $2, $3, $4)", streams[0], types[0], datas[0], now)
+	} else {
+		b.Queue(`INSERT INTO events (stream, type, data, created_at)
+			SELECT s, t, d, $4 FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS u(s, t, d, n) ORDER BY n`,
+			streams, types, datas, now)
+	}
+	checks = append(checks, check{event: &events[0]})
+	for i := range events {
+		e := &events[i]
 		kind, _, _ := strings.Cut(e.Stream, "/")
-		if project, ok := projectorFor(kind); ok {
+		if project, ok := projectorFor(kind); ok && !superseded(events, i) {
 			before := b.Len()
-			mustTouch, err := project(b, e, data, now)
+			mustTouch, err := project(b, e, datas[i], now)
 			if err != nil {
 				return fmt.Errorf("append %s %s: %w", e.Stream, e.Type, err)
 			}
 			// A projector may queue several statements; mustTouch is about
 			// its last one.
-			for i := before; i < b.Len(); i++ {
-				checks = append(checks, check{index: i, mustTouch: mustTouch && i == b.Len()-1, event: e})
+			for j := before; j < b.Len(); j++ {
+				checks = append(checks, check{mustTouch: mustTouch && j == b.Len()-1, event: e})
 			}
 		}
 		if Notifies(e.Stream, e.Type) {
 			b.Queue("SELECT pg_notify($1, $2)", NotifyChannel, e.Stream+"\t"+e.Type)
-			checks = append(checks, check{index: b.Len() - 1, event: e})
+			checks = append(checks, check{event: e})
 		}
 	}
 	results := tx.SendBatch(ctx, b)
@@ -125,6 +138,25 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 		return fmt.Errorf("append: %w", interpretError(err))
 	}
 	return nil
+}
+
+// superseded reports whether the projection of events[i] can be left out:
+// the events just before or after it on the same stream, in the same
+// Append, leave the projection as it would. Only call events have such
+// pairs (supersededCall).
+func superseded(events []NewEvent, i int) bool {
+	e := &events[i]
+	if kind, _, _ := strings.Cut(e.Stream, "/"); kind != "call" {
+		return false
+	}
+	var prev, next string
+	if i > 0 && events[i-1].Stream == e.Stream {
+		prev = events[i-1].Type
+	}
+	if i+1 < len(events) && events[i+1].Stream == e.Stream {
+		next = events[i+1].Type
+	}
+	return supersededCall(e.Type, prev, next)
 }
 
 // EventListByStream returns the events of stream in order.

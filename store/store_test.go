@@ -97,6 +97,49 @@ func TestAppend(t *testing.T) {
 		require.Len(t, events, 2)
 	})
 
+	// Pairs appended together skip the first projection (supersededCall):
+	// the pair must still refuse a call in the wrong state, and keep its
+	// events in order.
+	t.Run("PairsStillRefuseWrongStates", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := store.CallStream("c4")
+		require.NoError(t, appendTx(ctx, t, b.db,
+			store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified("n4")},
+			store.NewEvent{Stream: s, Type: store.EventJobQueued, Data: store.JobQueued{JobID: 1, Queue: "pure"}},
+		))
+		settle := []store.NewEvent{
+			{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Attempt: 1}},
+			{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true}}},
+		}
+		require.ErrorIs(t, appendTx(ctx, t, b.db, settle...), store.ErrConflict, "settled before its result")
+		run := []store.NewEvent{
+			{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}},
+			{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{}`)}},
+		}
+		require.NoError(t, appendTx(ctx, t, b.db, run...))
+		require.ErrorIs(t, appendTx(ctx, t, b.db, run...), store.ErrConflict, "a second result")
+		require.NoError(t, appendTx(ctx, t, b.db, settle...))
+		require.ErrorIs(t, appendTx(ctx, t, b.db, settle...), store.ErrConflict, "settled twice")
+
+		c, err := store.CallGetByID(ctx, b.db.Pool, "c4")
+		require.NoError(t, err)
+		require.Equal(t, store.CallPaid, c.State)
+		events, err := store.EventListByStream(ctx, b.db.Pool, s)
+		require.NoError(t, err)
+		var types []string
+		for i, e := range events {
+			types = append(types, e.Type)
+			if i > 0 {
+				require.Greater(t, e.ID, events[i-1].ID)
+			}
+		}
+		require.Equal(t, []string{
+			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementConfirmed,
+		}, types)
+	})
+
 	t.Run("PaymentUsedOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
