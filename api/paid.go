@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 
@@ -108,22 +107,12 @@ func (s *Server) paid(c echo.Context) error {
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
 	defer sub.Close()
-	// Nothing is charged before the settlement, whose durable commit makes
-	// this one durable too: the call's records need not wait for the disk
-	// (store.InRelaxedTx).
-	// The job is inserted first, so that both events go in one round trip;
-	// a payment already used rolls all of it back.
-	err = store.InRelaxedTx(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		res, err := s.cfg.River.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)})
-		if err != nil {
-			return fmt.Errorf("insert job: %w", err)
-		}
-		stream := store.CallStream(callID)
-		return store.Append(ctx, tx,
-			store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
-				Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
-			}},
-			store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res.Job.ID, Queue: entry.op.Queue}})
+	err = s.admitter.admit(ctx, &admission{
+		callID: callID,
+		verified: store.PaymentVerified{
+			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
+		},
+		job: river.InsertManyParams{Args: args, InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A payment already used (the unique index on its key refused the

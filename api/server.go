@@ -3,9 +3,10 @@
 // endpoints, and the routes other packages add (discovery, index, operators).
 //
 // The api never runs an operation. A paid request is validated, its payment
-// verified, and the call recorded and queued in one transaction; then the
-// request waits for the call's final event and answers with the result, or
-// with 202 and a poll URL when the wait runs out.
+// verified, and the call recorded and queued in one transaction, shared with
+// the calls that arrived at the same time (admit.go); then the request waits
+// for the call's final event and answers with the result, or with 202 and a
+// poll URL when the wait runs out.
 package api
 
 import (
@@ -71,6 +72,7 @@ type Server struct {
 	cfg       Config
 	ops       map[string]*opEntry
 	logger    *slog.Logger
+	admitter  *admitter
 }
 
 // New returns the api server for cfg. It precomputes every quote.
@@ -82,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.CallWait = cmp.Or(cfg.CallWait, 25*time.Second)
 	cfg.MaxPollWait = cmp.Or(cfg.MaxPollWait, 60*time.Second)
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}}
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: &admitter{pool: cfg.Pool, river: cfg.River}}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {
