@@ -107,7 +107,7 @@ func (s *Server) paid(c echo.Context) error {
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
 	defer sub.Close()
-	err = s.admitter.admit(ctx, &admission{
+	err = s.admitter.Commit(ctx, &admission{
 		callID: callID,
 		verified: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,

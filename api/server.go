@@ -72,7 +72,7 @@ type Server struct {
 	cfg       Config
 	ops       map[string]*opEntry
 	logger    *slog.Logger
-	admitter  *admitter
+	admitter  *store.GroupCommitter[*admission]
 }
 
 // New returns the api server for cfg. It precomputes every quote.
@@ -84,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.CallWait = cmp.Or(cfg.CallWait, 25*time.Second)
 	cfg.MaxPollWait = cmp.Or(cfg.MaxPollWait, 60*time.Second)
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: &admitter{pool: cfg.Pool, river: cfg.River}}
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River)}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// GroupCommitter writes the items of concurrent callers in shared
+// transactions (group commit): a caller that finds fewer than InFlight
+// transactions being written writes one itself, with every item waiting by
+// then (up to MaxBatch); the others wait for a writer to take theirs. At low
+// load every item has its own transaction at once; under load one
+// transaction, one commit and one statement of each kind serve many items.
+//
+// A transaction refused with ErrConflict (an item no longer fits its
+// projection's state) is written again item by item, so that only the
+// items at fault get ErrConflict.
+type GroupCommitter[T any] struct {
+	pool  *pgxpool.Pool
+	cfg   GroupCommitConfig
+	write func(ctx context.Context, tx pgx.Tx, items []T) error
+
+	mu       sync.Mutex
+	pending  []*groupItem[T]
+	inFlight int
+}
+
+// GroupCommitConfig configures a GroupCommitter.
+type GroupCommitConfig struct {
+	// InFlight is how many transactions are written at once. Defaults
+	// to 4.
+	InFlight int
+	// MaxBatch is the most items one transaction holds. Defaults to 128.
+	MaxBatch int
+	// Relaxed commits without waiting for the disk (InRelaxedTx).
+	Relaxed bool
+}
+
+type groupItem[T any] struct {
+	item T
+	err  error
+	done chan struct{}
+}
+
+// NewGroupCommitter returns a GroupCommitter that writes items with write,
+// in a transaction of pool.
+func NewGroupCommitter[T any](pool *pgxpool.Pool, cfg GroupCommitConfig, write func(ctx context.Context, tx pgx.Tx, items []T) error) *GroupCommitter[T] {
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 4
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 128
+	}
+	return &GroupCommitter[T]{pool: pool, cfg: cfg, write: write}
+}
+
+// Commit writes item, alone or with the items of other callers, and returns
+// once its transaction committed or failed. The transaction may serve other
+// callers: it is not cut short when ctx ends (its values are kept), but
+// Commit then returns at once.
+func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
+	it := &groupItem[T]{item: item, done: make(chan struct{})}
+	g.mu.Lock()
+	g.pending = append(g.pending, it)
+	lead := g.inFlight < g.cfg.InFlight
+	if lead {
+		g.inFlight++
+	}
+	g.mu.Unlock()
+	if lead {
+		wctx := context.WithoutCancel(ctx)
+		if g.writeNext(wctx) {
+			// Items came in meanwhile: a writer of its own takes them, so
+			// that this caller returns without waiting for them.
+			go func() {
+				for g.writeNext(wctx) {
+				}
+			}()
+		}
+	}
+	select {
+	case <-it.done:
+		return it.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// writeNext writes the items waiting, up to MaxBatch, and reports whether
+// more are waiting; when none are, it gives its writer's place up.
+func (g *GroupCommitter[T]) writeNext(ctx context.Context) bool {
+	g.mu.Lock()
+	n := min(len(g.pending), g.cfg.MaxBatch)
+	batch := g.pending[:n:n]
+	g.pending = g.pending[n:]
+	g.mu.Unlock()
+	if n > 0 {
+		g.writeBatch(ctx, batch)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pending) > 0 {
+		return true
+	}
+	g.inFlight--
+	return false
+}
+
+// writeBatch writes batch in one transaction, or item by item when that
+// transaction conflicts, and hands each item its outcome.
+func (g *GroupCommitter[T]) writeBatch(ctx context.Context, batch []*groupItem[T]) {
+	err := g.tx(ctx, batch)
+	if errors.Is(err, ErrConflict) && len(batch) > 1 {
+		for _, it := range batch {
+			g.writeBatch(ctx, []*groupItem[T]{it})
+		}
+		return
+	}
+	for _, it := range batch {
+		it.err = err
+		close(it.done)
+	}
+}
+
+// tx runs write for batch in a transaction, with a panic turned into an
+// error: other callers wait on it.
+func (g *GroupCommitter[T]) tx(ctx context.Context, batch []*groupItem[T]) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("group commit of %d: panic: %v", len(batch), p)
+		}
+	}()
+	items := make([]T, len(batch))
+	for i, it := range batch {
+		items[i] = it.item
+	}
+	fn := func(tx pgx.Tx) error { return g.write(ctx, tx, items) }
+	if g.cfg.Relaxed {
+		return InRelaxedTx(ctx, g.pool, fn)
+	}
+	return pgx.BeginFunc(ctx, g.pool, fn)
+}

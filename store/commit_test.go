@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/x402"
+)
+
+// TestGroupCommitter queues items that arrive while every writer is busy,
+// one of them conflicting: the first MaxBatch share one transaction, the
+// batch holding the conflict is written again item by item, and only that
+// item is refused.
+func TestGroupCommitter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var mu sync.Mutex
+	var batches []int
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{MaxBatch: 50, Relaxed: true}, func(ctx context.Context, tx pgx.Tx, items []int) error {
+		mu.Lock()
+		batches = append(batches, len(items))
+		mu.Unlock()
+		events := make([]NewEvent, len(items))
+		for i, n := range items {
+			nonce := fmt.Sprintf("n%d", n)
+			if n == 80 {
+				nonce = "n70" // the payment of item 70, again
+			}
+			events[i] = NewEvent{Stream: CallStream(fmt.Sprint(n)), Type: EventPaymentVerified, Data: PaymentVerified{
+				Op: "diff", Token: "tok", RequestHash: []byte{1},
+				Payment: x402.Payment{Network: "eip155:8453", Payer: "0xabc", Nonce: nonce, Amount: "1", Payload: json.RawMessage(`{}`)},
+			}}
+		}
+		return Append(ctx, tx, events...)
+	})
+
+	// Every writer's place is taken: the items wait, in this order.
+	g.inFlight = g.cfg.InFlight
+	const n = 90
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = g.Commit(ctx, i) })
+		require.Eventually(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.pending) == i+1
+		}, 5*time.Second, time.Millisecond)
+	}
+	// The writers come back.
+	for range g.cfg.InFlight {
+		for g.writeNext(ctx) {
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 80 {
+			require.ErrorIs(t, err, ErrConflict)
+			continue
+		}
+		require.NoError(t, err, "item %d", i)
+	}
+	require.Zero(t, g.inFlight)
+	// 50 together; then 40 refused together for item 80, and written one
+	// by one.
+	want := []int{50, 40}
+	for range 40 {
+		want = append(want, 1)
+	}
+	require.Equal(t, want, batches)
+	var calls int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
+	require.Equal(t, n-1, calls)
+}
+
+// TestGroupCommitterConcurrent commits from many goroutines with the
+// writers free: every item is written once, in fewer transactions than
+// items.
+func TestGroupCommitterConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var mu sync.Mutex
+	var txs int
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{}, func(ctx context.Context, tx pgx.Tx, items []string) error {
+		mu.Lock()
+		txs++
+		mu.Unlock()
+		events := make([]NewEvent, len(items))
+		for i, id := range items {
+			events[i] = NewEvent{Stream: "crawl/" + id, Type: EventCrawlFailed, Data: CrawlFailed{Source: id, Error: "x"}}
+		}
+		_, err := tx.Exec(ctx, "SELECT pg_sleep(0.002)")
+		if err != nil {
+			return err
+		}
+		return Append(ctx, tx, events...)
+	})
+	const n = 400
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { require.NoError(t, g.Commit(ctx, fmt.Sprintf("s%d", i))) })
+	}
+	wg.Wait()
+	var sources int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM index_sources").Scan(&sources))
+	require.Equal(t, n, sources)
+	t.Logf("%d items in %d transactions", n, txs)
+	require.Less(t, txs, n)
+
+	// A caller whose context ends while it waits returns; its item is
+	// still written by the next writer.
+	g.mu.Lock()
+	g.inFlight = g.cfg.InFlight
+	g.mu.Unlock()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, g.Commit(cctx, "late"), context.Canceled)
+	for range g.cfg.InFlight {
+		for g.writeNext(ctx) {
+		}
+	}
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM index_sources").Scan(&sources))
+	require.Equal(t, n+1, sources)
+}
