@@ -102,9 +102,13 @@ func TestDashboardAccess(t *testing.T) {
 		require.Contains(t, string(body), "0xa11ce5ecret")
 		require.Contains(t, string(body), txHash("access-1"))
 
-		resp, body = s.get(t, "/ops/jobs/api/jobs?state=completed", auth)
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-		require.Contains(t, string(body), callID)
+		// River's completer marks jobs completed in batches, a few
+		// milliseconds after the call answered.
+		require.Eventually(t, func() bool {
+			resp, body = s.get(t, "/ops/jobs/api/jobs?state=completed", auth)
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+			return strings.Contains(string(body), callID)
+		}, 5*time.Second, 20*time.Millisecond, "the call's jobs never showed as completed")
 	})
 
 	t.Run("CallsFilter", func(t *testing.T) {
