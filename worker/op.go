@@ -20,7 +20,7 @@ import (
 type Op interface {
 	// Name is the operation's name.
 	Name() string
-	register(workers *river.Workers, deps *Deps) error
+	register(workers *river.Workers, deps *Deps, commits *commits) error
 }
 
 // Bind returns the Op that computes operation o with work. When retry is
@@ -39,8 +39,8 @@ type binding[In jobs.Input, Out any] struct {
 
 func (b *binding[In, Out]) Name() string { return b.op.Name }
 
-func (b *binding[In, Out]) register(workers *river.Workers, deps *Deps) error {
-	return river.AddWorkerSafely(workers, &opWorker[In, Out]{binding: b, deps: deps})
+func (b *binding[In, Out]) register(workers *river.Workers, deps *Deps, commits *commits) error {
+	return river.AddWorkerSafely(workers, &opWorker[In, Out]{binding: b, deps: deps, commits: commits})
 }
 
 // opWorker is the River worker of one operation.
@@ -48,6 +48,7 @@ type opWorker[In jobs.Input, Out any] struct {
 	river.WorkerDefaults[jobs.Args[In]]
 	binding *binding[In, Out]
 	deps    *Deps
+	commits *commits
 }
 
 // Work runs the operation for one paid call.
@@ -95,22 +96,12 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		return w.fail(ctx, job, err, log, start, pending)
 	}
 
-	// The result and its settlement job commit without waiting for the
-	// disk: until the payment is settled, a crash that loses them only makes
-	// the job run again (store.InRelaxedTx). The job itself is completed by
+	// The result and its settlement job, with those of other runs ending
+	// at the same time (commits.results). The job itself is completed by
 	// River's batched completer once Work returns: a run repeated because
 	// its completion was lost finds the call past running and stops.
-	err = store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-		events := append(pending, store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})
-		if err := store.Append(ctx, tx, events...); err != nil {
-			return err
-		}
-		client := river.ClientFromContext[pgx.Tx](ctx)
-		if _, err := client.InsertTx(ctx, tx, SettleArgs{CallID: callID}, nil); err != nil {
-			return fmt.Errorf("insert settle job: %w", err)
-		}
-		return nil
-	})
+	err = w.commits.results.Commit(ctx, completed{callID: callID, events: append(pending,
+		store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})})
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			log.InfoContext(ctx, "job result dropped: call already final")

@@ -150,6 +150,29 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, 1, settleJobs)
 	})
 
+	// Runs and settlements ending together share transactions
+	// (commits): every call of a burst still gets its own result,
+	// settlement job and settlement, in order.
+	t.Run("Burst", func(t *testing.T) {
+		const n = 120
+		for i := range n {
+			queue(t, fmt.Sprintf("burst%d", i), napInput{Ms: 0})
+		}
+		times := map[time.Time]bool{}
+		for i := range n {
+			id := fmt.Sprintf("burst%d", i)
+			call, events := final(t, id)
+			require.Equal(t, store.CallPaid, call.State, id)
+			require.Equal(t, "0x"+id, call.Settlement.Transaction)
+			require.Equal(t, paidSequence, types(events), id)
+			times[events[3].CreatedAt] = true
+		}
+		var settleJobs int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'settle' AND args->>'call_id' LIKE 'burst%'").Scan(&settleJobs))
+		require.Equal(t, n, settleJobs)
+		t.Logf("%d results written in %d transactions", n, len(times))
+	})
+
 	t.Run("Panics", func(t *testing.T) {
 		queue(t, "panic", napInput{Panic: true})
 		call, events := final(t, "panic")

@@ -36,7 +36,8 @@ func (SettleArgs) InsertOpts() river.InsertOpts {
 
 type settleWorker struct {
 	river.WorkerDefaults[SettleArgs]
-	deps *Deps
+	deps    *Deps
+	commits *commits
 }
 
 // Work settles the payment of a call in state settling. A settler error is
@@ -90,11 +91,11 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	if !resp.Success {
 		typ = store.EventSettlementFailed
 	}
-	// River's batched completer completes the job once Work returns; a run
-	// repeated because that completion was lost finds the call final.
-	err = pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}})...)
-	})
+	// Durable, with the outcomes of other settlements mined in the same
+	// block (commits.outcomes). River's batched completer completes the job
+	// once Work returns; a run repeated because that completion was lost
+	// finds the call final.
+	err = w.commits.outcomes.Commit(ctx, append(pending, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}}))
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}

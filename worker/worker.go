@@ -28,6 +28,7 @@ import (
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -110,12 +111,13 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.WithDefaults()
 	workers := river.NewWorkers()
+	commits := newCommits(deps.Pool)
 	for _, op := range deps.Ops {
-		if err := op.register(workers, deps); err != nil {
+		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
 		}
 	}
-	if err := river.AddWorkerSafely(workers, &settleWorker{deps: deps}); err != nil {
+	if err := river.AddWorkerSafely(workers, &settleWorker{deps: deps, commits: commits}); err != nil {
 		return nil, fmt.Errorf("worker: register settle: %w", err)
 	}
 	for _, register := range deps.Register {
@@ -145,6 +147,52 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("worker: new river client: %w", err)
 	}
 	return client, nil
+}
+
+// commits are the shared transactions of the paid calls' jobs
+// (store.GroupCommitter): runs and settlements ending at the same time
+// (settlements mined in one block end together) write together.
+type commits struct {
+	// results records operation results and their settlement jobs,
+	// without waiting for the disk: until the payment is settled, a crash
+	// that loses them only makes the job run again (store.InRelaxedTx).
+	results *store.GroupCommitter[completed]
+	// outcomes records settlement outcomes, durably.
+	outcomes *store.GroupCommitter[[]store.NewEvent]
+}
+
+// completed is an operation run that succeeded: its events and the call
+// whose settlement job is to be inserted.
+type completed struct {
+	callID string
+	events []store.NewEvent
+}
+
+func newCommits(pool *pgxpool.Pool) *commits {
+	return &commits{
+		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Relaxed: true}, func(ctx context.Context, tx pgx.Tx, runs []completed) error {
+			params := make([]river.InsertManyParams, len(runs))
+			var events []store.NewEvent
+			for i, run := range runs {
+				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}}
+				events = append(events, run.events...)
+			}
+			// The workers' client, from the context of the job whose
+			// run writes this transaction.
+			client := river.ClientFromContext[pgx.Tx](ctx)
+			if _, err := client.InsertManyTx(ctx, tx, params); err != nil {
+				return fmt.Errorf("insert %d settle jobs: %w", len(runs), err)
+			}
+			return store.Append(ctx, tx, events...)
+		}),
+		outcomes: store.NewGroupCommitter(pool, store.GroupCommitConfig{}, func(ctx context.Context, tx pgx.Tx, outcomes [][]store.NewEvent) error {
+			var events []store.NewEvent
+			for _, o := range outcomes {
+				events = append(events, o...)
+			}
+			return store.Append(ctx, tx, events...)
+		}),
+	}
 }
 
 // Stop stops client gracefully: running jobs may finish within timeout, then
