@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/browsertest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
 )
@@ -122,7 +123,7 @@ func TestBrowserOperator(t *testing.T) {
 	wait = page.MustWaitNavigation()
 	page.MustEval(`sel => document.querySelector(sel).click()`, fmt.Sprintf(`tr[data-call=%q] a`, callID))
 	wait()
-	require.Equal(t, txHash(nonce), page.MustElement("#transaction").MustText())
+	require.Equal(t, paytest.TxHash(nonce), page.MustElement("#transaction").MustText())
 	require.Equal(t, "0xa11ce0000000000000000000000000000000001", page.MustElement("#payer").MustText())
 	require.Equal(t, "eip155:8453", page.MustElement("#network").MustText())
 	var types []string
@@ -133,7 +134,7 @@ func TestBrowserOperator(t *testing.T) {
 		store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
 		store.EventSettlementSubmitted, store.EventSettlementConfirmed,
 	}, types)
-	require.Contains(t, page.MustElement("li[data-event='settlement.confirmed']").MustText(), txHash(nonce))
+	require.Contains(t, page.MustElement("li[data-event='settlement.confirmed']").MustText(), paytest.TxHash(nonce))
 	screenshot(t, page, "ops-call-timeline.png")
 
 	// The overview and the index page.

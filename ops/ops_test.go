@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/paytest"
 )
 
 func TestDashboardAccess(t *testing.T) {
@@ -100,7 +102,7 @@ func TestDashboardAccess(t *testing.T) {
 		resp, body = s.get(t, "/ops/calls/"+callID, auth)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, string(body), "0xa11ce5ecret")
-		require.Contains(t, string(body), txHash("access-1"))
+		require.Contains(t, string(body), paytest.TxHash("access-1"))
 
 		// River's completer marks jobs completed in batches, a few
 		// milliseconds after the call answered.

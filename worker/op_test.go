@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
@@ -43,13 +44,6 @@ func nap(ctx context.Context, in napInput) (map[string]int, error) {
 	}
 }
 
-// settler settles every payment.
-type settler struct{}
-
-func (settler) Settle(_ context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
-	return &x402.SettleResponse{Success: true, Transaction: "0x" + p.Nonce, Network: p.Network, Payer: p.Payer}, nil
-}
-
 // TestOpRecordsItsStart checks when job.started is written: with the outcome
 // for a quick run, on its own while a slow run still goes (the call shows as
 // running), and a panicking operation fails its call instead of the process.
@@ -58,7 +52,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
 	client, err := worker.NewClient(&worker.Deps{
-		Pool: db.Pool, Settler: settler{}, Logger: slog.New(slog.DiscardHandler),
+		Pool: db.Pool, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler),
 		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
 	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
@@ -163,7 +157,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 			id := fmt.Sprintf("burst%d", i)
 			call, events := final(t, id)
 			require.Equal(t, store.CallPaid, call.State, id)
-			require.Equal(t, "0x"+id, call.Settlement.Transaction)
+			require.Equal(t, paytest.TxHash(id), call.Settlement.Transaction)
 			require.Equal(t, paidSequence, types(events), id)
 			times[events[3].CreatedAt] = true
 		}

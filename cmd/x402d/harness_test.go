@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,9 +22,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/logtest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/worker"
-	"github.com/x402d/x402d/x402"
 )
 
 // This file holds the test double of the payment step and a slow operation.
@@ -56,89 +56,18 @@ func testOptions(getenv func(string) string) *options {
 			if err != nil {
 				return nil, err
 			}
-			if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS test_chain (
-				payment_key text PRIMARY KEY, settled_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			if err := paytest.CreateLedger(ctx, pool); err != nil {
 				pool.Close()
 				return nil, err
 			}
-			fp := &fakePayments{pool: pool, fail: getenv("TEST_SETTLE_FAIL") == "1", unsold: map[string]bool{}}
+			fp := &paytest.Payments{Pool: pool, FailSettle: getenv("TEST_SETTLE_FAIL") == "1", Unsold: map[string]bool{}}
 			for _, s := range specs {
-				fp.unsold[s.Name] = s.UsesModel && cfg.GeminiAPIKey == ""
+				fp.Unsold[s.Name] = s.UsesModel && cfg.GeminiAPIKey == ""
 			}
 			return &paymentStack{verifier: fp, settler: fp, close: pool.Close}, nil
 		},
 		ops: []opDef{{sleepOp, worker.Bind(sleepOp, sleepWork, false)}},
 	}
-}
-
-// fakePayments is the test double of x402: a payment header "test:<payer>:<nonce>"
-// is valid; "bad:..." is refused. Settlement records the payment in the
-// test_chain table, which, like a token contract, moves a payment once.
-type fakePayments struct {
-	pool   *pgxpool.Pool
-	fail   bool
-	unsold map[string]bool
-}
-
-func (f *fakePayments) Quote(op string) (*x402.Quote, error) {
-	if f.unsold[op] {
-		return nil, x402.ErrNotSellable
-	}
-	doc := fmt.Sprintf(`{"x402Version":2,"error":"payment required","resource":{"url":"http://test/api/x402/%s"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","payTo":"0x0000000000000000000000000000000000000009","maxTimeoutSeconds":300,"extra":{"name":"USD Coin","version":"2"}}]}`, op)
-	return &x402.Quote{
-		PaymentRequired: base64.StdEncoding.EncodeToString([]byte(doc)),
-		WWWAuthenticate: `X402 realm="test"`,
-		Body:            []byte(doc),
-	}, nil
-}
-
-func (f *fakePayments) QuoteWithError(op, reason, message string) (*x402.Quote, error) {
-	q, _ := f.Quote(op)
-	doc := strings.Replace(string(q.Body), `"error":"payment required"`, fmt.Sprintf(`"error":%q,"message":%q`, reason, message), 1)
-	return &x402.Quote{PaymentRequired: base64.StdEncoding.EncodeToString([]byte(doc)), WWWAuthenticate: q.WWWAuthenticate, Body: []byte(doc)}, nil
-}
-
-// Verify accepts "test:..." headers whose payment the test chain has not
-// moved yet, like a token contract refusing a used EIP-3009 nonce.
-func (f *fakePayments) Verify(ctx context.Context, op, header string) (*x402.Payment, error) {
-	p, err := f.Identify(op, header)
-	if err != nil {
-		return nil, err
-	}
-	if !strings.HasPrefix(header, "test:") {
-		return nil, &x402.Refusal{Reason: "invalid_exact_evm_signature", Message: "test double refuses " + header}
-	}
-	var used bool
-	if err := f.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM test_chain WHERE payment_key = $1)", p.Key()).Scan(&used); err != nil {
-		return nil, err
-	}
-	if used {
-		return nil, &x402.Refusal{Reason: "invalid_exact_evm_nonce_already_used", Message: "the test chain moved this payment already"}
-	}
-	return p, nil
-}
-
-// Identify reads "<kind>:<payer>:<nonce>"; the payload is the whole header,
-// so "bad:p:n" names the same payer and nonce as "test:p:n" but is not the
-// same payment.
-func (f *fakePayments) Identify(op, header string) (*x402.Payment, error) {
-	parts := strings.Split(header, ":")
-	if len(parts) != 3 {
-		return nil, &x402.Refusal{Reason: "invalid_payload", Message: "test double cannot read " + header}
-	}
-	payload, _ := json.Marshal(map[string]string{"header": header})
-	return &x402.Payment{Network: "eip155:8453", Payer: parts[1], Nonce: parts[2], Amount: "10000",
-		Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Payload: payload}, nil
-}
-
-func (f *fakePayments) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
-	if f.fail {
-		return &x402.SettleResponse{Success: false, ErrorReason: "invalid_exact_evm_insufficient_balance", Network: p.Network, Payer: p.Payer}, nil
-	}
-	if _, err := f.pool.Exec(ctx, "INSERT INTO test_chain (payment_key) VALUES ($1) ON CONFLICT DO NOTHING", p.Key()); err != nil {
-		return nil, err
-	}
-	return &x402.SettleResponse{Success: true, Transaction: "0xtx" + p.Nonce, Network: p.Network, Payer: p.Payer}, nil
 }
 
 // sleepInput is a test-only operation that takes Ms milliseconds, so tests
@@ -200,7 +129,7 @@ func startInProcessWith(ctx context.Context, t testing.TB, cmd string, getenv fu
 	addr := make(chan string, 1)
 	opts.listening = func(a string) { addr <- a }
 	done := make(chan error, 1)
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	go func() { done <- run(ctx, []string{cmd}, getenv, io.Discard, logs, opts) }()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -337,22 +266,4 @@ func post(t testing.TB, client *http.Client, url, payment string, body string) (
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp, b
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

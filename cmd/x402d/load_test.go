@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402/devchain"
@@ -77,11 +78,11 @@ func checkLedger(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.
 
 	var calls, paid, chain, doubleConfirmed, paidWithoutTx int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE state = $1) FROM calls", store.CallPaid).Scan(&calls, &paid))
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&chain))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM "+paytest.LedgerTable).Scan(&chain))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
 		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls c WHERE c.state = $1 AND NOT EXISTS (
-		SELECT 1 FROM test_chain tc WHERE tc.payment_key = c.payment_key)`, store.CallPaid).Scan(&paidWithoutTx))
+		SELECT 1 FROM `+paytest.LedgerTable+` tc WHERE tc.payment_key = c.payment_key)`, store.CallPaid).Scan(&paidWithoutTx))
 	require.Zero(t, doubleConfirmed, "a call settled twice")
 	require.Zero(t, paidWithoutTx, "a call released without its payment on chain")
 	require.Equal(t, paid, chain, "payments on chain and paid calls differ")

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
@@ -161,7 +162,7 @@ func TestPaidCall(t *testing.T) {
 		require.NoError(t, err)
 		sr := decodeJSON[x402.SettleResponse](t, settle)
 		require.True(t, sr.Success)
-		require.Equal(t, "0xtxn1", sr.Transaction)
+		require.Equal(t, paytest.TxHash("n1"), sr.Transaction)
 
 		require.Equal(t, []string{
 			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
@@ -191,7 +192,7 @@ func TestPaidCall(t *testing.T) {
 
 		var calls, settled int
 		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
-		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&settled))
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM "+paytest.LedgerTable).Scan(&settled))
 		require.Equal(t, 1, calls)
 		require.Equal(t, 1, settled)
 	})
@@ -374,7 +375,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	require.Equal(t, 2, started, "the job ran twice: killed, then rescued: %v", types)
 	require.Equal(t, store.EventSettlementConfirmed, types[len(types)-1])
 	var settled int
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&settled))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM "+paytest.LedgerTable).Scan(&settled))
 	require.Equal(t, 1, settled)
 }
 
@@ -433,7 +434,7 @@ func TestTwoAPIsTwoWorkers(t *testing.T) {
 	}
 	var confirmed, settled, paid int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = 'settlement.confirmed'").Scan(&confirmed))
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM test_chain").Scan(&settled))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM "+paytest.LedgerTable).Scan(&settled))
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = 'paid'").Scan(&paid))
 	require.Equal(t, n, confirmed)
 	require.Equal(t, n, settled)
