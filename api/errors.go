@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/x402d/x402d/store"
 )
 
 // Error is an error answered as JSON {error, message, ...}. Code is a stable
@@ -73,6 +75,14 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			if httpErr.Code >= 500 {
 				logger.ErrorContext(c.Request().Context(), "request failed", "error", err, "path", c.Path())
 			}
+		case store.IsUnavailable(err):
+			// The database went away (a restart): nothing was charged by
+			// this attempt, and a paid request sent again with the same
+			// payment header gets its call's answer.
+			logger.WarnContext(c.Request().Context(), "request failed: database unavailable", "error", err, "path", c.Path())
+			c.Response().Header().Set("Retry-After", "1")
+			apiErr = &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
+				Message: "the service cannot reach its database now; try again (a paid request with the same payment header gets its result, never a second charge)"}
 		default:
 			logger.ErrorContext(c.Request().Context(), "request failed", "error", err, "path", c.Path())
 			apiErr = &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: "internal error"}

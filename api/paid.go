@@ -97,7 +97,13 @@ func (s *Server) paid(c echo.Context) error {
 	requestHash := hashRequest(entry.op.Name, body)
 	payment, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
 	if err != nil {
-		if prior := s.acceptedBefore(c, entry, header, err); prior != nil {
+		prior, lerr := s.acceptedBefore(c, entry, header, err)
+		if lerr != nil {
+			// Whether this payment was accepted before is unknown: not a
+			// refusal (the client would give up on a paid result).
+			return lerr
+		}
+		if prior != nil {
 			return s.replay(c, entry, prior, requestHash)
 		}
 		s.cfg.Metrics.PaymentRefused(entry.op.Name, refusalReason(err))
@@ -147,28 +153,28 @@ func maxAttempts(op jobs.Operation) int {
 // Verify refused it (with cause) because it was used since, typically
 // settled: a client retrying after a lost answer gets the stored answer, not
 // nonce_already_used. The payment must be the very one accepted, signature
-// and all, not merely name the same payer and nonce.
-func (s *Server) acceptedBefore(c echo.Context, entry *opEntry, header string, cause error) *store.Call {
+// and all, not merely name the same payer and nonce. It returns nil when no
+// call accepted it, and an error when that cannot be known now.
+func (s *Server) acceptedBefore(c echo.Context, entry *opEntry, header string, cause error) (*store.Call, error) {
 	var refusal *x402.Refusal
 	if !errors.As(cause, &refusal) {
-		return nil
+		return nil, nil
 	}
 	p, err := s.cfg.Payments.Identify(entry.op.Name, header)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	ctx := c.Request().Context()
-	prior, err := store.CallGetByPaymentKey(ctx, s.cfg.Pool, p.Key())
+	prior, err := store.CallGetByPaymentKey(c.Request().Context(), s.cfg.Pool, p.Key())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			s.logger.WarnContext(ctx, "look up a resent payment", "error", err)
-		}
-		return nil
+		return nil, fmt.Errorf("look up a resent payment: %w", err)
 	}
 	if !sameJSON(prior.Payment.Payload, p.Payload) {
-		return nil
+		return nil, nil
 	}
-	return prior
+	return prior, nil
 }
 
 // sameJSON reports whether a and b hold equal JSON values (the stored copy

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,6 +40,9 @@ type GroupCommitConfig struct {
 	MaxBatch int
 	// Relaxed commits without waiting for the disk (InRelaxedTx).
 	Relaxed bool
+	// Timeout bounds the writing of one transaction, which no caller's
+	// context cuts short. Defaults to 30 s.
+	Timeout time.Duration
 }
 
 type groupItem[T any] struct {
@@ -56,13 +60,16 @@ func NewGroupCommitter[T any](pool *pgxpool.Pool, cfg GroupCommitConfig, write f
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 128
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
 	return &GroupCommitter[T]{pool: pool, cfg: cfg, write: write}
 }
 
 // Commit writes item, alone or with the items of other callers, and returns
 // once its transaction committed or failed. The transaction may serve other
-// callers: it is not cut short when ctx ends (its values are kept), but
-// Commit then returns at once.
+// callers: it is not cut short when ctx ends (its values are kept; Timeout
+// bounds it), but Commit then returns at once.
 func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 	it := &groupItem[T]{item: item, done: make(chan struct{})}
 	g.mu.Lock()
@@ -135,6 +142,8 @@ func (g *GroupCommitter[T]) tx(ctx context.Context, batch []*groupItem[T]) (err 
 			err = fmt.Errorf("group commit of %d: panic: %v", len(batch), p)
 		}
 	}()
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
 	items := make([]T, len(batch))
 	for i, it := range batch {
 		items[i] = it.item

@@ -12,6 +12,9 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,6 +47,27 @@ func interpretError(err error) error {
 		return errors.Join(ErrConflict, err)
 	}
 	return err
+}
+
+// IsUnavailable reports whether err says that the database could not be
+// reached or went away (a connection refused or cut, the server shutting
+// down or starting up, a dead pool), rather than that the statement was
+// wrong: trying again later may succeed.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-57P03: admin shutdown,
+		// crash shutdown, cannot connect now (starting up).
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "closed pool")
 }
 
 // relaxedBegin starts a transaction whose commit does not wait for its WAL

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -276,4 +278,24 @@ func TestInRelaxedTx(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	_, err = store.CallGetByID(ctx, db.Pool, "r1")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestIsUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"Nil", nil, false},
+		{"NotFound", store.ErrNotFound, false},
+		{"Conflict", store.ErrConflict, false},
+		{"Refused", &net.OpError{Op: "dial", Net: "tcp", Err: io.EOF}, true},
+		{"CutShort", io.ErrUnexpectedEOF, true},
+		{"Other", io.ErrShortWrite, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, store.IsUnavailable(tt.err))
+		})
+	}
 }
