@@ -30,8 +30,28 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 	relayerKey := cfg.RelayerKey
 	switch cfg.Settlement {
 	case "facilitator":
-		c, err := facilitator.New(&facilitator.Config{URL: cfg.FacilitatorURL})
+		// RPC_URL_<CHAIN>, when set, lets the client recognise its own
+		// settlement behind a retry refused as nonce_already_used.
+		chains := map[string]evm.LogReader{}
+		if len(cfg.RPCURLs) > 0 {
+			dialed, err := evm.DialChains(ctx, cfg.RPCURLs)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			for network, c := range dialed {
+				chains[network] = c
+			}
+			closeFn = func() {
+				for _, c := range dialed {
+					c.Close()
+				}
+			}
+		} else {
+			logger.WarnContext(ctx, "facilitator mode without RPC_URL_<CHAIN>: a settlement whose answer is lost is refused on retry as nonce_already_used and its result withheld; set RPC_URL_<CHAIN> so that it is found on chain")
+		}
+		c, err := facilitator.New(&facilitator.Config{URL: cfg.FacilitatorURL, Chains: chains})
 		if err != nil {
+			closeFn()
 			return nil, nil, nil, fmt.Errorf("FACILITATOR_URL: %w", err)
 		}
 		return c, c, closeFn, nil

@@ -624,22 +624,63 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 // findUse returns the transaction that used auth (its AuthorizationUsed
 // event) among the last LogLookback blocks, or the zero hash.
 func (r *Relayer) findUse(ctx context.Context, chain *relayChain, asset common.Address, auth *Authorization) (common.Hash, error) {
-	head, err := chain.backend.BlockNumber(ctx)
+	return findUse(ctx, chain.backend, asset, auth, r.cfg.LogLookback, r.cfg.LogRange)
+}
+
+// LogReader is what looking for a settlement on chain needs: the head's
+// number and event logs.
+type LogReader interface {
+	ethereum.BlockNumberReader
+	ethereum.LogFilterer
+}
+
+// FindSettlement returns the transaction that used the EIP-3009
+// authorization of payment p (its AuthorizationUsed event) among the last
+// lookback blocks of chain, or the zero hash when none did (unused, or
+// canceled by the payer). Such a transaction moved p's amount to p's payee:
+// the authorization names both, and it was verified against the
+// requirement. Clients of a remote facilitator use it to recognise their own
+// earlier settlement, whose answer was lost, behind a "nonce already used".
+func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookback uint64) (common.Hash, error) {
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
+	}
+	ep, err := decodePayload(payload.Payload)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
+	}
+	asset, err := parseAddress("asset", p.Asset)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
+	}
+	hash, err := findUse(ctx, chain, asset, ep.auth, lookback, 2_000)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
+	}
+	return hash, nil
+}
+
+// findUse returns the transaction that used auth (its AuthorizationUsed
+// event) among the last lookback blocks, searched logRange blocks per
+// request, or the zero hash.
+func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *Authorization, lookback, logRange uint64) (common.Hash, error) {
+	head, err := chain.BlockNumber(ctx)
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("read block number: %w", err)
 	}
 	event := token.Events["AuthorizationUsed"].ID
 	topics := [][]common.Hash{{event}, {common.BytesToHash(auth.From.Bytes())}, {auth.Nonce}}
 	low := uint64(0)
-	if head > r.cfg.LogLookback {
-		low = head - r.cfg.LogLookback
+	if head > lookback {
+		low = head - lookback
 	}
 	for to := head; ; {
 		from := low
-		if to-low >= r.cfg.LogRange {
-			from = to - r.cfg.LogRange + 1
+		if to-low >= logRange {
+			from = to - logRange + 1
 		}
-		logs, err := chain.backend.FilterLogs(ctx, ethereum.FilterQuery{
+		logs, err := chain.FilterLogs(ctx, ethereum.FilterQuery{
 			FromBlock: new(big.Int).SetUint64(from),
 			ToBlock:   new(big.Int).SetUint64(to),
 			Addresses: []common.Address{asset},

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
 )
@@ -42,6 +44,15 @@ type Config struct {
 	// service keys replay protection on. Defaults to evm.Identify for
 	// eip155 networks; other networks need one.
 	Identify IdentifyFunc
+	// Chains are read-only clients of the EVM networks settled through the
+	// facilitator (RPC_URL_<CHAIN>). Optional, but without one a settlement
+	// whose answer was lost cannot be told from a payment used elsewhere:
+	// the facilitator refuses the retry as nonce_already_used, and Settle
+	// looks on the chain for the transaction that used the authorization.
+	Chains map[string]evm.LogReader
+	// LogLookback is how many recent blocks that look covers. Defaults to
+	// 10,000.
+	LogLookback uint64
 }
 
 // Client is a client of one facilitator. It is safe for concurrent use.
@@ -50,6 +61,8 @@ type Client struct {
 	http     *http.Client
 	header   http.Header
 	identify IdentifyFunc
+	chains   map[string]evm.LogReader
+	lookback uint64
 }
 
 var (
@@ -70,6 +83,11 @@ func New(cfg *Config) (*Client, error) {
 		http:     cfg.HTTPClient,
 		header:   cfg.Header.Clone(),
 		identify: cfg.Identify,
+		chains:   cfg.Chains,
+		lookback: cfg.LogLookback,
+	}
+	if c.lookback == 0 {
+		c.lookback = 10_000
 	}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
@@ -187,7 +205,35 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	if !out.Success && out.ErrorReason == "" {
 		out.ErrorReason = "unexpected_settle_error"
 	}
+	if !out.Success && out.ErrorReason == evm.ReasonNonceAlreadyUsed {
+		return c.settledBefore(ctx, p, out)
+	}
 	return out, nil
+}
+
+// settledBefore answers a settlement the facilitator refused because the
+// payment's authorization is already used: typically by this service's own
+// earlier attempt, whose answer was lost (a timeout, a cut connection) after
+// the facilitator settled. The chain tells: the transaction that used the
+// authorization moved the payment to the payee, so the payment is settled
+// and the call's result is delivered. Without a chain client, or with no
+// such transaction (the payer canceled the authorization), the refusal
+// stands.
+func (c *Client) settledBefore(ctx context.Context, p *x402.Payment, refusal *x402.SettleResponse) (*x402.SettleResponse, error) {
+	chain := c.chains[p.Network]
+	if chain == nil {
+		return refusal, nil
+	}
+	hash, err := evm.FindSettlement(ctx, chain, p, c.lookback)
+	if err != nil {
+		// The chain could not be read: try again, rather than withhold a
+		// result that may have been paid for.
+		return nil, fmt.Errorf("facilitator settle: refused as already used, and %w", err)
+	}
+	if hash == (common.Hash{}) {
+		return refusal, nil
+	}
+	return &x402.SettleResponse{Success: true, Transaction: hash.Hex(), Network: p.Network, Payer: p.Payer}, nil
 }
 
 // Supported is the facilitator's /supported answer.

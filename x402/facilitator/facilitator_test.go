@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
@@ -26,8 +28,13 @@ import (
 type testBundle struct {
 	chain  *devchain.Chain
 	client *facilitator.Client
+	// withChain is a client that can read the chain (Config.Chains).
+	withChain *facilitator.Client
 	// fail, when set, is the status every endpoint answers with.
 	fail int
+	// loseSettleAnswer makes /settle settle, then answer 504 as a gateway
+	// that timed out would: the answer is lost.
+	loseSettleAnswer atomic.Bool
 }
 
 const token = "Bearer test-token"
@@ -111,6 +118,10 @@ func setup(t *testing.T) *testBundle {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		if b.loseSettleAnswer.Load() {
+			http.Error(w, "gateway timeout", http.StatusGatewayTimeout)
+			return
+		}
 		reply(w, http.StatusOK, resp)
 	})
 	mux.HandleFunc("GET /facilitator/supported", func(w http.ResponseWriter, r *http.Request) {
@@ -129,6 +140,12 @@ func setup(t *testing.T) *testBundle {
 	b.client, err = facilitator.New(&facilitator.Config{
 		URL:    srv.URL + "/facilitator/",
 		Header: http.Header{"Authorization": {token}},
+	})
+	require.NoError(t, err)
+	b.withChain, err = facilitator.New(&facilitator.Config{
+		URL:    srv.URL + "/facilitator/",
+		Header: http.Header{"Authorization": {token}},
+		Chains: map[string]evm.LogReader{chain.Network(): chain.Client()},
 	})
 	require.NoError(t, err)
 	return b
@@ -160,6 +177,30 @@ func (b *testBundle) pay(t *testing.T, i int, req *x402.Requirements) *x402.Paym
 	raw, err := json.Marshal(x402.ExactEVMPayload{Signature: "0x" + common.Bytes2Hex(sig), Authorization: auth.Wire()})
 	require.NoError(t, err)
 	return &x402.PaymentPayload{X402Version: 2, Accepted: *req, Payload: raw}
+}
+
+// cancel cancels the authorization of payload, signed by development
+// account i (EIP-3009 cancelAuthorization, sent by account 0).
+func (b *testBundle) cancel(t *testing.T, i int, payload *x402.PaymentPayload) {
+	t.Helper()
+	var wire x402.ExactEVMPayload
+	require.NoError(t, json.Unmarshal(payload.Payload, &wire))
+	from, nonce := common.HexToAddress(wire.Authorization.From), common.HexToHash(wire.Authorization.Nonce)
+	typeHash := crypto.Keccak256Hash([]byte("CancelAuthorization(address authorizer,bytes32 nonce)"))
+	structHash := crypto.Keccak256Hash(typeHash[:], common.LeftPadBytes(from.Bytes(), 32), nonce[:])
+	domain := &evm.Domain{Name: "USD Coin", Version: "2", ChainID: big.NewInt(8453), VerifyingContract: devchain.USDC}
+	sep := domain.Separator()
+	digest := crypto.Keccak256Hash([]byte{0x19, 0x01}, sep[:], structHash[:])
+	sig, err := crypto.Sign(digest[:], b.chain.Account(i).Key)
+	require.NoError(t, err)
+	token, err := contracts.Load(contracts.DevUSDC)
+	require.NoError(t, err)
+	input, err := token.ABI.Pack("cancelAuthorization", from, nonce, sig[64]+27,
+		common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64]))
+	require.NoError(t, err)
+	usdc := devchain.USDC
+	_, err = b.chain.Transact(context.Background(), b.chain.Account(devchain.DeployerAccount), &usdc, nil, input)
+	require.NoError(t, err)
 }
 
 func TestClient(t *testing.T) {
@@ -209,6 +250,53 @@ func TestClient(t *testing.T) {
 
 		// Settled again: the facilitator refuses with 400 and a reason.
 		resp, err = b.client.Settle(ctx, p)
+		require.NoError(t, err)
+		require.False(t, resp.Success)
+		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
+	})
+
+	// The facilitator settles, but its answer is lost; the retry is
+	// refused as nonce_already_used. A client that reads the chain finds
+	// its own settlement there: the payment is settled once and the result
+	// delivered. Without the chain the refusal stands.
+	t.Run("LostAnswerThenRetry", func(t *testing.T) {
+		req := b.requirement()
+		payload := b.pay(t, 3, req)
+		p, err := b.withChain.Verify(ctx, req, payload)
+		require.NoError(t, err)
+		before, err := b.chain.BalanceOf(ctx, b.chain.Account(3).Address)
+		require.NoError(t, err)
+
+		b.loseSettleAnswer.Store(true)
+		_, err = b.withChain.Settle(ctx, p)
+		b.loseSettleAnswer.Store(false)
+		require.Error(t, err, "a lost answer is retried")
+
+		resp, err := b.withChain.Settle(ctx, p)
+		require.NoError(t, err)
+		require.True(t, resp.Success, resp.ErrorReason)
+		receipt, err := b.chain.Client().TransactionReceipt(ctx, common.HexToHash(resp.Transaction))
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), receipt.Status)
+		after, err := b.chain.BalanceOf(ctx, b.chain.Account(3).Address)
+		require.NoError(t, err)
+		require.Equal(t, int64(10_000), new(big.Int).Sub(before, after).Int64(), "moved once")
+
+		resp, err = b.client.Settle(ctx, p)
+		require.NoError(t, err)
+		require.False(t, resp.Success)
+		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
+	})
+
+	// A payment canceled by its payer is used too, but by no transfer: the
+	// refusal stands even with the chain.
+	t.Run("CanceledStaysRefused", func(t *testing.T) {
+		req := b.requirement()
+		payload := b.pay(t, 4, req)
+		p, err := b.withChain.Verify(ctx, req, payload)
+		require.NoError(t, err)
+		b.cancel(t, 4, payload)
+		resp, err := b.withChain.Settle(ctx, p)
 		require.NoError(t, err)
 		require.False(t, resp.Success)
 		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
