@@ -136,9 +136,15 @@ func newVerifier(t *testing.T) *evm.Verifier {
 
 func newRelayer(t *testing.T) *evm.Relayer {
 	t.Helper()
+	return newRelayerOn(t, chain.Client())
+}
+
+// newRelayerOn returns a relayer of the shared chain reached through node.
+func newRelayerOn(t *testing.T, node evm.Backend) *evm.Relayer {
+	t.Helper()
 	r, err := evm.NewRelayer(&evm.RelayerConfig{
 		Key:    chain.Account(devchain.RelayerAccount).Key,
-		Chains: map[string]evm.Backend{"eip155:8453": chain.Client()},
+		Chains: map[string]evm.Backend{"eip155:8453": node},
 	})
 	require.NoError(t, err)
 	return r

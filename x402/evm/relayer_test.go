@@ -89,13 +89,10 @@ func TestRelayer_Settle(t *testing.T) {
 		// twice.
 		flaky := &flakyBackend{Backend: chain.Client()}
 		flaky.failReceipts.Store(true)
-		fr, err := evm.NewRelayer(&evm.RelayerConfig{
-			Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{"eip155:8453": flaky},
-		})
-		require.NoError(t, err)
+		fr := newRelayerOn(t, flaky)
 		key := fundedKey(t, 30_000)
 		p := verified(t, newPayment(t, key, requirement()))
-		_, err = fr.Settle(ctx, p)
+		_, err := fr.Settle(ctx, p)
 		require.ErrorContains(t, err, "connection reset")
 		flaky.failReceipts.Store(false)
 		resp, err := fr.Settle(ctx, p)
@@ -167,10 +164,7 @@ func TestRelayer_Settle(t *testing.T) {
 	t.Run("ChainUnreachableIsAnError", func(t *testing.T) {
 		dead, err := ethclient.Dial("http://127.0.0.1:1")
 		require.NoError(t, err)
-		deadRelayer, err := evm.NewRelayer(&evm.RelayerConfig{
-			Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{"eip155:8453": dead},
-		})
-		require.NoError(t, err)
+		deadRelayer := newRelayerOn(t, dead)
 		p := verified(t, newPayment(t, fundedKey(t, 10_000), requirement()))
 		resp, err := deadRelayer.Settle(ctx, p)
 		require.Error(t, err, "retry later")
@@ -183,11 +177,7 @@ func TestRelayer_Concurrent(t *testing.T) {
 	ctx := context.Background()
 	v := newVerifier(t)
 	counting := &countingBackend{Backend: chain.Client()}
-	r, err := evm.NewRelayer(&evm.RelayerConfig{
-		Key:    chain.Account(devchain.RelayerAccount).Key,
-		Chains: map[string]evm.Backend{"eip155:8453": counting},
-	})
-	require.NoError(t, err)
+	r := newRelayerOn(t, counting)
 	const n = 40
 	payments := make([]*x402.Payment, n)
 	for i := range payments {
@@ -261,11 +251,7 @@ func TestRelayer_NodeWithoutBlockReceipts(t *testing.T) {
 	ctx := context.Background()
 	v := newVerifier(t)
 	node := &noBlockReceiptsBackend{Backend: chain.Client()}
-	r, err := evm.NewRelayer(&evm.RelayerConfig{
-		Key:    chain.Account(devchain.RelayerAccount).Key,
-		Chains: map[string]evm.Backend{"eip155:8453": node},
-	})
-	require.NoError(t, err)
+	r := newRelayerOn(t, node)
 	const n = 5
 	var wg sync.WaitGroup
 	results := make([]*x402.SettleResponse, n)
@@ -346,11 +332,7 @@ func TestRelayer_GasLearnt(t *testing.T) {
 	ctx := context.Background()
 	v := newVerifier(t)
 	counting := &countingBackend{Backend: chain.Client()}
-	r, err := evm.NewRelayer(&evm.RelayerConfig{
-		Key:    chain.Account(devchain.RelayerAccount).Key,
-		Chains: map[string]evm.Backend{"eip155:8453": counting},
-	})
-	require.NoError(t, err)
+	r := newRelayerOn(t, counting)
 	settle := func(t *testing.T, key *ecdsa.PrivateKey) (*x402.SettleResponse, error) {
 		t.Helper()
 		p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
@@ -368,11 +350,7 @@ func TestRelayer_GasLearnt(t *testing.T) {
 	// A node whose estimate is too low for the transfer: the limit learnt
 	// from it runs out.
 	lying := &countingBackend{Backend: chain.Client(), estimateAs: 30_000}
-	r, err = evm.NewRelayer(&evm.RelayerConfig{
-		Key:    chain.Account(devchain.RelayerAccount).Key,
-		Chains: map[string]evm.Backend{"eip155:8453": lying},
-	})
-	require.NoError(t, err)
+	r = newRelayerOn(t, lying)
 	key := fundedKey(t, 10_000)
 	p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
 	require.NoError(t, err)
