@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/x402d/x402d/jobs"
@@ -58,32 +57,27 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 		log.InfoContext(ctx, "settle skipped", "state", call.State)
 		return nil
 	}
-	// settlement.submitted of a first attempt is appended with its outcome
-	// (one transaction fewer per paid call; the call shows as settling
-	// meanwhile). A later attempt records it first: the event log then
-	// shows that an earlier attempt was cut short.
+	// settlement.submitted is committed durably before the transfer is
+	// sent, with those of the other settlements starting now
+	// (commits.outcomes): the call's records before it (its admission, its
+	// result and this job) committed without waiting for the disk, and
+	// this commit flushes them, so that a Postgres crash cannot lose a call
+	// whose payment then moves on chain. A call found past settling is left
+	// alone.
 	submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
 		JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
 	}}
-	var pending []store.NewEvent
-	if job.Attempt <= 1 {
-		pending = append(pending, submitted)
-	} else if err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-		return store.Append(ctx, tx, submitted)
-	}); err != nil {
+	if err := w.commits.outcomes.Commit(ctx, []store.NewEvent{submitted}); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			log.InfoContext(ctx, "settle skipped: call no longer settling")
+			return nil
+		}
 		return fmt.Errorf("settle %s: record submission: %w", callID, err)
 	}
 
 	resp, err := w.deps.Settler.Settle(ctx, &call.Payment)
 	if err != nil {
 		log.WarnContext(ctx, "settlement attempt failed", "error", err)
-		if len(pending) > 0 {
-			// The attempt's record, so that the timeline shows it; its
-			// loss is harmless.
-			if err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error { return store.Append(ctx, tx, pending...) }); err != nil {
-				log.WarnContext(ctx, "record settlement attempt", "error", err)
-			}
-		}
 		w.deps.Metrics.Settlement(call.Network, metrics.SettlementError)
 		return fmt.Errorf("settle %s: %w", callID, err)
 	}
@@ -95,7 +89,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	// block (commits.outcomes). River's batched completer completes the job
 	// once Work returns; a run repeated because that completion was lost
 	// finds the call final.
-	err = w.commits.outcomes.Commit(ctx, append(pending, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}}))
+	err = w.commits.outcomes.Commit(ctx, []store.NewEvent{{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}}})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}

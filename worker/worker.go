@@ -157,7 +157,9 @@ type commits struct {
 	// without waiting for the disk: until the payment is settled, a crash
 	// that loses them only makes the job run again (store.InRelaxedTx).
 	results *store.GroupCommitter[completed]
-	// outcomes records settlement outcomes, durably.
+	// outcomes records settlement events durably: settlement.submitted
+	// before a transfer is sent (flushing the relaxed records before it),
+	// and the outcome.
 	outcomes *store.GroupCommitter[[]store.NewEvent]
 }
 
