@@ -25,9 +25,9 @@ type admission struct {
 // already used refuses the shared transaction; the calls are then written
 // one by one and only that one gets store.ErrConflict.
 //
-// Nothing is charged before the settlement, whose durable commit makes this
-// one durable too: the calls' records need not wait for the disk
-// (store.InRelaxedTx).
+// Nothing is charged before the settlement, which commits durably before
+// it sends the transfer and so makes these records durable too: they need
+// not wait for the disk (store.InRelaxedTx).
 func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) *store.GroupCommitter[*admission] {
 	return store.NewGroupCommitter(pool, store.GroupCommitConfig{Relaxed: true}, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
 		params := make([]river.InsertManyParams, len(batch))

@@ -80,9 +80,10 @@ const relaxedBegin = "BEGIN; SET LOCAL synchronous_commit = off"
 // crash may lose them, and nothing is lost with them, because nothing was
 // charged yet (the caller resends the same payment header; a lost job
 // completion is rescued and run again), and because WAL is flushed in order,
-// the durable commit of a settlement also makes durable every record
-// written before it. Records that answer a caller with a promise (a failure
-// and its "not charged", a settlement) commit durably.
+// the durable commit that a settlement makes before it sends the transfer
+// (settlement.submitted) also makes durable every record written before it.
+// Records that answer a caller with a promise (a failure and its "not
+// charged", a settlement) commit durably.
 func InRelaxedTx(ctx context.Context, db interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }, fn func(tx pgx.Tx) error) error {
