@@ -23,7 +23,7 @@ type admission struct {
 // arrive together share one transaction (store.GroupCommitter), with one
 // River InsertMany for their jobs and one insert for their events. A payment
 // already used refuses the shared transaction; the calls are then written
-// one by one and only that one gets store.ErrConflict.
+// again in halves and only that one gets store.ErrConflict.
 //
 // Nothing is charged before the settlement, which commits durably before
 // it sends the transfer and so makes these records durable too: they need

@@ -17,8 +17,8 @@ import (
 
 // TestGroupCommitter queues items that arrive while every writer is busy,
 // one of them conflicting: the first MaxBatch share one transaction, the
-// batch holding the conflict is written again item by item, and only that
-// item is refused.
+// batch holding the conflict is written again in halves, and only that item
+// is refused.
 func TestGroupCommitter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -70,13 +70,11 @@ func TestGroupCommitter(t *testing.T) {
 		require.NoError(t, err, "item %d", i)
 	}
 	require.Zero(t, g.inFlight)
-	// 50 together; then 40 refused together for item 80, and written one
-	// by one.
-	want := []int{50, 40}
-	for range 40 {
-		want = append(want, 1)
-	}
-	require.Equal(t, want, batches)
+	// 50 together; then 40 refused for item 80, written again in halves
+	// down to item 80 alone: 50-69, 70-89 (refused), 70-79, 80-89
+	// (refused), 80-84 (refused), 80-81 (refused), 80 (refused), 81,
+	// 82-84, 85-89.
+	require.Equal(t, []int{50, 40, 20, 20, 10, 10, 5, 2, 1, 1, 3, 5}, batches)
 	var calls int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
 	require.Equal(t, n-1, calls)
