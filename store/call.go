@@ -108,13 +108,10 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		if !ok {
 			return false, fmt.Errorf("data is %T, want PaymentVerified", e.Data)
 		}
-		payment, err := json.Marshal(v.Payment)
-		if err != nil {
-			return false, fmt.Errorf("marshal payment: %w", err)
-		}
+		// The payment is the event's, not encoded a second time.
 		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, payment, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-			id, v.Op, CallQueued, v.Token, v.RequestHash, v.Payment.Key(), v.Payment.Network, v.Payment.Payer, v.Payment.Amount, payment, now)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb->'payment', $11, $11)`,
+			id, v.Op, CallQueued, v.Token, v.RequestHash, v.Payment.Key(), v.Payment.Network, v.Payment.Payer, v.Payment.Amount, data, now)
 		return true, nil
 	case EventJobQueued:
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'queued'", id, now)
