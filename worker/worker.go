@@ -38,11 +38,12 @@ type Config struct {
 	// (an api process).
 	Work bool
 	// Concurrency is the number of jobs each queue runs at once in this
-	// process. Defaults: pure 32, model 8, browser 4, settlement 512, index 4.
-	// Settlement jobs spend their time waiting for a block and hold no
-	// database connection meanwhile, so their concurrency is what bounds
-	// paid throughput once the chain mines one block a second: each block
-	// settles at most this many payments.
+	// process. Defaults: pure 32, model 8, browser 4, settlement 2048,
+	// index 4. Settlement jobs spend their time waiting for a block and hold
+	// no database connection meanwhile, so their concurrency is what bounds
+	// paid throughput once the chain mines one block a second: a job holds
+	// its place for one to two blocks, so this many settle at most about
+	// half as many payments a second.
 	Concurrency map[string]int
 	// FetchCooldown is the shortest time between two fetches of new jobs.
 	// Defaults to 1 ms: new jobs are announced by NOTIFY, so a short cooldown
@@ -67,7 +68,7 @@ func (c Config) WithDefaults() Config {
 		jobs.QueuePure:       32,
 		jobs.QueueModel:      8,
 		jobs.QueueBrowser:    4,
-		jobs.QueueSettlement: 512,
+		jobs.QueueSettlement: 2048,
 		jobs.QueueIndex:      4,
 	}
 	for q, n := range c.Concurrency {
