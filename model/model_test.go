@@ -24,8 +24,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	fake := modeltest.NewServer(t)
-	client, err := model.New(context.Background(), fake.Config())
-	require.NoError(t, err)
+	client := fake.Client(t)
 	return &testBundle{fake: fake, client: client}
 }
 

@@ -23,8 +23,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	fake := modeltest.NewServer(t)
-	client, err := model.New(context.Background(), fake.Config())
-	require.NoError(t, err)
+	client := fake.Client(t)
 	// The worker gets the package's compiled rules rather than compiling
 	// its own in every test.
 	return &testBundle{fake: fake, worker: &Worker{model: client, secrets: testSecrets(t), logger: nil}}

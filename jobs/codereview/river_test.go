@@ -16,7 +16,6 @@ import (
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/jobs/codereview"
-	"github.com/x402d/x402d/model"
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
@@ -41,8 +40,7 @@ func TestRiverRetryAndCharge(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
 	fake := modeltest.NewServer(t)
-	client, err := model.New(ctx, fake.Config())
-	require.NoError(t, err)
+	client := fake.Client(t)
 	w, err := codereview.NewWorker(client, nil)
 	require.NoError(t, err)
 

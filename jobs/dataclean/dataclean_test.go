@@ -23,8 +23,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	fake := modeltest.NewServer(t)
-	client, err := model.New(context.Background(), fake.Config())
-	require.NoError(t, err)
+	client := fake.Client(t)
 	w, err := NewWorker(client, nil)
 	require.NoError(t, err)
 	return &testBundle{fake: fake, worker: w}

@@ -12,6 +12,7 @@
 package modeltest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -54,6 +55,17 @@ func NewServer(tb testing.TB) *Server {
 // and a short timeout.
 func (s *Server) Config() *model.Config {
 	return &model.Config{APIKey: APIKey, BaseURL: s.URL, Timeout: 5 * time.Second}
+}
+
+// Client returns a client of s built as the service builds its own
+// (model.New with Config); tb fails if it cannot be built.
+func (s *Server) Client(tb testing.TB) *model.Client {
+	tb.Helper()
+	c, err := model.New(context.Background(), s.Config())
+	if err != nil {
+		tb.Fatalf("modeltest: new model client: %v", err)
+	}
+	return c
 }
 
 // Enqueue adds replies that the next requests get, in order, before the
