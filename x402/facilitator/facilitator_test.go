@@ -20,6 +20,7 @@ import (
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/evmtest"
 	"github.com/x402d/x402d/x402/facilitator"
 )
 
@@ -41,16 +42,8 @@ const token = "Bearer test-token"
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	ctx := context.Background()
-	chain, err := devchain.New(ctx, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
-	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: map[string]evm.Reader{chain.Network(): chain.Client()}})
-	require.NoError(t, err)
-	relayer, err := evm.NewRelayer(&evm.RelayerConfig{
-		Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{chain.Network(): chain.Client()},
-	})
-	require.NoError(t, err)
+	stack := evmtest.New(t)
+	chain, verifier, relayer := stack.Chain, stack.Verifier, stack.Relayer
 	b := &testBundle{chain: chain}
 
 	// The facilitator side of the wire format, as the official
@@ -137,6 +130,7 @@ func setup(t *testing.T) *testBundle {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
+	var err error
 	b.client, err = facilitator.New(&facilitator.Config{
 		URL:    srv.URL + "/facilitator/",
 		Header: http.Header{"Authorization": {token}},

@@ -16,7 +16,7 @@ import (
 
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
-	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/evmtest"
 )
 
 // TestOfficialClientPaysSeller pays a seller built on Verifier and Relayer
@@ -32,15 +32,8 @@ func TestOfficialClientPaysSeller(t *testing.T) {
 	_, err = os.Stat(filepath.Join(compat, "node_modules", "@x402", "fetch"))
 	require.NoError(t, err, "the official x402 packages are missing; run: go tool task npm")
 
-	chain, err := devchain.New(ctx, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
-	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: map[string]evm.Reader{chain.Network(): chain.Client()}})
-	require.NoError(t, err)
-	relayer, err := evm.NewRelayer(&evm.RelayerConfig{
-		Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{chain.Network(): chain.Client()},
-	})
-	require.NoError(t, err)
+	stack := evmtest.New(t)
+	chain, verifier, relayer := stack.Chain, stack.Verifier, stack.Relayer
 	payTo := chain.Account(devchain.PayToAccount).Address
 	srv := httptest.NewServer(&seller{verifier: verifier, relayer: relayer, accepts: []x402.Requirements{{
 		Scheme: "exact", Network: "eip155:8453", Amount: "20000", Asset: devchain.USDC.Hex(),

@@ -18,6 +18,7 @@ import (
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/evmtest"
 	"github.com/x402d/x402d/x402/payclient"
 )
 
@@ -95,15 +96,8 @@ func (s *seller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestClient_PaysEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	chain, err := devchain.New(ctx, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
-	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: map[string]evm.Reader{chain.Network(): chain.Client()}})
-	require.NoError(t, err)
-	relayer, err := evm.NewRelayer(&evm.RelayerConfig{
-		Key: chain.Account(devchain.RelayerAccount).Key, Chains: map[string]evm.Backend{chain.Network(): chain.Client()},
-	})
-	require.NoError(t, err)
+	stack := evmtest.New(t)
+	chain, verifier, relayer := stack.Chain, stack.Verifier, stack.Relayer
 	payTo := chain.Account(devchain.PayToAccount).Address
 	base := x402.Requirements{
 		Scheme: "exact", Network: "eip155:8453", Amount: "12345", Asset: devchain.USDC.Hex(),
