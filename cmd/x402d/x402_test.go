@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -27,6 +28,7 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm/evmtest"
 	"github.com/x402d/x402d/x402/payclient"
 )
 
@@ -321,6 +323,50 @@ func TestRPCSettlement(t *testing.T) {
 	after, err := chain.BalanceOf(ctx, payTo)
 	require.NoError(t, err)
 	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(after, before))
+}
+
+// TestFacilitatorSettlement runs the service in facilitator mode against a
+// facilitator on loopback that settles on a devchain standing in for Base,
+// with RPC_URL_EIP155_8453 pointing at that chain. A payment settles through
+// the facilitator; when the facilitator's answer to /settle is lost after it
+// settled, the retry is refused as nonce_already_used, and the service finds
+// its settlement on chain: the caller gets the result, charged once.
+func TestFacilitatorSettlement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stack := evmtest.New(t)
+	fac := stack.Facilitator(t, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = stack.Chain.Serve(ctx, ln) }()
+	db := dbtest.Schema(ctx, t)
+	payTo := devAddress(t, 7)
+	env := map[string]string{
+		"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
+		"SETTLEMENT": "facilitator", "FACILITATOR_URL": fac.URL, "RPC_URL_EIP155_8453": "http://" + ln.Addr().String(),
+		"PAY_TO_EVM": payTo.Hex(),
+	}
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 6)
+	require.NoError(t, err)
+	client, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	payer := client.Address()
+	before := usdcBalance(ctx, t, stack.Chain.Client(), payer)
+
+	for i, lost := range []int32{0, 1} {
+		fac.LoseSettleAnswers.Store(lost)
+		body := fmt.Sprintf(`{"a":"%d\n","b":"x\n"}`, i)
+		res, err := client.Do(ctx, &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: []byte(body)})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.Status, "lost answers %d: %s", lost, res.Body)
+		require.True(t, res.Settlement.Success)
+		receipt, err := stack.Chain.Client().TransactionReceipt(ctx, common.HexToHash(res.Settlement.Transaction))
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), receipt.Status)
+		require.Zero(t, fac.LoseSettleAnswers.Load(), "the facilitator's answer was lost")
+	}
+	require.Equal(t, big.NewInt(20_000), new(big.Int).Sub(before, usdcBalance(ctx, t, stack.Chain.Client(), payer)), "two calls, each charged once")
 }
 
 // TestSolanaOffered checks that the Solana option is quoted exactly when its

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,17 +22,13 @@ import (
 )
 
 // testBundle is a facilitator served over HTTP, settling on a devchain with
-// the evm package, and a client of it.
+// the evm package (evmtest), and clients of it.
 type testBundle struct {
-	chain  *devchain.Chain
-	client *facilitator.Client
+	chain       *devchain.Chain
+	facilitator *evmtest.Facilitator
+	client      *facilitator.Client
 	// withChain is a client that can read the chain (Config.Chains).
 	withChain *facilitator.Client
-	// fail, when set, is the status every endpoint answers with.
-	fail int
-	// loseSettleAnswer makes /settle settle, then answer 504 as a gateway
-	// that timed out would: the answer is lost.
-	loseSettleAnswer atomic.Bool
 }
 
 const token = "Bearer test-token"
@@ -43,103 +36,17 @@ const token = "Bearer test-token"
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	stack := evmtest.New(t)
-	chain, verifier, relayer := stack.Chain, stack.Verifier, stack.Relayer
-	b := &testBundle{chain: chain}
-
-	// The facilitator side of the wire format, as the official
-	// facilitators speak it.
-	decode := func(w http.ResponseWriter, r *http.Request) (*x402.PaymentPayload, *x402.Requirements, bool) {
-		if b.fail != 0 {
-			http.Error(w, "upstream unavailable", b.fail)
-			return nil, nil, false
-		}
-		if r.Header.Get("Authorization") != token || r.Header.Get("Content-Type") != "application/json" {
-			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
-			return nil, nil, false
-		}
-		var body struct {
-			X402Version         int                  `json:"x402Version"`
-			PaymentPayload      *x402.PaymentPayload `json:"paymentPayload"`
-			PaymentRequirements *x402.Requirements   `json:"paymentRequirements"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.X402Version != 2 || body.PaymentPayload == nil || body.PaymentRequirements == nil {
-			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
-			return nil, nil, false
-		}
-		return body.PaymentPayload, body.PaymentRequirements, true
-	}
-	reply := func(w http.ResponseWriter, status int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(v)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /facilitator/verify", func(w http.ResponseWriter, r *http.Request) {
-		payload, req, ok := decode(w, r)
-		if !ok {
-			return
-		}
-		p, err := verifier.Verify(r.Context(), req, payload)
-		var refusal *x402.Refusal
-		switch {
-		case errors.As(err, &refusal):
-			reply(w, http.StatusOK, x402.VerifyResponse{InvalidReason: refusal.Reason, InvalidMessage: refusal.Message})
-		case err != nil:
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		default:
-			reply(w, http.StatusOK, x402.VerifyResponse{IsValid: true, Payer: p.Payer})
-		}
-	})
-	mux.HandleFunc("POST /facilitator/settle", func(w http.ResponseWriter, r *http.Request) {
-		payload, req, ok := decode(w, r)
-		if !ok {
-			return
-		}
-		p, err := verifier.Verify(r.Context(), req, payload)
-		var refusal *x402.Refusal
-		if errors.As(err, &refusal) {
-			// The TS facilitator answers 400 with a SettleResponse.
-			reply(w, http.StatusBadRequest, x402.SettleResponse{ErrorReason: refusal.Reason, Network: req.Network})
-			return
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		resp, err := relayer.Settle(r.Context(), p)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		if b.loseSettleAnswer.Load() {
-			http.Error(w, "gateway timeout", http.StatusGatewayTimeout)
-			return
-		}
-		reply(w, http.StatusOK, resp)
-	})
-	mux.HandleFunc("GET /facilitator/supported", func(w http.ResponseWriter, r *http.Request) {
-		if b.fail != 0 {
-			http.Error(w, "upstream unavailable", b.fail)
-			return
-		}
-		_, _ = w.Write([]byte(`{"kinds":[{"x402Version":2,"scheme":"exact","network":"eip155:8453"},
-			{"x402Version":1,"scheme":"exact","network":"base"},
-			{"x402Version":2,"scheme":"exact","network":"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp","extra":{"feePayer":"2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"}}],
-			"extensions":["bazaar"],"signers":{"eip155:*":["` + relayer.Address().Hex() + `"]},"unknown":true}`))
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-
+	b := &testBundle{chain: stack.Chain, facilitator: stack.Facilitator(t, token)}
 	var err error
 	b.client, err = facilitator.New(&facilitator.Config{
-		URL:    srv.URL + "/facilitator/",
+		URL:    b.facilitator.URL + "/",
 		Header: http.Header{"Authorization": {token}},
 	})
 	require.NoError(t, err)
 	b.withChain, err = facilitator.New(&facilitator.Config{
-		URL:    srv.URL + "/facilitator/",
+		URL:    b.facilitator.URL + "/",
 		Header: http.Header{"Authorization": {token}},
-		Chains: map[string]evm.LogReader{chain.Network(): chain.Client()},
+		Chains: map[string]evm.LogReader{stack.Chain.Network(): stack.Chain.Client()},
 	})
 	require.NoError(t, err)
 	return b
@@ -261,9 +168,8 @@ func TestClient(t *testing.T) {
 		before, err := b.chain.BalanceOf(ctx, b.chain.Account(3).Address)
 		require.NoError(t, err)
 
-		b.loseSettleAnswer.Store(true)
+		b.facilitator.LoseSettleAnswers.Store(1)
 		_, err = b.withChain.Settle(ctx, p)
-		b.loseSettleAnswer.Store(false)
 		require.Error(t, err, "a lost answer is retried")
 
 		resp, err := b.withChain.Settle(ctx, p)
@@ -310,7 +216,7 @@ func TestClient(t *testing.T) {
 
 	t.Run("FacilitatorDown", func(t *testing.T) {
 		down := setup(t)
-		down.fail = http.StatusBadGateway
+		down.facilitator.Fail.Store(http.StatusBadGateway)
 		req := down.requirement()
 		payload := down.pay(t, 2, req)
 		_, err := down.client.Verify(ctx, req, payload)
