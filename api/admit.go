@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
 
@@ -28,8 +29,9 @@ type admission struct {
 // Nothing is charged before the settlement, which commits durably before
 // it sends the transfer and so makes these records durable too: they need
 // not wait for the disk (store.InRelaxedTx).
-func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) *store.GroupCommitter[*admission] {
-	return store.NewGroupCommitter(pool, store.GroupCommitConfig{Relaxed: true}, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
+func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics) *store.GroupCommitter[*admission] {
+	cfg := store.GroupCommitConfig{Relaxed: true, Observe: m.GroupCommitObserver("admission")}
+	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
 		params := make([]river.InsertManyParams, len(batch))
 		for i, adm := range batch {
 			params[i] = adm.job

@@ -31,7 +31,7 @@ func TestAdmitter(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	admit := newAdmitter(db.Pool, rc)
+	admit := newAdmitter(db.Pool, rc, nil)
 
 	const n = 300
 	errs := make([]error, n+1)

@@ -84,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.CallWait = cmp.Or(cfg.CallWait, 25*time.Second)
 	cfg.MaxPollWait = cmp.Or(cfg.MaxPollWait, 60*time.Second)
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River)}
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics)}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {

@@ -62,6 +62,8 @@ type Metrics struct {
 	crawlPages      *prometheus.CounterVec
 	probes          *prometheus.CounterVec
 	probeDuration   prometheus.Histogram
+	commitItems     *prometheus.CounterVec
+	commitTxs       *prometheus.CounterVec
 
 	// statuses are the label values of the HTTP statuses, made once.
 	statuses [600]string
@@ -122,6 +124,14 @@ func New(cfg Config) *Metrics {
 			Help:    "Duration of liveness probes.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}),
+		commitItems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "group_commit_items_total",
+			Help: "Items written by group commits (admission: paid calls; results; settlement: settlement events), by committer and outcome (committed, conflict, error); divided by x402d_group_commit_transactions_total, the items per transaction.",
+		}, []string{"committer", "outcome"}),
+		commitTxs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "group_commit_transactions_total",
+			Help: "Transactions written by group commits, by committer and outcome (committed, conflict, error).",
+		}, []string{"committer", "outcome"}),
 	}
 	for i := range m.statuses {
 		m.statuses[i] = strconv.Itoa(i)
@@ -130,7 +140,7 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
-		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration,
+		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration, m.commitItems, m.commitTxs,
 	)
 	if cfg.Pool != nil {
 		m.registry.MustRegister(newDBCollector(cfg.Pool, cfg.ScrapeTimeout))
@@ -259,4 +269,17 @@ func (m *Metrics) LivenessProbe(outcome string, d time.Duration) {
 	}
 	m.probes.WithLabelValues(outcome).Inc()
 	m.probeDuration.Observe(d.Seconds())
+}
+
+// GroupCommitObserver returns what a group committer (store.GroupCommitConfig.
+// Observe) named committer reports its transactions to; nil on a nil
+// *Metrics.
+func (m *Metrics) GroupCommitObserver(committer string) func(items int, outcome string) {
+	if m == nil {
+		return nil
+	}
+	return func(items int, outcome string) {
+		m.commitItems.WithLabelValues(committer, outcome).Add(float64(items))
+		m.commitTxs.WithLabelValues(committer, outcome).Inc()
+	}
 }

@@ -43,6 +43,10 @@ type GroupCommitConfig struct {
 	// Timeout bounds the writing of one transaction, which no caller's
 	// context cuts short. Defaults to 30 s.
 	Timeout time.Duration
+	// Observe, when set, is told of every transaction written: how many
+	// items it held and how it ended ("committed", "conflict" when it was
+	// refused and written again in halves, "error").
+	Observe func(items int, outcome string)
 }
 
 type groupItem[T any] struct {
@@ -124,6 +128,16 @@ func (g *GroupCommitter[T]) writeNext(ctx context.Context) bool {
 // costs about 2·log2(n) more transactions, not n.
 func (g *GroupCommitter[T]) writeBatch(ctx context.Context, batch []*groupItem[T]) {
 	err := g.tx(ctx, batch)
+	if g.cfg.Observe != nil {
+		outcome := "committed"
+		switch {
+		case errors.Is(err, ErrConflict):
+			outcome = "conflict"
+		case err != nil:
+			outcome = "error"
+		}
+		g.cfg.Observe(len(batch), outcome)
+	}
 	if errors.Is(err, ErrConflict) && len(batch) > 1 {
 		mid := len(batch) / 2
 		g.writeBatch(ctx, batch[:mid])

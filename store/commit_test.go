@@ -25,7 +25,13 @@ func TestGroupCommitter(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	var mu sync.Mutex
 	var batches []int
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{MaxBatch: 50, Relaxed: true}, func(ctx context.Context, tx pgx.Tx, items []int) error {
+	var observed []string
+	observe := func(items int, outcome string) {
+		mu.Lock()
+		observed = append(observed, fmt.Sprint(items, " ", outcome))
+		mu.Unlock()
+	}
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{MaxBatch: 50, Relaxed: true, Observe: observe}, func(ctx context.Context, tx pgx.Tx, items []int) error {
 		mu.Lock()
 		batches = append(batches, len(items))
 		mu.Unlock()
@@ -75,6 +81,8 @@ func TestGroupCommitter(t *testing.T) {
 	// (refused), 80-84 (refused), 80-81 (refused), 80 (refused), 81,
 	// 82-84, 85-89.
 	require.Equal(t, []int{50, 40, 20, 20, 10, 10, 5, 2, 1, 1, 3, 5}, batches)
+	require.Equal(t, []string{"50 committed", "40 conflict", "20 committed", "20 conflict", "10 committed", "10 conflict",
+		"5 conflict", "2 conflict", "1 conflict", "1 committed", "3 committed", "5 committed"}, observed)
 	var calls int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
 	require.Equal(t, n-1, calls)

@@ -112,7 +112,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.WithDefaults()
 	workers := river.NewWorkers()
-	commits := newCommits(deps.Pool)
+	commits := newCommits(deps.Pool, deps.Metrics)
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
@@ -171,9 +171,9 @@ type completed struct {
 	events []store.NewEvent
 }
 
-func newCommits(pool *pgxpool.Pool) *commits {
+func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 	return &commits{
-		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Relaxed: true}, func(ctx context.Context, tx pgx.Tx, runs []completed) error {
+		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Relaxed: true, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []completed) error {
 			params := make([]river.InsertManyParams, len(runs))
 			var events []store.NewEvent
 			for i, run := range runs {
@@ -188,7 +188,7 @@ func newCommits(pool *pgxpool.Pool) *commits {
 			}
 			return store.Append(ctx, tx, events...)
 		}),
-		outcomes: store.NewGroupCommitter(pool, store.GroupCommitConfig{}, func(ctx context.Context, tx pgx.Tx, outcomes [][]store.NewEvent) error {
+		outcomes: store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, func(ctx context.Context, tx pgx.Tx, outcomes [][]store.NewEvent) error {
 			var events []store.NewEvent
 			for _, o := range outcomes {
 				events = append(events, o...)
