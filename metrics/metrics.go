@@ -1,7 +1,8 @@
 // Package metrics exposes the service's figures in the Prometheus text format
 // (client_golang): HTTP requests per route and status with their latency,
 // quotes served, payments verified and refused by reason, settlements by
-// outcome, River jobs by kind and outcome with their durations, and, read from
+// outcome, River jobs by kind and outcome with their durations, the items and
+// transactions of the group commits, and, read from
 // the database at each scrape, queue depths and the index's crawl and liveness
 // figures.
 //
