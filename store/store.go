@@ -6,7 +6,9 @@
 // Every state change goes through [Append], in the caller's transaction:
 // it inserts the events, applies them to their projection rows and sends
 // NOTIFY, so a projection never disagrees with its events and a waiter is
-// woken only once the change is committed.
+// woken only once the change is committed. Writes that many callers make at
+// once (the api's admissions, the workers' results and settlement events)
+// share transactions through [GroupCommitter].
 package store
 
 import (
