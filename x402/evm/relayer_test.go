@@ -22,6 +22,7 @@ import (
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/evmtest"
 )
 
 func TestRelayer_Settle(t *testing.T) {
@@ -146,7 +147,7 @@ func TestRelayer_Settle(t *testing.T) {
 		key := fundedKey(t, 10_000)
 		pay := newPayment(t, key, requirement())
 		p := verified(t, pay)
-		cancelAuthorization(t, key, pay)
+		evmtest.CancelAuthorization(t, chain, pay.key, pay.auth.From, pay.auth.Nonce)
 		resp, err := r.Settle(ctx, p)
 		require.NoError(t, err)
 		require.False(t, resp.Success)
@@ -301,26 +302,6 @@ func transferred(t *testing.T, receipt *types.Receipt, from, to common.Address) 
 		}
 	}
 	return sum
-}
-
-// cancelAuthorization cancels the payment's authorization on chain
-// (EIP-3009 cancelAuthorization, relayed by account 0).
-func cancelAuthorization(t *testing.T, key interface{}, pay *payment) {
-	t.Helper()
-	typeHash := crypto.Keccak256Hash([]byte("CancelAuthorization(address authorizer,bytes32 nonce)"))
-	structHash := crypto.Keccak256Hash(typeHash[:], common.LeftPadBytes(pay.auth.From.Bytes(), 32), pay.auth.Nonce[:])
-	sep := pay.domain.Separator()
-	digest := crypto.Keccak256Hash([]byte{0x19, 0x01}, sep[:], structHash[:])
-	sig, err := crypto.Sign(digest[:], pay.key)
-	require.NoError(t, err)
-	token, err := loadToken()
-	require.NoError(t, err)
-	input, err := token.ABI.Pack("cancelAuthorization", pay.auth.From, pay.auth.Nonce, sig[64]+27,
-		common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64]))
-	require.NoError(t, err)
-	usdc := devchain.USDC
-	_, err = chain.Transact(context.Background(), chain.Account(devchain.DeployerAccount), &usdc, nil, input)
-	require.NoError(t, err)
 }
 
 // TestRelayer_GasLearnt checks that the gas of a transfer is estimated once

@@ -13,7 +13,6 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
@@ -78,30 +77,6 @@ func (b *testBundle) pay(t *testing.T, i int, req *x402.Requirements) *x402.Paym
 	raw, err := json.Marshal(x402.ExactEVMPayload{Signature: "0x" + common.Bytes2Hex(sig), Authorization: auth.Wire()})
 	require.NoError(t, err)
 	return &x402.PaymentPayload{X402Version: 2, Accepted: *req, Payload: raw}
-}
-
-// cancel cancels the authorization of payload, signed by development
-// account i (EIP-3009 cancelAuthorization, sent by account 0).
-func (b *testBundle) cancel(t *testing.T, i int, payload *x402.PaymentPayload) {
-	t.Helper()
-	var wire x402.ExactEVMPayload
-	require.NoError(t, json.Unmarshal(payload.Payload, &wire))
-	from, nonce := common.HexToAddress(wire.Authorization.From), common.HexToHash(wire.Authorization.Nonce)
-	typeHash := crypto.Keccak256Hash([]byte("CancelAuthorization(address authorizer,bytes32 nonce)"))
-	structHash := crypto.Keccak256Hash(typeHash[:], common.LeftPadBytes(from.Bytes(), 32), nonce[:])
-	domain := &evm.Domain{Name: "USD Coin", Version: "2", ChainID: big.NewInt(8453), VerifyingContract: devchain.USDC}
-	sep := domain.Separator()
-	digest := crypto.Keccak256Hash([]byte{0x19, 0x01}, sep[:], structHash[:])
-	sig, err := crypto.Sign(digest[:], b.chain.Account(i).Key)
-	require.NoError(t, err)
-	token, err := contracts.Load(contracts.DevUSDC)
-	require.NoError(t, err)
-	input, err := token.ABI.Pack("cancelAuthorization", from, nonce, sig[64]+27,
-		common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64]))
-	require.NoError(t, err)
-	usdc := devchain.USDC
-	_, err = b.chain.Transact(context.Background(), b.chain.Account(devchain.DeployerAccount), &usdc, nil, input)
-	require.NoError(t, err)
 }
 
 func TestClient(t *testing.T) {
@@ -195,7 +170,10 @@ func TestClient(t *testing.T) {
 		payload := b.pay(t, 4, req)
 		p, err := b.withChain.Verify(ctx, req, payload)
 		require.NoError(t, err)
-		b.cancel(t, 4, payload)
+		var wire x402.ExactEVMPayload
+		require.NoError(t, json.Unmarshal(payload.Payload, &wire))
+		evmtest.CancelAuthorization(t, b.chain, b.chain.Account(4).Key,
+			common.HexToAddress(wire.Authorization.From), common.HexToHash(wire.Authorization.Nonce))
 		resp, err := b.withChain.Settle(ctx, p)
 		require.NoError(t, err)
 		require.False(t, resp.Success)
