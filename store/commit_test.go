@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +138,47 @@ func TestGroupCommitterConcurrent(t *testing.T) {
 	}
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM index_sources").Scan(&sources))
 	require.Equal(t, n+1, sources)
+}
+
+// BenchmarkAdmission records paid calls (payment.verified, as the api does)
+// from 64 concurrent callers, each call in its own transaction and through a
+// GroupCommitter: b.N calls, ns/op per call, and the calls per transaction.
+func BenchmarkAdmission(b *testing.B) {
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, b)
+	var seq atomic.Int64
+	verified := func() NewEvent {
+		n := seq.Add(1)
+		return NewEvent{Stream: CallStream(fmt.Sprint("b", n)), Type: EventPaymentVerified, Data: PaymentVerified{
+			Op: "diff", Token: "tok", RequestHash: []byte{1},
+			Payment: x402.Payment{Network: "eip155:8453", Payer: "0xabc", Nonce: fmt.Sprint("n", n), Amount: "1", Payload: json.RawMessage(`{}`)},
+		}}
+	}
+	run := func(b *testing.B, commit func(NewEvent) error) {
+		b.SetParallelism(32) // 64 callers on 2 cores
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := commit(verified()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("TransactionEach", func(b *testing.B) {
+		run(b, func(e NewEvent) error {
+			return InRelaxedTx(ctx, db.Pool, func(tx pgx.Tx) error { return Append(ctx, tx, e) })
+		})
+	})
+	b.Run("GroupCommit", func(b *testing.B) {
+		var items, txs atomic.Int64
+		g := NewGroupCommitter(db.Pool, GroupCommitConfig{Relaxed: true, Observe: func(n int, _ string) {
+			items.Add(int64(n))
+			txs.Add(1)
+		}}, func(ctx context.Context, tx pgx.Tx, events []NewEvent) error { return Append(ctx, tx, events...) })
+		run(b, func(e NewEvent) error { return g.Commit(ctx, e) })
+		if txs.Load() > 0 {
+			b.ReportMetric(float64(items.Load())/float64(txs.Load()), "calls/tx")
+		}
+	})
 }
