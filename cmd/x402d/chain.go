@@ -32,29 +32,23 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 	case "facilitator":
 		// RPC_URL_<CHAIN>, when set, lets the client recognise its own
 		// settlement behind a retry refused as nonce_already_used.
+		dialed, closeDialed, err := dialRPC(ctx, cfg.RPCURLs)
+		if err != nil {
+			return nil, nil, nil, err
+		}
 		chains := map[string]evm.LogReader{}
-		if len(cfg.RPCURLs) > 0 {
-			dialed, err := evm.DialChains(ctx, cfg.RPCURLs)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			for network, c := range dialed {
-				chains[network] = c
-			}
-			closeFn = func() {
-				for _, c := range dialed {
-					c.Close()
-				}
-			}
-		} else {
+		for network, c := range dialed {
+			chains[network] = c
+		}
+		if len(chains) == 0 {
 			logger.WarnContext(ctx, "facilitator mode without RPC_URL_<CHAIN>: a settlement whose answer is lost is refused on retry as nonce_already_used and its result withheld; set RPC_URL_<CHAIN> so that it is found on chain")
 		}
 		c, err := facilitator.New(&facilitator.Config{URL: cfg.FacilitatorURL, Chains: chains})
 		if err != nil {
-			closeFn()
+			closeDialed()
 			return nil, nil, nil, fmt.Errorf("FACILITATOR_URL: %w", err)
 		}
-		return c, c, closeFn, nil
+		return c, c, closeDialed, nil
 	case "devchain":
 		if embedded != nil {
 			clients[devchainNetwork] = embedded.Client()
@@ -74,13 +68,8 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 		}
 	case "rpc":
 		var err error
-		if clients, err = evm.DialChains(ctx, cfg.RPCURLs); err != nil {
+		if clients, closeFn, err = dialRPC(ctx, cfg.RPCURLs); err != nil {
 			return nil, nil, nil, err
-		}
-		closeFn = func() {
-			for _, c := range clients {
-				c.Close()
-			}
 		}
 	}
 	key, err := evm.ParseKey(relayerKey)
@@ -107,6 +96,20 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 		return nil, nil, nil, err
 	}
 	return verifier, relayer, closeFn, nil
+}
+
+// dialRPC connects to the RPC_URL_<CHAIN> endpoints (none: no clients) and
+// returns the clients with the function that closes them.
+func dialRPC(ctx context.Context, urls map[string]string) (map[string]*ethclient.Client, func(), error) {
+	clients, err := evm.DialChains(ctx, urls)
+	if err != nil {
+		return nil, nil, err
+	}
+	return clients, func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}, nil
 }
 
 // devchainNetwork is the network the devchain stands for: Base.
