@@ -148,7 +148,7 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 		return cause
 	}
 	// Durable: the caller is told at once that it was not charged.
-	err := w.inTx(ctx, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
 		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
 			JobID: job.ID, Error: "operation_failed", Message: cause.Error(),
 		}})...)
@@ -164,10 +164,6 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 func permanent(cause error) bool {
 	var r interface{ Retryable() bool }
 	return errors.As(cause, &r) && !r.Retryable()
-}
-
-func (w *opWorker[In, Out]) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, w.deps.Pool, fn)
 }
 
 // resultObject encodes out as the call's result object: its fields after

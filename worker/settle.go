@@ -67,7 +67,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
 		JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
 	}}
-	if err := w.commits.outcomes.Commit(ctx, []store.NewEvent{submitted}); err != nil {
+	if err := w.commits.outcomes.Commit(ctx, submitted); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			log.InfoContext(ctx, "settle skipped: call no longer settling")
 			return nil
@@ -89,7 +89,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	// block (commits.outcomes). River's batched completer completes the job
 	// once Work returns; a run repeated because that completion was lost
 	// finds the call final.
-	err = w.commits.outcomes.Commit(ctx, []store.NewEvent{{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}}})
+	err = w.commits.outcomes.Commit(ctx, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}

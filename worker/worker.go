@@ -161,7 +161,7 @@ type commits struct {
 	// outcomes records settlement events durably: settlement.submitted
 	// before a transfer is sent (flushing the relaxed records before it),
 	// and the outcome.
-	outcomes *store.GroupCommitter[[]store.NewEvent]
+	outcomes *store.GroupCommitter[store.NewEvent]
 }
 
 // completed is an operation run that succeeded: its events and the call
@@ -188,11 +188,7 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 			}
 			return store.Append(ctx, tx, events...)
 		}),
-		outcomes: store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, func(ctx context.Context, tx pgx.Tx, outcomes [][]store.NewEvent) error {
-			var events []store.NewEvent
-			for _, o := range outcomes {
-				events = append(events, o...)
-			}
+		outcomes: store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, func(ctx context.Context, tx pgx.Tx, events []store.NewEvent) error {
 			return store.Append(ctx, tx, events...)
 		}),
 	}
