@@ -254,10 +254,10 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		c.FeeCacheFor = 500 * time.Millisecond
 	}
 	if c.LogLookback == 0 {
-		c.LogLookback = 10_000
+		c.LogLookback = DefaultLogLookback
 	}
 	if c.LogRange == 0 {
-		c.LogRange = 2_000
+		c.LogRange = defaultLogRange
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -634,13 +634,22 @@ type LogReader interface {
 	ethereum.LogFilterer
 }
 
+// DefaultLogLookback is how many recent blocks are searched for the
+// transaction that used an authorization, unless configured otherwise.
+const DefaultLogLookback = 10_000
+
+// defaultLogRange is the largest block range of one eth_getLogs request,
+// unless configured otherwise.
+const defaultLogRange = 2_000
+
 // FindSettlement returns the transaction that used the EIP-3009
 // authorization of payment p (its AuthorizationUsed event) among the last
 // lookback blocks of chain, or the zero hash when none did (unused, or
 // canceled by the payer). Such a transaction moved p's amount to p's payee:
 // the authorization names both, and it was verified against the
-// requirement. Clients of a remote facilitator use it to recognise their own
-// earlier settlement, whose answer was lost, behind a "nonce already used".
+// requirement. A lookback of 0 is DefaultLogLookback. Clients of a remote
+// facilitator use it to recognise their own earlier settlement, whose
+// answer was lost, behind a "nonce already used".
 func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookback uint64) (common.Hash, error) {
 	var payload x402.PaymentPayload
 	if err := json.Unmarshal(p.Payload, &payload); err != nil {
@@ -654,7 +663,10 @@ func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookb
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
 	}
-	hash, err := findUse(ctx, chain, asset, ep.auth, lookback, 2_000)
+	if lookback == 0 {
+		lookback = DefaultLogLookback
+	}
+	hash, err := findUse(ctx, chain, asset, ep.auth, lookback, defaultLogRange)
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
 	}

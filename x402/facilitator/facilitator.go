@@ -51,7 +51,7 @@ type Config struct {
 	// looks on the chain for the transaction that used the authorization.
 	Chains map[string]evm.LogReader
 	// LogLookback is how many recent blocks that look covers. Defaults to
-	// 10,000.
+	// evm.DefaultLogLookback.
 	LogLookback uint64
 }
 
@@ -85,9 +85,6 @@ func New(cfg *Config) (*Client, error) {
 		identify: cfg.Identify,
 		chains:   cfg.Chains,
 		lookback: cfg.LogLookback,
-	}
-	if c.lookback == 0 {
-		c.lookback = 10_000
 	}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
