@@ -168,6 +168,17 @@ type child struct {
 	done chan struct{}
 }
 
+// startTwoAPIsTwoWorkers starts two `x402d api` and two `x402d worker`
+// processes on db, and returns the apis.
+func startTwoAPIsTwoWorkers(t testing.TB, db *dbtest.DB) []*child {
+	t.Helper()
+	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0"}
+	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
+	startChild(t, "worker", env)
+	startChild(t, "worker", env)
+	return apis
+}
+
 // startChild starts `x402d <cmd>` as a separate process with the test double.
 func startChild(t testing.TB, command string, env map[string]string) *child {
 	t.Helper()

@@ -118,10 +118,7 @@ func TestLoadSteadySplit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0"}
-	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
-	startChild(t, "worker", env)
-	startChild(t, "worker", env)
+	apis := startTwoAPIsTwoWorkers(t, db)
 
 	payer := &fakePayer{payer: "0xsplit"}
 	reps := make([]*loadgen.Report, len(apis))

@@ -385,10 +385,7 @@ func TestTwoAPIsTwoWorkers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0"}
-	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
-	startChild(t, "worker", env)
-	startChild(t, "worker", env)
+	apis := startTwoAPIsTwoWorkers(t, db)
 
 	const n = 200
 	client := &http.Client{Timeout: 60 * time.Second}
