@@ -303,21 +303,13 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	if chain == nil {
 		return nil, fmt.Errorf("settle %s: no chain client for %s", p.Key(), p.Network)
 	}
-	var payload x402.PaymentPayload
-	if err := json.Unmarshal(p.Payload, &payload); err != nil {
-		return fail(ReasonPayload, ""), nil
-	}
-	ep, err := decodePayload(payload.Payload)
+	asset, ep, err := paymentTransfer(p)
 	if err != nil {
 		var refusal *x402.Refusal
 		if errors.As(err, &refusal) {
 			return fail(refusal.Reason, ""), nil
 		}
 		return nil, err
-	}
-	asset, err := parseAddress("asset", p.Asset)
-	if err != nil {
-		return fail(ReasonPayload, ""), nil
 	}
 	auth := ep.auth
 	log := r.logger.With("payment", p.Key(), "asset", asset.Hex())
@@ -651,15 +643,7 @@ const defaultLogRange = 2_000
 // facilitator use it to recognise their own earlier settlement, whose
 // answer was lost, behind a "nonce already used".
 func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookback uint64) (common.Hash, error) {
-	var payload x402.PaymentPayload
-	if err := json.Unmarshal(p.Payload, &payload); err != nil {
-		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
-	}
-	ep, err := decodePayload(payload.Payload)
-	if err != nil {
-		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
-	}
-	asset, err := parseAddress("asset", p.Asset)
+	asset, ep, err := paymentTransfer(p)
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
 	}
@@ -671,6 +655,25 @@ func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookb
 		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
 	}
 	return hash, nil
+}
+
+// paymentTransfer decodes the asset and the signed authorization of a
+// verified payment. A payment that cannot be read is a *x402.Refusal
+// (invalid payload).
+func paymentTransfer(p *x402.Payment) (common.Address, *exactPayload, error) {
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return common.Address{}, nil, refuse(ReasonPayload, "payment payload: %v", err)
+	}
+	ep, err := decodePayload(payload.Payload)
+	if err != nil {
+		return common.Address{}, nil, err
+	}
+	asset, err := parseAddress("asset", p.Asset)
+	if err != nil {
+		return common.Address{}, nil, refuse(ReasonPayload, "%v", err)
+	}
+	return asset, ep, nil
 }
 
 // findUse returns the transaction that used auth (its AuthorizationUsed
