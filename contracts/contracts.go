@@ -1,6 +1,8 @@
 // Package contracts embeds the compiled Solidity contracts of the development
 // chain: DevUSDC, a USDC-like EIP-3009 token, and DevWallet, a minimal
-// EIP-1271 contract wallet used by tests.
+// EIP-1271 contract wallet used by tests; and DevMulticall, whose aggregate3
+// (Multicall3's interface) lets the relayer settle many payments in one
+// transaction.
 //
 // The sources are the .sol files of this directory; build.mjs compiles them
 // with the npm solc pinned in compat/package.json into build/*.json, which are
@@ -27,6 +29,10 @@ const (
 	// DevWallet is a contract wallet whose isValidSignature (EIP-1271)
 	// accepts the ECDSA signatures of the owner given to its constructor.
 	DevWallet = "DevWallet"
+	// DevMulticall runs several calls in one transaction
+	// (aggregate3((address,bool,bytes)[]), Multicall3's interface), each
+	// allowed to fail or not.
+	DevMulticall = "DevMulticall"
 )
 
 //go:embed build/*.json

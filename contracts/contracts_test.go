@@ -27,6 +27,10 @@ func TestLoad(t *testing.T) {
 	data, err := wallet.Deployment(common.HexToAddress("0x1"))
 	require.NoError(t, err)
 	require.Len(t, data, len(wallet.Bytecode)+32)
+	multicall, err := contracts.Load(contracts.DevMulticall)
+	require.NoError(t, err)
+	require.Contains(t, multicall.ABI.Methods, "aggregate3")
+	require.NotEmpty(t, multicall.DeployedBytecode)
 	_, err = contracts.Load("Missing")
 	require.Error(t, err)
 }
@@ -48,7 +52,7 @@ func TestArtifactsAreCurrent(t *testing.T) {
 	require.NoError(t, cmd.Run(), "node build.mjs failed (run: go tool task npm): %s", stderr.String())
 	built, err := filepath.Glob(filepath.Join(out, "*.json"))
 	require.NoError(t, err)
-	require.Len(t, built, 2)
+	require.Len(t, built, 3)
 	for _, f := range built {
 		want, err := os.ReadFile(f)
 		require.NoError(t, err)

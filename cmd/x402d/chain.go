@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/x402d/x402d/loadgen"
@@ -26,6 +27,7 @@ import (
 // and `x402d worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
 func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
 	clients := map[string]*ethclient.Client{}
+	multicall := map[string]common.Address{}
 	closeFn := func() {}
 	relayerKey := cfg.RelayerKey
 	switch cfg.Settlement {
@@ -59,6 +61,9 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 			}
 			clients[devchainNetwork], closeFn = c, c.Close
 		}
+		// The devchain has a Multicall3-compatible contract: settlements
+		// share transactions.
+		multicall[devchainNetwork] = devchain.Multicall
 		if relayerKey == "" {
 			key, err := devchain.DeriveKey(devchain.Mnemonic, devchain.RelayerAccount)
 			if err != nil {
@@ -81,7 +86,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 	for network, c := range clients {
 		readers[network], backends[network] = c, c
 	}
-	relayer, err := evm.NewRelayer(&evm.RelayerConfig{Key: key, Chains: backends, Logger: logger})
+	relayer, err := evm.NewRelayer(&evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, Logger: logger})
 	if err != nil {
 		closeFn()
 		return nil, nil, nil, err

@@ -5,6 +5,11 @@
 // 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913, so that quotes built for Base
 // work unchanged against it.
 //
+// A Multicall3-compatible batching contract (contracts.DevMulticall) sits at
+// Multicall3's address, 0xcA11bde05977b3631167028862bE2a173976CA11, where
+// Base has Multicall3: the relayer settles many payments in one transaction
+// through it.
+//
 // The ten accounts of the standard development mnemonic (Mnemonic) are
 // funded with 1,000,000 USDC and 10,000 ETH each. Account 0 deployed the
 // token and may mint more.
@@ -47,10 +52,16 @@ import (
 	"github.com/ethereum/go-ethereum/p2p"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/x402d/x402d/contracts"
 )
 
 // USDC is the address of USDC on Base, where the devchain places its token.
 var USDC = common.HexToAddress("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913")
+
+// Multicall is the address of Multicall3 on Base and most EVM chains, where
+// the devchain places its batching contract (contracts.DevMulticall).
+var Multicall = common.HexToAddress("0xcA11bde05977b3631167028862bE2a173976CA11")
 
 // Roles of development accounts (contract.md).
 const (
@@ -185,6 +196,12 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		return nil, fmt.Errorf("devchain: %w", err)
 	}
 	alloc[USDC] = token
+	multicall, err := contracts.Load(contracts.DevMulticall)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: %w", err)
+	}
+	// No constructor and no immutables: the runtime code is the account.
+	alloc[Multicall] = types.Account{Code: multicall.DeployedBytecode, Nonce: 1, Balance: new(big.Int)}
 
 	nodeConf := node.DefaultConfig
 	nodeConf.DataDir = ""

@@ -5,9 +5,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +30,11 @@ var chain *devchain.Chain
 
 func TestMain(m *testing.M) {
 	var err error
-	chain, err = devchain.New(context.Background(), &devchain.Config{})
+	// The package's tests mine a few hundred blocks, each a second ahead
+	// of the last when mined at once: let the chain's clock lead by up to 4
+	// minutes (payments are valid for 5) rather than wait for the wall
+	// clock.
+	chain, err = devchain.New(context.Background(), &devchain.Config{MaxClockLead: 4 * time.Minute})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -124,6 +130,25 @@ func fundedKey(t *testing.T, amount int64) *ecdsa.PrivateKey {
 	return key
 }
 
+// fundedKeys returns n new keys holding amount each, minted concurrently
+// so that the mints share few blocks: the package's chain mines a block per
+// transaction when idle, and each block moves its clock a second ahead.
+func fundedKeys(t *testing.T, n int, amount int64) []*ecdsa.PrivateKey {
+	t.Helper()
+	keys := make([]*ecdsa.PrivateKey, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range keys {
+		keys[i] = newKey(t)
+		wg.Go(func() {
+			errs[i] = chain.Mint(context.Background(), crypto.PubkeyToAddress(keys[i].PublicKey), big.NewInt(amount))
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return keys
+}
+
 func newVerifier(t *testing.T) *evm.Verifier {
 	t.Helper()
 	v, err := evm.NewVerifier(&evm.VerifierConfig{
@@ -139,15 +164,36 @@ func newRelayer(t *testing.T) *evm.Relayer {
 	return newRelayerOn(t, chain.Client())
 }
 
-// newRelayerOn returns a relayer of the shared chain reached through node.
-func newRelayerOn(t *testing.T, node evm.Backend) *evm.Relayer {
+// newRelayerOn returns a relayer of the shared chain reached through node,
+// configured further by opts.
+func newRelayerOn(t *testing.T, node evm.Backend, opts ...func(*evm.RelayerConfig)) *evm.Relayer {
 	t.Helper()
-	r, err := evm.NewRelayer(&evm.RelayerConfig{
+	cfg := &evm.RelayerConfig{
 		Key:    chain.Account(devchain.RelayerAccount).Key,
 		Chains: map[string]evm.Backend{"eip155:8453": node},
-	})
+	}
+	for _, opt := range opts {
+		opt(cfg)
+	}
+	r, err := evm.NewRelayer(cfg)
 	require.NoError(t, err)
 	return r
+}
+
+// batched configures a relayer to settle in batches through the devchain's
+// Multicall3-compatible contract.
+func batched(cfg *evm.RelayerConfig) {
+	cfg.Multicall = map[string]common.Address{"eip155:8453": devchain.Multicall}
+}
+
+// relayerModes are the two ways a relayer sends transfers: a transaction
+// each, or in batches.
+var relayerModes = []struct {
+	name string
+	opts []func(*evm.RelayerConfig)
+}{
+	{"Single", nil},
+	{"Batched", []func(*evm.RelayerConfig){batched}},
 }
 
 // deployWallet deploys a DevWallet owned by owner's key, holding amount of

@@ -49,6 +49,19 @@ type RelayerConfig struct {
 	// cap (tip plus twice the base fee) still covers several full blocks
 	// of base-fee rises.
 	FeeCacheFor time.Duration
+	// Multicall maps a network to the address of a Multicall3-compatible
+	// contract there (aggregate3): settlements on that chain share
+	// transactions through it (see MaxBatch). A network without one gets a
+	// transaction per payment. The devchain has one at Multicall3's
+	// address (devchain.Multicall).
+	Multicall map[string]common.Address
+	// MaxBatch is the most transfers one batch transaction holds. Defaults
+	// to 256.
+	MaxBatch int
+	// BatchLinger is the shortest time between two batches of one chain:
+	// the transfers that arrive meanwhile wait for the next batch (a
+	// transfer arriving at an idle chain goes at once). Defaults to 20 ms.
+	BatchLinger time.Duration
 	// LogLookback is how many recent blocks are searched for the
 	// transaction that used an authorization, when a settlement finds its
 	// authorization already used. Defaults to 10,000.
@@ -73,7 +86,16 @@ type Relayer struct {
 	// sent maps a payment's key to the transaction this process sent for
 	// it, so that a retry waits for that transaction instead of sending
 	// another.
-	sent map[string]common.Hash
+	sent map[string]sentTx
+}
+
+// sentTx is a transaction sent for a payment: its hash, its gas limit, and
+// whether it is a batch (its success is then the payment's transfer event,
+// not its status).
+type sentTx struct {
+	hash    common.Hash
+	gas     uint64
+	batched bool
 }
 
 // relayChain is the relayer's state on one chain.
@@ -91,7 +113,7 @@ type relayChain struct {
 	// receiptsMu guards the settlements waiting for a receipt and the
 	// last block whose receipts were handed to them.
 	receiptsMu sync.Mutex
-	waiters    map[common.Hash]chan *types.Receipt
+	waiters    map[common.Hash]*receiptWait
 	scanned    uint64
 	// scanMu serialises scans of new blocks; lastScan is when the head was
 	// last read, so that many waiters read it at most once per
@@ -101,6 +123,10 @@ type relayChain struct {
 	// noBlockReceipts is set once the node answered that it has no
 	// eth_getBlockReceipts: waiters then ask for their own receipts.
 	noBlockReceipts atomic.Bool
+
+	// batch, when the chain has a Multicall3-compatible contract, sends
+	// the transfers of concurrent settlements in shared transactions.
+	batch *batcher
 
 	// gasMu guards gas, the gas limit given to transfers of each asset
 	// (gasLimit), and fees, the tip and fee cap of recent sends.
@@ -154,14 +180,32 @@ func isMethodNotFound(err error) bool {
 	return errors.As(err, &rerr) && rerr.ErrorCode() == -32601
 }
 
-// register records that hash is awaited and returns the channel its receipt
+// receiptWait is a transaction awaited by one or more settlements (the
+// payments of one batch, retried on their own): ready is closed once its
+// receipt is known.
+type receiptWait struct {
+	ready   chan struct{}
+	receipt *types.Receipt
+	waiters int
+}
+
+// deliver hands w its receipt, once; the caller holds receiptsMu.
+func (w *receiptWait) deliver(r *types.Receipt) {
+	if w.receipt == nil {
+		w.receipt = r
+		close(w.ready)
+	}
+}
+
+// register records that hash is awaited and returns what its receipt
 // arrives on. The first waiter after an idle spell reads the head, so that
 // only blocks from then on are scanned.
-func (c *relayChain) register(ctx context.Context, hash common.Hash) (chan *types.Receipt, error) {
+func (c *relayChain) register(ctx context.Context, hash common.Hash) (*receiptWait, error) {
 	c.receiptsMu.Lock()
 	defer c.receiptsMu.Unlock()
-	if ch, ok := c.waiters[hash]; ok {
-		return ch, nil
+	if w, ok := c.waiters[hash]; ok {
+		w.waiters++
+		return w, nil
 	}
 	if len(c.waiters) == 0 {
 		head, err := c.backend.BlockNumber(ctx)
@@ -170,16 +214,20 @@ func (c *relayChain) register(ctx context.Context, hash common.Hash) (chan *type
 		}
 		c.scanned = head
 	}
-	ch := make(chan *types.Receipt, 1)
-	c.waiters[hash] = ch
-	return ch, nil
+	w := &receiptWait{ready: make(chan struct{}), waiters: 1}
+	c.waiters[hash] = w
+	return w, nil
 }
 
-// unregister forgets a waiter.
+// unregister forgets a waiter of hash.
 func (c *relayChain) unregister(hash common.Hash) {
 	c.receiptsMu.Lock()
-	delete(c.waiters, hash)
-	c.receiptsMu.Unlock()
+	defer c.receiptsMu.Unlock()
+	if w, ok := c.waiters[hash]; ok {
+		if w.waiters--; w.waiters <= 0 {
+			delete(c.waiters, hash)
+		}
+	}
 }
 
 // scan reads the head, at most once per every, and hands the receipts of
@@ -215,11 +263,8 @@ func (c *relayChain) scan(ctx context.Context, every time.Duration) error {
 		}
 		c.receiptsMu.Lock()
 		for _, r := range receipts {
-			if ch, ok := c.waiters[r.TxHash]; ok {
-				select {
-				case ch <- r:
-				default:
-				}
+			if w, ok := c.waiters[r.TxHash]; ok {
+				w.deliver(r)
 			}
 		}
 		if n > c.scanned {
@@ -256,6 +301,12 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	if c.LogLookback == 0 {
 		c.LogLookback = DefaultLogLookback
 	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 256
+	}
+	if c.BatchLinger <= 0 {
+		c.BatchLinger = 20 * time.Millisecond
+	}
 	if c.LogRange == 0 {
 		c.LogRange = defaultLogRange
 	}
@@ -267,7 +318,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		address: crypto.PubkeyToAddress(c.Key.PublicKey),
 		chains:  map[string]*relayChain{},
 		logger:  c.Logger,
-		sent:    map[string]common.Hash{},
+		sent:    map[string]sentTx{},
 	}
 	for network, backend := range c.Chains {
 		id, err := ChainID(network)
@@ -277,8 +328,17 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		if backend == nil {
 			return nil, fmt.Errorf("evm relayer: no client for %s", network)
 		}
-		r.chains[network] = &relayChain{backend: backend, signer: types.LatestSignerForChainID(id),
-			waiters: map[common.Hash]chan *types.Receipt{}, gas: map[common.Address]uint64{}}
+		chain := &relayChain{backend: backend, signer: types.LatestSignerForChainID(id),
+			waiters: map[common.Hash]*receiptWait{}, gas: map[common.Address]uint64{}}
+		if multicall, ok := c.Multicall[network]; ok {
+			chain.batch = &batcher{multicall: multicall, maxBatch: c.MaxBatch, linger: c.BatchLinger, full: make(chan struct{}, 1)}
+		}
+		r.chains[network] = chain
+	}
+	for network := range c.Multicall {
+		if r.chains[network] == nil {
+			return nil, fmt.Errorf("evm relayer: multicall for %s, which has no client", network)
+		}
 	}
 	return r, nil
 }
@@ -319,37 +379,38 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	prev, sentBefore := r.sent[p.Key()]
 	r.sentMu.Unlock()
 	if sentBefore {
-		receipt, err := r.waitReceipt(ctx, chain, prev)
+		receipt, err := r.waitReceipt(ctx, chain, prev.hash)
 		if err != nil {
 			r.forgetIfTimedOut(p.Key(), err)
 			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 		}
-		if receipt.Status == types.ReceiptStatusSuccessful {
-			r.forget(p.Key())
-			return ok(prev), nil
-		}
 		r.forget(p.Key())
+		if transferred(receipt, prev, asset, auth) {
+			return ok(prev.hash), nil
+		}
 	}
 
 	// An authorization already used (by an earlier attempt, by anyone who
 	// relayed the same signed authorization, or canceled) makes the
-	// transfer revert before it is sent, and reverted finds the
-	// transaction that used it. The gas of the first transfer of an asset
-	// is estimated (several runs of the transfer on a node); later ones
-	// reuse that limit and are run once, with eth_call.
+	// transfer fail, and failed finds the transaction that used it. The
+	// gas of the first transfer of an asset is estimated (several runs of
+	// the transfer on a node); later ones reuse that limit. A transfer sent
+	// on its own is run once with eth_call first; one sent in a batch is
+	// not: it may fail without undoing the others.
 	input, err := transferInput(auth, ep.signature)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
 	msg := ethereum.CallMsg{From: r.address, To: &asset, Data: input}
 	gas, known := chain.gasLimit(asset)
-	if known {
-		_, err = chain.backend.CallContract(ctx, msg, nil)
-	} else {
+	switch {
+	case !known:
 		var estimate uint64
 		if estimate, err = chain.backend.EstimateGas(ctx, msg); err == nil {
 			gas = chain.learnGas(asset, estimate)
 		}
+	case chain.batch == nil:
+		_, err = chain.backend.CallContract(ctx, msg, nil)
 	}
 	if err != nil {
 		if !isRevert(err) {
@@ -357,33 +418,65 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		}
 		return r.reverted(ctx, p, chain, asset, auth, err, "")
 	}
-	tx, err := r.send(ctx, chain, asset, input, gas)
-	if err != nil {
-		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
-	}
-	r.sentMu.Lock()
-	r.sent[p.Key()] = tx.Hash()
-	r.sentMu.Unlock()
-	log.DebugContext(ctx, "settlement sent", "transaction", tx.Hash().Hex(), "nonce", tx.Nonce())
 
-	receipt, err := r.waitReceipt(ctx, chain, tx.Hash())
-	if err != nil {
-		r.forgetIfTimedOut(p.Key(), err)
-		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	var sent sentTx
+	var receipt *types.Receipt
+	if chain.batch != nil {
+		it := &batchItem{key: p.Key(), asset: asset, input: input, gas: gas}
+		if err := r.settleBatched(ctx, chain, it); err != nil {
+			r.forgetIfTimedOut(p.Key(), err)
+			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+		}
+		sent, receipt = sentTx{hash: it.tx.Hash(), gas: it.tx.Gas(), batched: true}, it.receipt
+	} else {
+		tx, err := r.send(ctx, chain, asset, input, gas)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+		}
+		sent = sentTx{hash: tx.Hash(), gas: tx.Gas()}
+		r.sentMu.Lock()
+		r.sent[p.Key()] = sent
+		r.sentMu.Unlock()
+		log.DebugContext(ctx, "settlement sent", "transaction", tx.Hash().Hex(), "nonce", tx.Nonce())
+		if receipt, err = r.waitReceipt(ctx, chain, tx.Hash()); err != nil {
+			r.forgetIfTimedOut(p.Key(), err)
+			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+		}
 	}
 	r.forget(p.Key())
-	if receipt.Status == types.ReceiptStatusSuccessful {
-		return ok(tx.Hash()), nil
+	if transferred(receipt, sent, asset, auth) {
+		return ok(sent.hash), nil
 	}
-	if receipt.GasUsed >= tx.Gas() {
+	if receipt.Status != types.ReceiptStatusSuccessful && receipt.GasUsed >= sent.gas {
 		// Out of gas: the limit learnt is too low for this transfer (the
 		// token was upgraded, or its storage grew). The authorization is
 		// unused unless somebody else used it meanwhile; the next attempt
 		// estimates again and finds out.
 		chain.forgetGas(asset)
-		return nil, fmt.Errorf("settle %s: transaction %s ran out of gas (limit %d); the next attempt estimates again", p.Key(), tx.Hash().Hex(), tx.Gas())
+		return nil, fmt.Errorf("settle %s: transaction %s ran out of gas (limit %d); the next attempt estimates again", p.Key(), sent.hash.Hex(), sent.gas)
 	}
-	return r.reverted(ctx, p, chain, asset, auth, errors.New("transaction reverted"), tx.Hash().Hex())
+	// The transfer failed: run it again for the reason.
+	_, err = chain.backend.CallContract(ctx, msg, nil)
+	switch {
+	case err == nil:
+		// It runs now: inside a batch it ran out of the gas learnt (a
+		// call gets at most 63/64 of what is left).
+		chain.forgetGas(asset)
+		return nil, fmt.Errorf("settle %s: the transfer failed in %s but runs now; the next attempt estimates its gas again", p.Key(), sent.hash.Hex())
+	case !isRevert(err):
+		return nil, fmt.Errorf("settle %s: run failed transfer: %w", p.Key(), err)
+	}
+	return r.reverted(ctx, p, chain, asset, auth, err, sent.hash.Hex())
+}
+
+// transferred reports whether the receipt of a transaction sent for a
+// payment shows its transfer: the transaction succeeded, and when it is a
+// batch, it holds the authorization's AuthorizationUsed event.
+func transferred(receipt *types.Receipt, sent sentTx, asset common.Address, auth *Authorization) bool {
+	if !sent.batched {
+		return receipt.Status == types.ReceiptStatusSuccessful
+	}
+	return usedIn(receipt, asset, auth)
 }
 
 // forget drops the record of a transaction sent for a payment.
@@ -572,13 +665,16 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	defer cancel()
 	// Registered before the first ask: a transaction mined after that ask
 	// is in a block the scans have not reached yet.
-	ch, err := chain.register(ctx, hash)
+	w, err := chain.register(ctx, hash)
 	if err != nil {
 		return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 	}
 	defer chain.unregister(hash)
 	receipt, err := chain.backend.TransactionReceipt(ctx, hash)
 	if err == nil {
+		chain.receiptsMu.Lock()
+		w.deliver(receipt)
+		chain.receiptsMu.Unlock()
 		return receipt, nil
 	}
 	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
@@ -587,8 +683,8 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	pause, maxPause := 2*time.Millisecond, r.cfg.MaxPollInterval
 	for {
 		select {
-		case receipt := <-ch:
-			return receipt, nil
+		case <-w.ready:
+			return w.receipt, nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
 		case <-time.After(pause):
@@ -605,6 +701,9 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		maxPause = max(r.cfg.MaxPollInterval, time.Second)
 		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
 		if err == nil {
+			chain.receiptsMu.Lock()
+			w.deliver(receipt)
+			chain.receiptsMu.Unlock()
 			return receipt, nil
 		}
 		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {

@@ -27,9 +27,20 @@ import (
 
 func TestRelayer_Settle(t *testing.T) {
 	t.Parallel()
+	for _, mode := range relayerModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testRelayerSettle(t, func(t *testing.T, node evm.Backend) *evm.Relayer { return newRelayerOn(t, node, mode.opts...) }, mode.opts != nil)
+		})
+	}
+}
+
+// testRelayerSettle checks the settlements of relayers built by relayerOn;
+// isBatched says whether they batch.
+func testRelayerSettle(t *testing.T, relayerOn func(t *testing.T, node evm.Backend) *evm.Relayer, isBatched bool) {
 	ctx := context.Background()
 	v := newVerifier(t)
-	r := newRelayer(t)
+	r := relayerOn(t, chain.Client())
 	payTo := chain.Account(devchain.PayToAccount).Address
 
 	// verified returns a verified payment of key.
@@ -77,7 +88,7 @@ func TestRelayer_Settle(t *testing.T) {
 		again, err := r.Settle(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, first, again)
-		restarted, err := newRelayer(t).Settle(ctx, p)
+		restarted, err := relayerOn(t, chain.Client()).Settle(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, first, restarted)
 		require.Zero(t, balance(t, crypto.PubkeyToAddress(key.PublicKey)).Sign())
@@ -90,7 +101,7 @@ func TestRelayer_Settle(t *testing.T) {
 		// twice.
 		flaky := &flakyBackend{Backend: chain.Client()}
 		flaky.failReceipts.Store(true)
-		fr := newRelayerOn(t, flaky)
+		fr := relayerOn(t, flaky)
 		key := fundedKey(t, 30_000)
 		p := verified(t, newPayment(t, key, requirement()))
 		_, err := fr.Settle(ctx, p)
@@ -140,7 +151,9 @@ func TestRelayer_Settle(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, resp.Success)
 		require.Equal(t, evm.ReasonInsufficientBalance, resp.ErrorReason)
-		require.Empty(t, resp.Transaction)
+		if !isBatched {
+			require.Empty(t, resp.Transaction, "refused before sending")
+		}
 	})
 
 	t.Run("CanceledAuthorization", func(t *testing.T) {
@@ -165,7 +178,7 @@ func TestRelayer_Settle(t *testing.T) {
 	t.Run("ChainUnreachableIsAnError", func(t *testing.T) {
 		dead, err := ethclient.Dial("http://127.0.0.1:1")
 		require.NoError(t, err)
-		deadRelayer := newRelayerOn(t, dead)
+		deadRelayer := relayerOn(t, dead)
 		p := verified(t, newPayment(t, fundedKey(t, 10_000), requirement()))
 		resp, err := deadRelayer.Settle(ctx, p)
 		require.Error(t, err, "retry later")
@@ -181,8 +194,9 @@ func TestRelayer_Concurrent(t *testing.T) {
 	r := newRelayerOn(t, counting)
 	const n = 40
 	payments := make([]*x402.Payment, n)
+	keys := fundedKeys(t, n, 10_000)
 	for i := range payments {
-		key := fundedKey(t, 10_000)
+		key := keys[i]
 		p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
 		require.NoError(t, err)
 		payments[i] = p
@@ -215,6 +229,80 @@ func TestRelayer_Concurrent(t *testing.T) {
 	}
 }
 
+// TestRelayer_Batched settles concurrent payments through the devchain's
+// Multicall3-compatible contract: they share few transactions, each
+// payment moves once, and the ones that cannot settle (a canceled
+// authorization, funds gone) fail alone with their reasons while the rest
+// of their batch goes through.
+func TestRelayer_Batched(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	flaky := &flakyBackend{Backend: chain.Client()}
+	r := newRelayerOn(t, flaky, batched)
+	const n = 60
+	payments := make([]*x402.Payment, n)
+	want := make([]string, n) // "" for success, else the failure reason
+	txs := map[string]bool{}  // the transactions that moved funds, all sent by r
+	keys := fundedKeys(t, n, 10_000)
+	for i := range payments {
+		key := keys[i]
+		pay := newPayment(t, key, requirement())
+		p, err := v.Verify(ctx, requirement(), pay.payload(t, requirement()))
+		require.NoError(t, err)
+		payments[i] = p
+		switch i % 20 {
+		case 7:
+			evmtest.CancelAuthorization(t, chain, pay.key, pay.auth.From, pay.auth.Nonce)
+			want[i] = evm.ReasonNonceAlreadyUsed
+		case 13:
+			// The funds leave after verification, by another payment.
+			other, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+			require.NoError(t, err)
+			resp, err := r.Settle(ctx, other)
+			require.NoError(t, err)
+			require.True(t, resp.Success, resp.ErrorReason)
+			txs[resp.Transaction] = true
+			want[i] = evm.ReasonInsufficientBalance
+		}
+	}
+	sentBefore := len(flaky.sent())
+	var wg sync.WaitGroup
+	results := make([]*x402.SettleResponse, n)
+	errs := make([]error, n)
+	for i, p := range payments {
+		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
+	}
+	wg.Wait()
+	sent := len(flaky.sent()) - sentBefore
+	for i, p := range payments {
+		require.NoError(t, errs[i], "settlement %d", i)
+		payer := common.HexToAddress(p.Payer)
+		if want[i] != "" {
+			require.False(t, results[i].Success, "settlement %d", i)
+			require.Equal(t, want[i], results[i].ErrorReason, "settlement %d", i)
+			continue
+		}
+		require.True(t, results[i].Success, "settlement %d: %s", i, results[i].ErrorReason)
+		require.Zero(t, balance(t, payer).Sign(), "settlement %d moved its amount once", i)
+		txs[results[i].Transaction] = true
+		receipt, err := chain.Client().TransactionReceipt(ctx, common.HexToHash(results[i].Transaction))
+		require.NoError(t, err)
+		require.Equal(t, big.NewInt(10_000), transferred(t, receipt, payer, chain.Account(devchain.PayToAccount).Address))
+	}
+	for tx := range txs {
+		require.Contains(t, flaky.sent(), tx)
+	}
+	require.Less(t, sent, n/3, "settlements share transactions")
+	t.Logf("%d concurrent settlements in %d transactions", n, sent)
+
+	// Settled again (a job run twice): the same batch transaction,
+	// nothing moves twice.
+	again, err := r.Settle(ctx, payments[0])
+	require.NoError(t, err)
+	require.Equal(t, results[0], again)
+}
+
 // TestRelayer_SharedKey settles concurrently through two relayers with the
 // same key, as two worker processes do: their nonces collide in the node's
 // pool, and every settlement must still go through on its first call.
@@ -225,8 +313,9 @@ func TestRelayer_SharedKey(t *testing.T) {
 	relayers := []*evm.Relayer{newRelayer(t), newRelayer(t)}
 	const n = 60
 	payments := make([]*x402.Payment, n)
+	keys := fundedKeys(t, n, 10_000)
 	for i := range payments {
-		p, err := v.Verify(ctx, requirement(), newPayment(t, fundedKey(t, 10_000), requirement()).payload(t, requirement()))
+		p, err := v.Verify(ctx, requirement(), newPayment(t, keys[i], requirement()).payload(t, requirement()))
 		require.NoError(t, err)
 		payments[i] = p
 	}
@@ -310,10 +399,25 @@ func transferred(t *testing.T, receipt *types.Receipt, from, to common.Address) 
 // which the next attempt estimates again and settles once.
 func TestRelayer_GasLearnt(t *testing.T) {
 	t.Parallel()
+	for _, mode := range relayerModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			// Too low an estimate: a transaction of its own gets half as
+			// much again; a batch gets that plus its own allowance.
+			lowEstimate := uint64(30_000)
+			if mode.opts != nil {
+				lowEstimate = 10_000
+			}
+			testGasLearnt(t, lowEstimate, mode.opts...)
+		})
+	}
+}
+
+func testGasLearnt(t *testing.T, lowEstimate uint64, opts ...func(*evm.RelayerConfig)) {
 	ctx := context.Background()
 	v := newVerifier(t)
 	counting := &countingBackend{Backend: chain.Client()}
-	r := newRelayerOn(t, counting)
+	r := newRelayerOn(t, counting, opts...)
 	settle := func(t *testing.T, key *ecdsa.PrivateKey) (*x402.SettleResponse, error) {
 		t.Helper()
 		p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
@@ -330,13 +434,16 @@ func TestRelayer_GasLearnt(t *testing.T) {
 
 	// A node whose estimate is too low for the transfer: the limit learnt
 	// from it runs out.
-	lying := &countingBackend{Backend: chain.Client(), estimateAs: 30_000}
-	r = newRelayerOn(t, lying)
+	lying := &countingBackend{Backend: chain.Client(), estimateAs: lowEstimate}
+	r = newRelayerOn(t, lying, opts...)
 	key := fundedKey(t, 10_000)
 	p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
 	require.NoError(t, err)
 	_, err = r.Settle(ctx, p)
-	require.ErrorContains(t, err, "ran out of gas")
+	// A transaction of its own runs out of gas; inside a batch the
+	// transfer's call does, and the batch goes on.
+	require.Error(t, err)
+	require.Regexp(t, "ran out of gas|runs now", err.Error())
 	require.Equal(t, int64(10_000), balance(t, crypto.PubkeyToAddress(key.PublicKey)).Int64(), "nothing moved")
 	lying.estimateAs = 0
 	resp, err := r.Settle(ctx, p)

@@ -1,0 +1,204 @@
+package evm
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts/abi"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+)
+
+// multicallABI is the part of Multicall3's interface the relayer uses:
+// aggregate3 runs calls in order, each allowed to fail or not.
+var multicallABI = func() abi.ABI {
+	const def = `[{"type":"function","name":"aggregate3","stateMutability":"payable","inputs":[
+{"name":"calls","type":"tuple[]","components":[{"name":"target","type":"address"},{"name":"allowFailure","type":"bool"},{"name":"callData","type":"bytes"}]}],
+"outputs":[{"name":"returnData","type":"tuple[]","components":[{"name":"success","type":"bool"},{"name":"returnData","type":"bytes"}]}]}]`
+	parsed, err := abi.JSON(strings.NewReader(def))
+	if err != nil {
+		panic(err)
+	}
+	return parsed
+}()
+
+// call3 is one call of aggregate3.
+type call3 struct {
+	Target       common.Address
+	AllowFailure bool
+	CallData     []byte
+}
+
+// maxBatchGas bounds the gas limit of a batch transaction: EIP-7825 (in
+// Osaka, on Base and the devchain) caps a transaction at 2^24 gas.
+const maxBatchGas = 1<<24 - 1<<20
+
+// batchOverhead is the gas a batch transaction is given beyond the sum of
+// its transfers' limits (each of which already counts a transaction's
+// intrinsic 21,000 gas that the batch pays once).
+const batchOverhead = 30_000
+
+// batcher sends the transfers of concurrent settlements on one chain in
+// shared transactions, through a Multicall3-compatible contract. Batches go
+// out at most once per linger: when the chain is idle a transfer is sent at
+// once, in a batch of its own; under load, the transfers that arrive within
+// a linger share one transaction (one signature, one pool entry, one
+// receipt), each allowed to fail on its own. A batch is sent early when it
+// is full (maxBatch transfers, or maxBatchGas).
+type batcher struct {
+	multicall common.Address
+	maxBatch  int
+	linger    time.Duration
+
+	mu       sync.Mutex
+	pending  []*batchItem
+	gas      uint64 // the gas of pending's transfers
+	leading  bool   // a goroutine sends pending's batches
+	lastSend time.Time
+	// full wakes the leading goroutine before its linger ends.
+	full chan struct{}
+}
+
+// batchItem is one transfer waiting for, or sent in, a batch.
+type batchItem struct {
+	key   string
+	asset common.Address
+	input []byte
+	gas   uint64
+
+	// Set before done is closed: the batch's transaction (nil if it could
+	// not be sent), its receipt, or why there is none.
+	tx      *types.Transaction
+	receipt *types.Receipt
+	err     error
+	done    chan struct{}
+}
+
+// settleBatched sends it in a batch and waits for the batch's receipt. The
+// batch may serve other settlements: it is not cut short when ctx ends
+// (ReceiptTimeout bounds it), but settleBatched then returns at once.
+func (r *Relayer) settleBatched(ctx context.Context, chain *relayChain, it *batchItem) error {
+	b := chain.batch
+	it.done = make(chan struct{})
+	b.mu.Lock()
+	b.pending = append(b.pending, it)
+	b.gas += it.gas
+	lead := !b.leading
+	b.leading = true
+	if len(b.pending) >= b.maxBatch || b.gas+batchOverhead > maxBatchGas {
+		select {
+		case b.full <- struct{}{}:
+		default:
+		}
+	}
+	b.mu.Unlock()
+	if lead {
+		go r.sendBatches(context.WithoutCancel(ctx), chain)
+	}
+	select {
+	case <-it.done:
+		return it.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// sendBatches sends the batches of the transfers waiting, each at least a
+// linger after the one before (sooner when full), until none wait.
+func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
+	b := chain.batch
+	for {
+		b.mu.Lock()
+		wait := time.Until(b.lastSend.Add(b.linger))
+		b.mu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-b.full:
+				t.Stop()
+			}
+		}
+		b.mu.Lock()
+		n, gas := 0, uint64(batchOverhead)
+		for n < len(b.pending) && n < b.maxBatch && (n == 0 || gas+b.pending[n].gas <= maxBatchGas) {
+			gas += b.pending[n].gas
+			n++
+		}
+		items := b.pending[:n:n]
+		b.pending = b.pending[n:]
+		b.gas -= gas - batchOverhead
+		b.lastSend = time.Now()
+		more := len(b.pending) > 0
+		b.leading = more
+		b.mu.Unlock()
+		if n > 0 {
+			r.sendBatch(ctx, chain, items, gas)
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// sendBatch sends items in one aggregate3 transaction with gas, records it
+// as sent for each of their payments (a retry waits for it instead of
+// sending again), and hands each item the transaction's receipt once it
+// comes (on a goroutine of its own, so that the next batch is not held
+// up).
+func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*batchItem, gas uint64) {
+	finish := func(tx *types.Transaction, receipt *types.Receipt, err error) {
+		for _, it := range items {
+			it.tx, it.receipt, it.err = tx, receipt, err
+			close(it.done)
+		}
+	}
+	calls := make([]call3, len(items))
+	for i, it := range items {
+		calls[i] = call3{Target: it.asset, AllowFailure: true, CallData: it.input}
+	}
+	input, err := multicallABI.Pack("aggregate3", calls)
+	if err != nil {
+		finish(nil, nil, fmt.Errorf("encode batch of %d transfers: %w", len(items), err))
+		return
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	tx, err := r.send(sendCtx, chain, chain.batch.multicall, input, gas)
+	cancel()
+	if err != nil {
+		finish(nil, nil, fmt.Errorf("send batch of %d transfers: %w", len(items), err))
+		return
+	}
+	r.sentMu.Lock()
+	for _, it := range items {
+		r.sent[it.key] = sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: true}
+	}
+	r.sentMu.Unlock()
+	go func() {
+		receipt, err := r.waitReceipt(ctx, chain, tx.Hash())
+		if err != nil {
+			finish(tx, nil, fmt.Errorf("batch of %d transfers: %w", len(items), err))
+			return
+		}
+		finish(tx, receipt, nil)
+	}()
+}
+
+// usedIn reports whether receipt holds the AuthorizationUsed event of auth
+// on asset: the transfer of a batch succeeded.
+func usedIn(receipt *types.Receipt, asset common.Address, auth *Authorization) bool {
+	if receipt.Status != types.ReceiptStatusSuccessful {
+		return false
+	}
+	event := token.Events["AuthorizationUsed"].ID
+	from := common.BytesToHash(auth.From.Bytes())
+	for _, l := range receipt.Logs {
+		if l.Address == asset && len(l.Topics) == 3 && l.Topics[0] == event && l.Topics[1] == from && l.Topics[2] == auth.Nonce {
+			return true
+		}
+	}
+	return false
+}
