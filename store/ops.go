@@ -62,7 +62,7 @@ func CallList(ctx context.Context, db DBTX, p *CallListParams) ([]*Call, error) 
 }
 
 // CallOpList returns the operations that have calls, sorted. It skips
-// through the (op, state) index, so it reads one index entry per operation,
+// through the op index, so it reads one index entry per operation,
 // not one per call.
 func CallOpList(ctx context.Context, db DBTX) ([]string, error) {
 	rows, err := db.Query(ctx, `WITH RECURSIVE ops(op) AS (

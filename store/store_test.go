@@ -299,3 +299,29 @@ func TestIsUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// TestCallUpdatesAreHOT checks that a call's updates along its life change
+// no indexed column, so that Postgres can make them HOT (no index writes):
+// every update of a call in one transaction on a fresh page is HOT.
+func TestCallUpdatesAreHOT(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	s := store.CallStream("hot")
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, events := range [][]store.NewEvent{
+		{{Stream: s, Type: store.EventPaymentVerified, Data: verified("hot")}},
+		{{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}}},
+		{{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"x":1}`)}}},
+		{{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: "eip155:8453", Attempt: 1}}},
+		{{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "eip155:8453"}}}},
+	} {
+		require.NoError(t, store.Append(ctx, tx, events...))
+	}
+	var updates, hot int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'calls'`).Scan(&updates, &hot))
+	require.Equal(t, 4, updates)
+	require.Equal(t, updates, hot, "updates of a call that wrote index entries")
+}
