@@ -48,8 +48,13 @@ func TestMain(m *testing.M) {
 }
 
 // testOptions returns the payment double and the slow operation, configured
-// by TEST_SETTLE_FAIL (settlement refuses every payment).
+// by TEST_SETTLE_FAIL (settlement refuses every payment). With
+// TEST_REAL_PAYMENTS=1 the child keeps the configured settlement mode (the
+// devchain, for the tests that kill processes settling on it).
 func testOptions(getenv func(string) string) *options {
+	if getenv("TEST_REAL_PAYMENTS") == "1" {
+		return &options{}
+	}
 	return &options{
 		payments: func(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *slog.Logger) (*paymentStack, error) {
 			pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
@@ -211,7 +216,7 @@ func startChild(t testing.TB, command string, env map[string]string) *child {
 				switch rec.Msg {
 				case "api listening":
 					addr <- rec.Addr
-				case "workers started":
+				case "workers started", "devchain serving JSON-RPC":
 					select {
 					case ready <- struct{}{}:
 					default:

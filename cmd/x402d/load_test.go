@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -192,6 +193,96 @@ func TestLoadWorkersKilled(t *testing.T) {
 	t.Log(rep)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 	checkLedger(ctx, t, db, rep)
+}
+
+// TestLoadWorkersKilledOnDevchain is TestLoadWorkersKilled with real
+// EIP-3009 payments settled in batches on a devchain of its own process
+// (the split layout): a worker SIGKILLed between sending a batch and
+// recording its outcome leaves settlements that the other worker finds
+// settled on chain. Every 200 names a transaction that moved its price, no
+// payment moves twice, and the payer paid exactly the calls answered.
+func TestLoadWorkersKilledOnDevchain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	rpc := freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s",
+		"JOB_TIMEOUT": "3s", "JOB_RESCUE_AFTER": "4s", "RIVER_POLL_INTERVAL": "100ms",
+		"TEST_REAL_PAYMENTS": "1", "SETTLEMENT": "devchain", "DEVCHAIN_RPC_ADDR": rpc,
+	}
+	startChild(t, "devchain", env)
+	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
+	require.NoError(t, err)
+	t.Cleanup(chain.Close)
+	api := startChild(t, "api", env)
+	var mu sync.Mutex
+	workers := []*child{startChild(t, "worker", env), startChild(t, "worker", env)}
+	stop := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		n := 0
+		defer func() { killed <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(1500 * time.Millisecond):
+			}
+			mu.Lock()
+			workers[i%2].kill()
+			workers[i%2] = startChild(t, "worker", env)
+			mu.Unlock()
+			n++
+		}
+	}()
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
+	require.NoError(t, err)
+	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	payTo := devAddress(t, devchain.PayToAccount)
+	payerBefore := usdcBalance(ctx, t, chain, payer.Address())
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: api.addr, Requests: []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}},
+		Payer: payer, Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
+	})
+	close(stop)
+	require.GreaterOrEqual(t, <-killed, 2)
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+
+	price := big.NewInt(10_000) // diff: $0.01
+	transfer := crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
+	calls := map[string]int64{}
+	for _, o := range rep.Outcomes {
+		require.True(t, o.Settled, "a 200 without a settled PAYMENT-RESPONSE: %+v", o)
+		calls[o.Tx]++
+	}
+	for tx, n := range calls {
+		receipt, err := chain.TransactionReceipt(ctx, common.HexToHash(tx))
+		require.NoError(t, err, tx)
+		moved := new(big.Int)
+		for _, l := range receipt.Logs {
+			if l.Address == devchain.USDC && len(l.Topics) == 3 && l.Topics[0] == transfer &&
+				common.BytesToAddress(l.Topics[1].Bytes()) == payer.Address() && common.BytesToAddress(l.Topics[2].Bytes()) == payTo {
+				moved.Add(moved, new(big.Int).SetBytes(l.Data))
+			}
+		}
+		require.Equal(t, new(big.Int).Mul(price, big.NewInt(n)), moved, "transaction %s answered %d calls", tx, n)
+	}
+	var paid, doubleConfirmed int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
+		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
+	require.Zero(t, doubleConfirmed, "a call settled twice")
+	require.Equal(t, rep.Calls, paid)
+	require.Equal(t, new(big.Int).Mul(price, big.NewInt(int64(rep.Calls))), new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer.Address())),
+		"the payer paid exactly the calls answered")
+	var resettled int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
+		store.EventSettlementSubmitted).Scan(&resettled))
+	t.Logf("%d calls settled in %d transactions; %d settlements attempted again after a kill", rep.Calls, len(calls), resettled)
 }
 
 // TestLoadAPIKilled kills one of two api processes during load; clients
