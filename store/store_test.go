@@ -321,7 +321,7 @@ func TestCallUpdatesAreHOT(t *testing.T) {
 		require.NoError(t, store.Append(ctx, tx, events...))
 	}
 	var updates, hot int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'calls'`).Scan(&updates, &hot))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = 'calls'::regclass`).Scan(&updates, &hot))
 	require.Equal(t, 4, updates)
 	require.Equal(t, updates, hot, "updates of a call that wrote index entries")
 }
