@@ -402,6 +402,18 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
 	msg := ethereum.CallMsg{From: r.address, To: &asset, Data: input}
+	batched := chain.batch != nil
+	if batched {
+		// A payer with code (a contract wallet, an EIP-7702 delegation)
+		// has the token call its isValidSignature, whose gas only it
+		// bounds: inside a batch it could spend the gas of the transfers
+		// after it, so its transfer goes in a transaction of its own.
+		code, err := chain.backend.CodeAt(ctx, auth.From, nil)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s: read code of %s: %w", p.Key(), auth.From.Hex(), err)
+		}
+		batched = len(code) == 0
+	}
 	gas, known := chain.gasLimit(asset)
 	switch {
 	case !known:
@@ -409,7 +421,7 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		if estimate, err = chain.backend.EstimateGas(ctx, msg); err == nil {
 			gas = chain.learnGas(asset, estimate)
 		}
-	case chain.batch == nil:
+	case !batched:
 		_, err = chain.backend.CallContract(ctx, msg, nil)
 	}
 	if err != nil {
@@ -421,7 +433,7 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 
 	var sent sentTx
 	var receipt *types.Receipt
-	if chain.batch != nil {
+	if batched {
 		it := &batchItem{key: p.Key(), asset: asset, input: input, gas: gas}
 		if err := r.settleBatched(ctx, chain, it); err != nil {
 			r.forgetIfTimedOut(p.Key(), err)

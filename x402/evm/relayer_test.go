@@ -124,6 +124,11 @@ func testRelayerSettle(t *testing.T, relayerOn func(t *testing.T, node evm.Backe
 		require.NoError(t, err)
 		require.True(t, resp.Success, resp.ErrorReason)
 		require.Zero(t, balance(t, wallet).Sign())
+		// A wallet's isValidSignature spends what gas it likes: never in a
+		// batch, where it could spend the other transfers'.
+		tx, _, err := chain.Client().TransactionByHash(ctx, common.HexToHash(resp.Transaction))
+		require.NoError(t, err)
+		require.Equal(t, devchain.USDC, *tx.To(), "sent to the token, not in a batch")
 	})
 
 	t.Run("VZeroOrOneIsNormalized", func(t *testing.T) {
@@ -289,6 +294,9 @@ func TestRelayer_Batched(t *testing.T) {
 		receipt, err := chain.Client().TransactionReceipt(ctx, common.HexToHash(results[i].Transaction))
 		require.NoError(t, err)
 		require.Equal(t, big.NewInt(10_000), transferred(t, receipt, payer, chain.Account(devchain.PayToAccount).Address))
+		tx, _, err := chain.Client().TransactionByHash(ctx, receipt.TxHash)
+		require.NoError(t, err)
+		require.Equal(t, devchain.Multicall, *tx.To())
 	}
 	for tx := range txs {
 		require.Contains(t, flaky.sent(), tx)
