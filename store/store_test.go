@@ -325,3 +325,72 @@ func TestCallUpdatesAreHOT(t *testing.T) {
 	require.Equal(t, 4, updates)
 	require.Equal(t, updates, hot, "updates of a call that wrote index entries")
 }
+
+// TestAppendManyCalls appends the events of several calls at once, as a
+// group commit does: each call moves, and one call in a wrong state refuses
+// the whole append.
+func TestAppendManyCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	ids := []string{"m1", "m2", "m3"}
+	each := func(events func(id string) []store.NewEvent) []store.NewEvent {
+		var all []store.NewEvent
+		for _, id := range ids {
+			all = append(all, events(id)...)
+		}
+		return all
+	}
+	states := func() []string {
+		var got []string
+		for _, id := range ids {
+			c, err := store.CallGetByID(ctx, db.Pool, id)
+			require.NoError(t, err)
+			got = append(got, c.State)
+		}
+		return got
+	}
+	require.NoError(t, appendTx(ctx, t, db, each(func(id string) []store.NewEvent {
+		return []store.NewEvent{
+			{Stream: store.CallStream(id), Type: store.EventPaymentVerified, Data: verified(id)},
+			{Stream: store.CallStream(id), Type: store.EventJobQueued, Data: store.JobQueued{JobID: 1, Queue: "pure"}},
+		}
+	})...))
+	require.Equal(t, []string{store.CallQueued, store.CallQueued, store.CallQueued}, states())
+	c, err := store.CallGetByID(ctx, db.Pool, "m2")
+	require.NoError(t, err)
+	require.Equal(t, "m2", c.Payment.Nonce)
+	require.Equal(t, "diff", c.Op)
+
+	require.NoError(t, appendTx(ctx, t, db, each(func(id string) []store.NewEvent {
+		return []store.NewEvent{
+			{Stream: store.CallStream(id), Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}},
+			{Stream: store.CallStream(id), Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"id":"` + id + `"}`)}},
+		}
+	})...))
+	require.Equal(t, []string{store.CallSettling, store.CallSettling, store.CallSettling}, states())
+	c, err = store.CallGetByID(ctx, db.Pool, "m3")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"id":"m3"}`, string(c.Result))
+
+	// m3 is not settling any more: the append that would settle all three
+	// is refused whole.
+	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("m3"), Type: store.EventSettlementFailed,
+		Data: store.SettlementDone{Response: x402.SettleResponse{ErrorReason: "insufficient_funds"}}}))
+	err = appendTx(ctx, t, db, each(func(id string) []store.NewEvent {
+		return []store.NewEvent{{Stream: store.CallStream(id), Type: store.EventSettlementConfirmed,
+			Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + id}}}}
+	})...)
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.Equal(t, []string{store.CallSettling, store.CallSettling, store.CallUnpaid}, states())
+
+	ids = ids[:2]
+	require.NoError(t, appendTx(ctx, t, db, each(func(id string) []store.NewEvent {
+		return []store.NewEvent{{Stream: store.CallStream(id), Type: store.EventSettlementConfirmed,
+			Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + id}}}}
+	})...))
+	require.Equal(t, []string{store.CallPaid, store.CallPaid}, states())
+	c, err = store.CallGetByID(ctx, db.Pool, "m1")
+	require.NoError(t, err)
+	require.Equal(t, "0xm1", c.Settlement.Transaction)
+}
