@@ -30,7 +30,7 @@ type admission struct {
 // it sends the transfer and so makes these records durable too: they need
 // not wait for the disk (store.InRelaxedTx).
 func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics) *store.GroupCommitter[*admission] {
-	cfg := store.GroupCommitConfig{Relaxed: true, Observe: m.GroupCommitObserver("admission")}
+	cfg := store.GroupCommitConfig{Relaxed: true, Linger: store.CommitLinger, Observe: m.GroupCommitObserver("admission")}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
 		params := make([]river.InsertManyParams, len(batch))
 		for i, adm := range batch {

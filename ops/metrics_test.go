@@ -84,7 +84,8 @@ func TestMetricsMoveWithCalls(t *testing.T) {
 		// settlement its submission and its outcome.
 		{"x402d_group_commit_items_total", map[string]string{"committer": "admission", "outcome": "committed"}, 2},
 		{"x402d_group_commit_items_total", map[string]string{"committer": "results", "outcome": "committed"}, 2},
-		{"x402d_group_commit_items_total", map[string]string{"committer": "settlement", "outcome": "committed"}, 4},
+		{"x402d_group_commit_items_total", map[string]string{"committer": "submission", "outcome": "committed"}, 2},
+		{"x402d_group_commit_items_total", map[string]string{"committer": "settlement", "outcome": "committed"}, 2},
 	}
 	before := scrape(t, s)
 	for _, p := range probes {

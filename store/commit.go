@@ -29,7 +29,20 @@ type GroupCommitter[T any] struct {
 	mu       sync.Mutex
 	pending  []*groupItem[T]
 	inFlight int
+	// lastArrival is when the item before the newest came in; lingering
+	// is set while a writer waits for more items (the others then wait
+	// for it instead of writing).
+	lastArrival time.Time
+	lingering   bool
 }
+
+// CommitLinger is the Linger of the service's committers. At a steady 200
+// paid calls a second their items arrive about 5 ms apart and, without it,
+// nearly every one had a transaction of its own: Postgres committed 9.5
+// transactions per paid call without it, 8.0 with it (pg_stat_database, 10 s
+// of `x402d load -rate 200`). It adds at most that much to a commit, and
+// nothing after a quiet spell.
+const CommitLinger = 5 * time.Millisecond
 
 // GroupCommitConfig configures a GroupCommitter.
 type GroupCommitConfig struct {
@@ -40,6 +53,12 @@ type GroupCommitConfig struct {
 	MaxBatch int
 	// Relaxed commits without waiting for the disk (InRelaxedTx).
 	Relaxed bool
+	// Linger is how long a writer waits for more items before writing
+	// when items arrive less than Linger apart (a steady stream, where
+	// each item would otherwise have a transaction of its own); an item
+	// arriving after a quiet spell is written at once. Defaults to 0: no
+	// wait.
+	Linger time.Duration
 	// Timeout bounds the writing of one transaction, which no caller's
 	// context cuts short. Defaults to 30 s.
 	Timeout time.Duration
@@ -78,12 +97,22 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 	it := &groupItem[T]{item: item, done: make(chan struct{})}
 	g.mu.Lock()
 	g.pending = append(g.pending, it)
-	lead := g.inFlight < g.cfg.InFlight
+	now := time.Now()
+	lead := g.inFlight < g.cfg.InFlight && !g.lingering
+	linger := lead && g.cfg.Linger > 0 && now.Sub(g.lastArrival) < g.cfg.Linger
 	if lead {
 		g.inFlight++
+		g.lingering = linger
 	}
+	g.lastArrival = now
 	g.mu.Unlock()
 	if lead {
+		if linger {
+			time.Sleep(g.cfg.Linger)
+			g.mu.Lock()
+			g.lingering = false
+			g.mu.Unlock()
+		}
 		wctx := context.WithoutCancel(ctx)
 		if g.writeNext(wctx) {
 			// Items came in meanwhile: a writer of its own takes them, so

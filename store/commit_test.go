@@ -182,3 +182,40 @@ func BenchmarkAdmission(b *testing.B) {
 		}
 	})
 }
+
+// TestGroupCommitterLinger checks Linger: an item after a quiet spell is
+// written at once, alone; items arriving less than Linger after the one
+// before wait for the others and share a transaction.
+func TestGroupCommitterLinger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var mu sync.Mutex
+	var batches [][]int
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{Linger: time.Second}, func(_ context.Context, _ pgx.Tx, items []int) error {
+		mu.Lock()
+		batches = append(batches, items)
+		mu.Unlock()
+		return nil
+	})
+	require.NoError(t, g.Commit(ctx, 0))
+	mu.Lock()
+	require.Equal(t, [][]int{{0}}, batches, "the first item is written at once")
+	mu.Unlock()
+
+	// The next ones follow within the linger: the first of them waits for
+	// the others.
+	var wg sync.WaitGroup
+	for i := 1; i <= 5; i++ {
+		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
+		require.Eventually(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.pending) == i
+		}, 5*time.Second, time.Millisecond, "item %d waits", i)
+	}
+	wg.Wait()
+	require.Len(t, batches, 2)
+	require.ElementsMatch(t, []int{1, 2, 3, 4, 5}, batches[1])
+	require.Zero(t, g.inFlight)
+}

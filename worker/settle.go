@@ -59,7 +59,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	}
 	// settlement.submitted is committed durably before the transfer is
 	// sent, with those of the other settlements starting now
-	// (commits.outcomes): the call's records before it (its admission, its
+	// (commits.submissions): the call's records before it (its admission, its
 	// result and this job) committed without waiting for the disk, and
 	// this commit flushes them, so that a Postgres crash cannot lose a call
 	// whose payment then moves on chain. A call found past settling is left
@@ -67,7 +67,7 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
 		JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
 	}}
-	if err := w.commits.outcomes.Commit(ctx, submitted); err != nil {
+	if err := w.commits.submissions.Commit(ctx, submitted); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			log.InfoContext(ctx, "settle skipped: call no longer settling")
 			return nil
