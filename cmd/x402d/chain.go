@@ -62,8 +62,10 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 			clients[devchainNetwork], closeFn = c, c.Close
 		}
 		// The devchain has a Multicall3-compatible contract: settlements
-		// share transactions.
-		multicall[devchainNetwork] = devchain.Multicall
+		// share transactions unless SETTLEMENT_BATCH=off.
+		if cfg.SettlementBatch != "off" {
+			multicall[devchainNetwork] = devchain.Multicall
+		}
 		if relayerKey == "" {
 			key, err := devchain.DeriveKey(devchain.Mnemonic, devchain.RelayerAccount)
 			if err != nil {
@@ -75,6 +77,13 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 		var err error
 		if clients, closeFn, err = dialRPC(ctx, cfg.RPCURLs); err != nil {
 			return nil, nil, nil, err
+		}
+		// Through Multicall3 on every chain with SETTLEMENT_BATCH=on
+		// (checked below: it must be deployed there).
+		if cfg.SettlementBatch == "on" {
+			for network := range clients {
+				multicall[network] = evm.Multicall3
+			}
 		}
 	}
 	key, err := evm.ParseKey(relayerKey)
@@ -90,6 +99,10 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 	if err != nil {
 		closeFn()
 		return nil, nil, nil, err
+	}
+	if err := relayer.CheckMulticall(ctx); err != nil {
+		closeFn()
+		return nil, nil, nil, fmt.Errorf("SETTLEMENT_BATCH: %w", err)
 	}
 	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: readers, Relayer: relayer.Address()})
 	if err != nil {

@@ -17,6 +17,10 @@ type Config struct {
 	ListenAddr        string
 	PublicURL         string
 	Settlement        string
+	// SettlementBatch is SETTLEMENT_BATCH: whether EVM settlements share
+	// transactions through Multicall3 (on, off, or auto: on for the
+	// devchain, off for rpc).
+	SettlementBatch string
 	PayToEVM          string
 	PayToSolana       string
 	SolanaFeePayer    string
@@ -86,6 +90,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		DatabaseURL:       env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x402?sslmode=disable"),
 		ListenAddr:        env("LISTEN_ADDR", "127.0.0.1:8080"),
 		Settlement:        env("SETTLEMENT", "devchain"),
+		SettlementBatch:   env("SETTLEMENT_BATCH", "auto"),
 		PayToEVM:          env("PAY_TO_EVM", ""),
 		PayToSolana:       env("PAY_TO_SOLANA", ""),
 		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
@@ -154,6 +159,11 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "devchain", "rpc", "facilitator":
 	default:
 		errs = append(errs, fmt.Sprintf("SETTLEMENT: %q is not devchain, rpc or facilitator", c.Settlement))
+	}
+	switch c.SettlementBatch {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Sprintf("SETTLEMENT_BATCH: %q is not auto, on or off", c.SettlementBatch))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))

@@ -28,6 +28,7 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
 	"github.com/x402d/x402d/x402/evm/evmtest"
 	"github.com/x402d/x402d/x402/payclient"
 )
@@ -289,17 +290,17 @@ func TestRPCSettlement(t *testing.T) {
 	relayer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.RelayerAccount)
 	require.NoError(t, err)
 
-	start := func(payTo string) string {
+	start := func(payTo, batch string) string {
 		db := dbtest.Schema(ctx, t)
 		env := map[string]string{
 			"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 			"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://" + ln.Addr().String(),
-			"RELAYER_KEY": common.Bytes2Hex(crypto.FromECDSA(relayer)), "PAY_TO_EVM": payTo,
+			"RELAYER_KEY": common.Bytes2Hex(crypto.FromECDSA(relayer)), "PAY_TO_EVM": payTo, "SETTLEMENT_BATCH": batch,
 		}
 		return startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 	}
 
-	unsold := start("")
+	unsold := start("", "")
 	for _, op := range []string{"diff", "regex"} {
 		resp, err := http.Post(unsold+"/api/x402/"+op, "application/json", nil)
 		require.NoError(t, err)
@@ -308,21 +309,31 @@ func TestRPCSettlement(t *testing.T) {
 		require.Empty(t, resp.Header.Get("PAYMENT-REQUIRED"), op)
 	}
 
+	// A transaction per payment by default; through Multicall3 with
+	// SETTLEMENT_BATCH=on.
 	payTo := devAddress(t, 7)
-	base := start(payTo.Hex())
 	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
 	require.NoError(t, err)
 	client, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
 	require.NoError(t, err)
-	before, err := chain.BalanceOf(ctx, payTo)
-	require.NoError(t, err)
-	res, err := client.Do(ctx, &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: []byte(`{"a":"1\n","b":"2\n"}`)})
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, res.Status, string(res.Body))
-	require.True(t, res.Settlement.Success)
-	after, err := chain.BalanceOf(ctx, payTo)
-	require.NoError(t, err)
-	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(after, before))
+	for _, tt := range []struct {
+		batch string
+		to    common.Address
+	}{{"", devchain.USDC}, {"on", evm.Multicall3}} {
+		base := start(payTo.Hex(), tt.batch)
+		before, err := chain.BalanceOf(ctx, payTo)
+		require.NoError(t, err)
+		res, err := client.Do(ctx, &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: []byte(`{"a":"1\n","b":"2\n"}`)})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.Status, string(res.Body))
+		require.True(t, res.Settlement.Success)
+		after, err := chain.BalanceOf(ctx, payTo)
+		require.NoError(t, err)
+		require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(after, before))
+		tx, _, err := chain.Client().TransactionByHash(ctx, common.HexToHash(res.Settlement.Transaction))
+		require.NoError(t, err)
+		require.Equal(t, tt.to, *tx.To(), "SETTLEMENT_BATCH=%q", tt.batch)
+	}
 }
 
 // TestFacilitatorSettlement runs the service in facilitator mode against a

@@ -54,14 +54,16 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/x402/evm"
 )
 
 // USDC is the address of USDC on Base, where the devchain places its token.
 var USDC = common.HexToAddress("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913")
 
-// Multicall is the address of Multicall3 on Base and most EVM chains, where
-// the devchain places its batching contract (contracts.DevMulticall).
-var Multicall = common.HexToAddress("0xcA11bde05977b3631167028862bE2a173976CA11")
+// Multicall is the address of Multicall3 on Base and most EVM chains
+// (evm.Multicall3), where the devchain places its batching contract
+// (contracts.DevMulticall).
+var Multicall = evm.Multicall3
 
 // Roles of development accounts (contract.md).
 const (

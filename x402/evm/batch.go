@@ -12,6 +12,11 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 )
 
+// Multicall3 is the address of Multicall3, deployed by the same keyless
+// transaction on most EVM chains (Base among them); the devchain places its
+// Multicall3-compatible contract there too.
+var Multicall3 = common.HexToAddress("0xcA11bde05977b3631167028862bE2a173976CA11")
+
 // multicallABI is the part of Multicall3's interface the relayer uses:
 // aggregate3 runs calls in order, each allowed to fail or not.
 var multicallABI = func() abi.ABI {
@@ -185,6 +190,25 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 		}
 		finish(tx, receipt, nil)
 	}()
+}
+
+// CheckMulticall checks that every chain the relayer batches on has code at
+// its batching contract's address: without it every batch would "succeed"
+// without moving anything.
+func (r *Relayer) CheckMulticall(ctx context.Context) error {
+	for network, chain := range r.chains {
+		if chain.batch == nil {
+			continue
+		}
+		code, err := chain.backend.CodeAt(ctx, chain.batch.multicall, nil)
+		if err != nil {
+			return fmt.Errorf("evm relayer: read code of %s on %s: %w", chain.batch.multicall.Hex(), network, err)
+		}
+		if len(code) == 0 {
+			return fmt.Errorf("evm relayer: no contract at %s on %s to batch settlements through", chain.batch.multicall.Hex(), network)
+		}
+	}
+	return nil
 }
 
 // usedIn reports whether receipt holds the AuthorizationUsed event of auth

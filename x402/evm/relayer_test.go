@@ -528,3 +528,16 @@ func (f *flakyBackend) sent() []string {
 	defer f.mu.Unlock()
 	return append([]string(nil), f.hashes...)
 }
+
+// TestRelayer_CheckMulticall checks that batching through an address without
+// code is refused at start, and accepted at the devchain's Multicall3.
+func TestRelayer_CheckMulticall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, newRelayerOn(t, chain.Client(), batched).CheckMulticall(ctx))
+	require.NoError(t, newRelayer(t).CheckMulticall(ctx), "nothing to check without batching")
+	nowhere := newRelayerOn(t, chain.Client(), func(cfg *evm.RelayerConfig) {
+		cfg.Multicall = map[string]common.Address{"eip155:8453": common.HexToAddress("0x000000000000000000000000000000000000bEEF")}
+	})
+	require.ErrorContains(t, nowhere.CheckMulticall(ctx), "no contract at 0x000000000000000000000000000000000000bEEF on eip155:8453")
+}

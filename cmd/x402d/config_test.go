@@ -1,0 +1,37 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLoadConfigSettlement checks the settlement settings: their defaults,
+// and values that are refused with the variable named.
+func TestLoadConfigSettlement(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		env       map[string]string
+		wantErr   string
+		wantBatch string
+	}{
+		{name: "Defaults", env: map[string]string{}, wantBatch: "auto"},
+		{name: "BatchOn", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545", "SETTLEMENT_BATCH": "on"}, wantBatch: "on"},
+		{name: "BatchOff", env: map[string]string{"SETTLEMENT_BATCH": "off"}, wantBatch: "off"},
+		{name: "BatchUnknown", env: map[string]string{"SETTLEMENT_BATCH": "yes"}, wantErr: `SETTLEMENT_BATCH: "yes" is not auto, on or off`},
+		{name: "SettlementUnknown", env: map[string]string{"SETTLEMENT": "chain"}, wantErr: `SETTLEMENT: "chain" is not devchain, rpc or facilitator`},
+		{name: "RPCWithoutURL", env: map[string]string{"SETTLEMENT": "rpc"}, wantErr: "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantBatch, cfg.SettlementBatch)
+		})
+	}
+}
