@@ -13,14 +13,14 @@ import (
 // Config is the service's configuration, read from the environment (see
 // contract.md). Every field has a working default.
 type Config struct {
-	DatabaseURL       string
-	ListenAddr        string
-	PublicURL         string
-	Settlement        string
+	DatabaseURL string
+	ListenAddr  string
+	PublicURL   string
+	Settlement  string
 	// SettlementBatch is SETTLEMENT_BATCH: whether EVM settlements share
 	// transactions through Multicall3 (on, off, or auto: on for the
 	// devchain, off for rpc).
-	SettlementBatch string
+	SettlementBatch   string
 	PayToEVM          string
 	PayToSolana       string
 	SolanaFeePayer    string
