@@ -198,24 +198,11 @@ func TestRelayer_Concurrent(t *testing.T) {
 	counting := &countingBackend{Backend: chain.Client()}
 	r := newRelayerOn(t, counting)
 	const n = 40
-	payments := make([]*x402.Payment, n)
-	keys := fundedKeys(t, n, 10_000)
-	for i := range payments {
-		key := keys[i]
-		p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
-		require.NoError(t, err)
-		payments[i] = p
-	}
+	payments := verifiedPayments(t, v, fundedKeys(t, n, 10_000))
 	first, err := chain.Client().BlockNumber(ctx)
 	require.NoError(t, err)
 	start := time.Now()
-	var wg sync.WaitGroup
-	results := make([]*x402.SettleResponse, n)
-	errs := make([]error, n)
-	for i, p := range payments {
-		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
-	}
-	wg.Wait()
+	results, errs := settleAll(payments, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) { return r.Settle(ctx, p) })
 	t.Logf("%d concurrent settlements in %s", n, time.Since(start))
 	last, err := chain.Client().BlockNumber(ctx)
 	require.NoError(t, err)
@@ -272,13 +259,7 @@ func TestRelayer_Batched(t *testing.T) {
 		}
 	}
 	sentBefore := len(flaky.sent())
-	var wg sync.WaitGroup
-	results := make([]*x402.SettleResponse, n)
-	errs := make([]error, n)
-	for i, p := range payments {
-		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
-	}
-	wg.Wait()
+	results, errs := settleAll(payments, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) { return r.Settle(ctx, p) })
 	sent := len(flaky.sent()) - sentBefore
 	for i, p := range payments {
 		require.NoError(t, errs[i], "settlement %d", i)
@@ -319,21 +300,8 @@ func TestRelayer_SharedKey(t *testing.T) {
 	ctx := context.Background()
 	v := newVerifier(t)
 	relayers := []*evm.Relayer{newRelayer(t), newRelayer(t)}
-	const n = 60
-	payments := make([]*x402.Payment, n)
-	keys := fundedKeys(t, n, 10_000)
-	for i := range payments {
-		p, err := v.Verify(ctx, requirement(), newPayment(t, keys[i], requirement()).payload(t, requirement()))
-		require.NoError(t, err)
-		payments[i] = p
-	}
-	var wg sync.WaitGroup
-	results := make([]*x402.SettleResponse, n)
-	errs := make([]error, n)
-	for i, p := range payments {
-		wg.Go(func() { results[i], errs[i] = relayers[i%2].Settle(ctx, p) })
-	}
-	wg.Wait()
+	payments := verifiedPayments(t, v, fundedKeys(t, 60, 10_000))
+	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) { return relayers[i%2].Settle(ctx, p) })
 	for i := range payments {
 		require.NoError(t, errs[i], "settlement %d", i)
 		require.True(t, results[i].Success, results[i].ErrorReason)
@@ -351,15 +319,7 @@ func TestRelayer_NodeWithoutBlockReceipts(t *testing.T) {
 	node := &noBlockReceiptsBackend{Backend: chain.Client()}
 	r := newRelayerOn(t, node)
 	const n = 5
-	var wg sync.WaitGroup
-	results := make([]*x402.SettleResponse, n)
-	errs := make([]error, n)
-	for i := range n {
-		p, err := v.Verify(ctx, requirement(), newPayment(t, fundedKey(t, 10_000), requirement()).payload(t, requirement()))
-		require.NoError(t, err)
-		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
-	}
-	wg.Wait()
+	results, errs := settleAll(verifiedPayments(t, v, fundedKeys(t, n, 10_000)), func(_ int, p *x402.Payment) (*x402.SettleResponse, error) { return r.Settle(ctx, p) })
 	for i := range n {
 		require.NoError(t, errs[i])
 		require.True(t, results[i].Success, results[i].ErrorReason)
@@ -540,4 +500,29 @@ func TestRelayer_CheckMulticall(t *testing.T) {
 		cfg.Multicall = map[string]common.Address{"eip155:8453": common.HexToAddress("0x000000000000000000000000000000000000bEEF")}
 	})
 	require.ErrorContains(t, nowhere.CheckMulticall(ctx), "no contract at 0x000000000000000000000000000000000000bEEF on eip155:8453")
+}
+
+// verifiedPayments returns a payment of each key, verified by v.
+func verifiedPayments(t *testing.T, v *evm.Verifier, keys []*ecdsa.PrivateKey) []*x402.Payment {
+	t.Helper()
+	payments := make([]*x402.Payment, len(keys))
+	for i, key := range keys {
+		p, err := v.Verify(context.Background(), requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+		require.NoError(t, err)
+		payments[i] = p
+	}
+	return payments
+}
+
+// settleAll settles every payment at once with settle (given each
+// payment's index) and returns what each got.
+func settleAll(payments []*x402.Payment, settle func(i int, p *x402.Payment) (*x402.SettleResponse, error)) ([]*x402.SettleResponse, []error) {
+	results := make([]*x402.SettleResponse, len(payments))
+	errs := make([]error, len(payments))
+	var wg sync.WaitGroup
+	for i, p := range payments {
+		wg.Go(func() { results[i], errs[i] = settle(i, p) })
+	}
+	wg.Wait()
+	return results, errs
 }
