@@ -161,34 +161,14 @@ func TestLoadWorkersKilled(t *testing.T) {
 		"JOB_TIMEOUT": "3s", "JOB_RESCUE_AFTER": "4s", "RIVER_POLL_INTERVAL": "100ms",
 	}
 	api := startChild(t, "api", env)
-	var mu sync.Mutex
-	workers := []*child{startChild(t, "worker", env), startChild(t, "worker", env)}
-	stop := make(chan struct{})
-	killed := make(chan int)
-	go func() {
-		n := 0
-		defer func() { killed <- n }()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Second):
-			}
-			mu.Lock()
-			workers[i%2].kill()
-			workers[i%2] = startChild(t, "worker", env)
-			mu.Unlock()
-			n++
-		}
-	}()
+	stopKilling := killWorkers(t, env, 2*time.Second)
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		BaseURL: api.addr, Requests: loadRequests, Payer: &fakePayer{payer: "0xkill"},
 		// River looks for stuck jobs every 30 s: a call whose job and then
 		// settlement job were both on killed workers takes over a minute.
 		Concurrency: 16, Duration: 7 * time.Second, Retry: true, RetryFor: 150 * time.Second,
 	})
-	close(stop)
-	require.GreaterOrEqual(t, <-killed, 2)
+	require.GreaterOrEqual(t, stopKilling(), 2)
 	require.NoError(t, err)
 	t.Log(rep)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
@@ -216,26 +196,7 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(chain.Close)
 	api := startChild(t, "api", env)
-	var mu sync.Mutex
-	workers := []*child{startChild(t, "worker", env), startChild(t, "worker", env)}
-	stop := make(chan struct{})
-	killed := make(chan int)
-	go func() {
-		n := 0
-		defer func() { killed <- n }()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(1500 * time.Millisecond):
-			}
-			mu.Lock()
-			workers[i%2].kill()
-			workers[i%2] = startChild(t, "worker", env)
-			mu.Unlock()
-			n++
-		}
-	}()
+	stopKilling := killWorkers(t, env, 1500*time.Millisecond)
 	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
 	require.NoError(t, err)
 	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
@@ -246,31 +207,13 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 		BaseURL: api.addr, Requests: []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}},
 		Payer: payer, Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
 	})
-	close(stop)
-	require.GreaterOrEqual(t, <-killed, 2)
+	require.GreaterOrEqual(t, stopKilling(), 2)
 	require.NoError(t, err)
 	t.Log(rep)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 
 	price := big.NewInt(10_000) // diff: $0.01
-	transfer := crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
-	calls := map[string]int64{}
-	for _, o := range rep.Outcomes {
-		require.True(t, o.Settled, "a 200 without a settled PAYMENT-RESPONSE: %+v", o)
-		calls[o.Tx]++
-	}
-	for tx, n := range calls {
-		receipt, err := chain.TransactionReceipt(ctx, common.HexToHash(tx))
-		require.NoError(t, err, tx)
-		moved := new(big.Int)
-		for _, l := range receipt.Logs {
-			if l.Address == devchain.USDC && len(l.Topics) == 3 && l.Topics[0] == transfer &&
-				common.BytesToAddress(l.Topics[1].Bytes()) == payer.Address() && common.BytesToAddress(l.Topics[2].Bytes()) == payTo {
-				moved.Add(moved, new(big.Int).SetBytes(l.Data))
-			}
-		}
-		require.Equal(t, new(big.Int).Mul(price, big.NewInt(n)), moved, "transaction %s answered %d calls", tx, n)
-	}
+	txs := checkChainPayments(ctx, t, chain, rep, payer.Address(), payTo, price)
 	var paid, doubleConfirmed int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
@@ -282,7 +225,63 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 	var resettled int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
 		store.EventSettlementSubmitted).Scan(&resettled))
-	t.Logf("%d calls settled in %d transactions; %d settlements attempted again after a kill", rep.Calls, len(calls), resettled)
+	t.Logf("%d calls settled in %d transactions; %d settlements attempted again after a kill", rep.Calls, txs, resettled)
+}
+
+// killWorkers starts two worker processes with env and, until the function
+// it returns is called, SIGKILLs one of them every interval and starts
+// another in its place; that function returns how many were killed.
+func killWorkers(t *testing.T, env map[string]string, every time.Duration) func() int {
+	t.Helper()
+	workers := []*child{startChild(t, "worker", env), startChild(t, "worker", env)}
+	stop := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		n := 0
+		defer func() { killed <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(every):
+			}
+			workers[i%2].kill()
+			workers[i%2] = startChild(t, "worker", env)
+			n++
+		}
+	}()
+	return func() int {
+		close(stop)
+		return <-killed
+	}
+}
+
+// checkChainPayments checks the answered calls of rep against the chain:
+// every 200 names a successful transaction that moved price from payer to
+// payTo once for each call naming it (calls share batch transactions). It
+// returns the number of transactions.
+func checkChainPayments(ctx context.Context, t *testing.T, chain *ethclient.Client, rep *loadgen.Report, payer, payTo common.Address, price *big.Int) int {
+	t.Helper()
+	transfer := crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
+	calls := map[string]int64{}
+	for _, o := range rep.Outcomes {
+		require.True(t, o.Settled, "a 200 without a settled PAYMENT-RESPONSE: %+v", o)
+		calls[o.Tx]++
+	}
+	for tx, n := range calls {
+		receipt, err := chain.TransactionReceipt(ctx, common.HexToHash(tx))
+		require.NoError(t, err, tx)
+		require.Equal(t, types.ReceiptStatusSuccessful, receipt.Status)
+		moved := new(big.Int)
+		for _, l := range receipt.Logs {
+			if l.Address == devchain.USDC && len(l.Topics) == 3 && l.Topics[0] == transfer &&
+				common.BytesToAddress(l.Topics[1].Bytes()) == payer && common.BytesToAddress(l.Topics[2].Bytes()) == payTo {
+				moved.Add(moved, new(big.Int).SetBytes(l.Data))
+			}
+		}
+		require.Equal(t, new(big.Int).Mul(price, big.NewInt(n)), moved, "transaction %s answered %d calls", tx, n)
+	}
+	return len(calls)
 }
 
 // TestLoadAPIKilled kills one of two api processes during load; clients
@@ -485,28 +484,8 @@ func TestLoadOnDevchain(t *testing.T) {
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 
 	price := big.NewInt(10_000) // diff: $0.01
-	transfer := crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
-	// Settlements share batch transactions: each moves the price once for
-	// every call that names it.
-	calls := map[string]int64{}
-	for _, o := range rep.Outcomes {
-		require.True(t, o.Settled, "a 200 without a settled PAYMENT-RESPONSE: %+v", o)
-		calls[o.Tx]++
-	}
-	for tx, n := range calls {
-		receipt, err := chain.TransactionReceipt(ctx, common.HexToHash(tx))
-		require.NoError(t, err, tx)
-		require.Equal(t, types.ReceiptStatusSuccessful, receipt.Status)
-		moved := new(big.Int)
-		for _, l := range receipt.Logs {
-			if l.Address == devchain.USDC && len(l.Topics) == 3 && l.Topics[0] == transfer &&
-				common.BytesToAddress(l.Topics[1].Bytes()) == payer.Address() && common.BytesToAddress(l.Topics[2].Bytes()) == payTo {
-				moved.Add(moved, new(big.Int).SetBytes(l.Data))
-			}
-		}
-		require.Equal(t, new(big.Int).Mul(price, big.NewInt(n)), moved, "transaction %s answered %d calls", tx, n)
-	}
-	t.Logf("%d calls settled in %d transactions", rep.Calls, len(calls))
+	txs := checkChainPayments(ctx, t, chain, rep, payer.Address(), payTo, price)
+	t.Logf("%d calls settled in %d transactions", rep.Calls, txs)
 	var paid, confirmed int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventSettlementConfirmed).Scan(&confirmed))
