@@ -78,14 +78,15 @@ const relaxedBegin = "BEGIN; SET LOCAL synchronous_commit = off"
 
 // InRelaxedTx runs fn in a transaction that commits without waiting for its
 // WAL to reach the disk. It is for the records of a paid call made before its
-// settlement (the call and its job, the run's start and success): a database
-// crash may lose them, and nothing is lost with them, because nothing was
-// charged yet (the caller resends the same payment header; a lost job
-// completion is rescued and run again), and because WAL is flushed in order,
-// the durable commit that a settlement makes before it sends the transfer
-// (settlement.submitted) also makes durable every record written before it.
-// Records that answer a caller with a promise (a failure and its "not
-// charged", a settlement) commit durably.
+// run ends (the call and its job, the run's start): a database crash may lose
+// them, and nothing is lost with them, because nothing was charged yet (the
+// caller resends the same payment header; a job whose start was lost is
+// rescued and run again), and because WAL is flushed in order, the next
+// durable commit (River's fetch of the job, the run's result) also makes
+// durable every record written before it. A run's result commits durably:
+// River completes the job in a transaction of its own, which a crash must not
+// keep without the result. Records that answer a caller with a promise (a
+// failure and its "not charged", a settlement) commit durably too.
 func InRelaxedTx(ctx context.Context, db interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }, fn func(tx pgx.Tx) error) error {

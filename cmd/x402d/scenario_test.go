@@ -41,11 +41,12 @@ func TestLoadPostgresRestarted(t *testing.T) {
 			env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s", "RIVER_POLL_INTERVAL": "200ms",
 				"JOB_TIMEOUT": "15s", "JOB_RESCUE_AFTER": "20s"}
 			api := startChild(t, "api", env)
-			startChild(t, "worker", env)
+			worker := startChild(t, "worker", env)
 
 			restarted := make(chan error, 1)
 			go func() {
 				time.Sleep(2 * time.Second)
+				t.Logf("postgres %s at %s", strings.ToLower(tt.name), time.Now().UTC().Format(time.RFC3339Nano))
 				out, err := exec.Command("sh", "-c", tt.command).CombinedOutput()
 				if err != nil {
 					err = &restartError{err: err, out: strings.TrimSpace(string(out))}
@@ -61,6 +62,13 @@ func TestLoadPostgresRestarted(t *testing.T) {
 			t.Log(rep)
 			if rep.Calls != rep.Statuses[http.StatusOK] {
 				logUnanswered(ctx, t, db, rep)
+				for _, id := range unansweredIDs(rep) {
+					for _, line := range strings.Split(api.output()+worker.output(), "\n") {
+						if strings.Contains(line, id) {
+							t.Logf("log: %s", line)
+						}
+					}
+				}
 			}
 			require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 			checkLedger(ctx, t, db, rep)
@@ -94,7 +102,9 @@ func logUnanswered(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadge
 		}
 		rows.Close()
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT id, kind, state, attempt, errors::text FROM river_job WHERE state <> 'completed' ORDER BY id`)
+	rows, err := db.Pool.Query(ctx, `SELECT id, kind, state::text, attempt, coalesce(errors::text, ''), coalesce(args->>'call_id', ''),
+		coalesce(attempted_at::text, ''), coalesce(finalized_at::text, '')
+		FROM river_job WHERE state <> 'completed' OR args->>'call_id' = ANY($1) ORDER BY id`, unansweredIDs(rep))
 	if err != nil {
 		t.Logf("jobs: %v", err)
 		return
@@ -102,13 +112,28 @@ func logUnanswered(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadge
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var kind, state string
 		var attempt int
-		var errs *string
-		if err := rows.Scan(&id, &kind, &state, &attempt, &errs); err == nil {
-			t.Logf("job %d %s %s attempt %d errors %v", id, kind, state, attempt, errs)
+		var kind, state, errs, callID, attemptedAt, finalizedAt string
+		if err := rows.Scan(&id, &kind, &state, &attempt, &errs, &callID, &attemptedAt, &finalizedAt); err != nil {
+			t.Logf("job: %v", err)
+			continue
+		}
+		t.Logf("job %d %s call %s: %s, attempt %d, attempted %s, finalized %s, errors %s", id, kind, callID, state, attempt, attemptedAt, finalizedAt, errs)
+	}
+	if err := rows.Err(); err != nil {
+		t.Logf("jobs: %v", err)
+	}
+}
+
+// unansweredIDs returns the call ids of rep's calls that did not end 200.
+func unansweredIDs(rep *loadgen.Report) []string {
+	var ids []string
+	for _, o := range rep.Outcomes {
+		if o.Status != http.StatusOK && o.CallID != "" {
+			ids = append(ids, o.CallID)
 		}
 	}
+	return ids
 }
 
 type restartError struct {
