@@ -197,6 +197,14 @@ func (w *receiptWait) deliver(r *types.Receipt) {
 	}
 }
 
+// deliver hands w a receipt a waiter found by asking for it, so that the
+// other waiters of the same transaction have it too.
+func (c *relayChain) deliver(w *receiptWait, r *types.Receipt) {
+	c.receiptsMu.Lock()
+	w.deliver(r)
+	c.receiptsMu.Unlock()
+}
+
 // register records that hash is awaited and returns what its receipt
 // arrives on. The first waiter after an idle spell reads the head, so that
 // only blocks from then on are scanned.
@@ -684,9 +692,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	defer chain.unregister(hash)
 	receipt, err := chain.backend.TransactionReceipt(ctx, hash)
 	if err == nil {
-		chain.receiptsMu.Lock()
-		w.deliver(receipt)
-		chain.receiptsMu.Unlock()
+		chain.deliver(w, receipt)
 		return receipt, nil
 	}
 	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
@@ -713,9 +719,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		maxPause = max(r.cfg.MaxPollInterval, time.Second)
 		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
 		if err == nil {
-			chain.receiptsMu.Lock()
-			w.deliver(receipt)
-			chain.receiptsMu.Unlock()
+			chain.deliver(w, receipt)
 			return receipt, nil
 		}
 		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
