@@ -168,8 +168,11 @@ type commits struct {
 	// load:pg-restart.)
 	results *store.GroupCommitter[completed]
 	// submissions records settlement.submitted durably before a transfer
-	// is sent (flushing the relaxed records before it). Settlements start
-	// one by one as results come, so it lingers to group them.
+	// is sent. (The records a crash must not lose before a payment moves
+	// are durable with the result already; a relaxed submission was tried
+	// and measured no faster: PaidRoundTrip p50 7.8–9.5 ms either way.)
+	// Settlements start one by one as results come, so it lingers to
+	// group them.
 	submissions *store.GroupCommitter[store.NewEvent]
 	// outcomes records the settlements' outcomes durably. Those mined in
 	// one block end together: no linger.
