@@ -26,9 +26,9 @@ type admission struct {
 // already used refuses the shared transaction; the calls are then written
 // again in halves and only that one gets store.ErrConflict.
 //
-// Nothing is charged before the settlement, which commits durably before
-// it sends the transfer and so makes these records durable too: they need
-// not wait for the disk (store.InRelaxedTx).
+// Nothing is charged before the settlement, and the run's result, which
+// commits durably, makes these records durable too (WAL is flushed in
+// order): they need not wait for the disk (store.InRelaxedTx).
 func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics) *store.GroupCommitter[*admission] {
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: store.CommitLinger, Observe: m.GroupCommitObserver("admission")}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {

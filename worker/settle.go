@@ -59,11 +59,11 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	}
 	// settlement.submitted is committed durably before the transfer is
 	// sent, with those of the other settlements starting now
-	// (commits.submissions);
-	// a call found past settling is left alone. The call's records that a
-	// Postgres crash must not lose once its payment moves (its admission,
-	// its result and this job) are durable already: the result's commit
-	// waited for the disk, which flushed the admission before it.
+	// (commits.submissions); a call found past settling is left alone. The
+	// call's records that a Postgres crash must not lose once its payment
+	// moves (its admission, its result and this job) are durable already:
+	// the result's commit waited for the disk, which flushed the admission
+	// before it.
 	submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
 		JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
 	}}
