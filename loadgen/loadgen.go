@@ -51,7 +51,12 @@ type Config struct {
 	// to 16.
 	Concurrency int
 	// Rate, when set, starts calls at this many per second (open loop),
-	// still at most Concurrency in flight.
+	// still at most Concurrency in flight. Call n is due n/Rate seconds
+	// after the start, whatever happened to the calls before it: a
+	// generator that falls behind (its cores busy, its slots taken) starts
+	// the calls due at once to catch up, and a call's latency counts from
+	// the time it was due, so that a service too slow for the rate is seen
+	// to be (no coordinated omission).
 	Rate float64
 	// Duration bounds the run. Defaults to 10 s; at most 10 minutes.
 	Duration time.Duration
@@ -153,20 +158,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg       sync.WaitGroup
 	)
 	slots := make(chan struct{}, cfg.Concurrency)
-	var tick <-chan time.Time
+	var wait *time.Timer
 	if cfg.Rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
-		defer t.Stop()
-		tick = t.C
+		wait = time.NewTimer(0)
+		defer wait.Stop()
 	}
 	begin := time.Now()
 loop:
 	for {
-		if tick != nil {
-			select {
-			case <-tick:
-			case <-runCtx.Done():
-				break loop
+		n := int(started.Load())
+		if cfg.MaxCalls > 0 && n >= cfg.MaxCalls {
+			break
+		}
+		due := time.Now()
+		if wait != nil {
+			due = begin.Add(time.Duration(float64(n) * float64(time.Second) / cfg.Rate))
+			if d := time.Until(due); d > 0 {
+				wait.Reset(d)
+				select {
+				case <-wait.C:
+				case <-runCtx.Done():
+					break loop
+				}
 			}
 		}
 		select {
@@ -174,17 +187,13 @@ loop:
 		case <-runCtx.Done():
 			break loop
 		}
-		n := int(started.Add(1)) - 1
-		if cfg.MaxCalls > 0 && n >= cfg.MaxCalls {
-			<-slots
-			break
-		}
+		started.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
 			k := n % len(cfg.Requests)
-			o := call(ctx, &cfg, cfg.Requests[k], quotes[k])
+			o := call(ctx, &cfg, cfg.Requests[k], quotes[k], due)
 			mu.Lock()
 			outcomes = append(outcomes, o)
 			mu.Unlock()
@@ -217,10 +226,9 @@ func summarise(outcomes []Outcome, elapsed time.Duration) *Report {
 }
 
 // call pays and makes one call, retrying a lost answer with the same header
-// when cfg.Retry is set.
-func call(ctx context.Context, cfg *Config, req Request, paymentRequired string) (o Outcome) {
+// when cfg.Retry is set. Its latency counts from start, the time it was due.
+func call(ctx context.Context, cfg *Config, req Request, paymentRequired string, start time.Time) (o Outcome) {
 	o.Op = req.Op
-	start := time.Now()
 	defer func() { o.Latency = time.Since(start) }()
 	header, err := cfg.Payer.Pay(ctx, paymentRequired)
 	if err != nil {

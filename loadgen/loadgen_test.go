@@ -157,6 +157,23 @@ func TestRun(t *testing.T) {
 	require.Equal(t, 10, rep.Calls)
 	require.GreaterOrEqual(t, time.Since(start), 180*time.Millisecond, "10 calls at 50/s take at least 9 intervals of 20 ms")
 
+	// At a rate the service cannot keep up with, latency counts from the
+	// time each call was due: one slot, calls due every 10 ms, answers
+	// taking 40 ms. The fifth call was due at 40 ms and answered at about
+	// 200 ms; measured from its own start it would take 40 ms like the others.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Payment-Signature") != "" {
+			time.Sleep(40 * time.Millisecond)
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	rep, err = Run(ctx, Config{BaseURL: slow.URL, Payer: &countingPayer{}, Concurrency: 1, Rate: 100, MaxCalls: 5, Requests: []Request{{Op: "diff"}}})
+	require.NoError(t, err)
+	require.Equal(t, 5, rep.Calls)
+	require.GreaterOrEqual(t, rep.Max, 150*time.Millisecond, rep.String())
+	require.Less(t, rep.Outcomes[0].Latency, 100*time.Millisecond, "the first call was due when it started")
+
 	// A service that does not quote is an error, and so is a distant one.
 	bare := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(bare.Close)
