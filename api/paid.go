@@ -243,7 +243,7 @@ func (s *Server) await(c echo.Context, id, token string, sub *store.Subscription
 	defer timer.Stop()
 	for read := readFirst; ; read = true {
 		if read {
-			call, err := store.CallGetByID(ctx, s.cfg.Pool, id)
+			call, err := store.CallGetAnswer(ctx, s.cfg.Pool, id)
 			if err != nil {
 				return err
 			}
@@ -327,7 +327,7 @@ func (s *Server) poll(c echo.Context) error {
 	ctx := c.Request().Context()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(id))
 	defer sub.Close()
-	call, err := store.CallGetByID(ctx, s.cfg.Pool, id)
+	call, err := store.CallGetAnswer(ctx, s.cfg.Pool, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound
 	}

@@ -127,7 +127,7 @@ func New(cfg Config) *Metrics {
 		}),
 		commitItems: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "group_commit_items_total",
-			Help: "Items written by group commits (admission: paid calls; results; submission: settlement.submitted before a transfer; settlement: settlement outcomes), by committer and outcome (committed, conflict, error); divided by x402d_group_commit_transactions_total, the items per transaction.",
+			Help: "Items written by group commits (admission: paid calls; results; submission: settlement.submitted before a settlement's later attempt; settlement: settlement outcomes), by committer and outcome (committed, conflict, error); divided by x402d_group_commit_transactions_total, the items per transaction.",
 		}, []string{"committer", "outcome"}),
 		commitTxs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "group_commit_transactions_total",

@@ -80,11 +80,12 @@ func TestMetricsMoveWithCalls(t *testing.T) {
 		{"x402d_http_requests_total", map[string]string{"method": "POST", "route": "/api/x402/:op", "status": "200"}, 1},
 		{"x402d_http_requests_total", map[string]string{"method": "GET", "route": "/ops/calls", "status": "401"}, 1},
 		{"x402d_http_request_duration_seconds", map[string]string{"method": "POST", "route": "/api/x402/:op"}, 6},
-		// Group commits: two calls admitted, two results, and for each
-		// settlement its submission and its outcome.
+		// Group commits: two calls admitted, two results (each with its
+		// settlement's first submission), no settlement attempted again,
+		// and two outcomes.
 		{"x402d_group_commit_items_total", map[string]string{"committer": "admission", "outcome": "committed"}, 2},
 		{"x402d_group_commit_items_total", map[string]string{"committer": "results", "outcome": "committed"}, 2},
-		{"x402d_group_commit_items_total", map[string]string{"committer": "submission", "outcome": "committed"}, 2},
+		{"x402d_group_commit_items_total", map[string]string{"committer": "submission", "outcome": "committed"}, 0},
 		{"x402d_group_commit_items_total", map[string]string{"committer": "settlement", "outcome": "committed"}, 2},
 	}
 	before := scrape(t, s)

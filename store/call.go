@@ -146,10 +146,11 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 
 // supersededCall reports whether the projection of a call event of type typ
 // adds nothing when the event before it on the call, in the same Append, is
-// prev and the one after it is next ("" for none): job.queued only sets
-// updated_at, which payment.verified's insert just set; job.started and
-// settlement.submitted are followed by an outcome that accepts the call in
-// the same states and moves it further. Leaving these out saves a statement
+// prev and the one after it is next ("" for none): job.queued and
+// settlement.submitted only set updated_at, which the event before them
+// (payment.verified's insert, job.succeeded's update) just set; job.started
+// and settlement.submitted are followed by an outcome that accepts the call
+// in the same states and moves it further. Leaving these out saves a statement
 // in each of a paid call's three transactions.
 func supersededCall(typ, prev, next string) bool {
 	switch typ {
@@ -158,7 +159,7 @@ func supersededCall(typ, prev, next string) bool {
 	case EventJobStarted:
 		return next == EventJobSucceeded || next == EventJobFailed
 	case EventSettlementSubmitted:
-		return next == EventSettlementConfirmed || next == EventSettlementFailed
+		return prev == EventJobSucceeded || next == EventSettlementConfirmed || next == EventSettlementFailed
 	}
 	return false
 }
@@ -187,6 +188,10 @@ type Call struct {
 
 const callColumns = "id, op, state, token, request_hash, payment_key, network, payer, amount, payment, result, failure, settlement, created_at, updated_at"
 
+// answerColumns are callColumns without the payment, which answering a call
+// does not need: Postgres does not render it and nothing decodes it.
+const answerColumns = "id, op, state, token, request_hash, payment_key, network, payer, amount, NULL::jsonb, result, failure, settlement, created_at, updated_at"
+
 func scanCall(row pgx.Row) (*Call, error) {
 	var c Call
 	var payment, result, failure, settlement []byte
@@ -194,8 +199,10 @@ func scanCall(row pgx.Row) (*Call, error) {
 		&payment, &result, &failure, &settlement, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return nil, interpretError(err)
 	}
-	if err := json.Unmarshal(payment, &c.Payment); err != nil {
-		return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)
+	if payment != nil {
+		if err := json.Unmarshal(payment, &c.Payment); err != nil {
+			return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)
+		}
 	}
 	if result != nil {
 		c.Result = result
@@ -222,6 +229,34 @@ func CallGetByID(ctx context.Context, db DBTX, id string) (*Call, error) {
 		return nil, fmt.Errorf("get call %s: %w", id, err)
 	}
 	return c, nil
+}
+
+// CallGetAnswer returns call id without its payment (Payment is zero): what
+// answering the call needs, read once per paid call.
+func CallGetAnswer(ctx context.Context, db DBTX, id string) (*Call, error) {
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+answerColumns+" FROM calls WHERE id = $1", id))
+	if err != nil {
+		return nil, fmt.Errorf("get call %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// CallNetworks returns the network of each of the calls ids paid on, by id.
+func CallNetworks(ctx context.Context, db DBTX, ids []string) (map[string]string, error) {
+	rows, err := db.Query(ctx, "SELECT id, network FROM calls WHERE id = ANY($1)", ids)
+	if err != nil {
+		return nil, fmt.Errorf("networks of %d calls: %w", len(ids), err)
+	}
+	networks := make(map[string]string, len(ids))
+	var id, network string
+	_, err = pgx.ForEachRow(rows, []any{&id, &network}, func() error {
+		networks[id] = network
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("networks of %d calls: %w", len(ids), err)
+	}
+	return networks, nil
 }
 
 // CallGetByPaymentKey returns the call paid for by the payment with key.

@@ -70,6 +70,16 @@ func TestAppend(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.CallPaid, c.State)
 		require.Equal(t, "0x1", c.Settlement.Transaction)
+		require.NotEmpty(t, c.Payment.Payload)
+
+		// The answer's read is the same call without its payment.
+		a, err := store.CallGetAnswer(ctx, b.db.Pool, "c1")
+		require.NoError(t, err)
+		require.Equal(t, x402.Payment{}, a.Payment)
+		a.Payment = c.Payment
+		require.Equal(t, c, a)
+		_, err = store.CallGetAnswer(ctx, b.db.Pool, "nope")
+		require.ErrorIs(t, err, store.ErrNotFound)
 
 		events, err := store.EventListByStream(ctx, b.db.Pool, s)
 		require.NoError(t, err)
@@ -115,14 +125,18 @@ func TestAppend(t *testing.T) {
 			{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true}}},
 		}
 		require.ErrorIs(t, appendTx(ctx, t, b.db, settle...), store.ErrConflict, "settled before its result")
+		// A run's result comes with its settlement's first submission
+		// (superseded by the result's update).
 		run := []store.NewEvent{
 			{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}},
 			{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{}`)}},
+			{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Attempt: 1}},
 		}
 		require.NoError(t, appendTx(ctx, t, b.db, run...))
 		require.ErrorIs(t, appendTx(ctx, t, b.db, run...), store.ErrConflict, "a second result")
 		require.NoError(t, appendTx(ctx, t, b.db, settle...))
 		require.ErrorIs(t, appendTx(ctx, t, b.db, settle...), store.ErrConflict, "settled twice")
+		require.ErrorIs(t, appendTx(ctx, t, b.db, settle[0]), store.ErrConflict, "submitted once paid")
 
 		c, err := store.CallGetByID(ctx, b.db.Pool, "c4")
 		require.NoError(t, err)
@@ -138,7 +152,7 @@ func TestAppend(t *testing.T) {
 		}
 		require.Equal(t, []string{
 			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
-			store.EventSettlementSubmitted, store.EventSettlementConfirmed,
+			store.EventSettlementSubmitted, store.EventSettlementSubmitted, store.EventSettlementConfirmed,
 		}, types)
 	})
 

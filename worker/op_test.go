@@ -3,8 +3,10 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +46,35 @@ func nap(ctx context.Context, in napInput) (map[string]int, error) {
 	}
 }
 
+// flakySettler fails the first settlement of the calls named in fail (by
+// payment nonce, the call id in these tests), as an unreachable chain would.
+type flakySettler struct {
+	x402.Settler
+	mu    sync.Mutex
+	fail  map[string]bool
+	tries map[string]int
+}
+
+func (s *flakySettler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	s.mu.Lock()
+	if s.tries == nil {
+		s.tries = map[string]int{}
+	}
+	s.tries[p.Nonce]++
+	failed := s.fail[p.Nonce] && s.tries[p.Nonce] == 1
+	s.mu.Unlock()
+	if failed {
+		return nil, errors.New("chain unreachable")
+	}
+	return s.Settler.Settle(ctx, p)
+}
+
+func (s *flakySettler) calls(nonce string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries[nonce]
+}
+
 // TestOpRecordsItsStart checks when job.started is written: with the outcome
 // for a quick run, on its own while a slow run still goes (the call shows as
 // running), and a panicking operation fails its call instead of the process.
@@ -51,8 +82,9 @@ func TestOpRecordsItsStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
+	settler := &flakySettler{Settler: &paytest.Payments{}, fail: map[string]bool{"retried": true}}
 	client, err := worker.NewClient(&worker.Deps{
-		Pool: db.Pool, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler),
+		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
 		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
 	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
@@ -78,15 +110,19 @@ func TestOpRecordsItsStart(t *testing.T) {
 		}))
 	}
 	// final waits for the call to end and returns its events.
-	final := func(t *testing.T, id string) (*store.Call, []store.Event) {
+	final := func(t *testing.T, id string, within ...time.Duration) (*store.Call, []store.Event) {
 		t.Helper()
+		wait := 10 * time.Second
+		if len(within) > 0 {
+			wait = within[0]
+		}
 		var call *store.Call
 		require.Eventually(t, func() bool {
 			c, err := store.CallGetByID(ctx, db.Pool, id)
 			require.NoError(t, err)
 			call = c
 			return store.IsFinal(c.State)
-		}, 10*time.Second, 10*time.Millisecond, "call %s never ended", id)
+		}, wait, 10*time.Millisecond, "call %s never ended", id)
 		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
 		require.NoError(t, err)
 		return call, events
@@ -106,8 +142,32 @@ func TestOpRecordsItsStart(t *testing.T) {
 		call, events := final(t, "quick")
 		require.Equal(t, store.CallPaid, call.State)
 		require.Equal(t, paidSequence, types(events))
-		// job.started and job.succeeded were appended together.
+		// job.started and job.succeeded were appended together, and the
+		// first attempt's settlement.submitted with them: it names the
+		// settlement job the result inserted.
 		require.Equal(t, events[2].CreatedAt, events[3].CreatedAt)
+		require.Equal(t, events[3].CreatedAt, events[4].CreatedAt)
+		var submitted store.SettlementSubmitted
+		require.NoError(t, json.Unmarshal(events[4].Data, &submitted))
+		var settleJob int64
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT id FROM river_job WHERE kind = 'settle' AND args->>'call_id' = 'quick'").Scan(&settleJob))
+		require.Equal(t, store.SettlementSubmitted{JobID: settleJob, Network: "eip155:8453", Attempt: 1}, submitted)
+	})
+
+	// A settlement attempted again (its first attempt's transfer failed)
+	// records its own settlement.submitted, durably, before trying again.
+	t.Run("SettlementRetried", func(t *testing.T) {
+		queue(t, "retried", napInput{Ms: 0})
+		call, events := final(t, "retried", 30*time.Second)
+		require.Equal(t, store.CallPaid, call.State)
+		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
+		var first, second store.SettlementSubmitted
+		require.NoError(t, json.Unmarshal(events[4].Data, &first))
+		require.NoError(t, json.Unmarshal(events[5].Data, &second))
+		require.Equal(t, 1, first.Attempt)
+		require.Equal(t, store.SettlementSubmitted{JobID: first.JobID, Network: "eip155:8453", Attempt: 2}, second)
+		require.Equal(t, 2, settler.calls("retried"))
 	})
 
 	t.Run("Slow", func(t *testing.T) {

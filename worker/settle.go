@@ -57,22 +57,25 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 		log.InfoContext(ctx, "settle skipped", "state", call.State)
 		return nil
 	}
-	// settlement.submitted is committed durably before the transfer is
-	// sent, with those of the other settlements starting now
-	// (commits.submissions); a call found past settling is left alone. The
-	// call's records that a Postgres crash must not lose once its payment
-	// moves (its admission, its result and this job) are durable already:
-	// the result's commit waited for the disk, which flushed the admission
-	// before it.
-	submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
-		JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
-	}}
-	if err := w.commits.submissions.Commit(ctx, submitted); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			log.InfoContext(ctx, "settle skipped: call no longer settling")
-			return nil
+	// settlement.submitted is durable before the transfer is sent: the
+	// first attempt's was committed with the result that inserted this job
+	// (commits.results), a later attempt's is committed now, with those of
+	// the other settlements starting again (commits.submissions); a call
+	// found past settling is left alone. The call's records that a
+	// Postgres crash must not lose once its payment moves (its admission,
+	// its result and this job) are durable already: the result's commit
+	// waited for the disk, which flushed the admission before it.
+	if job.Attempt > 1 {
+		submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
+			JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
+		}}
+		if err := w.commits.submissions.Commit(ctx, submitted); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				log.InfoContext(ctx, "settle skipped: call no longer settling")
+				return nil
+			}
+			return fmt.Errorf("settle %s: record submission: %w", callID, err)
 		}
-		return fmt.Errorf("settle %s: record submission: %w", callID, err)
 	}
 
 	resp, err := w.deps.Settler.Settle(ctx, &call.Payment)

@@ -15,6 +15,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -167,12 +168,10 @@ type commits struct {
 	// result never delivered. Seen once in about twenty crash runs of
 	// load:pg-restart.)
 	results *store.GroupCommitter[completed]
-	// submissions records settlement.submitted durably before a transfer
-	// is sent. (The records a crash must not lose before a payment moves
-	// are durable with the result already; a relaxed submission was tried
-	// and measured no faster: PaidRoundTrip p50 7.8–9.5 ms either way.)
-	// Settlements start one by one as results come, so it lingers to
-	// group them.
+	// submissions records settlement.submitted durably before the
+	// transfer of a settlement's later attempt (a job retried or rescued);
+	// the first attempt's is recorded with the result. They come one by
+	// one, so it lingers to group them.
 	submissions *store.GroupCommitter[store.NewEvent]
 	// outcomes records the settlements' outcomes durably. Those mined in
 	// one block end together: no linger.
@@ -190,22 +189,57 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 	return &commits{
 		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []completed) error {
 			params := make([]river.InsertManyParams, len(runs))
-			var events []store.NewEvent
+			ids := make([]string, len(runs))
 			for i, run := range runs {
 				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}}
-				events = append(events, run.events...)
+				ids[i] = run.callID
 			}
 			// The workers' client, from the context of the job whose
 			// run writes this transaction.
 			client := river.ClientFromContext[pgx.Tx](ctx)
-			if _, err := client.InsertManyTx(ctx, tx, params); err != nil {
+			inserted, err := client.InsertManyTx(ctx, tx, params)
+			if err != nil {
 				return fmt.Errorf("insert %d settle jobs: %w", len(runs), err)
+			}
+			settleJobs, err := settleJobIDs(inserted)
+			if err != nil {
+				return err
+			}
+			networks, err := store.CallNetworks(ctx, tx, ids)
+			if err != nil {
+				return err
+			}
+			// Each settlement's first attempt is recorded here, with the
+			// result that queues it: durable before its job can run, so
+			// before any transfer, and one write fewer per paid call than
+			// a transaction of its own in the job. A later attempt records
+			// itself (settleWorker).
+			events := make([]store.NewEvent, 0, 3*len(runs))
+			for _, run := range runs {
+				events = append(events, run.events...)
+				events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
+					JobID: settleJobs[run.callID], Network: networks[run.callID], Attempt: 1,
+				}})
 			}
 			return store.Append(ctx, tx, events...)
 		}),
 		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents),
 		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, appendEvents),
 	}
+}
+
+// settleJobIDs maps each call to the id of the settlement job inserted for
+// it (River does not promise to answer in the order of its params).
+func settleJobIDs(inserted []*rivertype.JobInsertResult) (map[string]int64, error) {
+	ids := make(map[string]int64, len(inserted))
+	for _, res := range inserted {
+		var args SettleArgs
+		if err := json.Unmarshal(res.Job.EncodedArgs, &args); err != nil {
+			return nil, fmt.Errorf("settle job %d: args: %w", res.Job.ID, err)
+		}
+		ids[args.CallID] = res.Job.ID
+	}
+	return ids, nil
 }
 
 // appendEvents appends the events of a group commit.

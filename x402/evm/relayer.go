@@ -776,7 +776,12 @@ func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookb
 // verified payment. A payment that cannot be read is a *x402.Refusal
 // (invalid payload).
 func paymentTransfer(p *x402.Payment) (common.Address, *exactPayload, error) {
-	var payload x402.PaymentPayload
+	// Only the scheme's payload is needed: the rest of the PaymentPayload
+	// (the requirements it accepted, the resource) was checked at
+	// verification and is skipped, not decoded.
+	var payload struct {
+		Payload json.RawMessage `json:"payload"`
+	}
 	if err := json.Unmarshal(p.Payload, &payload); err != nil {
 		return common.Address{}, nil, refuse(ReasonPayload, "payment payload: %v", err)
 	}
