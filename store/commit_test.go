@@ -219,3 +219,104 @@ func TestGroupCommitterLinger(t *testing.T) {
 	require.ElementsMatch(t, []int{1, 2, 3, 4, 5}, batches[1])
 	require.Zero(t, g.inFlight)
 }
+
+// TestGroupCommitterLingerEndsWithCaller checks that a writer lingering for
+// more items writes them at once when its caller gives up.
+func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var mu sync.Mutex
+	var batches [][]int
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{Linger: time.Minute}, func(_ context.Context, _ pgx.Tx, items []int) error {
+		mu.Lock()
+		batches = append(batches, items)
+		mu.Unlock()
+		return nil
+	})
+	require.NoError(t, g.Commit(ctx, 0))
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Written either way; its caller may hear that it gave up.
+		if err := g.Commit(cctx, 1); err != nil {
+			require.ErrorIs(t, err, context.Canceled)
+		}
+	})
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.lingering
+	}, 5*time.Second, time.Millisecond, "no writer lingered")
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 2)) })
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.pending) == 2
+	}, 5*time.Second, time.Millisecond, "item 2 never waited")
+	start := time.Now()
+	cancel()
+	wg.Wait()
+	require.Less(t, time.Since(start), 5*time.Second, "the linger outlived its caller")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, [][]int{{0}, {1, 2}}, batches)
+}
+
+// TestGroupCommitterLingerOff checks that a linger that gathers nothing
+// turns lingering off (a caller sending items one after the other waits
+// once, not every time) until two items are written together again.
+func TestGroupCommitterLingerOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const linger = 300 * time.Millisecond
+	hold := make(chan struct{})
+	var mu sync.Mutex
+	var batches [][]int
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{InFlight: 1, Linger: linger}, func(_ context.Context, _ pgx.Tx, items []int) error {
+		if items[0] == 10 {
+			<-hold
+		}
+		mu.Lock()
+		batches = append(batches, items)
+		mu.Unlock()
+		return nil
+	})
+	timed := func(i int) time.Duration {
+		start := time.Now()
+		require.NoError(t, g.Commit(ctx, i))
+		return time.Since(start)
+	}
+	// One after the other: the second lingers for nothing, the next ones
+	// are written at once.
+	require.Less(t, timed(0), linger/2, "the first item is written at once")
+	require.GreaterOrEqual(t, timed(1), linger, "the second lingers")
+	for i := 2; i <= 4; i++ {
+		require.Less(t, timed(i), linger/2, "item %d lingered again", i)
+	}
+
+	// Items 11 and 12 wait behind item 10's transaction and are written
+	// together: the next item lingers again.
+	var wg sync.WaitGroup
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 10)) })
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.inFlight == 1 && len(g.pending) == 0
+	}, 5*time.Second, time.Millisecond)
+	for _, i := range []int{11, 12} {
+		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
+	}
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.pending) == 2
+	}, 5*time.Second, time.Millisecond)
+	close(hold)
+	wg.Wait()
+	require.GreaterOrEqual(t, timed(13), linger, "lingering came back")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, [][]int{{0}, {1}, {2}, {3}, {4}, {10}, {11, 12}, {13}}, batches)
+}
