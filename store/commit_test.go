@@ -265,7 +265,8 @@ func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
 
 // TestGroupCommitterLingerOff checks that a linger that gathers nothing
 // turns lingering off (a caller sending items one after the other waits
-// once, not every time) until two items are written together again.
+// once, not every time) until two items are written together again or
+// lingerRetry has passed.
 func TestGroupCommitterLingerOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -317,6 +318,18 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 	wg.Wait()
 	require.GreaterOrEqual(t, timed(13), linger, "lingering came back")
 	mu.Lock()
-	defer mu.Unlock()
 	require.Equal(t, [][]int{{0}, {1}, {2}, {3}, {4}, {10}, {11, 12}, {13}}, batches)
+	mu.Unlock()
+
+	// Item 13 gathered nothing: lingering is off again, for lingerRetry.
+	start := time.Now()
+	var lingered []int
+	for i := 14; time.Since(start) < lingerRetry+linger; i++ {
+		if timed(i) >= linger {
+			lingered = append(lingered, i)
+		}
+		time.Sleep(linger / 3)
+	}
+	require.Len(t, lingered, 1, "one linger once lingerRetry had passed")
+	require.Greater(t, lingered[0], 16, "lingering came back before lingerRetry")
 }
