@@ -138,13 +138,22 @@ func (w *opWorker[In, Out]) run(ctx context.Context, in In) (res runResult[Out])
 // fail records a failed run. A final failure appends job.failed, after the
 // pending events not yet appended (a pure operation's job.started): the
 // caller gets 502 and is never charged, and the job is cancelled. Otherwise
-// River retries.
+// the pending events are appended alone and River retries.
 func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[In]], cause error, log interface {
 	WarnContext(ctx context.Context, msg string, args ...any)
 }, start time.Time, pending []store.NewEvent) error {
 	final := !w.binding.retry || job.Attempt >= job.MaxAttempts || permanent(cause)
 	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "duration_ms", time.Since(start).Milliseconds())
 	if !final {
+		// River runs the job again; the held-back job.started of this
+		// attempt is kept (relaxed: it only tells the call's history),
+		// so that the call's events show every attempt.
+		if len(pending) > 0 {
+			err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error { return store.Append(ctx, tx, pending...) })
+			if err != nil && !errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("record start of call %s: %w (cause: %w)", job.Args.CallID, err, cause)
+			}
+		}
 		return cause
 	}
 	// Durable: the caller is told at once that it was not charged.

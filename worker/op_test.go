@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,15 @@ func (napInput) Kind() string                { return "nap" }
 func (napInput) Validate(*jobs.Limits) error { return nil }
 
 var napOp = jobs.Define[napInput](jobs.Spec{Name: "nap", Price: "0.010000", Queue: jobs.QueuePure})
+
+// flakyInput is a test operation, retried on failure, that fails its first
+// run.
+type flakyInput struct{}
+
+func (flakyInput) Kind() string                { return "flaky" }
+func (flakyInput) Validate(*jobs.Limits) error { return nil }
+
+var flakyOp = jobs.Define[flakyInput](jobs.Spec{Name: "flaky", Price: "0.010000", Queue: jobs.QueuePure})
 
 func nap(ctx context.Context, in napInput) (map[string]int, error) {
 	if in.Panic {
@@ -82,10 +92,16 @@ func TestOpRecordsItsStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
+	var flakyRuns atomic.Int32
 	settler := &flakySettler{Settler: &paytest.Payments{}, fail: map[string]bool{"retried": true}}
 	client, err := worker.NewClient(&worker.Deps{
 		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
-		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
+		Ops: []worker.Op{worker.Bind(napOp, nap, false), worker.Bind(flakyOp, func(context.Context, flakyInput) (map[string]int, error) {
+			if flakyRuns.Add(1) == 1 {
+				return nil, errors.New("upstream down")
+			}
+			return map[string]int{"runs": int(flakyRuns.Load())}, nil
+		}, true)},
 	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
@@ -225,6 +241,32 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'settle' AND args->>'call_id' LIKE 'burst%'").Scan(&settleJobs))
 		require.Equal(t, n, settleJobs)
 		t.Logf("%d results written in %d transactions", n, len(times))
+	})
+
+	// An operation run again after a failure keeps the job.started of its
+	// failed attempt: the call's events show both.
+	t.Run("RunRetried", func(t *testing.T) {
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			stream := store.CallStream("flaky")
+			if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
+				Op: "flaky", Token: "tok", RequestHash: []byte("flaky"),
+				Payment: x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: "flaky", Amount: "10000", Payload: json.RawMessage(`{}`)},
+			}}); err != nil {
+				return err
+			}
+			_, err := client.InsertTx(ctx, tx, jobs.Args[flakyInput]{CallID: "flaky"}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 3})
+			return err
+		}))
+		call, events := final(t, "flaky", 30*time.Second)
+		require.Equal(t, store.CallPaid, call.State)
+		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobStarted, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
+		for i, attempt := range []int{1, 2} {
+			var started store.JobStarted
+			require.NoError(t, json.Unmarshal(events[1+i].Data, &started))
+			require.Equal(t, attempt, started.Attempt)
+		}
+		require.JSONEq(t, `{"call_id":"flaky","op":"flaky","runs":2}`, string(call.Result))
 	})
 
 	t.Run("Panics", func(t *testing.T) {
