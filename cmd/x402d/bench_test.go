@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/loadgen"
 )
 
 // BenchmarkPaidRoundTrip measures a paid pure-operation call from the
@@ -41,4 +42,31 @@ func BenchmarkPaidRoundTrip(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+}
+
+// BenchmarkPaidSteady offers 300 paid calls a second for 10 s (open loop,
+// x402d load's -rate) to one serve process paying with the payment double:
+// the service's own latency at the rate, everything but a chain's
+// blocks (docs/performance.md). It reports the calls answered per second and
+// the p50 and p99 latencies; each run also checks that every call was
+// answered 200.
+func BenchmarkPaidSteady(b *testing.B) {
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, b)
+	base := startInProcess(ctx, b, "serve", testEnv(db, map[string]string{"DB_MAX_CONNS": "20"}))
+	for run := 0; b.Loop(); run++ {
+		rep, err := loadgen.Run(ctx, loadgen.Config{
+			BaseURL: base, Requests: loadRequests[:1], Payer: &fakePayer{payer: fmt.Sprintf("0xsteady%d", run)},
+			Concurrency: 1000, Rate: 300, Duration: 10 * time.Second,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Statuses[http.StatusOK] != rep.Calls {
+			b.Fatalf("not every call answered 200: %s", rep)
+		}
+		b.ReportMetric(rep.Throughput, "calls/s")
+		b.ReportMetric(float64(rep.P50.Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(rep.P99.Microseconds())/1000, "p99_ms")
+	}
 }
