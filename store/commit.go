@@ -52,7 +52,11 @@ const lingerRetry = time.Second
 // 30 ms, x402d 9.4 s and 8.3-9.0 s, the calls' latency unchanged (it waits
 // for a block a second). A caller sending its calls one after the other
 // lingers at most once a second (PaidRoundTrip: p50 8.9 ms with the 5 ms
-// linger, which it hit on nearly every call, 3.5 ms now).
+// linger, which it hit on nearly every call, 3.5 ms now), and a linger ends
+// 10 ms after the last item came (LingerIdle): 16 clients calling in a
+// closed loop without a chain (TestLoadSteady) did 201 calls/s with
+// lingers of 30 ms, 411/s with this, 533/s with a 5 ms idle time, which
+// cost 5% more CPU at a steady 1,000 calls/s (the cores then saturated).
 const CommitLinger = 30 * time.Millisecond
 
 // GroupCommitConfig configures a GroupCommitter.
@@ -72,6 +76,9 @@ type GroupCommitConfig struct {
 	// other) turns lingering off for a second, or until two items are
 	// written together. Defaults to 0: no wait.
 	Linger time.Duration
+	// LingerIdle ends a linger early once no item has come for that long
+	// (a burst has passed). Defaults to a third of Linger.
+	LingerIdle time.Duration
 	// Timeout bounds the writing of one transaction, which no caller's
 	// context cuts short. Defaults to 30 s.
 	Timeout time.Duration
@@ -99,6 +106,9 @@ func NewGroupCommitter[T any](pool *pgxpool.Pool, cfg GroupCommitConfig, write f
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	if cfg.LingerIdle <= 0 {
+		cfg.LingerIdle = cfg.Linger / 3
+	}
 	return &GroupCommitter[T]{pool: pool, cfg: cfg, write: write}
 }
 
@@ -121,19 +131,7 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 	g.mu.Unlock()
 	if lead {
 		if linger {
-			// A caller that gives up writes the items now.
-			t := time.NewTimer(g.cfg.Linger)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-			g.mu.Lock()
-			g.lingering = false
-			if len(g.pending) < 2 {
-				g.lingerOff = time.Now().Add(lingerRetry)
-			}
-			g.mu.Unlock()
+			g.linger(ctx, now)
 		}
 		wctx := context.WithoutCancel(ctx)
 		if g.writeNext(wctx) {
@@ -150,6 +148,41 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 		return it.err
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// linger waits for more items, from start up to Linger, and less once none
+// has come for LingerIdle or when its caller gives up (the items are then
+// written at once). A linger that gathered no other item turns lingering off
+// for lingerRetry.
+func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
+	deadline := start.Add(g.cfg.Linger)
+	t := time.NewTimer(g.cfg.LingerIdle)
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		until := g.lastArrival.Add(g.cfg.LingerIdle)
+		g.mu.Unlock()
+		if until.After(deadline) {
+			until = deadline
+		}
+		wait := time.Until(until)
+		if wait <= 0 {
+			break
+		}
+		t.Reset(wait)
+		select {
+		case <-t.C:
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lingering = false
+	if len(g.pending) < 2 {
+		g.lingerOff = time.Now().Add(lingerRetry)
 	}
 }
 

@@ -275,7 +275,7 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 	hold := make(chan struct{})
 	var mu sync.Mutex
 	var batches [][]int
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{InFlight: 1, Linger: linger}, func(_ context.Context, _ pgx.Tx, items []int) error {
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{InFlight: 1, Linger: linger, LingerIdle: linger}, func(_ context.Context, _ pgx.Tx, items []int) error {
 		if items[0] == 10 {
 			<-hold
 		}
@@ -332,4 +332,44 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 	}
 	require.Len(t, lingered, 1, "one linger once lingerRetry had passed")
 	require.Greater(t, lingered[0], 16, "lingering came back before lingerRetry")
+}
+
+// TestGroupCommitterLingerIdle checks that a linger lasts while items keep
+// coming, up to Linger, and ends once none has come for LingerIdle.
+func TestGroupCommitterLingerIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var mu sync.Mutex
+	var batches [][]int
+	g := NewGroupCommitter(db.Pool, GroupCommitConfig{Linger: 10 * time.Second, LingerIdle: 200 * time.Millisecond}, func(_ context.Context, _ pgx.Tx, items []int) error {
+		mu.Lock()
+		batches = append(batches, items)
+		mu.Unlock()
+		return nil
+	})
+	require.NoError(t, g.Commit(ctx, 0))
+	// Item 1 lingers; items 2 to 8 come 50 ms apart, each extending the
+	// linger; 200 ms after the last one, all are written together, long
+	// before Linger.
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 1)) })
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.lingering
+	}, 5*time.Second, time.Millisecond, "no writer lingered")
+	for i := 2; i <= 8; i++ {
+		time.Sleep(50 * time.Millisecond)
+		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
+	}
+	wg.Wait()
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, 500*time.Millisecond, "the linger ended while items were still coming")
+	require.Less(t, took, 3*time.Second, "the linger outlasted its idle time")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, batches, 2)
+	require.ElementsMatch(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, batches[1])
 }
