@@ -118,7 +118,7 @@ func (s *Server) paid(c echo.Context) error {
 		verified: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
 		},
-		job: river.InsertManyParams{Args: args, InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
+		job: river.InsertManyParams{Args: args.PaidOn(payment.Network), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A payment already used (the unique index on its key refused the

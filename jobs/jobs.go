@@ -107,6 +107,10 @@ type Input interface {
 type Args[In Input] struct {
 	// CallID is the paid call this job computes the result for.
 	CallID string `json:"call_id"`
+	// Network is the network (CAIP-2) the call is paid on, set once its
+	// payment is verified (PaidOn): the result's transaction records the
+	// settlement's first submission with it.
+	Network string `json:"network,omitempty"`
 	// Input is the validated request.
 	Input In `json:"input"`
 }
@@ -114,9 +118,17 @@ type Args[In Input] struct {
 // Kind returns the operation's name, River's job kind for these args.
 func (a Args[In]) Kind() string { return a.Input.Kind() }
 
-// JobArgs is what Decode returns: River job args ready to insert.
+// PaidOn returns a copy of a whose call is paid on network.
+func (a Args[In]) PaidOn(network string) JobArgs {
+	a.Network = network
+	return a
+}
+
+// JobArgs is what Decode returns: River job args ready to insert once
+// PaidOn has named the network of the call's verified payment.
 type JobArgs interface {
 	Kind() string
+	PaidOn(network string) JobArgs
 }
 
 // Spec describes an operation for the catalogue, quotes and discovery.

@@ -241,24 +241,6 @@ func CallGetAnswer(ctx context.Context, db DBTX, id string) (*Call, error) {
 	return c, nil
 }
 
-// CallNetworks returns the network of each of the calls ids paid on, by id.
-func CallNetworks(ctx context.Context, db DBTX, ids []string) (map[string]string, error) {
-	rows, err := db.Query(ctx, "SELECT id, network FROM calls WHERE id = ANY($1)", ids)
-	if err != nil {
-		return nil, fmt.Errorf("networks of %d calls: %w", len(ids), err)
-	}
-	networks := make(map[string]string, len(ids))
-	var id, network string
-	_, err = pgx.ForEachRow(rows, []any{&id, &network}, func() error {
-		networks[id] = network
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("networks of %d calls: %w", len(ids), err)
-	}
-	return networks, nil
-}
-
 // CallGetByPaymentKey returns the call paid for by the payment with key.
 func CallGetByPaymentKey(ctx context.Context, db DBTX, key string) (*Call, error) {
 	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = $1", key))

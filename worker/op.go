@@ -100,7 +100,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	// at the same time (commits.results). The job itself is completed by
 	// River's batched completer once Work returns: a run repeated because
 	// its completion was lost finds the call past running and stops.
-	err = w.commits.results.Commit(ctx, completed{callID: callID, events: append(pending,
+	err = w.commits.results.Commit(ctx, completed{callID: callID, network: job.Args.Network, events: append(pending,
 		store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})})
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {

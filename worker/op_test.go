@@ -118,7 +118,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 			}}); err != nil {
 				return err
 			}
-			res, err := client.InsertTx(ctx, tx, jobs.Args[napInput]{CallID: id, Input: in}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
+			res, err := client.InsertTx(ctx, tx, jobs.Args[napInput]{CallID: id, Network: "eip155:8453", Input: in}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
 			if err != nil {
 				return err
 			}
@@ -254,7 +254,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 			}}); err != nil {
 				return err
 			}
-			_, err := client.InsertTx(ctx, tx, jobs.Args[flakyInput]{CallID: "flaky"}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 3})
+			_, err := client.InsertTx(ctx, tx, jobs.Args[flakyInput]{CallID: "flaky", Network: "eip155:8453"}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 3})
 			return err
 		}))
 		call, events := final(t, "flaky", 30*time.Second)

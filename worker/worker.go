@@ -182,21 +182,20 @@ type commits struct {
 	outcomes *store.GroupCommitter[store.NewEvent]
 }
 
-// completed is an operation run that succeeded: its events and the call
-// whose settlement job is to be inserted.
+// completed is an operation run that succeeded: its events, the call whose
+// settlement job is to be inserted and the network its payment is on.
 type completed struct {
-	callID string
-	events []store.NewEvent
+	callID  string
+	network string
+	events  []store.NewEvent
 }
 
 func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 	return &commits{
 		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []completed) error {
 			params := make([]river.InsertManyParams, len(runs))
-			ids := make([]string, len(runs))
 			for i, run := range runs {
 				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}}
-				ids[i] = run.callID
 			}
 			// The workers' client, from the context of the job whose
 			// run writes this transaction.
@@ -209,10 +208,6 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 			if err != nil {
 				return err
 			}
-			networks, err := store.CallNetworks(ctx, tx, ids)
-			if err != nil {
-				return err
-			}
 			// Each settlement's first attempt is recorded here, with the
 			// result that queues it: durable before its job can run, so
 			// before any transfer, and one write fewer per paid call than
@@ -222,7 +217,7 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 			for _, run := range runs {
 				events = append(events, run.events...)
 				events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
-					JobID: settleJobs[run.callID], Network: networks[run.callID], Attempt: 1,
+					JobID: settleJobs[run.callID], Network: run.network, Attempt: 1,
 				}})
 			}
 			return store.Append(ctx, tx, events...)

@@ -168,6 +168,12 @@ func TestPaidCall(t *testing.T) {
 			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
 			store.EventSettlementSubmitted, store.EventSettlementConfirmed,
 		}, eventTypes(ctx, t, b.db, callID))
+		// The settlement's first submission names the network of the
+		// payment the api verified (carried by the operation's job).
+		var network string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT data->>'network' FROM events WHERE stream = $1 AND type = $2",
+			store.CallStream(callID), store.EventSettlementSubmitted).Scan(&network))
+		require.Equal(t, "eip155:8453", network)
 	})
 
 	t.Run("ReplaySameRequestGetsStoredResult", func(t *testing.T) {
