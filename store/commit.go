@@ -29,9 +29,9 @@ type GroupCommitter[T any] struct {
 	mu       sync.Mutex
 	pending  []*groupItem[T]
 	inFlight int
-	// lastArrival is when the item before the newest came in; lingering
-	// is set while a writer waits for more items (the others then wait
-	// for it instead of writing).
+	// lastArrival is when the newest item came in (a linger lasts while
+	// items keep coming); lingering is set while a writer waits for more
+	// items (the others then wait for it instead of writing).
 	lastArrival time.Time
 	lingering   bool
 	// lingerOff is until when writers do not linger: set when a linger
@@ -157,9 +157,9 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 // for lingerRetry.
 func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 	deadline := start.Add(g.cfg.Linger)
-	t := time.NewTimer(g.cfg.LingerIdle)
+	t := time.NewTimer(0)
 	defer t.Stop()
-	for {
+	for gaveUp := false; !gaveUp; {
 		g.mu.Lock()
 		until := g.lastArrival.Add(g.cfg.LingerIdle)
 		g.mu.Unlock()
@@ -173,10 +173,9 @@ func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 		t.Reset(wait)
 		select {
 		case <-t.C:
-			continue
 		case <-ctx.Done():
+			gaveUp = true
 		}
-		break
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
