@@ -217,12 +217,17 @@ func usedIn(receipt *types.Receipt, asset common.Address, auth *Authorization) b
 	if receipt.Status != types.ReceiptStatusSuccessful {
 		return false
 	}
-	event := token.Events["AuthorizationUsed"].ID
-	from := common.BytesToHash(auth.From.Bytes())
+	want := usedTopics(auth)
 	for _, l := range receipt.Logs {
-		if l.Address == asset && len(l.Topics) == 3 && l.Topics[0] == event && l.Topics[1] == from && l.Topics[2] == auth.Nonce {
+		if l.Address == asset && len(l.Topics) == 3 && [3]common.Hash(l.Topics) == want {
 			return true
 		}
 	}
 	return false
+}
+
+// usedTopics returns the topics of auth's AuthorizationUsed event: the
+// event's id, the payer, the nonce.
+func usedTopics(auth *Authorization) [3]common.Hash {
+	return [3]common.Hash{token.Events["AuthorizationUsed"].ID, common.BytesToHash(auth.From.Bytes()), auth.Nonce}
 }

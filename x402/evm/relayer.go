@@ -804,8 +804,8 @@ func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *A
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("read block number: %w", err)
 	}
-	event := token.Events["AuthorizationUsed"].ID
-	topics := [][]common.Hash{{event}, {common.BytesToHash(auth.From.Bytes())}, {auth.Nonce}}
+	used := usedTopics(auth)
+	topics := [][]common.Hash{{used[0]}, {used[1]}, {used[2]}}
 	low := uint64(0)
 	if head > lookback {
 		low = head - lookback
