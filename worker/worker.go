@@ -42,8 +42,9 @@ type Config struct {
 	// process. Defaults: pure 128, model 8, browser 4, settlement 2048,
 	// index 4. A job holds its place until its result is committed, which
 	// under load waits up to store.CommitLinger (30 ms) for other results:
-	// with 32 places pure operations topped out near 900 calls/s (32 per
-	// 35 ms) with the cores not busy, with 128 at 1,296/s, both cores busy.
+	// with 32 places pure operations topped out at 866 calls/s (32 per
+	// 35 ms at most) with the cores 80% busy, with 128 at 1,296/s, both
+	// cores busy.
 	// Settlement jobs spend their time waiting for a block and hold no
 	// database connection meanwhile, so their concurrency is what bounds
 	// paid throughput once the chain mines one block a second: a job holds
