@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,38 +184,59 @@ func BenchmarkAdmission(b *testing.B) {
 	})
 }
 
+// recordingCommitter returns a GroupCommitter of ints over a database of its
+// own, and a function that returns the items of every transaction it wrote
+// so far; before, when set, runs first in each transaction with its items.
+func recordingCommitter(t *testing.T, cfg GroupCommitConfig, before func(items []int)) (*GroupCommitter[int], func() [][]int) {
+	t.Helper()
+	db := dbtest.Schema(context.Background(), t)
+	var mu sync.Mutex
+	var batches [][]int
+	g := NewGroupCommitter(db.Pool, cfg, func(_ context.Context, _ pgx.Tx, items []int) error {
+		if before != nil {
+			before(items)
+		}
+		mu.Lock()
+		batches = append(batches, items)
+		mu.Unlock()
+		return nil
+	})
+	return g, func() [][]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(batches)
+	}
+}
+
+// waitUntil waits until cond holds of g's state, read under g's lock.
+func waitUntil[T any](t *testing.T, g *GroupCommitter[T], cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return cond()
+	}, 5*time.Second, time.Millisecond, msgAndArgs...)
+}
+
 // TestGroupCommitterLinger checks Linger: an item after a quiet spell is
 // written at once, alone; items arriving less than Linger after the one
 // before wait for the others and share a transaction.
 func TestGroupCommitterLinger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	var mu sync.Mutex
-	var batches [][]int
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{Linger: time.Second}, func(_ context.Context, _ pgx.Tx, items []int) error {
-		mu.Lock()
-		batches = append(batches, items)
-		mu.Unlock()
-		return nil
-	})
+	g, written := recordingCommitter(t, GroupCommitConfig{Linger: time.Second}, nil)
 	require.NoError(t, g.Commit(ctx, 0))
-	mu.Lock()
-	require.Equal(t, [][]int{{0}}, batches, "the first item is written at once")
-	mu.Unlock()
+	require.Equal(t, [][]int{{0}}, written(), "the first item is written at once")
 
 	// The next ones follow within the linger: the first of them waits for
 	// the others.
 	var wg sync.WaitGroup
 	for i := 1; i <= 5; i++ {
 		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
-		require.Eventually(t, func() bool {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			return len(g.pending) == i
-		}, 5*time.Second, time.Millisecond, "item %d waits", i)
+		waitUntil(t, g, func() bool { return len(g.pending) == i }, "item %d waits", i)
 	}
 	wg.Wait()
+	batches := written()
 	require.Len(t, batches, 2)
 	require.ElementsMatch(t, []int{1, 2, 3, 4, 5}, batches[1])
 	require.Zero(t, g.inFlight)
@@ -225,15 +247,7 @@ func TestGroupCommitterLinger(t *testing.T) {
 func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	var mu sync.Mutex
-	var batches [][]int
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{Linger: time.Minute}, func(_ context.Context, _ pgx.Tx, items []int) error {
-		mu.Lock()
-		batches = append(batches, items)
-		mu.Unlock()
-		return nil
-	})
+	g, written := recordingCommitter(t, GroupCommitConfig{Linger: time.Minute}, nil)
 	require.NoError(t, g.Commit(ctx, 0))
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -243,24 +257,14 @@ func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 		}
 	})
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.lingering
-	}, 5*time.Second, time.Millisecond, "no writer lingered")
+	waitUntil(t, g, func() bool { return g.lingering }, "no writer lingered")
 	wg.Go(func() { require.NoError(t, g.Commit(ctx, 2)) })
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.pending) == 2
-	}, 5*time.Second, time.Millisecond, "item 2 never waited")
+	waitUntil(t, g, func() bool { return len(g.pending) == 2 }, "item 2 never waited")
 	start := time.Now()
 	cancel()
 	wg.Wait()
 	require.Less(t, time.Since(start), 5*time.Second, "the linger outlived its caller")
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, [][]int{{0}, {1, 2}}, batches)
+	require.Equal(t, [][]int{{0}, {1, 2}}, written())
 }
 
 // TestGroupCommitterLingerOff checks that a linger that gathers nothing
@@ -270,19 +274,12 @@ func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
 func TestGroupCommitterLingerOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
 	const linger = 300 * time.Millisecond
 	hold := make(chan struct{})
-	var mu sync.Mutex
-	var batches [][]int
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{InFlight: 1, Linger: linger, LingerIdle: linger}, func(_ context.Context, _ pgx.Tx, items []int) error {
+	g, written := recordingCommitter(t, GroupCommitConfig{InFlight: 1, Linger: linger, LingerIdle: linger}, func(items []int) {
 		if items[0] == 10 {
 			<-hold
 		}
-		mu.Lock()
-		batches = append(batches, items)
-		mu.Unlock()
-		return nil
 	})
 	timed := func(i int) time.Duration {
 		start := time.Now()
@@ -301,25 +298,15 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 	// together: the next item lingers again.
 	var wg sync.WaitGroup
 	wg.Go(func() { require.NoError(t, g.Commit(ctx, 10)) })
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.inFlight == 1 && len(g.pending) == 0
-	}, 5*time.Second, time.Millisecond)
+	waitUntil(t, g, func() bool { return g.inFlight == 1 && len(g.pending) == 0 })
 	for _, i := range []int{11, 12} {
 		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
 	}
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.pending) == 2
-	}, 5*time.Second, time.Millisecond)
+	waitUntil(t, g, func() bool { return len(g.pending) == 2 })
 	close(hold)
 	wg.Wait()
 	require.GreaterOrEqual(t, timed(13), linger, "lingering came back")
-	mu.Lock()
-	require.Equal(t, [][]int{{0}, {1}, {2}, {3}, {4}, {10}, {11, 12}, {13}}, batches)
-	mu.Unlock()
+	require.Equal(t, [][]int{{0}, {1}, {2}, {3}, {4}, {10}, {11, 12}, {13}}, written())
 
 	// Item 13 gathered nothing: lingering is off again, for lingerRetry.
 	start := time.Now()
@@ -339,15 +326,7 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 func TestGroupCommitterLingerIdle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	var mu sync.Mutex
-	var batches [][]int
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{Linger: 10 * time.Second, LingerIdle: 200 * time.Millisecond}, func(_ context.Context, _ pgx.Tx, items []int) error {
-		mu.Lock()
-		batches = append(batches, items)
-		mu.Unlock()
-		return nil
-	})
+	g, written := recordingCommitter(t, GroupCommitConfig{Linger: 10 * time.Second, LingerIdle: 200 * time.Millisecond}, nil)
 	require.NoError(t, g.Commit(ctx, 0))
 	// Item 1 lingers; items 2 to 8 come 50 ms apart, each extending the
 	// linger; 200 ms after the last one, all are written together, long
@@ -355,11 +334,7 @@ func TestGroupCommitterLingerIdle(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	wg.Go(func() { require.NoError(t, g.Commit(ctx, 1)) })
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.lingering
-	}, 5*time.Second, time.Millisecond, "no writer lingered")
+	waitUntil(t, g, func() bool { return g.lingering }, "no writer lingered")
 	for i := 2; i <= 8; i++ {
 		time.Sleep(50 * time.Millisecond)
 		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
@@ -368,8 +343,7 @@ func TestGroupCommitterLingerIdle(t *testing.T) {
 	took := time.Since(start)
 	require.GreaterOrEqual(t, took, 500*time.Millisecond, "the linger ended while items were still coming")
 	require.Less(t, took, 3*time.Second, "the linger outlasted its idle time")
-	mu.Lock()
-	defer mu.Unlock()
+	batches := written()
 	require.Len(t, batches, 2)
 	require.ElementsMatch(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, batches[1])
 }
