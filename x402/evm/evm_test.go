@@ -125,9 +125,7 @@ func newKey(t *testing.T) *ecdsa.PrivateKey {
 // fundedKey returns a fresh key holding amount of the token.
 func fundedKey(t *testing.T, amount int64) *ecdsa.PrivateKey {
 	t.Helper()
-	key := newKey(t)
-	require.NoError(t, chain.Mint(context.Background(), crypto.PubkeyToAddress(key.PublicKey), big.NewInt(amount)))
-	return key
+	return fundedKeys(t, 1, amount)[0]
 }
 
 // fundedKeys returns n new keys holding amount each, minted concurrently
