@@ -26,7 +26,7 @@ const input = {
   language: "Solidity",
   sources,
   settings: {
-    evmVersion: "prague",
+    evmVersion: "paris",
     optimizer: { enabled: true, runs: 200 },
     // No metadata hash: the bytecode depends on the sources only.
     metadata: { bytecodeHash: "none", appendCBOR: false },

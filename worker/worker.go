@@ -46,10 +46,10 @@ type Config struct {
 	// 35 ms at most) with the cores 80% busy, with 128 at 1,296/s, both
 	// cores busy.
 	// Settlement jobs spend their time waiting for a block and hold no
-	// database connection meanwhile, so their concurrency is what bounds
-	// paid throughput once the chain mines one block a second: a job holds
-	// its place for one to two blocks, so this many settle at most about
-	// half as many payments a second.
+	// database connection meanwhile, so their concurrency bounds paid
+	// throughput on a chain with slow blocks: a job holds its place for one
+	// to two blocks, so this many settle at most about half as many
+	// payments a block time.
 	Concurrency map[string]int
 	// FetchCooldown is the shortest time between two fetches of new jobs.
 	// Defaults to 1 ms: new jobs are announced by NOTIFY, so a short cooldown

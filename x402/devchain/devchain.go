@@ -1,7 +1,6 @@
 // Package devchain is the embedded development chain: an in-process EVM
-// built from go-ethereum's simulated backend parts (a memory-backed node and
-// the simulated beacon that seals blocks on demand) with chain id 8453 and an
-// EIP-3009 USDC-like token (contracts.DevUSDC) at the Base USDC address
+// built from go-ethereum's parts (a memory-backed node, its transaction pool
+// and block builder) with chain id 8453 and an EIP-3009 USDC-like token (contracts.DevUSDC) at the Base USDC address
 // 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913, so that quotes built for Base
 // work unchanged against it.
 //
@@ -16,20 +15,31 @@
 //
 // The chain mines a block as soon as a transaction enters its pool
 // (automine), whether it came through Client or over HTTP from another
-// process. Serve exposes its JSON-RPC (namespaces eth, net, web3, txpool)
+// process, and as many blocks a second as arrivals ask for: it is a
+// proof-of-authority (clique) chain with period 0, as `geth --dev` was, whose
+// only signer is the chain itself. Clique lets consecutive blocks share a
+// timestamp (a block's time is the later of its parent's and the wall
+// clock's second), which proof-of-stake rules forbid: with them a chain that
+// mines on demand either runs ahead of the wall clock, until EIP-3009
+// authorizations valid by the wall clock are expired on chain, or mines at
+// most one block a second. Clique chains stop before Shanghai, so the EVM is
+// London's (no PUSH0, MCOPY or transient storage): the contracts are compiled
+// for it (evmVersion paris).
+//
+// Serve exposes its JSON-RPC (namespaces eth, net, web3, txpool)
 // over HTTP so that other processes, wallets (viem) and tests use the same
 // chain.
 //
-// ethclient/simulated.Backend hides its node, so New assembles the same
-// parts itself: it needs the node's transaction pool to mine on arrival and
-// its RPC server to serve a listener of the caller's choosing.
+// New assembles a node itself (ethclient/simulated.Backend hides its node
+// and seals proof-of-stake blocks only): it needs the node's transaction
+// pool to mine on arrival, its block builder and chain to seal and insert
+// blocks, and its RPC server to serve a listener of the caller's choosing.
 package devchain
 
 import (
 	"cmp"
 	"context"
 	"crypto/ecdsa"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -38,16 +48,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/beacon/engine"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/consensus/beacon"
+	"github.com/ethereum/go-ethereum/consensus/clique"
 	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth"
-	"github.com/ethereum/go-ethereum/eth/catalyst"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/eth/filters"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/miner"
 	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/p2p"
 	"github.com/ethereum/go-ethereum/params"
@@ -87,9 +100,9 @@ const (
 )
 
 // gasLimit is the devchain's block gas limit: room for several thousand
-// settlements per block, so that a block mined each second under load stays
-// below its gas target and the base fee does not climb under the fee caps
-// of transactions already sent.
+// settlements per block, so that a block that gathered a burst stays below
+// its gas target and the base fee does not climb under the fee caps of
+// transactions already sent.
 const gasLimit = 600_000_000
 
 // Config configures a devchain. The zero value is the standard devchain.
@@ -104,15 +117,6 @@ type Config struct {
 	USDC *big.Int
 	// ETH is each account's balance in wei. Defaults to 10,000 ETH.
 	ETH *big.Int
-	// MaxClockLead bounds how far the head block's timestamp may run ahead
-	// of the wall clock. Block timestamps are whole seconds and must
-	// increase, so mining on every transaction pushes the chain's clock
-	// ahead of the wall clock under sustained load, until EIP-3009
-	// authorizations that are still valid by the wall clock are expired on
-	// chain. Past the bound, mining waits (at most about a second) and
-	// puts every pending transaction in one block. Defaults to 2 minutes;
-	// -1 disables the bound.
-	MaxClockLead time.Duration
 	// Logger receives the chain's log lines. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -127,7 +131,6 @@ func (c *Config) withDefaults() *Config {
 	if out.ETH == nil {
 		out.ETH = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(params.Ether))
 	}
-	out.MaxClockLead = cmp.Or(out.MaxClockLead, 2*time.Minute)
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}
@@ -149,14 +152,11 @@ type Chain struct {
 	accounts []Account
 	stack    *node.Node
 	backend  *eth.Ethereum
-	beacon   *catalyst.SimulatedBeacon
+	sealKey  *ecdsa.PrivateKey
 	server   *rpc.Server
 	client   *ethclient.Client
 
-	// sealMu serializes block production: the simulated beacon is not safe
-	// for concurrent use.
-	sealMu sync.Mutex
-	stop   chan struct{}
+	stop chan struct{}
 
 	// txMu guards nonces, the next nonce of each account Transact used.
 	txMu   sync.Mutex
@@ -175,14 +175,19 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	if cfg.Accounts < 1 {
 		return nil, fmt.Errorf("devchain: %d accounts", cfg.Accounts)
 	}
-	chainConfig := *params.AllDevChainProtocolChanges
+	chainConfig := *params.AllCliqueProtocolChanges
 	chainConfig.ChainID = new(big.Int).SetUint64(cfg.ChainID)
-	// Stop at Osaka, the fork real chains run: later development forks
-	// reprice storage and make gas figures unlike Base's.
-	chainConfig.BogotaTime = nil
+	chainConfig.Clique = &params.CliqueConfig{Period: 0, Epoch: 30000}
+	// The chain's own signer: a key of this run, the only one the genesis
+	// authorizes.
+	sealKey, err := crypto.GenerateKey()
+	if err != nil {
+		return nil, fmt.Errorf("devchain: signer key: %w", err)
+	}
+	sealer := crypto.PubkeyToAddress(sealKey.PublicKey)
 
 	accounts := make([]Account, cfg.Accounts)
-	alloc := core.SystemContractAllocs()
+	alloc := types.GenesisAlloc{}
 	mints := map[common.Address]*big.Int{}
 	for i := range accounts {
 		key, err := DeriveKey(Mnemonic, uint32(i))
@@ -220,11 +225,15 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	ethConf := ethconfig.Defaults
 	ethConf.NetworkId = cfg.ChainID
 	ethConf.Genesis = &core.Genesis{
-		Config:    &chainConfig,
-		GasLimit:  gasLimit,
-		Alloc:     alloc,
-		Timestamp: uint64(time.Now().Unix()) - 1,
-		BaseFee:   big.NewInt(params.InitialBaseFee),
+		Config:   &chainConfig,
+		GasLimit: gasLimit,
+		Alloc:    alloc,
+		// Clique's genesis names the signers between 32 bytes of vanity and
+		// 65 of (empty) seal.
+		ExtraData:  append(append(make([]byte, 32), sealer.Bytes()...), make([]byte, crypto.SignatureLength)...),
+		Difficulty: big.NewInt(1),
+		Timestamp:  uint64(time.Now().Unix()) - 1,
+		BaseFee:    big.NewInt(params.InitialBaseFee),
 	}
 	ethConf.SyncMode = ethconfig.FullSync
 	ethConf.TxPool.NoLocals = true
@@ -250,15 +259,14 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		stack.Close()
 		return nil, fmt.Errorf("devchain: start node: %w", err)
 	}
-	beacon, err := catalyst.NewSimulatedBeacon(0, common.Address{}, backend)
-	if err != nil {
+	// eth.New wraps clique in the beacon engine, which hands blocks with a
+	// difficulty (pre-merge blocks) to it.
+	poa, ok := backend.Engine().(*beacon.Beacon).InnerEngine().(*clique.Clique)
+	if !ok {
 		stack.Close()
-		return nil, fmt.Errorf("devchain: beacon: %w", err)
+		return nil, fmt.Errorf("devchain: engine %T is not clique", backend.Engine())
 	}
-	if err := beacon.Fork(backend.BlockChain().GetCanonicalHash(0)); err != nil {
-		stack.Close()
-		return nil, fmt.Errorf("devchain: beacon: %w", err)
-	}
+	poa.Authorize(sealer)
 
 	// The RPC server offers only the namespaces a wallet or a tool needs:
 	// the node's own handler also carries admin, debug and miner.
@@ -281,7 +289,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		accounts: accounts,
 		stack:    stack,
 		backend:  backend,
-		beacon:   beacon,
+		sealKey:  sealKey,
 		server:   server,
 		client:   ethclient.NewClient(rpc.DialInProc(server)),
 		nonces:   map[common.Address]uint64{},
@@ -345,12 +353,39 @@ func (c *Chain) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// Commit mines a block now with the pending transactions and returns its
-// hash. Transactions are mined without it; tests use it to move the chain.
-func (c *Chain) Commit() common.Hash {
-	c.sealMu.Lock()
-	defer c.sealMu.Unlock()
-	return c.beacon.Commit()
+// seal builds a block of the pool's executable transactions on the head,
+// signs it as the chain's signer and inserts it. It returns the number of
+// transactions the block holds (no block is made when there are none).
+func (c *Chain) seal(ctx context.Context) (int, error) {
+	chain := c.backend.BlockChain()
+	parent := chain.CurrentBlock()
+	// The builder refuses a timestamp not above the parent's before clique
+	// sets the block's own: the later of the parent's and now.
+	payload, err := c.backend.Miner().BuildPayload(ctx, &miner.BuildPayloadArgs{
+		Parent: parent.Hash(), Timestamp: parent.Time + 1, Version: engine.PayloadV1,
+		// Importing a clique block pays its fees to the block's signer.
+		FeeRecipient: crypto.PubkeyToAddress(c.sealKey.PublicKey),
+	}, false)
+	if err != nil {
+		return 0, fmt.Errorf("devchain: build block %d: %w", parent.Number.Uint64()+1, err)
+	}
+	if payload.ResolveFull() == nil {
+		return 0, fmt.Errorf("devchain: build block %d: no block", parent.Number.Uint64()+1)
+	}
+	block, _, _, _ := payload.FullBlockAndReceipts()
+	if len(block.Transactions()) == 0 {
+		return 0, nil
+	}
+	header := block.Header()
+	sig, err := crypto.Sign(clique.SealHash(header).Bytes(), c.sealKey)
+	if err != nil {
+		return 0, fmt.Errorf("devchain: sign block %d: %w", header.Number.Uint64(), err)
+	}
+	copy(header.Extra[len(header.Extra)-crypto.SignatureLength:], sig)
+	if _, err := chain.InsertChain(types.Blocks{block.WithSeal(header)}); err != nil {
+		return 0, fmt.Errorf("devchain: insert block %d: %w", header.Number.Uint64(), err)
+	}
+	return len(block.Transactions()), nil
 }
 
 // Close stops mining and the node. The chain cannot be used afterwards.
@@ -361,9 +396,7 @@ func (c *Chain) Close() error {
 		<-c.done
 		c.client.Close()
 		c.server.Stop()
-		c.sealMu.Lock()
-		defer c.sealMu.Unlock()
-		err = errors.Join(c.beacon.Stop(), c.stack.Close())
+		err = c.stack.Close()
 	})
 	return err
 }
@@ -396,12 +429,23 @@ func (c *Chain) automine() {
 			}
 		}
 	}()
+	ctx := context.Background()
 	for range kick {
 		for c.pending() > 0 {
-			if !c.waitForClock() {
-				return
+			n, err := c.seal(ctx)
+			if err != nil {
+				c.cfg.Logger.ErrorContext(ctx, "devchain: mining failed", "err", err)
+				select {
+				case <-c.stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
-			c.Commit()
+			if n == 0 && err == nil {
+				// Pending transactions the builder would not take (their
+				// fee cap under the base fee): wait for the next arrival.
+				break
+			}
 		}
 	}
 }
@@ -415,27 +459,6 @@ func (c *Chain) pending() int {
 	}
 	pending, _ := c.backend.TxPool().Stats()
 	return pending
-}
-
-// waitForClock waits while the head block's timestamp is more than
-// MaxClockLead ahead of the wall clock. It returns false if the chain is
-// closing.
-func (c *Chain) waitForClock() bool {
-	if c.cfg.MaxClockLead < 0 {
-		return true
-	}
-	for {
-		head := time.Unix(int64(c.backend.BlockChain().CurrentBlock().Time), 0)
-		wait := time.Until(head.Add(-c.cfg.MaxClockLead))
-		if wait <= 0 {
-			return true
-		}
-		select {
-		case <-c.stop:
-			return false
-		case <-time.After(wait):
-		}
-	}
 }
 
 // web3API is the web3 namespace.

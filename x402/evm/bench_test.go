@@ -25,9 +25,7 @@ func BenchmarkVerify(b *testing.B) {
 }
 
 // BenchmarkSettle settles payments one after the other: sign, verify, send,
-// mine, receipt. Run it with a bounded count (-benchtime=100x): each
-// settlement is a block, and the devchain's clock may lead the wall clock by
-// at most MaxClockLead.
+// mine, receipt: each settlement is a block of its own.
 func BenchmarkSettle(b *testing.B) {
 	ctx := context.Background()
 	t := &testing.T{}

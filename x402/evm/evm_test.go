@@ -30,11 +30,7 @@ var chain *devchain.Chain
 
 func TestMain(m *testing.M) {
 	var err error
-	// The package's tests mine a few hundred blocks, each a second ahead
-	// of the last when mined at once: let the chain's clock lead by up to 4
-	// minutes (payments are valid for 5) rather than wait for the wall
-	// clock.
-	chain, err = devchain.New(context.Background(), &devchain.Config{MaxClockLead: 4 * time.Minute})
+	chain, err = devchain.New(context.Background(), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
