@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/big"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,45 @@ func testRelayerSettle(t *testing.T, relayerOn func(t *testing.T, node evm.Backe
 		require.Error(t, err, "retry later")
 		require.Nil(t, resp)
 	})
+}
+
+// TestRelayer_LogLookback settles a payment, lets blocks pass, and settles
+// it again in a restarted relayer (a settlement job rescued after a crash):
+// the authorization is used, and the retry recognises its own transfer only
+// if that transfer's block is within LogLookback of the head. The devchain
+// mines a block per batch, so `x402d` looks through all of its history.
+func TestRelayer_LogLookback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	key := fundedKey(t, 10_000)
+	p, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+	require.NoError(t, err)
+	first, err := newRelayer(t).Settle(ctx, p)
+	require.NoError(t, err)
+	require.True(t, first.Success, first.ErrorReason)
+	sent, err := chain.Client().TransactionReceipt(ctx, common.HexToHash(first.Transaction))
+	require.NoError(t, err)
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+	for {
+		head, err := chain.Client().BlockNumber(ctx)
+		require.NoError(t, err)
+		if head > sent.BlockNumber.Uint64()+5 {
+			break
+		}
+		_, err = chain.Transact(ctx, chain.Account(6), &to, big.NewInt(1), nil)
+		require.NoError(t, err)
+	}
+	lookback := func(n uint64) func(*evm.RelayerConfig) {
+		return func(c *evm.RelayerConfig) { c.LogLookback, c.LogRange = n, 2 }
+	}
+	short, err := newRelayerOn(t, chain.Client(), lookback(3)).Settle(ctx, p)
+	require.NoError(t, err)
+	require.False(t, short.Success, "the transfer is older than the lookback")
+	require.Equal(t, evm.ReasonNonceAlreadyUsed, short.ErrorReason)
+	whole, err := newRelayerOn(t, chain.Client(), lookback(math.MaxUint64)).Settle(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, first, whole)
 }
 
 func TestRelayer_Concurrent(t *testing.T) {
