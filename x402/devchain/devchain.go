@@ -40,6 +40,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -353,6 +354,12 @@ func (c *Chain) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
+// buildTimeout bounds the wait for a block's construction.
+const buildTimeout = 10 * time.Second
+
+// errClosed is the error of a block not built because the chain is closing.
+var errClosed = errors.New("devchain: closed")
+
 // seal builds a block of the pool's executable transactions on the head,
 // signs it as the chain's signer and inserts it. It returns the number of
 // transactions the block holds (no block is made when there are none).
@@ -369,8 +376,22 @@ func (c *Chain) seal(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("devchain: build block %d: %w", parent.Number.Uint64()+1, err)
 	}
-	if payload.ResolveFull() == nil {
-		return 0, fmt.Errorf("devchain: build block %d: no block", parent.Number.Uint64()+1)
+	// ResolveFull waits for the builder's first full block, for ever if
+	// every attempt fails (each is logged): wait for it here, but not past
+	// Close or buildTimeout.
+	built := make(chan bool, 1)
+	go func() { built <- payload.ResolveFull() != nil }()
+	select {
+	case ok := <-built:
+		if !ok {
+			return 0, fmt.Errorf("devchain: build block %d: no block", parent.Number.Uint64()+1)
+		}
+	case <-c.stop:
+		payload.Resolve()
+		return 0, errClosed
+	case <-time.After(buildTimeout):
+		payload.Resolve()
+		return 0, fmt.Errorf("devchain: build block %d: not built in %s", parent.Number.Uint64()+1, buildTimeout)
 	}
 	block, _, _, _ := payload.FullBlockAndReceipts()
 	if len(block.Transactions()) == 0 {
@@ -433,6 +454,9 @@ func (c *Chain) automine() {
 	for range kick {
 		for c.pending() > 0 {
 			n, err := c.seal(ctx)
+			if errors.Is(err, errClosed) {
+				return
+			}
 			if err != nil {
 				c.cfg.Logger.ErrorContext(ctx, "devchain: mining failed", "err", err)
 				select {
