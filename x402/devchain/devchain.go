@@ -1,6 +1,7 @@
 // Package devchain is the embedded development chain: an in-process EVM
 // built from go-ethereum's parts (a memory-backed node, its transaction pool
-// and block builder) with chain id 8453 and an EIP-3009 USDC-like token (contracts.DevUSDC) at the Base USDC address
+// and block builder) with chain id 8453 and an EIP-3009 USDC-like token
+// (contracts.DevUSDC) at the Base USDC address
 // 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913, so that quotes built for Base
 // work unchanged against it.
 //
