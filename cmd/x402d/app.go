@@ -80,6 +80,12 @@ func (a *app) open(ctx context.Context) (*pgxpool.Pool, error) {
 	if a.cfg.DBMaxConns > 0 {
 		poolCfg.MaxConns = int32(a.cfg.DBMaxConns)
 	}
+	// The pool opens all its connections at start and keeps them: opened on
+	// demand, the first second of traffic after a start paid for them (at a
+	// steady 75 paid calls/s on machine C, 13–62 of the first 750 calls took
+	// over 100 ms, 0–17 with the pool warm; docs/performance.md). A process
+	// may use DB_MAX_CONNS connections either way.
+	poolCfg.MinConns = poolCfg.MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
 )
 
 // TestLoadConfigSettlement checks the settlement settings: their defaults,
@@ -34,4 +39,19 @@ func TestLoadConfigSettlement(t *testing.T) {
 			require.Equal(t, tt.wantBatch, cfg.SettlementBatch)
 		})
 	}
+}
+
+// TestOpenWarmsThePool checks that a process's pool opens DB_MAX_CONNS
+// connections at start, before any traffic asks for them.
+func TestOpenWarmsThePool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	a := newApp(&Config{DatabaseURL: db.URL, DBMaxConns: 3, LogLevel: "warn"}, io.Discard, nil)
+	pool, err := a.open(ctx)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.Eventually(t, func() bool { return pool.Stat().IdleConns() == 3 }, 10*time.Second, 10*time.Millisecond,
+		"connections open: %d", pool.Stat().TotalConns())
+	require.EqualValues(t, 3, pool.Stat().MaxConns())
 }
