@@ -57,7 +57,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 		if embedded != nil {
 			clients[devchainNetwork] = embedded.Client()
 		} else {
-			c, err := ethclient.DialContext(ctx, "http://"+cfg.DevchainRPCAddr)
+			c, err := evm.Dial(ctx, "http://"+cfg.DevchainRPCAddr)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("devchain at %s: %w", cfg.DevchainRPCAddr, err)
 			}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 )
 
 // ParseKey parses a hex private key (RELAYER_KEY), with or without 0x.
@@ -17,6 +19,23 @@ func ParseKey(s string) (*ecdsa.PrivateKey, error) {
 		return nil, fmt.Errorf("private key: %w", err)
 	}
 	return key, nil
+}
+
+// Dial connects to a JSON-RPC endpoint. Over HTTP its requests share kept-alive
+// connections, as many as are in use at once: go-ethereum's default client
+// keeps two idle connections per host, so concurrent settlements and
+// verifications opened and closed a connection for nearly every request
+// beyond two (60 sockets in TIME-WAIT 14 s into 50 paid calls/s in the split
+// layout).
+func Dial(ctx context.Context, url string) (*ethclient.Client, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns = 256
+	transport.MaxIdleConnsPerHost = 256
+	c, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: transport}))
+	if err != nil {
+		return nil, err
+	}
+	return ethclient.NewClient(c), nil
 }
 
 // DialChains connects to the JSON-RPC endpoint of each network
@@ -35,7 +54,7 @@ func DialChains(ctx context.Context, urls map[string]string) (map[string]*ethcli
 			closeAll()
 			return nil, err
 		}
-		c, err := ethclient.DialContext(ctx, url)
+		c, err := Dial(ctx, url)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("dial %s: %w", network, err)

@@ -3,10 +3,14 @@ package evm_test
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
@@ -32,6 +36,39 @@ func TestDialChains(t *testing.T) {
 	require.ErrorContains(t, err, "serves chain 8453")
 	_, err = evm.DialChains(ctx, map[string]string{"eip155:8453": "http://127.0.0.1:1"})
 	require.Error(t, err)
+}
+
+// TestDialKeepsConnections sends rounds of concurrent requests through Dial:
+// they reuse the connections the first round opened (go-ethereum's default
+// HTTP client keeps two idle per host and opens a new one for nearly every
+// request beyond two).
+func TestDialKeepsConnections(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(chain.Handler())
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := evm.Dial(ctx, srv.URL)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	const concurrent, rounds = 16, 10
+	for range rounds {
+		var g errgroup.Group
+		for range concurrent {
+			g.Go(func() error {
+				_, err := c.BlockNumber(ctx)
+				return err
+			})
+		}
+		require.NoError(t, g.Wait())
+	}
+	require.LessOrEqual(t, opened.Load(), int64(concurrent), "%d rounds of %d requests", rounds, concurrent)
 }
 
 func TestParseKey(t *testing.T) {
