@@ -170,7 +170,7 @@ loop:
 		if cfg.MaxCalls > 0 && n >= cfg.MaxCalls {
 			break
 		}
-		due := time.Now()
+		var due time.Time
 		if wait != nil {
 			due = begin.Add(time.Duration(float64(n) * float64(time.Second) / cfg.Rate))
 			if d := time.Until(due); d > 0 {
@@ -186,6 +186,10 @@ loop:
 		case slots <- struct{}{}:
 		case <-runCtx.Done():
 			break loop
+		}
+		if wait == nil {
+			// Closed loop: a call starts when a slot frees.
+			due = time.Now()
 		}
 		started.Add(1)
 		wg.Add(1)
