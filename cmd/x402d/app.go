@@ -68,8 +68,10 @@ func (a *app) limits() jobs.Limits {
 	}.WithDefaults()
 }
 
-// open creates the database if needed, connects and migrates.
-func (a *app) open(ctx context.Context) (*pgxpool.Pool, error) {
+// open creates the database if needed, connects and migrates. A warm pool
+// opens its DB_MAX_CONNS connections at once and keeps them: for the
+// processes that serve calls, not for one-shot commands.
+func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 	if err := schema.EnsureDatabase(ctx, a.cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
@@ -80,12 +82,14 @@ func (a *app) open(ctx context.Context) (*pgxpool.Pool, error) {
 	if a.cfg.DBMaxConns > 0 {
 		poolCfg.MaxConns = int32(a.cfg.DBMaxConns)
 	}
-	// The pool opens all its connections at start and keeps them: opened on
-	// demand, the first second of traffic after a start paid for them (at a
-	// steady 75 paid calls/s on machine C, 13–62 of the first 750 calls took
-	// over 100 ms, 0–17 with the pool warm; docs/performance.md). A process
-	// may use DB_MAX_CONNS connections either way.
-	poolCfg.MinConns = poolCfg.MaxConns
+	if warm {
+		// Opened on demand, the first second of traffic after a start paid
+		// for them (at a steady 75 paid calls/s on machine C, 13–62 of the
+		// first 750 calls took over 100 ms, 0–17 with the pool warm;
+		// docs/performance.md). A process may use DB_MAX_CONNS connections
+		// either way.
+		poolCfg.MinConns = poolCfg.MaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -98,7 +102,7 @@ func (a *app) open(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 func (a *app) migrate(ctx context.Context) error {
-	pool, err := a.open(ctx)
+	pool, err := a.open(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -109,7 +113,7 @@ func (a *app) migrate(ctx context.Context) error {
 
 // serve runs the api, the workers, or both, until ctx ends.
 func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
-	pool, err := a.open(ctx)
+	pool, err := a.open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -259,7 +263,7 @@ func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metr
 // indexCrawl is `x402d index crawl`: one full pass of every source now,
 // with a progress bar, then the summary.
 func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
-	pool, err := a.open(ctx)
+	pool, err := a.open(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -41,14 +41,14 @@ func TestLoadConfigSettlement(t *testing.T) {
 	}
 }
 
-// TestOpenWarmsThePool checks that a process's pool opens DB_MAX_CONNS
-// connections at start, before any traffic asks for them.
+// TestOpenWarmsThePool checks that a serving process's pool opens
+// DB_MAX_CONNS connections at start, before any traffic asks for them.
 func TestOpenWarmsThePool(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
 	a := newApp(&Config{DatabaseURL: db.URL, DBMaxConns: 3, LogLevel: "warn"}, io.Discard, nil)
-	pool, err := a.open(ctx)
+	pool, err := a.open(ctx, true)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.Eventually(t, func() bool { return pool.Stat().IdleConns() == 3 }, 10*time.Second, 10*time.Millisecond,
