@@ -154,9 +154,11 @@ type Chain struct {
 	accounts []Account
 	stack    *node.Node
 	backend  *eth.Ethereum
-	sealKey  *ecdsa.PrivateKey
-	server   *rpc.Server
-	client   *ethclient.Client
+	// sealKey signs the blocks as sealer, the chain's only signer.
+	sealKey *ecdsa.PrivateKey
+	sealer  common.Address
+	server  *rpc.Server
+	client  *ethclient.Client
 
 	stop chan struct{}
 
@@ -292,6 +294,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		stack:    stack,
 		backend:  backend,
 		sealKey:  sealKey,
+		sealer:   sealer,
 		server:   server,
 		client:   ethclient.NewClient(rpc.DialInProc(server)),
 		nonces:   map[common.Address]uint64{},
@@ -372,7 +375,7 @@ func (c *Chain) seal(ctx context.Context) (int, error) {
 	payload, err := c.backend.Miner().BuildPayload(ctx, &miner.BuildPayloadArgs{
 		Parent: parent.Hash(), Timestamp: parent.Time + 1, Version: engine.PayloadV1,
 		// Importing a clique block pays its fees to the block's signer.
-		FeeRecipient: crypto.PubkeyToAddress(c.sealKey.PublicKey),
+		FeeRecipient: c.sealer,
 	}, false)
 	if err != nil {
 		return 0, fmt.Errorf("devchain: build block %d: %w", parent.Number.Uint64()+1, err)
