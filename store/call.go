@@ -186,11 +186,18 @@ type Call struct {
 	UpdatedAt  time.Time
 }
 
-const callColumns = "id, op, state, token, request_hash, payment_key, network, payer, amount, payment, result, failure, settlement, created_at, updated_at"
+// callColumnsBefore and callColumnsAfter surround the payment in the
+// columns scanCall reads.
+const (
+	callColumnsBefore = "id, op, state, token, request_hash, payment_key, network, payer, amount, "
+	callColumnsAfter  = ", result, failure, settlement, created_at, updated_at"
+)
+
+const callColumns = callColumnsBefore + "payment" + callColumnsAfter
 
 // answerColumns are callColumns without the payment, which answering a call
 // does not need: Postgres does not render it and nothing decodes it.
-const answerColumns = "id, op, state, token, request_hash, payment_key, network, payer, amount, NULL::jsonb, result, failure, settlement, created_at, updated_at"
+const answerColumns = callColumnsBefore + "NULL::jsonb" + callColumnsAfter
 
 func scanCall(row pgx.Row) (*Call, error) {
 	var c Call
@@ -224,17 +231,18 @@ func scanCall(row pgx.Row) (*Call, error) {
 
 // CallGetByID returns call id.
 func CallGetByID(ctx context.Context, db DBTX, id string) (*Call, error) {
-	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE id = $1", id))
-	if err != nil {
-		return nil, fmt.Errorf("get call %s: %w", id, err)
-	}
-	return c, nil
+	return callByID(ctx, db, callColumns, id)
 }
 
 // CallGetAnswer returns call id without its payment (Payment is zero): what
 // answering the call needs, read once per paid call.
 func CallGetAnswer(ctx context.Context, db DBTX, id string) (*Call, error) {
-	c, err := scanCall(db.QueryRow(ctx, "SELECT "+answerColumns+" FROM calls WHERE id = $1", id))
+	return callByID(ctx, db, answerColumns, id)
+}
+
+// callByID reads columns (callColumns or answerColumns) of call id.
+func callByID(ctx context.Context, db DBTX, columns, id string) (*Call, error) {
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+columns+" FROM calls WHERE id = $1", id))
 	if err != nil {
 		return nil, fmt.Errorf("get call %s: %w", id, err)
 	}
