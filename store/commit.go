@@ -50,9 +50,10 @@ const lingerRetry = time.Second
 // calls/s offered (2 cores, `x402d load -rate 700`), Postgres took 7.3 s of
 // CPU per 10 s with a 5 ms linger, 6.4-6.7 s with 15 ms and 5.5-5.9 s with
 // 30 ms, x402d 9.4 s and 8.3-9.0 s, the calls' latency unchanged (it waited
-// for the devchain's block, one a second then; now blocks come on arrival
-// and the linger shows in latency: p50 29 ms at a steady 75 calls/s). A caller sending its calls one after the other
-// lingers at most once a second (PaidRoundTrip: p50 8.9 ms with the 5 ms
+// for the devchain's block, one a second then; blocks now come on arrival,
+// so a linger adds to a call's latency, p50 29 ms at a steady 75 calls/s).
+// A caller sending its calls one after the other lingers at most once a
+// second (PaidRoundTrip: p50 8.9 ms with the 5 ms
 // linger, which it hit on nearly every call, 3.5 ms now), and a linger ends
 // 10 ms after the last item came (LingerIdle): 16 clients calling in a
 // closed loop without a chain (TestLoadSteady) did 201 calls/s with
