@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Payment is a verified payment for one call, kept with the call until it is
@@ -24,6 +25,12 @@ type Payment struct {
 	Asset string `json:"asset"`
 	// Payload is the decoded PAYMENT-SIGNATURE (a v2 PaymentPayload).
 	Payload json.RawMessage `json:"payload"`
+	// VerifiedAt is when the payment was verified (UTC). Its transfer
+	// cannot have happened much before (verification runs the transfer),
+	// which bounds the search for it on chain when a settlement finds its
+	// authorization already used. Zero on payments stored before it was
+	// recorded.
+	VerifiedAt time.Time `json:"verifiedAt,omitzero"`
 }
 
 // Key returns the replay key of the payment: a payment is accepted once.

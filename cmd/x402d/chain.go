@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"strings"
 	"time"
@@ -31,7 +30,6 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 	multicall := map[string]common.Address{}
 	closeFn := func() {}
 	relayerKey := cfg.RelayerKey
-	var lookback uint64 // evm.DefaultLogLookback
 	switch cfg.Settlement {
 	case "facilitator":
 		// RPC_URL_<CHAIN>, when set, lets the client recognise its own
@@ -63,14 +61,6 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 			}
 			clients[devchainNetwork], closeFn = c, c.Close
 		}
-		// The devchain mines a block per batch, tens a second under load:
-		// a lookback sized for real chains (evm.DefaultLogLookback, hours of
-		// Base) covers minutes of it, less than a settlement rescued after
-		// a crash may take to come back for the transfer it sent. Its
-		// history is this run's: a settlement looks through all of it (only
-		// when its authorization is used and the use is not in the newest
-		// blocks, which are searched first).
-		lookback = math.MaxUint64
 		// The devchain has a Multicall3-compatible contract: settlements
 		// share transactions unless SETTLEMENT_BATCH=off.
 		if cfg.SettlementBatch != "off" {
@@ -105,7 +95,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 	for network, c := range clients {
 		readers[network], backends[network] = c, c
 	}
-	relayer, err := evm.NewRelayer(&evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, LogLookback: lookback, Logger: logger})
+	relayer, err := evm.NewRelayer(&evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, Logger: logger})
 	if err != nil {
 		closeFn()
 		return nil, nil, nil, err

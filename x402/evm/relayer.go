@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"strings"
@@ -62,10 +63,14 @@ type RelayerConfig struct {
 	// the transfers that arrive meanwhile wait for the next batch (a
 	// transfer arriving at an idle chain goes at once). Defaults to 20 ms.
 	BatchLinger time.Duration
-	// LogLookback is how many recent blocks are searched for the
-	// transaction that used an authorization, when a settlement finds its
-	// authorization already used. Defaults to 10,000.
-	LogLookback uint64
+	// LogLookback bounds the search for the transaction that used an
+	// authorization (when a settlement finds its authorization already
+	// used) for payments that do not say when they were verified: blocks
+	// stamped up to this long before the authorization's validBefore (or
+	// the head) are searched, and none before its validAfter. Defaults to
+	// DefaultLogLookback. A payment with VerifiedAt is searched from
+	// shortly before that time instead, however long ago.
+	LogLookback time.Duration
 	// LogRange is the largest block range of one eth_getLogs request.
 	// Defaults to 2,000.
 	LogRange uint64
@@ -306,7 +311,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	if c.FeeCacheFor <= 0 {
 		c.FeeCacheFor = 500 * time.Millisecond
 	}
-	if c.LogLookback == 0 {
+	if c.LogLookback <= 0 {
 		c.LogLookback = DefaultLogLookback
 	}
 	if c.MaxBatch <= 0 {
@@ -530,7 +535,7 @@ func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayCha
 		return nil, fmt.Errorf("settle %s: read authorization state: %w", p.Key(), err)
 	}
 	if used {
-		hash, err := r.findUse(ctx, chain, asset, auth)
+		hash, err := r.findUse(ctx, chain, p, asset, auth)
 		if err != nil {
 			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 		}
@@ -728,44 +733,54 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	}
 }
 
-// findUse returns the transaction that used auth (its AuthorizationUsed
-// event) among the last LogLookback blocks, or the zero hash.
-func (r *Relayer) findUse(ctx context.Context, chain *relayChain, asset common.Address, auth *Authorization) (common.Hash, error) {
-	return findUse(ctx, chain.backend, asset, auth, r.cfg.LogLookback, r.cfg.LogRange)
+// findUse returns the transaction that used the authorization of p (its
+// AuthorizationUsed event), or the zero hash.
+func (r *Relayer) findUse(ctx context.Context, chain *relayChain, p *x402.Payment, asset common.Address, auth *Authorization) (common.Hash, error) {
+	return findUse(ctx, chain.backend, asset, auth, p.VerifiedAt, r.cfg.LogLookback, r.cfg.LogRange)
 }
 
-// LogReader is what looking for a settlement on chain needs: the head's
-// number and event logs.
+// LogReader is what looking for a settlement on chain needs: headers (to
+// find the blocks of a time window) and event logs.
 type LogReader interface {
-	ethereum.BlockNumberReader
 	ethereum.LogFilterer
+	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
 }
 
-// DefaultLogLookback is how many recent blocks are searched for the
-// transaction that used an authorization, unless configured otherwise.
-const DefaultLogLookback = 10_000
+// DefaultLogLookback is how far back the search for the use of an
+// authorization goes when the payment does not say when it was verified,
+// unless configured otherwise (RelayerConfig.LogLookback).
+const DefaultLogLookback = 24 * time.Hour
+
+// useMargin is how long before a payment's verification the use of its
+// authorization is searched for. Verification runs the transfer, so the
+// authorization was unused then, but the node read may have lagged the
+// chain, and block timestamps are the sequencer's clock, not ours.
+const useMargin = 10 * time.Minute
 
 // defaultLogRange is the largest block range of one eth_getLogs request,
 // unless configured otherwise.
 const defaultLogRange = 2_000
 
 // FindSettlement returns the transaction that used the EIP-3009
-// authorization of payment p (its AuthorizationUsed event) among the last
-// lookback blocks of chain, or the zero hash when none did (unused, or
-// canceled by the payer). Such a transaction moved p's amount to p's payee:
-// the authorization names both, and it was verified against the
-// requirement. A lookback of 0 is DefaultLogLookback. Clients of a remote
-// facilitator use it to recognise their own earlier settlement, whose
-// answer was lost, behind a "nonce already used".
-func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookback uint64) (common.Hash, error) {
+// authorization of payment p (its AuthorizationUsed event) on chain, or the
+// zero hash when none did (unused, or canceled by the payer). Such a
+// transaction moved p's amount to p's payee: the authorization names both,
+// and it was verified against the requirement. The blocks searched are
+// those the token could have accepted the authorization in (stamped inside
+// its validity window) and, when p says when it was verified, not long
+// before that; lookback bounds the search of a payment that does not (0 is
+// DefaultLogLookback). Clients of a remote facilitator use it to recognise
+// their own earlier settlement, whose answer was lost, behind a "nonce
+// already used".
+func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookback time.Duration) (common.Hash, error) {
 	asset, ep, err := paymentTransfer(p)
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
 	}
-	if lookback == 0 {
+	if lookback <= 0 {
 		lookback = DefaultLogLookback
 	}
-	hash, err := findUse(ctx, chain, asset, ep.auth, lookback, defaultLogRange)
+	hash, err := findUse(ctx, chain, asset, ep.auth, p.VerifiedAt, lookback, defaultLogRange)
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
 	}
@@ -797,24 +812,44 @@ func paymentTransfer(p *x402.Payment) (common.Address, *exactPayload, error) {
 }
 
 // findUse returns the transaction that used auth (its AuthorizationUsed
-// event) among the last lookback blocks, searched logRange blocks per
-// request, or the zero hash.
-func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *Authorization, lookback, logRange uint64) (common.Hash, error) {
-	head, err := chain.BlockNumber(ctx)
+// event), or the zero hash. The token accepts auth only in a block stamped
+// after validAfter and before validBefore, and verification at verifiedAt
+// found it unused: the blocks of that window (from useMargin before
+// verifiedAt, or from lookback before its end when verifiedAt is zero) are
+// searched, oldest first, logRange blocks per request. The window's blocks
+// are found by bisection over headers: about 2·log2(head) header reads, on
+// a path taken only when an authorization is found already used.
+func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *Authorization, verifiedAt time.Time, lookback time.Duration, logRange uint64) (common.Hash, error) {
+	head, err := chain.HeaderByNumber(ctx, nil)
 	if err != nil {
-		return common.Hash{}, fmt.Errorf("read block number: %w", err)
+		return common.Hash{}, fmt.Errorf("read head: %w", err)
 	}
+	// Timestamps t with after < t < before.
+	after, before := clampUint64(auth.ValidAfter), clampUint64(auth.ValidBefore)
+	if verifiedAt.IsZero() {
+		end := min(before, head.Time+1)
+		if back := uint64(lookback / time.Second); end > back {
+			after = max(after, end-back)
+		}
+	} else if from := verifiedAt.Add(-useMargin).Unix(); from > 0 {
+		after = max(after, uint64(from))
+	}
+	if before == 0 || after >= before-1 {
+		return common.Hash{}, nil
+	}
+	low, err := firstBlockAfter(ctx, chain, head, after)
+	if err != nil {
+		return common.Hash{}, err
+	}
+	end, err := firstBlockAfter(ctx, chain, head, before-1)
+	if err != nil {
+		return common.Hash{}, err
+	}
+	// Blocks low ≤ n < end are stamped inside the window.
 	used := usedTopics(auth)
 	topics := [][]common.Hash{{used[0]}, {used[1]}, {used[2]}}
-	low := uint64(0)
-	if head > lookback {
-		low = head - lookback
-	}
-	for to := head; ; {
-		from := low
-		if to-low >= logRange {
-			from = to - logRange + 1
-		}
+	for from := low; from < end; {
+		to := min(end-1, from+logRange-1)
 		logs, err := chain.FilterLogs(ctx, ethereum.FilterQuery{
 			FromBlock: new(big.Int).SetUint64(from),
 			ToBlock:   new(big.Int).SetUint64(to),
@@ -829,11 +864,41 @@ func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *A
 				return l.TxHash, nil
 			}
 		}
-		if from == low {
-			return common.Hash{}, nil
-		}
-		to = from - 1
+		from = to + 1
 	}
+	return common.Hash{}, nil
+}
+
+// firstBlockAfter returns the number of the first block up to head stamped
+// after t, or head's number plus one if none is. Timestamps never decrease
+// along a chain, so it bisects: about log2(head) header reads.
+func firstBlockAfter(ctx context.Context, chain LogReader, head *types.Header, t uint64) (uint64, error) {
+	n := head.Number.Uint64()
+	if head.Time <= t {
+		return n + 1, nil
+	}
+	low, high := uint64(0), n // the answer is in [low, high]
+	for low < high {
+		mid := low + (high-low)/2
+		h, err := chain.HeaderByNumber(ctx, new(big.Int).SetUint64(mid))
+		if err != nil {
+			return 0, fmt.Errorf("read header %d: %w", mid, err)
+		}
+		if h.Time > t {
+			high = mid
+		} else {
+			low = mid + 1
+		}
+	}
+	return low, nil
+}
+
+// clampUint64 returns v, or math.MaxUint64 when v does not fit.
+func clampUint64(v *big.Int) uint64 {
+	if !v.IsUint64() {
+		return math.MaxUint64
+	}
+	return v.Uint64()
 }
 
 // isIndexing reports whether a node answered that it is still indexing

@@ -5,8 +5,9 @@ import (
 	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
-	"math"
 	"math/big"
+	"math/bits"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,12 +193,12 @@ func testRelayerSettle(t *testing.T, relayerOn func(t *testing.T, node evm.Backe
 	})
 }
 
-// TestRelayer_LogLookback settles a payment, lets blocks pass, and settles
-// it again in a restarted relayer (a settlement job rescued after a crash):
-// the authorization is used, and the retry recognises its own transfer only
-// if that transfer's block is within LogLookback of the head. The devchain
-// mines a block per batch, so `x402d` looks through all of its history.
-func TestRelayer_LogLookback(t *testing.T) {
+// TestRelayer_FindsItsOwnUse settles a payment, lets blocks pass, and
+// settles it again in a restarted relayer (a settlement job rescued after a
+// crash): the authorization is used, and the retry recognises its own
+// transfer by searching the blocks stamped inside the authorization's
+// window, from shortly before the payment was verified.
+func TestRelayer_FindsItsOwnUse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	v := newVerifier(t)
@@ -219,16 +220,167 @@ func TestRelayer_LogLookback(t *testing.T) {
 		_, err = chain.Transact(ctx, chain.Account(6), &to, big.NewInt(1), nil)
 		require.NoError(t, err)
 	}
-	lookback := func(n uint64) func(*evm.RelayerConfig) {
-		return func(c *evm.RelayerConfig) { c.LogLookback, c.LogRange = n, 2 }
+	settleAgain := func(t *testing.T, p *x402.Payment, opts ...func(*evm.RelayerConfig)) *x402.SettleResponse {
+		t.Helper()
+		opts = append(opts, func(c *evm.RelayerConfig) { c.LogRange = 2 })
+		resp, err := newRelayerOn(t, chain.Client(), opts...).Settle(ctx, p)
+		require.NoError(t, err)
+		return resp
 	}
-	short, err := newRelayerOn(t, chain.Client(), lookback(3)).Settle(ctx, p)
+
+	t.Run("VerifiedAt", func(t *testing.T) {
+		require.Equal(t, first, settleAgain(t, p))
+	})
+	t.Run("VerifiedLongAfterTheTransfer", func(t *testing.T) {
+		// Verification found the authorization unused: a use stamped well
+		// before it is not searched for.
+		late := *p
+		late.VerifiedAt = time.Now().Add(11 * time.Minute)
+		resp := settleAgain(t, &late)
+		require.False(t, resp.Success, "the transfer precedes the window searched")
+		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
+	})
+	t.Run("NoVerifiedAt", func(t *testing.T) {
+		// A payment stored before VerifiedAt was recorded: the lookback
+		// before the end of its window.
+		old := *p
+		old.VerifiedAt = time.Time{}
+		require.Equal(t, first, settleAgain(t, &old))
+		resp := settleAgain(t, &old, func(c *evm.RelayerConfig) { c.LogLookback = time.Second })
+		require.False(t, resp.Success, "the transfer is older than the lookback")
+		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
+	})
+}
+
+// TestFindSettlement_BlocksOfTheWindow checks which blocks the search for
+// an authorization's use reads: those stamped inside its validity window,
+// found by bisection over headers, on a chain whose timestamps repeat (the
+// devchain's) and on one where they grow by two seconds (Base's).
+func TestFindSettlement_BlocksOfTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	key := chain.Account(3).Key
+	p, err := newVerifier(t).Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
 	require.NoError(t, err)
-	require.False(t, short.Success, "the transfer is older than the lookback")
-	require.Equal(t, evm.ReasonNonceAlreadyUsed, short.ErrorReason)
-	whole, err := newRelayerOn(t, chain.Client(), lookback(math.MaxUint64)).Settle(ctx, p)
+	var payload struct {
+		Payload struct {
+			Authorization struct {
+				ValidAfter  string `json:"validAfter"`
+				ValidBefore string `json:"validBefore"`
+			} `json:"authorization"`
+		} `json:"payload"`
+	}
+	require.NoError(t, json.Unmarshal(p.Payload, &payload))
+	after, err := strconv.ParseUint(payload.Payload.Authorization.ValidAfter, 10, 64)
 	require.NoError(t, err)
-	require.Equal(t, first, whole)
+	before, err := strconv.ParseUint(payload.Payload.Authorization.ValidBefore, 10, 64)
+	require.NoError(t, err)
+	verified := uint64(p.VerifiedAt.Unix())
+	// Blocks stamped after lo and before before are searched: lo is ten
+	// minutes before verification (or validAfter, if later).
+	lo := max(after, verified-600)
+
+	testCases := []struct {
+		name  string
+		times []uint64 // block n is stamped times[n]
+		p     func(p *x402.Payment)
+		// lookback is FindSettlement's; 0 is the default.
+		lookback time.Duration
+		// The blocks searched, first and last; none when first > last.
+		first, last uint64
+	}{
+		{
+			name:  "whole chain inside the window",
+			times: []uint64{lo + 1, lo + 1, lo + 2, lo + 2, lo + 2, before - 1},
+			first: 0, last: 5,
+		},
+		{
+			name:  "blocks at the window's ends are outside it",
+			times: []uint64{lo - 5, lo, lo, lo + 1, before - 1, before, before, before + 3},
+			first: 3, last: 4,
+		},
+		{
+			name:  "from ten minutes before verification",
+			times: []uint64{after - 2, verified - 601, verified - 600, verified - 599, verified - 599, verified, verified},
+			first: 3, last: 6,
+		},
+		{
+			name:  "Base: a block every two seconds",
+			times: stamps(verified-3000, 2, 4000),
+			first: 1201, last: 1499 + (before-verified)/2,
+		},
+		{
+			name:     "no VerifiedAt: the lookback before validBefore",
+			times:    stamps(verified-100_000, 1, 200_000),
+			p:        func(p *x402.Payment) { p.VerifiedAt = time.Time{} },
+			lookback: 100 * time.Second,
+			first:    before - verified + 99_901, last: before - verified + 99_999,
+		},
+		{
+			name:  "every block before the window",
+			times: []uint64{lo - 3, lo - 1, lo},
+			first: 3, last: 2,
+		},
+	}
+	for _, tc := range testCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := *p
+			if tc.p != nil {
+				tc.p(&q)
+			}
+			sc := &stampedChain{times: tc.times}
+			hash, err := evm.FindSettlement(ctx, sc, &q, tc.lookback)
+			require.NoError(t, err)
+			require.Zero(t, hash)
+			if tc.first > tc.last {
+				require.Empty(t, sc.ranges, "no block is searched")
+			} else {
+				require.Equal(t, tc.first, sc.ranges[0][0], "first block searched")
+				require.Equal(t, tc.last, sc.ranges[len(sc.ranges)-1][1], "last block searched")
+				for i := 1; i < len(sc.ranges); i++ {
+					require.Equal(t, sc.ranges[i-1][1]+1, sc.ranges[i][0], "ranges follow each other")
+				}
+			}
+			n := len(tc.times)
+			require.LessOrEqual(t, sc.headers, 2*(bits.Len(uint(n))+1), "headers read for %d blocks", n)
+		})
+	}
+}
+
+// stamps returns the timestamps of n blocks from start, step apart.
+func stamps(start, step uint64, n int) []uint64 {
+	times := make([]uint64, n)
+	for i := range times {
+		times[i] = start + uint64(i)*step
+	}
+	return times
+}
+
+// stampedChain is a chain of blocks with given timestamps and no logs: the
+// input of the search for an authorization's use, which it records.
+type stampedChain struct {
+	times   []uint64
+	headers int
+	ranges  [][2]uint64
+}
+
+func (c *stampedChain) HeaderByNumber(_ context.Context, number *big.Int) (*types.Header, error) {
+	n := uint64(len(c.times) - 1)
+	if number != nil {
+		n = number.Uint64()
+		c.headers++
+	}
+	return &types.Header{Number: new(big.Int).SetUint64(n), Time: c.times[n]}, nil
+}
+
+func (c *stampedChain) FilterLogs(_ context.Context, q ethereum.FilterQuery) ([]types.Log, error) {
+	c.ranges = append(c.ranges, [2]uint64{q.FromBlock.Uint64(), q.ToBlock.Uint64()})
+	return nil, nil
+}
+
+func (c *stampedChain) SubscribeFilterLogs(context.Context, ethereum.FilterQuery, chan<- types.Log) (ethereum.Subscription, error) {
+	return nil, errors.New("not supported")
 }
 
 func TestRelayer_Concurrent(t *testing.T) {

@@ -157,12 +157,13 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		return nil, fmt.Errorf("verify: encode payload: %w", err)
 	}
 	return &x402.Payment{
-		Network: req.Network,
-		Payer:   auth.From.Hex(),
-		Nonce:   auth.Nonce.Hex(),
-		Amount:  auth.Value.String(),
-		Asset:   asset.Hex(),
-		Payload: raw,
+		Network:    req.Network,
+		Payer:      auth.From.Hex(),
+		Nonce:      auth.Nonce.Hex(),
+		Amount:     auth.Value.String(),
+		Asset:      asset.Hex(),
+		Payload:    raw,
+		VerifiedAt: now.UTC(),
 	}, nil
 }
 

@@ -217,8 +217,11 @@ func TestVerifier_Accepts(t *testing.T) {
 		key := chain.Account(3).Key
 		p := newPayment(t, key, requirement())
 		pp := p.payload(t, requirement())
+		before := time.Now()
 		got, err := v.Verify(ctx, requirement(), pp)
 		require.NoError(t, err)
+		require.WithinRange(t, got.VerifiedAt, before.Truncate(time.Second), time.Now())
+		require.Equal(t, time.UTC, got.VerifiedAt.Location())
 		require.Equal(t, "eip155:8453", got.Network)
 		require.Equal(t, "0x90F79bf6EB2c4f870365E785982E1f101E93b906", got.Payer)
 		require.Equal(t, strings.ToLower(p.auth.Nonce.Hex()), got.Nonce)

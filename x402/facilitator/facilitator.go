@@ -50,9 +50,9 @@ type Config struct {
 	// the facilitator refuses the retry as nonce_already_used, and Settle
 	// looks on the chain for the transaction that used the authorization.
 	Chains map[string]evm.LogReader
-	// LogLookback is how many recent blocks that look covers. Defaults to
-	// evm.DefaultLogLookback.
-	LogLookback uint64
+	// LogLookback bounds that look for a payment that does not say when it
+	// was verified (evm.FindSettlement). Defaults to evm.DefaultLogLookback.
+	LogLookback time.Duration
 }
 
 // Client is a client of one facilitator. It is safe for concurrent use.
@@ -62,7 +62,7 @@ type Client struct {
 	header   http.Header
 	identify IdentifyFunc
 	chains   map[string]evm.LogReader
-	lookback uint64
+	lookback time.Duration
 }
 
 var (
@@ -133,6 +133,7 @@ func (c *Client) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 	if err != nil {
 		return nil, err
 	}
+	verifiedAt := time.Now()
 	status, body, err := c.post(ctx, "/verify", &request{X402Version: x402.Version, PaymentPayload: payload, PaymentRequirements: req})
 	if err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func (c *Client) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 	if err != nil {
 		return nil, fmt.Errorf("facilitator verify: encode payload: %w", err)
 	}
-	return &x402.Payment{Network: req.Network, Payer: payer, Nonce: nonce, Amount: req.Amount, Asset: req.Asset, Payload: raw}, nil
+	return &x402.Payment{Network: req.Network, Payer: payer, Nonce: nonce, Amount: req.Amount, Asset: req.Asset, Payload: raw, VerifiedAt: verifiedAt.UTC()}, nil
 }
 
 // Settle asks the facilitator to settle p. The requirement sent is the one
