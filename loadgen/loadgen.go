@@ -69,6 +69,10 @@ type Config struct {
 	RetryFor time.Duration
 	// Client sends the requests. Defaults to a client with a 70 s timeout.
 	Client *http.Client
+	// Interval, when set, breaks the report down by the time calls started:
+	// one row per Interval of the run (the first seconds after a start, a
+	// stall, a recovery show apart from the steady state).
+	Interval time.Duration
 }
 
 // Outcome is one call's end.
@@ -79,7 +83,10 @@ type Outcome struct {
 	Err     string
 	CallID  string
 	Latency time.Duration
-	Tries   int
+	// Offset is when the call started (was due, at a rate) after the run
+	// began.
+	Offset time.Duration
+	Tries  int
 	// Settled is whether a PAYMENT-RESPONSE with success true came back.
 	Settled bool
 	Tx      string
@@ -95,6 +102,18 @@ type Report struct {
 	Statuses   map[int]int
 	Errors     int
 	Outcomes   []Outcome
+	// Intervals break the run down by Config.Interval, in order; empty
+	// without one.
+	Intervals []Interval
+}
+
+// Interval sums up the calls started in one interval of a run. Latencies
+// are those of the calls answered with a status.
+type Interval struct {
+	Start, End time.Duration
+	Calls      int
+	P50, P99   time.Duration
+	Max        time.Duration
 }
 
 // String renders the report for people.
@@ -112,6 +131,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, " %d:%d", c, r.Statuses[c])
 	}
 	fmt.Fprintf(&b, " errors:%d\n", r.Errors)
+	for _, in := range r.Intervals {
+		fmt.Fprintf(&b, "  %s-%s: %d calls, p50 %s p99 %s max %s\n", in.Start, in.End, in.Calls, ms(in.P50), ms(in.P99), ms(in.Max))
+	}
 	return b.String()
 }
 
@@ -198,16 +220,17 @@ loop:
 			defer func() { <-slots }()
 			k := n % len(cfg.Requests)
 			o := call(ctx, &cfg, cfg.Requests[k], quotes[k], due)
+			o.Offset = due.Sub(begin)
 			mu.Lock()
 			outcomes = append(outcomes, o)
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return summarise(outcomes, time.Since(begin)), nil
+	return summarise(outcomes, time.Since(begin), cfg.Interval), nil
 }
 
-func summarise(outcomes []Outcome, elapsed time.Duration) *Report {
+func summarise(outcomes []Outcome, elapsed, interval time.Duration) *Report {
 	r := &Report{Calls: len(outcomes), Elapsed: elapsed, Statuses: map[int]int{}, Outcomes: outcomes}
 	lat := make([]time.Duration, 0, len(outcomes))
 	for _, o := range outcomes {
@@ -221,12 +244,42 @@ func summarise(outcomes []Outcome, elapsed time.Duration) *Report {
 	if elapsed > 0 {
 		r.Throughput = float64(len(outcomes)) / elapsed.Seconds()
 	}
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		at := func(p int) time.Duration { return lat[min(len(lat)-1, len(lat)*p/100)] }
-		r.P50, r.P95, r.P99, r.Max = at(50), at(95), at(99), lat[len(lat)-1]
+	r.P50, r.P95, r.P99, r.Max = percentiles(lat)
+	if interval > 0 && len(outcomes) > 0 {
+		var last time.Duration
+		for _, o := range outcomes {
+			last = max(last, o.Offset)
+		}
+		n := int(last/interval) + 1
+		lats := make([][]time.Duration, n)
+		r.Intervals = make([]Interval, n)
+		for i := range r.Intervals {
+			r.Intervals[i].Start, r.Intervals[i].End = time.Duration(i)*interval, time.Duration(i+1)*interval
+		}
+		for _, o := range outcomes {
+			i := int(o.Offset / interval)
+			r.Intervals[i].Calls++
+			if o.Err == "" || o.Status != 0 {
+				lats[i] = append(lats[i], o.Latency)
+			}
+		}
+		for i := range r.Intervals {
+			in := &r.Intervals[i]
+			in.P50, _, in.P99, in.Max = percentiles(lats[i])
+		}
 	}
 	return r
+}
+
+// percentiles sorts lat and returns its 50th, 95th and 99th percentiles
+// and its maximum (zero when it is empty).
+func percentiles(lat []time.Duration) (p50, p95, p99, maximum time.Duration) {
+	if len(lat) == 0 {
+		return 0, 0, 0, 0
+	}
+	slices.Sort(lat)
+	at := func(p int) time.Duration { return lat[min(len(lat)-1, len(lat)*p/100)] }
+	return at(50), at(95), at(99), lat[len(lat)-1]
 }
 
 // call pays and makes one call, retrying a lost answer with the same header

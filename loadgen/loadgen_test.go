@@ -48,7 +48,7 @@ func TestSummarise(t *testing.T) {
 		outcomes = append(outcomes, Outcome{Status: status, Latency: time.Duration(i) * time.Millisecond})
 	}
 	outcomes = append(outcomes, Outcome{Err: "dial tcp: connection refused", Latency: time.Hour})
-	r := summarise(outcomes, 2*time.Second)
+	r := summarise(outcomes, 2*time.Second, 0)
 	require.Equal(t, 101, r.Calls)
 	require.Equal(t, 1, r.Errors)
 	require.Equal(t, map[int]int{200: 90, 402: 10}, r.Statuses)
@@ -59,6 +59,32 @@ func TestSummarise(t *testing.T) {
 	require.Equal(t, 100*time.Millisecond, r.P99)
 	require.Equal(t, 100*time.Millisecond, r.Max)
 	require.Equal(t, "calls 101 in 2s: 50.5 calls/s\nlatency p50 51.00ms p95 96.00ms p99 100.00ms max 100.00ms\nstatuses 200:90 402:10 errors:1\n", r.String())
+}
+
+func TestSummarise_Intervals(t *testing.T) {
+	t.Parallel()
+	// Calls every 10 ms for 2.5 s; those started in the second second take
+	// 200 ms, the others 10 ms, and one of the last half second failed
+	// without an answer.
+	var outcomes []Outcome
+	for i := range 250 {
+		o := Outcome{Status: http.StatusOK, Offset: time.Duration(i) * 10 * time.Millisecond, Latency: 10 * time.Millisecond}
+		if o.Offset >= time.Second && o.Offset < 2*time.Second {
+			o.Latency = 200 * time.Millisecond
+		}
+		if i == 249 {
+			o = Outcome{Err: "connection refused", Offset: o.Offset, Latency: time.Hour}
+		}
+		outcomes = append(outcomes, o)
+	}
+	r := summarise(outcomes, 2500*time.Millisecond, time.Second)
+	require.Equal(t, []Interval{
+		{Start: 0, End: time.Second, Calls: 100, P50: 10 * time.Millisecond, P99: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+		{Start: time.Second, End: 2 * time.Second, Calls: 100, P50: 200 * time.Millisecond, P99: 200 * time.Millisecond, Max: 200 * time.Millisecond},
+		{Start: 2 * time.Second, End: 3 * time.Second, Calls: 50, P50: 10 * time.Millisecond, P99: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+	}, r.Intervals)
+	require.Contains(t, r.String(), "\n  1s-2s: 100 calls, p50 200.00ms p99 200.00ms max 200.00ms\n")
+	require.Empty(t, summarise(outcomes, 2500*time.Millisecond, 0).Intervals)
 }
 
 // seller is a loopback service speaking x402's headers: 402 with
@@ -152,10 +178,14 @@ func TestRun(t *testing.T) {
 
 	// A rate spaces the calls out.
 	start := time.Now()
-	rep, err = Run(ctx, Config{BaseURL: srv.URL, Payer: &countingPayer{}, Concurrency: 8, Rate: 50, MaxCalls: 10, Requests: []Request{{Op: "diff"}}})
+	rep, err = Run(ctx, Config{BaseURL: srv.URL, Payer: &countingPayer{}, Concurrency: 8, Rate: 50, MaxCalls: 10, Requests: []Request{{Op: "diff"}}, Interval: 100 * time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 10, rep.Calls)
 	require.GreaterOrEqual(t, time.Since(start), 180*time.Millisecond, "10 calls at 50/s take at least 9 intervals of 20 ms")
+	// Each call's start is its due time: five in each 100 ms.
+	require.Len(t, rep.Intervals, 2, rep.String())
+	require.Equal(t, 5, rep.Intervals[0].Calls, rep.String())
+	require.Equal(t, 5, rep.Intervals[1].Calls, rep.String())
 
 	// At a rate the service cannot keep up with, latency counts from the
 	// time each call was due: one slot, calls due every 10 ms, answers

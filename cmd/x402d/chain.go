@@ -217,6 +217,7 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 	rate := fs.Float64("rate", 0, "calls started per second (0: as fast as the concurrency allows)")
 	dur := fs.Duration("t", 10*time.Second, "duration")
 	retry := fs.Bool("retry", true, "resend a lost answer with the same payment header")
+	every := fs.Duration("every", 0, "also report the calls started in each interval this long (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		BaseURL: *base, Requests: []loadgen.Request{{Op: *op, Body: *body}}, Payer: client,
-		Concurrency: *conc, Rate: *rate, Duration: *dur, Retry: *retry,
+		Concurrency: *conc, Rate: *rate, Duration: *dur, Retry: *retry, Interval: *every,
 	})
 	if err != nil {
 		return err
