@@ -87,7 +87,7 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 		// for them (at a steady 75 paid calls/s on machine C, 13–62 of the
 		// first 750 calls took over 100 ms, 0–17 with the pool warm;
 		// docs/performance.md). A process may use DB_MAX_CONNS connections
-		// either way.
+		// either way. store.Warm below opens them before open returns.
 		poolCfg.MinConns = poolCfg.MaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
@@ -97,6 +97,12 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 	if err := schema.Migrate(ctx, pool, a.logger); err != nil {
 		pool.Close()
 		return nil, err
+	}
+	if warm {
+		if err := store.Warm(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	return pool, nil
 }
