@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 )
 
 // ErrNotFound is returned when a looked-up row does not exist.
@@ -69,7 +70,7 @@ func IsUnavailable(err error) bool {
 	var netErr net.Error
 	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "closed pool")
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, puddle.ErrClosedPool) || pgconn.SafeToRetry(err)
 }
 
 // relaxedBegin starts a transaction whose commit does not wait for its WAL

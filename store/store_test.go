@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -296,6 +298,17 @@ func TestInRelaxedTx(t *testing.T) {
 
 func TestIsUnavailable(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	closedPool, err := pgxpool.New(ctx, db.URL)
+	require.NoError(t, err)
+	closedPool.Close()
+	_, closedPoolErr := closedPool.Exec(ctx, "SELECT 1")
+	closedConn, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	require.NoError(t, closedConn.Close(ctx))
+	_, closedConnErr := closedConn.Exec(ctx, "SELECT 1")
+	_, raised := db.Pool.Exec(ctx, "DO $$ BEGIN RAISE EXCEPTION 'conn closed'; END $$")
 	for _, tt := range []struct {
 		name string
 		err  error
@@ -307,6 +320,11 @@ func TestIsUnavailable(t *testing.T) {
 		{"Refused", &net.OpError{Op: "dial", Net: "tcp", Err: io.EOF}, true},
 		{"CutShort", io.ErrUnexpectedEOF, true},
 		{"Other", io.ErrShortWrite, false},
+		{"ClosedPool", closedPoolErr, true},
+		{"ClosedConn", closedConnErr, true},
+		{"WrappedClosedConn", fmt.Errorf("read call: %w", closedConnErr), true},
+		{"StatementSaysClosed", raised, false},
+		{"TextSaysClosed", errors.New("upstream: closed pool, conn closed"), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.want, store.IsUnavailable(tt.err))
