@@ -98,8 +98,10 @@ func TestClient(t *testing.T) {
 	t.Run("VerifyThenSettle", func(t *testing.T) {
 		req := b.requirement()
 		payload := b.pay(t, 2, req)
+		asked := time.Now()
 		p, err := b.client.Verify(ctx, req, payload)
 		require.NoError(t, err)
+		require.WithinRange(t, p.VerifiedAt, asked, time.Now(), "verified when asked")
 		require.Equal(t, b.chain.Account(2).Address.Hex(), p.Payer)
 		payer, nonce, err := evm.Identify(payload)
 		require.NoError(t, err)
