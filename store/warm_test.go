@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -29,13 +30,8 @@ func TestWarm(t *testing.T) {
 	require.EqualValues(t, 4, pool.Stat().TotalConns())
 	rows, err := db.Pool.Query(ctx, "SELECT query FROM pg_stat_activity WHERE application_name = $1", "warm-"+db.Schema)
 	require.NoError(t, err)
-	var queries []string
-	for rows.Next() {
-		var q string
-		require.NoError(t, rows.Scan(&q))
-		queries = append(queries, q)
-	}
-	require.NoError(t, rows.Err())
+	queries, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	require.Len(t, queries, 4)
 	for _, q := range queries {
 		require.Contains(t, q, "FROM river_job WHERE state = 'available'", "a backend that was not warmed")
