@@ -233,40 +233,35 @@ loop:
 func summarise(outcomes []Outcome, elapsed, interval time.Duration) *Report {
 	r := &Report{Calls: len(outcomes), Elapsed: elapsed, Statuses: map[int]int{}, Outcomes: outcomes}
 	lat := make([]time.Duration, 0, len(outcomes))
+	var lats [][]time.Duration // per interval
 	for _, o := range outcomes {
+		k := -1
+		if interval > 0 {
+			k = int(o.Offset / interval)
+			for len(r.Intervals) <= k {
+				n := time.Duration(len(r.Intervals))
+				r.Intervals = append(r.Intervals, Interval{Start: n * interval, End: (n + 1) * interval})
+				lats = append(lats, nil)
+			}
+			r.Intervals[k].Calls++
+		}
 		if o.Err != "" && o.Status == 0 {
 			r.Errors++
 			continue
 		}
 		r.Statuses[o.Status]++
 		lat = append(lat, o.Latency)
+		if k >= 0 {
+			lats[k] = append(lats[k], o.Latency)
+		}
 	}
 	if elapsed > 0 {
 		r.Throughput = float64(len(outcomes)) / elapsed.Seconds()
 	}
 	r.P50, r.P95, r.P99, r.Max = percentiles(lat)
-	if interval > 0 && len(outcomes) > 0 {
-		var last time.Duration
-		for _, o := range outcomes {
-			last = max(last, o.Offset)
-		}
-		n := int(last/interval) + 1
-		lats := make([][]time.Duration, n)
-		r.Intervals = make([]Interval, n)
-		for i := range r.Intervals {
-			r.Intervals[i].Start, r.Intervals[i].End = time.Duration(i)*interval, time.Duration(i+1)*interval
-		}
-		for _, o := range outcomes {
-			i := int(o.Offset / interval)
-			r.Intervals[i].Calls++
-			if o.Err == "" || o.Status != 0 {
-				lats[i] = append(lats[i], o.Latency)
-			}
-		}
-		for i := range r.Intervals {
-			in := &r.Intervals[i]
-			in.P50, _, in.P99, in.Max = percentiles(lats[i])
-		}
+	for k := range r.Intervals {
+		in := &r.Intervals[k]
+		in.P50, _, in.P99, in.Max = percentiles(lats[k])
 	}
 	return r
 }
