@@ -817,7 +817,7 @@ func paymentTransfer(p *x402.Payment) (common.Address, *exactPayload, error) {
 // found it unused: the blocks of that window (from useMargin before
 // verifiedAt, or from lookback before its end when verifiedAt is zero) are
 // searched, oldest first, logRange blocks per request. The window's blocks
-// are found by bisection over headers: about 2·log2(head) header reads, on
+// are found by bisection over headers: at most 2·log2(head) header reads, on
 // a path taken only when an authorization is found already used.
 func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *Authorization, verifiedAt time.Time, lookback time.Duration, logRange uint64) (common.Hash, error) {
 	head, err := chain.HeaderByNumber(ctx, nil)
@@ -837,11 +837,11 @@ func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *A
 	if before == 0 || after >= before-1 {
 		return common.Hash{}, nil
 	}
-	low, err := firstBlockAfter(ctx, chain, head, after)
+	low, err := firstBlockAfter(ctx, chain, head, 0, after)
 	if err != nil {
 		return common.Hash{}, err
 	}
-	end, err := firstBlockAfter(ctx, chain, head, before-1)
+	end, err := firstBlockAfter(ctx, chain, head, low, before-1)
 	if err != nil {
 		return common.Hash{}, err
 	}
@@ -869,15 +869,16 @@ func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *A
 	return common.Hash{}, nil
 }
 
-// firstBlockAfter returns the number of the first block up to head stamped
-// after t, or head's number plus one if none is. Timestamps never decrease
-// along a chain, so it bisects: about log2(head) header reads.
-func firstBlockAfter(ctx context.Context, chain LogReader, head *types.Header, t uint64) (uint64, error) {
+// firstBlockAfter returns the number of the first block from from up to
+// head stamped after t, or head's number plus one if none is. Timestamps
+// never decrease along a chain, so it bisects: about log2(head-from) header
+// reads.
+func firstBlockAfter(ctx context.Context, chain LogReader, head *types.Header, from, t uint64) (uint64, error) {
 	n := head.Number.Uint64()
 	if head.Time <= t {
 		return n + 1, nil
 	}
-	low, high := uint64(0), n // the answer is in [low, high]
+	low, high := min(from, n), n // the answer is in [low, high]
 	for low < high {
 		mid := low + (high-low)/2
 		h, err := chain.HeaderByNumber(ctx, new(big.Int).SetUint64(mid))
