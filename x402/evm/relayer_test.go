@@ -7,7 +7,6 @@ import (
 	"errors"
 	"math/big"
 	"math/bits"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,22 +258,10 @@ func TestRelayer_FindsItsOwnUse(t *testing.T) {
 func TestFindSettlement_BlocksOfTheWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	key := chain.Account(3).Key
-	p, err := newVerifier(t).Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+	pay := newPayment(t, chain.Account(3).Key, requirement())
+	p, err := newVerifier(t).Verify(ctx, requirement(), pay.payload(t, requirement()))
 	require.NoError(t, err)
-	var payload struct {
-		Payload struct {
-			Authorization struct {
-				ValidAfter  string `json:"validAfter"`
-				ValidBefore string `json:"validBefore"`
-			} `json:"authorization"`
-		} `json:"payload"`
-	}
-	require.NoError(t, json.Unmarshal(p.Payload, &payload))
-	after, err := strconv.ParseUint(payload.Payload.Authorization.ValidAfter, 10, 64)
-	require.NoError(t, err)
-	before, err := strconv.ParseUint(payload.Payload.Authorization.ValidBefore, 10, 64)
-	require.NoError(t, err)
+	after, before := pay.auth.ValidAfter.Uint64(), pay.auth.ValidBefore.Uint64()
 	verified := uint64(p.VerifiedAt.Unix())
 	// Blocks stamped after lo and before before are searched: lo is ten
 	// minutes before verification (or validAfter, if later).
