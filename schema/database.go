@@ -7,16 +7,20 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // EnsureDatabase creates the database named in connString when it does not
 // exist and the role may create it. An unreachable server is an error that
-// says how to start one.
+// says how to start one. connString may carry pgxpool's settings
+// (pool_max_conns, pool_max_conn_lifetime, ...): they are the pool's, not the
+// server's, and are not sent.
 func EnsureDatabase(ctx context.Context, connString string) error {
-	config, err := pgx.ParseConfig(connString)
+	poolConfig, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
+	config := poolConfig.ConnConfig
 	conn, err := pgx.ConnectConfig(ctx, config)
 	if err == nil {
 		return conn.Close(ctx)
