@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -16,31 +17,62 @@ SELECT 1 FROM calls WHERE payment_key = 'warm';
 SELECT 1 FROM events WHERE stream = 'warm' ORDER BY id;
 SELECT id FROM river_job WHERE state = 'available' AND queue = 'warm' ORDER BY priority, scheduled_at, id LIMIT 1`
 
-// Warm opens every connection pool may hold and runs on each the reads of
-// warmSQL, so that each Postgres backend has loaded the descriptions of the
-// service's hot tables and indexes before traffic comes. A new backend
-// loads them on its first statements, and a process that starts under load
-// brings many backends into use at once: at a steady 100 paid calls/s on
-// two cores (docs/performance.md) the first second's slowest call took
-// 160–440 ms with cold backends and 90–250 ms with warm ones. It returns
-// once every connection is warm, or ctx's error.
-func Warm(ctx context.Context, pool *pgxpool.Pool) error {
+// OpenWarm connects a pool of cfg that keeps its cfg.MaxConns connections
+// open and warm: every connection it opens runs the reads of warmSQL before
+// the pool hands it out, so that its Postgres backend has loaded the
+// descriptions of the service's hot tables and indexes before a call's
+// statements need them. A new backend loads them on its first statements,
+// and a process that starts under load brings many backends into use at
+// once: at a steady 100 paid calls/s on two cores (docs/performance.md) the
+// first second's slowest call took 160–440 ms with cold backends and
+// 90–250 ms with warm ones. Connections that replace others later (pgxpool
+// retires each after cfg.MaxConnLifetime, and one that broke) are warmed
+// the same way. Without cfg.MaxConnLifetimeJitter, connections are retired
+// at times spread over a second MaxConnLifetime (pgxpool draws the extra in
+// whole seconds): opened together, they would all be replaced at once, and
+// a new backend takes about 20 ms to connect on two cores (pgbench -C); at
+// 100 paid calls/s, replacing 20 at once stalled calls for up to 1.3 s.
+// The schema must be migrated. OpenWarm returns once every connection is
+// open and warm, or the first error; cfg is not changed.
+func OpenWarm(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	cfg = cfg.Copy()
+	cfg.MinConns = cfg.MaxConns
+	if cfg.MaxConnLifetimeJitter == 0 {
+		cfg.MaxConnLifetimeJitter = cfg.MaxConnLifetime
+	}
+	next := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if next != nil {
+			if err := next(ctx, conn); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, warmSQL); err != nil {
+			return fmt.Errorf("warm connection: %w", err)
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open warm pool: %w", err)
+	}
+	if err := fill(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open warm pool: %w", err)
+	}
+	return pool, nil
+}
+
+// fill returns once pool holds as many open connections as it may.
+func fill(ctx context.Context, pool *pgxpool.Pool) error {
 	n := int(pool.Config().MaxConns)
 	conns := make([]*pgxpool.Conn, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() {
-			// Each holds its connection until all are warm: n distinct
-			// connections.
-			c, err := pool.Acquire(ctx)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			conns[i] = c
-			_, errs[i] = c.Exec(ctx, warmSQL)
-		})
+		// Each holds its connection until all are open: n distinct
+		// connections.
+		wg.Go(func() { conns[i], errs[i] = pool.Acquire(ctx) })
 	}
 	wg.Wait()
 	for _, c := range conns {
@@ -50,7 +82,7 @@ func Warm(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	for _, err := range errs {
 		if err != nil {
-			return fmt.Errorf("warm connections: %w", err)
+			return err
 		}
 	}
 	return nil

@@ -69,8 +69,9 @@ func (a *app) limits() jobs.Limits {
 }
 
 // open creates the database if needed, connects and migrates. A warm pool
-// opens its DB_MAX_CONNS connections at once and keeps them: for the
-// processes that serve calls, not for one-shot commands.
+// (store.OpenWarm) opens its DB_MAX_CONNS connections at once, warms each
+// and keeps them: for the processes that serve calls, not for one-shot
+// commands.
 func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 	if err := schema.EnsureDatabase(ctx, a.cfg.DatabaseURL); err != nil {
 		return nil, err
@@ -82,14 +83,6 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 	if a.cfg.DBMaxConns > 0 {
 		poolCfg.MaxConns = int32(a.cfg.DBMaxConns)
 	}
-	if warm {
-		// Opened on demand, the first second of traffic after a start paid
-		// for them (at a steady 75 paid calls/s on machine C, 13–62 of the
-		// first 750 calls took over 100 ms, 0–17 with the pool warm;
-		// docs/performance.md). A process may use DB_MAX_CONNS connections
-		// either way. store.Warm below opens them before open returns.
-		poolCfg.MinConns = poolCfg.MaxConns
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -98,13 +91,16 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 		pool.Close()
 		return nil, err
 	}
-	if warm {
-		if err := store.Warm(ctx, pool); err != nil {
-			pool.Close()
-			return nil, err
-		}
+	if !warm {
+		return pool, nil
 	}
-	return pool, nil
+	// Opened on demand, the first second of traffic after a start paid for
+	// the connections (at a steady 75 paid calls/s on machine C, 13–62 of
+	// the first 750 calls took over 100 ms, 0–17 with the pool open; and
+	// more with cold backends: docs/performance.md). The warm pool needs
+	// the migrated tables: the migration's pool is closed first.
+	pool.Close()
+	return store.OpenWarm(ctx, poolCfg)
 }
 
 func (a *app) migrate(ctx context.Context) error {
