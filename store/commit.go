@@ -34,17 +34,27 @@ type GroupCommitter[T any] struct {
 	// items (the others then wait for it instead of writing).
 	lastArrival time.Time
 	lingering   bool
-	// lingerOff is until when writers do not linger: set when a linger
-	// gathered no other item (a caller waiting for each answer before
-	// sending the next, however quickly), cleared when two items are
-	// written together.
-	lingerOff time.Time
+	// lingerOff is until when writers do not linger: set when
+	// lingerOffAfter lingers in a row gathered no other item (a caller
+	// waiting for each answer before sending the next, however quickly),
+	// cleared when two items are written together; emptyLingers counts
+	// those lingers.
+	lingerOff    time.Time
+	emptyLingers int
 }
 
-// lingerRetry is how long lingering stays off after a linger that gathered
-// nothing, when no two items are written together meanwhile: a caller
-// sending one item after another waits once in that time.
+// lingerRetry is how long lingering stays off after lingerOffAfter lingers
+// in a row gathered nothing, when no two items are written together
+// meanwhile: a caller sending one item after another waits lingerOffAfter
+// times in that time.
 const lingerRetry = time.Second
+
+// lingerOffAfter is how many lingers in a row must gather nothing before
+// lingering is turned off. One is not enough: in a steady stream a linger
+// gathers nothing whenever the next item comes more than LingerIdle later,
+// and at 300 paid calls/s with 15 ms lingers (a 5 ms idle) admission then
+// wrote 1.2 calls a transaction, lingering off most of the time.
+const lingerOffAfter = 3
 
 // CommitLinger is the Linger of the service's committers. At a steady 700
 // calls/s offered (2 cores, `x402d load -rate 700`), Postgres took 7.3 s of
@@ -59,6 +69,15 @@ const lingerRetry = time.Second
 // closed loop without a chain (TestLoadSteady) did 201 calls/s with
 // lingers of 30 ms, 411/s with this, 533/s with a 5 ms idle time, which
 // cost 5% more CPU at a steady 1,000 calls/s (the cores then saturated).
+// Those figures were taken while a writer ending its transaction took the
+// items a linger was gathering (writeNext), so that lingers mostly did not
+// hold. With lingers that hold, and lingering turned off only after
+// lingerOffAfter empty ones, at a steady 300 calls/s on machine G
+// (docs/performance.md, session 11) an admission linger of 30 ms cost
+// Postgres 1.12-1.49 ms of CPU per call, 20 ms 1.49-1.65, 15 ms 1.49-1.62
+// and 10 ms 1.96-2.09 (its lingers ending early), p99 in the same range
+// (83-122 ms) but for 10 ms, p50 46-50 ms with 15 ms against 57-69; at 1,000
+// calls/s offered 30 ms did 789-798 calls/s, 15 ms 721-785. 30 ms stays.
 const CommitLinger = 30 * time.Millisecond
 
 // GroupCommitConfig configures a GroupCommitter.
@@ -74,9 +93,9 @@ type GroupCommitConfig struct {
 	// when items arrive less than Linger apart (a steady stream, where
 	// each item would otherwise have a transaction of its own); an item
 	// arriving after a quiet spell is written at once. A linger that
-	// gathers no other item (one caller sending its items one after the
-	// other) turns lingering off for a second, or until two items are
-	// written together. Defaults to 0: no wait.
+	// gathers no other item three times in a row (one caller sending its
+	// items one after the other) turns lingering off for a second, or
+	// until two items are written together. Defaults to 0: no wait.
 	Linger time.Duration
 	// LingerIdle ends a linger early once no item has come for that long
 	// (a burst has passed). Defaults to a third of Linger.
@@ -155,8 +174,8 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 
 // linger waits for more items, from start up to Linger, and less once none
 // has come for LingerIdle or when its caller gives up (the items are then
-// written at once). A linger that gathered no other item turns lingering off
-// for lingerRetry.
+// written at once). The lingerOffAfter-th linger in a row that gathered no
+// other item turns lingering off for lingerRetry.
 func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 	deadline := start.Add(g.cfg.Linger)
 	t := time.NewTimer(0)
@@ -182,20 +201,26 @@ func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lingering = false
-	if len(g.pending) < 2 {
+	if len(g.pending) >= 2 {
+		g.emptyLingers = 0
+		return
+	}
+	if g.emptyLingers++; g.emptyLingers >= lingerOffAfter {
 		g.lingerOff = time.Now().Add(lingerRetry)
+		g.emptyLingers = 0
 	}
 }
 
 // writeNext writes the items waiting, up to MaxBatch, and reports whether
-// more are waiting; when none are, it gives its writer's place up.
+// more are waiting for it; when none are, or a lingering writer will take
+// them, it gives its writer's place up.
 func (g *GroupCommitter[T]) writeNext(ctx context.Context) bool {
 	g.mu.Lock()
 	n := min(len(g.pending), g.cfg.MaxBatch)
 	batch := g.pending[:n:n]
 	g.pending = g.pending[n:]
 	if n > 1 {
-		g.lingerOff = time.Time{}
+		g.lingerOff, g.emptyLingers = time.Time{}, 0
 	}
 	g.mu.Unlock()
 	if n > 0 {
@@ -203,7 +228,13 @@ func (g *GroupCommitter[T]) writeNext(ctx context.Context) bool {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.pending) > 0 {
+	// The items that came in meanwhile are this writer's to take, unless
+	// a writer lingers for them: it takes them when its linger ends.
+	// Taken now, they would end that linger's batch before it began, and
+	// under a steady stream every transaction would hold the few items
+	// that came in during the one before (at 300 paid calls/s, 1.5 per
+	// admission).
+	if len(g.pending) > 0 && !g.lingering {
 		return true
 	}
 	g.inFlight--

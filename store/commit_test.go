@@ -242,6 +242,43 @@ func TestGroupCommitterLinger(t *testing.T) {
 	require.Zero(t, g.inFlight)
 }
 
+// TestGroupCommitterLingerKeepsItsItems checks that a writer finishing its
+// transaction leaves the items that came in meanwhile to the writer
+// lingering for them: they are written together when the linger ends, not
+// in the transactions that happen to end first.
+func TestGroupCommitterLingerKeepsItsItems(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	release := make(chan struct{})
+	g, written := recordingCommitter(t, GroupCommitConfig{Linger: time.Minute, LingerIdle: 200 * time.Millisecond}, func(items []int) {
+		if items[0] == 0 {
+			<-release
+		}
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 0)) })
+	waitUntil(t, g, func() bool { return g.inFlight == 1 && len(g.pending) == 0 }, "item 0 is being written")
+
+	// Item 1 comes during item 0's transaction: it lingers, and item 2
+	// waits for it.
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 1)) })
+	waitUntil(t, g, func() bool { return g.lingering }, "item 1 lingers")
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 2)) })
+	waitUntil(t, g, func() bool { return len(g.pending) == 2 }, "item 2 waits")
+
+	// Item 0's transaction ends; its writer leaves, and item 3 joins the
+	// linger.
+	close(release)
+	waitUntil(t, g, func() bool { return g.inFlight == 1 }, "item 0's writer leaves")
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 3)) })
+	wg.Wait()
+	batches := written()
+	require.Len(t, batches, 2, "%v", batches)
+	require.Equal(t, []int{0}, batches[0])
+	require.ElementsMatch(t, []int{1, 2, 3}, batches[1])
+	require.Zero(t, g.inFlight)
+}
+
 // TestGroupCommitterLingerEndsWithCaller checks that a writer lingering for
 // more items writes them at once when its caller gives up.
 func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
@@ -267,16 +304,19 @@ func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
 	require.Equal(t, [][]int{{0}, {1, 2}}, written())
 }
 
-// TestGroupCommitterLingerOff checks that a linger that gathers nothing
-// turns lingering off (a caller sending items one after the other waits
-// once, not every time) until two items are written together again or
-// lingerRetry has passed.
+// TestGroupCommitterLingerOff checks that lingerOffAfter lingers in a row
+// that gather nothing turn lingering off (a caller sending items one after
+// the other waits a few times, not every time) until two items are written
+// together again or lingerRetry has passed, and that fewer do not (a gap in
+// a steady stream).
 func TestGroupCommitterLingerOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	const linger = 300 * time.Millisecond
+	// A linger ends idle after the last item: the next item, sent once
+	// the one before is written, comes within linger of it.
+	const linger, idle = 900 * time.Millisecond, 300 * time.Millisecond
 	hold := make(chan struct{})
-	g, written := recordingCommitter(t, GroupCommitConfig{InFlight: 1, Linger: linger, LingerIdle: linger}, func(items []int) {
+	g, written := recordingCommitter(t, GroupCommitConfig{InFlight: 1, Linger: linger, LingerIdle: idle}, func(items []int) {
 		if items[0] == 10 {
 			<-hold
 		}
@@ -286,39 +326,57 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 		require.NoError(t, g.Commit(ctx, i))
 		return time.Since(start)
 	}
-	// One after the other: the second lingers for nothing, the next ones
-	// are written at once.
-	require.Less(t, timed(0), linger/2, "the first item is written at once")
-	require.GreaterOrEqual(t, timed(1), linger, "the second lingers")
-	for i := 2; i <= 4; i++ {
-		require.Less(t, timed(i), linger/2, "item %d lingered again", i)
+	// One after the other: the second lingers for nothing, and so do the
+	// next ones up to lingerOffAfter; the ones after are written at once.
+	require.Less(t, timed(0), idle/2, "the first item is written at once")
+	for i := 1; i <= lingerOffAfter; i++ {
+		require.GreaterOrEqual(t, timed(i), idle, "item %d lingers", i)
+	}
+	for i := lingerOffAfter + 1; i <= lingerOffAfter+3; i++ {
+		require.Less(t, timed(i), idle/2, "item %d lingered again", i)
 	}
 
 	// Items 11 and 12 wait behind item 10's transaction and are written
-	// together: the next item lingers again.
+	// together: the next items linger again.
 	var wg sync.WaitGroup
 	wg.Go(func() { require.NoError(t, g.Commit(ctx, 10)) })
 	waitUntil(t, g, func() bool { return g.inFlight == 1 && len(g.pending) == 0 })
-	for _, i := range []int{11, 12} {
+	for n, i := range []int{11, 12} {
 		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
+		waitUntil(t, g, func() bool { return len(g.pending) == n+1 }, "item %d waits", i)
 	}
-	waitUntil(t, g, func() bool { return len(g.pending) == 2 })
 	close(hold)
 	wg.Wait()
-	require.GreaterOrEqual(t, timed(13), linger, "lingering came back")
-	require.Equal(t, [][]int{{0}, {1}, {2}, {3}, {4}, {10}, {11, 12}, {13}}, written())
-
-	// Item 13 gathered nothing: lingering is off again, for lingerRetry.
-	start := time.Now()
-	var lingered []int
-	for i := 14; time.Since(start) < lingerRetry+linger; i++ {
-		if timed(i) >= linger {
-			lingered = append(lingered, i)
-		}
-		time.Sleep(linger / 3)
+	want := [][]int{}
+	for i := 0; i <= lingerOffAfter+3; i++ {
+		want = append(want, []int{i})
 	}
-	require.Len(t, lingered, 1, "one linger once lingerRetry had passed")
-	require.Greater(t, lingered[0], 16, "lingering came back before lingerRetry")
+	want = append(want, []int{10}, []int{11, 12})
+	require.Equal(t, want, written())
+
+	// A linger that gathers another item clears the count: item 21 waits
+	// for nothing, 22 and 23 are written together, and the count starts
+	// again.
+	require.GreaterOrEqual(t, timed(21), idle, "lingering came back")
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 22)) })
+	waitUntil(t, g, func() bool { return g.lingering }, "item 22 lingers")
+	require.NoError(t, g.Commit(ctx, 23))
+	wg.Wait()
+	for i := 24; i < 24+lingerOffAfter; i++ {
+		require.GreaterOrEqual(t, timed(i), idle, "item %d lingers", i)
+	}
+	off := time.Now()
+	require.Less(t, timed(30), idle/2, "lingering is off")
+
+	// Off until lingerRetry has passed.
+	for i := 31; ; i++ {
+		if timed(i) >= idle {
+			require.GreaterOrEqual(t, time.Since(off), lingerRetry, "lingering came back before lingerRetry")
+			break
+		}
+		require.Less(t, time.Since(off), lingerRetry+2*idle, "lingering did not come back")
+		time.Sleep(idle / 3)
+	}
 }
 
 // TestGroupCommitterLingerIdle checks that a linger lasts while items keep
