@@ -186,18 +186,23 @@ type Call struct {
 	UpdatedAt  time.Time
 }
 
-// callColumnsBefore and callColumnsAfter surround the payment in the
-// columns scanCall reads.
+// callColumnsBefore and callColumnsAfter surround the payment and the
+// result in the columns scanCall reads.
 const (
 	callColumnsBefore = "id, op, state, token, request_hash, payment_key, network, payer, amount, "
-	callColumnsAfter  = ", result, failure, settlement, created_at, updated_at"
+	callColumnsAfter  = ", failure, settlement, created_at, updated_at"
 )
 
-const callColumns = callColumnsBefore + "payment" + callColumnsAfter
+const callColumns = callColumnsBefore + "payment, result" + callColumnsAfter
 
 // answerColumns are callColumns without the payment, which answering a call
 // does not need: Postgres does not render it and nothing decodes it.
-const answerColumns = callColumnsBefore + "NULL::jsonb" + callColumnsAfter
+const answerColumns = callColumnsBefore + "NULL::jsonb, result" + callColumnsAfter
+
+// settleColumns are callColumns without the result, which settling a call
+// does not need: it may run to megabytes, and the call's job has just
+// written it.
+const settleColumns = callColumnsBefore + "payment, NULL::json" + callColumnsAfter
 
 func scanCall(row pgx.Row) (*Call, error) {
 	var c Call
@@ -240,7 +245,14 @@ func CallGetAnswer(ctx context.Context, db DBTX, id string) (*Call, error) {
 	return callByID(ctx, db, answerColumns, id)
 }
 
-// callByID reads columns (callColumns or answerColumns) of call id.
+// CallGetToSettle returns call id without its result (Result is nil): what
+// settling its payment needs, read once per paid call.
+func CallGetToSettle(ctx context.Context, db DBTX, id string) (*Call, error) {
+	return callByID(ctx, db, settleColumns, id)
+}
+
+// callByID reads columns (callColumns, answerColumns or settleColumns) of
+// call id.
 func callByID(ctx context.Context, db DBTX, columns, id string) (*Call, error) {
 	c, err := scanCall(db.QueryRow(ctx, "SELECT "+columns+" FROM calls WHERE id = $1", id))
 	if err != nil {

@@ -83,6 +83,15 @@ func TestAppend(t *testing.T) {
 		_, err = store.CallGetAnswer(ctx, b.db.Pool, "nope")
 		require.ErrorIs(t, err, store.ErrNotFound)
 
+		// Settling's read is the same call without its result.
+		st, err := store.CallGetToSettle(ctx, b.db.Pool, "c1")
+		require.NoError(t, err)
+		require.Nil(t, st.Result)
+		st.Result = c.Result
+		require.Equal(t, c, st)
+		_, err = store.CallGetToSettle(ctx, b.db.Pool, "nope")
+		require.ErrorIs(t, err, store.ErrNotFound)
+
 		events, err := store.EventListByStream(ctx, b.db.Pool, s)
 		require.NoError(t, err)
 		var types []string
