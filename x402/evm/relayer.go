@@ -37,12 +37,15 @@ type RelayerConfig struct {
 	// transaction up again. Defaults to 2 minutes.
 	ReceiptTimeout time.Duration
 	// MaxPollInterval is the longest pause between two looks at the chain's
-	// head while a receipt is awaited; the first come after 2 ms and the
-	// pause doubles up to this. Defaults to 50 ms.
+	// head while a receipt is awaited; the first comes after a quarter of
+	// the time receipts have been taking on the chain (at least 2 ms), the
+	// pause stays so until the wait has lasted twice that time, and then
+	// doubles up to this. Defaults to 50 ms.
 	MaxPollInterval time.Duration
 	// HeadCacheFor is the shortest time between two reads of the chain's
-	// head, whatever the number of settlements waiting: each read that
-	// finds new blocks fetches their receipts once for every waiter.
+	// head, whatever the number of settlements waiting (a waiter does not
+	// read it either when another did within its own pause): each read
+	// that finds new blocks fetches their receipts once for every waiter.
 	// Defaults to 2 ms.
 	HeadCacheFor time.Duration
 	// FeeCacheFor is how long the gas tip and the head's base fee read for
@@ -121,10 +124,14 @@ type relayChain struct {
 	waiters    map[common.Hash]*receiptWait
 	scanned    uint64
 	// scanMu serialises scans of new blocks; lastScan is when the head was
-	// last read, so that many waiters read it at most once per
-	// HeadCacheFor.
+	// last read, so that many waiters read it about as often as one does
+	// (scan).
 	scanMu   sync.Mutex
 	lastScan time.Time
+	// receiptLag is how long receipts took to come, from the start of
+	// their wait (an average over the recent ones, in nanoseconds): it sets
+	// when a new wait first looks (firstPause).
+	receiptLag atomic.Int64
 	// noBlockReceipts is set once the node answered that it has no
 	// eth_getBlockReceipts: waiters then ask for their own receipts.
 	noBlockReceipts atomic.Bool
@@ -239,6 +246,31 @@ func (c *relayChain) unregister(hash common.Hash) {
 	if w, ok := c.waiters[hash]; ok {
 		if w.waiters--; w.waiters <= 0 {
 			delete(c.waiters, hash)
+		}
+	}
+}
+
+// firstPause is how long a new wait for a receipt pauses before its first
+// look at the head: a quarter of how long receipts took to come on this
+// chain, at least 2 ms and at most maxPause. On a chain that mines on
+// arrival it is 2 ms; on one with 2 s blocks, maxPause from the start, so
+// that the waits started while a block is awaited do not add reads of the
+// head.
+func (c *relayChain) firstPause(maxPause time.Duration) time.Duration {
+	return min(max(time.Duration(c.receiptLag.Load())/4, 2*time.Millisecond), maxPause)
+}
+
+// observeLag adds the time a receipt took to come to receiptLag's average
+// (an exponential one, over about the last eight).
+func (c *relayChain) observeLag(d time.Duration) {
+	for {
+		old := c.receiptLag.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if c.receiptLag.CompareAndSwap(old, next) {
+			return
 		}
 	}
 }
@@ -683,8 +715,8 @@ func isNonceError(err error) bool {
 }
 
 // waitReceipt waits for the receipt of hash: it asks for it once, then
-// waits for a scan of new blocks to bring it, looking at the head after 2 ms
-// and then less often, up to MaxPollInterval.
+// waits for a scan of new blocks to bring it, looking at the head after
+// firstPause and then less often, up to MaxPollInterval.
 func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash common.Hash) (*types.Receipt, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReceiptTimeout, errReceiptTimeout)
 	defer cancel()
@@ -703,17 +735,31 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
 		return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 	}
-	pause, maxPause := 2*time.Millisecond, r.cfg.MaxPollInterval
+	start := time.Now()
+	maxPause := r.cfg.MaxPollInterval
+	pause := chain.firstPause(maxPause)
+	// Until twice the time receipts have been taking, the pause stays
+	// (a block mined then is found within it); only a wait that lasts
+	// longer than that looks less and less often.
+	steadyFor := 2 * time.Duration(chain.receiptLag.Load())
 	for {
 		select {
 		case <-w.ready:
+			chain.observeLag(time.Since(start))
 			return w.receipt, nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
 		case <-time.After(pause):
 		}
-		pause = min(pause*2, maxPause)
-		err := chain.scan(ctx, r.cfg.HeadCacheFor)
+		// The head is read unless another wait read it within this wait's
+		// pause: a block mined meanwhile is then found at most a pause
+		// later, and many waits read the head about as often as the
+		// one with the shortest pause, not once each.
+		every := max(pause, r.cfg.HeadCacheFor)
+		if time.Since(start) >= steadyFor {
+			pause = min(pause*2, maxPause)
+		}
+		err := chain.scan(ctx, every)
 		if err == nil {
 			continue
 		}
@@ -724,6 +770,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		maxPause = max(r.cfg.MaxPollInterval, time.Second)
 		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
 		if err == nil {
+			chain.observeLag(time.Since(start))
 			chain.deliver(w, receipt)
 			return receipt, nil
 		}

@@ -400,6 +400,123 @@ func TestRelayer_Concurrent(t *testing.T) {
 	}
 }
 
+// TestRelayer_PollsAtTheChainsPace settles on a chain whose blocks come
+// every 200 ms (the devchain behind a node that holds the transactions it is
+// sent until its next block), a settlement starting every 5 ms, each in a
+// transaction of its own: the relayer reads the head at the pace of the
+// chain, not at a pace that grows with the settlements waiting, and every
+// settlement goes through.
+func TestRelayer_PollsAtTheChainsPace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	key := newKey(t)
+	to := crypto.PubkeyToAddress(key.PublicKey)
+	_, err := chain.Transact(ctx, chain.Account(7), &to, big.NewInt(1e18), nil)
+	require.NoError(t, err)
+	node := &slowBlocks{Backend: chain.Client()}
+	node.mine(t, 200*time.Millisecond)
+	r := newRelayerOn(t, node, func(cfg *evm.RelayerConfig) { cfg.Key = key })
+	const warm, n = 3, 40
+	payments := verifiedPayments(t, v, fundedKeys(t, warm+n, 10_000))
+
+	// The relayer learns how long receipts take on this chain: one
+	// settlement after the other, each sent just after a block and waiting
+	// for the next.
+	for _, p := range payments[:warm] {
+		_, err := r.Settle(ctx, p)
+		require.NoError(t, err)
+	}
+
+	heads := node.heads.Load()
+	start := time.Now()
+	results := make([]*x402.SettleResponse, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, p := range payments[warm:] {
+		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	heads = node.heads.Load() - heads
+	for i := range results {
+		require.NoError(t, errs[i], "settlement %d", i)
+		require.True(t, results[i].Success, results[i].ErrorReason)
+	}
+	require.NoError(t, node.err())
+	t.Logf("%d settlements in %s: %d head reads", n, elapsed, heads)
+	// A settlement that waits for a block looks at the head at most every
+	// MaxPollInterval (50 ms), and a fresh one sooner, by what it learnt of
+	// the chain (about a quarter of 200 ms here): a few reads per block,
+	// whatever the number waiting. (9-12 reads in about 0.4 s alone, up to
+	// 20 with other tests running; 102 when each wait read the head on its
+	// own schedule, 56-65 with either half of the change alone.)
+	require.LessOrEqual(t, heads, int64(elapsed/(15*time.Millisecond))+6)
+}
+
+// slowBlocks is a node that holds the transactions sent to it until its
+// next block: every interval of mine it passes them on to the devchain,
+// which mines them at once. It counts the reads of the head.
+type slowBlocks struct {
+	evm.Backend
+	heads atomic.Int64
+
+	mu      sync.Mutex
+	held    []*types.Transaction
+	sendErr error
+}
+
+func (s *slowBlocks) SendTransaction(_ context.Context, tx *types.Transaction) error {
+	s.mu.Lock()
+	s.held = append(s.held, tx)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *slowBlocks) BlockNumber(ctx context.Context) (uint64, error) {
+	s.heads.Add(1)
+	return s.Backend.BlockNumber(ctx)
+}
+
+// mine passes the transactions held on every interval until the test ends.
+func (s *slowBlocks) mine(t *testing.T, interval time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s.mu.Lock()
+			txs := s.held
+			s.held = nil
+			s.mu.Unlock()
+			for _, tx := range txs {
+				if err := s.Backend.SendTransaction(ctx, tx); err != nil && ctx.Err() == nil {
+					s.mu.Lock()
+					s.sendErr = errors.Join(s.sendErr, err)
+					s.mu.Unlock()
+				}
+			}
+		}
+	}()
+}
+
+// err is what the devchain answered to the transactions passed on, if it
+// refused any.
+func (s *slowBlocks) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sendErr
+}
+
 // TestRelayer_Batched settles concurrent payments through the devchain's
 // Multicall3-compatible contract: they share few transactions, each
 // payment moves once, and the ones that cannot settle (a canceled
