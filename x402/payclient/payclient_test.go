@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -198,4 +199,83 @@ func TestClient_FreeResource(t *testing.T) {
 	require.Nil(t, res.Required)
 	require.Nil(t, res.Settlement)
 	require.JSONEq(t, `{"free":true}`, string(res.Body))
+}
+
+// TestClient_PayKeepsTheQuote pays quotes by their PAYMENT-REQUIRED header
+// values, as the load generator does: the same quote again gets a payment
+// of its own (a fresh nonce), and another quote is paid as it says, not as
+// the one before.
+func TestClient_PayKeepsTheQuote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	header := func(amount string) string {
+		raw, err := json.Marshal(x402.PaymentRequired{X402Version: 2, Resource: x402.ResourceInfo{URL: "http://127.0.0.1/api/x402/diff"},
+			Accepts: []x402.Requirements{{Scheme: "exact", Network: "eip155:8453", Amount: amount, Asset: devchain.USDC.Hex(),
+				PayTo: devchain.USDC.Hex(), MaxTimeoutSeconds: 60, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}})
+		require.NoError(t, err)
+		return base64.StdEncoding.EncodeToString(raw)
+	}
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	client, err := payclient.New(&payclient.Config{Key: key})
+	require.NoError(t, err)
+	pay := func(h string) (amount, value, nonce string) {
+		t.Helper()
+		sig, err := client.Pay(ctx, h)
+		require.NoError(t, err)
+		raw, err := base64.StdEncoding.DecodeString(sig)
+		require.NoError(t, err)
+		var sent x402.PaymentPayload
+		require.NoError(t, json.Unmarshal(raw, &sent))
+		var inner x402.ExactEVMPayload
+		require.NoError(t, json.Unmarshal(sent.Payload, &inner))
+		return sent.Accepted.Amount, inner.Authorization.Value, inner.Authorization.Nonce
+	}
+	cheap, dear := header("777"), header("12345")
+	nonces := map[string]bool{}
+	for _, tc := range []struct {
+		header, amount string
+	}{{dear, "12345"}, {dear, "12345"}, {cheap, "777"}, {cheap, "777"}, {dear, "12345"}} {
+		amount, value, nonce := pay(tc.header)
+		require.Equal(t, tc.amount, amount)
+		require.Equal(t, tc.amount, value)
+		require.False(t, nonces[nonce], "a nonce used twice")
+		nonces[nonce] = true
+	}
+	_, err = client.Pay(ctx, "not base64!")
+	require.ErrorContains(t, err, "not base64")
+
+	// Concurrent payments of the kept quote share it (go test -race).
+	sigs := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range sigs {
+		wg.Go(func() { sigs[i], _ = client.Pay(ctx, dear) })
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, sig := range sigs {
+		require.NotEmpty(t, sig)
+		require.False(t, seen[sig])
+		seen[sig] = true
+	}
+}
+
+// BenchmarkPay pays one quote again and again, as the load generator does
+// (go test -run '^$' -bench Pay ./x402/payclient).
+func BenchmarkPay(b *testing.B) {
+	raw, err := json.Marshal(x402.PaymentRequired{X402Version: 2, Resource: x402.ResourceInfo{URL: "http://127.0.0.1/api/x402/diff"},
+		Accepts: []x402.Requirements{{Scheme: "exact", Network: "eip155:8453", Amount: "10000", Asset: devchain.USDC.Hex(),
+			PayTo: devchain.USDC.Hex(), MaxTimeoutSeconds: 60, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}})
+	require.NoError(b, err)
+	header := base64.StdEncoding.EncodeToString(raw)
+	key, err := crypto.GenerateKey()
+	require.NoError(b, err)
+	client, err := payclient.New(&payclient.Config{Key: key})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := client.Pay(context.Background(), header); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
