@@ -74,15 +74,17 @@ func TestMetricsMoveWithCalls(t *testing.T) {
 		{"x402d_settlements_total", map[string]string{"network": "eip155:8453", "outcome": "confirmed"}, 1},
 		{"x402d_settlements_total", map[string]string{"network": "eip155:8453", "outcome": "failed"}, 1},
 		{"x402d_jobs_total", map[string]string{"kind": "diff", "outcome": "completed"}, 2},
-		{"x402d_jobs_total", map[string]string{"kind": "settle", "outcome": "completed"}, 2},
+		// The calls' own jobs settled them: no settlement job ran.
+		{"x402d_jobs_total", map[string]string{"kind": "settle", "outcome": "completed"}, 0},
 		{"x402d_job_duration_seconds", map[string]string{"kind": "diff"}, 2},
 		{"x402d_http_requests_total", map[string]string{"method": "POST", "route": "/api/x402/:op", "status": "402"}, 5},
 		{"x402d_http_requests_total", map[string]string{"method": "POST", "route": "/api/x402/:op", "status": "200"}, 1},
 		{"x402d_http_requests_total", map[string]string{"method": "GET", "route": "/ops/calls", "status": "401"}, 1},
 		{"x402d_http_request_duration_seconds", map[string]string{"method": "POST", "route": "/api/x402/:op"}, 6},
 		// Group commits: two calls admitted, two results (each with its
-		// settlement's first submission), no settlement attempted again,
-		// and two outcomes.
+		// settlement's first submission and its settlement job), no
+		// settlement attempted again, and two outcomes (each deleting its
+		// settlement job).
 		{"x402d_group_commit_items_total", map[string]string{"committer": "admission", "outcome": "committed"}, 2},
 		{"x402d_group_commit_items_total", map[string]string{"committer": "results", "outcome": "committed"}, 2},
 		{"x402d_group_commit_items_total", map[string]string{"committer": "submission", "outcome": "committed"}, 0},

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
@@ -100,8 +102,9 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	// at the same time (commits.results). The job itself is completed by
 	// River's batched completer once Work returns: a run repeated because
 	// its completion was lost finds the call past running and stops.
-	err = w.commits.results.Commit(ctx, completed{callID: callID, network: job.Args.Network, events: append(pending,
-		store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})})
+	succeeded := &completed{callID: callID, network: job.Args.Network, events: append(pending,
+		store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})}
+	err = w.commits.results.Commit(ctx, succeeded)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			log.InfoContext(ctx, "job result dropped: call already final")
@@ -110,8 +113,55 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		return fmt.Errorf("complete call %s: %w", callID, err)
 	}
 	log.InfoContext(ctx, "job succeeded", "duration_ms", time.Since(start).Milliseconds())
+	w.settleRun(ctx, succeeded, log)
 	return nil
 }
+
+// settleRun makes the first attempt at settling the payment of the call whose
+// result was just recorded (run), before its settlement job's grace ends.
+// When that attempt fails, the settlement job is made available at once, to
+// settle with River's retries (tried again for retryHandOver while the
+// database cannot be reached); should that fail too, the job still runs
+// once its grace ends.
+func (w *opWorker[In, Out]) settleRun(ctx context.Context, run *completed, log *slog.Logger) {
+	sctx, cancel := context.WithTimeout(ctx, w.commits.grace)
+	call, err := store.CallGetToSettle(sctx, w.deps.Pool, run.callID)
+	if err == nil {
+		err = settle(sctx, w.deps, w.commits, log, run.callID, &call.Payment, run.settleJob)
+	}
+	cancel()
+	if err == nil {
+		return
+	}
+	// The attempt often failed because the database went away (a restart):
+	// making the job available is tried again for a few seconds, so that
+	// the call need not wait for the grace once the database is back.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryHandOver)
+	defer cancel()
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		_, rerr := client.JobRetry(rctx, run.settleJob)
+		if rerr == nil {
+			log.InfoContext(ctx, "settlement handed to its job", "settle_job_id", run.settleJob)
+			return
+		}
+		if errors.Is(rerr, rivertype.ErrNotFound) {
+			log.WarnContext(ctx, "settlement job gone", "settle_job_id", run.settleJob)
+			return
+		}
+		select {
+		case <-rctx.Done():
+			log.WarnContext(ctx, "settlement left to its job's grace", "retry_error", rerr, "settle_job_id", run.settleJob)
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
+// retryHandOver is how long an operation's job tries to make its
+// settlement job available after its own settlement attempt failed, before
+// leaving the call to the job's grace.
+const retryHandOver = 5 * time.Second
 
 // startedDelay is how long an operation runs before its job.started is
 // recorded on its own rather than with its outcome.

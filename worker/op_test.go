@@ -57,11 +57,14 @@ func nap(ctx context.Context, in napInput) (map[string]int, error) {
 }
 
 // flakySettler fails the first settlement of the calls named in fail (by
-// payment nonce, the call id in these tests), as an unreachable chain would.
+// payment nonce, the call id in these tests), as an unreachable chain would,
+// and holds the first of those named in stall until its context ends, as a
+// chain that does not mine would.
 type flakySettler struct {
 	x402.Settler
 	mu    sync.Mutex
 	fail  map[string]bool
+	stall map[string]bool
 	tries map[string]int
 }
 
@@ -72,9 +75,14 @@ func (s *flakySettler) Settle(ctx context.Context, p *x402.Payment) (*x402.Settl
 	}
 	s.tries[p.Nonce]++
 	failed := s.fail[p.Nonce] && s.tries[p.Nonce] == 1
+	stalled := s.stall[p.Nonce] && s.tries[p.Nonce] == 1
 	s.mu.Unlock()
 	if failed {
 		return nil, errors.New("chain unreachable")
+	}
+	if stalled {
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return s.Settler.Settle(ctx, p)
 }
@@ -93,7 +101,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
 	var flakyRuns atomic.Int32
-	settler := &flakySettler{Settler: &paytest.Payments{}, fail: map[string]bool{"retried": true}}
+	settler := &flakySettler{Settler: &paytest.Payments{}, fail: map[string]bool{"retried": true}, stall: map[string]bool{"stalled": true}}
 	client, err := worker.NewClient(&worker.Deps{
 		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
 		Ops: []worker.Op{worker.Bind(napOp, nap, false), worker.Bind(flakyOp, func(context.Context, flakyInput) (map[string]int, error) {
@@ -102,7 +110,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 			}
 			return map[string]int{"runs": int(flakyRuns.Load())}, nil
 		}, true)},
-	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, SettleGrace: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
@@ -112,9 +120,9 @@ func TestOpRecordsItsStart(t *testing.T) {
 		t.Helper()
 		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 			stream := store.CallStream(id)
+			payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)}
 			if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
-				Op: "nap", Token: "tok", RequestHash: []byte(id),
-				Payment: x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)},
+				Op: "nap", Token: "tok", RequestHash: []byte(id), Payment: payment,
 			}}); err != nil {
 				return err
 			}
@@ -152,6 +160,14 @@ func TestOpRecordsItsStart(t *testing.T) {
 	}
 	paidSequence := []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted,
 		store.EventJobSucceeded, store.EventSettlementSubmitted, store.EventSettlementConfirmed}
+	// settleJobs counts the settlement jobs of the calls whose ids are
+	// like pattern.
+	settleJobs := func(t *testing.T, pattern string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'settle' AND args->>'call_id' LIKE $1", pattern).Scan(&n))
+		return n
+	}
 
 	t.Run("Quick", func(t *testing.T) {
 		queue(t, "quick", napInput{Ms: 0})
@@ -160,21 +176,27 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, paidSequence, types(events))
 		// job.started and job.succeeded were appended together, and the
 		// first attempt's settlement.submitted with them: it names the
-		// settlement job the result inserted.
+		// settlement job the result inserted, which the run's own
+		// settlement deleted with its outcome, well before its grace.
 		require.Equal(t, events[2].CreatedAt, events[3].CreatedAt)
 		require.Equal(t, events[3].CreatedAt, events[4].CreatedAt)
 		var submitted store.SettlementSubmitted
 		require.NoError(t, json.Unmarshal(events[4].Data, &submitted))
-		var settleJob int64
-		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT id FROM river_job WHERE kind = 'settle' AND args->>'call_id' = 'quick'").Scan(&settleJob))
-		require.Equal(t, store.SettlementSubmitted{JobID: settleJob, Network: "eip155:8453", Attempt: 1}, submitted)
+		require.NotZero(t, submitted.JobID)
+		require.Equal(t, store.SettlementSubmitted{JobID: submitted.JobID, Network: "eip155:8453", Attempt: 1}, submitted)
+		require.Less(t, events[5].CreatedAt.Sub(events[4].CreatedAt), time.Second, "the run did not settle its payment itself")
+		_, err := client.JobGet(ctx, submitted.JobID)
+		require.ErrorIs(t, err, river.ErrNotFound, "the settlement job outlived its settlement")
+		require.Equal(t, 1, settler.calls("quick"))
 	})
 
 	// A settlement attempted again (its first attempt's transfer failed)
-	// records its own settlement.submitted, durably, before trying again.
+	// records its own settlement.submitted, durably, before trying again:
+	// the run hands it to its settlement job at once, not after the grace.
 	t.Run("SettlementRetried", func(t *testing.T) {
 		queue(t, "retried", napInput{Ms: 0})
 		call, events := final(t, "retried", 30*time.Second)
+		require.Less(t, events[6].CreatedAt.Sub(events[4].CreatedAt), 2*time.Second, "the retry waited for the grace")
 		require.Equal(t, store.CallPaid, call.State)
 		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
 			store.EventSettlementSubmitted, store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
@@ -184,6 +206,44 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, 1, first.Attempt)
 		require.Equal(t, store.SettlementSubmitted{JobID: first.JobID, Network: "eip155:8453", Attempt: 2}, second)
 		require.Equal(t, 2, settler.calls("retried"))
+	})
+
+	// A settlement still going when its grace ends is left to its
+	// settlement job, which tries again.
+	t.Run("SettlementStalled", func(t *testing.T) {
+		queue(t, "stalled", napInput{Ms: 0})
+		call, events := final(t, "stalled", 30*time.Second)
+		require.Equal(t, store.CallPaid, call.State)
+		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
+		require.GreaterOrEqual(t, events[5].CreatedAt.Sub(events[4].CreatedAt), 2*time.Second, "the run gave up before its grace")
+		require.Equal(t, 2, settler.calls("stalled"))
+	})
+
+	// A call whose worker died after recording its result, before its
+	// settlement, is settled by its settlement job once the grace ends.
+	t.Run("WorkerDied", func(t *testing.T) {
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			stream := store.CallStream("died")
+			res, err := client.InsertTx(ctx, tx, worker.SettleArgs{CallID: "died"}, &river.InsertOpts{ScheduledAt: time.Now().Add(300 * time.Millisecond)})
+			if err != nil {
+				return err
+			}
+			return store.Append(ctx, tx,
+				store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
+					Op: "nap", Token: "tok", RequestHash: []byte("died"),
+					Payment: x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: "died", Amount: "10000", Payload: json.RawMessage(`{}`)},
+				}},
+				store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"call_id":"died","op":"nap"}`)}},
+				store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: res.Job.ID, Network: "eip155:8453", Attempt: 1}})
+		}))
+		call, events := final(t, "died", 15*time.Second)
+		require.Equal(t, store.CallPaid, call.State)
+		require.Equal(t, paytest.TxHash("died"), call.Settlement.Transaction)
+		var second store.SettlementSubmitted
+		require.NoError(t, json.Unmarshal(events[3].Data, &second))
+		require.Equal(t, 2, second.Attempt)
+		require.Equal(t, 1, settler.calls("died"))
 	})
 
 	t.Run("Slow", func(t *testing.T) {
@@ -215,9 +275,8 @@ func TestOpRecordsItsStart(t *testing.T) {
 		}, 10*time.Second, 10*time.Millisecond, "the repeated job was never completed")
 		_, after := final(t, "again")
 		require.Equal(t, types(before), types(after))
-		var settleJobs int
-		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'settle' AND args->>'call_id' = 'again'").Scan(&settleJobs))
-		require.Equal(t, 1, settleJobs)
+		require.Zero(t, settleJobs(t, "again"))
+		require.Equal(t, 1, settler.calls("again"))
 	})
 
 	// Runs and settlements ending together share transactions
@@ -237,9 +296,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 			require.Equal(t, paidSequence, types(events), id)
 			times[events[3].CreatedAt] = true
 		}
-		var settleJobs int
-		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'settle' AND args->>'call_id' LIKE 'burst%'").Scan(&settleJobs))
-		require.Equal(t, n, settleJobs)
+		require.Zero(t, settleJobs(t, "burst%"), "settlement jobs outlived their settlements")
 		t.Logf("%d results written in %d transactions", n, len(times))
 	})
 
@@ -248,9 +305,9 @@ func TestOpRecordsItsStart(t *testing.T) {
 	t.Run("RunRetried", func(t *testing.T) {
 		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 			stream := store.CallStream("flaky")
+			payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: "flaky", Amount: "10000", Payload: json.RawMessage(`{}`)}
 			if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
-				Op: "flaky", Token: "tok", RequestHash: []byte("flaky"),
-				Payment: x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: "flaky", Amount: "10000", Payload: json.RawMessage(`{}`)},
+				Op: "flaky", Token: "tok", RequestHash: []byte("flaky"), Payment: payment,
 			}}); err != nil {
 				return err
 			}

@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
 )
 
-// SettleArgs are the args of the job that settles a call's payment once its
-// result is ready.
+// SettleArgs are the args of the job that settles a call's payment when the
+// run that recorded its result did not: the result's transaction inserts it
+// scheduled SettleGrace ahead, the run settles at once and deletes it with
+// the outcome, so it only runs after a crash, a failed attempt or a
+// settlement slower than the grace.
 type SettleArgs struct {
 	// CallID is the call whose payment is settled.
 	CallID string `json:"call_id"`
@@ -44,12 +50,10 @@ type settleWorker struct {
 // earlier attempt is reported as settled); a refusal is final and the result
 // stays withheld.
 func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) error {
-	start := time.Now()
 	callID := job.Args.CallID
-	stream := store.CallStream(callID)
 	log := w.deps.Logger.With("call_id", callID, "job_id", job.ID, "job", "settle", "attempt", job.Attempt)
 
-	call, err := store.CallGetByID(ctx, w.deps.Pool, callID)
+	call, err := store.CallGetToSettle(ctx, w.deps.Pool, callID)
 	if err != nil {
 		return fmt.Errorf("settle %s: %w", callID, err)
 	}
@@ -57,53 +61,92 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 		log.InfoContext(ctx, "settle skipped", "state", call.State)
 		return nil
 	}
-	// settlement.submitted is durable before the transfer is sent: the
-	// first attempt's was committed with the result that inserted this job
-	// (commits.results), a later attempt's is committed now, with those of
-	// the other settlements starting again (commits.submissions); a call
-	// found past settling is left alone. The call's records that a
+	// The settlement's first attempt was the run's, recorded with its
+	// result (commits.results); each run of this job is a later one, and
+	// records its settlement.submitted durably before its transfer, with
+	// those of the other settlements starting again (commits.submissions).
+	// A call found past settling is left alone. The call's records that a
 	// Postgres crash must not lose once its payment moves (its admission,
 	// its result and this job) are durable already: the result's commit
 	// waited for the disk, which flushed the admission before it.
-	if job.Attempt > 1 {
-		submitted := store.NewEvent{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
-			JobID: job.ID, Network: call.Network, Attempt: job.Attempt,
-		}}
-		if err := w.commits.submissions.Commit(ctx, submitted); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				log.InfoContext(ctx, "settle skipped: call no longer settling")
-				return nil
-			}
-			return fmt.Errorf("settle %s: record submission: %w", callID, err)
+	submitted := store.NewEvent{Stream: store.CallStream(callID), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
+		JobID: job.ID, Network: call.Network, Attempt: job.Attempt + 1,
+	}}
+	if err := w.commits.submissions.Commit(ctx, submitted); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			log.InfoContext(ctx, "settle skipped: call no longer settling")
+			return nil
 		}
+		return fmt.Errorf("settle %s: record submission: %w", callID, err)
 	}
+	return settle(ctx, w.deps, w.commits, log, callID, &call.Payment, 0)
+}
 
-	resp, err := w.deps.Settler.Settle(ctx, &call.Payment)
+// settle makes one attempt at settling the payment of call callID, whose
+// settlement.submitted is recorded, and records its outcome durably with
+// the outcomes of the other settlements mined in the same block
+// (commits.outcomes); the outcome's transaction deletes the settlement job
+// safetyNet (0: none) unless it is running. It returns the settler's error
+// when the attempt failed and can be tried again. The job running settle is
+// completed by River's batched completer once Work returns; a run repeated
+// because that completion was lost finds the call final.
+func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger, callID string, payment *x402.Payment, safetyNet int64) error {
+	start := time.Now()
+	resp, err := deps.Settler.Settle(ctx, payment)
 	if err != nil {
 		log.WarnContext(ctx, "settlement attempt failed", "error", err)
-		w.deps.Metrics.Settlement(call.Network, metrics.SettlementError)
+		deps.Metrics.Settlement(payment.Network, metrics.SettlementError)
 		return fmt.Errorf("settle %s: %w", callID, err)
 	}
-	typ := store.EventSettlementConfirmed
+	typ, outcome := store.EventSettlementConfirmed, metrics.SettlementConfirmed
 	if !resp.Success {
-		typ = store.EventSettlementFailed
+		typ, outcome = store.EventSettlementFailed, metrics.SettlementFailed
 	}
-	// Durable, with the outcomes of other settlements mined in the same
-	// block (commits.outcomes). River's batched completer completes the job
-	// once Work returns; a run repeated because that completion was lost
-	// finds the call final.
-	err = w.commits.outcomes.Commit(ctx, store.NewEvent{Stream: stream, Type: typ, Data: store.SettlementDone{Response: *resp}})
+	err = commits.outcomes.Commit(ctx, settled{
+		event:     store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp}},
+		safetyNet: safetyNet,
+	})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("settle %s: record outcome: %w", callID, err)
 	}
-	outcome := metrics.SettlementConfirmed
-	if !resp.Success {
-		outcome = metrics.SettlementFailed
-	}
-	w.deps.Metrics.Settlement(call.Network, outcome)
+	deps.Metrics.Settlement(payment.Network, outcome)
 	log.InfoContext(ctx, "settlement done", "success", resp.Success, "reason", resp.ErrorReason, "transaction", resp.Transaction, "duration_ms", time.Since(start).Milliseconds())
+	return nil
+}
+
+// settled is a settlement's outcome and the settlement job its
+// transaction deletes (0: none).
+type settled struct {
+	event     store.NewEvent
+	safetyNet int64
+}
+
+// writeOutcomes appends the outcomes of a group of settlements and deletes
+// their settlement jobs that are not running (a running one finds its call
+// final and stops).
+func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
+	events := make([]store.NewEvent, len(outcomes))
+	ids := make([]int64, 0, len(outcomes))
+	for i, o := range outcomes {
+		events[i] = o.event
+		if o.safetyNet != 0 {
+			ids = append(ids, o.safetyNet)
+		}
+	}
+	if err := store.Append(ctx, tx, events...); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// The workers' client, from the context of the job whose settlement
+	// writes this transaction.
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	if _, err := client.JobDeleteManyTx(ctx, tx, river.NewJobDeleteManyParams().IDs(ids...).First(len(ids))); err != nil {
+		return fmt.Errorf("delete %d settlement jobs: %w", len(ids), err)
+	}
 	return nil
 }

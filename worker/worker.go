@@ -4,12 +4,16 @@
 // and that worker processes use to work them.
 //
 // A paid call's job goes: the operation runs (job.started, then job.succeeded
-// or job.failed); on success the result, its event and the settlement job are
-// written in one transaction; the settlement job then settles the payment and
-// appends settlement.confirmed or settlement.failed. A failed operation is
-// never settled. Jobs are completed by River's batched completer: each step
-// is guarded by the call's state, so a job run again after a lost completion
-// finds its work done and stops.
+// or job.failed); on success the result, its event and a settlement job
+// scheduled Config.SettleGrace ahead are written in one transaction; the same
+// job then settles the payment and appends settlement.confirmed or
+// settlement.failed, deleting the settlement job in that transaction. The
+// settlement job is the safety net: it runs only when its call is still
+// settling after the grace (the worker died, the settlement was slower) or
+// at once when the run's attempt failed, and River retries it with backoff.
+// A failed operation is never settled. Jobs are completed by River's batched
+// completer: each step is guarded by the call's state, so a job run again
+// after a lost completion finds its work done and stops.
 package worker
 
 import (
@@ -39,17 +43,17 @@ type Config struct {
 	// (an api process).
 	Work bool
 	// Concurrency is the number of jobs each queue runs at once in this
-	// process. Defaults: pure 128, model 8, browser 4, settlement 2048,
-	// index 4. A job holds its place until its result is committed, which
-	// under load waits up to store.CommitLinger (30 ms) for other results:
-	// with 32 places pure operations topped out at 866 calls/s (32 per
-	// 35 ms at most) with the cores 80% busy, with 128 at 1,296/s, both
-	// cores busy.
-	// Settlement jobs spend their time waiting for a block and hold no
-	// database connection meanwhile, so their concurrency bounds paid
-	// throughput on a chain with slow blocks: a job holds its place for one
-	// to two blocks, so this many settle at most about half as many
-	// payments a block time.
+	// process. Defaults: pure 512, model 8, browser 4, settlement 2048,
+	// index 4. An operation's job holds its place until its payment is
+	// settled: its result's commit waits up to store.CommitLinger (30 ms)
+	// for other results, and its settlement for a block (one to two block
+	// times) and the outcome's commit. That wait holds no database
+	// connection, so the pure queue's concurrency bounds paid throughput
+	// on a chain with slow blocks: this many settle at most about half as
+	// many payments a block time. (With 32 places and settlement in a job
+	// of its own, pure operations topped out at 866 calls/s, 32 per 35 ms.)
+	// The settlement queue runs the settlement jobs that take up a
+	// settlement after a crash or a failed attempt.
 	Concurrency map[string]int
 	// FetchCooldown is the shortest time between two fetches of new jobs.
 	// Defaults to 1 ms: new jobs are announced by NOTIFY, so a short cooldown
@@ -68,6 +72,14 @@ type Config struct {
 	// for dead (its worker was killed) and retried. River checks every 30 s.
 	// Defaults to JobTimeout plus 30 s.
 	RescueAfter time.Duration
+	// SettleGrace is how long a call's run has to settle its payment
+	// before the settlement job recorded with its result takes the
+	// settlement up (River makes scheduled jobs available within 5 s of
+	// their time). It bounds how long a dead worker's settlements wait,
+	// and should exceed the slowest settlement on a healthy chain: past
+	// it a transfer may be sent twice (the second reverts, costing gas,
+	// and the settlement finds the first). Defaults to 15 s.
+	SettleGrace time.Duration
 	// PeriodicJobs are scheduled on the elected leader.
 	PeriodicJobs []*river.PeriodicJob
 }
@@ -75,7 +87,7 @@ type Config struct {
 // WithDefaults returns a copy of c with its defaults applied.
 func (c Config) WithDefaults() Config {
 	conc := map[string]int{
-		jobs.QueuePure:       128,
+		jobs.QueuePure:       512,
 		jobs.QueueModel:      8,
 		jobs.QueueBrowser:    4,
 		jobs.QueueSettlement: 2048,
@@ -91,6 +103,7 @@ func (c Config) WithDefaults() Config {
 	c.FetchPollInterval = cmp.Or(c.FetchPollInterval, 200*time.Millisecond)
 	c.JobTimeout = cmp.Or(c.JobTimeout, 2*time.Minute)
 	c.RescueAfter = cmp.Or(c.RescueAfter, c.JobTimeout+30*time.Second)
+	c.SettleGrace = cmp.Or(c.SettleGrace, 15*time.Second)
 	return c
 }
 
@@ -122,7 +135,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.WithDefaults()
 	workers := river.NewWorkers()
-	commits := newCommits(deps.Pool, deps.Metrics)
+	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace)
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
@@ -164,6 +177,9 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 // (store.GroupCommitter): runs and settlements ending at the same time
 // (settlements mined in one block end together) write together.
 type commits struct {
+	// grace is how far ahead the settlement jobs are scheduled
+	// (Config.SettleGrace).
+	grace time.Duration
 	// results records operation results and their settlement jobs,
 	// durably. (They once committed without waiting for the disk, on the
 	// argument that a crash losing them would make the job run again; but
@@ -172,31 +188,47 @@ type commits struct {
 	// and keep the completion, and the call stayed queued for ever, its
 	// result never delivered. Seen once in about twenty crash runs of
 	// load:pg-restart.)
-	results *store.GroupCommitter[completed]
+	results *store.GroupCommitter[*completed]
 	// submissions records settlement.submitted durably before the
 	// transfer of a settlement's later attempt (a job retried or rescued);
 	// the first attempt's is recorded with the result. They come one by
 	// one, so it lingers to group them.
 	submissions *store.GroupCommitter[store.NewEvent]
-	// outcomes records the settlements' outcomes durably. Those mined in
-	// one block end together: no linger.
-	outcomes *store.GroupCommitter[store.NewEvent]
+	// outcomes records the settlements' outcomes durably, and deletes
+	// their settlement jobs. Those mined in one block end together: no
+	// linger.
+	outcomes *store.GroupCommitter[settled]
 }
+
+// resultsLingerIdle ends a linger of the results' group commit once no
+// result has come for that long. Results come in bursts, the jobs of one
+// admission's group being fetched and run together: at 300 paid calls/s
+// (docs/performance.md, session 11) a linger ending 3 ms after a burst
+// rather than the default 10 wrote as many results a transaction (5.8-5.9
+// against 5.8-6.1) and took 0.5-7 ms off p50 and 7-36 ms off p99 in three
+// alternated runs.
+const resultsLingerIdle = 3 * time.Millisecond
 
 // completed is an operation run that succeeded: its events, the call whose
-// settlement job is to be inserted and the network its payment is on.
+// settlement job is to be inserted and the network its payment is on. The
+// transaction that records it sets settleJob to the id of that job.
 type completed struct {
-	callID  string
-	network string
-	events  []store.NewEvent
+	callID    string
+	network   string
+	events    []store.NewEvent
+	settleJob int64
 }
 
-func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
+func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *commits {
 	return &commits{
-		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []completed) error {
+		grace: grace,
+		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
+			// The runs settle their payments themselves: their
+			// settlement jobs wait the grace, as a safety net.
+			opts := &river.InsertOpts{ScheduledAt: time.Now().Add(grace)}
 			params := make([]river.InsertManyParams, len(runs))
 			for i, run := range runs {
-				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}}
+				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}, InsertOpts: opts}
 			}
 			// The workers' client, from the context of the job whose
 			// run writes this transaction.
@@ -209,13 +241,13 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 			if err != nil {
 				return err
 			}
-			// Each settlement's first attempt is recorded here, with the
-			// result that queues it: durable before its job can run, so
-			// before any transfer, and one write fewer per paid call than
-			// a transaction of its own in the job. A later attempt records
-			// itself (settleWorker).
+			// Each settlement's first attempt, the run's, is recorded
+			// here with the result: durable before any transfer, and one
+			// write fewer per paid call than a transaction of its own. A
+			// later attempt records itself (settleWorker).
 			events := make([]store.NewEvent, 0, 3*len(runs))
 			for _, run := range runs {
+				run.settleJob = settleJobs[run.callID]
 				events = append(events, run.events...)
 				events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
 					JobID: settleJobs[run.callID], Network: run.network, Attempt: 1,
@@ -224,7 +256,7 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics) *commits {
 			return store.Append(ctx, tx, events...)
 		}),
 		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents),
-		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, appendEvents),
+		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, writeOutcomes),
 	}
 }
 

@@ -167,6 +167,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		JobTimeout:        a.cfg.JobTimeout,
 		FetchPollInterval: a.cfg.FetchPollInterval,
 		RescueAfter:       a.cfg.RescueAfter,
+		SettleGrace:       a.cfg.SettleGrace,
 	})
 	if err != nil {
 		return err

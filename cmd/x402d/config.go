@@ -50,6 +50,7 @@ type Config struct {
 	MetricsAddr       string
 	FetchPollInterval time.Duration
 	RescueAfter       time.Duration
+	SettleGrace       time.Duration
 }
 
 // loadConfig reads the configuration through getenv.
@@ -110,6 +111,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		ShutdownTimeout:   duration("SHUTDOWN_TIMEOUT", 30*time.Second),
 		FetchPollInterval: duration("RIVER_POLL_INTERVAL", 0),
 		RescueAfter:       duration("JOB_RESCUE_AFTER", 0),
+		SettleGrace:       duration("SETTLE_GRACE", 15*time.Second),
 		MaxBodyBytes:      int64(integer("MAX_BODY_BYTES", 1<<20)),
 		MaxCodeChars:      integer("MAX_CODE_CHARS", 200_000),
 		MaxPatternChars:   integer("MAX_PATTERN_CHARS", 4096),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,10 +20,13 @@ func TestLoadConfigSettlement(t *testing.T) {
 		env       map[string]string
 		wantErr   string
 		wantBatch string
+		wantGrace time.Duration
 	}{
-		{name: "Defaults", env: map[string]string{}, wantBatch: "auto"},
-		{name: "BatchOn", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545", "SETTLEMENT_BATCH": "on"}, wantBatch: "on"},
-		{name: "BatchOff", env: map[string]string{"SETTLEMENT_BATCH": "off"}, wantBatch: "off"},
+		{name: "Defaults", env: map[string]string{}, wantBatch: "auto", wantGrace: 15 * time.Second},
+		{name: "Grace", env: map[string]string{"SETTLE_GRACE": "1m"}, wantBatch: "auto", wantGrace: time.Minute},
+		{name: "GraceUnknown", env: map[string]string{"SETTLE_GRACE": "soon"}, wantErr: `SETTLE_GRACE: "soon" is not a duration`},
+		{name: "BatchOn", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545", "SETTLEMENT_BATCH": "on"}, wantBatch: "on", wantGrace: 15 * time.Second},
+		{name: "BatchOff", env: map[string]string{"SETTLEMENT_BATCH": "off"}, wantBatch: "off", wantGrace: 15 * time.Second},
 		{name: "BatchUnknown", env: map[string]string{"SETTLEMENT_BATCH": "yes"}, wantErr: `SETTLEMENT_BATCH: "yes" is not auto, on or off`},
 		{name: "SettlementUnknown", env: map[string]string{"SETTLEMENT": "chain"}, wantErr: `SETTLEMENT: "chain" is not devchain, rpc or facilitator`},
 		{name: "RPCWithoutURL", env: map[string]string{"SETTLEMENT": "rpc"}, wantErr: "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>"},
@@ -36,6 +40,7 @@ func TestLoadConfigSettlement(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tt.wantBatch, cfg.SettlementBatch)
+			require.Equal(t, tt.wantGrace, cfg.SettleGrace)
 		})
 	}
 }
@@ -50,7 +55,7 @@ func TestOpenWarmsThePool(t *testing.T) {
 	pool, err := a.open(ctx, true)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	// Open and warm (store.Warm) when open returns.
+	// Open and warm (store.OpenWarm) when open returns.
 	require.EqualValues(t, 3, pool.Stat().IdleConns(), "connections open: %d", pool.Stat().TotalConns())
 	require.EqualValues(t, 3, pool.Stat().MaxConns())
 }
