@@ -41,7 +41,9 @@ func TestDialChains(t *testing.T) {
 // TestDialKeepsConnections sends rounds of concurrent requests through Dial:
 // they reuse the connections the first round opened (go-ethereum's default
 // HTTP client keeps two idle per host and opens a new one for nearly every
-// request beyond two).
+// request beyond two: some 140 connections here). A connection or two more
+// than the first round's may open when a request dials just as another
+// connection comes free (seen in CI: 17).
 func TestDialKeepsConnections(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -68,7 +70,7 @@ func TestDialKeepsConnections(t *testing.T) {
 		}
 		require.NoError(t, g.Wait())
 	}
-	require.LessOrEqual(t, opened.Load(), int64(concurrent), "%d rounds of %d requests", rounds, concurrent)
+	require.LessOrEqual(t, opened.Load(), int64(2*concurrent), "%d rounds of %d requests", rounds, concurrent)
 }
 
 func TestParseKey(t *testing.T) {
