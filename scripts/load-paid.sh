@@ -11,6 +11,13 @@
 # bin/x402d must be built (go tool task build). Service settings
 # (WORKERS_SETTLEMENT, DB_MAX_CONNS, ...) are taken from the environment. Logs
 # go to /tmp/x402d-load-*.log.
+#
+# CPU_AT=S (with CPU_FOR=D, default 10) measures, from S seconds into the load
+# for D seconds, how busy the machine's cores were (/proc/stat) and the CPU
+# that Postgres (every process of the server), the service's processes and the
+# load generator used (/proc/PID/stat, user and system), as cores and, with
+# -rate, as milliseconds per call. It reads with shell builtins only: a
+# sampler that forks or reads every thread's files slows the run it measures.
 set -euo pipefail
 
 c=${1:-150}
@@ -67,5 +74,42 @@ for _ in $(seq 1 120); do
   done
   sleep 0.5
 done
-"$bin" load -url http://127.0.0.1:18080 -account 1 -op diff -c "$c" -t "$t" "$@"
+# ticks PIDS...: the user and system clock ticks of the processes.
+ticks() {
+  local sum=0 p line f
+  for p in "$@"; do
+    read -r line <"/proc/$p/stat" 2>/dev/null || continue
+    f=(${line##*) })
+    sum=$((sum + f[11] + f[12]))
+  done
+  echo "$sum"
+}
+# cores: the busy and the total ticks of the machine's cores.
+cores() {
+  local cpu user nice sys idle iowait irq softirq rest
+  read -r cpu user nice sys idle iowait irq softirq rest </proc/stat
+  echo "$((user + nice + sys + irq + softirq)) $((user + nice + sys + idle + iowait + irq + softirq))"
+}
+svc=("${pids[@]}")
+"$bin" load -url http://127.0.0.1:18080 -account 1 -op diff -c "$c" -t "$t" "$@" & loader=$!
+pids+=("$loader")
+if [ -n "${CPU_AT:-}" ]; then
+  secs=${CPU_FOR:-10} rate=""
+  for ((i = 1; i < $#; i++)); do
+    if [ "${!i}" = "-rate" ]; then j=$((i + 1)); rate=${!j}; fi
+  done
+  sleep "$CPU_AT"
+  pg=($(pgrep -x postgres))
+  p0=$(ticks "${pg[@]}") s0=$(ticks "${svc[@]}") l0=$(ticks "$loader") m0=($(cores))
+  sleep "$secs"
+  p1=$(ticks "${pg[@]}") s1=$(ticks "${svc[@]}") l1=$(ticks "$loader") m1=($(cores))
+fi
+wait "$loader"
+if [ -n "${CPU_AT:-}" ]; then
+  awk -v hz="$(getconf CLK_TCK)" -v secs="$secs" -v rate="$rate" -v busy=$((m1[0] - m0[0])) -v all=$((m1[1] - m0[1])) \
+    -v pg=$((p1 - p0)) -v svc=$((s1 - s0)) -v ld=$((l1 - l0)) 'BEGIN {
+      printf "cpu over %ss: cores %.0f%% busy; cores used: postgres %.2f, x402d %.2f, load %.2f\n", secs, 100 * busy / all, pg / hz / secs, svc / hz / secs, ld / hz / secs
+      if (rate > 0) printf "cpu per call at %s/s: postgres %.2f ms, x402d %.2f ms, load %.2f ms\n", rate, 1000 * pg / hz / secs / rate, 1000 * svc / hz / secs / rate, 1000 * ld / hz / secs / rate
+    }'
+fi
 echo "failed settlement attempts: $(cat "$log"-*.log | grep -c 'settlement attempt failed' || true)"
