@@ -41,6 +41,9 @@ type GroupCommitter[T any] struct {
 	// those lingers.
 	lingerOff    time.Time
 	emptyLingers int
+	// lingers counts the lingers so far (its tests tell from it whether a
+	// write lingered, not from how long it took).
+	lingers int
 }
 
 // lingerRetry is how long lingering stays off after lingerOffAfter lingers
@@ -201,6 +204,7 @@ func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lingering = false
+	g.lingers++
 	if len(g.pending) >= 2 {
 		g.emptyLingers = 0
 		return
