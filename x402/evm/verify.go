@@ -130,27 +130,48 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	auth := ep.auth
 	domain := &Domain{Name: extra.Name, Version: extra.Version, ChainID: chainID, VerifyingContract: asset}
 
-	if err := v.checkSignature(ctx, reader, auth, domain, ep.signature); err != nil {
-		return nil, err
+	// The token checks the signature itself when the transfer is simulated
+	// (the check the chain applies at settlement, EIP-1271 wallets
+	// included): a payment whose simulation succeeds is its payer's, and
+	// its signature is not recovered a second time here (ECDSA recovery
+	// cost about 3% of the service's CPU per paid call at saturation:
+	// docs/performance.md, session 12). A payment refused for any reason
+	// has its signature checked first, so that the reason named is the one
+	// named when the signature was checked first: a bad signature is
+	// refused as such, whatever else is wrong.
+	refused := func(refusal error) (*x402.Payment, error) {
+		if err := v.checkSignature(ctx, reader, auth, domain, ep.signature); err != nil {
+			return nil, err
+		}
+		return nil, refusal
 	}
 	if auth.To != payTo {
-		return nil, refuse(ReasonRecipientMismatch, "authorization pays %s, not %s", auth.To.Hex(), payTo.Hex())
+		return refused(refuse(ReasonRecipientMismatch, "authorization pays %s, not %s", auth.To.Hex(), payTo.Hex()))
 	}
 	now := v.now()
 	if auth.ValidBefore.Cmp(big.NewInt(now.Add(validBeforeMargin).Unix())) < 0 {
-		return nil, refuse(ReasonValidBefore, "authorization expires at %s, too soon", auth.ValidBefore)
+		return refused(refuse(ReasonValidBefore, "authorization expires at %s, too soon", auth.ValidBefore))
 	}
 	if auth.ValidAfter.Cmp(big.NewInt(now.Unix())) > 0 {
-		return nil, refuse(ReasonValidAfter, "authorization is valid only after %s", auth.ValidAfter)
+		return refused(refuse(ReasonValidAfter, "authorization is valid only after %s", auth.ValidAfter))
 	}
 	if auth.Value.Cmp(amount) != 0 {
-		return nil, refuse(ReasonValueMismatch, "authorization moves %s, the price is %s", auth.Value, amount)
+		return refused(refuse(ReasonValueMismatch, "authorization moves %s, the price is %s", auth.Value, amount))
 	}
 	if err := v.checkDeployed(ctx, reader, req.Network, asset); err != nil {
+		if _, ok := errors.AsType[*x402.Refusal](err); ok {
+			return refused(err)
+		}
 		return nil, err
 	}
-	if err := v.simulate(ctx, reader, asset, auth, ep.signature, &extra); err != nil {
-		return nil, err
+	if err := v.simulate(ctx, reader, asset, auth, ep.signature); err != nil {
+		if !isRevert(err) {
+			return nil, fmt.Errorf("verify: simulate transfer: %w", err)
+		}
+		if err := v.checkSignature(ctx, reader, auth, domain, ep.signature); err != nil {
+			return nil, err
+		}
+		return nil, diagnose(ctx, reader, asset, auth, &extra, err)
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {
@@ -252,21 +273,16 @@ func (v *Verifier) checkDeployed(ctx context.Context, reader Reader, network str
 	return nil
 }
 
-// simulate runs the transfer with eth_call from the relayer and, when it
-// fails, names the reason.
-func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte, extra *x402.EVMExtra) error {
+// simulate runs the transfer with eth_call from the relayer: nil when it
+// succeeds, the node's error (a revert, isRevert, when the transfer fails)
+// otherwise.
+func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte) error {
 	input, err := transferInput(auth, sig)
 	if err != nil {
 		return err
 	}
 	_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &asset, Data: input}, nil)
-	if err == nil {
-		return nil
-	}
-	if !isRevert(err) {
-		return fmt.Errorf("verify: simulate transfer: %w", err)
-	}
-	return diagnose(ctx, reader, asset, auth, extra, err)
+	return err
 }
 
 // diagnose names why a transfer of auth reverted, reading the token the way

@@ -117,6 +117,40 @@ func TestVerifier_Refusals(t *testing.T) {
 			pay:        func(p *payment) { p.sig = make([]byte, 160) },
 			wantReason: evm.ReasonUndeployedWallet,
 		},
+		// The token checks the signature when the transfer is simulated;
+		// the verifier checks it itself only for a payment it refuses, and
+		// first, so that a bad signature is named whatever else is wrong.
+		{
+			name:       "nok, signed by another key, paying someone else",
+			pay:        func(p *payment) { p.key = chain.Account(2).Key; p.auth.To = chain.Account(5).Address },
+			wantReason: evm.ReasonSignature,
+		},
+		{
+			name:       "nok, signed by another key, expiring",
+			pay:        func(p *payment) { p.key = chain.Account(2).Key; p.auth.ValidBefore = big.NewInt(time.Now().Unix() + 3) },
+			wantReason: evm.ReasonSignature,
+		},
+		{
+			name:       "nok, signed by another key, underpaying",
+			pay:        func(p *payment) { p.key = chain.Account(2).Key; p.auth.Value = big.NewInt(9999) },
+			wantReason: evm.ReasonSignature,
+		},
+		{
+			name:       "nok, signed by another key, for an asset with no code",
+			req:        func(req *x402.Requirements) { req.Asset = "0x00000000000000000000000000000000000A55e7" },
+			pay:        func(p *payment) { p.key = chain.Account(2).Key },
+			wantReason: evm.ReasonSignature,
+		},
+		{
+			name:       "nok, signed by another key, for a payer without funds",
+			pay:        func(p *payment) { p.auth.From = crypto.PubkeyToAddress(newKey(t).PublicKey) },
+			wantReason: evm.ReasonSignature,
+		},
+		{
+			name:       "nok, signed by another key, with an authorization already used",
+			pay:        func(p *payment) { p.key = chain.Account(2).Key; p.auth.Nonce = settled.auth.Nonce },
+			wantReason: evm.ReasonSignature,
+		},
 		{
 			name:       "nok, pays someone else",
 			pay:        func(p *payment) { p.auth.To = chain.Account(5).Address },
