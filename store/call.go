@@ -246,9 +246,34 @@ func CallGetAnswer(ctx context.Context, db DBTX, id string) (*Call, error) {
 }
 
 // CallGetToSettle returns call id without its result (Result is nil): what
-// settling its payment needs, read once per paid call.
+// settling its payment needs, read by a settlement job (a call's own run
+// reads it with others, CallListToSettle).
 func CallGetToSettle(ctx context.Context, db DBTX, id string) (*Call, error) {
 	return callByID(ctx, db, settleColumns, id)
+}
+
+// CallListToSettle returns the calls of ids without their results, as
+// CallGetToSettle does, in one statement: a group of runs reads the
+// payments it is to settle in the transaction that records their results,
+// not once a call. A call that does not exist is left out.
+func CallListToSettle(ctx context.Context, db DBTX, ids []string) ([]*Call, error) {
+	rows, err := db.Query(ctx, "SELECT "+settleColumns+" FROM calls WHERE id = ANY($1)", ids)
+	if err != nil {
+		return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), err)
+	}
+	defer rows.Close()
+	calls := make([]*Call, 0, len(ids))
+	for rows.Next() {
+		c, err := scanCall(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), err)
+		}
+		calls = append(calls, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), interpretError(err))
+	}
+	return calls, nil
 }
 
 // callByID reads columns (callColumns, answerColumns or settleColumns) of

@@ -91,6 +91,15 @@ func TestAppend(t *testing.T) {
 		require.Equal(t, c, st)
 		_, err = store.CallGetToSettle(ctx, b.db.Pool, "nope")
 		require.ErrorIs(t, err, store.ErrNotFound)
+		// And listed so, leaving out the calls that do not exist.
+		listed, err := store.CallListToSettle(ctx, b.db.Pool, []string{"nope", "c1"})
+		require.NoError(t, err)
+		want := *st
+		want.Result = nil
+		require.Equal(t, []*store.Call{&want}, listed)
+		listed, err = store.CallListToSettle(ctx, b.db.Pool, []string{"nope"})
+		require.NoError(t, err)
+		require.Empty(t, listed)
 
 		events, err := store.EventListByStream(ctx, b.db.Pool, s)
 		require.NoError(t, err)

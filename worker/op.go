@@ -125,10 +125,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 // once its grace ends.
 func (w *opWorker[In, Out]) settleRun(ctx context.Context, run *completed, log *slog.Logger) {
 	sctx, cancel := context.WithTimeout(ctx, w.commits.grace)
-	call, err := store.CallGetToSettle(sctx, w.deps.Pool, run.callID)
-	if err == nil {
-		err = settle(sctx, w.deps, w.commits, log, run.callID, &call.Payment, run.settleJob)
-	}
+	err := settle(sctx, w.deps, w.commits, log, run.callID, run.payment, run.settleJob)
 	cancel()
 	if err == nil {
 		return

@@ -211,12 +211,14 @@ const resultsLingerIdle = 3 * time.Millisecond
 
 // completed is an operation run that succeeded: its events, the call whose
 // settlement job is to be inserted and the network its payment is on. The
-// transaction that records it sets settleJob to the id of that job.
+// transaction that records it sets settleJob to the id of that job and
+// payment to the call's payment, read there with the others of its group.
 type completed struct {
 	callID    string
 	network   string
 	events    []store.NewEvent
 	settleJob int64
+	payment   *x402.Payment
 }
 
 func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *commits {
@@ -253,11 +255,38 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *co
 					JobID: settleJobs[run.callID], Network: run.network, Attempt: 1,
 				}})
 			}
-			return store.Append(ctx, tx, events...)
+			if err := store.Append(ctx, tx, events...); err != nil {
+				return err
+			}
+			return readPayments(ctx, tx, runs)
 		}),
 		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents),
 		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, writeOutcomes),
 	}
+}
+
+// readPayments sets the payment of each of runs, read in one statement (at
+// 300 paid calls/s a group holds about six runs: five queries fewer than
+// a read per call).
+func readPayments(ctx context.Context, tx pgx.Tx, runs []*completed) error {
+	ids := make([]string, len(runs))
+	for i, run := range runs {
+		ids[i] = run.callID
+	}
+	calls, err := store.CallListToSettle(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]*x402.Payment, len(calls))
+	for _, c := range calls {
+		byID[c.ID] = &c.Payment
+	}
+	for _, run := range runs {
+		if run.payment = byID[run.callID]; run.payment == nil {
+			return fmt.Errorf("read payment of call %s: %w", run.callID, store.ErrNotFound)
+		}
+	}
+	return nil
 }
 
 // settleJobIDs maps each call to the id of the settlement job inserted for
