@@ -1,6 +1,7 @@
 package evm
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
@@ -780,6 +781,36 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	}
 }
 
+// schemePayload returns the "payload" member of doc, a stored
+// PaymentPayload (x402.Payment.Payload): only the scheme's payload is
+// needed, the rest (the requirements it accepted, the resource, the
+// extensions) was checked at verification. The members are read in order
+// up to "payload", the rest of doc is not: a stored payment is json.Marshal's
+// encoding of a decoded PaymentPayload, with one "payload" key, and Postgres
+// renders a jsonb object's shorter keys first, so that "payload" comes
+// before the longer ones (the bazaar extension alone is over a kilobyte).
+// Unlike json.Unmarshal into a struct, the key must be spelled exactly.
+func schemePayload(doc []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, err
+		}
+		if t == "payload" {
+			return value, nil
+		}
+	}
+	return nil, errors.New(`no "payload" member`)
+}
+
 // findUse returns the transaction that used the authorization of p (its
 // AuthorizationUsed event), or the zero hash.
 func (r *Relayer) findUse(ctx context.Context, chain *relayChain, p *x402.Payment, asset common.Address, auth *Authorization) (common.Hash, error) {
@@ -838,16 +869,11 @@ func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookb
 // verified payment. A payment that cannot be read is a *x402.Refusal
 // (invalid payload).
 func paymentTransfer(p *x402.Payment) (common.Address, *exactPayload, error) {
-	// Only the scheme's payload is needed: the rest of the PaymentPayload
-	// (the requirements it accepted, the resource) was checked at
-	// verification and is skipped, not decoded.
-	var payload struct {
-		Payload json.RawMessage `json:"payload"`
-	}
-	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+	raw, err := schemePayload(p.Payload)
+	if err != nil {
 		return common.Address{}, nil, refuse(ReasonPayload, "payment payload: %v", err)
 	}
-	ep, err := decodePayload(payload.Payload)
+	ep, err := decodePayload(raw)
 	if err != nil {
 		return common.Address{}, nil, err
 	}
