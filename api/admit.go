@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,6 +21,20 @@ type admission struct {
 	job      river.InsertManyParams
 }
 
+// admissionLinger is the Linger of the admission's group commit, shorter
+// than the others' (store.CommitLinger): a call that leads its group waits
+// it whole before its job is even queued. Once verification stopped
+// recovering a good payment's signature and a run stopped reading its
+// payment alone (docs/performance.md, session 12), the cores were 54-59%
+// busy at a steady 300 paid calls/s, and 20 ms against 30, alternated in
+// three pairs of 30 s runs, gave p50 44.9-50.3 ms against 55.9-62.9 and
+// p99 74.8-83.4 ms against 85.9-101.5, Postgres's CPU per call within the
+// runs' spread; at 1,000 calls/s offered both kept up (986.6 and 998.0
+// calls/s against 984.7 and 997.4). (On a slower machine, session 11, with
+// the signature still recovered, 20 ms had cost Postgres 1.49-1.65 ms of
+// CPU per call against 1.12-1.49 for no better tail.)
+const admissionLinger = 20 * time.Millisecond
+
 // newAdmitter returns what records and queues paid calls: the calls that
 // arrive together share one transaction (store.GroupCommitter), with one
 // River InsertMany for their jobs and one insert for their events. A payment
@@ -30,7 +45,7 @@ type admission struct {
 // commits durably, makes these records durable too (WAL is flushed in
 // order): they need not wait for the disk (store.InRelaxedTx).
 func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics) *store.GroupCommitter[*admission] {
-	cfg := store.GroupCommitConfig{Relaxed: true, Linger: store.CommitLinger, Observe: m.GroupCommitObserver("admission")}
+	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission")}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
 		params := make([]river.InsertManyParams, len(batch))
 		for i, adm := range batch {
