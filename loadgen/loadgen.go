@@ -14,9 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -73,7 +75,19 @@ type Config struct {
 	// one row per Interval of the run (the first seconds after a start, a
 	// stall, a recovery show apart from the steady state).
 	Interval time.Duration
+	// Presign has the Payer sign every call's payment before the run
+	// starts (Rate × Duration of them, or MaxCalls if fewer; at most
+	// MaxPresigned), rather than each call just before it is sent: the
+	// generator, which shares the machine with the service it measures,
+	// then does not spend the run's CPU on signing, as clients on their own
+	// machines would not. Each call still carries its own payment, and the
+	// run ends when they are used up.
+	Presign bool
 }
+
+// MaxPresigned bounds the payments Config.Presign signs ahead (about 3.5 kB
+// each).
+const MaxPresigned = 100_000
 
 // Outcome is one call's end.
 type Outcome struct {
@@ -171,6 +185,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		quotes[i] = q
 	}
 
+	var signed []string
+	if cfg.Presign {
+		var err error
+		if signed, err = presign(ctx, &cfg, quotes); err != nil {
+			return nil, err
+		}
+	}
+
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var (
@@ -189,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 loop:
 	for {
 		n := int(started.Load())
-		if cfg.MaxCalls > 0 && n >= cfg.MaxCalls {
+		if cfg.MaxCalls > 0 && n >= cfg.MaxCalls || signed != nil && n >= len(signed) {
 			break
 		}
 		var due time.Time
@@ -219,7 +241,11 @@ loop:
 			defer wg.Done()
 			defer func() { <-slots }()
 			k := n % len(cfg.Requests)
-			o := call(ctx, &cfg, cfg.Requests[k], quotes[k], due)
+			header := ""
+			if signed != nil {
+				header = signed[n]
+			}
+			o := call(ctx, &cfg, cfg.Requests[k], quotes[k], header, due)
 			o.Offset = due.Sub(begin)
 			mu.Lock()
 			outcomes = append(outcomes, o)
@@ -277,15 +303,54 @@ func percentiles(lat []time.Duration) (p50, p95, p99, maximum time.Duration) {
 	return at(50), at(95), at(99), lat[len(lat)-1]
 }
 
-// call pays and makes one call, retrying a lost answer with the same header
-// when cfg.Retry is set. Its latency counts from start, the time it was due.
-func call(ctx context.Context, cfg *Config, req Request, paymentRequired string, start time.Time) (o Outcome) {
+// presign has cfg.Payer sign the payments of the calls cfg will make, in
+// their order (call n pays quotes[n % len(quotes)]), on as many goroutines
+// as there are cores.
+func presign(ctx context.Context, cfg *Config, quotes []string) ([]string, error) {
+	n := cfg.MaxCalls
+	if cfg.Rate > 0 {
+		if due := int(math.Ceil(cfg.Rate * cfg.Duration.Seconds())); n == 0 || due < n {
+			n = due
+		}
+	}
+	if n <= 0 || n > MaxPresigned {
+		return nil, fmt.Errorf("loadgen: presigning needs a rate or a number of calls, and at most %d calls (%d asked)", MaxPresigned, n)
+	}
+	signed := make([]string, n)
+	var next atomic.Int64
+	errs := make([]error, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				h, err := cfg.Payer.Pay(ctx, quotes[i%len(quotes)])
+				if err != nil {
+					errs[w] = fmt.Errorf("loadgen: presign call %d: %w", i, err)
+					return
+				}
+				signed[i] = h
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return signed, nil
+}
+
+// call pays (unless header was signed ahead) and makes one call, retrying a
+// lost answer with the same header when cfg.Retry is set. Its latency
+// counts from start, the time it was due.
+func call(ctx context.Context, cfg *Config, req Request, paymentRequired, header string, start time.Time) (o Outcome) {
 	o.Op = req.Op
 	defer func() { o.Latency = time.Since(start) }()
-	header, err := cfg.Payer.Pay(ctx, paymentRequired)
-	if err != nil {
-		o.Err = "pay: " + err.Error()
-		return o
+	if header == "" {
+		var err error
+		if header, err = cfg.Payer.Pay(ctx, paymentRequired); err != nil {
+			o.Err = "pay: " + err.Error()
+			return o
+		}
 	}
 	o.Header = header
 	deadline := start.Add(cfg.RetryFor)

@@ -133,6 +133,14 @@ func (p *countingPayer) Pay(_ context.Context, paymentRequired string) (string, 
 	return fmt.Sprintf("h%d", p.n.Add(1)), nil
 }
 
+// quotingPayer is a countingPayer whose headers name the quote they pay.
+type quotingPayer struct{ countingPayer }
+
+func (p *quotingPayer) Pay(ctx context.Context, paymentRequired string) (string, error) {
+	h, err := p.countingPayer.Pay(ctx, paymentRequired)
+	return paymentRequired + "/" + h, err
+}
+
 func TestRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -175,6 +183,37 @@ func TestRun(t *testing.T) {
 	rep, err = Run(ctx, Config{BaseURL: srv2.URL, Payer: &countingPayer{}, Concurrency: 1, MaxCalls: 3, Requests: []Request{{Op: "diff"}}})
 	require.NoError(t, err)
 	require.Equal(t, map[int]int{200: 2, 503: 1}, rep.Statuses)
+
+	// Presigned: every payment is signed before the first request, each
+	// call carries its own, and the run ends when they are used up.
+	var signedAtFirst atomic.Int64
+	presigner := &quotingPayer{}
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Payment-Signature") != "" {
+			signedAtFirst.CompareAndSwap(0, presigner.n.Load())
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(first.Close)
+	rep, err = Run(ctx, Config{BaseURL: first.URL, Payer: presigner, Concurrency: 4, Rate: 1000, Duration: 10 * time.Second, MaxCalls: 12, Presign: true, Requests: []Request{{Op: "diff"}, {Op: "regex"}}})
+	require.NoError(t, err)
+	require.Equal(t, 12, rep.Calls, rep.String())
+	require.Equal(t, map[int]int{200: 12}, rep.Statuses)
+	require.EqualValues(t, 12, signedAtFirst.Load(), "signatures made before the first paid request")
+	require.EqualValues(t, 12, presigner.n.Load(), "no payment signed during the run")
+	headers := map[string]string{}
+	for _, o := range rep.Outcomes {
+		headers[o.Header] = o.Op
+	}
+	require.Len(t, headers, 12, "a payment per call")
+	for h, op := range headers {
+		// Each was signed for its own call's quote.
+		require.True(t, strings.HasPrefix(h, "quote-of-"+op+"/"), "%s paid %s", h, op)
+	}
+	_, err = Run(ctx, Config{BaseURL: first.URL, Payer: presigner, Presign: true, Requests: []Request{{Op: "diff"}}})
+	require.ErrorContains(t, err, "presigning needs a rate or a number of calls")
+	_, err = Run(ctx, Config{BaseURL: first.URL, Payer: presigner, Presign: true, Rate: 1e6, Duration: time.Second, Requests: []Request{{Op: "diff"}}})
+	require.ErrorContains(t, err, "at most 100000 calls")
 
 	// A rate spaces the calls out.
 	start := time.Now()

@@ -218,6 +218,7 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 	dur := fs.Duration("t", 10*time.Second, "duration")
 	retry := fs.Bool("retry", true, "resend a lost answer with the same payment header")
 	every := fs.Duration("every", 0, "also report the calls started in each interval this long (0: none)")
+	presign := fs.Bool("presign", false, "sign every call's payment before the run starts (with -rate: rate × duration of them), so that signing does not share the run's CPU")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -227,7 +228,7 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		BaseURL: *base, Requests: []loadgen.Request{{Op: *op, Body: *body}}, Payer: client,
-		Concurrency: *conc, Rate: *rate, Duration: *dur, Retry: *retry, Interval: *every,
+		Concurrency: *conc, Rate: *rate, Duration: *dur, Retry: *retry, Interval: *every, Presign: *presign,
 	})
 	if err != nil {
 		return err
