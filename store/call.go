@@ -144,6 +144,112 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 	return false, fmt.Errorf("unknown call event type %q", e.Type)
 }
 
+// callGroups returns the call events of events whose projections are written
+// together, one statement per event type (projectCallGroup), and those
+// events' indexes grouped by type: the hot moves of a paid call (admitted,
+// worked, settled), when two or more calls make the same move in one Append,
+// as a group commit's do. At 1,000 paid calls/s offered (pg_stat_statements,
+// docs/performance.md, session 12) a call's update to settling took 0.069 ms
+// of execution as a statement of its own and 0.032 ms as a row of a group,
+// its update to paid 0.085 and 0.030 ms, its insert 0.166 and 0.152 ms
+// (the payment's jsonb is most of that). Statements are only grouped when no call
+// has two projections in the Append (otherwise their order would matter),
+// and a group is refused as a whole (ErrConflict) when any of its calls is
+// not in a state that allows its move: a GroupCommitter then writes its
+// items again in halves, down to the one at fault.
+func callGroups(events []NewEvent) (grouped map[int]bool, groups [][]int) {
+	var byType map[string][]int
+	var order []string
+	seen := make(map[string]bool, len(events))
+	for i := range events {
+		e := &events[i]
+		id, ok := strings.CutPrefix(e.Stream, "call/")
+		if !ok || superseded(events, i) {
+			continue
+		}
+		if seen[id] {
+			return nil, nil
+		}
+		seen[id] = true
+		switch e.Type {
+		case EventPaymentVerified, EventJobSucceeded, EventSettlementConfirmed, EventSettlementFailed:
+			if byType == nil {
+				byType = map[string][]int{}
+			}
+			if byType[e.Type] == nil {
+				order = append(order, e.Type)
+			}
+			byType[e.Type] = append(byType[e.Type], i)
+		}
+	}
+	for _, typ := range order {
+		if g := byType[typ]; len(g) >= 2 {
+			if grouped == nil {
+				grouped = map[int]bool{}
+			}
+			for _, i := range g {
+				grouped[i] = true
+			}
+			groups = append(groups, g)
+		}
+	}
+	return grouped, groups
+}
+
+// projectCallGroup queues the one statement that projects the events of
+// events at indexes g, all of one type and each of its own call: the
+// statement projectCall queues for each, over arrays.
+func projectCallGroup(b *pgx.Batch, events []NewEvent, g []int, datas [][]byte, now time.Time) error {
+	ids := make([]string, len(g))
+	for k, i := range g {
+		ids[k] = strings.TrimPrefix(events[i].Stream, "call/")
+	}
+	switch typ := events[g[0]].Type; typ {
+	case EventPaymentVerified:
+		ops, tokens, keys := make([]string, len(g)), make([]string, len(g)), make([]string, len(g))
+		networks, payers, amounts := make([]string, len(g)), make([]string, len(g)), make([]string, len(g))
+		hashes, data := make([][]byte, len(g)), make([][]byte, len(g))
+		for k, i := range g {
+			v, ok := events[i].Data.(PaymentVerified)
+			if !ok {
+				return fmt.Errorf("data is %T, want PaymentVerified", events[i].Data)
+			}
+			ops[k], tokens[k], hashes[k], keys[k] = v.Op, v.Token, v.RequestHash, v.Payment.Key()
+			networks[k], payers[k], amounts[k], data[k] = v.Payment.Network, v.Payment.Payer, v.Payment.Amount, datas[i]
+		}
+		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, payment, created_at, updated_at)
+			SELECT id, op, $10, token, request_hash, payment_key, network, payer, amount, d->'payment', $11, $11
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[])
+				AS u(id, op, token, request_hash, payment_key, network, payer, amount, d)`,
+			ids, ops, tokens, hashes, keys, networks, payers, amounts, data, CallQueued, now)
+	case EventJobSucceeded:
+		results := make([]string, len(g))
+		for k, i := range g {
+			v, ok := events[i].Data.(JobSucceeded)
+			if !ok {
+				return fmt.Errorf("data is %T, want JobSucceeded", events[i].Data)
+			}
+			results[k] = string(v.Result)
+		}
+		b.Queue(`UPDATE calls c SET state = 'settling', result = u.r::json, updated_at = $3
+			FROM unnest($1::text[], $2::text[]) AS u(id, r) WHERE c.id = u.id AND c.state IN ('queued', 'running')`, ids, results, now)
+	case EventSettlementConfirmed, EventSettlementFailed:
+		state := CallPaid
+		if typ == EventSettlementFailed {
+			state = CallUnpaid
+		}
+		data := make([][]byte, len(g))
+		for k, i := range g {
+			data[k] = datas[i]
+		}
+		b.Queue(`UPDATE calls c SET state = $3, settlement = u.d->'response', updated_at = $4
+			FROM unnest($1::text[], $2::jsonb[]) AS u(id, d) WHERE c.id = u.id AND c.state = 'settling'`, ids, data, state, now)
+	default:
+		return fmt.Errorf("call events of type %q are not projected in groups", typ)
+	}
+	return nil
+}
+
 // supersededCall reports whether the projection of a call event of type typ
 // adds nothing when the event before it on the call, in the same Append, is
 // prev and the one after it is next ("" for none): job.queued and

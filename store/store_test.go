@@ -186,6 +186,91 @@ func TestAppend(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("CallsInGroups", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Calls admitted, worked and settled together, as group commits
+		// write them (a statement per move, callGroups), and one alone (a
+		// statement of its own): their rows come out the same.
+		admit := func(ids ...string) []store.NewEvent {
+			var events []store.NewEvent
+			for _, id := range ids {
+				events = append(events,
+					store.NewEvent{Stream: store.CallStream(id), Type: store.EventPaymentVerified, Data: verified("n-" + id)},
+					store.NewEvent{Stream: store.CallStream(id), Type: store.EventJobQueued, Data: store.JobQueued{JobID: 1, Queue: "pure"}})
+			}
+			return events
+		}
+		work := func(ids ...string) []store.NewEvent {
+			var events []store.NewEvent
+			for _, id := range ids {
+				events = append(events,
+					store.NewEvent{Stream: store.CallStream(id), Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}},
+					store.NewEvent{Stream: store.CallStream(id), Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"call": "` + id + `",  "n":[1, 2]}`)}},
+					store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: "eip155:8453", Attempt: 1}})
+			}
+			return events
+		}
+		settle := func(typ string, ids ...string) []store.NewEvent {
+			var events []store.NewEvent
+			for _, id := range ids {
+				events = append(events, store.NewEvent{Stream: store.CallStream(id), Type: typ, Data: store.SettlementDone{
+					Response: x402.SettleResponse{Success: typ == store.EventSettlementConfirmed, Transaction: "0x" + id, Network: "eip155:8453"}}})
+			}
+			return events
+		}
+		require.NoError(t, appendTx(ctx, t, b.db, admit("g1", "g2", "g3", "g4")...))
+		require.NoError(t, appendTx(ctx, t, b.db, admit("s1")...))
+		require.NoError(t, appendTx(ctx, t, b.db, admit("s2")...))
+		require.NoError(t, appendTx(ctx, t, b.db, work("g1", "g2", "g3", "g4")...))
+		require.NoError(t, appendTx(ctx, t, b.db, work("s1")...))
+		require.NoError(t, appendTx(ctx, t, b.db, work("s2")...))
+		require.NoError(t, appendTx(ctx, t, b.db, append(settle(store.EventSettlementConfirmed, "g1", "g2"), settle(store.EventSettlementFailed, "g3", "g4")...)...))
+		require.NoError(t, appendTx(ctx, t, b.db, settle(store.EventSettlementConfirmed, "s1")...))
+		require.NoError(t, appendTx(ctx, t, b.db, settle(store.EventSettlementFailed, "s2")...))
+
+		// A call's row, with what differs from call to call set aside.
+		row := func(id string) *store.Call {
+			c, err := store.CallGetByID(ctx, b.db.Pool, id)
+			require.NoError(t, err)
+			require.Equal(t, id, c.ID)
+			require.Equal(t, "n-"+id, c.Payment.Nonce)
+			require.Equal(t, `{"call": "`+id+`",  "n":[1, 2]}`, string(c.Result), "the result's bytes are kept")
+			require.Equal(t, "0x"+id, c.Settlement.Transaction)
+			c.ID, c.Payment.Nonce, c.PaymentKey, c.Result, c.Settlement.Transaction = "", "", "", nil, ""
+			c.CreatedAt, c.UpdatedAt = time.Time{}, time.Time{}
+			return c
+		}
+		paid, unpaid := row("s1"), row("s2")
+		require.Equal(t, store.CallPaid, paid.State)
+		require.Equal(t, store.CallUnpaid, unpaid.State)
+		for _, id := range []string{"g1", "g2"} {
+			require.Equal(t, paid, row(id), id)
+		}
+		for _, id := range []string{"g3", "g4"} {
+			require.Equal(t, unpaid, row(id), id)
+		}
+
+		// A group with one call out of place is refused whole: g1 is
+		// paid already, g5 not yet settling.
+		require.NoError(t, appendTx(ctx, t, b.db, admit("g5", "g6")...))
+		err := appendTx(ctx, t, b.db, settle(store.EventSettlementConfirmed, "g5", "g6")...)
+		require.ErrorIs(t, err, store.ErrConflict)
+		err = appendTx(ctx, t, b.db, append(work("g5"), work("g1")...)...)
+		require.ErrorIs(t, err, store.ErrConflict)
+		c, err := store.CallGetByID(ctx, b.db.Pool, "g5")
+		require.NoError(t, err)
+		require.Equal(t, store.CallQueued, c.State)
+		// And so is a group of admissions one of which pays with a payment
+		// already used.
+		dup := admit("g7", "g8")
+		dup[2].Data = verified("n-g1")
+		err = appendTx(ctx, t, b.db, dup...)
+		require.ErrorIs(t, err, store.ErrConflict)
+		_, err = store.CallGetByID(ctx, b.db.Pool, "g7")
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
 	t.Run("EventsAreAppendOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
