@@ -103,13 +103,30 @@ type SettlementDone struct {
 func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, error) {
 	id := strings.TrimPrefix(e.Stream, "call/")
 	switch e.Type {
-	case EventPaymentVerified, EventJobSucceeded, EventSettlementConfirmed, EventSettlementFailed:
-		return true, projectCallMoves(b, []*NewEvent{e}, [][]byte{data}, now)
+	case EventPaymentVerified:
+		v, ok := e.Data.(PaymentVerified)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want PaymentVerified", e.Data)
+		}
+		// The payment is the event's, not encoded a second time.
+		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, payment, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb->'payment', $11, $11)`,
+			id, v.Op, CallQueued, v.Token, v.RequestHash, v.Payment.Key(), v.Payment.Network, v.Payment.Payer, v.Payment.Amount, data, now)
+		return true, nil
 	case EventJobQueued:
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'queued'", id, now)
 		return true, nil
 	case EventJobStarted:
 		b.Queue("UPDATE calls SET state = 'running', updated_at = $2 WHERE id = $1 AND state IN ('queued', 'running')", id, now)
+		return true, nil
+	case EventJobSucceeded:
+		v, ok := e.Data.(JobSucceeded)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want JobSucceeded", e.Data)
+		}
+		// The result keeps its bytes (a json column): key order and
+		// spacing are the operation's, and nothing is re-parsed to serve it.
+		b.Queue("UPDATE calls SET state = 'settling', result = $2::json, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, string(v.Result), now)
 		return true, nil
 	case EventJobFailed:
 		b.Queue("UPDATE calls SET state = 'failed', failure = $2, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, data, now)
@@ -117,12 +134,18 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 	case EventSettlementSubmitted:
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'settling'", id, now)
 		return true, nil
+	case EventSettlementConfirmed:
+		b.Queue("UPDATE calls SET state = 'paid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
+		return true, nil
+	case EventSettlementFailed:
+		b.Queue("UPDATE calls SET state = 'unpaid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
+		return true, nil
 	}
 	return false, fmt.Errorf("unknown call event type %q", e.Type)
 }
 
 // callGroups returns the call events of events whose projections are written
-// together, one statement per event type (projectCallMoves), and those
+// together, one statement per event type (projectCallGroup), and those
 // events' indexes grouped by type: the hot moves of a paid call (admitted,
 // worked, settled), when two or more calls make the same move in one Append,
 // as a group commit's do. At 1,000 paid calls/s offered (pg_stat_statements,
@@ -173,44 +196,39 @@ func callGroups(events []NewEvent) (grouped map[int]bool, groups [][]int) {
 	return grouped, groups
 }
 
-// projectCallMoves queues the one statement that projects events, all of
-// one type (payment.verified, job.succeeded, settlement.confirmed or
-// settlement.failed) and each of its own call, with data their encodings:
-// a row for each, over arrays. The statement must touch len(events) rows.
-func projectCallMoves(b *pgx.Batch, events []*NewEvent, datas [][]byte, now time.Time) error {
-	ids := make([]string, len(events))
-	for k, e := range events {
-		ids[k] = strings.TrimPrefix(e.Stream, "call/")
+// projectCallGroup queues the one statement that projects the events of
+// events at indexes g, all of one type and each of its own call: the
+// statement projectCall queues for each, over arrays.
+func projectCallGroup(b *pgx.Batch, events []NewEvent, g []int, datas [][]byte, now time.Time) error {
+	ids := make([]string, len(g))
+	for k, i := range g {
+		ids[k] = strings.TrimPrefix(events[i].Stream, "call/")
 	}
-	switch typ := events[0].Type; typ {
+	switch typ := events[g[0]].Type; typ {
 	case EventPaymentVerified:
-		ops, tokens, keys := make([]string, len(events)), make([]string, len(events)), make([]string, len(events))
-		networks, payers, amounts := make([]string, len(events)), make([]string, len(events)), make([]string, len(events))
-		hashes := make([][]byte, len(events))
-		for k, e := range events {
-			v, ok := e.Data.(PaymentVerified)
+		ops, tokens, keys := make([]string, len(g)), make([]string, len(g)), make([]string, len(g))
+		networks, payers, amounts := make([]string, len(g)), make([]string, len(g)), make([]string, len(g))
+		hashes, data := make([][]byte, len(g)), make([][]byte, len(g))
+		for k, i := range g {
+			v, ok := events[i].Data.(PaymentVerified)
 			if !ok {
-				return fmt.Errorf("data is %T, want PaymentVerified", e.Data)
+				return fmt.Errorf("data is %T, want PaymentVerified", events[i].Data)
 			}
 			ops[k], tokens[k], hashes[k], keys[k] = v.Op, v.Token, v.RequestHash, v.Payment.Key()
-			networks[k], payers[k], amounts[k] = v.Payment.Network, v.Payment.Payer, v.Payment.Amount
+			networks[k], payers[k], amounts[k], data[k] = v.Payment.Network, v.Payment.Payer, v.Payment.Amount, datas[i]
 		}
-		// The payment is the event's, not encoded a second time.
 		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, payment, created_at, updated_at)
 			SELECT id, op, $10, token, request_hash, payment_key, network, payer, amount, d->'payment', $11, $11
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[])
 				AS u(id, op, token, request_hash, payment_key, network, payer, amount, d)`,
-			ids, ops, tokens, hashes, keys, networks, payers, amounts, datas, CallQueued, now)
+			ids, ops, tokens, hashes, keys, networks, payers, amounts, data, CallQueued, now)
 	case EventJobSucceeded:
-		results := make([]string, len(events))
-		for k, e := range events {
-			v, ok := e.Data.(JobSucceeded)
+		results := make([]string, len(g))
+		for k, i := range g {
+			v, ok := events[i].Data.(JobSucceeded)
 			if !ok {
-				return fmt.Errorf("data is %T, want JobSucceeded", e.Data)
+				return fmt.Errorf("data is %T, want JobSucceeded", events[i].Data)
 			}
-			// The result keeps its bytes (a json column): key order and
-			// spacing are the operation's, and nothing is re-parsed to
-			// serve it.
 			results[k] = string(v.Result)
 		}
 		b.Queue(`UPDATE calls c SET state = 'settling', result = u.r::json, updated_at = $3
@@ -220,10 +238,14 @@ func projectCallMoves(b *pgx.Batch, events []*NewEvent, datas [][]byte, now time
 		if typ == EventSettlementFailed {
 			state = CallUnpaid
 		}
+		data := make([][]byte, len(g))
+		for k, i := range g {
+			data[k] = datas[i]
+		}
 		b.Queue(`UPDATE calls c SET state = $3, settlement = u.d->'response', updated_at = $4
-			FROM unnest($1::text[], $2::jsonb[]) AS u(id, d) WHERE c.id = u.id AND c.state = 'settling'`, ids, datas, state, now)
+			FROM unnest($1::text[], $2::jsonb[]) AS u(id, d) WHERE c.id = u.id AND c.state = 'settling'`, ids, data, state, now)
 	default:
-		return fmt.Errorf("call events of type %q are not projected as moves", typ)
+		return fmt.Errorf("call events of type %q are not projected in groups", typ)
 	}
 	return nil
 }

@@ -109,11 +109,7 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 	checks = append(checks, check{event: &events[0]})
 	grouped, groups := callGroups(events)
 	for _, g := range groups {
-		moves, data := make([]*NewEvent, len(g)), make([][]byte, len(g))
-		for k, i := range g {
-			moves[k], data[k] = &events[i], datas[i]
-		}
-		if err := projectCallMoves(b, moves, data, now); err != nil {
+		if err := projectCallGroup(b, events, g, datas, now); err != nil {
 			e := &events[g[0]]
 			return fmt.Errorf("append %s %s and %d more: %w", e.Stream, e.Type, len(g)-1, err)
 		}
