@@ -69,9 +69,7 @@ func Notifies(stream, typ string) bool {
 // Append appends events in the caller's transaction tx: it inserts them (in
 // one statement), applies each to its projection and sends NOTIFY for those
 // that Notifies names, in one round trip. A projection that the events next
-// to it on the same stream leave as it would (superseded) is not written;
-// the calls' hot moves of a group commit are written one statement per kind
-// of move (callGroups).
+// to it on the same stream leave as it would (superseded) is not written.
 // It returns ErrConflict when an event does not fit its projection's state;
 // the caller should then roll back.
 func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
@@ -79,12 +77,9 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 		return nil
 	}
 	b := &pgx.Batch{}
-	// A check is a queued statement's: want, when not 0, is the number of
-	// rows it must touch (a state move refused when a row is not in an
-	// allowed state).
 	type check struct {
-		want  int64
-		event *NewEvent
+		mustTouch bool
+		event     *NewEvent
 	}
 	checks := make([]check, 0, len(events)*2+1)
 	now := time.Now().UTC()
@@ -107,18 +102,10 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 			streams, types, datas, now)
 	}
 	checks = append(checks, check{event: &events[0]})
-	grouped, groups := callGroups(events)
-	for _, g := range groups {
-		if err := projectCallGroup(b, events, g, datas, now); err != nil {
-			e := &events[g[0]]
-			return fmt.Errorf("append %s %s and %d more: %w", e.Stream, e.Type, len(g)-1, err)
-		}
-		checks = append(checks, check{want: int64(len(g)), event: &events[g[0]]})
-	}
 	for i := range events {
 		e := &events[i]
 		kind, _, _ := strings.Cut(e.Stream, "/")
-		if project, ok := projectorFor(kind); ok && !grouped[i] && !superseded(events, i) {
+		if project, ok := projectorFor(kind); ok && !superseded(events, i) {
 			before := b.Len()
 			mustTouch, err := project(b, e, datas[i], now)
 			if err != nil {
@@ -127,11 +114,7 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 			// A projector may queue several statements; mustTouch is about
 			// its last one.
 			for j := before; j < b.Len(); j++ {
-				var want int64
-				if mustTouch && j == b.Len()-1 {
-					want = 1
-				}
-				checks = append(checks, check{want: want, event: e})
+				checks = append(checks, check{mustTouch: mustTouch && j == b.Len()-1, event: e})
 			}
 		}
 		if Notifies(e.Stream, e.Type) {
@@ -146,7 +129,7 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 			_ = results.Close()
 			return fmt.Errorf("append %s %s: %w", c.event.Stream, c.event.Type, interpretError(err))
 		}
-		if c.want != 0 && tag.RowsAffected() != c.want {
+		if c.mustTouch && tag.RowsAffected() != 1 {
 			_ = results.Close()
 			return fmt.Errorf("append %s %s: %w", c.event.Stream, c.event.Type, ErrConflict)
 		}
