@@ -1,6 +1,7 @@
 package evm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +94,36 @@ func decodePayload(raw json.RawMessage) (*exactPayload, error) {
 		return nil, &x402.Refusal{Reason: ReasonPayload, Message: "signature is not 0x-prefixed hex"}
 	}
 	return &exactPayload{auth: auth, signature: sig}, nil
+}
+
+// schemePayload returns the "payload" member of doc, a stored
+// PaymentPayload (x402.Payment.Payload): only the scheme's payload is
+// needed, the rest (the requirements it accepted, the resource, the
+// extensions) was checked at verification. The members are read in order
+// up to "payload", the rest of doc is not: a stored payment is json.Marshal's
+// encoding of a decoded PaymentPayload, with one "payload" key, and Postgres
+// renders a jsonb object's shorter keys first, so that "payload" comes
+// before the longer ones (the bazaar extension alone is over a kilobyte).
+// Unlike json.Unmarshal into a struct, the key must be spelled exactly.
+func schemePayload(doc []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, err
+		}
+		if t == "payload" {
+			return value, nil
+		}
+	}
+	return nil, errors.New(`no "payload" member`)
 }
 
 // Identify returns the payer (checksummed) and the authorization nonce

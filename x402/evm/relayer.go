@@ -1,10 +1,8 @@
 package evm
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -779,36 +777,6 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 		}
 	}
-}
-
-// schemePayload returns the "payload" member of doc, a stored
-// PaymentPayload (x402.Payment.Payload): only the scheme's payload is
-// needed, the rest (the requirements it accepted, the resource, the
-// extensions) was checked at verification. The members are read in order
-// up to "payload", the rest of doc is not: a stored payment is json.Marshal's
-// encoding of a decoded PaymentPayload, with one "payload" key, and Postgres
-// renders a jsonb object's shorter keys first, so that "payload" comes
-// before the longer ones (the bazaar extension alone is over a kilobyte).
-// Unlike json.Unmarshal into a struct, the key must be spelled exactly.
-func schemePayload(doc []byte) (json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, err
-		}
-		if t == "payload" {
-			return value, nil
-		}
-	}
-	return nil, errors.New(`no "payload" member`)
 }
 
 // findUse returns the transaction that used the authorization of p (its
