@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -68,7 +69,6 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 
-	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/x402/evm"
 )
 
@@ -202,17 +202,11 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		alloc[accounts[i].Address] = types.Account{Balance: new(big.Int).Set(cfg.ETH)}
 		mints[accounts[i].Address] = cfg.USDC
 	}
-	token, err := tokenAlloc(&chainConfig, accounts[DeployerAccount].Address, mints)
+	placed, err := ContractAlloc(&chainConfig, accounts[DeployerAccount].Address, mints)
 	if err != nil {
 		return nil, fmt.Errorf("devchain: %w", err)
 	}
-	alloc[USDC] = token
-	multicall, err := contracts.Load(contracts.DevMulticall)
-	if err != nil {
-		return nil, fmt.Errorf("devchain: %w", err)
-	}
-	// No constructor and no immutables: the runtime code is the account.
-	alloc[Multicall] = types.Account{Code: multicall.DeployedBytecode, Nonce: 1, Balance: new(big.Int)}
+	maps.Copy(alloc, placed)
 
 	nodeConf := node.DefaultConfig
 	nodeConf.DataDir = ""

@@ -15,6 +15,26 @@ import (
 	"github.com/x402d/x402d/contracts"
 )
 
+// ContractAlloc returns the accounts of the chain's contracts, as a genesis
+// or another node (anvil, through anvil_setCode and anvil_setStorageAt)
+// places them: DevUSDC at USDC, deployed by deployer and minted to the
+// accounts of mints, and DevMulticall at Multicall.
+func ContractAlloc(config *params.ChainConfig, deployer common.Address, mints map[common.Address]*big.Int) (types.GenesisAlloc, error) {
+	token, err := tokenAlloc(config, deployer, mints)
+	if err != nil {
+		return nil, err
+	}
+	multicall, err := contracts.Load(contracts.DevMulticall)
+	if err != nil {
+		return nil, err
+	}
+	return types.GenesisAlloc{
+		USDC: token,
+		// No constructor and no immutables: the runtime code is the account.
+		Multicall: {Code: multicall.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
+	}, nil
+}
+
 // tokenAlloc runs DevUSDC's constructor (deployer as sender) and its mint
 // calls in a throwaway EVM, and returns the genesis account of the token:
 // the runtime code the constructor returned and the storage it wrote. Placed
