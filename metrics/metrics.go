@@ -11,6 +11,7 @@
 package metrics
 
 import (
+	"math/big"
 	"net/http"
 	"strconv"
 	"time"
@@ -58,6 +59,9 @@ type Metrics struct {
 	verified        *prometheus.CounterVec
 	refused         *prometheus.CounterVec
 	settlements     *prometheus.CounterVec
+	settlementGas   *prometheus.CounterVec
+	relayerBalance  *prometheus.GaugeVec
+	feeWait         *prometheus.GaugeVec
 	jobs            *prometheus.CounterVec
 	jobDuration     *prometheus.HistogramVec
 	crawlPages      *prometheus.CounterVec
@@ -103,6 +107,18 @@ func New(cfg Config) *Metrics {
 			Namespace: Namespace, Name: "settlements_total",
 			Help: "Settlement attempts, by network and outcome (confirmed, failed, error).",
 		}, []string{"network", "outcome"}),
+		settlementGas: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "settlement_gas_spent_wei_total",
+			Help: "Gas the relayer spent settling payments, in wei of the network's native token, by network (a batch's gas shared among its transfers).",
+		}, []string{"network"}),
+		relayerBalance: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "relayer_balance_wei",
+			Help: "The relayer's native balance, in wei, by network, as last read.",
+		}, []string{"network"}),
+		feeWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "settlement_fee_wait",
+			Help: "1 while settlements on the network wait for the base fee to fall under SETTLEMENT_MAX_FEE_GWEI, else 0.",
+		}, []string{"network"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "jobs_total",
 			Help: "River job runs worked by this process, by kind and outcome (completed, error, discarded, cancelled, snoozed, panic).",
@@ -141,6 +157,7 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
+		m.settlementGas, m.relayerBalance, m.feeWait,
 		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration, m.commitItems, m.commitTxs,
 	)
 	if cfg.Pool != nil {
@@ -241,6 +258,31 @@ func (m *Metrics) Settlement(network, outcome string) {
 		return
 	}
 	m.settlements.WithLabelValues(network, outcome).Inc()
+}
+
+// SettlementGas adds the gas a confirmed settlement on network spent, in
+// wei.
+func (m *Metrics) SettlementGas(network string, wei *big.Int) {
+	if m == nil {
+		return
+	}
+	f, _ := new(big.Float).SetInt(wei).Float64()
+	m.settlementGas.WithLabelValues(network).Add(f)
+}
+
+// RelayerState records the relayer's native balance on network (wei) and
+// whether its settlements wait for the base fee to fall.
+func (m *Metrics) RelayerState(network string, balanceWei *big.Int, feeWait bool) {
+	if m == nil {
+		return
+	}
+	f, _ := new(big.Float).SetInt(balanceWei).Float64()
+	m.relayerBalance.WithLabelValues(network).Set(f)
+	wait := 0.0
+	if feeWait {
+		wait = 1
+	}
+	m.feeWait.WithLabelValues(network).Set(wait)
 }
 
 // JobDone records one run of a job of kind, its outcome and duration.

@@ -97,6 +97,8 @@ type SettlementSubmitted struct {
 // SettlementDone is the data of settlement.confirmed and settlement.failed.
 type SettlementDone struct {
 	Response x402.SettleResponse `json:"response"`
+	// Cost is the gas the settlement spent, when it sent a transaction.
+	Cost *x402.SettleCost `json:"cost,omitempty"`
 }
 
 // projectCall updates the calls row of a call event.

@@ -103,7 +103,7 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 		typ, outcome = store.EventSettlementFailed, metrics.SettlementFailed
 	}
 	err = commits.outcomes.Commit(ctx, settled{
-		event:     store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp}},
+		event:     store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost}},
 		safetyNet: safetyNet,
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -113,6 +113,9 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 		return fmt.Errorf("settle %s: record outcome: %w", callID, err)
 	}
 	deps.Metrics.Settlement(payment.Network, outcome)
+	if resp.Cost != nil {
+		deps.Metrics.SettlementGas(payment.Network, resp.Cost.FeeWei())
+	}
 	log.InfoContext(ctx, "settlement done", "success", resp.Success, "reason", resp.ErrorReason, "transaction", resp.Transaction, "duration_ms", time.Since(start).Milliseconds())
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"time"
 )
@@ -86,6 +87,31 @@ type SettleResponse struct {
 	Payer       string `json:"payer,omitempty"`
 	Transaction string `json:"transaction"`
 	Network     string `json:"network"`
+	// Cost is what the settlement cost the seller in gas, when it sent a
+	// transaction: for its own books, never sent to the payer.
+	Cost *SettleCost `json:"-"`
+}
+
+// SettleCost is the gas a settlement spent: its share of the transaction's
+// gas (the whole of it, or a batch's gas divided among its transfers) at
+// the transaction's effective price.
+type SettleCost struct {
+	// GasUsed is the settlement's gas.
+	GasUsed uint64 `json:"gas_used"`
+	// GasPriceWei is the effective gas price paid, in wei.
+	GasPriceWei string `json:"gas_price_wei"`
+	// Batch is the number of transfers the transaction carried (1: alone).
+	Batch int `json:"batch"`
+}
+
+// FeeWei returns GasUsed × GasPriceWei, in wei (0 when the price cannot be
+// read).
+func (c *SettleCost) FeeWei() *big.Int {
+	price, ok := new(big.Int).SetString(c.GasPriceWei, 10)
+	if !ok {
+		return new(big.Int)
+	}
+	return price.Mul(price, new(big.Int).SetUint64(c.GasUsed))
 }
 
 // Settler moves the funds of verified payments.

@@ -24,6 +24,7 @@ import (
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm"
 )
 
 // options are the seams tests use. Production passes none.
@@ -42,6 +43,9 @@ type paymentStack struct {
 	verifier x402.Verifier
 	settler  x402.Settler
 	close    func()
+	// relayer is the EVM relayer, when the mode has one: worker processes
+	// watch its balance and fee waits (watchRelayer).
+	relayer *evm.Relayer
 }
 
 // app wires the service's parts for one subcommand.
@@ -141,7 +145,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	for i, op := range catalogue {
 		specs[i] = op.Spec
 	}
-	payments, err := a.payments(ctx, specs, withAPI && withWorker)
+	payments, err := a.payments(ctx, pool, specs, withAPI && withWorker)
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}
@@ -182,6 +186,9 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			}
 		}()
 		a.logger.InfoContext(ctx, "workers started")
+		if payments.relayer != nil {
+			go watchRelayer(ctx, payments.relayer, a.cfg.RelayerLowBalance, m, a.logger)
+		}
 	}
 	if !withAPI {
 		return a.serveMetrics(ctx, m)
@@ -279,9 +286,9 @@ func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
 // payments builds the payment step: the test double when a test set one,
 // else the configured settlement mode. embed is set for `x402d serve`, which
 // runs the devchain in process.
-func (a *app) payments(ctx context.Context, specs []jobs.Spec, embed bool) (*paymentStack, error) {
+func (a *app) payments(ctx context.Context, pool *pgxpool.Pool, specs []jobs.Spec, embed bool) (*paymentStack, error) {
 	if a.opts.payments != nil {
 		return a.opts.payments(ctx, a.cfg, specs, a.logger)
 	}
-	return buildPayments(ctx, a.cfg, specs, a.logger, embed)
+	return buildPayments(ctx, a.cfg, pool, specs, a.logger, embed)
 }

@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
@@ -25,7 +29,7 @@ import (
 // evmSettlement builds the EVM verifier and settler of the settlement mode.
 // embedded is the in-process devchain of `x402d serve` (nil for `x402d api`
 // and `x402d worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
-func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
+func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, pool *pgxpool.Pool, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
 	clients := map[string]*ethclient.Client{}
 	multicall := map[string]common.Address{}
 	closeFn := func() {}
@@ -95,7 +99,14 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, l
 	for network, c := range clients {
 		readers[network], backends[network] = c, c
 	}
-	relayer, err := evm.NewRelayer(&evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, Logger: logger})
+	relayerCfg := &evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, Logger: logger,
+		MaxFee: cfg.SettlementMaxFee, BlockGasShare: cfg.SettlementBatchGasShare}
+	if pool != nil {
+		// Every process sending with RELAYER_KEY allocates its nonces in
+		// the one database.
+		relayerCfg.Nonces = store.RelayerNonces{DB: pool}
+	}
+	relayer, err := evm.NewRelayer(relayerCfg)
 	if err != nil {
 		closeFn()
 		return nil, nil, nil, err
@@ -235,4 +246,32 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	_, err = fmt.Fprint(stdout, rep)
 	return err
+}
+
+// watchRelayer reads the relayer's balance on each chain every half minute
+// for /metrics, with whether its settlements wait for the base fee, and
+// warns when a balance is under low (wei; nil: never), until ctx ends.
+func watchRelayer(ctx context.Context, relayer *evm.Relayer, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		balances, err := relayer.Balances(ctx)
+		if err != nil {
+			logger.WarnContext(ctx, "read relayer balance", "error", err)
+		}
+		waits := relayer.FeeWait()
+		for network, b := range balances {
+			_, waiting := waits[network]
+			m.RelayerState(network, b, waiting)
+			if low != nil && b.Cmp(low) < 0 {
+				logger.WarnContext(ctx, "relayer balance is low: top it up or settlements stop", "network", network,
+					"relayer", relayer.Address().Hex(), "balance_wei", b.String(), "warn_below_wei", low.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/big"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -51,6 +52,15 @@ type Config struct {
 	FetchPollInterval time.Duration
 	RescueAfter       time.Duration
 	SettleGrace       time.Duration
+	// SettlementMaxFee is SETTLEMENT_MAX_FEE_GWEI in wei: the highest fee
+	// per gas the relayer offers (nil: no cap).
+	SettlementMaxFee *big.Int
+	// SettlementBatchGasShare is SETTLEMENT_BATCH_GAS_SHARE: the largest
+	// share of a block's gas limit one batch asks for.
+	SettlementBatchGasShare float64
+	// RelayerLowBalance is RELAYER_LOW_BALANCE_ETH in wei: under it the
+	// workers warn.
+	RelayerLowBalance *big.Int
 }
 
 // loadConfig reads the configuration through getenv.
@@ -167,6 +177,32 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	default:
 		errs = append(errs, fmt.Sprintf("SETTLEMENT_BATCH: %q is not auto, on or off", c.SettlementBatch))
 	}
+	decimalWei := func(key, def string, exp int) *big.Int {
+		v := strings.TrimSpace(getenv(key))
+		if v == "" {
+			v = def
+		}
+		if v == "" {
+			return nil
+		}
+		wei, err := parseDecimal(v, exp)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %q is not a positive decimal number", key, v))
+			return nil
+		}
+		return wei
+	}
+	c.SettlementMaxFee = decimalWei("SETTLEMENT_MAX_FEE_GWEI", "", 9)
+	c.RelayerLowBalance = decimalWei("RELAYER_LOW_BALANCE_ETH", "0.01", 18)
+	c.SettlementBatchGasShare = 0.5
+	if v := strings.TrimSpace(getenv("SETTLEMENT_BATCH_GAS_SHARE")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 1 {
+			errs = append(errs, fmt.Sprintf("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", v))
+		} else {
+			c.SettlementBatchGasShare = f
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
@@ -177,4 +213,15 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 // RPC_URL_EIP155_8453.
 func rpcURLKey(network string) string {
 	return "RPC_URL_" + strings.ToUpper(strings.NewReplacer(":", "_", "-", "_").Replace(network))
+}
+
+// parseDecimal reads a positive decimal number (like 1.5) as an integer of
+// 10^-exp units (1.5 with exp 9 is 1,500,000,000).
+func parseDecimal(s string, exp int) (*big.Int, error) {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || r.Sign() <= 0 || strings.ContainsAny(s, "eE/") {
+		return nil, fmt.Errorf("%q is not a positive decimal", s)
+	}
+	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil)))
+	return new(big.Int).Quo(r.Num(), r.Denom()), nil
 }

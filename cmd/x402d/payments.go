@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/x402"
@@ -19,7 +20,7 @@ import (
 // the catalogue of quotes, the seller that verifies payments, and the
 // settler. With embed and SETTLEMENT=devchain it starts the devchain in this
 // process and serves it on DEVCHAIN_RPC_ADDR.
-func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *slog.Logger, embed bool) (*paymentStack, error) {
+func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs []jobs.Spec, logger *slog.Logger, embed bool) (*paymentStack, error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -45,7 +46,7 @@ func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *
 		closers = append(closers, func() { stop(); _ = chain.Close() })
 		logger.InfoContext(ctx, "devchain serving", "addr", ln.Addr().String(), "usdc", devchain.USDC.Hex())
 	}
-	verifier, settler, closeFn, err := evmSettlement(ctx, cfg, chain, logger)
+	verifier, settler, closeFn, err := evmSettlement(ctx, cfg, chain, pool, logger)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -108,5 +109,7 @@ func buildPayments(ctx context.Context, cfg *Config, specs []jobs.Spec, logger *
 		}
 	}
 	seller := x402.NewSeller(catalog, schemes)
-	return &paymentStack{verifier: seller, settler: settlers, close: closeAll}, nil
+	stack := &paymentStack{verifier: seller, settler: settlers, close: closeAll}
+	stack.relayer, _ = settler.(*evm.Relayer)
+	return stack, nil
 }

@@ -80,6 +80,8 @@ type batchItem struct {
 	receipt *types.Receipt
 	err     error
 	done    chan struct{}
+	// batch is the number of transfers of the batch it went in.
+	batch int
 }
 
 // settleBatched sends it in a batch and waits for the batch's receipt. The
@@ -93,7 +95,7 @@ func (r *Relayer) settleBatched(ctx context.Context, chain *relayChain, it *batc
 	b.gas += it.gas
 	lead := !b.leading
 	b.leading = true
-	if len(b.pending) >= b.maxBatch || b.gas+batchOverhead > maxBatchGas {
+	if len(b.pending) >= b.maxBatch || b.gas+batchOverhead > r.batchGas(chain) {
 		select {
 		case b.full <- struct{}{}:
 		default:
@@ -128,8 +130,8 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 			}
 		}
 		b.mu.Lock()
-		n, gas := 0, uint64(batchOverhead)
-		for n < len(b.pending) && n < b.maxBatch && (n == 0 || gas+b.pending[n].gas <= maxBatchGas) {
+		n, gas, limit := 0, uint64(batchOverhead), r.batchGas(chain)
+		for n < len(b.pending) && n < b.maxBatch && (n == 0 || gas+b.pending[n].gas <= limit) {
 			gas += b.pending[n].gas
 			n++
 		}
@@ -157,7 +159,7 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*batchItem, gas uint64) {
 	finish := func(tx *types.Transaction, receipt *types.Receipt, err error) {
 		for _, it := range items {
-			it.tx, it.receipt, it.err = tx, receipt, err
+			it.tx, it.receipt, it.err, it.batch = tx, receipt, err, len(items)
 			close(it.done)
 		}
 	}
@@ -179,7 +181,7 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 	}
 	r.sentMu.Lock()
 	for _, it := range items {
-		r.sent[it.key] = sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: true}
+		r.sent[it.key] = sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: true, batch: len(items)}
 	}
 	r.sentMu.Unlock()
 	go func() {

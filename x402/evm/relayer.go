@@ -1,6 +1,7 @@
 package evm
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +78,35 @@ type RelayerConfig struct {
 	// LogRange is the largest block range of one eth_getLogs request.
 	// Defaults to 2,000.
 	LogRange uint64
+	// Nonces allocates the relayer's nonces and keeps their transactions
+	// until mined, shared by every process that sends with Key
+	// (store.RelayerNonces). Defaults to memory: right only when no other
+	// process uses Key.
+	Nonces NonceStore
+	// Owner names this process in Nonces. Defaults to a random name.
+	Owner string
+	// RPCTimeout bounds each call to a chain's node; a send past it keeps
+	// its nonce and is sent again. Defaults to 10 s.
+	RPCTimeout time.Duration
+	// KeepEvery is the shortest time between two looks at the relayer's
+	// outstanding nonces on a chain, taken while settlements await
+	// receipts. Defaults to 1 s.
+	KeepEvery time.Duration
+	// ReplaceAfter is how long a transaction of this process may stay
+	// unmined before it is replaced with higher fees. Defaults to 12 s
+	// (six of Base's blocks).
+	ReplaceAfter time.Duration
+	// OrphanAfter is how long a nonce of another process may stay unmined
+	// and untouched (its process died, or its send never came) before this
+	// one sends it again or fills it. Defaults to 45 s.
+	OrphanAfter time.Duration
+	// MaxFee is the highest fee per gas (wei) the relayer offers: while a
+	// chain's base fee is above it, settlements wait (MaxFeeWait), and a
+	// transaction's fee cap never exceeds it. Nil: no cap.
+	MaxFee *big.Int
+	// BlockGasShare is the largest share of a block's gas limit one batch
+	// transaction may ask for. Defaults to a half.
+	BlockGasShare float64
 	// Logger receives settlement logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -88,6 +119,10 @@ type Relayer struct {
 	address common.Address
 	chains  map[string]*relayChain
 	logger  *slog.Logger
+
+	// nonces and owner: see RelayerConfig.Nonces and Owner.
+	nonces NonceStore
+	owner  string
 
 	sentMu sync.Mutex
 	// sent maps a payment's key to the transaction this process sent for
@@ -103,19 +138,43 @@ type sentTx struct {
 	hash    common.Hash
 	gas     uint64
 	batched bool
+	// batch is the number of transfers the transaction carries.
+	batch int
+}
+
+// receiptCost is a settlement's share of the gas of the transaction of
+// receipt, which carried batch transfers.
+func receiptCost(receipt *types.Receipt, batch int) *x402.SettleCost {
+	batch = max(batch, 1)
+	price := "0"
+	if receipt.EffectiveGasPrice != nil {
+		price = receipt.EffectiveGasPrice.String()
+	}
+	return &x402.SettleCost{GasUsed: receipt.GasUsed / uint64(batch), GasPriceWei: price, Batch: batch}
 }
 
 // relayChain is the relayer's state on one chain.
 type relayChain struct {
+	network string
 	backend Backend
 	signer  types.Signer
 
-	// mu serializes nonce assignment and sending: the relayer numbers its
-	// transactions itself, because a node's pending nonce lags behind
-	// transactions sent an instant earlier.
-	mu         sync.Mutex
-	nonce      uint64
-	nonceKnown bool
+	// ownMu guards own, the transactions this process sent and awaits by
+	// nonce, and mined, the chain's count of the relayer's mined
+	// transactions as last read (minedKnown once read).
+	ownMu      sync.Mutex
+	own        map[uint64]*ownTx
+	mined      uint64
+	minedKnown bool
+	// keepMu lets one caller at a time resolve outstanding nonces (keep);
+	// lastKeep is when one last did.
+	keepMu   sync.Mutex
+	lastKeep time.Time
+	// blockGas is the gas limit of the head block last read.
+	blockGas atomic.Uint64
+	// feeWaitSince is when settlements started waiting for the base fee to
+	// fall under MaxFee (unix nanoseconds; 0: none wait).
+	feeWaitSince atomic.Int64
 
 	// receiptsMu guards the settlements waiting for a receipt and the
 	// last block whose receipts were handed to them.
@@ -198,6 +257,9 @@ type receiptWait struct {
 	ready   chan struct{}
 	receipt *types.Receipt
 	waiters int
+	// hashes are the transactions awaited: the first, and its
+	// replacements (follow).
+	hashes []common.Hash
 }
 
 // deliver hands w its receipt, once; the caller holds receiptsMu.
@@ -233,8 +295,21 @@ func (c *relayChain) register(ctx context.Context, hash common.Hash) (*receiptWa
 		}
 		c.scanned = head
 	}
-	w := &receiptWait{ready: make(chan struct{}), waiters: 1}
+	w := &receiptWait{ready: make(chan struct{}), waiters: 1, hashes: []common.Hash{hash}}
 	c.waiters[hash] = w
+	// Replacements of hash sent before this wait began are awaited too.
+	c.ownMu.Lock()
+	for _, o := range c.own {
+		if slices.Contains(o.hashes, hash) {
+			for _, h := range o.hashes {
+				if h != hash {
+					c.waiters[h] = w
+					w.hashes = append(w.hashes, h)
+				}
+			}
+		}
+	}
+	c.ownMu.Unlock()
 	return w, nil
 }
 
@@ -244,7 +319,9 @@ func (c *relayChain) unregister(hash common.Hash) {
 	defer c.receiptsMu.Unlock()
 	if w, ok := c.waiters[hash]; ok {
 		if w.waiters--; w.waiters <= 0 {
-			delete(c.waiters, hash)
+			for _, h := range w.hashes {
+				delete(c.waiters, h)
+			}
 		}
 	}
 }
@@ -354,10 +431,25 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	if c.LogRange == 0 {
 		c.LogRange = defaultLogRange
 	}
+	c.RPCTimeout = cmp.Or(c.RPCTimeout, 10*time.Second)
+	c.KeepEvery = cmp.Or(c.KeepEvery, time.Second)
+	c.ReplaceAfter = cmp.Or(c.ReplaceAfter, 12*time.Second)
+	c.OrphanAfter = cmp.Or(c.OrphanAfter, 45*time.Second)
+	if c.BlockGasShare <= 0 || c.BlockGasShare > 1 {
+		c.BlockGasShare = 0.5
+	}
+	if c.Nonces == nil {
+		c.Nonces = newMemNonces()
+	}
+	if c.Owner == "" {
+		c.Owner = fmt.Sprintf("relayer-%016x", rand.Uint64())
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	r := &Relayer{
+		nonces:  c.Nonces,
+		owner:   c.Owner,
 		cfg:     c,
 		address: crypto.PubkeyToAddress(c.Key.PublicKey),
 		chains:  map[string]*relayChain{},
@@ -372,7 +464,8 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		if backend == nil {
 			return nil, fmt.Errorf("evm relayer: no client for %s", network)
 		}
-		chain := &relayChain{backend: backend, signer: types.LatestSignerForChainID(id),
+		chain := &relayChain{network: network, backend: timeoutBackend{Backend: backend, timeout: c.RPCTimeout},
+			signer: types.LatestSignerForChainID(id), own: map[uint64]*ownTx{},
 			waiters: map[common.Hash]*receiptWait{}, gas: map[common.Address]uint64{}}
 		if multicall, ok := c.Multicall[network]; ok {
 			chain.batch = &batcher{multicall: multicall, maxBatch: c.MaxBatch, linger: c.BatchLinger, full: make(chan struct{}, 1)}
@@ -403,6 +496,11 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	ok := func(tx common.Hash) *x402.SettleResponse {
 		return &x402.SettleResponse{Success: true, Transaction: tx.Hex(), Network: p.Network, Payer: p.Payer}
 	}
+	okCost := func(tx common.Hash, receipt *types.Receipt, batch int) *x402.SettleResponse {
+		resp := ok(tx)
+		resp.Cost = receiptCost(receipt, batch)
+		return resp
+	}
 	chain := r.chains[p.Network]
 	if chain == nil {
 		return nil, fmt.Errorf("settle %s: no chain client for %s", p.Key(), p.Network)
@@ -430,7 +528,7 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		}
 		r.forget(p.Key())
 		if transferred(receipt, prev, asset, auth) {
-			return ok(prev.hash), nil
+			return okCost(receipt.TxHash, receipt, prev.batch), nil
 		}
 	}
 
@@ -483,13 +581,13 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 			r.forgetIfTimedOut(p.Key(), err)
 			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 		}
-		sent, receipt = sentTx{hash: it.tx.Hash(), gas: it.tx.Gas(), batched: true}, it.receipt
+		sent, receipt = sentTx{hash: it.receipt.TxHash, gas: it.tx.Gas(), batched: true, batch: it.batch}, it.receipt
 	} else {
 		tx, err := r.send(ctx, chain, asset, input, gas)
 		if err != nil {
 			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 		}
-		sent = sentTx{hash: tx.Hash(), gas: tx.Gas()}
+		sent = sentTx{hash: tx.Hash(), gas: tx.Gas(), batch: 1}
 		r.sentMu.Lock()
 		r.sent[p.Key()] = sent
 		r.sentMu.Unlock()
@@ -501,7 +599,7 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	}
 	r.forget(p.Key())
 	if transferred(receipt, sent, asset, auth) {
-		return ok(sent.hash), nil
+		return okCost(receipt.TxHash, receipt, sent.batch), nil
 	}
 	if receipt.Status != types.ReceiptStatusSuccessful && receipt.GasUsed >= sent.gas {
 		// Out of gas: the limit learnt is too low for this transfer (the
@@ -595,74 +693,11 @@ func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayCha
 	return &x402.SettleResponse{ErrorReason: reason, Transaction: tx, Network: p.Network, Payer: p.Payer}, nil
 }
 
-// send signs and sends a transaction to the asset with the relayer's next
-// nonce.
-func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address, input []byte, gas uint64) (*types.Transaction, error) {
-	tip, feeCap, err := r.fees(ctx, chain)
-	if err != nil {
-		return nil, err
-	}
-
-	chain.mu.Lock()
-	defer chain.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		if !chain.nonceKnown {
-			n, err := chain.backend.PendingNonceAt(ctx, r.address)
-			if err != nil {
-				return nil, fmt.Errorf("read relayer nonce: %w", err)
-			}
-			chain.nonce, chain.nonceKnown = n, true
-		}
-		tx, err := types.SignNewTx(r.cfg.Key, chain.signer, &types.DynamicFeeTx{
-			ChainID:   chain.signer.ChainID(),
-			Nonce:     chain.nonce,
-			GasTipCap: tip,
-			GasFeeCap: feeCap,
-			Gas:       gas,
-			To:        &to,
-			Data:      input,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("sign transaction: %w", err)
-		}
-		err = chain.backend.SendTransaction(ctx, tx)
-		if err == nil || isAlreadyKnown(err) {
-			// Sent, or this very transaction was (an earlier send whose
-			// answer was lost).
-			chain.nonce++
-			return tx, nil
-		}
-		// The nonce is taken: another process sends with the same key (two
-		// workers), or the node moved on. Read the node's nonce again and
-		// move past the one tried, a few times: each collision is won by
-		// one of the senders.
-		if attempt >= maxNonceRetries || !isNonceError(err) {
-			chain.nonceKnown = false
-			return nil, fmt.Errorf("send transaction: %w", err)
-		}
-		n, rerr := chain.backend.PendingNonceAt(ctx, r.address)
-		if rerr != nil {
-			chain.nonceKnown = false
-			return nil, fmt.Errorf("send transaction: %w (then read relayer nonce: %w)", err, rerr)
-		}
-		if isNonceTooHigh(err) {
-			chain.nonce = n
-		} else {
-			chain.nonce = max(chain.nonce+1, n)
-		}
-		// A short random pause, so that a sender that keeps losing to a
-		// faster one finds a gap between its sends.
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("send transaction: %w", context.Cause(ctx))
-		case <-time.After(time.Duration(rand.Int64N(int64(2 * time.Millisecond)))):
-		}
-	}
-}
-
 // fees returns the tip and fee cap of a transaction sent now: the node's
 // suggested tip and twice the head's base fee above it, read at most once
-// per FeeCacheFor.
+// per FeeCacheFor, the fee cap never above MaxFee. While the head's base fee
+// and the tip are above MaxFee, fees waits for a block that brings them
+// under it (or for ctx to end): the chain would not mine the transaction.
 func (r *Relayer) fees(ctx context.Context, chain *relayChain) (tip, feeCap *big.Int, err error) {
 	chain.gasMu.Lock()
 	f := chain.fees
@@ -670,23 +705,170 @@ func (r *Relayer) fees(ctx context.Context, chain *relayChain) (tip, feeCap *big
 	if f.tip != nil && time.Since(f.readAt) < r.cfg.FeeCacheFor {
 		return f.tip, f.feeCap, nil
 	}
-	readAt := time.Now()
-	tip, err = chain.backend.SuggestGasTipCap(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("suggest gas tip: %w", err)
+	for {
+		readAt := time.Now()
+		tip, err = chain.backend.SuggestGasTipCap(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("suggest gas tip: %w", err)
+		}
+		if tip.Sign() == 0 {
+			tip = big.NewInt(1)
+		}
+		head, err := chain.backend.HeaderByNumber(ctx, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read head block: %w", err)
+		}
+		chain.blockGas.Store(head.GasLimit)
+		base := cmpOr(head.BaseFee, new(big.Int))
+		feeCap = new(big.Int).Add(tip, new(big.Int).Mul(base, big.NewInt(2)))
+		if capFee := r.cfg.MaxFee; capFee != nil && feeCap.Cmp(capFee) > 0 {
+			if new(big.Int).Add(base, tip).Cmp(capFee) > 0 {
+				// Above the operator's cap: wait for the next block.
+				if chain.feeWaitSince.CompareAndSwap(0, time.Now().UnixNano()) {
+					r.logger.WarnContext(ctx, "settlements wait: the base fee is above SETTLEMENT_MAX_FEE_GWEI", "network", chain.network, "base_fee_wei", base.String(), "max_fee_wei", capFee.String())
+				}
+				select {
+				case <-ctx.Done():
+					return nil, nil, fmt.Errorf("base fee %s wei above the maximum %s: %w", base, capFee, context.Cause(ctx))
+				case <-time.After(r.cfg.KeepEvery):
+				}
+				continue
+			}
+			feeCap = new(big.Int).Set(capFee)
+		}
+		if chain.feeWaitSince.Swap(0) != 0 {
+			r.logger.InfoContext(ctx, "settlements resume: the base fee is under SETTLEMENT_MAX_FEE_GWEI", "network", chain.network, "base_fee_wei", base.String())
+		}
+		chain.gasMu.Lock()
+		chain.fees = fees{tip: tip, feeCap: feeCap, readAt: readAt}
+		chain.gasMu.Unlock()
+		return tip, feeCap, nil
 	}
-	if tip.Sign() == 0 {
-		tip = big.NewInt(1)
+}
+
+// FeeWait reports, per network, since when settlements have been waiting
+// for the base fee to fall under MaxFee; networks where none wait are
+// absent.
+func (r *Relayer) FeeWait() map[string]time.Time {
+	out := map[string]time.Time{}
+	for network, chain := range r.chains {
+		if since := chain.feeWaitSince.Load(); since != 0 {
+			out[network] = time.Unix(0, since)
+		}
 	}
-	head, err := chain.backend.HeaderByNumber(ctx, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read head block: %w", err)
+	return out
+}
+
+// Balances returns the relayer's native balance (wei) on each chain.
+func (r *Relayer) Balances(ctx context.Context) (map[string]*big.Int, error) {
+	out := map[string]*big.Int{}
+	for network, chain := range r.chains {
+		b, err := chain.backend.BalanceAt(ctx, r.address, nil)
+		if err != nil {
+			return nil, fmt.Errorf("balance of relayer on %s: %w", network, err)
+		}
+		out[network] = b
 	}
-	feeCap = new(big.Int).Add(tip, new(big.Int).Mul(cmpOr(head.BaseFee, new(big.Int)), big.NewInt(2)))
-	chain.gasMu.Lock()
-	chain.fees = fees{tip: tip, feeCap: feeCap, readAt: readAt}
-	chain.gasMu.Unlock()
-	return tip, feeCap, nil
+	return out, nil
+}
+
+// batchGas is the most gas one batch transaction may ask for on chain:
+// BlockGasShare of the last block gas limit read, and never above
+// maxBatchGas (EIP-7825's cap of a transaction).
+func (r *Relayer) batchGas(chain *relayChain) uint64 {
+	limit := uint64(maxBatchGas)
+	if block := chain.blockGas.Load(); block > 0 {
+		limit = min(limit, uint64(float64(block)*r.cfg.BlockGasShare))
+	}
+	return limit
+}
+
+// timeoutBackend bounds every call to a chain's node by its own timeout.
+type timeoutBackend struct {
+	Backend
+	timeout time.Duration
+}
+
+func (b timeoutBackend) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+func (b timeoutBackend) ChainID(ctx context.Context) (*big.Int, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.ChainID(ctx)
+}
+
+func (b timeoutBackend) CallContract(ctx context.Context, msg ethereum.CallMsg, block *big.Int) ([]byte, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.CallContract(ctx, msg, block)
+}
+
+func (b timeoutBackend) CodeAt(ctx context.Context, account common.Address, block *big.Int) ([]byte, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.CodeAt(ctx, account, block)
+}
+
+func (b timeoutBackend) BlockNumber(ctx context.Context) (uint64, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.BlockNumber(ctx)
+}
+
+func (b timeoutBackend) EstimateGas(ctx context.Context, msg ethereum.CallMsg) (uint64, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.EstimateGas(ctx, msg)
+}
+
+func (b timeoutBackend) FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.Log, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.FilterLogs(ctx, q)
+}
+
+func (b timeoutBackend) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.SendTransaction(ctx, tx)
+}
+
+func (b timeoutBackend) HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.HeaderByNumber(ctx, number)
+}
+
+func (b timeoutBackend) NonceAt(ctx context.Context, account common.Address, block *big.Int) (uint64, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.NonceAt(ctx, account, block)
+}
+
+func (b timeoutBackend) BalanceAt(ctx context.Context, account common.Address, block *big.Int) (*big.Int, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.BalanceAt(ctx, account, block)
+}
+
+func (b timeoutBackend) SuggestGasTipCap(ctx context.Context) (*big.Int, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.SuggestGasTipCap(ctx)
+}
+
+func (b timeoutBackend) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.TransactionReceipt(ctx, hash)
+}
+
+func (b timeoutBackend) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHash) ([]*types.Receipt, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.BlockReceipts(ctx, block)
 }
 
 // maxNonceRetries bounds how many times one send moves to another nonce
@@ -698,19 +880,6 @@ const maxNonceRetries = 64
 // already has it.
 func isAlreadyKnown(err error) bool {
 	return strings.Contains(strings.ToLower(err.Error()), "already known")
-}
-
-// isNonceTooHigh reports whether a node refused a transaction whose nonce is
-// beyond what it accepts from the account.
-func isNonceTooHigh(err error) bool {
-	return strings.Contains(strings.ToLower(err.Error()), "nonce too high")
-}
-
-// isNonceError reports whether a send failed because of the nonce.
-func isNonceError(err error) bool {
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "nonce too low") ||
-		strings.Contains(msg, "replacement transaction underpriced") || strings.Contains(msg, "nonce too high")
 }
 
 // waitReceipt waits for the receipt of hash: it asks for it once, then
@@ -757,6 +926,11 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		every := max(pause, r.cfg.HeadCacheFor)
 		if time.Since(start) >= steadyFor {
 			pause = min(pause*2, maxPause)
+		}
+		if time.Since(start) >= r.cfg.KeepEvery {
+			// A wait this long may be behind a gap, a dropped or an
+			// underpriced transaction: resolve the outstanding nonces.
+			r.keep(ctx, chain)
 		}
 		err := chain.scan(ctx, every)
 		if err == nil {

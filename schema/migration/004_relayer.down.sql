@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS relayer_txs;
+DROP TABLE IF EXISTS relayer_nonces;

@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/x402/evm"
+)
+
+// RelayerNonces is the relayer's NonceStore in Postgres (tables
+// relayer_nonces and relayer_txs): every worker process sending with one
+// relayer key shares it, so that no two believe they own the same nonce,
+// and any of them can send again, or fill, a nonce whose process died.
+type RelayerNonces struct {
+	// DB is the pool the statements run on.
+	DB DBTX
+}
+
+var _ evm.NonceStore = RelayerNonces{}
+
+// AllocateNonce hands out the next nonce of address on network, at least
+// floor, in one statement: two processes never get the same one.
+func (s RelayerNonces) AllocateNonce(ctx context.Context, network string, address common.Address, floor uint64, owner string) (uint64, error) {
+	var nonce int64
+	err := s.DB.QueryRow(ctx, `
+		WITH n AS (
+			INSERT INTO relayer_nonces AS r (network, address, next_nonce) VALUES ($1, $2, $3 + 1)
+			ON CONFLICT (network, address) DO UPDATE SET next_nonce = GREATEST(r.next_nonce, $3) + 1
+			RETURNING next_nonce - 1 AS nonce
+		)
+		INSERT INTO relayer_txs (network, address, nonce, owner)
+		SELECT $1, $2, nonce, $4 FROM n
+		ON CONFLICT (network, address, nonce) DO UPDATE SET owner = EXCLUDED.owner, raw = NULL, updated_at = now()
+		RETURNING nonce`, network, address.Hex(), int64(floor), owner).Scan(&nonce)
+	if err != nil {
+		return 0, fmt.Errorf("allocate nonce of %s on %s: %w", address.Hex(), network, interpretError(err))
+	}
+	return uint64(nonce), nil
+}
+
+// RecordNonce records raw as the transaction of nonce, sent by owner.
+func (s RelayerNonces) RecordNonce(ctx context.Context, network string, address common.Address, nonce uint64, owner string, raw []byte) error {
+	_, err := s.DB.Exec(ctx, `
+		INSERT INTO relayer_txs (network, address, nonce, owner, raw) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (network, address, nonce) DO UPDATE SET owner = EXCLUDED.owner, raw = EXCLUDED.raw, updated_at = now()`,
+		network, address.Hex(), int64(nonce), owner, raw)
+	if err != nil {
+		return fmt.Errorf("record nonce %d of %s on %s: %w", nonce, address.Hex(), network, interpretError(err))
+	}
+	return nil
+}
+
+// OutstandingNonces deletes the nonces below floor and returns the others,
+// lowest first.
+func (s RelayerNonces) OutstandingNonces(ctx context.Context, network string, address common.Address, floor uint64) ([]evm.OutstandingNonce, error) {
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM relayer_txs WHERE network = $1 AND address = $2 AND nonce < $3`, network, address.Hex(), int64(floor))
+	b.Queue(`SELECT nonce, owner, raw, updated_at FROM relayer_txs WHERE network = $1 AND address = $2 AND nonce >= $3 ORDER BY nonce`,
+		network, address.Hex(), int64(floor))
+	res := s.DB.SendBatch(ctx, b)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return nil, fmt.Errorf("forget mined nonces of %s on %s: %w", address.Hex(), network, interpretError(err))
+	}
+	rows, err := res.Query()
+	if err != nil {
+		return nil, fmt.Errorf("outstanding nonces of %s on %s: %w", address.Hex(), network, interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (evm.OutstandingNonce, error) {
+		var o evm.OutstandingNonce
+		var nonce int64
+		var at time.Time
+		err := row.Scan(&nonce, &o.Owner, &o.Raw, &at)
+		o.Nonce, o.UpdatedAt = uint64(nonce), at
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outstanding nonces of %s on %s: %w", address.Hex(), network, interpretError(err))
+	}
+	return out, nil
+}

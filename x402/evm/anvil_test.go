@@ -1,0 +1,397 @@
+package evm_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/internal/anviltest"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+)
+
+// The tests below settle on anvil, a node that is not ours, with blocks on
+// a clock as on Base, and the relayer's nonces in Postgres as the service
+// keeps them. Each ends with the same checks: every settlement done once,
+// nothing queued behind a nonce gap, the receiver's balance grown by what
+// was settled.
+
+// anvilBundle is a node, the nonce store shared by the relayers of a test,
+// and a verifier of the node.
+type anvilBundle struct {
+	node     *anviltest.Node
+	nonces   store.RelayerNonces
+	verifier *evm.Verifier
+	payTo    common.Address
+	start    *big.Int // payTo's balance at the start
+}
+
+func setupAnvil(t *testing.T, cfg *anviltest.Config) *anvilBundle {
+	t.Helper()
+	ctx := context.Background()
+	node := anviltest.Start(t, cfg)
+	db := dbtest.Schema(ctx, t)
+	v, err := evm.NewVerifier(&evm.VerifierConfig{Chains: map[string]evm.Reader{"eip155:8453": node.Client}})
+	require.NoError(t, err)
+	b := &anvilBundle{node: node, nonces: store.RelayerNonces{DB: db.Pool}, verifier: v,
+		payTo: chain.Account(devchain.PayToAccount).Address}
+	b.start = b.balance(t, b.payTo)
+	return b
+}
+
+// relayer returns a relayer of the node through backend (the node itself
+// when nil), sharing the bundle's nonce store, as another worker process
+// with the same RELAYER_KEY would.
+func (b *anvilBundle) relayer(t *testing.T, backend evm.Backend, opts ...func(*evm.RelayerConfig)) *evm.Relayer {
+	t.Helper()
+	if backend == nil {
+		backend = b.node.Client
+	}
+	cfg := &evm.RelayerConfig{
+		Key:          chain.Account(devchain.RelayerAccount).Key,
+		Chains:       map[string]evm.Backend{"eip155:8453": backend},
+		Nonces:       b.nonces,
+		KeepEvery:    200 * time.Millisecond,
+		ReplaceAfter: 3 * time.Second,
+		OrphanAfter:  3 * time.Second,
+		RPCTimeout:   2 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(cfg)
+	}
+	r, err := evm.NewRelayer(cfg)
+	require.NoError(t, err)
+	return r
+}
+
+// payments returns n verified payments of the development accounts 0-7.
+func (b *anvilBundle) payments(t *testing.T, n int) []*x402.Payment {
+	t.Helper()
+	out := make([]*x402.Payment, n)
+	for i := range out {
+		key := devAccountKey(t, i%8)
+		p, err := b.verifier.Verify(context.Background(), requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+		require.NoError(t, err)
+		out[i] = p
+	}
+	return out
+}
+
+func devAccountKey(t *testing.T, i int) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := devchain.DeriveKey(devchain.Mnemonic, uint32(i))
+	require.NoError(t, err)
+	return key
+}
+
+func (b *anvilBundle) balance(t *testing.T, addr common.Address) *big.Int {
+	t.Helper()
+	token, err := contracts.Load(contracts.DevUSDC)
+	require.NoError(t, err)
+	input, err := token.ABI.Pack("balanceOf", addr)
+	require.NoError(t, err)
+	out, err := b.node.Client.CallContract(context.Background(), ethereum.CallMsg{To: &devchain.USDC, Data: input}, nil)
+	require.NoError(t, err)
+	v, err := token.ABI.Unpack("balanceOf", out)
+	require.NoError(t, err)
+	return v[0].(*big.Int)
+}
+
+// settleAllOK settles payments concurrently, spread over relayers, and
+// requires each to succeed.
+func settleAllOK(t *testing.T, payments []*x402.Payment, relayers ...*evm.Relayer) []*x402.SettleResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) {
+		r := relayers[i%len(relayers)]
+		for {
+			resp, err := r.Settle(ctx, p)
+			if err == nil || ctx.Err() != nil {
+				return resp, err
+			}
+			// The job is retried, as River would.
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	for i := range payments {
+		require.NoError(t, errs[i], "settlement %d", i)
+		require.True(t, results[i].Success, "settlement %d: %s", i, results[i].ErrorReason)
+	}
+	return results
+}
+
+// requireClean requires the node to hold none of the relayer's
+// transactions (none queued behind a gap, none pending) once the chain
+// caught up, and the receiver to have received n payments.
+func (b *anvilBundle) requireClean(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		st, err := b.node.TxPool(ctx)
+		return err == nil && st.Pending == 0 && st.Queued == 0
+	}, 30*time.Second, 100*time.Millisecond, "the node still holds transactions")
+	st, err := b.node.TxPool(ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.Queued, "transactions queued behind a nonce gap")
+	got := new(big.Int).Sub(b.balance(t, b.payTo), b.start)
+	want := new(big.Int).Mul(big.NewInt(int64(n)), big.NewInt(10_000))
+	require.Equal(t, want.String(), got.String(), "the receiver got each payment once")
+}
+
+// TestAnvil_SharedKey settles through two relayers with one key and one
+// nonce store, as two worker processes do, batched through Multicall3 and
+// a transaction each: no nonce is used twice, none is left a gap.
+func TestAnvil_SharedKey(t *testing.T) {
+	t.Parallel()
+	for _, mode := range relayerModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
+			a, c := b.relayer(t, nil, mode.opts...), b.relayer(t, nil, mode.opts...)
+			payments := b.payments(t, 24)
+			results := settleAllOK(t, payments, a, c)
+			b.requireClean(t, len(payments))
+			for _, r := range results[:2] {
+				if r.Cost != nil {
+					require.Positive(t, r.Cost.GasUsed)
+				}
+			}
+		})
+	}
+}
+
+// TestAnvil_DroppedTransaction drops the relayer's transaction from the
+// node's pool after it is sent: the relayer replaces it, and the
+// settlement completes.
+func TestAnvil_DroppedTransaction(t *testing.T) {
+	t.Parallel()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: 2 * time.Second})
+	dropper := &dropSends{Backend: b.node.Client, node: b.node}
+	dropper.drop.Store(1)
+	r := b.relayer(t, dropper)
+	settleAllOK(t, b.payments(t, 1), r)
+	require.EqualValues(t, 0, dropper.drop.Load(), "a transaction was dropped")
+	b.requireClean(t, 1)
+}
+
+// dropSends drops the next drop transactions it sends from the node's pool
+// right after sending them.
+type dropSends struct {
+	evm.Backend
+	node *anviltest.Node
+	drop atomic.Int32
+}
+
+func (d *dropSends) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	if err := d.Backend.SendTransaction(ctx, tx); err != nil {
+		return err
+	}
+	if d.drop.Add(-1) >= 0 {
+		return d.node.Call(ctx, nil, "anvil_dropTransaction", tx.Hash())
+	}
+	d.drop.Store(0)
+	return nil
+}
+
+// spikeAfterSend raises the next block's base fee to 50 gwei after each
+// transaction it sends is taken.
+type spikeAfterSend struct {
+	evm.Backend
+	node   *anviltest.Node
+	spikes atomic.Int32
+}
+
+func (s *spikeAfterSend) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	if err := s.Backend.SendTransaction(ctx, tx); err != nil {
+		return err
+	}
+	if tx.GasFeeCap().Cmp(big.NewInt(50e9)) < 0 {
+		s.spikes.Add(1)
+		return s.node.Call(ctx, nil, "anvil_setNextBlockBaseFeePerGas", "0x"+big.NewInt(50e9).Text(16))
+	}
+	return nil
+}
+
+// TestAnvil_OrphanedNonce leaves a nonce allocated by a process that died
+// before sending: the later settlements' transactions queue behind it
+// until a relayer fills it.
+func TestAnvil_OrphanedNonce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
+	relayerAddr := chain.Account(devchain.RelayerAccount).Address
+	mined, err := b.node.Client.NonceAt(ctx, relayerAddr, nil)
+	require.NoError(t, err)
+	_, err = b.nonces.AllocateNonce(ctx, "eip155:8453", relayerAddr, mined, "a-process-that-died")
+	require.NoError(t, err)
+	r := b.relayer(t, nil)
+	settleAllOK(t, b.payments(t, 3), r)
+	b.requireClean(t, 3)
+}
+
+// TestAnvil_FeeSpike raises the next block's base fee far above what the
+// relayer's transactions offer: they are replaced with higher fees and
+// mined. With SETTLEMENT_MAX_FEE below the spike, settlements wait, say so,
+// and go once the fee falls back.
+func TestAnvil_FeeSpike(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("Replaced", func(t *testing.T) {
+		t.Parallel()
+		b := setupAnvil(t, &anviltest.Config{BlockTime: 2 * time.Second})
+		// Each transaction taken is overtaken by a spike in the next
+		// block's base fee: it sits in the pool until replaced.
+		spiker := &spikeAfterSend{Backend: b.node.Client, node: b.node}
+		r := b.relayer(t, spiker)
+		settleAllOK(t, b.payments(t, 2), r)
+		require.Positive(t, spiker.spikes.Load())
+		b.requireClean(t, 2)
+	})
+	t.Run("RefusedUnderBaseFee", func(t *testing.T) {
+		t.Parallel()
+		// A relayer whose fees were read before a spike: the node refuses
+		// its transaction, which is priced again at the same nonce.
+		b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
+		r := b.relayer(t, nil, func(c *evm.RelayerConfig) { c.FeeCacheFor = time.Hour })
+		settleAllOK(t, b.payments(t, 1), r)
+		require.NoError(t, b.node.Call(ctx, nil, "anvil_setNextBlockBaseFeePerGas", "0x"+big.NewInt(50e9).Text(16)))
+		require.NoError(t, b.node.Mine(ctx))
+		settleAllOK(t, b.payments(t, 2), r)
+		b.requireClean(t, 3)
+	})
+	t.Run("CappedWaits", func(t *testing.T) {
+		t.Parallel()
+		b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
+		r := b.relayer(t, nil, func(c *evm.RelayerConfig) { c.MaxFee = big.NewInt(5e9) })
+		require.NoError(t, b.node.Call(ctx, nil, "anvil_setNextBlockBaseFeePerGas", "0x"+big.NewInt(50e9).Text(16)))
+		require.NoError(t, b.node.Mine(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			settleAllOK(t, b.payments(t, 2), r)
+		}()
+		require.Eventually(t, func() bool { return len(r.FeeWait()) == 1 }, 20*time.Second, 50*time.Millisecond, "settlements wait for the fee")
+		select {
+		case <-done:
+			t.Fatal("settled above SETTLEMENT_MAX_FEE")
+		default:
+		}
+		require.NoError(t, b.node.Call(ctx, nil, "anvil_setNextBlockBaseFeePerGas", "0x"+big.NewInt(1e9).Text(16)))
+		<-done
+		require.Empty(t, r.FeeWait())
+		b.requireClean(t, 2)
+	})
+}
+
+// TestAnvil_NodeRestarted restarts the node from its dumped state while
+// settlements wait for their block: the pool's transactions are lost and
+// the relayer sends them again.
+func TestAnvil_NodeRestarted(t *testing.T) {
+	t.Parallel()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: 2 * time.Second})
+	proxy := newRPCProxy(t, b.node.URL)
+	client, err := ethclient.Dial(proxy.URL)
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	r := b.relayer(t, client, batched)
+	payments := b.payments(t, 6)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		settleAllOK(t, payments, r)
+	}()
+	require.Eventually(t, func() bool {
+		st, err := b.node.TxPool(context.Background())
+		return err == nil && st.Pending > 0
+	}, 20*time.Second, 20*time.Millisecond, "a settlement is sent")
+	b.node.Restart()
+	<-done
+	b.requireClean(t, len(payments))
+}
+
+// TestAnvil_AnswersLost loses the node's answers to the relayer's sends
+// (the node took the transaction, the answer never came) and delays the
+// others: the relayer keeps the nonce, sends the same transaction again,
+// and every settlement completes once.
+func TestAnvil_AnswersLost(t *testing.T) {
+	t.Parallel()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
+	proxy := newRPCProxy(t, b.node.URL)
+	proxy.loseSends.Store(1)
+	proxy.delay.Store(int64(50 * time.Millisecond))
+	client, err := ethclient.Dial(proxy.URL)
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	r := b.relayer(t, client, batched)
+	payments := b.payments(t, 12)
+	settleAllOK(t, payments, r)
+	require.LessOrEqual(t, proxy.loseSends.Load(), int32(0), "answers were lost")
+	b.requireClean(t, len(payments))
+}
+
+// rpcProxy forwards JSON-RPC to a node on loopback, delaying answers by
+// delay and cutting the connection after forwarding the next loseSends
+// eth_sendRawTransaction requests (the node got them, their answers never
+// come).
+type rpcProxy struct {
+	*httptest.Server
+	delay     atomic.Int64
+	loseSends atomic.Int32
+}
+
+func newRPCProxy(t *testing.T, target string) *rpcProxy {
+	t.Helper()
+	p := &rpcProxy{}
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		if d := time.Duration(p.delay.Load()); d > 0 {
+			time.Sleep(d)
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, u.String(), strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if strings.Contains(string(body), "eth_sendRawTransaction") && p.loseSends.Add(-1) >= 0 {
+			// The node took it; the answer is lost with the connection.
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	}))
+	t.Cleanup(p.Server.Close)
+	return p
+}
