@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/anviltest"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/model/modeltest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/payclient"
+)
+
+// anvilEnv is the environment of the service settling in rpc mode on node,
+// batched through Multicall3, with the development relayer and receiver.
+func anvilEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]string {
+	t.Helper()
+	relayer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.RelayerAccount)
+	require.NoError(t, err)
+	return map[string]string{
+		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0",
+		"SETTLEMENT": "rpc", "SETTLEMENT_BATCH": "on", "RPC_URL_EIP155_8453": node.URL,
+		"RELAYER_KEY": common.Bytes2Hex(crypto.FromECDSA(relayer)),
+		"PAY_TO_EVM":  devAddress(t, devchain.PayToAccount).Hex(),
+	}
+}
+
+// requireNodeClean requires the node to hold none of the relayer's
+// transactions once the chain caught up: none pending, none queued behind
+// a nonce gap.
+func requireNodeClean(t *testing.T, node *anviltest.Node) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		st, err := node.TxPool(context.Background())
+		return err == nil && st.Pending == 0 && st.Queued == 0
+	}, 30*time.Second, 100*time.Millisecond, "the node still holds the relayer's transactions")
+}
+
+// TestAnvil_OfficialClientPaysEveryOperation has the official x402 client
+// pay each operation of `x402d serve` settling in rpc mode on anvil, a node
+// that is not ours, with Base's 2-second blocks: every call answered 200
+// with its settlement, the payer's and the receiver's balances moved by the
+// prices, and each settlement's gas recorded.
+func TestAnvil_OfficialClientPaysEveryOperation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	compat, err := filepath.Abs("../../compat")
+	require.NoError(t, err)
+	node := anviltest.Start(t, nil)
+	db := dbtest.Schema(ctx, t)
+	fake := modeltest.NewServer(t)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><head><title>Page</title></head><body>x</body></html>")
+	}))
+	defer page.Close()
+	env := anvilEnv(t, node, db)
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
+	env["GEMINI_API_KEY"], env["GEMINI_BASE_URL"], env["FETCH_ALLOW_CIDRS"] = modeltest.APIKey, fake.URL, "127.0.0.1/32"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	const account = 3
+	payer, payTo := devAddress(t, account), devAddress(t, devchain.PayToAccount)
+	payerBefore, payToBefore := usdcBalance(ctx, t, node.Client, payer), usdcBalance(ctx, t, node.Client, payTo)
+	calls, err := json.Marshal(sellableCalls(page.URL + "/"))
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "pay_ops.mjs"), base, "3", string(calls))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node pay_ops.mjs: %s", stderr.String())
+	var out struct {
+		Calls []struct {
+			Op, Amount, Body string
+			Status           int
+			Settlement       *x402.SettleResponse
+		}
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	require.Len(t, out.Calls, 7)
+	total := new(big.Int)
+	for _, c := range out.Calls {
+		require.Equal(t, http.StatusOK, c.Status, "%s: %s", c.Op, c.Body)
+		require.NotNil(t, c.Settlement, c.Op)
+		require.True(t, c.Settlement.Success, c.Op)
+		amount, ok := new(big.Int).SetString(c.Amount, 10)
+		require.True(t, ok, c.Op)
+		total.Add(total, amount)
+	}
+	require.Equal(t, big.NewInt(1_570_000), total)
+	require.Equal(t, total, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, node.Client, payer)))
+	require.Equal(t, total, new(big.Int).Sub(usdcBalance(ctx, t, node.Client, payTo), payToBefore))
+
+	// Each settlement recorded the gas it spent.
+	var costed int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1
+		AND (data->'cost'->>'gas_used')::bigint > 0 AND (data->'cost'->>'gas_price_wei')::numeric > 0`,
+		store.EventSettlementConfirmed).Scan(&costed))
+	require.Equal(t, 7, costed)
+	requireNodeClean(t, node)
+}
+
+// TestAnvil_SharedKeyWorkersKilled runs the compose layout on anvil (one
+// api, two worker processes sharing RELAYER_KEY, its nonces in the one
+// database) under paid load with hundreds of calls in flight, SIGKILLing a
+// worker every 3 s for 10 s (between a batch's send and its receipt, on
+// 2-second blocks) and starting another: every call is answered 200, none is settled
+// twice, the payer paid exactly the calls answered, and the node holds no
+// transaction behind a nonce gap.
+func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, nil)
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	env["CALL_WAIT"], env["JOB_TIMEOUT"], env["JOB_RESCUE_AFTER"], env["RIVER_POLL_INTERVAL"] = "5s", "20s", "25s", "100ms"
+	env["SETTLE_GRACE"], env["TEST_REAL_PAYMENTS"] = "10s", "1"
+	api := startChild(t, "api", env)
+	stopKilling := killWorkers(t, env, 3*time.Second)
+	// Kills during the load; then the calls left are finished by the
+	// two workers standing.
+	kills := make(chan int, 1)
+	time.AfterFunc(10*time.Second, func() { kills <- stopKilling() })
+
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
+	require.NoError(t, err)
+	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	payTo := devAddress(t, devchain.PayToAccount)
+	payerBefore := usdcBalance(ctx, t, node.Client, payer.Address())
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: api.addr, Requests: []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}},
+		Payer: payer, Concurrency: 500, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
+	})
+	require.GreaterOrEqual(t, <-kills, 2)
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+
+	price := big.NewInt(10_000)
+	txs := checkChainPayments(ctx, t, node.Client, rep, payer.Address(), payTo, price)
+	var paid, doubleConfirmed int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
+		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
+	require.Zero(t, doubleConfirmed, "a call settled twice")
+	require.Equal(t, rep.Calls, paid)
+	require.Equal(t, new(big.Int).Mul(price, big.NewInt(int64(rep.Calls))), new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, node.Client, payer.Address())),
+		"the payer paid exactly the calls answered")
+	requireNodeClean(t, node)
+	t.Logf("%d calls settled in %d transactions on anvil with two workers sharing one key", rep.Calls, txs)
+}
