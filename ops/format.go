@@ -75,6 +75,8 @@ func ago(now, t time.Time) string {
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
 	"usdc": usdc,
+	"eth":  eth,
+	"gwei": gwei,
 	"ago":  ago,
 	"ts": func(t time.Time) string {
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
@@ -113,4 +115,39 @@ func parsePages() (map[string]*template.Template, error) {
 		pages[name] = t
 	}
 	return pages, nil
+}
+
+// eth formats an amount of wei (a decimal string or *big.Int) as the native
+// token with 6 decimals.
+func eth(v any) string {
+	n := bigOf(v)
+	if n == nil {
+		return "—"
+	}
+	f := new(big.Float).Quo(new(big.Float).SetInt(n), big.NewFloat(1e18))
+	return f.Text('f', 6)
+}
+
+// gwei formats an amount of wei as gwei with 3 decimals.
+func gwei(v any) string {
+	n := bigOf(v)
+	if n == nil {
+		return "—"
+	}
+	f := new(big.Float).Quo(new(big.Float).SetInt(n), big.NewFloat(1e9))
+	return f.Text('f', 3)
+}
+
+func bigOf(v any) *big.Int {
+	switch x := v.(type) {
+	case *big.Int:
+		return x
+	case string:
+		n, ok := new(big.Int).SetString(x, 10)
+		if !ok {
+			return nil
+		}
+		return n
+	}
+	return nil
 }

@@ -69,13 +69,20 @@ type service struct {
 // disabled).
 func startService(ctx context.Context, t testing.TB, token string) *service {
 	t.Helper()
+	return startServiceWith(ctx, t, token, &paytest.Payments{}, nil)
+}
+
+// startServiceWith is startService settling with payments and with the
+// dashboard's configuration changed by configure (when set).
+func startServiceWith(ctx context.Context, t testing.TB, token string, payments *paytest.Payments, configure func(*ops.Config)) *service {
+	t.Helper()
 	db := dbtest.Schema(ctx, t)
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m := metrics.New(metrics.Config{Pool: db.Pool})
 	client, err := worker.NewClient(&worker.Deps{
 		Pool:     db.Pool,
-		Settler:  &paytest.Payments{},
+		Settler:  payments,
 		Logger:   logger,
 		Ops:      []worker.Op{worker.Bind(diff.Op, diff.Work, false)},
 		Register: []func(*river.Workers) error{func(w *river.Workers) error { return river.AddWorkerSafely(w, flakyWorker{}) }},
@@ -89,6 +96,10 @@ func startService(ctx context.Context, t testing.TB, token string) *service {
 	require.NoError(t, listener.Start(ctx))
 	t.Cleanup(listener.Stop)
 
+	dashboard := &ops.Config{Token: token, Refresh: 300 * time.Millisecond}
+	if configure != nil {
+		configure(dashboard)
+	}
 	srv, err := api.New(api.Config{
 		Ops:       []jobs.Operation{diff.Op},
 		Payments:  &paytest.Payments{},
@@ -98,7 +109,7 @@ func startService(ctx context.Context, t testing.TB, token string) *service {
 		CallWait:  10 * time.Second,
 		Logger:    logger,
 		Metrics:   m,
-		Dashboard: &ops.Config{Token: token, Refresh: 300 * time.Millisecond},
+		Dashboard: dashboard,
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Echo())

@@ -17,12 +17,14 @@ package ops
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"time"
 
@@ -58,6 +60,28 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Relayer, when set, reports the settlement relayer's state on each
+	// chain for the overview: its balance, and whether settlements wait
+	// for the base fee.
+	Relayer func(ctx context.Context) ([]RelayerChain, error)
+	// RelayerLowWei is the balance under which the overview warns. Nil:
+	// never.
+	RelayerLowWei *big.Int
+}
+
+// RelayerChain is the relayer's state on one chain.
+type RelayerChain struct {
+	// Network is the chain's CAIP-2 id.
+	Network string
+	// BalanceWei is the relayer's native balance.
+	BalanceWei *big.Int
+	// BaseFeeWei is the head block's base fee.
+	BaseFeeWei *big.Int
+	// MaxFeeWei is SETTLEMENT_MAX_FEE_GWEI in wei (nil: no cap).
+	MaxFeeWei *big.Int
+	// FeeWait is set while the base fee is above MaxFeeWei: settlements
+	// wait.
+	FeeWait bool
 }
 
 // dashboard serves the pages.

@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"math/big"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/paytest"
+	"github.com/x402d/x402d/ops"
+	"github.com/x402d/x402d/x402"
 )
 
 func TestDashboardAccess(t *testing.T) {
@@ -345,4 +348,33 @@ func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
 	}
 	t.Fatalf("no session cookie in %v", resp.Header.Values("Set-Cookie"))
 	return nil
+}
+
+// TestOverviewRelayer shows, beside the revenue per network, the gas its
+// settlements spent, and the relayer's state: its balance with a warning
+// when low, and settlements waiting while the base fee is above the cap.
+func TestOverviewRelayer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	payments := &paytest.Payments{Cost: &x402.SettleCost{GasUsed: 44_000, GasPriceWei: "2000000000", Batch: 10}}
+	s := startServiceWith(ctx, t, testToken, payments, func(c *ops.Config) {
+		c.RelayerLowWei = big.NewInt(1e16)
+		c.Relayer = func(context.Context) ([]ops.RelayerChain, error) {
+			return []ops.RelayerChain{
+				{Network: "eip155:8453", BalanceWei: big.NewInt(5e15), BaseFeeWei: big.NewInt(1e9)},
+				{Network: "eip155:42161", BalanceWei: big.NewInt(3e18), BaseFeeWei: big.NewInt(80e9), MaxFeeWei: big.NewInt(50e9), FeeWait: true},
+			}, nil
+		}
+	})
+	s.paidCallID(t, "test:0xa11ce:relayer-1")
+	s.paidCallID(t, "test:0xa11ce:relayer-2")
+	resp, body := s.get(t, "/ops", map[string]string{"Authorization": "Bearer " + testToken})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := string(body)
+	// Two settlements of 44,000 gas at 2 gwei: 0.000176 of the native token.
+	require.Contains(t, page, `<td class="n gas">0.000176</td>`)
+	require.Contains(t, page, "balance low: top up the relayer")
+	require.Contains(t, page, "settlements wait: the base fee is above SETTLEMENT_MAX_FEE_GWEI")
+	require.Contains(t, page, "<td class=\"n\">80.000</td>")
+	require.Contains(t, page, "<td class=\"n\">3.000000</td>")
 }

@@ -69,6 +69,17 @@ func (d *dashboard) overview(c echo.Context) error {
 		}
 	}
 
+	var relayer []relayerRow
+	if d.cfg.Relayer != nil {
+		chains, err := d.cfg.Relayer(ctx)
+		if err != nil {
+			d.cfg.Logger.WarnContext(ctx, "ops: read relayer state", "error", err)
+		}
+		for _, c := range chains {
+			relayer = append(relayer, relayerRow{RelayerChain: c,
+				Low: d.cfg.RelayerLowWei != nil && c.BalanceWei != nil && c.BalanceWei.Cmp(d.cfg.RelayerLowWei) < 0})
+		}
+	}
 	var total, finished int64
 	for _, n := range stats.States {
 		total += n
@@ -109,7 +120,15 @@ func (d *dashboard) overview(c echo.Context) error {
 		"Retrying":   retrying,
 		"Index":      index,
 		"Sources":    sources,
+		"Relayer":    relayer,
 	})
+}
+
+// relayerRow is a chain of the relayer on the overview, and whether its
+// balance is under the warning threshold.
+type relayerRow struct {
+	RelayerChain
+	Low bool
 }
 
 // rate formats part/whole as a percentage, or "–" when whole is zero.

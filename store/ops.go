@@ -101,6 +101,9 @@ type Revenue struct {
 	Calls int64
 	// Amount is their total in atomic units (USDC: 6 decimals).
 	Amount string
+	// GasWei is, for a network, the gas its settlements spent in the
+	// window, in wei of its native token ("0" when none is recorded).
+	GasWei string
 }
 
 // CallStatsSince returns the figures of the calls created since since, and
@@ -111,8 +114,13 @@ func CallStatsSince(ctx context.Context, db DBTX, since time.Time, now time.Time
 	b.Queue("SELECT state, count(*) FROM calls WHERE created_at >= $1 GROUP BY state", since)
 	b.Queue(`SELECT op, count(*), sum(amount::numeric)::text FROM calls
 		WHERE created_at >= $1 AND state = 'paid' GROUP BY op ORDER BY sum(amount::numeric) DESC, op`, since)
-	b.Queue(`SELECT network, count(*), sum(amount::numeric)::text FROM calls
-		WHERE created_at >= $1 AND state = 'paid' GROUP BY network ORDER BY sum(amount::numeric) DESC, network`, since)
+	b.Queue(`SELECT c.network, count(*), sum(c.amount::numeric)::text, coalesce(max(g.wei), '0') FROM calls c
+		LEFT JOIN (
+			SELECT data->'response'->>'network' AS network,
+				sum((data->'cost'->>'gas_used')::numeric * (data->'cost'->>'gas_price_wei')::numeric)::text AS wei
+			FROM events WHERE type = 'settlement.confirmed' AND created_at >= $1 AND data ? 'cost' GROUP BY 1
+		) g ON g.network = c.network
+		WHERE c.created_at >= $1 AND c.state = 'paid' GROUP BY c.network ORDER BY sum(c.amount::numeric) DESC, c.network`, since)
 	start := now.Truncate(time.Minute).Add(-time.Duration(minutes-1) * time.Minute)
 	b.Queue(`SELECT floor(extract(epoch FROM created_at - $1::timestamptz) / 60)::int, count(*) FROM calls
 		WHERE created_at >= $1 AND created_at < $2 GROUP BY 1`, start, start.Add(time.Duration(minutes)*time.Minute))
@@ -128,15 +136,17 @@ func CallStatsSince(ctx context.Context, db DBTX, since time.Time, now time.Time
 	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { s.States[state] = n; return nil }); err != nil {
 		return nil, fmt.Errorf("call stats: states: %w", err)
 	}
-	for _, dst := range []*[]Revenue{&s.RevenueByOp, &s.RevenueByNetwork} {
+	for i, dst := range []*[]Revenue{&s.RevenueByOp, &s.RevenueByNetwork} {
 		rows, err := res.Query()
 		if err != nil {
 			return nil, fmt.Errorf("call stats: %w", err)
 		}
 		*dst, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Revenue, error) {
-			var r Revenue
-			err := row.Scan(&r.Key, &r.Calls, &r.Amount)
-			return r, err
+			r := Revenue{GasWei: "0"}
+			if i == 0 {
+				return r, row.Scan(&r.Key, &r.Calls, &r.Amount)
+			}
+			return r, row.Scan(&r.Key, &r.Calls, &r.Amount, &r.GasWei)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("call stats: revenue: %w", err)

@@ -211,7 +211,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Logger:    a.logger,
 		Metrics:   m,
 		PublicURL: a.cfg.PublicURL,
-		Dashboard: &ops.Config{Token: a.cfg.OpsToken},
+		Dashboard: &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
 	})
 	if err != nil {
 		return err

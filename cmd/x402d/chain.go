@@ -18,6 +18,7 @@ import (
 
 	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
@@ -273,5 +274,21 @@ func watchRelayer(ctx context.Context, relayer *evm.Relayer, low *big.Int, m *me
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// relayerStatus reports relayer's state for the dashboard; nil without a
+// relayer.
+func relayerStatus(relayer *evm.Relayer) func(ctx context.Context) ([]ops.RelayerChain, error) {
+	if relayer == nil {
+		return nil
+	}
+	return func(ctx context.Context) ([]ops.RelayerChain, error) {
+		chains, err := relayer.Status(ctx)
+		out := make([]ops.RelayerChain, len(chains))
+		for i, c := range chains {
+			out[i] = ops.RelayerChain{Network: c.Network, BalanceWei: c.Balance, BaseFeeWei: c.BaseFee, MaxFeeWei: relayer.MaxFee(), FeeWait: c.FeeWait}
+		}
+		return out, err
 	}
 }

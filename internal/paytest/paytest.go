@@ -37,6 +37,8 @@ type Payments struct {
 	// Unsold names operations that are not sold: Quote answers
 	// x402.ErrNotSellable.
 	Unsold map[string]bool
+	// Cost, when set, is the gas each settlement reports spending.
+	Cost *x402.SettleCost
 }
 
 var (
@@ -133,5 +135,5 @@ func (p *Payments) Settle(ctx context.Context, pay *x402.Payment) (*x402.SettleR
 			return nil, fmt.Errorf("paytest: record settlement: %w", err)
 		}
 	}
-	return &x402.SettleResponse{Success: true, Transaction: TxHash(pay.Nonce), Network: pay.Network, Payer: pay.Payer}, nil
+	return &x402.SettleResponse{Success: true, Transaction: TxHash(pay.Nonce), Network: pay.Network, Payer: pay.Payer, Cost: p.Cost}, nil
 }

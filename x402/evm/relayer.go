@@ -759,6 +759,45 @@ func (r *Relayer) FeeWait() map[string]time.Time {
 	return out
 }
 
+// ChainStatus is the relayer's state on one chain.
+type ChainStatus struct {
+	// Network is the chain's CAIP-2 id.
+	Network string
+	// Balance is the relayer's native balance, in wei.
+	Balance *big.Int
+	// BaseFee is the head block's base fee, in wei.
+	BaseFee *big.Int
+	// FeeWait is set while the base fee is above MaxFee: settlements
+	// wait for it to fall.
+	FeeWait bool
+}
+
+// Status reads the relayer's balance and the base fee on each chain, for
+// an operator: FeeWait says whether settlements wait there now, whichever
+// process sends them.
+func (r *Relayer) Status(ctx context.Context) ([]ChainStatus, error) {
+	var out []ChainStatus
+	for network, chain := range r.chains {
+		balance, err := chain.backend.BalanceAt(ctx, r.address, nil)
+		if err != nil {
+			return out, fmt.Errorf("balance of relayer on %s: %w", network, err)
+		}
+		head, err := chain.backend.HeaderByNumber(ctx, nil)
+		if err != nil {
+			return out, fmt.Errorf("head of %s: %w", network, err)
+		}
+		base := cmpOr(head.BaseFee, new(big.Int))
+		out = append(out, ChainStatus{Network: network, Balance: balance, BaseFee: base,
+			FeeWait: r.cfg.MaxFee != nil && base.Cmp(r.cfg.MaxFee) >= 0})
+	}
+	slices.SortFunc(out, func(a, b ChainStatus) int { return strings.Compare(a.Network, b.Network) })
+	return out, nil
+}
+
+// MaxFee returns the fee cap per gas (wei) of RelayerConfig.MaxFee, nil
+// when none.
+func (r *Relayer) MaxFee() *big.Int { return r.cfg.MaxFee }
+
 // Balances returns the relayer's native balance (wei) on each chain.
 func (r *Relayer) Balances(ctx context.Context) (map[string]*big.Int, error) {
 	out := map[string]*big.Int{}
