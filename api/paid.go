@@ -118,7 +118,7 @@ func (s *Server) paid(c echo.Context) error {
 		verified: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
 		},
-		job: river.InsertManyParams{Args: args.PaidOn(payment.Network), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
+		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A payment already used (the unique index on its key refused the
@@ -283,10 +283,16 @@ func (s *Server) answer(c echo.Context, call *store.Call) error {
 		return c.JSONBlob(http.StatusOK, call.Result)
 	case store.CallFailed:
 		msg := "the operation failed; your payment was not settled"
-		if call.Failure != nil && call.Failure.Message != "" {
-			msg = call.Failure.Message + "; your payment was not settled"
+		code := "operation_failed"
+		if call.Failure != nil {
+			if call.Failure.Message != "" {
+				msg = call.Failure.Message + "; your payment was not settled"
+			}
+			if call.Failure.Error == jobs.ErrorPaymentExpired {
+				code = jobs.ErrorPaymentExpired
+			}
 		}
-		return &Error{Status: http.StatusBadGateway, Code: "operation_failed", Message: msg, CallID: call.ID}
+		return &Error{Status: http.StatusBadGateway, Code: code, Message: msg, CallID: call.ID}
 	case store.CallUnpaid:
 		entry := s.ops[call.Op]
 		reason, detail := "settlement_failed", "the payment could not be settled; the result is withheld"

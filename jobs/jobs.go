@@ -24,6 +24,18 @@ import (
 	"io"
 	"net/netip"
 	"strings"
+	"time"
+)
+
+// Error codes of a failed call (store.JobFailed.Error), as the caller reads
+// them.
+const (
+	// ErrorOperationFailed: the operation failed (a bug, an upstream down);
+	// the payment is not settled.
+	ErrorOperationFailed = "operation_failed"
+	// ErrorPaymentExpired: the operation could not finish, retried, and be
+	// settled before the payment's validBefore; the payment is not settled.
+	ErrorPaymentExpired = "payment_expired"
 )
 
 // Queue names. Each queue has its own concurrency in the worker configuration,
@@ -113,14 +125,22 @@ type Args[In Input] struct {
 	Network string `json:"network,omitempty"`
 	// Input is the validated request.
 	Input In `json:"input"`
+	// ValidBefore is when the call's payment stops being settleable (unix
+	// seconds; 0: never): no attempt starts, and no retry is scheduled,
+	// that could not be settled before it.
+	ValidBefore int64 `json:"valid_before,omitempty"`
 }
 
 // Kind returns the operation's name, River's job kind for these args.
 func (a Args[In]) Kind() string { return a.Input.Kind() }
 
-// PaidOn returns a copy of a whose call is paid on network.
-func (a Args[In]) PaidOn(network string) JobArgs {
+// PaidOn returns a copy of a whose call is paid on network by a payment
+// settleable until validBefore (zero: no end).
+func (a Args[In]) PaidOn(network string, validBefore time.Time) JobArgs {
 	a.Network = network
+	if !validBefore.IsZero() {
+		a.ValidBefore = validBefore.Unix()
+	}
 	return a
 }
 
@@ -128,7 +148,7 @@ func (a Args[In]) PaidOn(network string) JobArgs {
 // PaidOn has named the network of the call's verified payment.
 type JobArgs interface {
 	Kind() string
-	PaidOn(network string) JobArgs
+	PaidOn(network string, validBefore time.Time) JobArgs
 }
 
 // Spec describes an operation for the catalogue, quotes and discovery.

@@ -102,7 +102,8 @@ type Revenue struct {
 	// Amount is their total in atomic units (USDC: 6 decimals).
 	Amount string
 	// GasWei is, for a network, the gas its settlements spent in the
-	// window, in wei of its native token ("0" when none is recorded).
+	// window, in wei of its native token ("0" when none is recorded);
+	// empty for an operation.
 	GasWei string
 }
 
@@ -142,7 +143,7 @@ func CallStatsSince(ctx context.Context, db DBTX, since time.Time, now time.Time
 			return nil, fmt.Errorf("call stats: %w", err)
 		}
 		*dst, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Revenue, error) {
-			r := Revenue{GasWei: "0"}
+			var r Revenue
 			if i == 0 {
 				return r, row.Scan(&r.Key, &r.Calls, &r.Amount)
 			}

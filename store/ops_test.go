@@ -116,7 +116,7 @@ func TestOpsReads(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[string]int64{"paid": 3, "failed": 1, "unpaid": 1, "queued": 1}, s.States)
 		require.Equal(t, []store.Revenue{{Key: "diff", Calls: 2, Amount: "20000"}, {Key: "regex", Calls: 1, Amount: "10000"}}, s.RevenueByOp)
-		require.Equal(t, []store.Revenue{{Key: base, Calls: 2, Amount: "20000"}, {Key: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", Calls: 1, Amount: "10000"}}, s.RevenueByNetwork)
+		require.Equal(t, []store.Revenue{{Key: base, Calls: 2, Amount: "20000", GasWei: "0"}, {Key: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", Calls: 1, Amount: "10000", GasWei: "0"}}, s.RevenueByNetwork)
 		require.Len(t, s.PerMinute, 60)
 		var sum int64
 		for _, n := range s.PerMinute {

@@ -59,6 +59,11 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	callID := job.Args.CallID
 	stream := store.CallStream(callID)
 	log := w.deps.Logger.With("call_id", callID, "op", w.binding.op.Name, "job_id", job.ID, "attempt", job.Attempt)
+	if w.expired(time.Now(), job) {
+		// Its payment could not be settled after this run: the call ends
+		// unpaid now rather than with a result nobody can be charged for.
+		return w.fail(ctx, job, errPaymentExpired, log, start, nil)
+	}
 
 	// job.started moves the call to running; a call already past running
 	// (a duplicate or a retried job whose call is final) needs nothing.
@@ -70,6 +75,12 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	var pending []store.NewEvent
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	if vb := job.Args.ValidBefore; vb != 0 {
+		// The run ends in time for its settlement, or not at all.
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithDeadlineCause(runCtx, time.Unix(vb, 0).Add(-w.commits.expiry), errPaymentExpired)
+		defer cancel()
+	}
 	done := make(chan runResult[Out], 1)
 	go func() { done <- w.run(runCtx, job.Args.Input) }()
 	var run runResult[Out]
@@ -189,8 +200,15 @@ func (w *opWorker[In, Out]) run(ctx context.Context, in In) (res runResult[Out])
 func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[In]], cause error, log interface {
 	WarnContext(ctx context.Context, msg string, args ...any)
 }, start time.Time, pending []store.NewEvent) error {
+	code := jobs.ErrorOperationFailed
 	final := !w.binding.retry || job.Attempt >= job.MaxAttempts || permanent(cause)
-	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "duration_ms", time.Since(start).Milliseconds())
+	// A retry whose run could not end before the payment's window closes
+	// (River's next attempt, plus as long as this one took) is not made.
+	ranOut := errors.Is(cause, context.DeadlineExceeded) && w.expired(time.Now(), job)
+	if errors.Is(cause, errPaymentExpired) || ranOut || !final && w.expired(retryPolicy.NextRetry(job.JobRow).Add(time.Since(start)), job) {
+		final, code = true, jobs.ErrorPaymentExpired
+	}
+	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "code", code, "duration_ms", time.Since(start).Milliseconds())
 	if !final {
 		// River runs the job again; the held-back job.started of this
 		// attempt is kept (relaxed: it only tells the call's history),
@@ -205,8 +223,12 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 	}
 	// Durable: the caller is told at once that it was not charged.
 	err := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
+		msg := cause.Error()
+		if code == jobs.ErrorPaymentExpired && !errors.Is(cause, errPaymentExpired) {
+			msg += "; no retry could end before the payment's validBefore"
+		}
 		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
-			JobID: job.ID, Error: "operation_failed", Message: cause.Error(),
+			JobID: job.ID, Error: code, Message: msg,
 		}})...)
 	})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
@@ -214,6 +236,23 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 	}
 	return river.JobCancel(cause)
 }
+
+// expired reports whether a run of job ending at end leaves its payment
+// too little time to settle (less than the expiry margin before its
+// validBefore).
+func (w *opWorker[In, Out]) expired(end time.Time, job *river.Job[jobs.Args[In]]) bool {
+	vb := job.Args.ValidBefore
+	return vb != 0 && end.Add(w.commits.expiry).Unix() >= vb
+}
+
+// errPaymentExpired is an attempt not made: its payment's window would
+// close before its settlement.
+var errPaymentExpired = errors.New("the payment's validity window closes before the operation could finish and be settled")
+
+// retryPolicy is River's retry schedule, which the client uses: the time of
+// an attempt's retry is read from it to tell whether the retry fits in the
+// payment's window.
+var retryPolicy = &river.DefaultClientRetryPolicy{}
 
 // permanent reports whether cause says that trying again cannot help: an
 // error with a Retryable() method answering false (a model's 4xx).

@@ -337,3 +337,92 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Nil(t, call.Settlement, fmt.Sprintf("a failed call was settled: %+v", call.Settlement))
 	})
 }
+
+// brokenInput is a test operation, retried on failure, that always fails,
+// as a brief whose model never cites a source does.
+type brokenInput struct{}
+
+func (brokenInput) Kind() string                { return "broken" }
+func (brokenInput) Validate(*jobs.Limits) error { return nil }
+
+var brokenOp = jobs.Define[brokenInput](jobs.Spec{Name: "broken", Price: "0.010000", Queue: jobs.QueuePure})
+
+// TestOpValidityWindow checks that a call's retries end inside its
+// payment's window: a call whose next retry could not end ExpiryMargin
+// before validBefore fails as payment_expired instead of being retried
+// past it, and one whose window is already too short is not run. Neither
+// is settled.
+func TestOpValidityWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var runs atomic.Int32
+	settler := &flakySettler{Settler: &paytest.Payments{}}
+	client, err := worker.NewClient(&worker.Deps{
+		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
+		Ops: []worker.Op{worker.Bind(brokenOp, func(context.Context, brokenInput) (map[string]int, error) {
+			runs.Add(1)
+			return nil, errors.New("the model cited no source")
+		}, true)},
+	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, ExpiryMargin: 10 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
+
+	queue := func(t *testing.T, id string, validBefore time.Time) {
+		t.Helper()
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`), ValidBefore: validBefore}
+			if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventPaymentVerified, Data: store.PaymentVerified{
+				Op: "broken", Token: "tok", RequestHash: []byte(id), Payment: payment,
+			}}); err != nil {
+				return err
+			}
+			args := jobs.Args[brokenInput]{CallID: id}.PaidOn("eip155:8453", validBefore)
+			_, err := client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 6})
+			return err
+		}))
+	}
+	failure := func(t *testing.T, id string) (store.JobFailed, []store.Event) {
+		t.Helper()
+		var call *store.Call
+		require.Eventually(t, func() bool {
+			c, err := store.CallGetByID(ctx, db.Pool, id)
+			require.NoError(t, err)
+			call = c
+			return store.IsFinal(c.State)
+		}, 20*time.Second, 20*time.Millisecond, "call %s never ended", id)
+		require.Equal(t, store.CallFailed, call.State)
+		require.Nil(t, call.Settlement)
+		require.Zero(t, settler.calls(id), "a failed call was settled")
+		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
+		require.NoError(t, err)
+		return *call.Failure, events
+	}
+
+	t.Run("RetryPastTheWindow", func(t *testing.T) {
+		// River retries the first failure a second later (inside the 14 s
+		// window less the 10 s margin); the second failure's retry would
+		// come 16 s later, past the window: the call fails there.
+		before := runs.Load()
+		queue(t, "late", time.Now().Add(14*time.Second))
+		f, events := failure(t, "late")
+		require.Equal(t, jobs.ErrorPaymentExpired, f.Error)
+		require.Contains(t, f.Message, "validBefore")
+		require.EqualValues(t, 2, runs.Load()-before, "runs made")
+		var started int
+		for _, e := range events {
+			if e.Type == store.EventJobStarted {
+				started++
+			}
+		}
+		require.Equal(t, 2, started)
+	})
+	t.Run("WindowTooShortToRun", func(t *testing.T) {
+		before := runs.Load()
+		queue(t, "expired", time.Now().Add(5*time.Second))
+		f, _ := failure(t, "expired")
+		require.Equal(t, jobs.ErrorPaymentExpired, f.Error)
+		require.Equal(t, before, runs.Load(), "an operation ran that could not be settled")
+	})
+}

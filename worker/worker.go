@@ -80,6 +80,11 @@ type Config struct {
 	// it a transfer may be sent twice (the second reverts, costing gas,
 	// and the settlement finds the first). Defaults to 15 s.
 	SettleGrace time.Duration
+	// ExpiryMargin is how long before its payment's validBefore a call's
+	// run must end for its settlement to go out in time: an attempt that
+	// would start later, or a retry that could not end earlier, fails the
+	// call as payment_expired instead (not charged). Defaults to 10 s.
+	ExpiryMargin time.Duration
 	// PeriodicJobs are scheduled on the elected leader.
 	PeriodicJobs []*river.PeriodicJob
 }
@@ -104,6 +109,7 @@ func (c Config) WithDefaults() Config {
 	c.JobTimeout = cmp.Or(c.JobTimeout, 2*time.Minute)
 	c.RescueAfter = cmp.Or(c.RescueAfter, c.JobTimeout+30*time.Second)
 	c.SettleGrace = cmp.Or(c.SettleGrace, 15*time.Second)
+	c.ExpiryMargin = cmp.Or(c.ExpiryMargin, 10*time.Second)
 	return c
 }
 
@@ -136,6 +142,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	cfg = cfg.WithDefaults()
 	workers := river.NewWorkers()
 	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace)
+	commits.expiry = cfg.ExpiryMargin
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
@@ -180,6 +187,9 @@ type commits struct {
 	// grace is how far ahead the settlement jobs are scheduled
 	// (Config.SettleGrace).
 	grace time.Duration
+	// expiry is Config.ExpiryMargin: the runs of a call end at least this
+	// long before its payment's validBefore.
+	expiry time.Duration
 	// results records operation results and their settlement jobs,
 	// durably. (They once committed without waiting for the disk, on the
 	// argument that a crash losing them would make the job run again; but

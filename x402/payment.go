@@ -32,6 +32,10 @@ type Payment struct {
 	// authorization already used. Zero on payments stored before it was
 	// recorded.
 	VerifiedAt time.Time `json:"verifiedAt,omitzero"`
+	// ValidBefore is when the payment can no longer be settled (EIP-3009's
+	// validBefore): the operation's retries and its settlement must end
+	// before it. Zero when the payment names no such time.
+	ValidBefore time.Time `json:"validBefore,omitzero"`
 }
 
 // Key returns the replay key of the payment: a payment is accepted once.

@@ -104,6 +104,10 @@ type RelayerConfig struct {
 	// chain's base fee is above it, settlements wait (MaxFeeWait), and a
 	// transaction's fee cap never exceeds it. Nil: no cap.
 	MaxFee *big.Int
+	// ExpiryMargin is how long before an authorization's validBefore the
+	// relayer stops sending it: a transaction sent later could be mined
+	// after it. Defaults to 6 s (three of Base's blocks).
+	ExpiryMargin time.Duration
 	// BlockGasShare is the largest share of a block's gas limit one batch
 	// transaction may ask for. Defaults to a half.
 	BlockGasShare float64
@@ -433,6 +437,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	}
 	c.RPCTimeout = cmp.Or(c.RPCTimeout, 10*time.Second)
 	c.KeepEvery = cmp.Or(c.KeepEvery, time.Second)
+	c.ExpiryMargin = cmp.Or(c.ExpiryMargin, 6*time.Second)
 	c.ReplaceAfter = cmp.Or(c.ReplaceAfter, 12*time.Second)
 	c.OrphanAfter = cmp.Or(c.OrphanAfter, 45*time.Second)
 	if c.BlockGasShare <= 0 || c.BlockGasShare > 1 {
@@ -530,6 +535,21 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		if transferred(receipt, prev, asset, auth) {
 			return okCost(receipt.TxHash, receipt, prev.batch), nil
 		}
+	}
+
+	// An authorization about to expire is not sent: its transaction could
+	// be mined after validBefore (and revert, at our cost) or never. It is
+	// settled only if an earlier attempt's transfer went through.
+	if auth.ValidBefore.Cmp(big.NewInt(time.Now().Add(r.cfg.ExpiryMargin).Unix())) < 0 {
+		used, err := authorizationState(ctx, chain.backend, asset, auth)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s: read authorization state: %w", p.Key(), err)
+		}
+		if used {
+			return r.reverted(ctx, p, chain, asset, auth, errors.New("authorization is used"), "")
+		}
+		log.WarnContext(ctx, "settlement not sent: the authorization expires too soon", "valid_before", auth.ValidBefore.String())
+		return fail(ReasonValidBefore, ""), nil
 	}
 
 	// An authorization already used (by an earlier attempt, by anyone who

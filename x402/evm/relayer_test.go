@@ -852,3 +852,38 @@ func onWire(r *x402.SettleResponse) x402.SettleResponse {
 	c.Cost = nil
 	return c
 }
+
+// TestRelayer_NotSentNearExpiry does not send a transfer whose
+// authorization expires within ExpiryMargin: it could be mined after
+// validBefore. The payment fails as the official packages say, and nothing
+// moves; one whose transfer went out before is still found settled.
+func TestRelayer_NotSentNearExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := newVerifier(t)
+	key := fundedKey(t, 20_000)
+	expiring := func() *x402.Payment {
+		pay := newPayment(t, key, requirement())
+		pay.auth.ValidBefore = big.NewInt(time.Now().Add(20 * time.Second).Unix())
+		p, err := v.Verify(ctx, requirement(), pay.payload(t, requirement()))
+		require.NoError(t, err)
+		require.Equal(t, pay.auth.ValidBefore.Int64(), p.ValidBefore.Unix())
+		return p
+	}
+	late := newRelayerOn(t, chain.Client(), func(c *evm.RelayerConfig) { c.ExpiryMargin = 30 * time.Second })
+	resp, err := late.Settle(ctx, expiring())
+	require.NoError(t, err)
+	require.False(t, resp.Success)
+	require.Equal(t, evm.ReasonValidBefore, resp.ErrorReason)
+	require.Empty(t, resp.Transaction)
+	require.Equal(t, int64(20_000), balance(t, crypto.PubkeyToAddress(key.PublicKey)).Int64(), "nothing moved")
+
+	// Settled in time by one relayer, then retried close to expiry: found.
+	p := expiring()
+	first, err := newRelayer(t).Settle(ctx, p)
+	require.NoError(t, err)
+	require.True(t, first.Success)
+	again, err := late.Settle(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, onWire(first), onWire(again))
+}
