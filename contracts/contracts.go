@@ -1,6 +1,7 @@
 // Package contracts embeds the compiled Solidity contracts of the development
 // chain: DevUSDC, a USDC-like EIP-3009 token, and DevWallet, a minimal
-// EIP-1271 contract wallet used by tests; and DevMulticall, whose aggregate3
+// EIP-1271 contract wallet used by tests, with DevWalletFactory, which deploys
+// them at counterfactual addresses (ERC-6492); and DevMulticall, whose aggregate3
 // (Multicall3's interface) lets the relayer settle many payments in one
 // transaction.
 //
@@ -33,6 +34,10 @@ const (
 	// (aggregate3((address,bool,bytes)[]), Multicall3's interface), each
 	// allowed to fail or not.
 	DevMulticall = "DevMulticall"
+	// DevWalletFactory deploys DevWallets at counterfactual addresses
+	// (CREATE2: deploy(owner, salt), addressOf(owner, salt)), for tests of
+	// ERC-6492 signatures of wallets not deployed yet.
+	DevWalletFactory = "DevWalletFactory"
 )
 
 //go:embed build/*.json

@@ -31,6 +31,10 @@ func TestLoad(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, multicall.ABI.Methods, "aggregate3")
 	require.NotEmpty(t, multicall.DeployedBytecode)
+	factory, err := contracts.Load(contracts.DevWalletFactory)
+	require.NoError(t, err)
+	require.Contains(t, factory.ABI.Methods, "deploy")
+	require.Contains(t, factory.ABI.Methods, "addressOf")
 	_, err = contracts.Load("Missing")
 	require.Error(t, err)
 }
@@ -52,7 +56,7 @@ func TestArtifactsAreCurrent(t *testing.T) {
 	require.NoError(t, cmd.Run(), "node build.mjs failed (run: go tool task npm): %s", stderr.String())
 	built, err := filepath.Glob(filepath.Join(out, "*.json"))
 	require.NoError(t, err)
-	require.Len(t, built, 3)
+	require.Len(t, built, 4)
 	for _, f := range built {
 		want, err := os.ReadFile(f)
 		require.NoError(t, err)

@@ -116,7 +116,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		closeFn()
 		return nil, nil, nil, fmt.Errorf("SETTLEMENT_BATCH: %w", err)
 	}
-	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: readers, Relayer: relayer.Address()})
+	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: readers, Relayer: relayer.Address(), Factories6492: cfg.Factories6492})
 	if err != nil {
 		closeFn()
 		return nil, nil, nil, err

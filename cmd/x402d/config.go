@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/x402d/x402d/x402"
 )
 
@@ -61,6 +63,9 @@ type Config struct {
 	// RelayerLowBalance is RELAYER_LOW_BALANCE_ETH in wei: under it the
 	// workers warn.
 	RelayerLowBalance *big.Int
+	// Factories6492 is EIP6492_FACTORIES: the only wallet factories whose
+	// undeployed wallets may pay (nil: any whose deployment simulates).
+	Factories6492 []common.Address
 }
 
 // loadConfig reads the configuration through getenv.
@@ -194,6 +199,16 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	}
 	c.SettlementMaxFee = decimalWei("SETTLEMENT_MAX_FEE_GWEI", "", 9)
 	c.RelayerLowBalance = decimalWei("RELAYER_LOW_BALANCE_ETH", "0.01", 18)
+	if v := strings.TrimSpace(getenv("EIP6492_FACTORIES")); v != "" {
+		for _, part := range strings.Split(v, ",") {
+			part = strings.TrimSpace(part)
+			if !common.IsHexAddress(part) {
+				errs = append(errs, fmt.Sprintf("EIP6492_FACTORIES: %q is not an address", part))
+				continue
+			}
+			c.Factories6492 = append(c.Factories6492, common.HexToAddress(part))
+		}
+	}
 	c.SettlementBatchGasShare = 0.5
 	if v := strings.TrimSpace(getenv("SETTLEMENT_BATCH_GAS_SHARE")); v != "" {
 		f, err := strconv.ParseFloat(v, 64)

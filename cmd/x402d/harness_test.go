@@ -217,6 +217,10 @@ func startChild(t testing.TB, command string, env map[string]string) *child {
 				case "api listening":
 					addr <- rec.Addr
 				case "workers started", "devchain serving JSON-RPC":
+					if command == "serve" {
+						// Its api listens after its workers start.
+						continue
+					}
 					select {
 					case ready <- struct{}{}:
 					default:

@@ -80,6 +80,11 @@ var USDC = common.HexToAddress("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913")
 // (contracts.DevMulticall).
 var Multicall = evm.Multicall3
 
+// WalletFactory is where the devchain places its wallet factory
+// (contracts.DevWalletFactory): wallets it deploys at counterfactual
+// addresses pay with ERC-6492 signatures before they exist.
+var WalletFactory = common.HexToAddress("0x0000000000000000000000000000000000006492")
+
 // Roles of development accounts (contract.md).
 const (
 	// DeployerAccount deployed the token and may mint.

@@ -18,7 +18,8 @@ import (
 // ContractAlloc returns the accounts of the chain's contracts, as a genesis
 // or another node (anvil, through anvil_setCode and anvil_setStorageAt)
 // places them: DevUSDC at USDC, deployed by deployer and minted to the
-// accounts of mints, and DevMulticall at Multicall.
+// accounts of mints, DevMulticall at Multicall and DevWalletFactory at
+// WalletFactory.
 func ContractAlloc(config *params.ChainConfig, deployer common.Address, mints map[common.Address]*big.Int) (types.GenesisAlloc, error) {
 	token, err := tokenAlloc(config, deployer, mints)
 	if err != nil {
@@ -28,10 +29,15 @@ func ContractAlloc(config *params.ChainConfig, deployer common.Address, mints ma
 	if err != nil {
 		return nil, err
 	}
+	factory, err := contracts.Load(contracts.DevWalletFactory)
+	if err != nil {
+		return nil, err
+	}
 	return types.GenesisAlloc{
 		USDC: token,
 		// No constructor and no immutables: the runtime code is the account.
-		Multicall: {Code: multicall.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
+		Multicall:     {Code: multicall.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
+		WalletFactory: {Code: factory.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
 	}, nil
 }
 

@@ -559,7 +559,19 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	// the transfer on a node); later ones reuse that limit. A transfer sent
 	// on its own is run once with eth_call first; one sent in a batch is
 	// not: it may fail without undoing the others.
-	input, err := transferInput(auth, ep.signature)
+	// A wallet not deployed yet (ERC-6492) is deployed by the transaction
+	// that makes its transfer, through Multicall3; its transfer is known by
+	// its AuthorizationUsed event. A wallet deployed since it signed has
+	// its inner signature checked as any contract wallet's.
+	sig := ep.signature
+	deploy, err := undeployed6492(ctx, chain.backend, auth.From, &sig)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	if deploy != nil {
+		return r.settleDeploying(ctx, p, chain, asset, auth, deploy, okCost)
+	}
+	input, err := transferInput(auth, sig)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
@@ -641,6 +653,47 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		return nil, fmt.Errorf("settle %s: run failed transfer: %w", p.Key(), err)
 	}
 	return r.reverted(ctx, p, chain, asset, auth, err, sent.hash.Hex())
+}
+
+// settleDeploying settles p, whose payer is a wallet w deploys: one
+// transaction to Multicall3 deploys it and makes the transfer, both or
+// neither.
+func (r *Relayer) settleDeploying(ctx context.Context, p *x402.Payment, chain *relayChain, asset common.Address, auth *Authorization, w *wrapped6492,
+	ok func(common.Hash, *types.Receipt, int) *x402.SettleResponse) (*x402.SettleResponse, error) {
+	input, err := deployAndTransfer(w, asset, auth)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	multicall := Multicall3
+	gas, err := chain.backend.EstimateGas(ctx, ethereum.CallMsg{From: r.address, To: &multicall, Data: input})
+	if err != nil {
+		if !isRevert(err) {
+			return nil, fmt.Errorf("settle %s: run deployment and transfer: %w", p.Key(), err)
+		}
+		return r.reverted(ctx, p, chain, asset, auth, err, "")
+	}
+	// The estimate is that of this very call; a margin for the storage the
+	// deployment writes first.
+	gas += gas / 4
+	tx, err := r.send(ctx, chain, multicall, input, gas)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	sent := sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: true, batch: 1}
+	r.sentMu.Lock()
+	r.sent[p.Key()] = sent
+	r.sentMu.Unlock()
+	r.logger.InfoContext(ctx, "settlement deploys the payer's wallet (ERC-6492)", "payment", p.Key(), "factory", w.factory.Hex(), "transaction", tx.Hash().Hex())
+	receipt, err := r.waitReceipt(ctx, chain, tx.Hash())
+	if err != nil {
+		r.forgetIfTimedOut(p.Key(), err)
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	r.forget(p.Key())
+	if transferred(receipt, sent, asset, auth) {
+		return ok(receipt.TxHash, receipt, 1), nil
+	}
+	return r.reverted(ctx, p, chain, asset, auth, errors.New("the deployment and transfer reverted"), receipt.TxHash.Hex())
 }
 
 // transferred reports whether the receipt of a transaction sent for a

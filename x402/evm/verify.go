@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,14 +33,20 @@ type VerifierConfig struct {
 	Relayer common.Address
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Factories6492, when set, are the only wallet factories whose
+	// undeployed wallets may pay with an ERC-6492 signature (the relayer
+	// pays the gas of the deployment). Nil: any factory whose deployment
+	// and transfer simulate.
+	Factories6492 []common.Address
 }
 
 // Verifier verifies exact EVM payments (EIP-3009). It implements
 // x402.SchemeVerifier.
 type Verifier struct {
-	chains  map[string]Reader
-	relayer common.Address
-	now     func() time.Time
+	chains    map[string]Reader
+	relayer   common.Address
+	now       func() time.Time
+	factories []common.Address
 
 	// deployed caches assets found to have code, per network.
 	deployed sync.Map
@@ -64,7 +71,7 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{chains: cfg.Chains, relayer: cfg.Relayer, now: now}, nil
+	return &Verifier{chains: cfg.Chains, relayer: cfg.Relayer, now: now, factories: cfg.Factories6492}, nil
 }
 
 // CheckChains checks that each configured client serves the chain its
@@ -134,8 +141,8 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	// (the check the chain applies at settlement, EIP-1271 wallets
 	// included): a payment whose simulation succeeds is its payer's, and
 	// its signature is not recovered a second time here (ECDSA recovery
-	// cost about 3% of the service's CPU per paid call at saturation:
-	// docs/performance.md, session 12). A payment refused for any reason
+	// cost about 3% of the service's CPU per paid call at saturation). A
+	// payment refused for any reason
 	// has its signature checked first, so that the reason named is the one
 	// named when the signature was checked first: a bad signature is
 	// refused as such, whatever else is wrong.
@@ -165,6 +172,9 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		return nil, err
 	}
 	if err := v.simulate(ctx, reader, asset, auth, ep.signature); err != nil {
+		if _, ok := errors.AsType[*x402.Refusal](err); ok {
+			return nil, err
+		}
 		if !isRevert(err) {
 			return nil, fmt.Errorf("verify: simulate transfer: %w", err)
 		}
@@ -197,6 +207,20 @@ func (v *Verifier) checkSignature(ctx context.Context, reader Reader, auth *Auth
 	if len(sig) == 65 && recoverSigner(digest, sig) == auth.From {
 		return nil
 	}
+	w, err := undeployed6492(ctx, reader, auth.From, &sig)
+	if err != nil {
+		return err
+	}
+	if w != nil {
+		ok, err := check6492(ctx, reader, w, auth.From, digest)
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		if !ok {
+			return refuse(ReasonSignature, "the wallet %s that factory %s deploys does not accept the signature", auth.From.Hex(), w.factory.Hex())
+		}
+		return nil
+	}
 	code, err := reader.CodeAt(ctx, auth.From, nil)
 	if err != nil {
 		return fmt.Errorf("verify: read code of %s: %w", auth.From.Hex(), err)
@@ -212,9 +236,9 @@ func (v *Verifier) checkSignature(ctx context.Context, reader Reader, auth *Auth
 		return refuse(ReasonSignature, "contract wallet %s does not accept the signature", auth.From.Hex())
 	}
 	if len(sig) > 65 {
-		// A smart wallet's signature, perhaps ERC-6492 wrapped, from an
-		// address with no code: deploying wallets is not supported.
-		return refuse(ReasonUndeployedWallet, "%s has no code and the %d-byte signature is not an ECDSA signature", auth.From.Hex(), len(sig))
+		// A smart wallet's signature from an address with no code and no
+		// ERC-6492 wrapping that says how to deploy it.
+		return refuse(ReasonUndeployedWallet, "%s has no code and the %d-byte signature is neither an ECDSA nor an ERC-6492 signature", auth.From.Hex(), len(sig))
 	}
 	return refuse(ReasonSignature, "the signature is not %s's for this authorization and domain (%q, %q, chain %s, %s)",
 		auth.From.Hex(), domain.Name, domain.Version, domain.ChainID, domain.VerifyingContract.Hex())
@@ -278,6 +302,24 @@ func (v *Verifier) checkDeployed(ctx context.Context, reader Reader, network str
 // succeeds, the node's error (a revert, isRevert, when the transfer fails)
 // otherwise.
 func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte) error {
+	w, err := undeployed6492(ctx, reader, auth.From, &sig)
+	if err != nil {
+		return err
+	}
+	if w != nil {
+		// A wallet not deployed yet (ERC-6492): its deployment and the
+		// transfer, as settlement will send them.
+		if v.factories != nil && !slices.Contains(v.factories, w.factory) {
+			return refuse(ReasonUndeployedWallet, "wallet factory %s is not one this seller deploys wallets with", w.factory.Hex())
+		}
+		input, err := deployAndTransfer(w, asset, auth)
+		if err != nil {
+			return err
+		}
+		multicall := Multicall3
+		_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &multicall, Data: input}, nil)
+		return err
+	}
 	input, err := transferInput(auth, sig)
 	if err != nil {
 		return err

@@ -1,0 +1,94 @@
+//go:build scenario
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/anviltest"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/payclient"
+)
+
+// TestLoadOnAnvil measures paid calls settled in rpc mode on anvil with
+// Base's shape (2-second blocks of 30M gas), batched through Multicall3: the
+// calls per second at saturation (LOAD_C calls in flight, default 1,000,
+// for LOAD_T, default 20 s) and the latency at a steady 150 calls/s, with
+// one `x402d serve` and with the compose layout (one api, two workers
+// sharing RELAYER_KEY); then the gas of a settlement batched and alone.
+// Every call must be answered 200. `go tool task load:anvil` runs it; the
+// figures are in docs/performance.md.
+func TestLoadOnAnvil(t *testing.T) {
+	ctx := context.Background()
+	c, dur := 1000, 20*time.Second
+	if v := os.Getenv("LOAD_C"); v != "" {
+		_, err := fmt.Sscan(v, &c)
+		require.NoError(t, err)
+	}
+	if v := os.Getenv("LOAD_T"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err)
+		dur = d
+	}
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
+	require.NoError(t, err)
+	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	request := []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}}
+
+	run := func(t *testing.T, base string, cfg loadgen.Config) *loadgen.Report {
+		t.Helper()
+		cfg.BaseURL, cfg.Requests, cfg.Payer, cfg.Retry, cfg.RetryFor = base, request, payer, true, 120*time.Second
+		rep, err := loadgen.Run(ctx, cfg)
+		require.NoError(t, err)
+		t.Logf("%s", rep)
+		require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+		return rep
+	}
+	for _, layout := range []string{"serve", "split"} {
+		t.Run(layout, func(t *testing.T) {
+			node := anviltest.Start(t, nil)
+			db := dbtest.Schema(ctx, t)
+			env := anvilEnv(t, node, db)
+			env["TEST_REAL_PAYMENTS"], env["DB_MAX_CONNS"] = "1", "20"
+			var base string
+			if layout == "serve" {
+				base = startChild(t, "serve", env).addr
+			} else {
+				base = startChild(t, "api", env).addr
+				startChild(t, "worker", env)
+				startChild(t, "worker", env)
+			}
+			sat := run(t, base, loadgen.Config{Concurrency: c, Duration: dur, Presign: true, MaxCalls: 400 * int(dur/time.Second)})
+			steady := run(t, base, loadgen.Config{Concurrency: 1000, Rate: 150, Duration: dur, Presign: true})
+			t.Logf("anvil %s: saturation %d in flight: %.1f paid calls/s; steady 150/s: p50 %s p99 %s",
+				layout, c, sat.Throughput, steady.P50.Round(time.Millisecond), steady.P99.Round(time.Millisecond))
+			requireNodeClean(t, node)
+			var gas, batch float64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT avg((data->'cost'->>'gas_used')::numeric), avg((data->'cost'->>'batch')::numeric)
+				FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost'`).Scan(&gas, &batch))
+			t.Logf("anvil %s: gas per batched settlement %.0f (%.1f transfers a batch on average)", layout, gas, batch)
+		})
+	}
+	t.Run("single", func(t *testing.T) {
+		node := anviltest.Start(t, nil)
+		db := dbtest.Schema(ctx, t)
+		env := anvilEnv(t, node, db)
+		env["TEST_REAL_PAYMENTS"], env["SETTLEMENT_BATCH"] = "1", "off"
+		base := startChild(t, "serve", env).addr
+		run(t, base, loadgen.Config{Concurrency: 20, Duration: 5 * time.Second})
+		var gas float64
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT avg((data->'cost'->>'gas_used')::numeric)
+			FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost'`).Scan(&gas))
+		t.Logf("anvil: gas per settlement alone %.0f", gas)
+	})
+}
