@@ -75,14 +75,14 @@ const lingerOffAfter = 3
 // Those figures were taken while a writer ending its transaction took the
 // items a linger was gathering (writeNext), so that lingers mostly did not
 // hold. With lingers that hold, and lingering turned off only after
-// lingerOffAfter empty ones, at a steady 300 calls/s on machine G
-// (docs/performance.md, session 11) an admission linger of 30 ms cost
+// lingerOffAfter empty ones, at a steady 300 calls/s on a 2-core machine
+// (docs/performance.md) an admission linger of 30 ms cost
 // Postgres 1.12-1.49 ms of CPU per call, 20 ms 1.49-1.65, 15 ms 1.49-1.62
 // and 10 ms 1.96-2.09 (its lingers ending early), p99 in the same range
 // (83-122 ms) but for 10 ms, p50 46-50 ms with 15 ms against 57-69; at 1,000
 // calls/s offered 30 ms did 789-798 calls/s, 15 ms 721-785. 30 ms stays for
-// results and submissions; admission, once a call cost less CPU (session
-// 12), lingers 20 ms (api's admissionLinger).
+// results and submissions; admission, where a call costs less CPU, lingers
+// 20 ms (api's admissionLinger).
 const CommitLinger = 30 * time.Millisecond
 
 // GroupCommitConfig configures a GroupCommitter.

@@ -213,7 +213,7 @@ type commits struct {
 // resultsLingerIdle ends a linger of the results' group commit once no
 // result has come for that long. Results come in bursts, the jobs of one
 // admission's group being fetched and run together: at 300 paid calls/s
-// (docs/performance.md, session 11) a linger ending 3 ms after a burst
+// (docs/performance.md) a linger ending 3 ms after a burst
 // rather than the default 10 wrote as many results a transaction (5.8-5.9
 // against 5.8-6.1) and took 0.5-7 ms off p50 and 7-36 ms off p99 in three
 // alternated runs.

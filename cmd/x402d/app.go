@@ -99,7 +99,7 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 		return pool, nil
 	}
 	// Opened on demand, the first second of traffic after a start paid for
-	// the connections (at a steady 75 paid calls/s on machine C, 13–62 of
+	// the connections (at a steady 75 paid calls/s on a 2-core machine, 13–62 of
 	// the first 750 calls took over 100 ms, 0–17 with the pool open; and
 	// more with cold backends: docs/performance.md). The warm pool needs
 	// the migrated tables: the migration's pool is closed first.
