@@ -54,6 +54,20 @@ func (s RelayerNonces) RecordNonce(ctx context.Context, network string, address 
 	return nil
 }
 
+// TouchNonces records that owner still awaits nonces.
+func (s RelayerNonces) TouchNonces(ctx context.Context, network string, address common.Address, owner string, nonces []uint64) error {
+	ns := make([]int64, len(nonces))
+	for i, n := range nonces {
+		ns[i] = int64(n)
+	}
+	_, err := s.DB.Exec(ctx, `UPDATE relayer_txs SET owner = $3, updated_at = now()
+		WHERE network = $1 AND address = $2 AND nonce = ANY($4)`, network, address.Hex(), owner, ns)
+	if err != nil {
+		return fmt.Errorf("touch nonces of %s on %s: %w", address.Hex(), network, interpretError(err))
+	}
+	return nil
+}
+
 // OutstandingNonces deletes the nonces below floor and returns the others,
 // lowest first.
 func (s RelayerNonces) OutstandingNonces(ctx context.Context, network string, address common.Address, floor uint64) ([]evm.OutstandingNonce, error) {

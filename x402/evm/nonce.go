@@ -30,6 +30,9 @@ type NonceStore interface {
 	// RecordNonce records raw, a signed transaction of nonce, as the one to
 	// send again for it, and owner as the process that last acted on it.
 	RecordNonce(ctx context.Context, network string, address common.Address, nonce uint64, owner string, raw []byte) error
+	// TouchNonces records that owner, alive, still awaits nonces: they are
+	// not another process's to send again or fill.
+	TouchNonces(ctx context.Context, network string, address common.Address, owner string, nonces []uint64) error
 	// OutstandingNonces forgets the nonces below floor (mined) and returns
 	// the others, lowest first.
 	OutstandingNonces(ctx context.Context, network string, address common.Address, floor uint64) ([]OutstandingNonce, error)
@@ -81,6 +84,18 @@ func (m *memNonces) RecordNonce(_ context.Context, network string, address commo
 		m.out[key] = map[uint64]*OutstandingNonce{}
 	}
 	m.out[key][nonce] = &OutstandingNonce{Nonce: nonce, Owner: owner, Raw: raw, UpdatedAt: time.Now()}
+	return nil
+}
+
+func (m *memNonces) TouchNonces(_ context.Context, network string, address common.Address, owner string, nonces []uint64) error {
+	key := network + "/" + address.Hex()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range nonces {
+		if o := m.out[key][n]; o != nil {
+			o.Owner, o.UpdatedAt = owner, time.Now()
+		}
+	}
 	return nil
 }
 
@@ -276,12 +291,14 @@ func (c *relayChain) markFailed(nonce uint64) {
 
 // keep resolves the relayer's outstanding nonces on chain, at most once per
 // KeepEvery and by one caller at a time (the settlements waiting for
-// receipts call it): nonces the chain mined are forgotten; a transaction of
-// this process that got no answer is sent again, and one unmined for
-// ReplaceAfter is replaced with higher fees; a nonce of another process
-// left alone for OrphanAfter (its process died, or its send never came) is
-// sent again from its record, or filled with a transfer of nothing to the
-// relayer itself, so that no nonce stays a gap behind later ones.
+// receipts call it): nonces the chain mined are forgotten, and this
+// process's others touched; a transaction of this process that got no
+// answer, or is unmined after ReplaceAfter, and one of another process left
+// untouched for OrphanAfter (its process died, or died before sending), is
+// sent again as it is while its fee cap covers the base fee, and replaced
+// with fees the chain takes otherwise; a nonce with no transaction recorded
+// is filled with a transfer of nothing to the relayer itself. So no nonce
+// stays a gap behind later ones.
 func (r *Relayer) keep(ctx context.Context, chain *relayChain) {
 	if !chain.keepMu.TryLock() {
 		return
@@ -301,49 +318,85 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 	if err != nil {
 		return err
 	}
+	var mine []uint64
 	chain.ownMu.Lock()
 	for n := range chain.own {
 		if n < mined {
 			delete(chain.own, n)
+			continue
 		}
+		mine = append(mine, n)
 	}
 	chain.ownMu.Unlock()
+	// This process is alive and awaits these: they are not orphans, however
+	// long a congested chain keeps them waiting.
+	if len(mine) > 0 {
+		if err := r.nonces.TouchNonces(ctx, chain.network, r.address, r.owner, mine); err != nil {
+			return fmt.Errorf("touch outstanding nonces: %w", err)
+		}
+	}
 	outstanding, err := r.nonces.OutstandingNonces(ctx, chain.network, r.address, mined)
 	if err != nil {
 		return fmt.Errorf("read outstanding nonces: %w", err)
 	}
+	var baseFee *big.Int
 	for _, o := range outstanding {
 		chain.ownMu.Lock()
 		own := chain.own[o.Nonce]
 		var tx *types.Transaction
-		var failed bool
-		var age time.Duration
+		due := false
 		if own != nil {
-			tx, failed, age = own.tx, own.failed, time.Since(own.sentAt)
+			tx, due = own.tx, own.failed || time.Since(own.sentAt) >= r.cfg.ReplaceAfter
 		}
 		chain.ownMu.Unlock()
-		switch {
-		case own != nil && age >= r.cfg.ReplaceAfter:
-			if err := r.replace(ctx, chain, tx); err != nil {
-				r.logger.WarnContext(ctx, "relayer replacement failed", "network", chain.network, "nonce", o.Nonce, "error", err)
-			}
-		case own != nil && failed:
-			if err := r.resend(ctx, chain, tx); err != nil && isFeeTooLow(err) {
-				if err := r.replace(ctx, chain, tx); err != nil {
-					r.logger.WarnContext(ctx, "relayer replacement failed", "network", chain.network, "nonce", o.Nonce, "error", err)
-				}
-			}
-		case own == nil && time.Since(o.UpdatedAt) >= r.cfg.OrphanAfter:
-			var prev *types.Transaction
+		if own == nil && time.Since(o.UpdatedAt) >= r.cfg.OrphanAfter {
+			// Another process's, untouched for OrphanAfter: it died, or
+			// died before sending. Its own transaction goes on if there is
+			// one (the settlements in it then complete); a nothing fills
+			// the nonce otherwise.
+			due = true
 			if o.Raw != nil {
-				prev = new(types.Transaction)
-				if err := prev.UnmarshalBinary(o.Raw); err != nil {
-					prev = nil
+				tx = new(types.Transaction)
+				if err := tx.UnmarshalBinary(o.Raw); err != nil {
+					tx = nil
 				}
 			}
-			if err := r.fill(ctx, chain, o.Nonce, prev); err != nil {
+		}
+		if !due {
+			continue
+		}
+		if tx == nil {
+			if err := r.fill(ctx, chain, o.Nonce, nil); err != nil {
 				r.logger.WarnContext(ctx, "relayer could not fill an orphaned nonce", "network", chain.network, "nonce", o.Nonce, "error", err)
 			}
+			continue
+		}
+		if baseFee == nil {
+			head, err := chain.backend.HeaderByNumber(ctx, nil)
+			if err != nil {
+				return fmt.Errorf("read head block: %w", err)
+			}
+			baseFee = cmpOr(head.BaseFee, new(big.Int))
+		}
+		if tx.GasFeeCap().Cmp(baseFee) >= 0 {
+			// Priced to be mined: it waits for room in a block, or the node
+			// lost it. Sent again as it is (a node that has it says so);
+			// raising its fees would only bid against our own.
+			err := r.resend(ctx, chain, tx)
+			if err == nil {
+				if own == nil {
+					_ = r.nonces.RecordNonce(ctx, chain.network, r.address, o.Nonce, r.owner, o.Raw)
+				}
+				continue
+			}
+			if !isFeeTooLow(err) {
+				continue
+			}
+		}
+		// Priced under the base fee: not minable now. The same call again
+		// at fees the chain takes.
+		if err := r.replace(ctx, chain, tx); err != nil {
+			r.logger.WarnContext(ctx, "relayer replacement failed", "network", chain.network, "nonce", o.Nonce, "error", err)
 		}
 	}
 	return nil
@@ -357,7 +410,7 @@ func (r *Relayer) resend(ctx context.Context, chain *relayChain, tx *types.Trans
 	case err == nil || isAlreadyKnown(err):
 		chain.ownMu.Lock()
 		if o := chain.own[tx.Nonce()]; o != nil {
-			o.failed = false
+			o.failed, o.sentAt = false, time.Now()
 		}
 		chain.ownMu.Unlock()
 		return nil
