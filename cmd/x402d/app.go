@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -58,8 +59,28 @@ type app struct {
 func newApp(cfg *Config, logOut io.Writer, opts *options) *app {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	logger := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
-	return &app{cfg: cfg, logger: logger, opts: opts}
+	return &app{cfg: cfg, logger: newLogger(cfg.LogFormat, logOut, level), opts: opts}
+}
+
+// newLogger returns the process's logger on out: text lines a person reads
+// with format "text", or "auto" when out is a terminal; JSON lines, one
+// object each, otherwise (for log collectors).
+func newLogger(format string, out io.Writer, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" || format == "auto" && isTerminal(out) {
+		return slog.New(slog.NewTextHandler(out, opts))
+	}
+	return slog.New(slog.NewJSONHandler(out, opts))
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func (a *app) limits() jobs.Limits {

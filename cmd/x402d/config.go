@@ -23,32 +23,34 @@ type Config struct {
 	// SettlementBatch is SETTLEMENT_BATCH: whether EVM settlements share
 	// transactions through Multicall3 (on, off, or auto: on for the
 	// devchain, off for rpc).
-	SettlementBatch   string
-	PayToEVM          string
-	PayToSolana       string
-	SolanaFeePayer    string
-	RPCURLSolana      string
-	RPCURLs           map[string]string
-	RelayerKey        string
-	FacilitatorURL    string
-	DevchainRPCAddr   string
-	GeminiAPIKey      string
-	GeminiModel       string
-	GeminiBaseURL     string
-	OpsToken          string
-	IndexSources      []string
-	IndexCron         string
-	LivenessCron      string
-	CallWait          time.Duration
-	FetchAllowCIDRs   []netip.Prefix
-	Concurrency       map[string]int
-	JobTimeout        time.Duration
-	MaxBodyBytes      int64
-	MaxCodeChars      int
-	MaxPatternChars   int
-	MaxRows           int
-	ShutdownTimeout   time.Duration
-	LogLevel          string
+	SettlementBatch string
+	PayToEVM        string
+	PayToSolana     string
+	SolanaFeePayer  string
+	RPCURLSolana    string
+	RPCURLs         map[string]string
+	RelayerKey      string
+	FacilitatorURL  string
+	DevchainRPCAddr string
+	GeminiAPIKey    string
+	GeminiModel     string
+	GeminiBaseURL   string
+	OpsToken        string
+	IndexSources    []string
+	IndexCron       string
+	LivenessCron    string
+	CallWait        time.Duration
+	FetchAllowCIDRs []netip.Prefix
+	Concurrency     map[string]int
+	JobTimeout      time.Duration
+	MaxBodyBytes    int64
+	MaxCodeChars    int
+	MaxPatternChars int
+	MaxRows         int
+	ShutdownTimeout time.Duration
+	LogLevel        string
+	// LogFormat is LOG_FORMAT: text, json, or auto (text on a terminal).
+	LogFormat         string
 	DBMaxConns        int
 	MetricsAddr       string
 	FetchPollInterval time.Duration
@@ -132,6 +134,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		MaxPatternChars:   integer("MAX_PATTERN_CHARS", 4096),
 		MaxRows:           integer("MAX_ROWS", 50_000),
 		LogLevel:          env("LOG_LEVEL", "info"),
+		LogFormat:         env("LOG_FORMAT", "auto"),
 		DBMaxConns:        integer("DB_MAX_CONNS", 20),
 		MetricsAddr:       env("METRICS_ADDR", ""),
 		Concurrency: map[string]int{
@@ -176,6 +179,11 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "devchain", "rpc", "facilitator":
 	default:
 		errs = append(errs, fmt.Sprintf("SETTLEMENT: %q is not devchain, rpc or facilitator", c.Settlement))
+	}
+	switch c.LogFormat {
+	case "auto", "text", "json":
+	default:
+		errs = append(errs, fmt.Sprintf("LOG_FORMAT: %q is not auto, text or json", c.LogFormat))
 	}
 	switch c.SettlementBatch {
 	case "auto", "on", "off":

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -58,4 +62,38 @@ func TestOpenWarmsThePool(t *testing.T) {
 	// Open and warm (store.OpenWarm) when open returns.
 	require.EqualValues(t, 3, pool.Stat().IdleConns(), "connections open: %d", pool.Stat().TotalConns())
 	require.EqualValues(t, 3, pool.Stat().MaxConns())
+}
+
+// TestLogFormat writes text lines a person reads with LOG_FORMAT=text, JSON
+// lines with json, and with auto JSON to anything but a terminal (a pipe, a
+// file) and text to a terminal; anything else is refused.
+func TestLogFormat(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		format   string
+		wantJSON bool
+	}{{"json", true}, {"text", false}, {"auto", true}} {
+		var buf bytes.Buffer
+		newLogger(tt.format, &buf, slog.LevelInfo).Info("call done", "call_id", "c1")
+		line := buf.String()
+		require.Equal(t, tt.wantJSON, json.Valid([]byte(line)), "%s: %q", tt.format, line)
+		require.Contains(t, line, "c1")
+		if !tt.wantJSON {
+			require.Contains(t, line, `msg="call done" call_id=c1`)
+		}
+	}
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	require.NoError(t, err)
+	defer f.Close()
+	require.False(t, isTerminal(f), "a file is not a terminal")
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer null.Close()
+	// A character device, as a terminal is: auto writes text there.
+	require.True(t, isTerminal(null))
+	var buf bytes.Buffer
+	require.False(t, isTerminal(&buf))
+
+	_, err = loadConfig(func(k string) string { return map[string]string{"LOG_FORMAT": "xml"}[k] })
+	require.ErrorContains(t, err, `LOG_FORMAT: "xml" is not auto, text or json`)
 }
