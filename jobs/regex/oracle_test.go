@@ -65,15 +65,6 @@ func TestOracle(t *testing.T) {
 			}
 			continue
 		}
-		if c.Pattern == "" {
-			// JavaScript's empty pattern is valid but the operation requires
-			// one: check the refusal, then run the equivalent (?:).
-			var ie *jobs.InvalidError
-			require.ErrorAs(t, verr, &ie, name)
-			require.Equal(t, "pattern", ie.Field, name)
-			in.Pattern = "(?:)"
-			verr = in.Validate(&jobs.DefaultLimits)
-		}
 		if verr != nil {
 			t.Errorf("%s: JavaScript accepts it, Validate refused: %v", name, verr)
 			continue

@@ -66,7 +66,8 @@ const DefaultTimeLimit = 2 * time.Second
 
 // Input is the request body of regex.
 type Input struct {
-	// Pattern is a JavaScript regular expression, without slashes.
+	// Pattern is a JavaScript regular expression, without slashes; empty
+	// matches the empty string at every position, as in JavaScript.
 	Pattern string `json:"pattern"`
 	// Text is the text to search.
 	Text string `json:"text"`
@@ -77,15 +78,14 @@ type Input struct {
 // Kind returns "regex".
 func (Input) Kind() string { return Kind }
 
-// Validate refuses a missing or too long pattern, unknown or repeated flags,
-// and patterns JavaScript would refuse or the chosen engine cannot compile.
+// Validate refuses a too long pattern, unknown or repeated flags, and
+// patterns JavaScript would refuse or the chosen engine cannot compile. An
+// empty pattern (or none) is JavaScript's `new RegExp("")`: it matches the
+// empty string at every position.
 func (in Input) Validate(lim *jobs.Limits) error {
 	maxChars := jobs.DefaultLimits.MaxPatternChars
 	if lim != nil && lim.MaxPatternChars > 0 {
 		maxChars = lim.MaxPatternChars
-	}
-	if in.Pattern == "" {
-		return jobs.Invalid("pattern", "is required")
 	}
 	if utf8.RuneCountInString(in.Pattern) > maxChars {
 		return jobs.Invalid("pattern", "is longer than %d characters", maxChars)

@@ -32,7 +32,7 @@ func TestValidate(t *testing.T) {
 		{name: "ok, flags in any order", in: Input{Pattern: `a`, Flags: "yug"}},
 		{name: "ok, at the limit in characters", in: Input{Pattern: `ééééé`}, lim: &small},
 		{name: "ok, nil limits", in: Input{Pattern: `x`}, lim: nil},
-		{name: "nok, pattern missing", in: Input{Text: "a"}, field: "pattern"},
+		{name: "ok, empty pattern, as new RegExp(\"\")", in: Input{Text: "a"}},
 		{name: "nok, pattern too long", in: Input{Pattern: `aaaaaa`}, lim: &small, field: "pattern"},
 		{name: "nok, default limit", in: Input{Pattern: strings.Repeat("a", 4097)}, field: "pattern"},
 		{name: "nok, unknown flag", in: Input{Pattern: `a`, Flags: "x"}, field: "flags"},
@@ -367,4 +367,34 @@ func BenchmarkRegex1MB(b *testing.B) {
 // is about the limit.
 func testRun(in Input) (*Result, error) {
 	return Run(context.Background(), in, time.Minute)
+}
+
+// TestEmptyPattern runs JavaScript's empty expression, new RegExp(""): it
+// matches the empty string at every position, the end included, once per
+// character (code point with u, UTF-16 unit without).
+func TestEmptyPattern(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, text, flags string
+		want              []int
+	}{
+		{"global", "ab", "g", []int{0, 1, 2}},
+		{"once without g", "ab", "", []int{0}},
+		{"empty text", "", "g", []int{0}},
+		{"code points with u", "é😀", "gu", []int{0, 1, 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Input{Pattern: "", Text: tt.text, Flags: tt.flags}
+			require.NoError(t, in.Validate(nil))
+			res, err := testRun(in)
+			require.NoError(t, err)
+			var at []int
+			for _, m := range res.Matches {
+				require.Empty(t, m.Match)
+				require.Equal(t, m.Index, m.End)
+				at = append(at, m.Index)
+			}
+			require.Equal(t, tt.want, at)
+		})
+	}
 }
