@@ -371,3 +371,27 @@ func TestTimeout(t *testing.T) {
 	_, err = New(&Config{AllowCIDRs: loopbackOne}).Get(ctx, srv.URL)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// TestSpecialUseNamesNotLooked refuses special-use and private names by
+// name: the resolver, which here would answer a public address, is never
+// asked, neither for the URL nor for a redirect to one.
+func TestSpecialUseNamesNotLooked(t *testing.T) {
+	t.Parallel()
+	names := []string{"localhost.localdomain", "nas.local", "db.internal", "metadata.google.internal", "router.home.arpa", "wiki.intranet", "router"}
+	res := &fakeResolver{names: map[string][]string{}}
+	for _, n := range names {
+		res.names[n] = []string{"93.184.215.14"}
+	}
+	c := New(&Config{Resolver: res})
+	for _, n := range names {
+		_, err := c.Get(t.Context(), "http://"+n+"/")
+		require.ErrorIs(t, err, ErrRefused, n)
+	}
+	// A public page redirecting to one of them.
+	srv := newCountingServer(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://nas.local/admin", http.StatusFound)
+	})
+	_, err := New(&Config{Resolver: res, AllowCIDRs: loopbackOne}).Get(t.Context(), srv.URL)
+	require.ErrorIs(t, err, ErrRefused)
+	require.Zero(t, res.lookups.Load(), "a special-use name was looked up")
+}

@@ -102,12 +102,35 @@ var blockedRanges = func() []blockedRange {
 	return out
 }()
 
-// blockedName returns why a host name is refused before resolution: cloud
-// metadata services and names that always mean this machine (names below
-// .localhost too). Any other name is judged by the addresses it resolves to.
+// specialUseSuffixes are domains whose names never name a public host,
+// whatever a resolver answers for them: this machine (RFC 6761), the local
+// link (mDNS, RFC 6762), home networks (RFC 8375), private networks'
+// conventional names (RFC 6762 appendix G), cloud-internal zones, and names
+// outside the DNS (RFC 6761's invalid, RFC 7686's onion, RFC 9476's alt).
+var specialUseSuffixes = []struct{ suffix, reason string }{
+	{"localhost", "loopback"},
+	{"localdomain", "a local name"},
+	{"local", "a link-local (mDNS) name"},
+	{"home.arpa", "a home-network name"},
+	{"internal", "an internal name"},
+	{"intranet", "a private-network name"},
+	{"private", "a private-network name"},
+	{"corp", "a private-network name"},
+	{"home", "a private-network name"},
+	{"lan", "a private-network name"},
+	{"invalid", "a special-use name"},
+	{"onion", "a special-use name"},
+	{"alt", "a special-use name"},
+}
+
+// blockedName returns why a host name is refused before resolution, by name
+// alone: cloud metadata services, names that always mean this machine,
+// special-use and private domains (specialUseSuffixes), and single-label
+// names, which resolvers complete with the machine's own search domains.
+// Any other name is judged by the addresses it resolves to.
 func blockedName(name string) (reason string, ok bool) {
 	switch name {
-	case "localhost":
+	case "localhost", "ip6-localhost", "ip6-loopback":
 		return "loopback", true
 	case "metadata", "metadata.google.internal", "metadata.goog",
 		"metadata.azure.internal", "instance-data", "instance-data.ec2.internal",
@@ -116,8 +139,13 @@ func blockedName(name string) (reason string, ok bool) {
 	case "kubernetes.default", "kubernetes.default.svc":
 		return "a cluster-internal name", true
 	}
-	if strings.HasSuffix(name, ".localhost") {
-		return "loopback", true
+	for _, d := range specialUseSuffixes {
+		if name == d.suffix || strings.HasSuffix(name, "."+d.suffix) {
+			return d.reason, true
+		}
+	}
+	if !strings.Contains(name, ".") {
+		return "a single-label name (completed by this machine's search domains)", true
 	}
 	return "", false
 }

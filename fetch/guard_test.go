@@ -99,6 +99,24 @@ func TestCheckURLRefuses(t *testing.T) {
 		{name: "GoogleMetadataMixedCase", url: "http://Metadata.Google.Internal/"},
 		{name: "MetadataShortName", url: "http://metadata/"},
 		{name: "EC2InstanceData", url: "http://instance-data/latest/"},
+		// Special-use and private names, refused by name whatever a
+		// resolver would answer (RFC 6761, 6762, 8375, 7686, 9476).
+		{name: "LocalhostLocaldomain", url: "http://localhost.localdomain/"},
+		{name: "Localdomain", url: "http://printer.localdomain/"},
+		{name: "MDNS", url: "http://nas.local/"},
+		{name: "MDNSTrailingDot", url: "http://NAS.Local./"},
+		{name: "Internal", url: "http://db.internal:5432/"},
+		{name: "CloudInternal", url: "http://ip-10-0-0-1.ec2.internal/"},
+		{name: "HomeArpa", url: "http://router.home.arpa/"},
+		{name: "Intranet", url: "http://wiki.intranet/"},
+		{name: "Corp", url: "http://git.corp/"},
+		{name: "Lan", url: "http://fritz.box.lan/"},
+		{name: "Invalid", url: "http://x.invalid/"},
+		{name: "Onion", url: "http://abc.onion/"},
+		{name: "Alt", url: "http://name.alt/"},
+		{name: "IP6Localhost", url: "http://ip6-localhost/"},
+		{name: "SingleLabel", url: "http://router/"},
+		{name: "SingleLabelPort", url: "https://gitlab:8443/"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
