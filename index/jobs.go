@@ -3,8 +3,10 @@ package index
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/robfig/cron/v3"
 
@@ -12,7 +14,13 @@ import (
 )
 
 // CrawlArgs is the periodic crawl job: a few pages of each source.
-type CrawlArgs struct{}
+type CrawlArgs struct {
+	// FreshFor, when set, makes this the crawl run at start (seconds of
+	// the schedule's interval): it runs only when no crawl ran within
+	// that long, and queues a liveness pass after it, so that a new
+	// service's index is not empty until the schedule's first run.
+	FreshFor int64 `json:"fresh_for,omitempty"`
+}
 
 // Kind is "index.crawl".
 func (CrawlArgs) Kind() string { return "index.crawl" }
@@ -38,8 +46,27 @@ type crawlWorker struct {
 	crawler *Crawler
 }
 
-func (w *crawlWorker) Work(ctx context.Context, _ *river.Job[CrawlArgs]) error {
-	return w.crawler.Run(ctx, nil)
+func (w *crawlWorker) Work(ctx context.Context, job *river.Job[CrawlArgs]) error {
+	if fresh := job.Args.FreshFor; fresh > 0 {
+		var last *time.Time
+		if err := w.crawler.cfg.Pool.QueryRow(ctx, `SELECT max(last_at) FROM index_sources`).Scan(&last); err != nil {
+			return fmt.Errorf("crawl at start: last crawl: %w", err)
+		}
+		if last != nil && time.Since(*last) < time.Duration(fresh)*time.Second {
+			return nil
+		}
+	}
+	if err := w.crawler.Run(ctx, nil); err != nil {
+		return err
+	}
+	if job.Args.FreshFor > 0 {
+		// The hosts just found are measured now, not at the liveness
+		// schedule's first run.
+		if _, err := river.ClientFromContext[pgx.Tx](ctx).Insert(ctx, LivenessArgs{}, nil); err != nil {
+			return fmt.Errorf("crawl at start: queue liveness: %w", err)
+		}
+	}
+	return nil
 }
 
 // Timeout lets a run read its pages with their polite gaps; a run cut
@@ -70,7 +97,8 @@ func Register(crawler *Crawler, prober *Prober) func(*river.Workers) error {
 }
 
 // PeriodicJobs returns the crawl and liveness jobs on their standard cron
-// schedules (INDEX_CRON, LIVENESS_CRON).
+// schedules (INDEX_CRON, LIVENESS_CRON), the crawl also at start when none
+// ran within its schedule's interval, followed by a liveness pass.
 func PeriodicJobs(crawlCron, livenessCron string) ([]*river.PeriodicJob, error) {
 	crawl, err := cron.ParseStandard(crawlCron)
 	if err != nil {
@@ -80,8 +108,19 @@ func PeriodicJobs(crawlCron, livenessCron string) ([]*river.PeriodicJob, error) 
 	if err != nil {
 		return nil, fmt.Errorf("LIVENESS_CRON %q: %w", livenessCron, err)
 	}
+	// At start (of the leader) a crawl runs unless one ran within the
+	// schedule's interval; later runs follow the schedule.
+	now := time.Now()
+	interval := crawl.Next(crawl.Next(now)).Sub(crawl.Next(now))
+	var started atomic.Bool
+	crawlArgs := func() (river.JobArgs, *river.InsertOpts) {
+		if started.CompareAndSwap(false, true) {
+			return CrawlArgs{FreshFor: int64(interval / time.Second)}, nil
+		}
+		return CrawlArgs{}, nil
+	}
 	return []*river.PeriodicJob{
-		river.NewPeriodicJob(crawl, func() (river.JobArgs, *river.InsertOpts) { return CrawlArgs{}, nil }, nil),
+		river.NewPeriodicJob(crawl, crawlArgs, &river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(live, func() (river.JobArgs, *river.InsertOpts) { return LivenessArgs{}, nil }, nil),
 	}, nil
 }
