@@ -18,6 +18,8 @@ import (
 // quotes: the catalogue is their one source.
 type discovery struct {
 	wellKnown []byte
+	// front is the front page's HTML (frontPage).
+	front []byte
 	items     []discoveryItem
 	openAPI   []byte
 }
@@ -94,7 +96,7 @@ const serviceDescription = "Pay-per-call utility operations over x402 v2 (no acc
 // operation is in the manifest (those not sold with their blocked reason),
 // the sold ones in the Bazaar list, with their quote's accepts and bazaar
 // extension.
-func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string, now time.Time) (*discovery, error) {
+func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string, now time.Time, withOps bool) (*discovery, error) {
 	d := &discovery{items: []discoveryItem{}}
 	resources := make([]resourceDoc, 0, len(ops))
 	quotes := make(map[string]*x402.Quote, len(ops))
@@ -110,7 +112,7 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 		}
 		q, err := payments.Quote(op.Name)
 		if errors.Is(err, x402.ErrNotSellable) {
-			reason := "not sold now: the service's receiving or model configuration is incomplete"
+			reason := "the service's receiving or model configuration is incomplete"
 			var ns *x402.NotSellableError
 			if errors.As(err, &ns) && ns.Reason != "" {
 				reason = ns.Reason
@@ -156,15 +158,19 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
+	if d.front, err = frontPage(publicURL, resources, withOps); err != nil {
+		return nil, err
+	}
 	if d.openAPI, err = openAPIDocument(ops, quotes, publicURL); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-// registerDiscovery adds the discovery routes to e: the manifest, the
-// Bazaar list and the OpenAPI document.
+// registerDiscovery adds the discovery routes to e: the front page, the
+// manifest, the Bazaar list and the OpenAPI document.
 func (s *Server) registerDiscovery(e *echo.Echo) {
+	e.GET("/", s.front)
 	e.GET("/.well-known/x402.json", s.wellKnown)
 	e.GET("/api/x402/discovery/resources", s.discoveryResources)
 	e.GET("/openapi.json", s.openAPI)

@@ -47,7 +47,7 @@ func discoveryServer(t *testing.T) (string, *x402.Seller) {
 		EVMNetworks: []string{"eip155:8453", "eip155:42161"}})
 	require.NoError(t, err)
 	seller := x402.NewSeller(cat, nil)
-	d, err := newDiscovery(sevenOps, seller, publicURL, time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+	d, err := newDiscovery(sevenOps, seller, publicURL, time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC), false)
 	require.NoError(t, err)
 	s := &Server{discovery: d}
 	e := echo.New()
@@ -286,4 +286,47 @@ func TestIndexAnswersMeetTheDocument(t *testing.T) {
 	status, body := get(t, base+"/api/xindex/hosts?limit=0")
 	require.Equal(t, http.StatusBadRequest, status)
 	require.NoError(t, validate("Error", body))
+}
+
+// TestFrontPage serves / as a page for a browser (what is sold, at what
+// price, on which networks, how to pay, the links) and as the manifest for
+// a client asking for JSON.
+func TestFrontPage(t *testing.T) {
+	t.Parallel()
+	base, _ := discoveryServer(t)
+	fetch := func(accept string) (string, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, base+"/", nil)
+		require.NoError(t, err)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return strings.Split(resp.Header.Get("Content-Type"), ";")[0], string(body)
+	}
+	for _, accept := range []string{"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "*/*", ""} {
+		ctype, page := fetch(accept)
+		require.Equal(t, "text/html", ctype, accept)
+		require.NotContains(t, page, "%!", "a template failed to format")
+		for _, op := range sevenOps {
+			require.Contains(t, page, "POST /api/x402/"+op.Name)
+			require.Contains(t, page, op.Price)
+		}
+		require.Contains(t, page, "Not sold now: model not configured (GEMINI_API_KEY unset).", "model operations without a key")
+		require.Contains(t, page, "<code>eip155:8453</code>")
+		require.Contains(t, page, "<code>eip155:42161</code>")
+		require.Contains(t, page, "PAYMENT-SIGNATURE")
+		require.Contains(t, page, `href="/x402-index"`)
+		require.Contains(t, page, `href="/openapi.json"`)
+		require.NotContains(t, page, `href="/ops"`, "no operator link without OPS_TOKEN")
+	}
+	ctype, manifest := fetch("application/json")
+	require.Equal(t, "application/json", ctype)
+	_, want := get(t, base+"/.well-known/x402.json")
+	require.JSONEq(t, string(want), manifest)
 }

@@ -94,7 +94,8 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	var err error
-	if s.discovery, err = newDiscovery(cfg.Ops, cfg.Payments, strings.TrimRight(cfg.PublicURL, "/"), time.Now()); err != nil {
+	withOps := cfg.Dashboard != nil && cfg.Dashboard.Token != ""
+	if s.discovery, err = newDiscovery(cfg.Ops, cfg.Payments, strings.TrimRight(cfg.PublicURL, "/"), time.Now(), withOps); err != nil {
 		return nil, err
 	}
 

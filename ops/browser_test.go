@@ -37,6 +37,8 @@ func artifactsDir(t testing.TB) string {
 
 func screenshot(t testing.TB, p *rod.Page, name string) {
 	t.Helper()
+	// What a person sees: no value a template failed to format.
+	require.NotContains(t, p.MustElement("body").MustText(), "%!", "%s: a template failed to format a value", name)
 	img, err := p.Screenshot(true, &proto.PageCaptureScreenshot{Format: proto.PageCaptureScreenshotFormatPng})
 	require.NoError(t, err)
 	path := filepath.Join(artifactsDir(t), name)

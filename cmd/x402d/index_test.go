@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/stretchr/testify/require"
 
@@ -110,6 +111,27 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	require.Equal(t, "seller0.example", first, "cheapest first: seller0 lists the 0.002 USDC service")
 	require.Contains(t, p.MustInfo().URL, "sort=price")
 	p.MustSetViewport(1280, 900, 1, false)
+	pageScreenshot(t, p, "x402-index.png")
+
+	// The front page: what is sold and how to pay, with its links.
+	p.MustNavigate(base + "/").MustWaitLoad()
+	require.GreaterOrEqual(t, len(p.MustElements("#operations tbody tr")), 7)
+	require.Contains(t, p.MustElement("#operations").MustText(), "0.010000")
+	wait = p.MustWaitNavigation()
+	p.MustElement(`#links a[href="/x402-index"]`).MustClick()
+	wait()
+	require.Contains(t, p.MustInfo().URL, "/x402-index")
+	p.MustNavigate(base + "/").MustWaitLoad()
+	pageScreenshot(t, p, "front.png")
+}
+
+// pageScreenshot checks that p shows no value a template failed to format,
+// and saves its screenshot as name in $ARTIFACTS_DIR/screenshots (default
+// artifacts/screenshots at the repository's root, ignored by git; the
+// README's pictures are copied from there).
+func pageScreenshot(t *testing.T, p *rod.Page, name string) {
+	t.Helper()
+	require.NotContains(t, p.MustElement("body").MustText(), "%!", "%s: a template failed to format a value", name)
 	img, err := p.Screenshot(true, &proto.PageCaptureScreenshot{Format: proto.PageCaptureScreenshotFormatPng})
 	require.NoError(t, err)
 	dir := os.Getenv("ARTIFACTS_DIR")
@@ -118,7 +140,7 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	}
 	dir = filepath.Join(dir, "screenshots")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "x402-index.png"), img, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), img, 0o644))
 }
 
 func getJSON(t *testing.T, url string, v any) {
