@@ -19,9 +19,9 @@ import (
 type discovery struct {
 	wellKnown []byte
 	// front is the front page's HTML (frontPage).
-	front []byte
-	items     []discoveryItem
-	openAPI   []byte
+	front   []byte
+	items   []discoveryItem
+	openAPI []byte
 }
 
 // discoveryItem is one resource of the Bazaar list (x402.md §8).
