@@ -198,6 +198,17 @@ func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
 		LogError:     true,
 		HandleError:  true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			// Unpaid quotes are the most numerous and cheapest requests:
+			// /metrics counts them (x402d_quotes_served_total), and they are
+			// logged at debug only, so that they cost no log line at info.
+			level := slog.LevelInfo
+			if v.Status == http.StatusPaymentRequired && c.Request().Header.Get(headerPaymentSignature) == "" {
+				level = slog.LevelDebug
+			}
+			ctx := c.Request().Context()
+			if !logger.Enabled(ctx, level) {
+				return nil
+			}
 			attrs := []slog.Attr{
 				slog.String("method", v.Method),
 				slog.String("path", v.URIPath),
@@ -208,7 +219,7 @@ func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
 			if id, ok := c.Get(callIDKey).(string); ok {
 				attrs = append(attrs, slog.String("call_id", id))
 			}
-			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
+			logger.LogAttrs(ctx, level, "request", attrs...)
 			return nil
 		},
 	})

@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/url"
@@ -330,6 +331,32 @@ func TestLogsCarryCallID(t *testing.T) {
 	require.True(t, request, "a request line with the call id")
 	require.True(t, job, "a job line with the call id")
 	require.True(t, settle, "a settlement job line with the call id")
+
+	// Unpaid quotes are counted in /metrics, not logged at info; a refused
+	// payment (402 too) is logged.
+	for range 3 {
+		resp, _ := s.pay(t, "", `{}`)
+		require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+	}
+	resp, _ := s.pay(t, "bad:0xa11ce:logs-2", `{"a":"1\n","b":"2\n"}`)
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+	var quotes, refusals int
+	for _, line := range strings.Split(strings.TrimSpace(s.Logs.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		if rec["msg"] == "request" && rec["status"] == float64(http.StatusPaymentRequired) {
+			refusals++
+		}
+	}
+	require.Equal(t, 1, refusals, "the refused payment's line, and no line for the unpaid quotes")
+	_, metricsBody := s.get(t, "/metrics", nil)
+	for _, line := range strings.Split(string(metricsBody), "\n") {
+		if strings.HasPrefix(line, `x402d_quotes_served_total{op="diff"}`) {
+			_, err := fmt.Sscanf(strings.TrimPrefix(line, `x402d_quotes_served_total{op="diff"}`), "%d", &quotes)
+			require.NoError(t, err)
+		}
+	}
+	require.GreaterOrEqual(t, quotes, 3, "quotes are counted")
 }
 
 func sep(p string) string {
