@@ -38,6 +38,8 @@ type opEntry struct {
 	quote    *x402.Quote
 	required []string
 	wwwAuth  []string
+	// contentType is the quote body's Content-Type header value.
+	contentType []string
 	// unsellable is set when the operation is not sold now (503, no quote).
 	unsellable bool
 }
@@ -50,7 +52,7 @@ func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: quote %s: %w", op.Name, err)
 	}
-	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}}, nil
+	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}, contentType: []string{echo.MIMEApplicationJSON}}, nil
 }
 
 var errNotSellable = &Error{Status: http.StatusServiceUnavailable, Code: "not_sellable", Message: "this operation is not sold now: the service's receiving or model configuration is incomplete"}
