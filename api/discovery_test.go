@@ -330,3 +330,15 @@ func TestFrontPage(t *testing.T) {
 	_, want := get(t, base+"/.well-known/x402.json")
 	require.JSONEq(t, string(want), manifest)
 }
+
+// TestFrontPageOperatorLink links the operator login only when the
+// dashboard is mounted (OPS_TOKEN set).
+func TestFrontPageOperatorLink(t *testing.T) {
+	t.Parallel()
+	for _, withOps := range []bool{false, true} {
+		page, err := frontPage(publicURL, []resourceDoc{{Name: "diff", Resource: publicURL + "/api/x402/diff", Sellable: true, Price: price{Amount: "0.010000"}}}, withOps)
+		require.NoError(t, err)
+		require.Equal(t, withOps, strings.Contains(string(page), `href="/ops"`))
+		require.NotContains(t, string(page), "%!")
+	}
+}

@@ -40,6 +40,8 @@ type opEntry struct {
 	wwwAuth  []string
 	// contentType is the quote body's Content-Type header value.
 	contentType []string
+	// quoted counts a quote answered (x402d_quotes_served_total).
+	quoted func()
 	// unsellable is set when the operation is not sold now (503, no quote).
 	unsellable bool
 }

@@ -90,6 +90,7 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
+		entry.quoted = cfg.Metrics.QuoteCounter(op.Name)
 		s.ops[op.Name] = entry
 	}
 
@@ -164,7 +165,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h["Content-Type"] = entry.contentType
 				w.WriteHeader(http.StatusPaymentRequired)
 				_, _ = w.Write(entry.quote.Body)
-				s.cfg.Metrics.QuoteServed(name)
+				entry.quoted()
 				return
 			}
 		}

@@ -226,6 +226,15 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 	m.requestDuration.WithLabelValues(method, route, s).Observe(d.Seconds())
 }
 
+// QuoteCounter returns the function that records a 402 quote answered for
+// op, resolved once: for a path that counts every unpaid call.
+func (m *Metrics) QuoteCounter(op string) func() {
+	if m == nil {
+		return func() {}
+	}
+	return m.quotes.WithLabelValues(op).Inc
+}
+
 // QuoteServed records a 402 quote answered for op.
 func (m *Metrics) QuoteServed(op string) {
 	if m == nil {
