@@ -15,9 +15,12 @@ import (
 )
 
 // diary matches text that narrates the project's history: numbered periods
-// of work ("session 12", "sessions 1–5", "session 11's build") and test
-// machines named by letter ("machine H").
+// of work (a session, sprint or iteration followed by its number) and test
+// machines named by a capital letter.
 var diary = regexp.MustCompile(`(?i:\bsessions? [0-9]+|\bsprint [0-9]+|\biteration [0-9]+)|\b[Mm]achines? [A-H](?:[\s,.;:)]|$)`)
+
+// session and machine are the words of the pattern's examples.
+const session, machine = "session", "machine"
 
 func TestDiaryPattern(t *testing.T) {
 	t.Parallel()
@@ -25,17 +28,19 @@ func TestDiaryPattern(t *testing.T) {
 		text string
 		want bool
 	}{
-		{"measured in session 12 on a fast machine", true},
-		{"Sessions 1–5 used machine A", true},
-		{"session 11's build", true},
-		{"on machine H the goal held", true},
-		{"Machine B (Zen 5)", true},
+		// The cases are built from parts, so that this file does not
+		// itself contain what it forbids.
+		{"measured in " + session + " 12 on a fast machine", true},
+		{"Session" + "s 1–5 used " + machine + " A", true},
+		{session + " 11's build", true},
+		{"on " + machine + " H the goal held", true},
+		{"Machine" + " B (Zen 5)", true},
 		{"sprint 3 added the index", true},
 		{"a River session is not a period of work", false},
 		{"the machine class: 2 cores", false},
 		{"SESSION_TTL is 12 hours", false},
 		{"machine-readable output", false},
-		{"a state machine A→B", false},
+		{"a state " + machine + " A→B", false},
 	} {
 		if got := diary.MatchString(tt.text); got != tt.want {
 			t.Errorf("%q: matched %v, want %v", tt.text, got, tt.want)
@@ -66,9 +71,6 @@ func TestNoDiary(t *testing.T) {
 		ext := filepath.Ext(path)
 		if ext != ".md" && ext != ".go" && ext != ".sh" {
 			return nil
-		}
-		if strings.HasSuffix(path, "history_test.go") {
-			return nil // this file names what it looks for
 		}
 		f, err := os.Open(path)
 		if err != nil {
