@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,7 +19,6 @@ import (
 	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
-	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/payclient"
 )
@@ -78,20 +74,7 @@ func TestAnvil_OfficialClientPaysEveryOperation(t *testing.T) {
 	const account = 3
 	payer, payTo := devAddress(t, account), devAddress(t, devchain.PayToAccount)
 	payerBefore, payToBefore := usdcBalance(ctx, t, node.Client, payer), usdcBalance(ctx, t, node.Client, payTo)
-	calls, err := json.Marshal(sellableCalls(page.URL + "/"))
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "pay_ops.mjs"), base, "3", string(calls))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "node pay_ops.mjs: %s", stderr.String())
-	var out struct {
-		Calls []struct {
-			Op, Amount, Body string
-			Status           int
-			Settlement       *x402.SettleResponse
-		}
-	}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	out := payWithOfficialClient(ctx, t, compat, base, account, sellableCalls(page.URL+"/"))
 	require.Len(t, out.Calls, 7)
 	total := new(big.Int)
 	for _, c := range out.Calls {
@@ -154,14 +137,7 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 
 	price := big.NewInt(10_000)
 	txs := checkChainPayments(ctx, t, node.Client, rep, payer.Address(), payTo, price)
-	var paid, doubleConfirmed int
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
-		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
-	require.Zero(t, doubleConfirmed, "a call settled twice")
-	require.Equal(t, rep.Calls, paid)
-	require.Equal(t, new(big.Int).Mul(price, big.NewInt(int64(rep.Calls))), new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, node.Client, payer.Address())),
-		"the payer paid exactly the calls answered")
+	requirePaidOnce(ctx, t, db, node.Client, rep, payer.Address(), payerBefore, price)
 	requireNodeClean(t, node)
 	t.Logf("%d calls settled in %d transactions on anvil with two workers sharing one key", rep.Calls, txs)
 }

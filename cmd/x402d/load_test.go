@@ -214,18 +214,27 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 
 	price := big.NewInt(10_000) // diff: $0.01
 	txs := checkChainPayments(ctx, t, chain, rep, payer.Address(), payTo, price)
+	requirePaidOnce(ctx, t, db, chain, rep, payer.Address(), payerBefore, price)
+	var resettled int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
+		store.EventSettlementSubmitted).Scan(&resettled))
+	t.Logf("%d calls settled in %d transactions; %d settlements attempted again after a kill", rep.Calls, txs, resettled)
+}
+
+// requirePaidOnce checks the calls of rep against the ledger and the chain:
+// every call answered is paid, none is settled twice, and the payer paid
+// price for each call answered, no more (payerBefore is its balance before
+// the run).
+func requirePaidOnce(ctx context.Context, t *testing.T, db *dbtest.DB, chain *ethclient.Client, rep *loadgen.Report, payer common.Address, payerBefore, price *big.Int) {
+	t.Helper()
 	var paid, doubleConfirmed int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
 		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
 	require.Zero(t, doubleConfirmed, "a call settled twice")
 	require.Equal(t, rep.Calls, paid)
-	require.Equal(t, new(big.Int).Mul(price, big.NewInt(int64(rep.Calls))), new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer.Address())),
+	require.Equal(t, new(big.Int).Mul(price, big.NewInt(int64(rep.Calls))), new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer)),
 		"the payer paid exactly the calls answered")
-	var resettled int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
-		store.EventSettlementSubmitted).Scan(&resettled))
-	t.Logf("%d calls settled in %d transactions; %d settlements attempted again after a kill", rep.Calls, txs, resettled)
 }
 
 // killWorkers starts two worker processes with env and, until the function

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/ethereum/go-ethereum"
@@ -119,22 +120,7 @@ func TestOfficialClientPaysEveryOperation(t *testing.T) {
 	payer, payTo := devAddress(t, account), devAddress(t, devchain.PayToAccount)
 	payerBefore, payToBefore := usdcBalance(ctx, t, chain, payer), usdcBalance(ctx, t, chain, payTo)
 
-	calls, err := json.Marshal(sellableCalls(page.URL + "/"))
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "pay_ops.mjs"), base, "3", string(calls))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "node pay_ops.mjs: %s", stderr.String())
-	var out struct {
-		Address string
-		Calls   []struct {
-			Op, QuoteError, Amount, Body string
-			QuoteStatus, Status          int
-			QuoteValid, HasBazaar        bool
-			Settlement                   *x402.SettleResponse
-		}
-	}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	out := payWithOfficialClient(ctx, t, compat, base, account, sellableCalls(page.URL+"/"))
 	require.Equal(t, payer.Hex(), out.Address)
 	require.Len(t, out.Calls, 7)
 	total := new(big.Int)
@@ -156,6 +142,33 @@ func TestOfficialClientPaysEveryOperation(t *testing.T) {
 	require.Equal(t, big.NewInt(1_570_000), total)
 	require.Equal(t, total, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer)))
 	require.Equal(t, total, new(big.Int).Sub(usdcBalance(ctx, t, chain, payTo), payToBefore))
+}
+
+// officialPayments is what compat/pay_ops.mjs reports: the paying address
+// and, per call, the quote as @x402/core read it and the paid answer.
+type officialPayments struct {
+	Address string
+	Calls   []struct {
+		Op, QuoteError, Amount, Body string
+		QuoteStatus, Status          int
+		QuoteValid, HasBazaar        bool
+		Settlement                   *x402.SettleResponse
+	}
+}
+
+// payWithOfficialClient has the official x402 packages (compat/pay_ops.mjs)
+// pay calls of the service at base with development account account.
+func payWithOfficialClient(ctx context.Context, t *testing.T, compat, base string, account int, calls []map[string]string) officialPayments {
+	t.Helper()
+	raw, err := json.Marshal(calls)
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "pay_ops.mjs"), base, strconv.Itoa(account), string(raw))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node pay_ops.mjs: %s", stderr.String())
+	var out officialPayments
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	return out
 }
 
 // TestGoClientPaysAndReplays pays with our own client (x402d pay's), then
