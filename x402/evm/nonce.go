@@ -339,14 +339,27 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 	if err != nil {
 		return fmt.Errorf("read outstanding nonces: %w", err)
 	}
-	var baseFee *big.Int
-	for _, o := range outstanding {
+	if len(outstanding) == 0 {
+		return nil
+	}
+	head, err := chain.backend.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("read head block: %w", err)
+	}
+	baseFee := cmpOr(head.BaseFee, new(big.Int))
+	for i, o := range outstanding {
 		chain.ownMu.Lock()
 		own := chain.own[o.Nonce]
 		var tx *types.Transaction
+		var sentAt time.Time
 		due := false
 		if own != nil {
-			tx, due = own.tx, own.failed || time.Since(own.sentAt) >= r.cfg.ReplaceAfter
+			sentAt = own.sentAt
+			// Due when it got no answer, when it waited ReplaceAfter, and
+			// at once when the base fee rose above its fee cap: the node
+			// holds it back, and every later nonce behind it.
+			tx = own.tx
+			due = own.failed || time.Since(own.sentAt) >= r.cfg.ReplaceAfter || tx.GasFeeCap().Cmp(baseFee) < 0
 		}
 		chain.ownMu.Unlock()
 		if own == nil && time.Since(o.UpdatedAt) >= r.cfg.OrphanAfter {
@@ -363,6 +376,20 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 			}
 		}
 		if !due {
+			// The lowest nonces hold every later one: a node that lost
+			// them (anvil drops a transaction whose fee cap a rising base
+			// fee passed) is given them again at once, whoever sent them;
+			// a node that has them says so.
+			if i < resendLowest && o.Nonce == mined+uint64(i) && o.Raw != nil && (own == nil || time.Since(sentAt) >= 2*r.cfg.KeepEvery) {
+				head := tx
+				if head == nil {
+					head = new(types.Transaction)
+					if err := head.UnmarshalBinary(o.Raw); err != nil {
+						continue
+					}
+				}
+				_ = r.resend(ctx, chain, head)
+			}
 			continue
 		}
 		if tx == nil {
@@ -370,13 +397,6 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 				r.logger.WarnContext(ctx, "relayer could not fill an orphaned nonce", "network", chain.network, "nonce", o.Nonce, "error", err)
 			}
 			continue
-		}
-		if baseFee == nil {
-			head, err := chain.backend.HeaderByNumber(ctx, nil)
-			if err != nil {
-				return fmt.Errorf("read head block: %w", err)
-			}
-			baseFee = cmpOr(head.BaseFee, new(big.Int))
 		}
 		if tx.GasFeeCap().Cmp(baseFee) >= 0 {
 			// Priced to be mined: it waits for room in a block, or the node
@@ -568,6 +588,10 @@ func bigMin(a, b *big.Int) *big.Int {
 	return b
 }
 
+// resendLowest is how many of the lowest outstanding nonces each keeping
+// pass sends again when the node may have lost them.
+const resendLowest = 8
+
 // maxFeeRetries bounds how often one send is signed again at fresher fees
 // after a node refused it as priced under the base fee.
 const maxFeeRetries = 6
@@ -591,7 +615,7 @@ func isNonceTooLow(err error) bool {
 // holds another of the same nonce that this one does not outbid.
 func isUnderpriced(err error) bool {
 	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "replacement transaction underpriced") || strings.Contains(msg, "already imported")
+	return strings.Contains(msg, "replacement transaction underpriced")
 }
 
 // isTransient reports whether a send's error leaves it unknown whether the

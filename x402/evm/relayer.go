@@ -989,9 +989,11 @@ func (b timeoutBackend) BlockReceipts(ctx context.Context, block rpc.BlockNumber
 const maxNonceRetries = 64
 
 // isAlreadyKnown reports whether a node refused a transaction because it
-// already has it.
+// already has it (geth says "already known", anvil "transaction already
+// imported").
 func isAlreadyKnown(err error) bool {
-	return strings.Contains(strings.ToLower(err.Error()), "already known")
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "already known") || strings.Contains(msg, "already imported")
 }
 
 // waitReceipt waits for the receipt of hash: it asks for it once, then
