@@ -99,15 +99,13 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	wait := p.MustWaitNavigation()
 	p.MustElement(`#search button`).MustClick()
 	wait()
-	rows := p.MustElements("tr.host-row")
-	require.Len(t, rows, 1)
-	require.Equal(t, "seller4.example", rows[0].MustElement("td.host").MustText())
+	require.Equal(t, []string{"seller4.example"}, hostsShown(t, p, 1))
 
 	p.MustNavigate(base + "/x402-index").MustWaitLoad()
 	wait = p.MustWaitNavigation()
 	p.MustElement(`th a[href*="sort=price"]`).MustClick()
 	wait()
-	first := p.MustElements("tr.host-row")[0].MustElement("td.host").MustText()
+	first := hostsShown(t, p, 7)[0]
 	require.Equal(t, "seller0.example", first, "cheapest first: seller0 lists the 0.002 USDC service")
 	require.Contains(t, p.MustInfo().URL, "sort=price")
 	p.MustSetViewport(1280, 900, 1, false)
@@ -123,6 +121,30 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	require.Contains(t, p.MustInfo().URL, "/x402-index")
 	p.MustNavigate(base + "/").MustWaitLoad()
 	pageScreenshot(t, p, "front.png")
+}
+
+// hostsShown returns the hosts of the index page's table once it shows n
+// rows. It reads the page again while it is still being replaced (a
+// navigation just ended): an element of the page before is gone.
+func hostsShown(t *testing.T, p *rod.Page, n int) []string {
+	t.Helper()
+	var hosts []string
+	require.Eventually(t, func() bool {
+		hosts = hosts[:0]
+		rows, err := p.Elements("tr.host-row td.host")
+		if err != nil || len(rows) != n {
+			return false
+		}
+		for _, r := range rows {
+			text, err := r.Text()
+			if err != nil {
+				return false
+			}
+			hosts = append(hosts, text)
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "the index page did not show %d hosts", n)
+	return hosts
 }
 
 // pageScreenshot checks that p shows no value a template failed to format,
