@@ -401,11 +401,12 @@ func TestOpValidityWindow(t *testing.T) {
 	}
 
 	t.Run("RetryPastTheWindow", func(t *testing.T) {
-		// River retries the first failure a second later (inside the 14 s
-		// window less the 10 s margin); the second failure's retry would
-		// come 16 s later, past the window: the call fails there.
+		// River retries the first failure a second later (made available
+		// within a few seconds: inside the 20 s window less the 10 s
+		// margin); the second failure's retry would come 16 s later, past
+		// the window: the call fails there.
 		before := runs.Load()
-		queue(t, "late", time.Now().Add(14*time.Second))
+		queue(t, "late", time.Now().Add(20*time.Second))
 		f, events := failure(t, "late")
 		require.Equal(t, jobs.ErrorPaymentExpired, f.Error)
 		require.Contains(t, f.Message, "validBefore")
