@@ -362,7 +362,10 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 			due = own.failed || time.Since(own.sentAt) >= r.cfg.ReplaceAfter || tx.GasFeeCap().Cmp(baseFee) < 0
 		}
 		chain.ownMu.Unlock()
-		if own == nil && time.Since(o.UpdatedAt) >= r.cfg.OrphanAfter {
+		// A nonce with no transaction recorded is filled sooner: its
+		// process records one within milliseconds of the allocation, or
+		// died in between.
+		if own == nil && (time.Since(o.UpdatedAt) >= r.cfg.OrphanAfter || o.Raw == nil && time.Since(o.UpdatedAt) >= unsentAfter) {
 			// Another process's, untouched for OrphanAfter: it died, or
 			// died before sending. Its own transaction goes on if there is
 			// one (the settlements in it then complete); a nothing fills
@@ -587,6 +590,10 @@ func bigMin(a, b *big.Int) *big.Int {
 	}
 	return b
 }
+
+// unsentAfter is how long a nonce allocated by another process may stay
+// without a recorded transaction before it is filled.
+const unsentAfter = 5 * time.Second
 
 // resendLowest is how many of the lowest outstanding nonces each keeping
 // pass sends again when the node may have lost them.
