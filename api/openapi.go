@@ -37,13 +37,10 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		if err != nil {
 			return nil, fmt.Errorf("openapi: %s: %w", op.Name, err)
 		}
-		result := schemaOf(op.OutputExample)
-		if result["type"] != "object" {
-			result = obj{"type": "object", "properties": obj{}}
+		result, err := op.ResultSchema()
+		if err != nil {
+			return nil, fmt.Errorf("openapi: %w", err)
 		}
-		result["properties"].(obj)["call_id"] = obj{"type": "string", "description": "the call's id"}
-		result["properties"].(obj)["op"] = obj{"type": "string", "const": op.Name}
-		result["required"] = []string{"call_id", "op"}
 		example, err := resultExample(op)
 		if err != nil {
 			return nil, err
@@ -266,84 +263,4 @@ func componentSchemas() obj {
 			}),
 		}),
 	}
-}
-
-// schemaOf returns a JSON Schema describing the shape of example, an output
-// example: types from its values, arrays from their first element.
-func schemaOf(example any) map[string]any {
-	raw, err := json.Marshal(example)
-	if err != nil {
-		return map[string]any{}
-	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return map[string]any{}
-	}
-	return shape(v)
-}
-
-func shape(v any) map[string]any {
-	switch x := v.(type) {
-	case map[string]any:
-		props := make(map[string]any, len(x))
-		for k, e := range x {
-			props[k] = shape(e)
-		}
-		return map[string]any{"type": "object", "properties": props}
-	case []any:
-		if len(x) == 0 {
-			return map[string]any{"type": "array"}
-		}
-		items := shape(x[0])
-		for _, e := range x[1:] {
-			items = merge(items, shape(e))
-		}
-		return map[string]any{"type": "array", "items": items}
-	case string:
-		return map[string]any{"type": "string"}
-	case float64:
-		return map[string]any{"type": "number"}
-	case bool:
-		return map[string]any{"type": "boolean"}
-	default: // null: any value
-		return map[string]any{}
-	}
-}
-
-// merge returns a schema that both a and b's values meet: objects merge
-// their properties, arrays their items, and different types give "any".
-func merge(a, b map[string]any) map[string]any {
-	ta, tb := a["type"], b["type"]
-	if ta == nil || tb == nil || ta != tb {
-		return map[string]any{}
-	}
-	switch ta {
-	case "object":
-		pa, _ := a["properties"].(map[string]any)
-		pb, _ := b["properties"].(map[string]any)
-		props := make(map[string]any, len(pa)+len(pb))
-		for k, v := range pa {
-			props[k] = v
-		}
-		for k, v := range pb {
-			if prev, ok := props[k]; ok {
-				props[k] = merge(prev.(map[string]any), v.(map[string]any))
-			} else {
-				props[k] = v
-			}
-		}
-		return map[string]any{"type": "object", "properties": props}
-	case "array":
-		ia, okA := a["items"].(map[string]any)
-		ib, okB := b["items"].(map[string]any)
-		switch {
-		case okA && okB:
-			return map[string]any{"type": "array", "items": merge(ia, ib)}
-		case okA:
-			return a
-		default:
-			return b
-		}
-	}
-	return a
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/riverqueue/river"
 
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
@@ -44,6 +44,9 @@ type opEntry struct {
 	quoted func()
 	// unsellable is set when the operation is not sold now (503, no quote).
 	unsellable bool
+	// paymentRequired is the quote's PaymentRequired (JSON), as an MCP
+	// tool call without payment answers it.
+	paymentRequired json.RawMessage
 }
 
 func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
@@ -54,7 +57,12 @@ func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: quote %s: %w", op.Name, err)
 	}
-	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}, contentType: []string{echo.MIMEApplicationJSON}}, nil
+	var required json.RawMessage
+	if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
+		return nil, fmt.Errorf("api: own quote of %s: %w", op.Name, err)
+	}
+	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate},
+		contentType: []string{echo.MIMEApplicationJSON}, paymentRequired: required}, nil
 }
 
 var errNotSellable = &Error{Status: http.StatusServiceUnavailable, Code: "not_sellable", Message: "this operation is not sold now: the service's receiving or model configuration is incomplete"}
@@ -78,8 +86,6 @@ func (s *Server) paid(c echo.Context) error {
 		s.cfg.Metrics.QuoteServed(entry.op.Name)
 		return c.JSONBlob(http.StatusPaymentRequired, entry.quote.Body)
 	}
-	ctx := req.Context()
-
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		var tooLarge *echo.HTTPError
@@ -88,60 +94,13 @@ func (s *Server) paid(c echo.Context) error {
 		}
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the request body"}
 	}
-	callID := newID()
-	args, err := entry.op.Decode(callID, body, &s.cfg.Limits)
+	a, err := s.admit(req.Context(), entry, body, header)
 	if err != nil {
-		var invalid *jobs.InvalidError
-		if errors.As(err, &invalid) {
-			return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: invalid.Message, Field: invalid.Field}
-		}
-		return fmt.Errorf("decode %s: %w", entry.op.Name, err)
-	}
-
-	requestHash := hashRequest(entry.op.Name, body)
-	payment, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
-	if err != nil {
-		prior, lerr := s.acceptedBefore(c, entry, header, err)
-		if lerr != nil {
-			// Whether this payment was accepted before is unknown: not a
-			// refusal (the client would give up on a paid result).
-			return lerr
-		}
-		if prior != nil {
-			return s.replay(c, entry, prior, requestHash)
-		}
-		s.cfg.Metrics.PaymentRefused(entry.op.Name, refusalReason(err))
 		return s.refuse(c, entry, err)
 	}
-
-	token := newToken()
-	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
-	defer sub.Close()
-	err = s.admitter.Commit(ctx, &admission{
-		callID: callID,
-		verified: store.PaymentVerified{
-			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
-		},
-		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
-	})
-	if errors.Is(err, store.ErrConflict) {
-		// A payment already used (the unique index on its key refused the
-		// call): the same request gets the first call's answer, a safe
-		// retry; any other request is refused.
-		prior, gerr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
-		if gerr != nil {
-			return fmt.Errorf("replayed payment: %w", gerr)
-		}
-		return s.replay(c, entry, prior, requestHash)
-	}
-	if err != nil {
-		return fmt.Errorf("queue call: %w", err)
-	}
-	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
-	c.Set(callIDKey, callID)
-	// The call was just queued and its stream subscribed to before: wait
-	// for its final event before reading it.
-	return s.await(c, callID, token, sub, s.cfg.CallWait, false)
+	defer a.close()
+	c.Set(callIDKey, a.id)
+	return s.await(c, a, s.cfg.CallWait)
 }
 
 // maxAttempts is how often a call's job may run: runs killed with their
@@ -159,7 +118,7 @@ func maxAttempts(op jobs.Operation) int {
 // nonce_already_used. The payment must be the very one accepted, signature
 // and all, not merely name the same payer and nonce. It returns nil when no
 // call accepted it, and an error when that cannot be known now.
-func (s *Server) acceptedBefore(c echo.Context, entry *opEntry, header string, cause error) (*store.Call, error) {
+func (s *Server) acceptedBefore(ctx context.Context, entry *opEntry, header string, cause error) (*store.Call, error) {
 	var refusal *x402.Refusal
 	if !errors.As(cause, &refusal) {
 		return nil, nil
@@ -168,7 +127,7 @@ func (s *Server) acceptedBefore(c echo.Context, entry *opEntry, header string, c
 	if err != nil {
 		return nil, nil
 	}
-	prior, err := store.CallGetByPaymentKey(c.Request().Context(), s.cfg.Pool, p.Key())
+	prior, err := store.CallGetByPaymentKey(ctx, s.cfg.Pool, p.Key())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -191,28 +150,13 @@ func sameJSON(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(va, vb)
 }
 
-// replay answers a request carrying a payment that an earlier call used.
-func (s *Server) replay(c echo.Context, entry *opEntry, prior *store.Call, requestHash []byte) error {
-	if prior.Op != entry.op.Name || subtle.ConstantTimeCompare(prior.RequestHash, requestHash) != 1 {
-		s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
-		return s.refuse(c, entry, &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"})
-	}
-	c.Set(callIDKey, prior.ID)
-	sub := s.cfg.Listener.Subscribe(store.CallStream(prior.ID))
-	defer sub.Close()
-	return s.await(c, prior.ID, prior.Token, sub, s.cfg.CallWait, true)
-}
-
-// refuse answers a payment that is not accepted: 402 with a fresh quote whose
-// error names the reason.
+// refuse answers an error of admit: a refused payment gets 402 with a
+// fresh quote whose error names the reason; any other error is rendered by
+// the error handler.
 func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
 	var refusal *x402.Refusal
-	if errors.Is(err, x402.ErrNotSellable) {
-		return errNotSellable
-	}
 	if !errors.As(err, &refusal) {
-		s.logger.WarnContext(c.Request().Context(), "payment verification unavailable", "error", err)
-		return &Error{Status: http.StatusServiceUnavailable, Code: "verification_unavailable", Message: "the payment could not be verified now; nothing was charged, try again"}
+		return err
 	}
 	q, qerr := s.cfg.Payments.QuoteWithError(entry.op.Name, refusal.Reason, refusal.Message)
 	if qerr != nil {
@@ -237,42 +181,21 @@ func refusalReason(err error) string {
 	return "verification_unavailable"
 }
 
-// await waits up to wait for call id to reach a final state and answers it,
-// or answers 202 with the poll URL. sub must have been subscribed before the
-// call could end; with readFirst false the call is read only once woken (a
-// call just queued cannot be final yet).
-func (s *Server) await(c echo.Context, id, token string, sub *store.Subscription, wait time.Duration, readFirst bool) error {
-	ctx := c.Request().Context()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for read := readFirst; ; read = true {
-		if read {
-			call, err := store.CallGetAnswer(ctx, s.cfg.Pool, id)
-			if err != nil {
-				return err
-			}
-			if store.IsFinal(call.State) {
-				return s.answer(c, call)
-			}
-		}
-	wait:
-		for {
-			select {
-			case typ := <-sub.C:
-				if typ == "" || store.IsFinalEvent(typ) {
-					break wait
-				}
-			case <-timer.C:
-				return c.JSON(http.StatusAccepted, map[string]string{
-					"call_id": id,
-					"status":  "running",
-					"poll":    "/api/x402/calls/" + id + "?token=" + token,
-				})
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+// await waits up to wait for call a to end and answers it, or answers 202
+// with the poll URL.
+func (s *Server) await(c echo.Context, a *admitted, wait time.Duration) error {
+	call, err := s.wait(c.Request().Context(), a, wait, 0, nil)
+	if err != nil {
+		return err
 	}
+	if call == nil {
+		return c.JSON(http.StatusAccepted, map[string]string{
+			"call_id": a.id,
+			"status":  "running",
+			"poll":    "/api/x402/calls/" + a.id + "?token=" + a.token,
+		})
+	}
+	return s.answer(c, call)
 }
 
 // answer writes the response of a call in a final state.
@@ -286,26 +209,13 @@ func (s *Server) answer(c echo.Context, call *store.Call) error {
 		}
 		return c.JSONBlob(http.StatusOK, call.Result)
 	case store.CallFailed:
-		msg := "the operation failed; your payment was not settled"
-		code := "operation_failed"
-		if call.Failure != nil {
-			if call.Failure.Message != "" {
-				msg = call.Failure.Message + "; your payment was not settled"
-			}
-			if call.Failure.Error == jobs.ErrorPaymentExpired {
-				code = jobs.ErrorPaymentExpired
-			}
-		}
-		return &Error{Status: http.StatusBadGateway, Code: code, Message: msg, CallID: call.ID}
+		return callFailed(call)
 	case store.CallUnpaid:
 		entry := s.ops[call.Op]
-		reason, detail := "settlement_failed", "the payment could not be settled; the result is withheld"
+		reason, detail := unsettled(call)
 		if call.Settlement != nil {
 			if h, err := encodeHeader(call.Settlement); err == nil {
 				c.Response().Header().Set(headerPaymentResponse, h)
-			}
-			if call.Settlement.ErrorReason != "" {
-				reason = call.Settlement.ErrorReason
 			}
 		}
 		if entry == nil || entry.quote == nil {
@@ -314,6 +224,32 @@ func (s *Server) answer(c echo.Context, call *store.Call) error {
 		return s.refuse(c, entry, &x402.Refusal{Reason: reason, Message: detail})
 	}
 	return fmt.Errorf("answer call %s: state %s is not final", call.ID, call.State)
+}
+
+// callFailed is the error of a call whose operation failed: it is never
+// settled.
+func callFailed(call *store.Call) *Error {
+	msg := "the operation failed; your payment was not settled"
+	code := "operation_failed"
+	if call.Failure != nil {
+		if call.Failure.Message != "" {
+			msg = call.Failure.Message + "; your payment was not settled"
+		}
+		if call.Failure.Error == jobs.ErrorPaymentExpired {
+			code = jobs.ErrorPaymentExpired
+		}
+	}
+	return &Error{Status: http.StatusBadGateway, Code: code, Message: msg, CallID: call.ID}
+}
+
+// unsettled returns the reason and the message of a call whose payment could
+// not be settled: its result is withheld.
+func unsettled(call *store.Call) (reason, detail string) {
+	reason, detail = "settlement_failed", "the payment could not be settled; the result is withheld"
+	if call.Settlement != nil && call.Settlement.ErrorReason != "" {
+		reason = call.Settlement.ErrorReason
+	}
+	return reason, detail
 }
 
 // poll is GET /api/x402/calls/:id?token=…&wait=…: the capability URL of a
@@ -351,7 +287,7 @@ func (s *Server) poll(c echo.Context) error {
 	if store.IsFinal(call.State) {
 		return s.answer(c, call)
 	}
-	return s.await(c, id, call.Token, sub, wait, false)
+	return s.await(c, &admitted{id: id, token: call.Token, sub: sub}, wait)
 }
 
 func encodeHeader(v any) (string, error) {

@@ -28,6 +28,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/mcp"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/store"
@@ -53,6 +54,14 @@ type Config struct {
 	CallWait time.Duration
 	// MaxPollWait caps the wait= of a poll. Defaults to 60 s.
 	MaxPollWait time.Duration
+	// ToolWait bounds how long an MCP tool call waits for its result: a
+	// job's timeout and its settlement. Defaults to 3 minutes.
+	ToolWait time.Duration
+	// ProgressEvery is how often a waiting MCP tool call sends a progress
+	// notification, when the client asked for them. Defaults to 5 s.
+	ProgressEvery time.Duration
+	// Version is the service's version, announced to MCP clients.
+	Version string
 	// Logger receives one line per request.
 	Logger *slog.Logger
 	// PublicURL is the service's base URL in discovery documents.
@@ -83,6 +92,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	cfg.CallWait = cmp.Or(cfg.CallWait, 25*time.Second)
 	cfg.MaxPollWait = cmp.Or(cfg.MaxPollWait, 60*time.Second)
+	cfg.ToolWait = cmp.Or(cfg.ToolWait, 3*time.Minute)
+	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
+	cfg.Version = cmp.Or(cfg.Version, "dev")
 
 	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics)}
 	for _, op := range cfg.Ops {
@@ -127,6 +139,20 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	xi := &xindex{reader: index.NewReader(cfg.Pool), page: page}
+	var sold []jobs.Operation
+	for _, op := range cfg.Ops {
+		if !s.ops[op.Name].unsellable {
+			sold = append(sold, op)
+		}
+	}
+	tools, err := mcp.New(mcp.Config{
+		Ops: sold, Payments: cfg.Payments, Calls: toolCalls{s}, Index: xi.reader,
+		Wait: cfg.ToolWait, Logger: cfg.Logger, Version: cfg.Version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.Any(mcp.Path, echo.WrapHandler(tools))
 	e.GET("/api/xindex/summary", xi.summary)
 	e.GET("/api/xindex/hosts", xi.hosts)
 	e.GET("/x402-index", xi.htmlPage)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -26,61 +27,53 @@ func (x *xindex) summary(c echo.Context) error {
 
 // hostQuery reads q, sort (a key of index.Sorts, default services) and
 // limit (1-500, default 50).
-func hostQuery(c echo.Context) (q, sort string, limit int, err error) {
-	sort = c.QueryParam("sort")
-	if sort == "" {
-		sort = "services"
+func hostQuery(c echo.Context) (index.HostQuery, error) {
+	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort")}
+	var err error
+	if q.Limit, err = queryInt(c, "limit", 50, 1, 500); err != nil {
+		return q, err
 	}
-	if _, ok := index.Sorts[sort]; !ok {
-		return "", "", 0, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: "sort",
-			Message: "sort must be one of services, price, latency, host, checked"}
+	if err := q.Check(); err != nil {
+		var qe *index.QueryError
+		if errors.As(err, &qe) {
+			return q, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: qe.Field, Message: qe.Message}
+		}
+		return q, err
 	}
-	if limit, err = queryInt(c, "limit", 50, 1, 500); err != nil {
-		return "", "", 0, err
-	}
-	q = c.QueryParam("q")
-	if len(q) > 200 {
-		return "", "", 0, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: "q", Message: "q is at most 200 characters"}
-	}
-	return q, sort, limit, nil
+	return q, nil
 }
 
 func (x *xindex) hosts(c echo.Context) error {
-	q, sort, limit, err := hostQuery(c)
+	q, err := hostQuery(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	hosts, err := x.reader.Hosts(ctx, q, sort, limit)
+	answer, err := x.reader.Search(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}
-	totals, err := x.reader.Totals(ctx)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"ok": true, "hosts": hosts, "summary": totals})
+	return c.JSON(http.StatusOK, answer)
 }
 
 func (x *xindex) htmlPage(c echo.Context) error {
-	q, sort, limit, err := hostQuery(c)
+	q, err := hostQuery(c)
 	if err != nil {
 		return err
 	}
 	if c.QueryParam("limit") == "" {
-		limit = 500
+		q.Limit = 500
 	}
 	ctx := c.Request().Context()
 	s, err := x.reader.Summary(ctx)
 	if err != nil {
 		return err
 	}
-	hosts, err := x.reader.Hosts(ctx, q, sort, limit)
+	hosts, err := x.reader.Hosts(ctx, q.Q, q.Sort, q.Limit)
 	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q, Sort: sort, Limit: limit}); err != nil {
+	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Limit: q.Limit}); err != nil {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())

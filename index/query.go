@@ -200,3 +200,66 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 	}
 	return s, nil
 }
+
+// HostQuery is a query of the hosts list, as the HTTP API
+// (/api/xindex/hosts) and the MCP tool index_search take it.
+type HostQuery struct {
+	// Q filters hosts by text (at most 200 characters).
+	Q string `json:"q,omitempty"`
+	// Sort is a key of Sorts. Defaults to "services".
+	Sort string `json:"sort,omitempty"`
+	// Limit is the number of hosts, 1 to 500. Defaults to 50.
+	Limit int `json:"limit,omitempty"`
+}
+
+// QueryError names the field of a HostQuery that is out of bounds.
+type QueryError struct {
+	Field, Message string
+}
+
+func (e *QueryError) Error() string { return e.Field + ": " + e.Message }
+
+// Check fills the defaults of q and checks its bounds, returning a
+// *QueryError for the first field out of them.
+func (q *HostQuery) Check() error {
+	if q.Sort == "" {
+		q.Sort = "services"
+	}
+	if _, ok := Sorts[q.Sort]; !ok {
+		return &QueryError{Field: "sort", Message: "sort must be one of services, price, latency, host, checked"}
+	}
+	if q.Limit == 0 {
+		q.Limit = 50
+	}
+	if q.Limit < 1 || q.Limit > 500 {
+		return &QueryError{Field: "limit", Message: "limit must be between 1 and 500"}
+	}
+	if len(q.Q) > 200 {
+		return &QueryError{Field: "q", Message: "q is at most 200 characters"}
+	}
+	return nil
+}
+
+// HostsAnswer is the answer to a hosts query: the hosts with the index's
+// totals.
+type HostsAnswer struct {
+	OK      bool    `json:"ok"`
+	Hosts   []Host  `json:"hosts"`
+	Summary *Totals `json:"summary"`
+}
+
+// Search answers q, which Check has accepted.
+func (r *Reader) Search(ctx context.Context, q HostQuery) (*HostsAnswer, error) {
+	hosts, err := r.Hosts(ctx, q.Q, q.Sort, q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	totals, err := r.Totals(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if hosts == nil {
+		hosts = []Host{}
+	}
+	return &HostsAnswer{OK: true, Hosts: hosts, Summary: totals}, nil
+}

@@ -163,6 +163,9 @@ type Spec struct {
 	Description string
 	// UsesModel marks the operations that need GEMINI_API_KEY to be sellable.
 	UsesModel bool
+	// ReadsWeb marks the operations that fetch pages from the web (the
+	// caller's URL, or sources found): their result depends on the world.
+	ReadsWeb bool
 	// InputExample is a valid request body.
 	InputExample any
 	// InputSchema is the JSON Schema (draft 2020-12) of the request body.

@@ -229,6 +229,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Listener:  listener,
 		Limits:    a.limits(),
 		CallWait:  a.cfg.CallWait,
+		ToolWait:  a.cfg.JobTimeout + time.Minute,
 		Logger:    a.logger,
 		Metrics:   m,
 		PublicURL: a.cfg.PublicURL,

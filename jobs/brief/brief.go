@@ -507,6 +507,7 @@ var Op = jobs.Define[Input](jobs.Spec{
 	Price:       "0.250000",
 	Queue:       jobs.QueueModel,
 	UsesModel:   true,
+	ReadsWeb:    true,
 	Description: "One-page research brief answering a question (5 to 400 characters, any language), researched with Google Search: Markdown brief, key findings each citing numbered sources, the sources (only URLs the search returned), and open gaps.",
 	InputExample: Input{
 		Question: exampleQuestion,

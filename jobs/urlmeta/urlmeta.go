@@ -227,6 +227,7 @@ var Op = jobs.Define[Input](jobs.Spec{
 	Name:        Kind,
 	Price:       "0.030000",
 	Queue:       jobs.QueueBrowser,
+	ReadsWeb:    true,
 	Description: "Page metadata of one public URL: HTTP status, title, meta/og description, canonical URL, language, Open Graph and Twitter cards, link count and a short text sample; pages built by JavaScript are rendered in headless Chromium.",
 	InputExample: Input{
 		URL: "https://example.com/",

@@ -1,0 +1,168 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+// A paid call goes through one pipeline whatever carried it (an HTTP request
+// or an MCP tool call): admit validates the input, verifies the payment and
+// records and queues the call in one transaction, or finds the call the same
+// payment made before; wait waits for the call's end. Each transport only
+// renders the outcome.
+
+// admitted is a paid call recorded (or found again), subscribed to so that
+// its end is not missed. close must be called once done.
+type admitted struct {
+	id, token string
+	sub       *store.Subscription
+	// final is set when the call may already have ended (it was found
+	// again): it is read before waiting.
+	final bool
+}
+
+func (a *admitted) close() { a.sub.Close() }
+
+// admit runs a call of entry's operation with body, paid by header (a
+// PAYMENT-SIGNATURE value). Errors are an *Error (the input refused, the
+// payment not verifiable now, the operation not sold), an *x402.Refusal (the
+// payment refused, counted under its reason), or another error (the
+// database). Nothing is charged on any error.
+func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header string) (*admitted, error) {
+	if entry.unsellable {
+		return nil, errNotSellable
+	}
+	callID := newID()
+	args, err := entry.op.Decode(callID, body, &s.cfg.Limits)
+	if err != nil {
+		return nil, invalidInput(entry, err)
+	}
+
+	requestHash := hashRequest(entry.op.Name, body)
+	payment, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
+	if err != nil {
+		prior, lerr := s.acceptedBefore(ctx, entry, header, err)
+		if lerr != nil {
+			// Whether this payment was accepted before is unknown: not a
+			// refusal (the client would give up on a paid result).
+			return nil, lerr
+		}
+		if prior != nil {
+			return s.resume(entry, prior, requestHash)
+		}
+		return nil, s.refusal(ctx, entry, err)
+	}
+
+	token := newToken()
+	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
+	err = s.admitter.Commit(ctx, &admission{
+		callID: callID,
+		verified: store.PaymentVerified{
+			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
+		},
+		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
+	})
+	if errors.Is(err, store.ErrConflict) {
+		sub.Close()
+		// A payment already used (the unique index on its key refused the
+		// call): the same request gets the first call's answer, a safe
+		// retry; any other request is refused.
+		prior, gerr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
+		if gerr != nil {
+			return nil, fmt.Errorf("replayed payment: %w", gerr)
+		}
+		return s.resume(entry, prior, requestHash)
+	}
+	if err != nil {
+		sub.Close()
+		return nil, fmt.Errorf("queue call: %w", err)
+	}
+	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
+	return &admitted{id: callID, token: token, sub: sub}, nil
+}
+
+// invalidInput is the error of an input Decode refused with err: 400
+// invalid_request naming the field.
+func invalidInput(entry *opEntry, err error) error {
+	var invalid *jobs.InvalidError
+	if errors.As(err, &invalid) {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: invalid.Message, Field: invalid.Field}
+	}
+	return fmt.Errorf("decode %s: %w", entry.op.Name, err)
+}
+
+// resume returns the call prior, which accepted the payment now resent, when
+// the request is the same one (a safe retry), and refuses it otherwise.
+func (s *Server) resume(entry *opEntry, prior *store.Call, requestHash []byte) (*admitted, error) {
+	if prior.Op != entry.op.Name || subtle.ConstantTimeCompare(prior.RequestHash, requestHash) != 1 {
+		s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
+		return nil, &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"}
+	}
+	return &admitted{id: prior.ID, token: prior.Token, sub: s.cfg.Listener.Subscribe(store.CallStream(prior.ID)), final: true}, nil
+}
+
+// refusal returns the error of a payment Verify refused with err, counted
+// under its reason: the *x402.Refusal itself, or an *Error when it is not a
+// refusal (the operation not sold, verification unavailable).
+func (s *Server) refusal(ctx context.Context, entry *opEntry, err error) error {
+	s.cfg.Metrics.PaymentRefused(entry.op.Name, refusalReason(err))
+	var refusal *x402.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		return refusal
+	case errors.Is(err, x402.ErrNotSellable):
+		return errNotSellable
+	}
+	s.logger.WarnContext(ctx, "payment verification unavailable", "error", err)
+	return &Error{Status: http.StatusServiceUnavailable, Code: "verification_unavailable", Message: "the payment could not be verified now; nothing was charged, try again"}
+}
+
+// wait waits up to wait for call a to end and returns it in its final state,
+// or nil when it still runs then. tick, when set, is called every every while
+// the call runs (progress for the client).
+func (s *Server) wait(ctx context.Context, a *admitted, wait, every time.Duration, tick func()) (*store.Call, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var ticks <-chan time.Time
+	if tick != nil && every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for read := a.final; ; read = true {
+		if read {
+			call, err := store.CallGetAnswer(ctx, s.cfg.Pool, a.id)
+			if err != nil {
+				return nil, err
+			}
+			if store.IsFinal(call.State) {
+				return call, nil
+			}
+		}
+	wait:
+		for {
+			select {
+			case typ := <-a.sub.C:
+				if typ == "" || store.IsFinalEvent(typ) {
+					break wait
+				}
+			case <-ticks:
+				tick()
+			case <-timer.C:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/jobs/diff"
+	"github.com/x402d/x402d/x402"
+)
+
+// mcpSession connects the official Go MCP client to the service at base.
+func mcpSession(ctx context.Context, t *testing.T, base string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "x402d-test", Version: "1"}, opts)
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	return session
+}
+
+// callTool calls tool name with args and, when payment is set, the payment
+// in _meta["x402/payment"].
+func callTool(ctx context.Context, t *testing.T, s *mcp.ClientSession, name string, args any, payment any) *mcp.CallToolResult {
+	t.Helper()
+	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	if payment != nil {
+		params.Meta = mcp.Meta{"x402/payment": payment}
+	}
+	res, err := s.CallTool(ctx, params)
+	require.NoError(t, err)
+	return res
+}
+
+// toolText is the text of a tool result's first content.
+func toolText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	require.NotEmpty(t, res.Content)
+	text, ok := res.Content[0].(*mcp.TextContent)
+	require.True(t, ok, "content[0] is %T", res.Content[0])
+	return text.Text
+}
+
+// asMap re-decodes v (a decoded JSON value) as an object.
+func asMap(t *testing.T, v any) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	return m
+}
+
+// requirePaymentRequired checks a tool error carrying x402's
+// PaymentRequired in every place the MCP transport spec and Cloudflare's
+// client read it, with reason as its error, and returns it.
+func requirePaymentRequired(t *testing.T, res *mcp.CallToolResult, reason string) map[string]any {
+	t.Helper()
+	require.True(t, res.IsError, toolText(t, res))
+	pr := asMap(t, res.StructuredContent)
+	require.EqualValues(t, 2, pr["x402Version"])
+	require.NotEmpty(t, pr["accepts"])
+	require.Equal(t, reason, pr["error"])
+	require.Equal(t, pr, asMap(t, res.Meta["x402/error"]))
+	var wrapped struct {
+		Error struct {
+			Code    int            `json:"code"`
+			Message string         `json:"message"`
+			Data    map[string]any `json:"data"`
+		} `json:"x402/error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(toolText(t, res)), &wrapped))
+	require.Equal(t, 402, wrapped.Error.Code)
+	require.NotEmpty(t, wrapped.Error.Message)
+	require.Equal(t, pr, wrapped.Error.Data)
+	return pr
+}
+
+// requireToolFailure checks a tool error that is not about payment and
+// returns its JSON error.
+func requireToolFailure(t *testing.T, res *mcp.CallToolResult, code string) map[string]any {
+	t.Helper()
+	require.True(t, res.IsError)
+	require.Nil(t, res.StructuredContent)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal([]byte(toolText(t, res)), &body))
+	require.Equal(t, code, body["error"], body)
+	return body
+}
+
+// countCalls is the number of paid calls recorded.
+func countCalls(ctx context.Context, t *testing.T, db *dbtest.DB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls`).Scan(&n))
+	return n
+}
+
+// TestMCP drives /mcp with the official Go MCP SDK's client against a
+// service paying with the payment double: the tools listed, paid calls,
+// their refusals, retries with the same payment, progress and a dropped
+// connection.
+func TestMCP(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := startInProcess(ctx, t, "serve", testEnv(db, nil))
+	session := mcpSession(ctx, t, base, nil)
+
+	t.Run("ToolsListed", func(t *testing.T) {
+		tools := map[string]*mcp.Tool{}
+		for tool, err := range session.Tools(ctx, nil) {
+			require.NoError(t, err)
+			tools[tool.Name] = tool
+		}
+		for _, name := range []string{"regex", "diff", "csv-json", "url-meta", "index_search", "index_summary"} {
+			require.Contains(t, tools, name)
+		}
+		// No Gemini key: the model operations are not sold, so not offered.
+		for _, name := range []string{"brief", "code-review", "data-clean"} {
+			require.NotContains(t, tools, name)
+		}
+		d := tools["diff"]
+		input, err := x402.EmbeddableSchema(diff.Op.InputSchema)
+		require.NoError(t, err)
+		got, err := json.Marshal(d.InputSchema)
+		require.NoError(t, err)
+		require.JSONEq(t, string(input), string(got), "the input schema is the OpenAPI document's")
+		require.Equal(t, map[string]any{"mode": "fixed", "currency": "USD", "amount": "0.010000"}, d.Meta["x402/price"])
+		require.Equal(t, []any{"eip155:8453"}, d.Meta["x402/networks"])
+		require.Equal(t, true, d.Meta["agents-x402/paymentRequired"])
+		require.NotEmpty(t, d.Meta["x402/accepts"])
+		require.True(t, d.Annotations.ReadOnlyHint)
+		require.True(t, d.Annotations.IdempotentHint)
+		require.False(t, *d.Annotations.OpenWorldHint)
+		require.True(t, *tools["url-meta"].Annotations.OpenWorldHint)
+		require.False(t, tools["url-meta"].Annotations.IdempotentHint)
+		out := asMap(t, d.OutputSchema)
+		require.Equal(t, "object", out["type"])
+		require.Len(t, out["anyOf"], 2, "the result, or the PaymentRequired of a tool error")
+	})
+
+	t.Run("UnpaidGetsPaymentRequired", func(t *testing.T) {
+		res := callTool(ctx, t, session, "diff", map[string]any{"a": "x\n", "b": "y\n"}, nil)
+		pr := requirePaymentRequired(t, res, "payment required")
+		accepts := pr["accepts"].([]any)
+		require.Equal(t, "10000", asMap(t, accepts[0])["amount"])
+	})
+
+	t.Run("BadArgumentsRefusedBeforePayment", func(t *testing.T) {
+		before := countCalls(ctx, t, db)
+		body := requireToolFailure(t, callTool(ctx, t, session, "regex", map[string]any{"pattern": "(", "text": "a"}, nil), "invalid_request")
+		require.Equal(t, "pattern", body["field"])
+		body = requireToolFailure(t, callTool(ctx, t, session, "diff", map[string]any{"a": "x", "c": "y"}, "test:0xmcpbad:n1"), "invalid_request")
+		require.Equal(t, "c", body["field"])
+		require.Equal(t, before, countCalls(ctx, t, db), "nothing recorded, nothing charged")
+	})
+
+	t.Run("PaidCallSettlesAndReplays", func(t *testing.T) {
+		args := map[string]any{"a": "one\ntwo\n", "b": "one\n2\n"}
+		res := callTool(ctx, t, session, "diff", args, "test:0xmcp:n1")
+		require.False(t, res.IsError, toolText(t, res))
+		result := asMap(t, res.StructuredContent)
+		require.Equal(t, "diff", result["op"])
+		require.JSONEq(t, toolText(t, res), mustJSON(t, result))
+		settled := asMap(t, res.Meta["x402/payment-response"])
+		require.Equal(t, true, settled["success"])
+		require.Equal(t, "0xmcp", settled["payer"])
+		require.NotEmpty(t, settled["transaction"])
+
+		again := callTool(ctx, t, session, "diff", args, "test:0xmcp:n1")
+		require.False(t, again.IsError, toolText(t, again))
+		require.Equal(t, result, asMap(t, again.StructuredContent), "the same payment and arguments get the stored result")
+
+		other := callTool(ctx, t, session, "diff", map[string]any{"a": "1\n", "b": "2\n"}, "test:0xmcp:n1")
+		requirePaymentRequired(t, other, "payment_already_used")
+		viaHTTP := callTool(ctx, t, session, "regex", map[string]any{"pattern": "a", "text": "a"}, "test:0xmcp:n1")
+		requirePaymentRequired(t, viaHTTP, "payment_already_used")
+	})
+
+	t.Run("RefusedPayment", func(t *testing.T) {
+		res := callTool(ctx, t, session, "diff", map[string]any{"a": "x\n", "b": "y\n"}, "bad:0xmcp:n2")
+		requirePaymentRequired(t, res, "invalid_exact_evm_signature")
+		// The transport spec's object form reaches verification too: the
+		// double cannot read it, so it is refused as unreadable.
+		res = callTool(ctx, t, session, "diff", map[string]any{"a": "x\n", "b": "y\n"}, map[string]any{"x402Version": 2})
+		requirePaymentRequired(t, res, "invalid_payload")
+		res = callTool(ctx, t, session, "diff", map[string]any{"a": "x\n", "b": "y\n"}, 42)
+		requireToolFailure(t, res, "invalid_payment")
+	})
+
+	t.Run("SettlementFailureWithholdsResult", func(t *testing.T) {
+		res := callTool(ctx, t, session, "diff", map[string]any{"a": "x\n", "b": "y\n"}, "test:0xbrokemcp:n1")
+		pr := requirePaymentRequired(t, res, "invalid_exact_evm_insufficient_balance")
+		settlement := asMap(t, pr["x402/payment-response"])
+		require.Equal(t, false, settlement["success"])
+		require.Equal(t, settlement, asMap(t, res.Meta["x402/payment-response"]))
+	})
+
+	t.Run("FreeIndexTools", func(t *testing.T) {
+		res := callTool(ctx, t, session, "index_summary", map[string]any{}, nil)
+		require.False(t, res.IsError, toolText(t, res))
+		require.Equal(t, "xindex-1.0", asMap(t, res.StructuredContent)["version"])
+		res = callTool(ctx, t, session, "index_search", map[string]any{"q": "weather", "sort": "price", "limit": 5}, nil)
+		require.False(t, res.IsError, toolText(t, res))
+		require.Equal(t, true, asMap(t, res.StructuredContent)["ok"])
+		body := requireToolFailure(t, callTool(ctx, t, session, "index_search", map[string]any{"sort": "cheapest"}, nil), "invalid_request")
+		require.Equal(t, "sort", body["field"])
+	})
+
+	t.Run("ProgressWhileWaiting", func(t *testing.T) {
+		var notes atomic.Int32
+		s := mcpSession(ctx, t, base, &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			notes.Add(1)
+		}})
+		params := &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 6500}, Meta: mcp.Meta{"x402/payment": "test:0xmcp:n4"}}
+		params.SetProgressToken("p1")
+		res, err := s.CallTool(ctx, params)
+		require.NoError(t, err)
+		require.False(t, res.IsError, toolText(t, res))
+		require.GreaterOrEqual(t, notes.Load(), int32(1), "a progress notification every 5 s")
+	})
+
+	t.Run("DisconnectThenSamePayment", func(t *testing.T) {
+		s := mcpSession(ctx, t, base, nil)
+		args := map[string]any{"ms": 2000}
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := s.CallTool(cctx, &mcp.CallToolParams{Name: "sleep", Arguments: args, Meta: mcp.Meta{"x402/payment": "test:0xmcp:n5"}})
+		cancel()
+		require.Error(t, err, "the client gave up mid-call")
+		res := callTool(ctx, t, mcpSession(ctx, t, base, nil), "sleep", args, "test:0xmcp:n5")
+		require.False(t, res.IsError, toolText(t, res))
+		require.EqualValues(t, 2000, asMap(t, res.StructuredContent)["slept_ms"])
+		var calls int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls WHERE payment_key = $1`, (&x402.Payment{Network: "eip155:8453", Payer: "0xmcp", Nonce: "n5"}).Key()).Scan(&calls))
+		require.Equal(t, 1, calls, "one call, paid once")
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(raw)
+}

@@ -1,0 +1,160 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/x402"
+)
+
+// paymentRequiredSchema admits the PaymentRequired a paid tool answers as
+// its structuredContent when a payment is required, refused or not settled.
+var paymentRequiredSchema = map[string]any{
+	"type":     "object",
+	"required": []any{"x402Version", "accepts"},
+	"properties": map[string]any{
+		"x402Version":       map[string]any{"type": "integer"},
+		"error":             map[string]any{"type": "string"},
+		"accepts":           map[string]any{"type": "array"},
+		metaPaymentResponse: map[string]any{"type": "object"},
+		"resource":          map[string]any{"type": "object"},
+		"extensions":        map[string]any{"type": "object"},
+	},
+}
+
+// paidTool is the tool of op: its input schema (the one the OpenAPI
+// document and the bazaar extension use), its output schema (the result,
+// or the PaymentRequired of a tool error), annotations, and the price and
+// accepted payments in _meta.
+func paidTool(op jobs.Operation, payments x402.Verifier) (*mcp.Tool, error) {
+	input, err := x402.EmbeddableSchema(op.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %s input schema: %w", op.Name, err)
+	}
+	result, err := op.ResultSchema()
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
+	q, err := payments.Quote(op.Name)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: quote %s: %w", op.Name, err)
+	}
+	var required x402.PaymentRequired
+	if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
+		return nil, fmt.Errorf("mcp: own quote of %s: %w", op.Name, err)
+	}
+	networks := make([]string, 0, len(required.Accepts))
+	for _, a := range required.Accepts {
+		networks = append(networks, a.Network)
+	}
+	price, err := strconv.ParseFloat(op.Price, 64)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: price of %s: %w", op.Name, err)
+	}
+	deterministic := !op.UsesModel && !op.ReadsWeb
+	return &mcp.Tool{
+		Name:        op.Name,
+		Title:       op.Name,
+		Description: fmt.Sprintf("%s Price %s USD in USDC per call, paid with x402 v2 (see the server's instructions); nothing is charged for bad arguments or a failed run.", op.Description, op.Price),
+		InputSchema: input,
+		OutputSchema: map[string]any{
+			"type":  "object",
+			"anyOf": []any{result, paymentRequiredSchema},
+		},
+		Annotations: &mcp.ToolAnnotations{
+			Title:           op.Name,
+			ReadOnlyHint:    true,
+			DestructiveHint: new(false),
+			IdempotentHint:  deterministic,
+			OpenWorldHint:   new(op.ReadsWeb),
+		},
+		Meta: mcp.Meta{
+			"x402/price":    map[string]any{"mode": "fixed", "currency": "USD", "amount": op.Price},
+			"x402/accepts":  required.Accepts,
+			"x402/networks": networks,
+			// Cloudflare's agents client shows these in the tool's description.
+			"agents-x402/paymentRequired": true,
+			"agents-x402/priceUSD":        price,
+		},
+	}, nil
+}
+
+// addIndexTools adds the free tools over the index of x402 sellers.
+func addIndexTools(server *mcp.Server, reader *index.Reader) error {
+	var sorts []any
+	for _, s := range []string{"services", "price", "latency", "host", "checked"} {
+		if _, ok := index.Sorts[s]; !ok {
+			return fmt.Errorf("mcp: index sort %q is not known", s)
+		}
+		sorts = append(sorts, s)
+	}
+	free := &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), IdempotentHint: true, OpenWorldHint: new(false)}
+	server.AddTool(&mcp.Tool{
+		Name:        "index_search",
+		Title:       "Search the index of x402 sellers",
+		Description: "Free. Hosts selling over x402, from every x402 discovery listing, with their services, prices, networks and measured liveness; filtered by text and sorted.",
+		InputSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"q":     map[string]any{"type": "string", "maxLength": 200, "description": "text filter on host names, resource URLs and descriptions"},
+				"sort":  map[string]any{"type": "string", "enum": sorts, "default": "services"},
+				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+			},
+			"additionalProperties": false,
+		},
+		Annotations: free,
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var q index.HostQuery
+		if args := req.Params.Arguments; len(args) > 0 {
+			if err := jobs.DecodeStrict(args, &q); err != nil {
+				var invalid *jobs.InvalidError
+				if errors.As(err, &invalid) {
+					return failed(&Failure{Code: "invalid_request", Message: invalid.Message, Field: invalid.Field}), nil
+				}
+				return nil, err
+			}
+		}
+		if err := q.Check(); err != nil {
+			var qe *index.QueryError
+			if errors.As(err, &qe) {
+				return failed(&Failure{Code: "invalid_request", Message: qe.Message, Field: qe.Field}), nil
+			}
+			return nil, err
+		}
+		answer, err := reader.Search(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		return structured(answer)
+	})
+	server.AddTool(&mcp.Tool{
+		Name:        "index_summary",
+		Title:       "Summary of the index of x402 sellers",
+		Description: "Free. The index's summary: how many sellers and services, how many are live, price bands, networks, and when it was last crawled.",
+		InputSchema: map[string]any{"type": "object", "additionalProperties": false},
+		Annotations: free,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s, err := reader.Summary(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return structured(s)
+	})
+	return nil
+}
+
+// structured is the tool result of v: as structuredContent and as JSON text.
+func structured(v any) (*mcp.CallToolResult, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: encode result: %w", err)
+	}
+	return &mcp.CallToolResult{StructuredContent: json.RawMessage(raw), Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil
+}
