@@ -80,3 +80,22 @@ func TestResultSchema(t *testing.T) {
 		})
 	}
 }
+
+// TestCatalogueTextIsLatin1 keeps what a quote carries (the bazaar
+// extension holds the description, schemas and examples) within Latin-1:
+// Cloudflare's agents client encodes the PaymentPayload, which echoes the
+// extension, with btoa, which throws on any other character, and so could
+// not pay.
+func TestCatalogueTextIsLatin1(t *testing.T) {
+	t.Parallel()
+	for _, op := range []jobs.Operation{brief.Op, codereview.Op, csvjson.Op, dataclean.Op, diff.Op, regex.Op, urlmeta.Op} {
+		raw, err := json.Marshal([]any{op.Name, op.Price, op.Description, op.InputExample, op.InputSchema, op.OutputExample})
+		require.NoError(t, err)
+		for i, r := range string(raw) {
+			if r > 0xFF {
+				t.Errorf("%s: %q at byte %d of its catalogue entry", op.Name, r, i)
+				break
+			}
+		}
+	}
+}

@@ -263,7 +263,7 @@ const inputSchema = `{
   "additionalProperties": false
 }`
 
-const exampleData = "\uFEFFid;name ;city\r\n1; Ada ;London\n2;Grace;\r\n\r\n1; Ada ;London\n;;\n3;Linus;Helsinki\n"
+const exampleData = "id;name ;city\r\n1; Ada ;London\n2;Grace;\r\n\r\n1; Ada ;London\n;;\n3;Linus;Helsinki\n"
 
 // Op is data-clean's catalogue entry and request decoder.
 var Op = jobs.Define[Input](jobs.Spec{
