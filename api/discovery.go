@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/mcp"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -88,6 +89,17 @@ type wellKnownDoc struct {
 	Discovery   string        `json:"discovery"`
 	OpenAPI     string        `json:"openapi"`
 	Index       string        `json:"index"`
+	MCP         mcpDoc        `json:"mcp"`
+}
+
+// mcpDoc names the MCP endpoint in the manifest.
+type mcpDoc struct {
+	Endpoint  string `json:"endpoint"`
+	Transport string `json:"transport"`
+	Payment   string `json:"payment"`
+	// Tools are the tools listed now: the operations sold, then the free
+	// index tools.
+	Tools []string `json:"tools"`
 }
 
 const serviceDescription = "Pay-per-call utility operations over x402 v2 (no accounts, no API keys), and a free index of x402 sellers."
@@ -100,6 +112,7 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 	d := &discovery{items: []discoveryItem{}}
 	resources := make([]resourceDoc, 0, len(ops))
 	quotes := make(map[string]*x402.Quote, len(ops))
+	var sold []string
 	for _, op := range ops {
 		doc := resourceDoc{
 			Name: op.Name, Resource: publicURL + "/api/x402/" + op.Name, Method: http.MethodPost,
@@ -125,6 +138,7 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 			return nil, fmt.Errorf("discovery: quote %s: %w", op.Name, err)
 		}
 		quotes[op.Name] = q
+		sold = append(sold, op.Name)
 		var required x402.PaymentRequired
 		if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
 			return nil, fmt.Errorf("discovery: own quote of %s: %w", op.Name, err)
@@ -154,6 +168,12 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 		Discovery:   publicURL + "/api/x402/discovery/resources",
 		OpenAPI:     publicURL + "/openapi.json",
 		Index:       publicURL + "/api/xindex/summary",
+		MCP: mcpDoc{
+			Endpoint:  publicURL + mcp.Path,
+			Transport: "streamable-http",
+			Payment:   `x402 v2 over MCP (specs/transports-v2/mcp.md): the PaymentPayload in the tool call's _meta["x402/payment"], the settlement in the result's _meta["x402/payment-response"]`,
+			Tools:     append(sold, mcp.FreeTools...),
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)

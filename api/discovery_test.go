@@ -124,6 +124,10 @@ func TestDiscovery(t *testing.T) {
 			require.Nil(t, r["blocked_reason"], op.Name)
 			require.Len(t, r["accepts"], 2)
 		}
+		require.Equal(t, map[string]any{
+			"endpoint": publicURL + "/mcp", "transport": "streamable-http", "payment": doc["mcp"].(map[string]any)["payment"],
+			"tools": []any{"url-meta", "csv-json", "regex", "diff", "index_search", "index_summary"},
+		}, doc["mcp"], "the operations sold now and the free tools")
 	})
 
 	t.Run("Resources", func(t *testing.T) {
@@ -228,7 +232,7 @@ func TestOpenAPI(t *testing.T) {
 	require.Empty(t, doc.Security, "no authentication header")
 
 	want := []string{"/api/x402/calls/{id}", "/.well-known/x402.json", "/api/x402/discovery/resources", "/openapi.json",
-		"/api/xindex/summary", "/api/xindex/hosts", "/x402-index", "/healthz", "/readyz"}
+		"/api/xindex/summary", "/api/xindex/hosts", "/x402-index", "/mcp", "/healthz", "/readyz"}
 	for _, op := range sevenOps {
 		want = append(want, "/api/x402/"+op.Name)
 		post := doc.Paths.Value("/api/x402/" + op.Name).Post

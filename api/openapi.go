@@ -120,6 +120,20 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		query("sort", "order", obj{"type": "string", "enum": []string{"services", "price", "latency", "host", "checked"}, "default": "services"}))
 	paths["/x402-index"] = obj{"get": obj{"operationId": "indexPage", "summary": "The index as a web page.",
 		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}}}}}
+	paths["/mcp"] = obj{"post": obj{
+		"operationId": "mcp",
+		"summary":     "Model Context Protocol endpoint (Streamable HTTP, stateless): every operation sold now as a paid tool, the index as the free tools index_search and index_summary.",
+		"description": `JSON-RPC 2.0 messages of MCP. A paid tool is paid as x402's MCP transport specifies: called without payment it answers a tool error whose structuredContent (and _meta["x402/error"]) is the PaymentRequired; called again with the PaymentPayload in params._meta["x402/payment"] (an object, or its base64 JSON string) it answers the result, with the settlement in _meta["x402/payment-response"]. Bad arguments are refused before payment; a failed operation is never settled; the same payment with the same arguments returns the stored result.`,
+		"security":    []any{},
+		"requestBody": obj{"required": true, "content": jsonContent(obj{"type": "object", "required": []string{"jsonrpc", "method"}})},
+		"responses": obj{
+			"200": obj{"description": "the JSON-RPC response, as JSON or as a server-sent event stream (with progress notifications while a paid tool runs)",
+				"content": obj{"application/json": obj{"schema": obj{"type": "object"}}, "text/event-stream": obj{"schema": str}}},
+			"202": obj{"description": "a notification or response was accepted"},
+			"400": obj{"description": "not a valid MCP request"},
+			"405": obj{"description": "only POST is served (stateless)"},
+		},
+	}}
 	paths["/healthz"] = get("healthz", "The process is up.", "Health")
 	paths["/readyz"] = obj{"get": obj{"operationId": "readyz", "summary": "The database is reachable.", "responses": obj{
 		"200": obj{"description": "ready", "content": jsonContent(ref("Health"))},
@@ -231,6 +245,9 @@ func componentSchemas() obj {
 				"accepts": array(ref("PaymentRequirements")), "input_schema": obj{"type": "object"},
 			})),
 			"discovery": str, "openapi": str, "index": str,
+			"mcp": object([]string{"endpoint", "transport", "tools"}, obj{
+				"endpoint": str, "transport": obj{"type": "string", "const": "streamable-http"}, "payment": str, "tools": array(str),
+			}),
 		}),
 		"DiscoveryList": object([]string{"x402Version", "items", "pagination"}, obj{
 			"x402Version": obj{"type": "integer", "const": 2},

@@ -14,6 +14,9 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
+// FreeTools are the names of the free tools, listed after the paid ones.
+var FreeTools = []string{"index_search", "index_summary"}
+
 // paymentRequiredSchema admits the PaymentRequired a paid tool answers as
 // its structuredContent when a payment is required, refused or not settled.
 var paymentRequiredSchema = map[string]any{
