@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,7 +112,7 @@ func TestMCP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	base := startInProcess(ctx, t, "serve", testEnv(db, nil))
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"OPS_TOKEN": "mcp-ops-token"}))
 	session := mcpSession(ctx, t, base, nil)
 
 	t.Run("ToolsListed", func(t *testing.T) {
@@ -182,6 +184,18 @@ func TestMCP(t *testing.T) {
 		requirePaymentRequired(t, other, "payment_already_used")
 		viaHTTP := callTool(ctx, t, session, "regex", map[string]any{"pattern": "a", "text": "a"}, "test:0xmcp:n1")
 		requirePaymentRequired(t, viaHTTP, "payment_already_used")
+
+		// The operator sees the call like any other.
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ops/calls/"+result["call_id"].(string), nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer mcp-ops-token")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		page, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+		require.Contains(t, string(page), `data-event="settlement.confirmed"`)
 	})
 
 	t.Run("RefusedPayment", func(t *testing.T) {
