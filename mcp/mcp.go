@@ -127,6 +127,13 @@ func New(cfg Config) (*Handler, error) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
 		Stateless: true,
 		Logger:    cfg.Logger,
+		// The SDK refuses a request that reached a loopback address with
+		// another Host, against DNS rebinding onto a local server with
+		// local powers. This endpoint is public and holds no credentials:
+		// it offers what the HTTP API offers, to whoever pays. Behind a
+		// reverse proxy on the same machine every request is such a
+		// request.
+		DisableLocalhostProtection: true,
 	})
 	return &Handler{http: h, wait: cfg.Wait}, nil
 }
