@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -44,27 +43,13 @@ type mcpStep struct {
 	X402Error                    map[string]any
 }
 
-// compatDir returns compat/ once the npm packages are installed.
-func compatDir(t *testing.T) string {
-	t.Helper()
-	_, err := exec.LookPath("node")
-	require.NoError(t, err, "node (v20+) is needed for the compatibility test; run: go tool task npm")
-	compat, err := filepath.Abs("../../compat")
-	require.NoError(t, err)
-	for _, pkg := range []string{"@modelcontextprotocol/sdk", "agents", "@x402/evm"} {
-		_, err = os.Stat(filepath.Join(compat, "node_modules", pkg))
-		require.NoError(t, err, "the npm package %s is missing; run: go tool task npm", pkg)
-	}
-	return compat
-}
-
 // payOverMCP has compat/mcp_pay.mjs call tools of the service at base with
 // development account account, in mode spec or agents.
 func payOverMCP(ctx context.Context, t *testing.T, base string, account int, mode string, steps []map[string]any) mcpPayments {
 	t.Helper()
 	raw, err := json.Marshal(steps)
 	require.NoError(t, err)
-	compat := compatDir(t)
+	compat := compatDir(t, "@modelcontextprotocol/sdk", "agents", "@x402/evm")
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "mcp_pay.mjs"), base, strconv.Itoa(account), mode, string(raw))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -92,7 +77,7 @@ func mcpSteps(t *testing.T, calls []map[string]string) []map[string]any {
 func TestMCPOfficialClientsPayEveryOperation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	compatDir(t)
+	compatDir(t, "@modelcontextprotocol/sdk", "agents", "@x402/evm")
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = io.WriteString(w, "<html><head><title>Page</title></head><body>x</body></html>")
@@ -155,7 +140,7 @@ func TestMCPOfficialClientsPayEveryOperation(t *testing.T) {
 func TestMCPOfficialClientRefusals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	compatDir(t)
+	compatDir(t, "@modelcontextprotocol/sdk", "agents", "@x402/evm")
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(2 * time.Second)
 		w.Header().Set("Content-Type", "text/html")

@@ -103,12 +103,7 @@ func sellableCalls(page string) []map[string]string {
 func TestOfficialClientPaysEveryOperation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, err := exec.LookPath("node")
-	require.NoError(t, err, "node (v20+) is needed for the compatibility test; run: go tool task npm")
-	compat, err := filepath.Abs("../../compat")
-	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(compat, "node_modules", "@x402", "fetch"))
-	require.NoError(t, err, "the official x402 packages are missing; run: go tool task npm")
+	compat := compatDir(t, "@x402/fetch")
 
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
@@ -142,6 +137,21 @@ func TestOfficialClientPaysEveryOperation(t *testing.T) {
 	require.Equal(t, big.NewInt(1_570_000), total)
 	require.Equal(t, total, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer)))
 	require.Equal(t, total, new(big.Int).Sub(usdcBalance(ctx, t, chain, payTo), payToBefore))
+}
+
+// compatDir returns compat/ once node and the npm packages pkgs are
+// installed.
+func compatDir(t *testing.T, pkgs ...string) string {
+	t.Helper()
+	_, err := exec.LookPath("node")
+	require.NoError(t, err, "node (v20+) is needed for the compatibility test; run: go tool task npm")
+	compat, err := filepath.Abs("../../compat")
+	require.NoError(t, err)
+	for _, pkg := range pkgs {
+		_, err = os.Stat(filepath.Join(compat, "node_modules", pkg))
+		require.NoError(t, err, "the npm package %s is missing; run: go tool task npm", pkg)
+	}
+	return compat
 }
 
 // officialPayments is what compat/pay_ops.mjs reports: the paying address
