@@ -350,7 +350,7 @@ func eventFields(e store.Event) []field {
 	case store.EventJobSucceeded:
 		var v store.JobSucceeded
 		if json.Unmarshal(e.Data, &v) == nil {
-			return []field{jobLink(v.JobID), {Name: "result", Value: fmt.Sprintf("%d bytes", len(v.Result))}}
+			return []field{jobLink(v.JobID), {Name: "result", Value: fmt.Sprintf("%d bytes", v.Bytes)}}
 		}
 	case store.EventJobFailed:
 		var v store.JobFailed

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -76,8 +78,27 @@ type JobStarted struct {
 
 // JobSucceeded is the data of a job.succeeded event.
 type JobSucceeded struct {
-	JobID  int64           `json:"job_id"`
-	Result json.RawMessage `json:"result"`
+	JobID int64 `json:"job_id"`
+	// Result is the operation's result. It is kept once, in the call's
+	// row (calls.result), which the event's projection writes: the event
+	// records its size and digest (Bytes, SHA256), so that a result can
+	// be let go after its time (RESULT_TTL) while the log stays whole.
+	Result json.RawMessage `json:"-"`
+	// Bytes is the result's size.
+	Bytes int `json:"bytes"`
+	// SHA256 is the hex SHA-256 of the result's bytes.
+	SHA256 string `json:"sha256"`
+}
+
+// MarshalJSON encodes the event's data: the size and digest of Result,
+// without it.
+func (j JobSucceeded) MarshalJSON() ([]byte, error) {
+	type data JobSucceeded
+	if j.Result != nil {
+		sum := sha256.Sum256(j.Result)
+		j.Bytes, j.SHA256 = len(j.Result), hex.EncodeToString(sum[:])
+	}
+	return json.Marshal(data(j))
 }
 
 // JobFailed is the data of a job.failed event.
@@ -110,10 +131,10 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		if !ok {
 			return false, fmt.Errorf("data is %T, want PaymentVerified", e.Data)
 		}
-		// The payment is the event's, not encoded a second time.
-		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, payment, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb->'payment', $11, $11)`,
-			id, v.Op, CallQueued, v.Token, v.RequestHash, v.Payment.Key(), v.Payment.Network, v.Payment.Payer, v.Payment.Amount, data, now)
+		// The payment itself stays in the event (callPayment reads it).
+		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`,
+			id, v.Op, CallQueued, v.Token, v.RequestHash, v.Payment.Key(), v.Payment.Network, v.Payment.Payer, v.Payment.Amount, now)
 		return true, nil
 	case EventJobQueued:
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'queued'", id, now)
@@ -195,7 +216,13 @@ const (
 	callColumnsAfter  = ", failure, settlement, created_at, updated_at"
 )
 
-const callColumns = callColumnsBefore + "payment, result" + callColumnsAfter
+// callPayment reads a call's payment from its payment.verified event, the
+// one place it is kept: found by the stream's index, in the partition of
+// the call's creation (the event and the row are written at the same time).
+const callPayment = `(SELECT e.data->'payment' FROM events e
+	WHERE e.stream = 'call/' || calls.id AND e.type = 'payment.verified' AND e.created_at = calls.created_at)`
+
+const callColumns = callColumnsBefore + callPayment + ", result" + callColumnsAfter
 
 // answerColumns are callColumns without the payment, which answering a call
 // does not need: Postgres does not render it and nothing decodes it.
@@ -204,7 +231,7 @@ const answerColumns = callColumnsBefore + "NULL::jsonb, result" + callColumnsAft
 // settleColumns are callColumns without the result, which settling a call
 // does not need: it may run to megabytes, and the call's job has just
 // written it.
-const settleColumns = callColumnsBefore + "payment, NULL::json" + callColumnsAfter
+const settleColumns = callColumnsBefore + callPayment + ", NULL::json" + callColumnsAfter
 
 func scanCall(row pgx.Row) (*Call, error) {
 	var c Call

@@ -2,6 +2,7 @@ package x402
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -44,4 +45,19 @@ func TestCodec(t *testing.T) {
 			require.NotEmpty(t, got["k"])
 		})
 	}
+}
+
+func TestPaymentPayloadLedger(t *testing.T) {
+	t.Parallel()
+	p := PaymentPayload{
+		X402Version: 2,
+		Resource:    &ResourceInfo{URL: "https://x402d.example/api/x402/regex", Description: "regex"},
+		Accepted:    Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000", Asset: "0xA", PayTo: "0xB", MaxTimeoutSeconds: 300},
+		Payload:     json.RawMessage(`{"signature":"0x01","authorization":{"from":"0xC","nonce":"0x02"}}`),
+		Extensions:  map[string]json.RawMessage{"bazaar": json.RawMessage(`{"info":{"input":{"body":{"pattern":"x"}}},"schema":{}}`)},
+	}
+	raw, err := p.Ledger()
+	require.NoError(t, err)
+	require.JSONEq(t, `{"x402Version":2,"accepted":{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"0xA","payTo":"0xB","maxTimeoutSeconds":300},
+		"payload":{"signature":"0x01","authorization":{"from":"0xC","nonce":"0x02"}}}`, string(raw))
 }

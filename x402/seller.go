@@ -2,7 +2,6 @@ package x402
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -94,7 +93,7 @@ func (s *Seller) Identify(op, header string) (*Payment, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(payload)
+	raw, err := payload.Ledger()
 	if err != nil {
 		return nil, fmt.Errorf("identify: %w", err)
 	}

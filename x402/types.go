@@ -1,6 +1,9 @@
 package x402
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Version is the x402 protocol version this service speaks.
 const Version = 2
@@ -48,6 +51,19 @@ type PaymentPayload struct {
 	Accepted    Requirements               `json:"accepted"`
 	Payload     json.RawMessage            `json:"payload"`
 	Extensions  map[string]json.RawMessage `json:"extensions,omitempty"`
+}
+
+// Ledger returns what the ledger keeps of p (Payment.Payload): its version,
+// the option it accepted and the scheme's payload (the authorization and its
+// signature, or the transaction). The resource and the extensions the client
+// echoes from the quote (the bazaar extension alone is over a kilobyte) are
+// the seller's own words, checked at verification, and are not kept.
+func (p *PaymentPayload) Ledger() (json.RawMessage, error) {
+	raw, err := json.Marshal(&PaymentPayload{X402Version: p.X402Version, Accepted: p.Accepted, Payload: p.Payload})
+	if err != nil {
+		return nil, fmt.Errorf("encode payment payload: %w", err)
+	}
+	return raw, nil
 }
 
 // EVMAuthorization is the EIP-3009 TransferWithAuthorization message of an

@@ -183,7 +183,7 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 		return nil, diagnose(ctx, reader, asset, auth, &extra, err)
 	}
-	raw, err := json.Marshal(payload)
+	raw, err := payload.Ledger()
 	if err != nil {
 		return nil, fmt.Errorf("verify: encode payload: %w", err)
 	}

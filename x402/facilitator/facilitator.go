@@ -147,7 +147,7 @@ func (c *Client) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 	default:
 		return nil, fmt.Errorf("facilitator verify: status %d: %s", status, excerpt(body))
 	}
-	raw, err := json.Marshal(payload)
+	raw, err := payload.Ledger()
 	if err != nil {
 		return nil, fmt.Errorf("facilitator verify: encode payload: %w", err)
 	}

@@ -181,7 +181,7 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 	}
 	sig, _ := ptx.signature(tr.authority)
-	raw, err := json.Marshal(payload)
+	raw, err := payload.Ledger()
 	if err != nil {
 		return nil, fmt.Errorf("verify: encode payload: %w", err)
 	}
