@@ -52,6 +52,9 @@ func (t toolCalls) Call(ctx context.Context, op string, args []byte, payment str
 	}
 	switch call.State {
 	case store.CallPaid:
+		if call.Result == nil {
+			return s.toolFailure(ctx, resultExpired(call))
+		}
 		return mcp.Outcome{Result: call.Result, Settlement: call.Settlement}
 	case store.CallFailed:
 		return s.toolFailure(ctx, callFailed(call))

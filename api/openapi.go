@@ -69,6 +69,7 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 				"400": errResp("the body does not meet the operation's rules; nothing is charged"),
 				"402": obj{"description": "payment required, or the payment was refused (error names the reason, spelled as the official x402 packages spell theirs)",
 					"headers": quoteHeaders, "content": obj{"application/json": quote}},
+				"410": errResp("result_expired: the payment was used by this very request, whose result was let go after the time results are kept"),
 				"413": errResp("the body is over the size limit"),
 				"502": errResp("the operation failed; the payment is not settled"),
 				"503": errResp("not sold now (receiving or model configuration incomplete); no quote is issued"),
@@ -89,6 +90,7 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 			"400": errResp("wait is not a whole number of seconds"),
 			"402": obj{"description": "the payment could not be settled; the result is withheld", "content": jsonContent(ref("Quote"))},
 			"404": errResp("no such call, or a wrong token"),
+			"410": errResp("result_expired: the result was let go after the time results are kept (RESULT_TTL); the payment was settled"),
 			"502": errResp("the operation failed; the payment is not settled"),
 		},
 	}}

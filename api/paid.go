@@ -207,6 +207,9 @@ func (s *Server) answer(c echo.Context, call *store.Call) error {
 				c.Response().Header().Set(headerPaymentResponse, h)
 			}
 		}
+		if call.Result == nil {
+			return resultExpired(call)
+		}
 		return c.JSONBlob(http.StatusOK, call.Result)
 	case store.CallFailed:
 		return callFailed(call)
@@ -224,6 +227,16 @@ func (s *Server) answer(c echo.Context, call *store.Call) error {
 		return s.refuse(c, entry, &x402.Refusal{Reason: reason, Message: detail})
 	}
 	return fmt.Errorf("answer call %s: state %s is not final", call.ID, call.State)
+}
+
+// resultExpired is the error of a paid call whose result was let go after
+// RESULT_TTL: 410, the call's ledger fields stay.
+func resultExpired(call *store.Call) *Error {
+	msg := "the result is no longer kept; the payment was settled"
+	if call.ResultExpiredAt != nil {
+		msg = "the result was let go on " + call.ResultExpiredAt.UTC().Format(time.DateOnly) + ", after the time results are kept; the payment was settled"
+	}
+	return &Error{Status: http.StatusGone, Code: "result_expired", Message: msg, CallID: call.ID}
 }
 
 // callFailed is the error of a call whose operation failed: it is never

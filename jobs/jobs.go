@@ -46,6 +46,8 @@ const (
 	QueueBrowser    = "browser"
 	QueueSettlement = "settlement"
 	QueueIndex      = "index"
+	// QueueMaintenance runs the retention sweeps.
+	QueueMaintenance = "maintenance"
 )
 
 // Limits bounds request inputs. They are configuration, passed in explicitly.

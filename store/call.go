@@ -205,22 +205,26 @@ type Call struct {
 	Failure *JobFailed
 	// Settlement is the settlement's response once settled or refused.
 	Settlement *x402.SettleResponse
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// ResultExpiredAt is when the result was let go (RESULT_TTL); Result
+	// is nil from then on.
+	ResultExpiredAt *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // callColumnsBefore and callColumnsAfter surround the payment and the
 // result in the columns scanCall reads.
 const (
 	callColumnsBefore = "id, op, state, token, request_hash, payment_key, network, payer, amount, "
-	callColumnsAfter  = ", failure, settlement, created_at, updated_at"
+	callColumnsAfter  = ", failure, settlement, result_expired_at, created_at, updated_at"
 )
 
 // callPayment reads a call's payment from its payment.verified event, the
-// one place it is kept: found by the stream's index, in the partition of
-// the call's creation (the event and the row are written at the same time).
-const callPayment = `(SELECT e.data->'payment' FROM events e
-	WHERE e.stream = 'call/' || calls.id AND e.type = 'payment.verified' AND e.created_at = calls.created_at)`
+// one place it is kept: found by the stream's index, at the call's own
+// creation time (the event and the row are written at the same instant).
+// Rows written before migration 005 carry their own copy.
+const callPayment = `COALESCE(calls.payment, (SELECT e.data->'payment' FROM events e
+	WHERE e.stream = 'call/' || calls.id AND e.type = 'payment.verified' AND e.created_at = calls.created_at))`
 
 const callColumns = callColumnsBefore + callPayment + ", result" + callColumnsAfter
 
@@ -237,7 +241,7 @@ func scanCall(row pgx.Row) (*Call, error) {
 	var c Call
 	var payment, result, failure, settlement []byte
 	if err := row.Scan(&c.ID, &c.Op, &c.State, &c.Token, &c.RequestHash, &c.PaymentKey, &c.Network, &c.Payer, &c.Amount,
-		&payment, &result, &failure, &settlement, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		&payment, &result, &failure, &settlement, &c.ResultExpiredAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	if payment != nil {

@@ -87,16 +87,20 @@ type Config struct {
 	ExpiryMargin time.Duration
 	// PeriodicJobs are scheduled on the elected leader.
 	PeriodicJobs []*river.PeriodicJob
+	// JobRetention is how long River keeps a completed job before its
+	// maintenance removes it. Defaults to River's 24 hours.
+	JobRetention time.Duration
 }
 
 // WithDefaults returns a copy of c with its defaults applied.
 func (c Config) WithDefaults() Config {
 	conc := map[string]int{
-		jobs.QueuePure:       512,
-		jobs.QueueModel:      8,
-		jobs.QueueBrowser:    4,
-		jobs.QueueSettlement: 2048,
-		jobs.QueueIndex:      4,
+		jobs.QueuePure:        512,
+		jobs.QueueModel:       8,
+		jobs.QueueBrowser:     4,
+		jobs.QueueSettlement:  2048,
+		jobs.QueueIndex:       4,
+		jobs.QueueMaintenance: 1,
 	}
 	for q, n := range c.Concurrency {
 		if n > 0 {
@@ -165,6 +169,8 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 		Middleware:           []rivertype.Middleware{deps.Metrics.JobMiddleware()},
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		Workers:              workers,
+		// River's default when zero.
+		CompletedJobRetentionPeriod: cfg.JobRetention,
 	}
 	if cfg.Work {
 		rc.Queues = map[string]river.QueueConfig{}

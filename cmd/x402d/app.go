@@ -21,6 +21,7 @@ import (
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/ops"
+	"github.com/x402d/x402d/retention"
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
@@ -178,13 +179,18 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	if err != nil {
 		return err
 	}
+	sweeps, err := retention.PeriodicJobs(a.cfg.RetentionCron, a.cfg.ResultTTL)
+	if err != nil {
+		return err
+	}
+	periodic = append(periodic, sweeps...)
 	client, err := worker.NewClient(&worker.Deps{
 		Metrics:  m,
 		Pool:     pool,
 		Settler:  payments.settler,
 		Logger:   a.logger,
 		Ops:      bindings,
-		Register: []func(*river.Workers) error{index.Register(crawler, prober)},
+		Register: []func(*river.Workers) error{index.Register(crawler, prober), retention.Register(pool, a.logger)},
 	}, worker.Config{
 		PeriodicJobs:      periodic,
 		Work:              withWorker,
@@ -193,6 +199,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		FetchPollInterval: a.cfg.FetchPollInterval,
 		RescueAfter:       a.cfg.RescueAfter,
 		SettleGrace:       a.cfg.SettleGrace,
+		JobRetention:      a.cfg.JobRetention,
 	})
 	if err != nil {
 		return err

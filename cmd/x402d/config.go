@@ -39,6 +39,13 @@ type Config struct {
 	IndexSources    []string
 	IndexCron       string
 	LivenessCron    string
+	// ResultTTL is RESULT_TTL: how long a call's result is kept.
+	ResultTTL time.Duration
+	// RetentionCron is RETENTION_CRON: when results older than ResultTTL
+	// are let go.
+	RetentionCron string
+	// JobRetention is JOB_RETENTION: how long River keeps completed jobs.
+	JobRetention    time.Duration
 	CallWait        time.Duration
 	FetchAllowCIDRs []netip.Prefix
 	Concurrency     map[string]int
@@ -84,9 +91,9 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		if v == "" {
 			return def
 		}
-		d, err := time.ParseDuration(v)
+		d, err := parseDuration(v)
 		if err != nil || d < 0 {
-			errs = append(errs, fmt.Sprintf("%s: %q is not a duration like 25s", key, v))
+			errs = append(errs, fmt.Sprintf("%s: %q is not a duration like 25s or 30d", key, v))
 			return def
 		}
 		return d
@@ -123,6 +130,9 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		OpsToken:          env("OPS_TOKEN", ""),
 		IndexCron:         env("INDEX_CRON", "*/15 * * * *"),
 		LivenessCron:      env("LIVENESS_CRON", "*/30 * * * *"),
+		ResultTTL:         duration("RESULT_TTL", 30*24*time.Hour),
+		RetentionCron:     env("RETENTION_CRON", "17 * * * *"),
+		JobRetention:      duration("JOB_RETENTION", 24*time.Hour),
 		CallWait:          duration("CALL_WAIT", 25*time.Second),
 		JobTimeout:        duration("JOB_TIMEOUT", 2*time.Minute),
 		ShutdownTimeout:   duration("SHUTDOWN_TIMEOUT", 30*time.Second),
@@ -247,4 +257,17 @@ func parseDecimal(s string, exp int) (*big.Int, error) {
 	}
 	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil)))
 	return new(big.Int).Quo(r.Num(), r.Denom()), nil
+}
+
+// parseDuration reads a Go duration ("25s", "720h") or a number of days
+// ("30d").
+func parseDuration(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, err
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(v)
 }

@@ -49,6 +49,37 @@ func TestLoadConfigSettlement(t *testing.T) {
 	}
 }
 
+// TestLoadConfigRetention checks RESULT_TTL (a Go duration or days) and
+// JOB_RETENTION, their defaults and what is refused.
+func TestLoadConfigRetention(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		wantTTL time.Duration
+		wantJob time.Duration
+		wantErr string
+	}{
+		{name: "Defaults", env: map[string]string{}, wantTTL: 30 * 24 * time.Hour, wantJob: 24 * time.Hour},
+		{name: "Days", env: map[string]string{"RESULT_TTL": "7d", "JOB_RETENTION": "2d"}, wantTTL: 7 * 24 * time.Hour, wantJob: 48 * time.Hour},
+		{name: "Hours", env: map[string]string{"RESULT_TTL": "36h"}, wantTTL: 36 * time.Hour, wantJob: 24 * time.Hour},
+		{name: "NotADuration", env: map[string]string{"RESULT_TTL": "a month"}, wantErr: `RESULT_TTL: "a month" is not a duration like 25s or 30d`},
+		{name: "NotDays", env: map[string]string{"RESULT_TTL": "1.5d"}, wantErr: `RESULT_TTL: "1.5d" is not a duration`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantTTL, cfg.ResultTTL)
+			require.Equal(t, tt.wantJob, cfg.JobRetention)
+		})
+	}
+}
+
 // TestOpenWarmsThePool checks that a serving process's pool opens
 // DB_MAX_CONNS connections at start, before any traffic asks for them.
 func TestOpenWarmsThePool(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -59,4 +60,47 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	// data), the payment's 1,260 bytes of jsonb, and the calls row
 	// written three times. This bound keeps what was won.
 	require.LessOrEqual(t, perEvents+perCalls, 5500.0, "bytes per paid call")
+}
+
+// TestResultExpires: a paid call's result is kept RESULT_TTL; then the
+// retention sweep (RETENTION_CRON) lets it go, polling the call and
+// resending its payment answer 410 result_expired, and the call's ledger
+// fields and events stay.
+func TestResultExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"RESULT_TTL": "2s", "RETENTION_CRON": "@every 1s"}))
+	client := &http.Client{Timeout: 30 * time.Second}
+	body := `{"a":"x\n","b":"y\n"}`
+	resp, out := post(t, client, base+"/api/x402/diff", "test:0xttl:n1", body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+	callID := callIDOf(t, out)
+	var token string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT token FROM calls WHERE id = $1`, callID).Scan(&token))
+	poll := base + "/api/x402/calls/" + callID + "?token=" + token
+
+	require.Eventually(t, func() bool {
+		resp, err := client.Get(poll)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusGone
+	}, 15*time.Second, 200*time.Millisecond, "the result is let go after RESULT_TTL")
+	resp, err := client.Get(poll)
+	require.NoError(t, err)
+	gone, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusGone, resp.StatusCode)
+	require.Equal(t, "result_expired", decodeJSON[map[string]any](t, gone)["error"])
+	require.NotEmpty(t, resp.Header.Get("Payment-Response"), "the settlement is still told")
+
+	resp, out = post(t, client, base+"/api/x402/diff", "test:0xttl:n1", body)
+	require.Equal(t, http.StatusGone, resp.StatusCode, string(out))
+
+	var state, payer, amount string
+	var settled bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state, payer, amount, settlement IS NOT NULL FROM calls WHERE id = $1`, callID).Scan(&state, &payer, &amount, &settled))
+	require.Equal(t, []any{"paid", "0xttl", "10000", true}, []any{state, payer, amount, settled})
+	require.Contains(t, eventTypes(ctx, t, db, callID), "settlement.confirmed")
 }

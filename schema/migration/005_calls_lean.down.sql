@@ -1,3 +1,3 @@
-ALTER TABLE calls ADD COLUMN IF NOT EXISTS payment jsonb;
 UPDATE calls SET payment = e.data->'payment'
-    FROM events e WHERE e.stream = 'call/' || calls.id AND e.type = 'payment.verified';
+    FROM events e WHERE calls.payment IS NULL AND e.stream = 'call/' || calls.id AND e.type = 'payment.verified';
+ALTER TABLE calls ALTER COLUMN payment SET NOT NULL;
