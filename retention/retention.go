@@ -1,9 +1,11 @@
-// Package retention lets go of what the service keeps only for a time. A
-// paid call's result is kept RESULT_TTL (30 days by default): a River
-// periodic job (RETENTION_CRON, hourly) clears the results of older calls,
-// whose ledger fields stay, and a poll of such a call answers 410
-// result_expired. River removes its own completed jobs after JOB_RETENTION
-// (worker.Config.CompletedJobRetention).
+// Package retention keeps the database's size in hand. A paid call's result
+// is kept RESULT_TTL (30 days by default): a River periodic job
+// (RETENTION_CRON, hourly) clears the results of older calls, whose ledger
+// fields stay, and a poll of such a call answers 410 result_expired. The
+// event log is partitioned by time (EVENTS_PARTITION): the same job creates
+// its partitions ahead, and Archive writes whole old partitions to files and
+// drops them (x402d archive), Restore brings one back. River removes its
+// own completed jobs after JOB_RETENTION (worker.Config.JobRetention).
 package retention
 
 import (
@@ -14,9 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/robfig/cron/v3"
 
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/store"
 )
 
@@ -32,10 +36,17 @@ type ResultsArgs struct {
 // Kind is "retention.results".
 func (ResultsArgs) Kind() string { return "retention.results" }
 
-// InsertOpts puts the sweep on the maintenance queue, at most one a minute.
+// InsertOpts puts the sweep on the maintenance queue, one at a time.
 func (ResultsArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+	return river.InsertOpts{Queue: jobs.QueueMaintenance, MaxAttempts: 3, UniqueOpts: oneAtATime}
 }
+
+// oneAtATime keeps a maintenance job from being queued while another with
+// the same args waits or runs; a finished one does not count.
+var oneAtATime = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}}
 
 type resultsWorker struct {
 	river.WorkerDefaults[ResultsArgs]
@@ -58,14 +69,63 @@ func (w *resultsWorker) Work(ctx context.Context, job *river.Job[ResultsArgs]) e
 // Register returns the function that adds the retention workers.
 func Register(pool *pgxpool.Pool, logger *slog.Logger) func(*river.Workers) error {
 	return func(workers *river.Workers) error {
-		return river.AddWorkerSafely(workers, &resultsWorker{pool: pool, logger: logger})
+		if err := river.AddWorkerSafely(workers, &resultsWorker{pool: pool, logger: logger}); err != nil {
+			return err
+		}
+		return river.AddWorkerSafely(workers, &partitionsWorker{pool: pool, logger: logger})
 	}
 }
 
-// PeriodicJobs returns the results sweep on schedule (a standard cron
-// expression, RETENTION_CRON), letting go of results older than ttl; it
-// also runs when the leader starts.
-func PeriodicJobs(schedule string, ttl time.Duration) ([]*river.PeriodicJob, error) {
+// PartitionsArgs is the periodic job that creates the event log's
+// partitions ahead.
+type PartitionsArgs struct {
+	Period schema.Period `json:"period"`
+}
+
+// Kind is "retention.partitions".
+func (PartitionsArgs) Kind() string { return "retention.partitions" }
+
+// InsertOpts puts the job on the maintenance queue, one at a time.
+func (PartitionsArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: jobs.QueueMaintenance, MaxAttempts: 5, UniqueOpts: oneAtATime}
+}
+
+type partitionsWorker struct {
+	river.WorkerDefaults[PartitionsArgs]
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+func (w *partitionsWorker) Work(ctx context.Context, job *river.Job[PartitionsArgs]) error {
+	return EnsurePartitions(ctx, w.pool, job.Args.Period, w.logger)
+}
+
+// partitionsAhead is how many whole periods after the current one have
+// their partition of the event log ready.
+const partitionsAhead = 2
+
+// EnsurePartitions creates the event log's partitions of period up to
+// partitionsAhead periods after the current one.
+func EnsurePartitions(ctx context.Context, pool *pgxpool.Pool, period schema.Period, logger *slog.Logger) error {
+	until := time.Now()
+	for range partitionsAhead {
+		until = period.Next(until)
+	}
+	created, err := schema.EnsureEventPartitions(ctx, pool, period, until)
+	if err != nil {
+		return err
+	}
+	if len(created) > 0 {
+		logger.InfoContext(ctx, "event log partitions created", "partitions", created)
+	}
+	return nil
+}
+
+// PeriodicJobs returns the results sweep and the creation of the event
+// log's partitions of period, on schedule (a standard cron expression,
+// RETENTION_CRON) and when the leader starts; the sweep lets go of the
+// results older than ttl.
+func PeriodicJobs(schedule string, ttl time.Duration, period schema.Period) ([]*river.PeriodicJob, error) {
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
 		return nil, fmt.Errorf("RETENTION_CRON %q: %w", schedule, err)
@@ -74,7 +134,9 @@ func PeriodicJobs(schedule string, ttl time.Duration) ([]*river.PeriodicJob, err
 		return nil, fmt.Errorf("RESULT_TTL %s: must be positive", ttl)
 	}
 	args := ResultsArgs{TTLSeconds: int64(ttl / time.Second)}
+	parts := PartitionsArgs{Period: period}
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return args, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return parts, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 	}, nil
 }

@@ -117,6 +117,10 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 		pool.Close()
 		return nil, err
 	}
+	if err := retention.EnsurePartitions(ctx, pool, a.cfg.EventsPartition, a.logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if !warm {
 		return pool, nil
 	}
@@ -179,7 +183,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	if err != nil {
 		return err
 	}
-	sweeps, err := retention.PeriodicJobs(a.cfg.RetentionCron, a.cfg.ResultTTL)
+	sweeps, err := retention.PeriodicJobs(a.cfg.RetentionCron, a.cfg.ResultTTL, a.cfg.EventsPartition)
 	if err != nil {
 		return err
 	}

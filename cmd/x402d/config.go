@@ -10,6 +10,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -45,7 +46,10 @@ type Config struct {
 	// are let go.
 	RetentionCron string
 	// JobRetention is JOB_RETENTION: how long River keeps completed jobs.
-	JobRetention    time.Duration
+	JobRetention time.Duration
+	// EventsPartition is EVENTS_PARTITION: the period each partition of
+	// the event log spans.
+	EventsPartition schema.Period
 	CallWait        time.Duration
 	FetchAllowCIDRs []netip.Prefix
 	Concurrency     map[string]int
@@ -156,6 +160,11 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		},
 	}
 	c.PublicURL = strings.TrimRight(env("PUBLIC_URL", "http://"+c.ListenAddr), "/")
+	if period, err := schema.ParsePeriod(env("EVENTS_PARTITION", "month")); err != nil {
+		errs = append(errs, "EVENTS_PARTITION: "+err.Error())
+	} else {
+		c.EventsPartition = period
+	}
 	if s := getenv("INDEX_SOURCES"); s != "" {
 		for _, src := range strings.Split(s, ",") {
 			if src = strings.TrimSpace(src); src != "" {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/payclient"
 )
@@ -103,4 +106,33 @@ func TestResultExpires(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state, payer, amount, settlement IS NOT NULL FROM calls WHERE id = $1`, callID).Scan(&state, &payer, &amount, &settled))
 	require.Equal(t, []any{"paid", "0xttl", "10000", true}, []any{state, payer, amount, settled})
 	require.Contains(t, eventTypes(ctx, t, db, callID), "settlement.confirmed")
+}
+
+// TestArchiveCommand runs `x402d archive -before` and `x402d archive
+// restore` on a log with an old partition.
+func TestArchiveCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	from, to := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, schema.CreateDetachedPartition(ctx, tx, "events_p20260901"))
+	require.NoError(t, schema.AttachEventPartition(ctx, tx, schema.Partition{Name: "events_p20260901", From: from, To: to}))
+	require.NoError(t, tx.Commit(ctx))
+	_, err = db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, created_at) VALUES ('host/a', 'host.seen', '{}', $1), ('host/b', 'host.seen', '{}', $1)`, from.Add(time.Hour))
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	getenv := testEnv(db, nil)
+	require.NoError(t, run(ctx, []string{"archive", "-before", "2026-10-15", "-dir", dir}, getenv, &out, &errOut, testOptions(getenv)), errOut.String())
+	require.Equal(t, "archived events_p20260901: 2 events to events_p20260901.jsonl.gz\n", out.String())
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"archive", "-before", "2026-10-15", "-dir", dir}, getenv, &out, &errOut, testOptions(getenv)), errOut.String())
+	require.Equal(t, "no partition ends by 2026-10-15T00:00:00Z\n", out.String())
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"archive", "restore", filepath.Join(dir, "events_p20260901.jsonl.gz")}, getenv, &out, &errOut, testOptions(getenv)), errOut.String())
+	require.Regexp(t, `^restored events_p20260901: 2 events \(ids \d+-\d+\)\n$`, out.String())
+	require.ErrorIs(t, run(ctx, []string{"archive"}, getenv, &out, &errOut, testOptions(getenv)), errUsage)
 }

@@ -47,6 +47,9 @@ Commands:
   migrate   apply database migrations and exit
   devchain  the development chain alone, JSON-RPC on DEVCHAIN_RPC_ADDR
   index crawl  one full pass of the index's sources now, with progress
+  archive   archive the event log: x402d archive -before DATE [-dir archive]
+            writes each whole partition ending by DATE to files, then drops it;
+            x402d archive restore FILE brings one back
   pay       pay one call: x402d pay [-account N | -key HEX] [-d BODY|@FILE] URL
   load      paid load: x402d load [-url BASE] [-op diff] [-c 16] [-t 10s] [-rate N]
 
@@ -85,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return errUsage
 		}
 		return a.indexCrawl(ctx, stdout)
+	case "archive":
+		return a.archive(ctx, args[1:], stdout, stderr)
 	case "pay":
 		return runPay(ctx, args[1:], getenv, stdout)
 	case "load":

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,6 +80,8 @@ func Schema(ctx context.Context, t testing.TB) *DB {
 	pool, err := pgxpool.New(ctx, connString)
 	require.NoError(t, err)
 	require.NoError(t, schema.Migrate(ctx, pool, slog.New(slog.DiscardHandler)))
+	_, err = schema.EnsureEventPartitions(ctx, pool, schema.PeriodMonth, time.Now().AddDate(0, 1, 0))
+	require.NoError(t, err)
 
 	t.Cleanup(func() {
 		pool.Close()

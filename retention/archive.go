@@ -1,0 +1,311 @@
+package retention
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/x402d/x402d/schema"
+)
+
+// ArchiveFormat names the layout of an archive's file: JSON lines, gzip.
+const ArchiveFormat = "x402d-events/1"
+
+// Manifest describes an archived partition of the event log, beside its
+// file (<partition>.manifest.json next to <partition>.jsonl.gz).
+type Manifest struct {
+	Format    string `json:"format"`
+	Partition string `json:"partition"`
+	// From is the start of the partition's range; nil for the open start
+	// of the first partition.
+	From *time.Time `json:"from"`
+	// To is the (exclusive) end of its range.
+	To   time.Time `json:"to"`
+	Rows int64     `json:"rows"`
+	// FirstID and LastID are the ids of its first and last events.
+	FirstID int64 `json:"first_id"`
+	LastID  int64 `json:"last_id"`
+	// File is the base name of the archive's file.
+	File string `json:"file"`
+	// SHA256 is the hex SHA-256 of the file.
+	SHA256     string    `json:"sha256"`
+	ArchivedAt time.Time `json:"archived_at"`
+}
+
+// archivedEvent is a line of an archive.
+type archivedEvent struct {
+	ID        int64           `json:"id"`
+	Stream    string          `json:"stream"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// Archive writes every partition of the event log whose range ends on or
+// before before (and before now) to dir, as <partition>.jsonl.gz (one event
+// a line, in id order) with <partition>.manifest.json, both synced to disk;
+// then it detaches and drops the partition. It returns the manifests
+// written. A partition is dropped only once its file and manifest are
+// complete and its rows counted again in the dropping transaction.
+func Archive(ctx context.Context, pool *pgxpool.Pool, dir string, before time.Time) ([]Manifest, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	parts, err := schema.EventPartitions(ctx, tx)
+	_ = tx.Rollback(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	now := time.Now()
+	var done []Manifest
+	for _, p := range parts {
+		if p.To.After(before) || p.To.After(now) {
+			continue
+		}
+		m, err := archivePartition(ctx, pool, dir, p)
+		if err != nil {
+			return done, err
+		}
+		done = append(done, *m)
+	}
+	return done, nil
+}
+
+// archivePartition archives one partition (Archive).
+func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p schema.Partition) (*Manifest, error) {
+	m := &Manifest{Format: ArchiveFormat, Partition: p.Name, To: p.To.UTC(), File: p.Name + ".jsonl.gz", ArchivedAt: time.Now().UTC()}
+	if !p.From.IsZero() {
+		from := p.From.UTC()
+		m.From = &from
+	}
+	path := filepath.Join(dir, m.File)
+	if _, err := os.Stat(path); err == nil {
+		return nil, fmt.Errorf("archive %s: %s exists already", p.Name, path)
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
+	}
+	defer os.Remove(tmp)
+	defer f.Close()
+	sum := sha256.New()
+	buffered := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<16)
+	gz := gzip.NewWriter(buffered)
+	enc := json.NewEncoder(gz)
+	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT id, stream, type, data, created_at FROM %s ORDER BY id", pgx.Identifier{p.Name}.Sanitize()))
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
+	}
+	for rows.Next() {
+		var e archivedEvent
+		var data []byte
+		if err := rows.Scan(&e.ID, &e.Stream, &e.Type, &data, &e.CreatedAt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
+		}
+		e.Data, e.CreatedAt = data, e.CreatedAt.UTC()
+		if m.Rows == 0 {
+			m.FirstID = e.ID
+		}
+		m.LastID = e.ID
+		m.Rows++
+		if err := enc.Encode(&e); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("archive %s: write: %w", p.Name, err)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
+	}
+	if err := gz.Close(); err != nil {
+		return nil, fmt.Errorf("archive %s: write: %w", p.Name, err)
+	}
+	if err := buffered.Flush(); err != nil {
+		return nil, fmt.Errorf("archive %s: write: %w", p.Name, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("archive %s: sync: %w", p.Name, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
+	}
+	m.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	if err := writeManifest(filepath.Join(dir, p.Name+".manifest.json"), m); err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var count int64
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{p.Name}.Sanitize()).Scan(&count); err != nil {
+		return nil, fmt.Errorf("archive %s: count: %w", p.Name, err)
+	}
+	if count != m.Rows {
+		return nil, fmt.Errorf("archive %s: %d rows now, %d written: not dropped", p.Name, count, m.Rows)
+	}
+	if err := schema.DetachEventPartition(ctx, tx, p.Name); err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
+	}
+	return m, nil
+}
+
+// writeManifest writes m to path, synced.
+func writeManifest(path string, m *Manifest) error {
+	raw, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path + ".tmp")
+	if _, err := f.Write(append(raw, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// syncDir makes the names written in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Restore brings back the archived partition whose manifest, or file, is
+// at path: it checks the file's checksum, loads its rows into a table of
+// the partition's name and attaches it for its range, in one transaction,
+// and returns the manifest.
+func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (*Manifest, error) {
+	manifestPath := path
+	if base, ok := strings.CutSuffix(path, ".jsonl.gz"); ok {
+		manifestPath = base + ".manifest.json"
+	}
+	raw, err := os.ReadFile(manifestPath)
+	if err != nil {
+		return nil, fmt.Errorf("restore: manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("restore: manifest %s: %w", manifestPath, err)
+	}
+	if m.Format != ArchiveFormat {
+		return nil, fmt.Errorf("restore: %s is format %q, not %q", manifestPath, m.Format, ArchiveFormat)
+	}
+	file := filepath.Join(filepath.Dir(manifestPath), m.File)
+	if err := checkSum(file, m.SHA256); err != nil {
+		return nil, fmt.Errorf("restore %s: %w", m.Partition, err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", m.Partition, err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<16))
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", m.Partition, err)
+	}
+	dec := json.NewDecoder(gz)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", m.Partition, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := schema.CreateDetachedPartition(ctx, tx, m.Partition); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	var decodeErr error
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{m.Partition}, []string{"id", "stream", "type", "data", "created_at"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			var e archivedEvent
+			if err := dec.Decode(&e); err != nil {
+				if !errors.Is(err, io.EOF) {
+					decodeErr = err
+					return nil, err
+				}
+				return nil, nil
+			}
+			return []any{e.ID, e.Stream, e.Type, []byte(e.Data), e.CreatedAt}, nil
+		}))
+	if decodeErr != nil {
+		return nil, fmt.Errorf("restore %s: read %s: %w", m.Partition, m.File, decodeErr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: load: %w", m.Partition, err)
+	}
+	if n != m.Rows {
+		return nil, fmt.Errorf("restore %s: %d rows in the file, the manifest says %d", m.Partition, n, m.Rows)
+	}
+	p := schema.Partition{Name: m.Partition, To: m.To}
+	if m.From != nil {
+		p.From = *m.From
+	}
+	if err := schema.AttachEventPartition(ctx, tx, p); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("restore %s: %w", m.Partition, err)
+	}
+	return &m, nil
+}
+
+// checkSum checks that the file at path has the hex SHA-256 want.
+func checkSum(path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("%s: SHA-256 %s, the manifest says %s", path, got, want)
+	}
+	return nil
+}
