@@ -18,11 +18,15 @@ import (
 	"github.com/x402d/x402d/x402/payclient"
 )
 
-// ledgerBytes is the on-disk size of the ledger's tables, events and
-// calls, with their indexes and TOAST.
+// ledgerBytes is the on-disk size of the ledger's tables, events (its
+// partitions) and calls, with their indexes and TOAST.
 func ledgerBytes(ctx context.Context, t *testing.T, db *dbtest.DB) (events, calls int64) {
 	t.Helper()
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_total_relation_size('events'), pg_total_relation_size('calls')`).Scan(&events, &calls))
+	// A partitioned table has no storage of its own: its partitions do.
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT
+		(SELECT sum(pg_total_relation_size(inhrelid))::bigint FROM pg_inherits WHERE inhparent = 'events'::regclass),
+		pg_total_relation_size('calls')`).Scan(&events, &calls))
+	require.Positive(t, events)
 	return events, calls
 }
 
