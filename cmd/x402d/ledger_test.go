@@ -33,7 +33,10 @@ func ledgerBytes(ctx context.Context, t *testing.T, db *dbtest.DB) (events, call
 // TestLedgerBytesPerPaidCall pays regex calls with real EIP-3009 payments
 // on the devchain (the payer echoes the quote's bazaar extension, as the
 // official clients do) and measures what each paid call adds to the
-// ledger's tables, indexes included.
+// ledger's tables, indexes included: as written (after a plain VACUUM,
+// which depends on how the run's updates fell on pages) and compacted
+// (VACUUM FULL, what the rows themselves take, with calls' fillfactor).
+// The bound is on the compacted figure, the repeatable one.
 func TestLedgerBytesPerPaidCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -43,30 +46,47 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
 	require.NoError(t, err)
 	regex := []loadgen.Request{{Op: "regex", Body: `{"pattern":"\\d+","text":"a1b22 c333","flags":"g"}`}}
+	vacuum := func(full bool) (events, calls int64) {
+		stmt := "VACUUM events, calls"
+		if full {
+			stmt = "VACUUM FULL events, calls"
+		}
+		_, err := db.Pool.Exec(ctx, stmt)
+		require.NoError(t, err)
+		return ledgerBytes(ctx, t, db)
+	}
 
 	// Warm up: the first pages of each table and index.
 	rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: regex, Payer: payer, Concurrency: 8, Duration: time.Second})
 	require.NoError(t, err)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
-	_, err = db.Pool.Exec(ctx, "VACUUM events, calls")
-	require.NoError(t, err)
-	events0, calls0 := ledgerBytes(ctx, t, db)
+	events0, calls0 := vacuum(true)
 
 	rep, err = loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: regex, Payer: payer, Concurrency: 16, Duration: 4 * time.Second})
 	require.NoError(t, err)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 	require.Greater(t, rep.Calls, 200)
-	_, err = db.Pool.Exec(ctx, "VACUUM events, calls")
-	require.NoError(t, err)
-	events1, calls1 := ledgerBytes(ctx, t, db)
-	perEvents := float64(events1-events0) / float64(rep.Calls)
-	perCalls := float64(calls1-calls0) / float64(rep.Calls)
-	t.Logf("%d paid regex calls: %.0f bytes each in events, %.0f in calls, %.0f in all", rep.Calls, perEvents, perCalls, perEvents+perCalls)
+	perCall := func(events, calls int64) (float64, float64) {
+		return float64(events-events0) / float64(rep.Calls), float64(calls-calls0) / float64(rep.Calls)
+	}
+	writtenEvents, writtenCalls := perCall(vacuum(false))
+	// A transaction of another test that began before the run's last
+	// update keeps its dead row versions: the least of three tries.
+	events, calls := perCall(vacuum(true))
+	for range 2 {
+		time.Sleep(500 * time.Millisecond)
+		if e, c := perCall(vacuum(true)); e+c < events+calls {
+			events, calls = e, c
+		}
+	}
+	t.Logf("%d paid regex calls, bytes each: as written %.0f in events + %.0f in calls = %.0f; compacted %.0f + %.0f = %.0f",
+		rep.Calls, writtenEvents, writtenCalls, writtenEvents+writtenCalls, events, calls, events+calls)
 	// The issue's goal is 2,000 bytes. What is left: six event rows a
 	// call, each with two index entries (about 1,300 bytes before their
-	// data), the payment's 1,260 bytes of jsonb, and the calls row
-	// written three times. This bound keeps what was won.
-	require.LessOrEqual(t, perEvents+perCalls, 5500.0, "bytes per paid call")
+	// data), the payment's 1,260 bytes of jsonb, and the calls row with
+	// its four indexes: about 4,500 compacted. This bound keeps what was
+	// won (before: about 9,600 as written).
+	require.LessOrEqual(t, events+calls, 5000.0, "bytes per paid call, compacted")
 }
 
 // TestResultExpires: a paid call's result is kept RESULT_TTL; then the
