@@ -172,7 +172,7 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 			Endpoint:  publicURL + mcp.Path,
 			Transport: "streamable-http",
 			Payment:   `x402 v2 over MCP (specs/transports-v2/mcp.md): the PaymentPayload in the tool call's _meta["x402/payment"], the settlement in the result's _meta["x402/payment-response"]`,
-			Tools:     append(sold, mcp.FreeTools...),
+			Tools:     append(sold, mcp.FreeTools()...),
 		},
 	})
 	if err != nil {

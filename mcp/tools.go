@@ -14,22 +14,31 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
-// FreeTools are the names of the free tools, listed after the paid ones.
-var FreeTools = []string{"index_search", "index_summary"}
+// FreeTools returns the names of the free tools, listed after the paid
+// ones.
+func FreeTools() []string { return []string{toolIndexSearch, toolIndexSummary} }
+
+// The free tools' names.
+const (
+	toolIndexSearch  = "index_search"
+	toolIndexSummary = "index_summary"
+)
 
 // paymentRequiredSchema admits the PaymentRequired a paid tool answers as
 // its structuredContent when a payment is required, refused or not settled.
-var paymentRequiredSchema = map[string]any{
-	"type":     "object",
-	"required": []any{"x402Version", "accepts"},
-	"properties": map[string]any{
-		"x402Version":       map[string]any{"type": "integer"},
-		"error":             map[string]any{"type": "string"},
-		"accepts":           map[string]any{"type": "array"},
-		metaPaymentResponse: map[string]any{"type": "object"},
-		"resource":          map[string]any{"type": "object"},
-		"extensions":        map[string]any{"type": "object"},
-	},
+func paymentRequiredSchema() map[string]any {
+	return map[string]any{
+		"type":     "object",
+		"required": []any{"x402Version", "accepts"},
+		"properties": map[string]any{
+			"x402Version":       map[string]any{"type": "integer"},
+			"error":             map[string]any{"type": "string"},
+			"accepts":           map[string]any{"type": "array"},
+			metaPaymentResponse: map[string]any{"type": "object"},
+			"resource":          map[string]any{"type": "object"},
+			"extensions":        map[string]any{"type": "object"},
+		},
+	}
 }
 
 // paidTool is the tool of op: its input schema (the one the OpenAPI
@@ -69,7 +78,7 @@ func paidTool(op jobs.Operation, payments x402.Verifier) (*mcp.Tool, error) {
 		InputSchema: input,
 		OutputSchema: map[string]any{
 			"type":  "object",
-			"anyOf": []any{result, paymentRequiredSchema},
+			"anyOf": []any{result, paymentRequiredSchema()},
 		},
 		Annotations: &mcp.ToolAnnotations{
 			Title:           op.Name,
@@ -100,7 +109,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 	}
 	free := &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), IdempotentHint: true, OpenWorldHint: new(false)}
 	server.AddTool(&mcp.Tool{
-		Name:        "index_search",
+		Name:        toolIndexSearch,
 		Title:       "Search the index of x402 sellers",
 		Description: "Free. Hosts selling over x402, from every x402 discovery listing, with their services, prices, networks and measured liveness; filtered by text and sorted.",
 		InputSchema: map[string]any{
@@ -138,7 +147,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 		return structured(answer)
 	})
 	server.AddTool(&mcp.Tool{
-		Name:        "index_summary",
+		Name:        toolIndexSummary,
 		Title:       "Summary of the index of x402 sellers",
 		Description: "Free. The index's summary: how many sellers and services, how many are live, price bands, networks, and when it was last crawled.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false},

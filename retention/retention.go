@@ -38,15 +38,17 @@ func (ResultsArgs) Kind() string { return "retention.results" }
 
 // InsertOpts puts the sweep on the maintenance queue, one at a time.
 func (ResultsArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueMaintenance, MaxAttempts: 3, UniqueOpts: oneAtATime}
+	return river.InsertOpts{Queue: jobs.QueueMaintenance, MaxAttempts: 3, UniqueOpts: oneAtATime()}
 }
 
 // oneAtATime keeps a maintenance job from being queued while another with
 // the same args waits or runs; a finished one does not count.
-var oneAtATime = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-}}
+func oneAtATime() river.UniqueOpts {
+	return river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}
+}
 
 type resultsWorker struct {
 	river.WorkerDefaults[ResultsArgs]
@@ -87,7 +89,7 @@ func (PartitionsArgs) Kind() string { return "retention.partitions" }
 
 // InsertOpts puts the job on the maintenance queue, one at a time.
 func (PartitionsArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueMaintenance, MaxAttempts: 5, UniqueOpts: oneAtATime}
+	return river.InsertOpts{Queue: jobs.QueueMaintenance, MaxAttempts: 5, UniqueOpts: oneAtATime()}
 }
 
 type partitionsWorker struct {
