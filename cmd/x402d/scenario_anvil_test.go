@@ -79,6 +79,26 @@ func TestLoadOnAnvil(t *testing.T) {
 			t.Logf("anvil %s: gas per batched settlement %.0f (%.1f transfers a batch on average)", layout, gas, batch)
 		})
 	}
+	t.Run("official", func(t *testing.T) {
+		// x402d serve and a seller built from the official packages on
+		// the same node in the same run, 256 in flight each.
+		node := anviltest.Start(t, nil)
+		db := dbtest.Schema(ctx, t)
+		env := anvilEnv(t, node, db)
+		env["TEST_REAL_PAYMENTS"], env["DB_MAX_CONNS"] = "1", "20"
+		ours := run(t, startChild(t, "serve", env).addr, loadgen.Config{Concurrency: 256, Duration: dur, Presign: true, MaxCalls: 400 * int(dur/time.Second)})
+		key, err := devchain.DeriveKey(devchain.Mnemonic, 6)
+		require.NoError(t, err)
+		theirPayer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+		require.NoError(t, err)
+		theirs, err := loadgen.Run(ctx, loadgen.Config{BaseURL: startOfficialSeller(t, node.URL), Requests: request, Payer: theirPayer,
+			Concurrency: 256, Duration: dur, Presign: true, MaxCalls: 400 * int(dur/time.Second)})
+		require.NoError(t, err)
+		t.Logf("official seller: %s", theirs)
+		require.Positive(t, theirs.Statuses[http.StatusOK], "the official seller was paid")
+		t.Logf("anvil, 256 in flight: x402d serve %.1f paid calls/s, p50 %s; official seller %.1f, p50 %s",
+			ours.Throughput, ours.P50.Round(time.Millisecond), theirs.Throughput, theirs.P50.Round(time.Millisecond))
+	})
 	t.Run("single", func(t *testing.T) {
 		node := anviltest.Start(t, nil)
 		db := dbtest.Schema(ctx, t)

@@ -32,7 +32,6 @@ import (
 // it; the figures are in docs/performance.md.
 func TestPaidBesideOfficialSeller(t *testing.T) {
 	ctx := context.Background()
-	compat := compatDir(t, "@x402/express", "@x402/evm", "@x402/core", "viem")
 	db := dbtest.Schema(ctx, t)
 	rpc := freeAddr(t)
 	fake := modeltest.NewServer(t)
@@ -42,18 +41,7 @@ func TestPaidBesideOfficialSeller(t *testing.T) {
 	}
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
-	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
-	cmd := exec.Command("node", filepath.Join(compat, "official_seller.mjs"), port)
-	cmd.Env = append(os.Environ(), "RPC_URL=http://"+rpc, "FACILITATOR_ACCOUNT=7")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Contains(t, line, "listening")
-	official := "http://127.0.0.1:" + port
+	official := startOfficialSeller(t, "http://"+rpc)
 
 	request := []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}}
 	run := func(base string, account uint32) *loadgen.Report {
@@ -73,4 +61,23 @@ func TestPaidBesideOfficialSeller(t *testing.T) {
 		t.Logf("round %d, official seller: %s", round+1, theirs)
 		require.Greater(t, ours.Throughput, theirs.Throughput)
 	}
+}
+
+// startOfficialSeller runs compat/official_seller.mjs settling on the chain
+// at rpcURL with development account 7, and returns its base URL.
+func startOfficialSeller(t *testing.T, rpcURL string) string {
+	t.Helper()
+	compat := compatDir(t, "@x402/express", "@x402/evm", "@x402/core", "viem")
+	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	cmd := exec.Command("node", filepath.Join(compat, "official_seller.mjs"), port)
+	cmd.Env = append(os.Environ(), "RPC_URL="+rpcURL, "FACILITATOR_ACCOUNT=7")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, "listening")
+	return "http://127.0.0.1:" + port
 }
