@@ -67,10 +67,18 @@ func TestPaidBesideOfficialSeller(t *testing.T) {
 // at rpcURL with development account 7, and returns its base URL.
 func startOfficialSeller(t *testing.T, rpcURL string) string {
 	t.Helper()
+	return startCompatServer(t, "official_seller.mjs", "RPC_URL="+rpcURL, "FACILITATOR_ACCOUNT=7")
+}
+
+// startCompatServer runs the Node server compat/<script> on a free port
+// with env added, waits for it to say it is listening, and returns its base
+// URL.
+func startCompatServer(t *testing.T, script string, env ...string) string {
+	t.Helper()
 	compat := compatDir(t, "@x402/express", "@x402/evm", "@x402/core", "viem")
 	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
-	cmd := exec.Command("node", filepath.Join(compat, "official_seller.mjs"), port)
-	cmd.Env = append(os.Environ(), "RPC_URL="+rpcURL, "FACILITATOR_ACCOUNT=7")
+	cmd := exec.Command("node", filepath.Join(compat, script), port)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr

@@ -22,8 +22,10 @@ import (
 // a bare net/http server that answers every request with the same 402 (the
 // same quote header and body), with wrk (1 thread, 32 connections, 8 s),
 // alternating the two three times: the quote path should answer at least
-// 90% of what the bare server does on the same machine. `go tool task
-// load:quotes` runs it; wrk comes from Debian (apt-get install -y wrk).
+// 90% of what the bare server does on the same machine. Each round also
+// measures the official @x402/express guarding the same route
+// (compat/express_quote_server.mjs). `go tool task load:quotes` runs it;
+// wrk comes from Debian (apt-get install -y wrk).
 func TestQuotesAgainstBareServer(t *testing.T) {
 	ctx := context.Background()
 	wrk, err := exec.LookPath("wrk")
@@ -55,6 +57,8 @@ func TestQuotesAgainstBareServer(t *testing.T) {
 	go func() { _ = bare.Serve(ln) }()
 	t.Cleanup(func() { _ = bare.Close() })
 
+	official := startCompatServer(t, "express_quote_server.mjs")
+
 	rate := regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 	measure := func(url string) float64 {
 		out, err := exec.CommandContext(ctx, wrk, "-t1", "-c32", "-d8s", "-s", script, url).CombinedOutput()
@@ -69,8 +73,10 @@ func TestQuotesAgainstBareServer(t *testing.T) {
 	for range 3 {
 		b := measure("http://" + ln.Addr().String() + "/api/x402/diff")
 		x := measure(base + "/api/x402/diff")
+		o := measure(official + "/api/x402/diff")
 		ratios = append(ratios, x/b)
-		t.Logf("bare net/http %.0f quotes/s, x402d %.0f quotes/s: %.1f%%", b, x, 100*x/b)
+		t.Logf("bare net/http %.0f quotes/s, x402d %.0f quotes/s: %.1f%%; official @x402/express %.0f quotes/s", b, x, 100*x/b, o)
+		require.Greater(t, x, o, "x402d answers more quotes a second than the official seller")
 	}
 	t.Logf("x402d's quotes against the bare server, alternated: %.1f%%, %.1f%%, %.1f%%", 100*ratios[0], 100*ratios[1], 100*ratios[2])
 }
