@@ -5,14 +5,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -75,17 +78,100 @@ func startOfficialSeller(t *testing.T, rpcURL string) string {
 // URL.
 func startCompatServer(t *testing.T, script string, env ...string) string {
 	t.Helper()
-	compat := compatDir(t, "@x402/express", "@x402/evm", "@x402/core", "viem")
 	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	cmd := runCompatServer(t, script, port, env...)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return "http://127.0.0.1:" + port
+}
+
+// runCompatServer starts compat/<script> on port with env added and returns
+// once it says it is listening; the caller stops it.
+func runCompatServer(t *testing.T, script, port string, env ...string) *exec.Cmd {
+	t.Helper()
+	compat := compatDir(t, "@x402/express", "@x402/evm", "@x402/core", "viem")
 	cmd := exec.Command("node", filepath.Join(compat, script), port)
 	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err)
 	require.Contains(t, line, "listening")
-	return "http://127.0.0.1:" + port
+	return cmd
+}
+
+// TestKilledBesideOfficialSeller pays diff calls, 16 in flight for 6 s,
+// clients resending the same payment when an answer is lost, to x402d (an
+// api and two workers, a worker SIGKILLed every 1.5 s) and to the official
+// packages' seller (its one process SIGKILLed every 1.5 s and started again),
+// both settling on the same devchain process in the same run, and counts
+// for each the calls answered 200 and the calls charged (the payer's
+// balance). x402d must answer every call it charged. `go tool task
+// load:official` runs it.
+func TestKilledBesideOfficialSeller(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	rpc := freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s",
+		"JOB_TIMEOUT": "3s", "JOB_RESCUE_AFTER": "4s", "RIVER_POLL_INTERVAL": "100ms",
+		"TEST_REAL_PAYMENTS": "1", "SETTLEMENT": "devchain", "DEVCHAIN_RPC_ADDR": rpc,
+	}
+	startChild(t, "devchain", env)
+	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
+	require.NoError(t, err)
+	t.Cleanup(chain.Close)
+	price := big.NewInt(10_000) // diff: $0.01
+	request := []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}}
+	pay := func(base string, account uint32) (rep *loadgen.Report, charged int64) {
+		key, err := devchain.DeriveKey(devchain.Mnemonic, account)
+		require.NoError(t, err)
+		payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+		require.NoError(t, err)
+		before := usdcBalance(ctx, t, chain, payer.Address())
+		rep, err = loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: request, Payer: payer,
+			Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second})
+		require.NoError(t, err)
+		spent := new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer.Address()))
+		return rep, new(big.Int).Div(spent, price).Int64()
+	}
+
+	api := startChild(t, "api", env)
+	stopKilling := killWorkers(t, env, 1500*time.Millisecond)
+	ours, oursCharged := pay(api.addr, 5)
+	killed := stopKilling()
+	t.Logf("x402d, %d workers killed: %d calls, %d answered 200, %d charged; %s", killed, ours.Calls, ours.Statuses[http.StatusOK], oursCharged, ours)
+	require.Equal(t, ours.Calls, ours.Statuses[http.StatusOK], ours.String())
+	require.Equal(t, int64(ours.Calls), oursCharged, "x402d charged exactly the calls it answered")
+
+	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	official := []string{"RPC_URL=http://" + rpc, "FACILITATOR_ACCOUNT=7"}
+	var mu sync.Mutex
+	seller := runCompatServer(t, "official_seller.mjs", port, official...)
+	t.Cleanup(func() { mu.Lock(); defer mu.Unlock(); _ = seller.Process.Kill(); _ = seller.Wait() })
+	stop, done := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(1500 * time.Millisecond):
+			}
+			mu.Lock()
+			_ = seller.Process.Kill()
+			_ = seller.Wait()
+			seller = runCompatServer(t, "official_seller.mjs", port, official...)
+			mu.Unlock()
+			n++
+		}
+	}()
+	theirs, theirsCharged := pay("http://127.0.0.1:"+port, 6)
+	close(stop)
+	restarts := <-done
+	t.Logf("official seller, killed %d times: %d calls, %d answered 200, %d charged, %d charged and not answered; %s",
+		restarts, theirs.Calls, theirs.Statuses[http.StatusOK], theirsCharged, theirsCharged-int64(theirs.Statuses[http.StatusOK]), theirs)
+	require.Positive(t, theirs.Statuses[http.StatusOK], "the official seller was paid")
 }
