@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -339,6 +343,11 @@ func benchText(n int) string {
 	return b.String()
 }
 
+// BenchmarkRegex1MB times the regex operation over 1 MiB of text on each
+// engine path, and beside each, V8's own RegExp on the same pattern and
+// text (testdata/bench.mjs, in node: its time a pass, process start not
+// included, as ns/op), the reference the differential test checks
+// results against.
 func BenchmarkRegex1MB(b *testing.B) {
 	text := benchText(1 << 20)
 	for _, bc := range []struct{ name, pattern, engine string }{
@@ -346,6 +355,32 @@ func BenchmarkRegex1MB(b *testing.B) {
 		{"ecmascript", doubledWordPattern, EngineECMAScript},
 		{"ecmascript_lookahead", emailPattern + `(?=\s)`, EngineECMAScript},
 	} {
+		b.Run(bc.name+"/v8", func(b *testing.B) {
+			node, err := exec.LookPath("node")
+			if err != nil {
+				b.Fatal("node (v20+) is needed beside the benchmark: go tool task npm")
+			}
+			file := filepath.Join(b.TempDir(), "text")
+			if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			script, err := filepath.Abs("testdata/bench.mjs")
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := exec.Command(node, script, file, bc.pattern, "g", strconv.Itoa(b.N)).Output()
+			if err != nil {
+				b.Fatalf("node bench.mjs: %v", err)
+			}
+			var got struct {
+				NS      float64 `json:"ns"`
+				Matches int     `json:"matches"`
+			}
+			if err := json.Unmarshal(out, &got); err != nil || got.Matches == 0 {
+				b.Fatalf("node bench.mjs: %s (%v)", out, err)
+			}
+			b.ReportMetric(got.NS, "ns/op")
+		})
 		b.Run(bc.name, func(b *testing.B) {
 			in := Input{Pattern: bc.pattern, Text: text, Flags: "g"}
 			b.SetBytes(int64(len(text)))
