@@ -185,16 +185,7 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	rpc := freeAddr(t)
-	env := map[string]string{
-		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s",
-		"JOB_TIMEOUT": "3s", "JOB_RESCUE_AFTER": "4s", "RIVER_POLL_INTERVAL": "100ms",
-		"TEST_REAL_PAYMENTS": "1", "SETTLEMENT": "devchain", "DEVCHAIN_RPC_ADDR": rpc,
-	}
-	startChild(t, "devchain", env)
-	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
-	require.NoError(t, err)
-	t.Cleanup(chain.Close)
+	env, chain := startDevchainProcess(ctx, t, db)
 	api := startChild(t, "api", env)
 	stopKilling := killWorkers(t, env, 1500*time.Millisecond)
 	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
@@ -219,6 +210,24 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
 		store.EventSettlementSubmitted).Scan(&resettled))
 	t.Logf("%d calls settled in %d transactions; %d settlements attempted again after a kill", rep.Calls, txs, resettled)
+}
+
+// startDevchainProcess starts an `x402d devchain` process and returns the
+// environment of api and worker processes on db that settle on it, with
+// short job timeouts for tests that kill them, and a client of the chain.
+func startDevchainProcess(ctx context.Context, t *testing.T, db *dbtest.DB) (map[string]string, *ethclient.Client) {
+	t.Helper()
+	rpc := freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s",
+		"JOB_TIMEOUT": "3s", "JOB_RESCUE_AFTER": "4s", "RIVER_POLL_INTERVAL": "100ms",
+		"TEST_REAL_PAYMENTS": "1", "SETTLEMENT": "devchain", "DEVCHAIN_RPC_ADDR": rpc,
+	}
+	startChild(t, "devchain", env)
+	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
+	require.NoError(t, err)
+	t.Cleanup(chain.Close)
+	return env, chain
 }
 
 // requirePaidOnce checks the calls of rep against the ledger and the chain:

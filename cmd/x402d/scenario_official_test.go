@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -112,16 +111,8 @@ func runCompatServer(t *testing.T, script, port string, env ...string) *exec.Cmd
 func TestKilledBesideOfficialSeller(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	rpc := freeAddr(t)
-	env := map[string]string{
-		"DATABASE_URL": db.URL, "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s",
-		"JOB_TIMEOUT": "3s", "JOB_RESCUE_AFTER": "4s", "RIVER_POLL_INTERVAL": "100ms",
-		"TEST_REAL_PAYMENTS": "1", "SETTLEMENT": "devchain", "DEVCHAIN_RPC_ADDR": rpc,
-	}
-	startChild(t, "devchain", env)
-	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
-	require.NoError(t, err)
-	t.Cleanup(chain.Close)
+	env, chain := startDevchainProcess(ctx, t, db)
+	rpc := env["DEVCHAIN_RPC_ADDR"]
 	price := big.NewInt(10_000) // diff: $0.01
 	request := []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}}
 	pay := func(base string, account uint32) (rep *loadgen.Report, charged int64) {

@@ -24,7 +24,7 @@ import (
 // alternating the two three times: the quote path should answer at least
 // 90% of what the bare server does on the same machine. Each round also
 // measures the official @x402/express guarding the same route
-// (compat/express_quote_server.mjs). `go tool task load:quotes` runs it;
+// (compat/official_seller.mjs without RPC_URL: quotes only). `go tool task load:quotes` runs it;
 // wrk comes from Debian (apt-get install -y wrk).
 func TestQuotesAgainstBareServer(t *testing.T) {
 	ctx := context.Background()
@@ -57,7 +57,7 @@ func TestQuotesAgainstBareServer(t *testing.T) {
 	go func() { _ = bare.Serve(ln) }()
 	t.Cleanup(func() { _ = bare.Close() })
 
-	official := startCompatServer(t, "express_quote_server.mjs")
+	official := startCompatServer(t, "official_seller.mjs")
 
 	rate := regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 	measure := func(url string) float64 {
