@@ -32,7 +32,6 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	base := startInProcess(ctx, t, "serve", testEnv(db, nil))
 
 	usdc := "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
 	var items []map[string]any
@@ -51,6 +50,13 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 			"pagination": map[string]int{"limit": limit, "offset": offset, "total": len(items)}})
 	}))
 	defer listing.Close()
+	// The service's crawl at start (it runs unless a crawl ran within the
+	// schedule's interval) must not race the command's: its source counts
+	// as crawled a moment ago, so that what is counted below is the
+	// command's pass.
+	_, err := db.Pool.Exec(ctx, `INSERT INTO index_sources (url, last_at) VALUES ($1, now())`, listing.URL)
+	require.NoError(t, err)
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"INDEX_SOURCES": listing.URL}))
 
 	// The service's own discovery list is a valid source.
 	env := map[string]string{"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "INDEX_SOURCES": listing.URL + "," + base + "/api/x402/discovery/resources"}
