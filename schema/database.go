@@ -48,3 +48,20 @@ func isDuplicateDatabase(err error) bool {
 	// 23505: two processes created it at the same moment.
 	return errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") // duplicate_database
 }
+
+// PoolConfig parses connString into the configuration of a pool of the
+// service's database, with the service's session settings: JIT compilation
+// off, unless connString sets jit. The service's statements are short, and
+// Postgres decides to compile by a cost estimate, not by time: once the
+// index held 20,000 services it compiled the index summary, a 15 ms query,
+// for about 2 s, on every call.
+func PoolConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["jit"]; !ok {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	return cfg, nil
+}

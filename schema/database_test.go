@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -64,4 +66,31 @@ func TestEnsureDatabase(t *testing.T) {
 	// An unreachable server says how to start one.
 	err := schema.EnsureDatabase(ctx, "postgres://postgres@127.0.0.1:1/x?sslmode=disable")
 	require.ErrorContains(t, err, "pg_ctlcluster")
+}
+
+func TestPoolConfig(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name, params, want string
+	}{
+		{"jit off by default", "", "off"},
+		{"the URL's own setting kept", "&jit=on", "on"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			connString := dbtest.URL()
+			if !strings.Contains(connString, "?") {
+				connString += "?"
+			}
+			cfg, err := schema.PoolConfig(connString + tt.params)
+			require.NoError(t, err)
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(t, err)
+			defer pool.Close()
+			var jit string
+			require.NoError(t, pool.QueryRow(ctx, "SHOW jit").Scan(&jit))
+			require.Equal(t, tt.want, jit)
+		})
+	}
 }

@@ -102,7 +102,7 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 	if err := schema.EnsureDatabase(ctx, a.cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
-	poolCfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
+	poolCfg, err := schema.PoolConfig(a.cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}

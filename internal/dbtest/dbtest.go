@@ -77,7 +77,9 @@ func Schema(ctx context.Context, t testing.TB) *DB {
 	u.RawQuery = q.Encode()
 	connString := u.String()
 
-	pool, err := pgxpool.New(ctx, connString)
+	poolCfg, err := schema.PoolConfig(connString)
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	require.NoError(t, err)
 	require.NoError(t, schema.Migrate(ctx, pool, slog.New(slog.DiscardHandler)))
 	_, err = schema.EnsureEventPartitions(ctx, pool, schema.PeriodMonth, time.Now().AddDate(0, 1, 0))
