@@ -20,7 +20,6 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402/devchain"
-	"github.com/x402d/x402d/x402/payclient"
 )
 
 // anvilEnv is the environment of the service settling in rpc mode on node,
@@ -120,10 +119,7 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	kills := make(chan int, 1)
 	time.AfterFunc(10*time.Second, func() { kills <- stopKilling() })
 
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
-	require.NoError(t, err)
-	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	payer := devPayer(t, 5)
 	payTo := devAddress(t, devchain.PayToAccount)
 	payerBefore := usdcBalance(ctx, t, node.Client, payer.Address())
 	rep, err := loadgen.Run(ctx, loadgen.Config{

@@ -14,8 +14,6 @@ import (
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/schema"
-	"github.com/x402d/x402d/x402/devchain"
-	"github.com/x402d/x402d/x402/payclient"
 )
 
 // ledgerBytes is the on-disk size of the ledger's tables, events (its
@@ -41,10 +39,7 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	base, _, db := startDevchainServiceDB(ctx, t)
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 8)
-	require.NoError(t, err)
-	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	payer := devPayer(t, 8)
 	regex := []loadgen.Request{{Op: "regex", Body: `{"pattern":"\\d+","text":"a1b22 c333","flags":"g"}`}}
 	vacuum := func(full bool) (events, calls int64) {
 		stmt := "VACUUM events, calls"

@@ -26,7 +26,6 @@ import (
 	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402/devchain"
-	"github.com/x402d/x402d/x402/payclient"
 )
 
 // These tests run the load generator against real processes with the
@@ -188,10 +187,7 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 	env, chain := startDevchainProcess(ctx, t, db)
 	api := startChild(t, "api", env)
 	stopKilling := killWorkers(t, env, 1500*time.Millisecond)
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
-	require.NoError(t, err)
-	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	payer := devPayer(t, 5)
 	payTo := devAddress(t, devchain.PayToAccount)
 	payerBefore := usdcBalance(ctx, t, chain, payer.Address())
 	rep, err := loadgen.Run(ctx, loadgen.Config{
@@ -485,10 +481,7 @@ func TestLoadOnDevchain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	base, chain, db := startDevchainServiceDB(ctx, t)
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 6)
-	require.NoError(t, err)
-	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	payer := devPayer(t, 6)
 	payTo := devAddress(t, devchain.PayToAccount)
 	payerBefore, payToBefore := usdcBalance(ctx, t, chain, payer.Address()), usdcBalance(ctx, t, chain, payTo)
 

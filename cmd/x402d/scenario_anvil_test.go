@@ -15,8 +15,6 @@ import (
 	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
-	"github.com/x402d/x402d/x402/devchain"
-	"github.com/x402d/x402d/x402/payclient"
 )
 
 // TestLoadOnAnvil measures paid calls settled in rpc mode on anvil with
@@ -39,10 +37,7 @@ func TestLoadOnAnvil(t *testing.T) {
 		require.NoError(t, err)
 		dur = d
 	}
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
-	require.NoError(t, err)
-	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	payer := devPayer(t, 5)
 	request := []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}}
 
 	run := func(t *testing.T, base string, cfg loadgen.Config) *loadgen.Report {
@@ -87,10 +82,7 @@ func TestLoadOnAnvil(t *testing.T) {
 		env := anvilEnv(t, node, db)
 		env["TEST_REAL_PAYMENTS"], env["DB_MAX_CONNS"] = "1", "20"
 		ours := run(t, startChild(t, "serve", env).addr, loadgen.Config{Concurrency: 256, Duration: dur, Presign: true, MaxCalls: 400 * int(dur/time.Second)})
-		key, err := devchain.DeriveKey(devchain.Mnemonic, 6)
-		require.NoError(t, err)
-		theirPayer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-		require.NoError(t, err)
+		theirPayer := devPayer(t, 6)
 		theirs, err := loadgen.Run(ctx, loadgen.Config{BaseURL: startOfficialSeller(t, node.URL), Requests: request, Payer: theirPayer,
 			Concurrency: 256, Duration: dur, Presign: true, MaxCalls: 400 * int(dur/time.Second)})
 		require.NoError(t, err)

@@ -20,8 +20,6 @@ import (
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/model/modeltest"
-	"github.com/x402d/x402d/x402/devchain"
-	"github.com/x402d/x402d/x402/payclient"
 )
 
 // TestPaidBesideOfficialSeller measures paid diff calls, 64 in flight for
@@ -47,10 +45,7 @@ func TestPaidBesideOfficialSeller(t *testing.T) {
 
 	request := []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}}
 	run := func(base string, account uint32) *loadgen.Report {
-		key, err := devchain.DeriveKey(devchain.Mnemonic, account)
-		require.NoError(t, err)
-		payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-		require.NoError(t, err)
+		payer := devPayer(t, account)
 		rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: request, Payer: payer, Concurrency: 64, Duration: 10 * time.Second})
 		require.NoError(t, err)
 		return rep
@@ -116,12 +111,9 @@ func TestKilledBesideOfficialSeller(t *testing.T) {
 	price := big.NewInt(10_000) // diff: $0.01
 	request := []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}}
 	pay := func(base string, account uint32) (rep *loadgen.Report, charged int64) {
-		key, err := devchain.DeriveKey(devchain.Mnemonic, account)
-		require.NoError(t, err)
-		payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-		require.NoError(t, err)
+		payer := devPayer(t, account)
 		before := usdcBalance(ctx, t, chain, payer.Address())
-		rep, err = loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: request, Payer: payer,
+		rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: request, Payer: payer,
 			Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second})
 		require.NoError(t, err)
 		spent := new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer.Address()))

@@ -50,6 +50,17 @@ func devAddress(t *testing.T, i uint32) common.Address {
 	return crypto.PubkeyToAddress(key.PublicKey)
 }
 
+// devPayer is the payment client (x402d pay's) of development account i,
+// paying on Base.
+func devPayer(t testing.TB, i uint32) *payclient.Client {
+	t.Helper()
+	key, err := devchain.DeriveKey(devchain.Mnemonic, i)
+	require.NoError(t, err)
+	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	return payer
+}
+
 // usdcBalance reads balanceOf(who) of the devchain's USDC over JSON-RPC.
 func usdcBalance(ctx context.Context, t *testing.T, c *ethclient.Client, who common.Address) *big.Int {
 	data := append(common.FromHex("0x70a08231"), common.LeftPadBytes(who.Bytes(), 32)...)
@@ -188,10 +199,7 @@ func TestGoClientPaysAndReplays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	base, chain := startDevchainService(ctx, t)
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 4)
-	require.NoError(t, err)
-	client, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	client := devPayer(t, 4)
 	payer := client.Address()
 	before := usdcBalance(ctx, t, chain, payer)
 
@@ -335,10 +343,7 @@ func TestRPCSettlement(t *testing.T) {
 	// A transaction per payment by default; through Multicall3 with
 	// SETTLEMENT_BATCH=on.
 	payTo := devAddress(t, 7)
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 5)
-	require.NoError(t, err)
-	client, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	client := devPayer(t, 5)
 	for _, tt := range []struct {
 		batch string
 		to    common.Address
@@ -381,10 +386,7 @@ func TestFacilitatorSettlement(t *testing.T) {
 		"PAY_TO_EVM": payTo.Hex(),
 	}
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
-	key, err := devchain.DeriveKey(devchain.Mnemonic, 6)
-	require.NoError(t, err)
-	client, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
-	require.NoError(t, err)
+	client := devPayer(t, 6)
 	payer := client.Address()
 	before := usdcBalance(ctx, t, stack.Chain.Client(), payer)
 
