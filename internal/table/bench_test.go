@@ -1,13 +1,11 @@
 package table
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 
+	"github.com/x402d/x402d/internal/nodetest"
 	"github.com/x402d/x402d/internal/table/tabletest"
 )
 
@@ -16,10 +14,6 @@ import (
 // BenchmarkParseCSV (testdata/bench_csvparse.mjs, in node: its time a
 // parse, process start not included, as ns/op).
 func BenchmarkParseCSVReference(b *testing.B) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		b.Fatal("node (v20+) is needed beside the benchmark: go tool task npm")
-	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		b.Fatal(err)
@@ -29,19 +23,11 @@ func BenchmarkParseCSVReference(b *testing.B) {
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	out, err := exec.Command(node, filepath.Join(root, "internal", "table", "testdata", "bench_csvparse.mjs"), root, file, strconv.Itoa(b.N)).Output()
-	if err != nil {
-		b.Fatalf("node bench_csvparse.mjs (run: go tool task npm): %v", err)
+	ns, records := nodetest.Bench(b, filepath.Join(root, "internal", "table", "testdata", "bench_csvparse.mjs"), root, file)
+	if records == 0 {
+		b.Fatal("csv-parse read no record")
 	}
-	var got struct {
-		NS      float64 `json:"ns"`
-		Records int     `json:"records"`
-	}
-	if err := json.Unmarshal(out, &got); err != nil || got.Records == 0 {
-		b.Fatalf("node bench_csvparse.mjs: %s (%v)", out, err)
-	}
-	b.ReportMetric(got.NS, "ns/op")
-	b.ReportMetric(float64(len(text))/got.NS*1e9/1e6, "MB/s")
+	b.ReportMetric(float64(len(text))/ns*1e9/1e6, "MB/s")
 }
 
 func BenchmarkParseCSV(b *testing.B) {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/nodetest"
 	"github.com/x402d/x402d/jobs"
 )
 
@@ -356,30 +355,13 @@ func BenchmarkRegex1MB(b *testing.B) {
 		{"ecmascript_lookahead", emailPattern + `(?=\s)`, EngineECMAScript},
 	} {
 		b.Run(bc.name+"/v8", func(b *testing.B) {
-			node, err := exec.LookPath("node")
-			if err != nil {
-				b.Fatal("node (v20+) is needed beside the benchmark: go tool task npm")
-			}
 			file := filepath.Join(b.TempDir(), "text")
 			if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			script, err := filepath.Abs("testdata/bench.mjs")
-			if err != nil {
-				b.Fatal(err)
+			if _, matches := nodetest.Bench(b, "testdata/bench.mjs", file, bc.pattern, "g"); matches == 0 {
+				b.Fatal("V8 found no match")
 			}
-			out, err := exec.Command(node, script, file, bc.pattern, "g", strconv.Itoa(b.N)).Output()
-			if err != nil {
-				b.Fatalf("node bench.mjs: %v", err)
-			}
-			var got struct {
-				NS      float64 `json:"ns"`
-				Matches int     `json:"matches"`
-			}
-			if err := json.Unmarshal(out, &got); err != nil || got.Matches == 0 {
-				b.Fatalf("node bench.mjs: %s (%v)", out, err)
-			}
-			b.ReportMetric(got.NS, "ns/op")
 		})
 		b.Run(bc.name, func(b *testing.B) {
 			in := Input{Pattern: bc.pattern, Text: text, Flags: "g"}
