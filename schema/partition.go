@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,11 +104,7 @@ func EventPartitions(ctx context.Context, tx pgx.Tx) ([]Partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("event partitions: %w", err)
 	}
-	for i := 1; i < len(parts); i++ {
-		for j := i; j > 0 && parts[j].To.Before(parts[j-1].To); j-- {
-			parts[j], parts[j-1] = parts[j-1], parts[j]
-		}
-	}
+	slices.SortFunc(parts, func(a, b Partition) int { return a.To.Compare(b.To) })
 	return parts, nil
 }
 
