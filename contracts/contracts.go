@@ -5,20 +5,27 @@
 // (Multicall3's interface) lets the relayer settle many payments in one
 // transaction.
 //
-// The sources are the .sol files of this directory; build.mjs compiles them
-// with the npm solc pinned in compat/package.json into build/*.json, which are
-// committed so that building Go never needs Node. Rebuild them with
+// It also embeds the contracts of the independent test chain, built from
+// their publishers' sources: Circle's USDC (FiatTokenV2_2 behind
+// FiatTokenProxy, linked to the SignatureChecker library) and Multicall3.
+//
+// The sources are the .sol files of this directory and, for the published
+// contracts, the npm packages pinned in compat/package.json; build.mjs
+// compiles them with the npm solc into build/*.json, which are committed so
+// that building Go never needs Node. Rebuild them with
 // `go tool task contracts` after editing a source.
 package contracts
 
 import (
 	"bytes"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
-	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/common"
 )
 
 // Names of the embedded contracts.
@@ -38,6 +45,19 @@ const (
 	// (CREATE2: deploy(owner, salt), addressOf(owner, salt)), for tests of
 	// ERC-6492 signatures of wallets not deployed yet.
 	DevWalletFactory = "DevWalletFactory"
+
+	// FiatTokenV2_2 is Circle's USDC implementation (circlefin/stablecoin-evm,
+	// Apache-2.0), compiled as Circle compiles it; it links SignatureChecker.
+	FiatTokenV2_2 = "FiatTokenV2_2"
+	// FiatTokenProxy is Circle's upgradeability proxy, the contract that
+	// holds USDC's address and state and delegates to FiatTokenV2_2.
+	FiatTokenProxy = "FiatTokenProxy"
+	// SignatureChecker is Circle's library of ECDSA and EIP-1271 signature
+	// checks, deployed on its own and linked into FiatTokenV2_2.
+	SignatureChecker = "SignatureChecker"
+	// Multicall3 is mds1/multicall's Multicall3, which every chain has at
+	// 0xcA11bde05977b3631167028862bE2a173976CA11.
+	Multicall3 = "Multicall3"
 )
 
 //go:embed build/*.json
@@ -52,8 +72,21 @@ type Artifact struct {
 	// Bytecode is the creation code, to which constructor arguments are
 	// appended.
 	Bytecode []byte
-	// DeployedBytecode is the runtime code with immutables left as zeros.
+	// DeployedBytecode is the runtime code with immutables and linked
+	// libraries' addresses left as zeros.
 	DeployedBytecode []byte
+	// Links are the places in Bytecode where a library's address goes,
+	// by library name; Link fills them.
+	Links map[string][]LinkRef
+}
+
+// LinkRef is one place in a contract's creation code that holds a library's
+// address.
+type LinkRef struct {
+	// Start is the byte offset of the address.
+	Start int `json:"start"`
+	// Length is its length, 20.
+	Length int `json:"length"`
 }
 
 // Load returns the embedded artifact of the named contract.
@@ -63,9 +96,11 @@ func Load(name string) (*Artifact, error) {
 		return nil, fmt.Errorf("contract %s: %w", name, err)
 	}
 	var file struct {
-		ABI              json.RawMessage `json:"abi"`
-		Bytecode         hexutil.Bytes   `json:"bytecode"`
-		DeployedBytecode hexutil.Bytes   `json:"deployedBytecode"`
+		ABI                    json.RawMessage                 `json:"abi"`
+		Bytecode               json.RawMessage                 `json:"bytecode"`
+		DeployedBytecode       json.RawMessage                 `json:"deployedBytecode"`
+		LinkReferences         map[string]map[string][]LinkRef `json:"linkReferences"`
+		DeployedLinkReferences map[string]map[string][]LinkRef `json:"deployedLinkReferences"`
 	}
 	if err := json.Unmarshal(raw, &file); err != nil {
 		return nil, fmt.Errorf("contract %s: decode artifact: %w", name, err)
@@ -74,10 +109,60 @@ func Load(name string) (*Artifact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("contract %s: decode ABI: %w", name, err)
 	}
-	if len(file.Bytecode) == 0 {
+	a := &Artifact{Name: name, ABI: parsed}
+	if a.Bytecode, a.Links, err = decodeCode(file.Bytecode, file.LinkReferences); err != nil {
+		return nil, fmt.Errorf("contract %s: bytecode: %w", name, err)
+	}
+	if a.DeployedBytecode, _, err = decodeCode(file.DeployedBytecode, file.DeployedLinkReferences); err != nil {
+		return nil, fmt.Errorf("contract %s: deployed bytecode: %w", name, err)
+	}
+	if len(a.Bytecode) == 0 {
 		return nil, fmt.Errorf("contract %s: artifact has no bytecode", name)
 	}
-	return &Artifact{Name: name, ABI: parsed, Bytecode: file.Bytecode, DeployedBytecode: file.DeployedBytecode}, nil
+	return a, nil
+}
+
+// decodeCode decodes compiled code whose library references are
+// placeholders (__$…$__, not hex until linked): they become zeros, and the
+// references are returned by library name.
+func decodeCode(raw json.RawMessage, refsByFile map[string]map[string][]LinkRef) ([]byte, map[string][]LinkRef, error) {
+	var code string
+	if err := json.Unmarshal(raw, &code); err != nil {
+		return nil, nil, err
+	}
+	code = strings.TrimPrefix(code, "0x")
+	var links map[string][]LinkRef
+	for _, libs := range refsByFile {
+		for lib, refs := range libs {
+			for _, ref := range refs {
+				if ref.Length != common.AddressLength || ref.Start < 0 || 2*(ref.Start+ref.Length) > len(code) {
+					return nil, nil, fmt.Errorf("link reference %+v out of range", ref)
+				}
+				code = code[:2*ref.Start] + strings.Repeat("0", 2*ref.Length) + code[2*(ref.Start+ref.Length):]
+			}
+			if links == nil {
+				links = map[string][]LinkRef{}
+			}
+			links[lib] = append(links[lib], refs...)
+		}
+	}
+	b, err := hex.DecodeString(code)
+	return b, links, err
+}
+
+// Link returns the creation code with the named library's address in each
+// place that refers to it; it fails for a library the contract does not
+// link.
+func (a *Artifact) Link(lib string, addr common.Address) ([]byte, error) {
+	refs, ok := a.Links[lib]
+	if !ok {
+		return nil, fmt.Errorf("contract %s: links no library %s", a.Name, lib)
+	}
+	code := append([]byte{}, a.Bytecode...)
+	for _, ref := range refs {
+		copy(code[ref.Start:ref.Start+ref.Length], addr.Bytes())
+	}
+	return code, nil
 }
 
 // Deployment returns the creation transaction data of the contract: its

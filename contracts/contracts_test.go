@@ -39,6 +39,42 @@ func TestLoad(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestCircleUSDC loads Circle's contracts: the token's creation code links
+// SignatureChecker in the places the compiler recorded, and nothing else.
+func TestCircleUSDC(t *testing.T) {
+	t.Parallel()
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	for _, method := range []string{"initialize", "initializeV2", "initializeV2_1", "initializeV2_2",
+		"transferWithAuthorization", "transferWithAuthorization0", "receiveWithAuthorization",
+		"authorizationState", "configureMinter", "mint", "DOMAIN_SEPARATOR", "version"} {
+		require.Contains(t, token.ABI.Methods, method)
+	}
+	require.Len(t, token.Links["SignatureChecker"], 2)
+	lib := common.HexToAddress("0x00000000000000000000000000000000005167C4")
+	linked, err := token.Link("SignatureChecker", lib)
+	require.NoError(t, err)
+	require.Len(t, linked, len(token.Bytecode))
+	require.Equal(t, 2, bytes.Count(linked, lib.Bytes()))
+	require.Zero(t, bytes.Count(token.Bytecode, lib.Bytes()), "Link must not change the artifact")
+	_, err = token.Link("Missing", lib)
+	require.Error(t, err)
+
+	for _, name := range []string{contracts.FiatTokenProxy, contracts.SignatureChecker, contracts.Multicall3} {
+		a, err := contracts.Load(name)
+		require.NoError(t, err)
+		require.Empty(t, a.Links, name)
+		require.NotEmpty(t, a.DeployedBytecode, name)
+	}
+	proxy, err := contracts.Load(contracts.FiatTokenProxy)
+	require.NoError(t, err)
+	require.Contains(t, proxy.ABI.Methods, "changeAdmin")
+	require.Contains(t, proxy.ABI.Methods, "implementation")
+	multicall, err := contracts.Load(contracts.Multicall3)
+	require.NoError(t, err)
+	require.Contains(t, multicall.ABI.Methods, "aggregate3")
+}
+
 // TestArtifactsAreCurrent compiles the sources again and compares with the
 // committed artifacts: a source edited without `go tool task contracts`
 // fails here.
@@ -56,7 +92,7 @@ func TestArtifactsAreCurrent(t *testing.T) {
 	require.NoError(t, cmd.Run(), "node build.mjs failed (run: go tool task npm): %s", stderr.String())
 	built, err := filepath.Glob(filepath.Join(out, "*.json"))
 	require.NoError(t, err)
-	require.Len(t, built, 4)
+	require.Len(t, built, 8)
 	for _, f := range built {
 		want, err := os.ReadFile(f)
 		require.NoError(t, err)

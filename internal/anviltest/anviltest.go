@@ -1,8 +1,9 @@
 // Package anviltest runs anvil, foundry's EVM node (pinned in compat/ and
 // installed by `go tool task npm`), for tests that settle payments on a chain
-// that is not ours: Base's chain id, blocks every few seconds, and the
-// project's USDC and Multicall3 placed at their Base addresses with the
-// development accounts funded.
+// that is not ours: Base's chain id, blocks every few seconds, Circle's own
+// USDC (FiatTokenV2_2 behind its proxy, deployed and initialized as Circle
+// does) at the Base USDC address with the development accounts minted, and
+// Multicall3 at its canonical address.
 //
 // A Node is a real process on a loopback port; Restart stops it and starts it
 // again from the state it dumped, as a node operator's restart does.
@@ -11,6 +12,7 @@ package anviltest
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"math/big"
@@ -33,6 +35,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/x402/devchain"
 )
 
@@ -47,13 +50,8 @@ type Config struct {
 	BlockTime time.Duration
 	// GasLimit is the block gas limit. Defaults to anvil's 30,000,000.
 	GasLimit uint64
-	// Alloc replaces the accounts placed at start (code, storage, balance).
-	// Defaults to devchain.ContractAlloc: DevUSDC at the Base USDC address,
-	// minted to the ten development accounts, and DevMulticall at
-	// Multicall3's address.
-	Alloc types.GenesisAlloc
-	// USDC is what each development account is minted when Alloc is nil.
-	// Defaults to 1,000,000 USDC.
+	// USDC is what each development account is minted. Defaults to
+	// 1,000,000 USDC.
 	USDC *big.Int
 }
 
@@ -190,45 +188,154 @@ func (n *Node) start(load bool) {
 	}
 }
 
-// place puts the contracts' code and storage at their addresses.
+// ProxyAdmin is the admin of USDC's proxy on the node: an account that
+// sends nothing, as Circle's proxy admin calls nothing but upgrades (the
+// proxy refuses its admin any call to the token).
+var ProxyAdmin = crypto.PubkeyToAddress(mustKey(11).PublicKey)
+
+// place deploys and initializes Circle's USDC as Circle does, puts
+// Multicall3's code at its canonical address and the test wallet factory at
+// devchain.WalletFactory.
 func (n *Node) place() {
 	t := n.t
 	t.Helper()
-	alloc := n.cfg.Alloc
-	if alloc == nil {
-		usdc := n.cfg.USDC
-		if usdc == nil {
-			usdc = new(big.Int).Mul(big.NewInt(1_000_000), big.NewInt(1_000_000))
-		}
-		mints := map[common.Address]*big.Int{}
-		var deployer common.Address
-		for i := range 10 {
-			key, err := devchain.DeriveKey(devchain.Mnemonic, uint32(i))
-			require.NoError(t, err)
-			addr := crypto.PubkeyToAddress(key.PublicKey)
-			if i == devchain.DeployerAccount {
-				deployer = addr
-			}
-			mints[addr] = usdc
-		}
-		config := *params.AllDevChainProtocolChanges
-		config.ChainID = big.NewInt(ChainID)
-		var err error
-		alloc, err = devchain.ContractAlloc(&config, deployer, mints)
-		require.NoError(t, err)
-	}
 	ctx := context.Background()
-	for addr, acct := range alloc {
-		if len(acct.Code) > 0 {
-			require.NoError(t, n.RPC.CallContext(ctx, nil, "anvil_setCode", addr, hexutil.Bytes(acct.Code)))
-		}
-		for slot, v := range acct.Storage {
-			require.NoError(t, n.RPC.CallContext(ctx, nil, "anvil_setStorageAt", addr, slot, v))
-		}
-		if acct.Balance != nil && acct.Balance.Sign() > 0 {
-			require.NoError(t, n.RPC.CallContext(ctx, nil, "anvil_setBalance", addr, (*hexutil.Big)(acct.Balance)))
+	usdc := n.cfg.USDC
+	if usdc == nil {
+		usdc = new(big.Int).Mul(big.NewInt(1_000_000), big.NewInt(1_000_000))
+	}
+	for addr, name := range map[common.Address]string{devchain.Multicall: contracts.Multicall3, devchain.WalletFactory: contracts.DevWalletFactory} {
+		a, err := contracts.Load(name)
+		require.NoError(t, err)
+		// No constructor and no immutables: the runtime code is the account.
+		require.NoError(t, n.RPC.CallContext(ctx, nil, "anvil_setCode", addr, hexutil.Bytes(a.DeployedBytecode)))
+	}
+
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	proxy, err := contracts.Load(contracts.FiatTokenProxy)
+	require.NoError(t, err)
+	lib, err := contracts.Load(contracts.SignatureChecker)
+	require.NoError(t, err)
+	owner := newSender(t, n, mustKey(devchain.DeployerAccount))
+
+	// The library, the implementation linked to it, and the proxy, each
+	// deployed by a transaction of the owner, as Circle's deploy script does.
+	libAddr := owner.deploy(lib.Bytecode, 2_000_000)
+	linked, err := token.Link(contracts.SignatureChecker, libAddr)
+	require.NoError(t, err)
+	impl := owner.deploy(linked, 8_000_000)
+	proxyCode, err := proxy.Deployment(impl)
+	require.NoError(t, err)
+	deployed := owner.deploy(proxyCode, 2_000_000)
+	owner.mined()
+
+	// The proxy at the Base USDC address: its code and the two slots its
+	// constructor wrote (implementation and admin, the zeppelinos slots).
+	code, err := n.Client.CodeAt(ctx, deployed, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, code, "USDC's proxy was not deployed")
+	require.NoError(t, n.RPC.CallContext(ctx, nil, "anvil_setCode", devchain.USDC, hexutil.Bytes(code)))
+	for _, slot := range []common.Hash{
+		crypto.Keccak256Hash([]byte("org.zeppelinos.proxy.implementation")),
+		crypto.Keccak256Hash([]byte("org.zeppelinos.proxy.admin")),
+	} {
+		v, err := n.Client.StorageAt(ctx, deployed, slot, nil)
+		require.NoError(t, err)
+		require.NotEqual(t, common.Hash{}, common.BytesToHash(v))
+		require.NoError(t, n.RPC.CallContext(ctx, nil, "anvil_setStorageAt", devchain.USDC, slot, common.BytesToHash(v)))
+	}
+
+	// Circle's sequence: hand the proxy to its admin, initialize through it
+	// (v1, v2, v2.1, v2.2), make the owner a minter, mint.
+	call := func(to common.Address, abiOf *contracts.Artifact, method string, args ...any) {
+		input, err := abiOf.ABI.Pack(method, args...)
+		require.NoError(t, err, method)
+		owner.send(&to, input, 500_000)
+	}
+	call(devchain.USDC, proxy, "changeAdmin", ProxyAdmin)
+	call(devchain.USDC, token, "initialize", "USD Coin", "USDC", "USD", uint8(6), owner.addr, owner.addr, owner.addr, owner.addr)
+	call(devchain.USDC, token, "initializeV2", "USD Coin")
+	// Circle sends tokens locked in the contract to a lost-and-found
+	// account; there are none here.
+	call(devchain.USDC, token, "initializeV2_1", owner.addr)
+	call(devchain.USDC, token, "initializeV2_2", []common.Address{}, "USDC")
+	total := new(big.Int).Mul(usdc, big.NewInt(10))
+	call(devchain.USDC, token, "configureMinter", owner.addr, total)
+	for i := range 10 {
+		call(devchain.USDC, token, "mint", crypto.PubkeyToAddress(mustKey(i).PublicKey), usdc)
+	}
+	owner.mined()
+}
+
+func mustKey(i int) *ecdsa.PrivateKey {
+	key, err := devchain.DeriveKey(devchain.Mnemonic, uint32(i))
+	if err != nil {
+		panic(err)
+	}
+	return key
+}
+
+// sender sends a development account's transactions one after another
+// without waiting, and waits for all of them at once (mined mines a block
+// at once rather than waiting for the node's clock).
+type sender struct {
+	t     testing.TB
+	n     *Node
+	key   *ecdsa.PrivateKey
+	addr  common.Address
+	nonce uint64
+	sent  []common.Hash
+}
+
+func newSender(t testing.TB, n *Node, key *ecdsa.PrivateKey) *sender {
+	t.Helper()
+	addr := crypto.PubkeyToAddress(key.PublicKey)
+	nonce, err := n.Client.PendingNonceAt(context.Background(), addr)
+	require.NoError(t, err)
+	return &sender{t: t, n: n, key: key, addr: addr, nonce: nonce}
+}
+
+// send signs and sends a transaction; to nil creates a contract.
+func (s *sender) send(to *common.Address, data []byte, gas uint64) {
+	s.t.Helper()
+	tx := types.NewTx(&types.DynamicFeeTx{
+		ChainID: big.NewInt(ChainID), Nonce: s.nonce, To: to, Data: data, Gas: gas,
+		GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(100 * params.GWei),
+	})
+	signed, err := types.SignTx(tx, types.LatestSignerForChainID(big.NewInt(ChainID)), s.key)
+	require.NoError(s.t, err)
+	require.NoError(s.t, s.n.Client.SendTransaction(context.Background(), signed))
+	s.nonce++
+	s.sent = append(s.sent, signed.Hash())
+}
+
+// deploy sends a contract creation and returns the contract's address.
+func (s *sender) deploy(code []byte, gas uint64) common.Address {
+	addr := crypto.CreateAddress(s.addr, s.nonce)
+	s.send(nil, code, gas)
+	return addr
+}
+
+// mined mines a block and requires every transaction sent to have
+// succeeded.
+func (s *sender) mined() {
+	s.t.Helper()
+	ctx := context.Background()
+	require.NoError(s.t, s.n.Mine(ctx))
+	for _, h := range s.sent {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r, err := s.n.Client.TransactionReceipt(ctx, h)
+			if err == nil {
+				require.Equal(s.t, types.ReceiptStatusSuccessful, r.Status, "transaction %s of the USDC deployment reverted", h)
+				break
+			}
+			require.True(s.t, time.Now().Before(deadline), "transaction %s of the USDC deployment not mined: %v", h, err)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	s.sent = nil
 }
 
 // Restart stops the node, which dumps its state, and starts it again on the
@@ -288,6 +395,19 @@ func (n *Node) TxPool(ctx context.Context) (TxPoolStatus, error) {
 	var st TxPoolStatus
 	err := n.Call(ctx, &st, "txpool_status")
 	return st, err
+}
+
+// Transact sends a transaction of key to to with data, mines a block and
+// returns its receipt, failing t if it reverted.
+func (n *Node) Transact(key *ecdsa.PrivateKey, to common.Address, data []byte) *types.Receipt {
+	n.t.Helper()
+	s := newSender(n.t, n, key)
+	s.send(&to, data, 1_000_000)
+	h := s.sent[0]
+	s.mined()
+	r, err := n.Client.TransactionReceipt(context.Background(), h)
+	require.NoError(n.t, err)
+	return r
 }
 
 // Mine mines one block now.

@@ -3,6 +3,7 @@ package evm_test
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/rand"
 	"io"
 	"math/big"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
@@ -104,7 +106,7 @@ func devAccountKey(t *testing.T, i int) *ecdsa.PrivateKey {
 
 func (b *anvilBundle) balance(t *testing.T, addr common.Address) *big.Int {
 	t.Helper()
-	token, err := contracts.Load(contracts.DevUSDC)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
 	require.NoError(t, err)
 	input, err := token.ABI.Pack("balanceOf", addr)
 	require.NoError(t, err)
@@ -394,4 +396,70 @@ func newRPCProxy(t *testing.T, target string) *rpcProxy {
 	}))
 	t.Cleanup(p.Server.Close)
 	return p
+}
+
+// TestAnvil_SmartWallets pays from contract wallets on Circle's USDC, which
+// checks their signatures itself (EIP-1271): a wallet already deployed, and
+// one not deployed yet whose ERC-6492 signature carries the factory call;
+// settlement deploys it and moves the funds, alone and in a batch.
+func TestAnvil_SmartWallets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mode := range relayerModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
+			factory, err := contracts.Load(contracts.DevWalletFactory)
+			require.NoError(t, err)
+			token, err := contracts.Load(contracts.FiatTokenV2_2)
+			require.NoError(t, err)
+			funder := devAccountKey(t, 7)
+			// wallet returns a new wallet's address, funded, and the call
+			// that deploys it.
+			wallet := func(owner *ecdsa.PrivateKey) (common.Address, []byte) {
+				var salt [32]byte
+				_, err := rand.Read(salt[:])
+				require.NoError(t, err)
+				input, err := factory.ABI.Pack("addressOf", crypto.PubkeyToAddress(owner.PublicKey), salt)
+				require.NoError(t, err)
+				out, err := b.node.Client.CallContract(ctx, ethereum.CallMsg{To: &devchain.WalletFactory, Data: input}, nil)
+				require.NoError(t, err)
+				vals, err := factory.ABI.Unpack("addressOf", out)
+				require.NoError(t, err)
+				addr := vals[0].(common.Address)
+				transfer, err := token.ABI.Pack("transfer", addr, big.NewInt(10_000))
+				require.NoError(t, err)
+				b.node.Transact(funder, devchain.USDC, transfer)
+				deploy, err := factory.ABI.Pack("deploy", crypto.PubkeyToAddress(owner.PublicKey), salt)
+				require.NoError(t, err)
+				return addr, deploy
+			}
+
+			deployedOwner := newKey(t)
+			deployed, deploy := wallet(deployedOwner)
+			b.node.Transact(funder, devchain.WalletFactory, deploy)
+			pay := newPayment(t, deployedOwner, requirement())
+			pay.auth.From = deployed
+			p1, err := b.verifier.Verify(ctx, requirement(), pay.payload(t, requirement()))
+			require.NoError(t, err)
+			require.Equal(t, deployed.Hex(), p1.Payer)
+
+			laterOwner := newKey(t)
+			later, deployLater := wallet(laterOwner)
+			p2, err := b.verifier.Verify(ctx, requirement(), payment6492(t, laterOwner, later, devchain.WalletFactory, deployLater, laterOwner))
+			require.NoError(t, err)
+			code, err := b.node.Client.CodeAt(ctx, later, nil)
+			require.NoError(t, err)
+			require.Empty(t, code, "verification deployed nothing")
+
+			settleAllOK(t, []*x402.Payment{p1, p2}, b.relayer(t, nil, mode.opts...))
+			code, err = b.node.Client.CodeAt(ctx, later, nil)
+			require.NoError(t, err)
+			require.NotEmpty(t, code, "settlement deployed the wallet")
+			for _, w := range []common.Address{deployed, later} {
+				require.Zero(t, b.balance(t, w).Sign(), "wallet %s paid", w)
+			}
+			b.requireClean(t, 2)
+		})
+	}
 }
