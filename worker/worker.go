@@ -95,7 +95,7 @@ type Config struct {
 // WithDefaults returns a copy of c with its defaults applied.
 func (c Config) WithDefaults() Config {
 	conc := map[string]int{
-		jobs.QueuePure:        512,
+		jobs.QueuePure:        2048,
 		jobs.QueueModel:       8,
 		jobs.QueueBrowser:     4,
 		jobs.QueueSettlement:  2048,

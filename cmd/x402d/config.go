@@ -236,7 +236,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			c.Factories6492 = append(c.Factories6492, common.HexToAddress(part))
 		}
 	}
-	c.SettlementBatchGasShare = 0.5
+	c.SettlementBatchGasShare = 0.1
 	if v := strings.TrimSpace(getenv("SETTLEMENT_BATCH_GAS_SHARE")); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 || f > 1 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/anviltest"
@@ -64,9 +65,16 @@ func TestLoadOnAnvil(t *testing.T) {
 				startChild(t, "worker", env)
 			}
 			sat := run(t, base, loadgen.Config{Concurrency: c, Duration: dur, Presign: true, MaxCalls: 400 * int(dur/time.Second)})
+			logPhases(ctx, t, db.Pool)
 			steady := run(t, base, loadgen.Config{Concurrency: 1000, Rate: 150, Duration: dur, Presign: true})
 			t.Logf("anvil %s: saturation %d in flight: %.1f paid calls/s; steady 150/s: p50 %s p99 %s",
 				layout, c, sat.Throughput, steady.P50.Round(time.Millisecond), steady.P99.Round(time.Millisecond))
+			// The chain's pace: 300 calls/s offered, about 90% of what its
+			// blocks hold, whether every call is answered and how fast.
+			pace := run(t, base, loadgen.Config{Concurrency: 3000, Rate: 300, Duration: dur, Presign: true})
+			logPhases(ctx, t, db.Pool)
+			t.Logf("anvil %s: steady 300/s: %.1f paid calls/s, p50 %s p99 %s",
+				layout, pace.Throughput, pace.P50.Round(time.Millisecond), pace.P99.Round(time.Millisecond))
 			requireNodeClean(t, node)
 			var gas, batch float64
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT avg((data->'cost'->>'gas_used')::numeric), avg((data->'cost'->>'batch')::numeric)
@@ -103,4 +111,28 @@ func TestLoadOnAnvil(t *testing.T) {
 			FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost'`).Scan(&gas))
 		t.Logf("anvil: gas per settlement alone %.0f", gas)
 	})
+}
+
+// logPhases logs where the paid calls' time went, from their events: the
+// median time from one event of a call to the next.
+func logPhases(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(ctx, `WITH e AS (
+		SELECT stream, type, created_at,
+			lag(type) OVER w AS prev, created_at - lag(created_at) OVER w AS took
+		FROM events WHERE stream LIKE 'call/%' WINDOW w AS (PARTITION BY stream ORDER BY id))
+		SELECT prev || ' → ' || type, count(*),
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM took)),
+			percentile_cont(0.9) WITHIN GROUP (ORDER BY extract(epoch FROM took))
+		FROM e WHERE prev IS NOT NULL GROUP BY 1 ORDER BY 3 DESC`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var step string
+		var n int
+		var p50, p90 float64
+		require.NoError(t, rows.Scan(&step, &n, &p50, &p90))
+		t.Logf("phase %s: %d calls, p50 %.3fs p90 %.3fs", step, n, p50, p90)
+	}
+	require.NoError(t, rows.Err())
 }

@@ -121,6 +121,10 @@ func Start(t testing.TB, cfg *Config) *Node {
 	n.start(false)
 	t.Cleanup(n.stop)
 	n.place()
+	if n.cfg.GasLimit > 0 {
+		// After the deployment, which needs more.
+		require.NoError(t, n.Call(context.Background(), nil, "evm_setBlockGasLimit", hexutil.Uint64(n.cfg.GasLimit)))
+	}
 	// Calls at the genesis block run with a clock of zero: every
 	// authorization would be "not yet valid". A first block sets it.
 	require.NoError(t, n.Mine(context.Background()))
@@ -144,9 +148,6 @@ func (n *Node) start(load bool) {
 		// Base's shape and no test needs them.
 		secs := max(1, int(n.cfg.BlockTime/time.Second))
 		args = append(args, "--block-time", strconv.Itoa(secs))
-	}
-	if n.cfg.GasLimit > 0 {
-		args = append(args, "--gas-limit", strconv.FormatUint(n.cfg.GasLimit, 10))
 	}
 	if load {
 		args = append(args, "--load-state", n.state)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -462,4 +463,102 @@ func TestAnvil_SmartWallets(t *testing.T) {
 			b.requireClean(t, 2)
 		})
 	}
+}
+
+// TestAnvil_BatchGas settles two waves of payments in batches on Circle's
+// USDC: the first wave's batches ask for the gas of transfers sent alone
+// (an estimate, half as much again), the second's for a quarter more than
+// the first wave's transfers used inside their batches; every transfer
+// still has the gas it needs.
+func TestAnvil_BatchGas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
+	r := b.relayer(t, nil, batched)
+	// ratio returns the smallest and the largest ratio of gas limit to gas
+	// used among the batches of results holding 8 transfers or more (each
+	// leaves two logs: Transfer and AuthorizationUsed).
+	ratio := func(results []*x402.SettleResponse) (lo, hi float64) {
+		lo = 1e9
+		seen := map[string]bool{}
+		for _, res := range results {
+			if seen[res.Transaction] {
+				continue
+			}
+			seen[res.Transaction] = true
+			h := common.HexToHash(res.Transaction)
+			tx, _, err := b.node.Client.TransactionByHash(ctx, h)
+			require.NoError(t, err)
+			receipt, err := b.node.Client.TransactionReceipt(ctx, h)
+			require.NoError(t, err)
+			f := float64(tx.Gas()) / float64(receipt.GasUsed)
+			if len(receipt.Logs) < 2*8 {
+				continue // too small a batch to teach or be taught
+			}
+			lo, hi = min(lo, f), max(hi, f)
+		}
+		return lo, hi
+	}
+	first := settleAllOK(t, b.payments(t, 24), r)
+	lo1, _ := ratio(first)
+	second := settleAllOK(t, b.payments(t, 24), r)
+	lo2, hi2 := ratio(second)
+	t.Logf("gas limit over gas used: first wave from %.2f, second wave %.2f-%.2f", lo1, lo2, hi2)
+	require.Greater(t, lo1, 1.6, "the first batches ask for a transfer's gas alone")
+	require.Less(t, lo1, 1e9, "the first wave had a batch of 8 or more")
+	require.Less(t, hi2, 1.45, "later batches ask for what batched transfers use, and a quarter more")
+	require.Greater(t, lo2, 1.0)
+	require.Less(t, lo2, 1e9, "the second wave had a batch of 8 or more")
+	b.requireClean(t, 48)
+}
+
+// TestAnvil_PoolBounded settles many more payments than a block holds
+// (blocks of 3M gas, a second apart): the relayer keeps the transactions
+// it has sent and not yet seen mined to two blocks' gas, the rest waiting
+// in the batcher, and every payment is settled once.
+func TestAnvil_PoolBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const blockGas = 3_000_000
+	b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second, GasLimit: blockGas})
+	r := b.relayer(t, nil, batched)
+	payments := b.payments(t, 200)
+	var most atomic.Uint64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var content struct {
+				Pending map[string]map[string]struct {
+					Gas hexutil.Uint64 `json:"gas"`
+				} `json:"pending"`
+			}
+			if err := b.node.Call(ctx, &content, "txpool_content"); err != nil {
+				continue
+			}
+			var gas uint64
+			for _, txs := range content.Pending {
+				for _, tx := range txs {
+					gas += uint64(tx.Gas)
+				}
+			}
+			if gas > most.Load() {
+				most.Store(gas)
+			}
+		}
+	}()
+	settleAllOK(t, payments, r)
+	close(stop)
+	<-watched
+	t.Logf("the most gas the relayer's pending transactions asked for: %d (blocks of %d)", most.Load(), blockGas)
+	require.Positive(t, most.Load())
+	// Two blocks, and the batch that may go out just under it.
+	require.LessOrEqual(t, most.Load(), uint64(2*blockGas+blockGas/10))
+	b.requireClean(t, len(payments))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
@@ -42,9 +43,16 @@ type call3 struct {
 const maxBatchGas = 1<<24 - 1<<20
 
 // batchOverhead is the gas a batch transaction is given beyond the sum of
-// its transfers' limits (each of which already counts a transaction's
-// intrinsic 21,000 gas that the batch pays once).
-const batchOverhead = 30_000
+// its transfers' limits: a transaction's intrinsic 21,000 gas, Multicall3's
+// own work, and the first reads of the token's contracts and accounts,
+// cold in a transaction (on Circle's USDC a lone transfer in a batch uses
+// about 92k gas, each further one about 44k).
+const batchOverhead = 60_000
+
+// learnFromBatch is the fewest transfers a batch holds for its gas to
+// teach what a batched transfer uses: in a smaller one the cold reads of
+// the first weigh too much.
+const learnFromBatch = 8
 
 // batcher sends the transfers of concurrent settlements on one chain in
 // shared transactions, through a Multicall3-compatible contract. Batches go
@@ -65,7 +73,20 @@ type batcher struct {
 	lastSend time.Time
 	// full wakes the leading goroutine before its linger ends.
 	full chan struct{}
+
+	// unmined is the gas asked for by the batches sent whose receipts have
+	// not come; mined wakes a goroutine waiting for it to fall.
+	unmined atomic.Uint64
+	mined   chan struct{}
 }
+
+// maxUnmined is how many blocks' worth of gas (as the batches' limits
+// count it) the relayer's batches may ask for before earlier ones are
+// mined. Transfers arriving beyond it wait in the batcher, where they join
+// larger batches, instead of in the node's pool: a pool holding more than
+// the next blocks can take only grows, the base fee climbs past the fee
+// caps of the transactions waiting, and a node may drop them.
+const maxUnmined = 2
 
 // batchItem is one transfer waiting for, or sent in, a batch.
 type batchItem struct {
@@ -129,6 +150,24 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 				t.Stop()
 			}
 		}
+		// Wait for blocks to take the batches sent (a receipt, or a
+		// block time at most: a receipt may never come for a dropped
+		// transaction, which the keeper sends again).
+		for block := chain.blockGas.Load(); block > 0 && b.unmined.Load() >= maxUnmined*block; {
+			select {
+			case <-b.mined:
+			case <-time.After(r.cfg.KeepEvery):
+			}
+			block = chain.blockGas.Load()
+		}
+		if chain.blockGas.Load() == 0 {
+			// The first batch: learn the block gas limit before sizing it,
+			// or it could ask for more than a block holds and never be
+			// mined.
+			if head, err := chain.backend.HeaderByNumber(ctx, nil); err == nil {
+				chain.blockGas.Store(head.GasLimit)
+			}
+		}
 		b.mu.Lock()
 		n, gas, limit := 0, uint64(batchOverhead), r.batchGas(chain)
 		for n < len(b.pending) && n < b.maxBatch && (n == 0 || gas+b.pending[n].gas <= limit) {
@@ -184,12 +223,20 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 		r.sent[it.key] = sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: true, batch: len(items)}
 	}
 	r.sentMu.Unlock()
+	b := chain.batch
+	b.unmined.Add(tx.Gas())
 	go func() {
 		receipt, err := r.waitReceipt(ctx, chain, tx.Hash())
+		b.unmined.Add(-tx.Gas())
+		select {
+		case b.mined <- struct{}{}:
+		default:
+		}
 		if err != nil {
 			finish(tx, nil, fmt.Errorf("batch of %d transfers: %w", len(items), err))
 			return
 		}
+		learnFrom(chain, receipt, items)
 		finish(tx, receipt, nil)
 	}()
 }
@@ -226,6 +273,31 @@ func usedIn(receipt *types.Receipt, asset common.Address, auth *Authorization) b
 		}
 	}
 	return false
+}
+
+// learnFrom learns the gas of a transfer inside a batch from the receipt
+// of a batch of one asset's transfers that all succeeded (each left its
+// AuthorizationUsed event): a failed transfer stops early and would teach
+// too low a figure.
+func learnFrom(chain *relayChain, receipt *types.Receipt, items []*batchItem) {
+	if receipt.Status != types.ReceiptStatusSuccessful || len(items) < learnFromBatch {
+		return
+	}
+	asset := items[0].asset
+	used := 0
+	for _, l := range receipt.Logs {
+		if l.Address == asset && len(l.Topics) == 3 && l.Topics[0] == token.Events["AuthorizationUsed"].ID {
+			used++
+		}
+	}
+	for _, it := range items {
+		if it.asset != asset {
+			return
+		}
+	}
+	if used == len(items) {
+		chain.learnBatchedGas(asset, receipt.GasUsed, len(items))
+	}
 }
 
 // usedTopics returns the topics of auth's AuthorizationUsed event: the

@@ -20,6 +20,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/x402d/x402d/x402"
@@ -109,7 +110,9 @@ type RelayerConfig struct {
 	// after it. Defaults to 6 s (three of Base's blocks).
 	ExpiryMargin time.Duration
 	// BlockGasShare is the largest share of a block's gas limit one batch
-	// transaction may ask for. Defaults to a half.
+	// transaction may ask for. Defaults to a tenth: a block admits a
+	// transaction only while its limit fits in the gas left, so the last
+	// batches of a block fill it better when each is small.
 	BlockGasShare float64
 	// Logger receives settlement logs. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -203,10 +206,13 @@ type relayChain struct {
 	batch *batcher
 
 	// gasMu guards gas, the gas limit given to transfers of each asset
-	// (gasLimit), and fees, the tip and fee cap of recent sends.
-	gasMu sync.Mutex
-	gas   map[common.Address]uint64
-	fees  fees
+	// (gasLimit), batched, the gas a transfer of each asset used inside
+	// recent batches (batchedGas), and fees, the tip and fee cap of recent
+	// sends.
+	gasMu   sync.Mutex
+	gas     map[common.Address]uint64
+	batched map[common.Address]uint64
+	fees    fees
 }
 
 // fees are the fee parameters of a transaction, and when they were read.
@@ -237,11 +243,45 @@ func (c *relayChain) learnGas(asset common.Address, estimate uint64) uint64 {
 	return limit
 }
 
-// forgetGas drops the gas limit learnt for asset: a transfer ran out of it.
+// forgetGas drops the gas limits learnt for asset: a transfer ran out of
+// them.
 func (c *relayChain) forgetGas(asset common.Address) {
 	c.gasMu.Lock()
 	delete(c.gas, asset)
+	delete(c.batched, asset)
 	c.gasMu.Unlock()
+}
+
+// batchedGas returns the gas limit for a transfer of asset inside a batch,
+// learnt from the receipts of recent batches, if any: a quarter more than
+// such a transfer used. It is well under the limit of a transfer sent alone
+// (which pays a transaction's 21,000 gas, and reads the token's code cold),
+// and what a batch asks for decides how many batches a block takes: a block
+// admits a transaction only while the gas its earlier transactions used
+// plus the new one's limit fit.
+func (c *relayChain) batchedGas(asset common.Address) (uint64, bool) {
+	c.gasMu.Lock()
+	defer c.gasMu.Unlock()
+	used, ok := c.batched[asset]
+	return used + used/4, ok
+}
+
+// learnBatchedGas records what each of n transfers of asset used in a
+// batch whose transfers all succeeded, beyond the transaction's own 21,000
+// gas (which batchOverhead counts): a higher figure at once, a lower one an
+// eighth of the way (one cheap batch, its payees already holding the token,
+// does not set the limit of the next).
+func (c *relayChain) learnBatchedGas(asset common.Address, gasUsed uint64, n int) {
+	if n == 0 || gasUsed <= params.TxGas {
+		return
+	}
+	per := (gasUsed - params.TxGas) / uint64(n)
+	c.gasMu.Lock()
+	defer c.gasMu.Unlock()
+	if cur, ok := c.batched[asset]; ok && per < cur {
+		per = cur - (cur-per)/8
+	}
+	c.batched[asset] = per
 }
 
 // errNoBlockReceipts is a node without eth_getBlockReceipts.
@@ -441,7 +481,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	c.ReplaceAfter = cmp.Or(c.ReplaceAfter, 12*time.Second)
 	c.OrphanAfter = cmp.Or(c.OrphanAfter, 45*time.Second)
 	if c.BlockGasShare <= 0 || c.BlockGasShare > 1 {
-		c.BlockGasShare = 0.5
+		c.BlockGasShare = 0.1
 	}
 	if c.Nonces == nil {
 		c.Nonces = newMemNonces()
@@ -471,9 +511,9 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		}
 		chain := &relayChain{network: network, backend: timeoutBackend{Backend: backend, timeout: c.RPCTimeout},
 			signer: types.LatestSignerForChainID(id), own: map[uint64]*ownTx{},
-			waiters: map[common.Hash]*receiptWait{}, gas: map[common.Address]uint64{}}
+			waiters: map[common.Hash]*receiptWait{}, gas: map[common.Address]uint64{}, batched: map[common.Address]uint64{}}
 		if multicall, ok := c.Multicall[network]; ok {
-			chain.batch = &batcher{multicall: multicall, maxBatch: c.MaxBatch, linger: c.BatchLinger, full: make(chan struct{}, 1)}
+			chain.batch = &batcher{multicall: multicall, maxBatch: c.MaxBatch, linger: c.BatchLinger, full: make(chan struct{}, 1), mined: make(chan struct{}, 1)}
 		}
 		r.chains[network] = chain
 	}
@@ -608,6 +648,9 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	var sent sentTx
 	var receipt *types.Receipt
 	if batched {
+		if inBatch, ok := chain.batchedGas(asset); ok && inBatch < gas {
+			gas = inBatch
+		}
 		it := &batchItem{key: p.Key(), asset: asset, input: input, gas: gas}
 		if err := r.settleBatched(ctx, chain, it); err != nil {
 			r.forgetIfTimedOut(p.Key(), err)
