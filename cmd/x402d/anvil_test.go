@@ -99,7 +99,7 @@ func TestAnvil_OfficialClientPaysEveryOperation(t *testing.T) {
 
 // TestAnvil_SharedKeyWorkersKilled runs the compose layout on anvil (one
 // api, two worker processes sharing RELAYER_KEY, its nonces in the one
-// database) under paid load with hundreds of calls in flight, SIGKILLing a
+// database) under paid load with 1,000 calls in flight, SIGKILLing a
 // worker every 3 s for 10 s (between a batch's send and its receipt, on
 // 2-second blocks) and starting another: every call is answered 200, none is settled
 // twice, the payer paid exactly the calls answered, and the node holds no
@@ -124,7 +124,7 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	payerBefore := usdcBalance(ctx, t, node.Client, payer.Address())
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		BaseURL: api.addr, Requests: []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}},
-		Payer: payer, Concurrency: 500, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
+		Payer: payer, Concurrency: 1000, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
 	})
 	require.GreaterOrEqual(t, <-kills, 2)
 	require.NoError(t, err)
