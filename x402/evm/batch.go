@@ -81,8 +81,8 @@ type batcher struct {
 }
 
 // maxUnmined is how many blocks' worth of gas (as the batches' limits
-// count it) the relayer's batches may ask for before earlier ones are
-// mined. Transfers arriving beyond it wait in the batcher, where they join
+// count it) the batches of a key may ask for before earlier ones are
+// mined, shared among the processes sending with it. Transfers arriving beyond it wait in the batcher, where they join
 // larger batches, instead of in the node's pool: a pool holding more than
 // the next blocks can take only grows, the base fee climbs past the fee
 // caps of the transactions waiting, and a node may drop them.
@@ -152,8 +152,9 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 		}
 		// Wait for blocks to take the batches sent (a receipt, or a
 		// block time at most: a receipt may never come for a dropped
-		// transaction, which the keeper sends again).
-		for block := chain.blockGas.Load(); block > 0 && b.unmined.Load() >= maxUnmined*block; {
+		// transaction, which the keeper sends again). Processes sending
+		// with the same key share the allowance.
+		for block := chain.blockGas.Load(); block > 0 && b.unmined.Load() >= maxUnmined*block/uint64(max(1, chain.senders.Load())); {
 			select {
 			case <-b.mined:
 			case <-time.After(r.cfg.KeepEvery):

@@ -339,6 +339,16 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 	if err != nil {
 		return fmt.Errorf("read outstanding nonces: %w", err)
 	}
+	// The processes sending with this key now: the owners of the nonces
+	// outstanding, each of which a live process touches on every pass.
+	// They share the gas a batcher may leave unmined.
+	senders := map[string]bool{r.owner: true}
+	for _, o := range outstanding {
+		if time.Since(o.UpdatedAt) < r.cfg.OrphanAfter {
+			senders[o.Owner] = true
+		}
+	}
+	chain.senders.Store(int64(len(senders)))
 	if len(outstanding) == 0 {
 		return nil
 	}

@@ -204,6 +204,9 @@ type relayChain struct {
 	// batch, when the chain has a Multicall3-compatible contract, sends
 	// the transfers of concurrent settlements in shared transactions.
 	batch *batcher
+	// senders is how many processes were last seen sending with the
+	// relayer's key on the chain (keep), this one included; 0 until then.
+	senders atomic.Int64
 
 	// gasMu guards gas, the gas limit given to transfers of each asset
 	// (gasLimit), batched, the gas a transfer of each asset used inside
