@@ -454,7 +454,21 @@ func (c *Chain) automine() {
 		}
 	}()
 	ctx := context.Background()
-	for range kick {
+	// retry wakes the loop again when the builder took none of the pending
+	// transactions: a transaction the pool counts an instant before the
+	// builder sees it is otherwise left until the next arrival, and a
+	// caller waiting for its receipt sends none (it hung a test for
+	// minutes). Nil while nothing waits.
+	var retry <-chan time.Time
+	for {
+		select {
+		case _, ok := <-kick:
+			if !ok {
+				return
+			}
+		case <-retry:
+		}
+		retry = nil
 		for c.pending() > 0 {
 			n, err := c.seal(ctx)
 			if errors.Is(err, errClosed) {
@@ -469,13 +483,19 @@ func (c *Chain) automine() {
 				}
 			}
 			if n == 0 && err == nil {
-				// Pending transactions the builder would not take (their
-				// fee cap under the base fee): wait for the next arrival.
+				// Pending transactions the builder did not take (not yet
+				// visible to it, or their fee cap under the base fee):
+				// look again shortly, or at the next arrival.
+				retry = time.After(retryMine)
 				break
 			}
 		}
 	}
 }
+
+// retryMine is how soon the miner looks again at pending transactions the
+// builder did not take.
+const retryMine = 50 * time.Millisecond
 
 // pending returns the number of executable transactions in the pool, once
 // the pool has caught up with the head block (right after a commit it still
