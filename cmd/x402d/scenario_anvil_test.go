@@ -80,6 +80,7 @@ func TestLoadOnAnvil(t *testing.T) {
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT avg((data->'cost'->>'gas_used')::numeric), avg((data->'cost'->>'batch')::numeric)
 				FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost'`).Scan(&gas, &batch))
 			t.Logf("anvil %s: gas per batched settlement %.0f (%.1f transfers a batch on average)", layout, gas, batch)
+			logBatches(ctx, t, db.Pool)
 		})
 	}
 	t.Run("official", func(t *testing.T) {
@@ -133,6 +134,24 @@ func logPhases(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 		var p50, p90 float64
 		require.NoError(t, rows.Scan(&step, &n, &p50, &p90))
 		t.Logf("phase %s: %d calls, p50 %.3fs p90 %.3fs", step, n, p50, p90)
+	}
+	require.NoError(t, rows.Err())
+}
+
+// logBatches logs the gas of the settlements by the size of their batch.
+func logBatches(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(ctx, `SELECT width_bucket((data->'cost'->>'batch')::int, ARRAY[2, 5, 10, 20, 40, 80]) AS b,
+			min((data->'cost'->>'batch')::int), max((data->'cost'->>'batch')::int), count(*),
+			avg((data->'cost'->>'gas_used')::numeric)::bigint
+		FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost' GROUP BY b ORDER BY b`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var bucket, lo, hi, n int
+		var gas int64
+		require.NoError(t, rows.Scan(&bucket, &lo, &hi, &n, &gas))
+		t.Logf("batches of %d-%d: %d settlements, %d gas each", lo, hi, n, gas)
 	}
 	require.NoError(t, rows.Err())
 }

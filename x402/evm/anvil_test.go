@@ -577,3 +577,28 @@ func testPoolBounded(t *testing.T, n int) {
 	require.LessOrEqual(t, most.Load(), uint64(2*blockGas+n*n*blockGas/10))
 	b.requireClean(t, len(payments))
 }
+
+// TestAnvil_BusyBatchesGather settles payments arriving one every 10 ms on
+// 2-second blocks: once a batch awaits its block, the next ones gather for
+// a while (busyLinger) rather than going out every linger with a transfer
+// or two, each paying for a batch's cold reads.
+func TestAnvil_BusyBatchesGather(t *testing.T) {
+	t.Parallel()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: 2 * time.Second})
+	r := b.relayer(t, nil, batched)
+	payments := b.payments(t, 60)
+	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) {
+		time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+		return r.Settle(context.Background(), p)
+	})
+	txs := map[string]bool{}
+	for i := range payments {
+		require.NoError(t, errs[i])
+		require.True(t, results[i].Success, results[i].ErrorReason)
+		txs[results[i].Transaction] = true
+	}
+	t.Logf("60 payments arriving over 600 ms settled in %d transactions", len(txs))
+	// Every 20 ms (the linger) would be about 30.
+	require.LessOrEqual(t, len(txs), 16)
+	b.requireClean(t, len(payments))
+}
