@@ -43,6 +43,9 @@ type Config struct {
 	Payments x402.Verifier
 	// Pool is the database.
 	Pool *pgxpool.Pool
+	// IndexSources are the listing URLs the index crawls: the index's
+	// crawl state counts their rows only. Empty: every row.
+	IndexSources []string
 	// River inserts the jobs of paid calls (an insert-only client will do).
 	River *river.Client[pgx.Tx]
 	// Listener wakes requests waiting for a call.
@@ -138,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	xi := &xindex{reader: index.NewReader(cfg.Pool), page: page}
+	xi := &xindex{reader: index.NewReader(cfg.Pool, cfg.IndexSources), page: page}
 	var sold []jobs.Operation
 	for _, op := range cfg.Ops {
 		if !s.ops[op.Name].unsellable {

@@ -38,7 +38,7 @@ func xindexServer(t testing.TB, db *dbtest.DB) string {
 	require.NoError(t, err)
 	e := echo.New()
 	e.HTTPErrorHandler = errorHandler(slog.New(slog.DiscardHandler))
-	xi := &xindex{reader: index.NewReader(db.Pool), page: page}
+	xi := &xindex{reader: index.NewReader(db.Pool, nil), page: page}
 	e.GET("/api/xindex/summary", xi.summary)
 	e.GET("/api/xindex/hosts", xi.hosts)
 	e.GET("/x402-index", xi.htmlPage)

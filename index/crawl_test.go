@@ -102,7 +102,7 @@ func TestCrawl(t *testing.T) {
 
 	c := newCrawler(db, srv.URL, 100)
 	require.NoError(t, c.FullPass(ctx, nil))
-	r := NewReader(db.Pool)
+	r := NewReader(db.Pool, nil)
 	s, err := r.Summary(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, s.Crawl.LastAt)
@@ -200,7 +200,7 @@ func TestCrawlResumesAfterCrash(t *testing.T) {
 	close(src.block)
 
 	require.NoError(t, newCrawler(db, srv.URL, 100).FullPass(ctx, nil))
-	s, err := NewReader(db.Pool).Summary(ctx)
+	s, err := NewReader(db.Pool, nil).Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 95, s.ServicesIndexed)
 	require.Equal(t, 1, s.Crawl.FullScans)
@@ -225,7 +225,7 @@ func TestCrawlOverlappingSources(t *testing.T) {
 	defer srvB.Close()
 	both := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL, srvB.URL}, Gap: -1})
 	onlyA := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL}, Gap: -1})
-	r := NewReader(db.Pool)
+	r := NewReader(db.Pool, nil)
 	indexed := func() []string {
 		t.Helper()
 		rows, err := db.Pool.Query(ctx, "SELECT resource FROM index_resources WHERE NOT retired ORDER BY 1")
@@ -258,6 +258,38 @@ func TestCrawlOverlappingSources(t *testing.T) {
 	require.Equal(t, 2, s.ServicesIndexed)
 	require.Equal(t, 2, s.HostsKnown, "shared.example has no service left")
 	require.Equal(t, 2, s.Crawl.FullScans, "a full scan of the market is a pass of every source: B did 2")
+}
+
+// TestSummaryCountsConfiguredSources drops a source from the configuration:
+// its row stays in index_sources with its passes stopped, and a reader given
+// the crawler's sources no longer counts it.
+func TestSummaryCountsConfiguredSources(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	srvA := httptest.NewServer(&listing{items: []map[string]any{item("https://a.example/1", "1000")}})
+	srvB := httptest.NewServer(&listing{items: []map[string]any{item("https://b.example/1", "1000")}})
+	defer srvA.Close()
+	defer srvB.Close()
+	both := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL, srvB.URL}, Gap: -1})
+	onlyA := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL}, Gap: -1})
+	require.NoError(t, both.FullPass(ctx, nil))
+	for range 2 {
+		require.NoError(t, onlyA.FullPass(ctx, nil))
+	}
+	for _, tc := range []struct {
+		name    string
+		sources []string
+		scans   int
+	}{
+		{"configured", onlyA.Sources(), 3},
+		{"with the dropped source", both.Sources(), 1},
+		{"every row", nil, 1},
+	} {
+		s, err := NewReader(db.Pool, tc.sources).Summary(ctx)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.scans, s.Crawl.FullScans, tc.name)
+	}
 }
 
 // TestCrawlConcurrentCrawlers starts two crawlers on one source at the same
@@ -298,7 +330,7 @@ func TestCrawlConcurrentCrawlers(t *testing.T) {
 	require.Equal(t, 30, indexed)
 	require.Equal(t, 3, pages)
 	require.Equal(t, 1, passes)
-	s, err := NewReader(db.Pool).Summary(ctx)
+	s, err := NewReader(db.Pool, nil).Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 30, s.ServicesIndexed)
 	require.Equal(t, 1, s.Crawl.FullScans)
@@ -334,7 +366,7 @@ func TestCrawlGivesUp(t *testing.T) {
 	require.Contains(t, err.Error(), srvDown.URL)
 	require.Equal(t, int64(1), missing.Load(), "a 404 is not retried")
 	require.Equal(t, int64(3), down.Load(), "a 503 is retried up to Attempts")
-	s, err := NewReader(db.Pool).Summary(ctx)
+	s, err := NewReader(db.Pool, nil).Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, s.ServicesIndexed)
 }
@@ -400,7 +432,7 @@ func TestCrawlShortPages(t *testing.T) {
 	defer srv.Close()
 	require.NoError(t, newCrawler(db, srv.URL, 100).FullPass(ctx, nil))
 	require.Equal(t, []string{"0", "3", "6"}, offsets)
-	s, err := NewReader(db.Pool).Summary(ctx)
+	s, err := NewReader(db.Pool, nil).Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 8, s.ServicesIndexed)
 	require.Equal(t, 1, s.Crawl.FullScans)
@@ -418,7 +450,7 @@ func TestCrawlOnce(t *testing.T) {
 	srv := httptest.NewServer(&listing{items: items})
 	defer srv.Close()
 	var out strings.Builder
-	s, err := CrawlOnce(ctx, newCrawler(db, srv.URL, 100), NewReader(db.Pool), &out)
+	s, err := CrawlOnce(ctx, newCrawler(db, srv.URL, 100), NewReader(db.Pool, nil), &out)
 	require.NoError(t, err)
 	require.Equal(t, 25, s.ServicesIndexed)
 	require.Contains(t, out.String(), srv.URL)
@@ -443,7 +475,7 @@ func TestCrawlListingIgnoresOffset(t *testing.T) {
 	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, PageSize: 2, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 	require.Equal(t, int64(2), requests.Load())
-	s, err := NewReader(db.Pool).Summary(ctx)
+	s, err := NewReader(db.Pool, nil).Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, s.ServicesIndexed)
 	require.Equal(t, 1, s.Crawl.FullScans)

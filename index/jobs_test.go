@@ -78,7 +78,7 @@ func TestJobs(t *testing.T) {
 		_, err = rc.JobDelete(ctx, res.Job.ID)
 		require.NoError(t, err)
 	}
-	r := NewReader(db.Pool)
+	r := NewReader(db.Pool, nil)
 	run(CrawlArgs{}) // two pages of ten
 	s, err := r.Summary(ctx)
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestCrawlAtStart(t *testing.T) {
 		t.Cleanup(stop)
 		return stop
 	}
-	r := NewReader(db.Pool)
+	r := NewReader(db.Pool, nil)
 	stop := start()
 	require.Eventually(t, func() bool {
 		s, err := r.Summary(ctx)

@@ -124,7 +124,7 @@ func TestLiveness(t *testing.T) {
 	defer src.Close()
 	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
 
-	r := NewReader(db.Pool)
+	r := NewReader(db.Pool, nil)
 	hosts, err := r.Hosts(ctx, "", "host", 50)
 	require.NoError(t, err)
 	for _, h := range hosts {
@@ -214,12 +214,12 @@ func TestLivenessFirst429(t *testing.T) {
 	rep, err := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second}).ProbeAll(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ProbeReport{Probed: 1, Later: 1}, *rep)
-	hosts, err := NewReader(db.Pool).Hosts(ctx, "busy", "host", 5)
+	hosts, err := NewReader(db.Pool, nil).Hosts(ctx, "busy", "host", 5)
 	require.NoError(t, err)
 	require.Len(t, hosts, 1)
 	require.Nil(t, hosts[0].Live)
 	require.Equal(t, 429, *hosts[0].Status)
-	s, err := NewReader(db.Pool).Summary(ctx)
+	s, err := NewReader(db.Pool, nil).Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Liveness{Unmeasured: 1}, s.Liveness)
 }

@@ -77,11 +77,17 @@ var Sorts = map[string]string{
 
 // Reader answers the index's queries.
 type Reader struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	sources []string
 }
 
-// NewReader returns a Reader on pool.
-func NewReader(pool *pgxpool.Pool) *Reader { return &Reader{pool: pool} }
+// NewReader returns a Reader on pool whose crawl state counts the listing
+// URLs of sources (the crawler's): a source no longer configured keeps its
+// row in index_sources, its passes stopped, and would hold the count of
+// full scans of the market for ever. With no sources, every row counts.
+func NewReader(pool *pgxpool.Pool, sources []string) *Reader {
+	return &Reader{pool: pool, sources: sources}
+}
 
 const hostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
 	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at`
@@ -184,7 +190,7 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 	// slowest source counts.
 	err = r.pool.QueryRow(ctx, `SELECT coalesce(sum(cursor), 0), coalesce(sum(total), 0), coalesce(sum(pages_done), 0), max(last_at),
 		CASE WHEN bool_and(last_full_at IS NOT NULL) THEN min(last_full_at) END, coalesce(min(full_scans), 0)
-		FROM index_sources`).Scan(&s.Crawl.Cursor, &s.Crawl.Total, &s.Crawl.PagesDone, &s.Crawl.LastAt, &s.Crawl.LastFullAt, &s.Crawl.FullScans)
+		FROM index_sources WHERE coalesce(cardinality($1::text[]), 0) = 0 OR url = ANY($1)`, r.sources).Scan(&s.Crawl.Cursor, &s.Crawl.Total, &s.Crawl.PagesDone, &s.Crawl.LastAt, &s.Crawl.LastFullAt, &s.Crawl.FullScans)
 	if err != nil {
 		return nil, fmt.Errorf("index: crawl state: %w", err)
 	}

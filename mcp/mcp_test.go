@@ -81,7 +81,7 @@ func TestBehindAProxy(t *testing.T) {
 	t.Parallel()
 	h, err := New(Config{
 		Ops: []jobs.Operation{diff.Op}, Payments: &paytest.Payments{}, Calls: noCalls{},
-		Index: index.NewReader(nil), Logger: slog.New(slog.DiscardHandler), Version: "test",
+		Index: index.NewReader(nil, nil), Logger: slog.New(slog.DiscardHandler), Version: "test",
 	})
 	require.NoError(t, err)
 	url := serve(t, h, time.Minute)

@@ -233,18 +233,19 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	defer listener.Stop()
 
 	srv, err := api.New(api.Config{
-		Ops:       catalogue,
-		Payments:  payments.verifier,
-		Pool:      pool,
-		River:     client,
-		Listener:  listener,
-		Limits:    a.limits(),
-		CallWait:  a.cfg.CallWait,
-		ToolWait:  a.cfg.JobTimeout + time.Minute,
-		Logger:    a.logger,
-		Metrics:   m,
-		PublicURL: a.cfg.PublicURL,
-		Dashboard: &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
+		Ops:          catalogue,
+		Payments:     payments.verifier,
+		Pool:         pool,
+		River:        client,
+		Listener:     listener,
+		Limits:       a.limits(),
+		CallWait:     a.cfg.CallWait,
+		ToolWait:     a.cfg.JobTimeout + time.Minute,
+		Logger:       a.logger,
+		Metrics:      m,
+		PublicURL:    a.cfg.PublicURL,
+		IndexSources: a.indexSources(),
+		Dashboard:    &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
 	})
 	if err != nil {
 		return err
@@ -292,13 +293,18 @@ func (a *app) serveMetrics(ctx context.Context, m *metrics.Metrics) error {
 	return nil
 }
 
+// indexSources returns the listing URLs the index crawls: INDEX_SOURCES,
+// or the public listings and this service's own discovery listing.
+func (a *app) indexSources() []string {
+	if len(a.cfg.IndexSources) > 0 {
+		return a.cfg.IndexSources
+	}
+	return append(append([]string{}, index.DefaultSources...), a.cfg.PublicURL+"/api/x402/discovery/resources")
+}
+
 // indexer returns the index's crawler and prober.
 func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober) {
-	sources := a.cfg.IndexSources
-	if len(sources) == 0 {
-		sources = append(append([]string{}, index.DefaultSources...), a.cfg.PublicURL+"/api/x402/discovery/resources")
-	}
-	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: sources, Logger: a.logger, Metrics: m})
+	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Logger: a.logger, Metrics: m})
 	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
 	return crawler, prober
 }
@@ -312,7 +318,7 @@ func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
 	}
 	defer pool.Close()
 	crawler, _ := a.indexer(pool, fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs}), nil)
-	_, err = index.CrawlOnce(ctx, crawler, index.NewReader(pool), stdout)
+	_, err = index.CrawlOnce(ctx, crawler, index.NewReader(pool, crawler.Sources()), stdout)
 	return err
 }
 
