@@ -111,11 +111,18 @@ type Report struct {
 	Calls      int
 	Elapsed    time.Duration
 	Throughput float64
-	P50, P95   time.Duration
-	P99, Max   time.Duration
-	Statuses   map[int]int
-	Errors     int
-	Outcomes   []Outcome
+	// Sustained is the rate at which calls were answered once the run was
+	// under way: fitted to the answers between a quarter of the way to the
+	// last call's start and that start. Throughput counts
+	// the run's first answers' wait and its last calls' drain as well; at
+	// a given rate the two differ by about latency over duration (a 20-s
+	// run whose calls take 3.5 s shows 15% less Throughput than Sustained).
+	Sustained float64
+	P50, P95  time.Duration
+	P99, Max  time.Duration
+	Statuses  map[int]int
+	Errors    int
+	Outcomes  []Outcome
 	// Intervals break the run down by Config.Interval, in order; empty
 	// without one.
 	Intervals []Interval
@@ -133,7 +140,11 @@ type Interval struct {
 // String renders the report for people.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "calls %d in %s: %.1f calls/s\n", r.Calls, r.Elapsed.Round(time.Millisecond), r.Throughput)
+	fmt.Fprintf(&b, "calls %d in %s: %.1f calls/s", r.Calls, r.Elapsed.Round(time.Millisecond), r.Throughput)
+	if r.Sustained > 0 {
+		fmt.Fprintf(&b, ", %.1f sustained", r.Sustained)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "latency p50 %s p95 %s p99 %s max %s\n", ms(r.P50), ms(r.P95), ms(r.P99), ms(r.Max))
 	codes := make([]int, 0, len(r.Statuses))
 	for c := range r.Statuses {
@@ -284,12 +295,57 @@ func summarise(outcomes []Outcome, elapsed, interval time.Duration) *Report {
 	if elapsed > 0 {
 		r.Throughput = float64(len(outcomes)) / elapsed.Seconds()
 	}
+	r.Sustained = sustained(outcomes)
 	r.P50, r.P95, r.P99, r.Max = percentiles(lat)
 	for k := range r.Intervals {
 		in := &r.Intervals[k]
 		in.P50, _, in.P99, in.Max = percentiles(lats[k])
 	}
 	return r
+}
+
+// sustained returns the rate at which calls were answered over the loaded
+// part of a run, from a quarter of the way to the last call's start (the
+// first answers have come) to that start (the drain begins): the slope of
+// the count of answers against their time, fitted by least squares. A
+// count over the window alone would be off by the answers of a whole block
+// when a chain's blocks release them in bursts; the fit is not.
+func sustained(outcomes []Outcome) float64 {
+	var last time.Duration
+	for _, o := range outcomes {
+		last = max(last, o.Offset)
+	}
+	from := last / 4
+	var ends []time.Duration
+	for _, o := range outcomes {
+		if o.Status == 0 {
+			continue
+		}
+		if end := o.Offset + o.Latency; end >= from && end < last {
+			ends = append(ends, end)
+		}
+	}
+	if len(ends) < 2 {
+		return 0
+	}
+	slices.Sort(ends)
+	var st, sn float64
+	for i, e := range ends {
+		st += e.Seconds()
+		sn += float64(i)
+	}
+	n := float64(len(ends))
+	mt, mn := st/n, sn/n
+	var cov, v float64
+	for i, e := range ends {
+		dt := e.Seconds() - mt
+		cov += dt * (float64(i) - mn)
+		v += dt * dt
+	}
+	if v == 0 {
+		return 0
+	}
+	return cov / v
 }
 
 // percentiles sorts lat and returns its 50th, 95th and 99th percentiles

@@ -61,6 +61,39 @@ func TestSummarise(t *testing.T) {
 	require.Equal(t, "calls 101 in 2s: 50.5 calls/s\nlatency p50 51.00ms p95 96.00ms p99 100.00ms max 100.00ms\nstatuses 200:90 402:10 errors:1\n", r.String())
 }
 
+// TestSummarise_Sustained runs a closed loop on paper: 100 calls in flight,
+// each answered in 1 s, their first starts spread over the first second,
+// each slot starting 8 calls. The service answers 100 calls/s; the run's
+// Throughput also counts the first second's wait and the last's drain.
+func TestSummarise_Sustained(t *testing.T) {
+	t.Parallel()
+	var outcomes []Outcome
+	for slot := range 100 {
+		for k := range 8 {
+			outcomes = append(outcomes, Outcome{Status: http.StatusOK,
+				Offset: time.Duration(slot)*10*time.Millisecond + time.Duration(k)*time.Second, Latency: time.Second})
+		}
+	}
+	outcomes = append(outcomes, Outcome{Err: "connection refused", Offset: 3 * time.Second, Latency: time.Millisecond})
+	r := summarise(outcomes, 8990*time.Millisecond, 0)
+	require.InDelta(t, 89.1, r.Throughput, 0.1)
+	require.InDelta(t, 100, r.Sustained, 0.1, "599 calls answered from 1.9975 s to 7.99 s")
+	require.Contains(t, r.String(), "calls/s, 100.0 sustained\n")
+
+	// Answers released in bursts, as a chain's blocks release them: 200
+	// every 2 s, from calls started at 100/s. A 15-s window holds 7 or 8
+	// bursts; the fit gives the rate either way.
+	for _, shift := range []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond} {
+		outcomes = outcomes[:0]
+		for i := range 2000 {
+			start := time.Duration(i) * 10 * time.Millisecond
+			block := (start+shift)/(2*time.Second)*(2*time.Second) + 4*time.Second - shift
+			outcomes = append(outcomes, Outcome{Status: http.StatusOK, Offset: start, Latency: block - start})
+		}
+		require.InDelta(t, 100, summarise(outcomes, 24*time.Second, 0).Sustained, 5, "shift %s", shift)
+	}
+}
+
 func TestSummarise_Intervals(t *testing.T) {
 	t.Parallel()
 	// Calls every 10 ms for 2.5 s; those started in the second second take
