@@ -40,7 +40,7 @@ func opsCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, op, network, 
 			resp = x402.SettleResponse{ErrorReason: "invalid_exact_evm_insufficient_balance", Network: network, Payer: payer}
 		}
 		steps = append(steps,
-			[]store.NewEvent{{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{}`)}}},
+			[]store.NewEvent{{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"call_id":"` + id + `","op":"` + op + `"}`)}}},
 			[]store.NewEvent{{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: network, Attempt: 1}}},
 			[]store.NewEvent{{Stream: s, Type: done, Data: store.SettlementDone{Response: resp}}},
 		)

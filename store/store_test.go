@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,15 @@ func verified(nonce string) store.PaymentVerified {
 		Op: "diff", Token: "tok", RequestHash: []byte{1, 2, 3},
 		Payment: x402.Payment{Network: "eip155:8453", Payer: "0xabc", Nonce: nonce, Amount: "10000", Payload: json.RawMessage(`{}`)},
 	}
+}
+
+// resultOf returns a result object of call id (an op "diff"), as the
+// worker writes it: its call_id and op, then fields (JSON, or "").
+func resultOf(id, fields string) json.RawMessage {
+	if fields != "" {
+		fields = "," + fields
+	}
+	return json.RawMessage(`{"call_id":"` + id + `","op":"diff"` + fields + `}`)
 }
 
 func appendTx(ctx context.Context, t *testing.T, db *dbtest.DB, events ...store.NewEvent) error {
@@ -57,21 +67,27 @@ func TestAppend(t *testing.T) {
 			store.NewEvent{Stream: s, Type: store.EventJobQueued, Data: store.JobQueued{JobID: 1, Queue: "pure"}},
 		))
 		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}}))
-		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"x":1}`)}}))
+		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: resultOf("c1", `"x":1`)}}))
 
 		c, err := store.CallGetByID(ctx, b.db.Pool, "c1")
 		require.NoError(t, err)
 		require.Equal(t, store.CallSettling, c.State)
-		require.JSONEq(t, `{"x":1}`, string(c.Result))
+		require.Equal(t, `{"call_id":"c1","op":"diff","x":1}`, string(c.Result), "the result, byte for byte")
 
 		require.NoError(t, appendTx(ctx, t, b.db,
 			store.NewEvent{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: "eip155:8453", Attempt: 1}},
-			store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "eip155:8453"}}},
+			store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x1", Network: "eip155:8453"}}},
 		))
 		c, err = store.CallGetByID(ctx, b.db.Pool, "c1")
 		require.NoError(t, err)
 		require.Equal(t, store.CallPaid, c.State)
-		require.Equal(t, "0x1", c.Settlement.Transaction)
+		require.Equal(t, &x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x1", Network: "eip155:8453"}, c.Settlement)
+		// The row keeps the result without its call_id and op, and the
+		// settlement without the payer and network it has in its columns.
+		var result, settlement string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT result::text, settlement::text FROM calls WHERE id = 'c1'`).Scan(&result, &settlement))
+		require.Equal(t, `{"x":1}`, result)
+		require.JSONEq(t, `{"success":true,"transaction":"0x1"}`, settlement)
 		require.NotEmpty(t, c.Payment.Payload)
 
 		// The answer's read is the same call without its payment.
@@ -121,7 +137,7 @@ func TestAppend(t *testing.T) {
 			store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified("n2")},
 			store.NewEvent{Stream: s, Type: store.EventJobFailed, Data: store.JobFailed{JobID: 1, Error: "operation_failed"}},
 		))
-		err := appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{Result: json.RawMessage(`{}`)}})
+		err := appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{Result: resultOf("c2", "")}})
 		require.ErrorIs(t, err, store.ErrConflict)
 		// The refused event was rolled back with its transaction.
 		events, err := store.EventListByStream(ctx, b.db.Pool, s)
@@ -149,7 +165,7 @@ func TestAppend(t *testing.T) {
 		// (superseded by the result's update).
 		run := []store.NewEvent{
 			{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}},
-			{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{}`)}},
+			{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: resultOf(strings.TrimPrefix(s, "call/"), "")}},
 			{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Attempt: 1}},
 		}
 		require.NoError(t, appendTx(ctx, t, b.db, run...))
@@ -364,7 +380,7 @@ func TestCallUpdatesAreHOT(t *testing.T) {
 	for _, events := range [][]store.NewEvent{
 		{{Stream: s, Type: store.EventPaymentVerified, Data: verified("hot")}},
 		{{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}}},
-		{{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"x":1}`)}}},
+		{{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: resultOf("hot", `"x":1`)}}},
 		{{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: "eip155:8453", Attempt: 1}}},
 		{{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "eip155:8453"}}}},
 	} {
@@ -415,13 +431,13 @@ func TestAppendManyCalls(t *testing.T) {
 	require.NoError(t, appendTx(ctx, t, db, each(func(id string) []store.NewEvent {
 		return []store.NewEvent{
 			{Stream: store.CallStream(id), Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}},
-			{Stream: store.CallStream(id), Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"id":"` + id + `"}`)}},
+			{Stream: store.CallStream(id), Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, `"id":"`+id+`"`)}},
 		}
 	})...))
 	require.Equal(t, []string{store.CallSettling, store.CallSettling, store.CallSettling}, states())
 	c, err = store.CallGetByID(ctx, db.Pool, "m3")
 	require.NoError(t, err)
-	require.JSONEq(t, `{"id":"m3"}`, string(c.Result))
+	require.Equal(t, `{"call_id":"m3","op":"diff","id":"m3"}`, string(c.Result))
 
 	// m3 is not settling any more: the append that would settle all three
 	// is refused whole.

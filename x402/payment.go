@@ -1,11 +1,13 @@
 package x402
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -36,6 +38,103 @@ type Payment struct {
 	// validBefore): the operation's retries and its settlement must end
 	// before it. Zero when the payment names no such time.
 	ValidBefore time.Time `json:"validBefore,omitzero"`
+}
+
+// paymentJSON is the encoding of a Payment.
+type paymentJSON struct {
+	Network     string          `json:"network,omitempty"`
+	Payer       string          `json:"payer,omitempty"`
+	Nonce       string          `json:"nonce,omitempty"`
+	Amount      string          `json:"amount,omitempty"`
+	Asset       string          `json:"asset,omitempty"`
+	Payload     json.RawMessage `json:"payload"`
+	VerifiedAt  time.Time       `json:"verifiedAt,omitzero"`
+	ValidBefore time.Time       `json:"validBefore,omitzero"`
+}
+
+// MarshalJSON encodes p as the ledger keeps it: once. The fields its payload
+// states (an exact EVM payment's network, asset, payer, nonce, amount and
+// validBefore are in its option and authorization) are left out when equal
+// to it, and UnmarshalJSON restores them from it; the others are kept.
+func (p Payment) MarshalJSON() ([]byte, error) {
+	j := paymentJSON{Network: p.Network, Payer: p.Payer, Nonce: p.Nonce, Amount: p.Amount, Asset: p.Asset,
+		Payload: p.Payload, VerifiedAt: p.VerifiedAt, ValidBefore: p.ValidBefore}
+	if s, ok := stated(p.Payload); ok {
+		if s.Network == j.Network {
+			j.Network = ""
+		}
+		if s.Payer == j.Payer {
+			j.Payer = ""
+		}
+		if s.Nonce == j.Nonce {
+			j.Nonce = ""
+		}
+		if s.Amount == j.Amount {
+			j.Amount = ""
+		}
+		if s.Asset == j.Asset {
+			j.Asset = ""
+		}
+		if s.ValidBefore.Equal(j.ValidBefore) {
+			j.ValidBefore = time.Time{}
+		}
+	}
+	return json.Marshal(&j)
+}
+
+// UnmarshalJSON decodes a Payment, restoring from its payload the fields
+// MarshalJSON left out (and reading the whole form written before it).
+func (p *Payment) UnmarshalJSON(b []byte) error {
+	var j paymentJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = Payment{Network: j.Network, Payer: j.Payer, Nonce: j.Nonce, Amount: j.Amount, Asset: j.Asset,
+		Payload: j.Payload, VerifiedAt: j.VerifiedAt, ValidBefore: j.ValidBefore}
+	if p.Network != "" && p.Payer != "" && p.Nonce != "" && p.Amount != "" && p.Asset != "" && !p.ValidBefore.IsZero() {
+		return nil
+	}
+	s, ok := stated(p.Payload)
+	if !ok {
+		return nil
+	}
+	p.Network = cmp.Or(p.Network, s.Network)
+	p.Payer = cmp.Or(p.Payer, s.Payer)
+	p.Nonce = cmp.Or(p.Nonce, s.Nonce)
+	p.Amount = cmp.Or(p.Amount, s.Amount)
+	p.Asset = cmp.Or(p.Asset, s.Asset)
+	if p.ValidBefore.IsZero() {
+		p.ValidBefore = s.ValidBefore
+	}
+	return nil
+}
+
+// stated returns the fields of a payment that its payload (a PaymentPayload)
+// states, and whether it states them: only an exact EVM payload does (an
+// exact Solana payload's payer and nonce are inside its transaction).
+func stated(payload json.RawMessage) (Payment, bool) {
+	if len(payload) == 0 {
+		return Payment{}, false
+	}
+	var pp struct {
+		Accepted struct {
+			Scheme  string `json:"scheme"`
+			Network string `json:"network"`
+			Asset   string `json:"asset"`
+		} `json:"accepted"`
+		Payload ExactEVMPayload `json:"payload"`
+	}
+	if err := json.Unmarshal(payload, &pp); err != nil || pp.Accepted.Scheme != "exact" || pp.Payload.Authorization.From == "" {
+		return Payment{}, false
+	}
+	a := &pp.Payload.Authorization
+	s := Payment{Network: pp.Accepted.Network, Payer: a.From, Nonce: a.Nonce, Amount: a.Value, Asset: pp.Accepted.Asset}
+	// EIP-3009's validBefore, as the verifier records it: zero past year
+	// 9999 (an authorization valid for ever names no end).
+	if v, err := strconv.ParseInt(a.ValidBefore, 10, 64); err == nil && v <= 253402300799 {
+		s.ValidBefore = time.Unix(v, 0).UTC()
+	}
+	return s, true
 }
 
 // Key returns the replay key of the payment: a payment is accepted once.
