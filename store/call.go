@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -150,11 +149,7 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		}
 		// The result keeps its bytes (a json column): key order and
 		// spacing are the operation's, and nothing is re-parsed to serve it.
-		result, err := storedResult(id, v.Result)
-		if err != nil {
-			return false, err
-		}
-		b.Queue("UPDATE calls SET state = 'settling', result = $2::json, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, result, now)
+		b.Queue("UPDATE calls SET state = 'settling', result = $2::json, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, string(v.Result), now)
 		return true, nil
 	case EventJobFailed:
 		b.Queue("UPDATE calls SET state = 'failed', failure = $2, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, data, now)
@@ -163,60 +158,13 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'settling'", id, now)
 		return true, nil
 	case EventSettlementConfirmed:
-		// The response names the call's payer and network, which the row
-		// has: it keeps them once (scanCall puts them back).
-		b.Queue(`UPDATE calls SET state = 'paid', updated_at = $3,
-			settlement = CASE WHEN s.r->>'payer' = calls.payer AND s.r->>'network' = calls.network THEN s.r - 'payer' - 'network' ELSE s.r END
-			FROM (SELECT $2::jsonb->'response' AS r) s WHERE id = $1 AND state = 'settling'`, id, data, now)
+		b.Queue("UPDATE calls SET state = 'paid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
 		return true, nil
 	case EventSettlementFailed:
 		b.Queue("UPDATE calls SET state = 'unpaid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
 		return true, nil
 	}
 	return false, fmt.Errorf("unknown call event type %q", e.Type)
-}
-
-// A result object begins with its call's "call_id" and "op" (worker's
-// resultObject writes them first, as the contract has every result carry
-// them), which the calls row has in its own columns: the row keeps the
-// result without them (storedResult) and puts them back when it is read
-// (servedResult), byte for byte. Rows written before keep them.
-const resultHead = `{"call_id":`
-
-// storedResult returns result as the row keeps it: without its leading
-// "call_id" (which must be id) and "op". A result that does not begin so
-// is refused.
-func storedResult(id string, result []byte) (string, error) {
-	rest, ok := bytes.CutPrefix(result, []byte(resultHead+`"`+id+`","op":"`))
-	end := bytes.IndexByte(rest, '"')
-	if !ok || end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 || end+1 == len(rest) {
-		return "", fmt.Errorf("call %s: result does not begin with its call_id and op", id)
-	}
-	switch rest = rest[end+1:]; rest[0] {
-	case ',':
-		return "{" + string(rest[1:]), nil
-	case '}':
-		return "{" + string(rest), nil
-	}
-	return "", fmt.Errorf("call %s: result does not begin with its call_id and op", id)
-}
-
-// servedResult returns the result a row keeps (storedResult) with its
-// "call_id" and "op" back in front, as worker's resultObject wrote them.
-func servedResult(id, op string, stored []byte) []byte {
-	if bytes.HasPrefix(stored, []byte(resultHead)) || len(stored) < 2 {
-		return stored
-	}
-	out := make([]byte, 0, len(stored)+len(resultHead)+len(id)+len(op)+10)
-	out = append(out, resultHead+`"`...)
-	out = append(out, id...)
-	out = append(out, `","op":"`...)
-	out = append(out, op...)
-	out = append(out, '"')
-	if stored[1] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, stored[1:]...)
 }
 
 // supersededCall reports whether the projection of a call event of type typ
@@ -302,7 +250,7 @@ func scanCall(row pgx.Row) (*Call, error) {
 		}
 	}
 	if result != nil {
-		c.Result = servedResult(c.ID, c.Op, result)
+		c.Result = result
 	}
 	if failure != nil {
 		c.Failure = &JobFailed{}
@@ -311,19 +259,9 @@ func scanCall(row pgx.Row) (*Call, error) {
 		}
 	}
 	if settlement != nil {
-		var s struct {
-			x402.SettleResponse
-			Network *string `json:"network"`
-		}
-		if err := json.Unmarshal(settlement, &s); err != nil {
+		c.Settlement = &x402.SettleResponse{}
+		if err := json.Unmarshal(settlement, c.Settlement); err != nil {
 			return nil, fmt.Errorf("call %s: settlement: %w", c.ID, err)
-		}
-		c.Settlement = &s.SettleResponse
-		if s.Network != nil {
-			c.Settlement.Network = *s.Network
-		} else {
-			// Kept once, in the row (projectCall).
-			c.Settlement.Payer, c.Settlement.Network = c.Payer, c.Network
 		}
 	}
 	return &c, nil
