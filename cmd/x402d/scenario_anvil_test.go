@@ -5,8 +5,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +25,8 @@ import (
 // calls per second at saturation (LOAD_C calls in flight, default 1,000,
 // for LOAD_T, default 20 s) and the latency at a steady 150 calls/s, with
 // one `x402d serve` and with the compose layout (one api, two workers
-// sharing RELAYER_KEY); then the gas of a settlement batched and alone.
+// sharing RELAYER_KEY; LOAD_LAYOUT=serve or split runs one of them alone);
+// then the gas of a settlement batched and alone.
 // Every call must be answered 200. `go tool task load:anvil` runs it; the
 // figures are in docs/performance.md.
 func TestLoadOnAnvil(t *testing.T) {
@@ -51,6 +54,9 @@ func TestLoadOnAnvil(t *testing.T) {
 		return rep
 	}
 	for _, layout := range []string{"serve", "split"} {
+		if only := os.Getenv("LOAD_LAYOUT"); only != "" && only != layout {
+			continue
+		}
 		t.Run(layout, func(t *testing.T) {
 			node := anviltest.Start(t, nil)
 			db := dbtest.Schema(ctx, t)
@@ -64,8 +70,11 @@ func TestLoadOnAnvil(t *testing.T) {
 				startChild(t, "worker", env)
 				startChild(t, "worker", env)
 			}
+			first, err := node.Client.BlockNumber(ctx)
+			require.NoError(t, err)
 			sat := run(t, base, loadgen.Config{Concurrency: c, Duration: dur, Presign: true, MaxCalls: 400 * int(dur/time.Second)})
 			logPhases(ctx, t, db.Pool)
+			logBlocks(ctx, t, node, first)
 			steady := run(t, base, loadgen.Config{Concurrency: 1000, Rate: 150, Duration: dur, Presign: true})
 			t.Logf("anvil %s: saturation %d in flight: %.1f paid calls/s (%.1f sustained), p50 %s; steady 150/s: p50 %s p99 %s",
 				layout, c, sat.Throughput, sat.Sustained, sat.P50.Round(time.Millisecond), steady.P50.Round(time.Millisecond), steady.P99.Round(time.Millisecond))
@@ -112,6 +121,25 @@ func TestLoadOnAnvil(t *testing.T) {
 			FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost'`).Scan(&gas))
 		t.Logf("anvil: gas per settlement alone %.0f", gas)
 	})
+}
+
+// logBlocks logs how full the node's blocks after first were: the share
+// of its gas limit each used, and the transactions it held. A block well
+// under full while calls wait is a gap in the relayer's nonces, or a
+// batcher that sent too little.
+func logBlocks(ctx context.Context, t *testing.T, node *anviltest.Node, first uint64) {
+	t.Helper()
+	last, err := node.Client.BlockNumber(ctx)
+	require.NoError(t, err)
+	var line []string
+	for n := first + 1; n <= last; n++ {
+		h, err := node.Client.HeaderByNumber(ctx, new(big.Int).SetUint64(n))
+		require.NoError(t, err)
+		txs, err := node.Client.TransactionCount(ctx, h.Hash())
+		require.NoError(t, err)
+		line = append(line, fmt.Sprintf("%d%%/%d", h.GasUsed*100/h.GasLimit, txs))
+	}
+	t.Logf("blocks %d-%d, share of the gas limit used/transactions: %s", first+1, last, strings.Join(line, " "))
 }
 
 // logPhases logs where the paid calls' time went, from their events: the

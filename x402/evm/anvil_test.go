@@ -197,6 +197,62 @@ func TestAnvil_DroppedTransaction(t *testing.T) {
 	b.requireClean(t, 1)
 }
 
+// TestAnvil_LostTransactionBehindOthers has the node lose a transaction
+// (and, as anvil does, those after it) with more than a few sent before
+// it, none mined: every later one waits behind the gap, and the relayer,
+// told by the node which nonce it lacks, gives them again at its next pass
+// rather than when they have waited ReplaceAfter or become the lowest.
+func TestAnvil_LostTransactionBehindOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: time.Hour})
+	mined, err := b.node.Client.NonceAt(ctx, chain.Account(devchain.RelayerAccount).Address, nil)
+	require.NoError(t, err)
+	const n = 16
+	dropper := &dropNonce{Backend: b.node.Client, node: b.node, nonce: mined + 11}
+	r := b.relayer(t, dropper, func(c *evm.RelayerConfig) { c.ReplaceAfter = time.Minute })
+	payments := b.payments(t, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		settleAllOK(t, payments, r)
+	}()
+	require.Eventually(t, func() bool { return dropper.dropped.Load() }, 20*time.Second, 10*time.Millisecond, "the transaction is lost")
+	lost := time.Now()
+	require.Eventually(t, func() bool {
+		st, err := b.node.TxPool(ctx)
+		return err == nil && st.Pending == n && st.Queued == 0
+	}, 3*time.Second, 20*time.Millisecond, "the lost transaction is given again")
+	t.Logf("the pool was whole again %s after the loss", time.Since(lost).Round(time.Millisecond))
+	require.NoError(t, b.node.Mine(ctx))
+	<-done
+	b.requireClean(t, n)
+}
+
+// dropNonce drops the first transaction of nonce it sends from the node's
+// pool once the node holds it with the transactions that follow it.
+type dropNonce struct {
+	evm.Backend
+	node    *anviltest.Node
+	nonce   uint64
+	dropped atomic.Bool
+	hash    atomic.Pointer[common.Hash]
+}
+
+func (d *dropNonce) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	if err := d.Backend.SendTransaction(ctx, tx); err != nil {
+		return err
+	}
+	if tx.Nonce() == d.nonce {
+		h := tx.Hash()
+		d.hash.CompareAndSwap(nil, &h)
+	}
+	if h := d.hash.Load(); h != nil && tx.Nonce() > d.nonce+2 && !d.dropped.Swap(true) {
+		return d.node.Call(ctx, nil, "anvil_dropTransaction", *h)
+	}
+	return nil
+}
+
 // dropSends drops the next drop transactions it sends from the node's pool
 // right after sending them.
 type dropSends struct {

@@ -357,6 +357,13 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 		return fmt.Errorf("read head block: %w", err)
 	}
 	baseFee := cmpOr(head.BaseFee, new(big.Int))
+	// The node's count of the relayer's transactions, those it holds ready
+	// to mine included: the first nonce it does not hold. Outstanding, it
+	// is a gap that every later transaction waits behind, however many
+	// there are: a node loses transactions at times (anvil drops one whose
+	// fee cap a rising base fee passed, and with it those that follow).
+	// That one and those after it are given again at once.
+	gap, gapErr := chain.backend.PendingNonceAt(ctx, r.address)
 	for i, o := range outstanding {
 		chain.ownMu.Lock()
 		own := chain.own[o.Nonce]
@@ -390,10 +397,11 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 		}
 		if !due {
 			// The lowest nonces hold every later one: a node that lost
-			// them (anvil drops a transaction whose fee cap a rising base
-			// fee passed) is given them again at once, whoever sent them;
-			// a node that has them says so.
-			if i < resendLowest && o.Nonce == mined+uint64(i) && o.Raw != nil && (own == nil || time.Since(sentAt) >= 2*r.cfg.KeepEvery) {
+			// them is given them again, whoever sent them (a node that
+			// has them says so): from the first the node lacks at once,
+			// and the lowest few once they have waited two passes.
+			lost := gapErr == nil && o.Nonce >= gap && o.Raw != nil
+			if lost || i < resendLowest && o.Nonce == mined+uint64(i) && o.Raw != nil && (own == nil || time.Since(sentAt) >= 2*r.cfg.KeepEvery) {
 				head := tx
 				if head == nil {
 					head = new(types.Transaction)
