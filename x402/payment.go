@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -16,16 +15,16 @@ import (
 // settled after the call's work succeeded.
 type Payment struct {
 	// Network is the CAIP-2 network the payment is made on.
-	Network string `json:"network"`
+	Network string `json:"network,omitempty"`
 	// Payer is the paying address (EVM "from", Solana transfer authority).
-	Payer string `json:"payer"`
+	Payer string `json:"payer,omitempty"`
 	// Nonce identifies the payment on its network for replay protection: the
 	// EIP-3009 nonce on EVM networks, the transaction's signature on Solana.
-	Nonce string `json:"nonce"`
+	Nonce string `json:"nonce,omitempty"`
 	// Amount is the paid amount in the asset's atomic units.
-	Amount string `json:"amount"`
+	Amount string `json:"amount,omitempty"`
 	// Asset is the token contract or mint.
-	Asset string `json:"asset"`
+	Asset string `json:"asset,omitempty"`
 	// Payload is the decoded PAYMENT-SIGNATURE (a v2 PaymentPayload).
 	Payload json.RawMessage `json:"payload"`
 	// VerifiedAt is when the payment was verified (UTC). Its transfer
@@ -40,57 +39,45 @@ type Payment struct {
 	ValidBefore time.Time `json:"validBefore,omitzero"`
 }
 
-// paymentJSON is the encoding of a Payment.
-type paymentJSON struct {
-	Network     string          `json:"network,omitempty"`
-	Payer       string          `json:"payer,omitempty"`
-	Nonce       string          `json:"nonce,omitempty"`
-	Amount      string          `json:"amount,omitempty"`
-	Asset       string          `json:"asset,omitempty"`
-	Payload     json.RawMessage `json:"payload"`
-	VerifiedAt  time.Time       `json:"verifiedAt,omitzero"`
-	ValidBefore time.Time       `json:"validBefore,omitzero"`
-}
+// paymentFields is a Payment without its methods: the plain encoding of
+// its fields, under MarshalJSON and UnmarshalJSON.
+type paymentFields Payment
 
 // MarshalJSON encodes p as the ledger keeps it: once. The fields its payload
 // states (an exact EVM payment's network, asset, payer, nonce, amount and
 // validBefore are in its option and authorization) are left out when equal
 // to it, and UnmarshalJSON restores them from it; the others are kept.
 func (p Payment) MarshalJSON() ([]byte, error) {
-	j := paymentJSON{Network: p.Network, Payer: p.Payer, Nonce: p.Nonce, Amount: p.Amount, Asset: p.Asset,
-		Payload: p.Payload, VerifiedAt: p.VerifiedAt, ValidBefore: p.ValidBefore}
 	if s, ok := stated(p.Payload); ok {
-		if s.Network == j.Network {
-			j.Network = ""
+		if s.Network == p.Network {
+			p.Network = ""
 		}
-		if s.Payer == j.Payer {
-			j.Payer = ""
+		if s.Payer == p.Payer {
+			p.Payer = ""
 		}
-		if s.Nonce == j.Nonce {
-			j.Nonce = ""
+		if s.Nonce == p.Nonce {
+			p.Nonce = ""
 		}
-		if s.Amount == j.Amount {
-			j.Amount = ""
+		if s.Amount == p.Amount {
+			p.Amount = ""
 		}
-		if s.Asset == j.Asset {
-			j.Asset = ""
+		if s.Asset == p.Asset {
+			p.Asset = ""
 		}
-		if s.ValidBefore.Equal(j.ValidBefore) {
-			j.ValidBefore = time.Time{}
+		if s.ValidBefore.Equal(p.ValidBefore) {
+			p.ValidBefore = time.Time{}
 		}
 	}
-	return json.Marshal(&j)
+	return json.Marshal((*paymentFields)(&p))
 }
 
 // UnmarshalJSON decodes a Payment, restoring from its payload the fields
 // MarshalJSON left out (and reading the whole form written before it).
 func (p *Payment) UnmarshalJSON(b []byte) error {
-	var j paymentJSON
-	if err := json.Unmarshal(b, &j); err != nil {
+	*p = Payment{}
+	if err := json.Unmarshal(b, (*paymentFields)(p)); err != nil {
 		return err
 	}
-	*p = Payment{Network: j.Network, Payer: j.Payer, Nonce: j.Nonce, Amount: j.Amount, Asset: j.Asset,
-		Payload: j.Payload, VerifiedAt: j.VerifiedAt, ValidBefore: j.ValidBefore}
 	if p.Network != "" && p.Payer != "" && p.Nonce != "" && p.Amount != "" && p.Asset != "" && !p.ValidBefore.IsZero() {
 		return nil
 	}
@@ -117,24 +104,28 @@ func stated(payload json.RawMessage) (Payment, bool) {
 		return Payment{}, false
 	}
 	var pp struct {
-		Accepted struct {
-			Scheme  string `json:"scheme"`
-			Network string `json:"network"`
-			Asset   string `json:"asset"`
-		} `json:"accepted"`
-		Payload ExactEVMPayload `json:"payload"`
+		Accepted Requirements    `json:"accepted"`
+		Payload  ExactEVMPayload `json:"payload"`
 	}
 	if err := json.Unmarshal(payload, &pp); err != nil || pp.Accepted.Scheme != "exact" || pp.Payload.Authorization.From == "" {
 		return Payment{}, false
 	}
 	a := &pp.Payload.Authorization
 	s := Payment{Network: pp.Accepted.Network, Payer: a.From, Nonce: a.Nonce, Amount: a.Value, Asset: pp.Accepted.Asset}
-	// EIP-3009's validBefore, as the verifier records it: zero past year
-	// 9999 (an authorization valid for ever names no end).
-	if v, err := strconv.ParseInt(a.ValidBefore, 10, 64); err == nil && v <= 253402300799 {
-		s.ValidBefore = time.Unix(v, 0).UTC()
+	if v, ok := new(big.Int).SetString(a.ValidBefore, 10); ok {
+		s.ValidBefore = UnixTime(v)
 	}
 	return s, true
+}
+
+// UnixTime is the time of a uint256 of unix seconds (EIP-3009's validAfter
+// and validBefore): zero past year 9999 (an authorization valid for ever
+// names no end).
+func UnixTime(v *big.Int) time.Time {
+	if !v.IsInt64() || v.Int64() > 253402300799 {
+		return time.Time{}
+	}
+	return time.Unix(v.Int64(), 0).UTC()
 }
 
 // Key returns the replay key of the payment: a payment is accepted once.

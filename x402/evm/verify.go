@@ -195,7 +195,7 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		Asset:       asset.Hex(),
 		Payload:     raw,
 		VerifiedAt:  now.UTC(),
-		ValidBefore: unixTime(auth.ValidBefore),
+		ValidBefore: x402.UnixTime(auth.ValidBefore),
 	}, nil
 }
 
@@ -471,13 +471,4 @@ func revertReason(err error) string {
 // refuse returns a *x402.Refusal.
 func refuse(reason, format string, args ...any) error {
 	return &x402.Refusal{Reason: reason, Message: fmt.Sprintf(format, args...)}
-}
-
-// unixTime is the time of a uint256 of unix seconds; zero past year 9999
-// (an authorization valid for ever names no end).
-func unixTime(v *big.Int) time.Time {
-	if !v.IsInt64() || v.Int64() > 253402300799 {
-		return time.Time{}
-	}
-	return time.Unix(v.Int64(), 0).UTC()
 }
