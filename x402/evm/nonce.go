@@ -362,7 +362,6 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 	// is a gap that every later transaction waits behind, however many
 	// there are: a node loses transactions at times (anvil drops one whose
 	// fee cap a rising base fee passed, and with it those that follow).
-	// That one and those after it are given again at once.
 	gap, gapErr := chain.backend.PendingNonceAt(ctx, r.address)
 	for i, o := range outstanding {
 		chain.ownMu.Lock()
@@ -396,12 +395,16 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 			}
 		}
 		if !due {
-			// The lowest nonces hold every later one: a node that lost
-			// them is given them again, whoever sent them (a node that
-			// has them says so): from the first the node lacks at once,
-			// and the lowest few once they have waited two passes.
-			lost := gapErr == nil && o.Nonce >= gap && o.Raw != nil
-			if lost || i < resendLowest && o.Nonce == mined+uint64(i) && o.Raw != nil && (own == nil || time.Since(sentAt) >= 2*r.cfg.KeepEvery) {
+			// A node that lost transactions is given them again at once,
+			// whoever sent them: from the first nonce it says it lacks.
+			// A node that cannot say is given the lowest few, which hold
+			// every later one, once they have waited two passes (a node
+			// that has them says so).
+			lost := o.Nonce >= gap
+			if gapErr != nil {
+				lost = i < resendLowest && o.Nonce == mined+uint64(i) && (own == nil || time.Since(sentAt) >= 2*r.cfg.KeepEvery)
+			}
+			if lost && o.Raw != nil {
 				head := tx
 				if head == nil {
 					head = new(types.Transaction)
@@ -614,7 +617,7 @@ func bigMin(a, b *big.Int) *big.Int {
 const unsentAfter = 5 * time.Second
 
 // resendLowest is how many of the lowest outstanding nonces each keeping
-// pass sends again when the node may have lost them.
+// pass sends again when the node cannot say which it lacks.
 const resendLowest = 8
 
 // maxFeeRetries bounds how often one send is signed again at fresher fees
