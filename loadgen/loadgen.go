@@ -329,13 +329,13 @@ func sustained(outcomes []Outcome) float64 {
 		return 0
 	}
 	slices.Sort(ends)
-	var st, sn float64
-	for i, e := range ends {
+	var st float64
+	for _, e := range ends {
 		st += e.Seconds()
-		sn += float64(i)
 	}
+	// The counts are 0 to n-1: their mean is (n-1)/2.
 	n := float64(len(ends))
-	mt, mn := st/n, sn/n
+	mt, mn := st/n, (n-1)/2
 	var cov, v float64
 	for i, e := range ends {
 		dt := e.Seconds() - mt
