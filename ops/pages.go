@@ -26,7 +26,7 @@ var windows = []struct {
 }
 
 // callStates are the states of a call, in the order a call goes through them.
-var callStates = []string{store.CallQueued, store.CallRunning, store.CallSettling, store.CallPaid, store.CallFailed, store.CallUnpaid}
+var callStates = []string{store.CallQueued, store.CallRunning, store.CallSettling, store.CallPaid, store.CallFailed, store.CallUnpaid, store.CallLost}
 
 // perMinuteSpan is how many minutes the calls-per-minute chart covers.
 const perMinuteSpan = 60

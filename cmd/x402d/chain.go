@@ -100,8 +100,17 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	for network, c := range clients {
 		readers[network], backends[network] = c, c
 	}
+	finality := map[string]evm.FinalityPolicy{}
+	if cfg.Settlement == "devchain" {
+		// The devchain never reorganises: its settlements are final at
+		// their receipt.
+		finality[devchainNetwork] = evm.FinalityPolicy{}
+	}
+	for network, p := range cfg.Finality {
+		finality[network] = p
+	}
 	relayerCfg := &evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, Logger: logger,
-		MaxFee: cfg.SettlementMaxFee, BlockGasShare: cfg.SettlementBatchGasShare}
+		MaxFee: cfg.SettlementMaxFee, BlockGasShare: cfg.SettlementBatchGasShare, Finality: finality}
 	if pool != nil {
 		// Every process sending with RELAYER_KEY allocates its nonces in
 		// the one database.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm"
 )
 
 // Config is the service's configuration, read from the environment (see
@@ -30,6 +31,11 @@ type Config struct {
 	SolanaFeePayer  string
 	RPCURLSolana    string
 	RPCURLs         map[string]string
+	// Finality is FINALITY_<CHAIN> per EVM network: when a settlement
+	// there counts as final ("safe", "finalized", "depth:N", "receipt").
+	// A network absent takes its default (evm.DefaultFinality; the
+	// devchain's settlements are final at their receipt).
+	Finality map[string]evm.FinalityPolicy
 	RelayerKey      string
 	FacilitatorURL  string
 	DevchainRPCAddr string
@@ -125,6 +131,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
 		RPCURLSolana:      env("RPC_URL_SOLANA", ""),
 		RPCURLs:           map[string]string{},
+		Finality:          map[string]evm.FinalityPolicy{},
 		RelayerKey:        env("RELAYER_KEY", ""),
 		FacilitatorURL:    env("FACILITATOR_URL", ""),
 		DevchainRPCAddr:   env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
@@ -187,8 +194,19 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		}
 	}
 	for _, n := range x402.Networks() {
-		if v := strings.TrimSpace(getenv(rpcURLKey(n.ID))); v != "" && strings.HasPrefix(n.ID, "eip155:") {
+		if !strings.HasPrefix(n.ID, "eip155:") {
+			continue
+		}
+		if v := strings.TrimSpace(getenv(chainKey("RPC_URL_", n.ID))); v != "" {
 			c.RPCURLs[n.ID] = v
+		}
+		if v := strings.TrimSpace(getenv(chainKey("FINALITY_", n.ID))); v != "" {
+			p, err := evm.ParseFinality(v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", chainKey("FINALITY_", n.ID), err))
+				continue
+			}
+			c.Finality[n.ID] = p
 		}
 	}
 	if c.Settlement == "rpc" && len(c.RPCURLs) == 0 {
@@ -251,10 +269,10 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// rpcURL returns RPC_URL_<CHAIN> for a CAIP-2 network, e.g. eip155:8453 →
-// RPC_URL_EIP155_8453.
-func rpcURLKey(network string) string {
-	return "RPC_URL_" + strings.ToUpper(strings.NewReplacer(":", "_", "-", "_").Replace(network))
+// chainKey returns the variable prefix<CHAIN> of a CAIP-2 network, e.g.
+// RPC_URL_ and eip155:8453 → RPC_URL_EIP155_8453.
+func chainKey(prefix, network string) string {
+	return prefix + strings.ToUpper(strings.NewReplacer(":", "_", "-", "_").Replace(network))
 }
 
 // parseDecimal reads a positive decimal number (like 1.5) as an integer of
