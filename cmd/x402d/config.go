@@ -35,7 +35,7 @@ type Config struct {
 	// there counts as final ("safe", "finalized", "depth:N", "receipt").
 	// A network absent takes its default (evm.DefaultFinality; the
 	// devchain's settlements are final at their receipt).
-	Finality map[string]evm.FinalityPolicy
+	Finality        map[string]evm.FinalityPolicy
 	RelayerKey      string
 	FacilitatorURL  string
 	DevchainRPCAddr string
