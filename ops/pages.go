@@ -80,11 +80,15 @@ func (d *dashboard) overview(c echo.Context) error {
 				Low: d.cfg.RelayerLowWei != nil && c.BalanceWei != nil && c.BalanceWei.Cmp(d.cfg.RelayerLowWei) < 0})
 		}
 	}
+	finality, err := store.FinalityList(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
 	var total, finished int64
 	for _, n := range stats.States {
 		total += n
 	}
-	finished = stats.States[store.CallPaid] + stats.States[store.CallFailed] + stats.States[store.CallUnpaid]
+	finished = stats.States[store.CallPaid] + stats.States[store.CallFailed] + stats.States[store.CallUnpaid] + stats.States[store.CallLost]
 	lastMinute := stats.PerMinute[len(stats.PerMinute)-1]
 	var hour int64
 	for _, n := range stats.PerMinute {
@@ -121,6 +125,7 @@ func (d *dashboard) overview(c echo.Context) error {
 		"Index":      index,
 		"Sources":    sources,
 		"Relayer":    relayer,
+		"Finality":   finality,
 	})
 }
 

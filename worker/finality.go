@@ -210,12 +210,16 @@ func (f *Follower) moved(ctx context.Context, tx pgx.Tx, w store.WatchedTx, bloc
 	if err != nil {
 		return err
 	}
-	for _, c := range calls {
-		carried, err := f.cfg.Finality.Carries(ctx, &c.Payment, w.Transaction)
-		if err != nil {
-			return err
-		}
-		if !carried {
+	payments := make([]*x402.Payment, len(calls))
+	for i, c := range calls {
+		payments[i] = &c.Payment
+	}
+	carried, err := f.cfg.Finality.Carried(ctx, w.Network, w.Transaction, payments)
+	if err != nil {
+		return err
+	}
+	for i, c := range calls {
+		if !carried[i] {
 			if err := f.settleAgain(ctx, tx, w, c.ID); err != nil {
 				return err
 			}

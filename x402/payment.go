@@ -211,7 +211,7 @@ const (
 	TxFinal
 	// TxMoved: mined again in another block after a reorganisation
 	// (FollowedTx.Block names it): the settlements it carried are in it
-	// only if their transfers ran there again (Finality.Carries).
+	// only if their transfers ran there again (Finality.Carried).
 	TxMoved
 	// TxGone: in no block of the chain any more (a reorganisation undid
 	// it and the node has not mined it again).
@@ -236,9 +236,10 @@ type Finality interface {
 	// became of it: one look at the chain for all of them. It returns the
 	// newest block the network's policy holds final.
 	Follow(ctx context.Context, network string, txs []FollowedTx) (uint64, error)
-	// Carries reports whether transaction tx, as mined now, moved the
-	// funds of payment p.
-	Carries(ctx context.Context, p *Payment, tx string) (bool, error)
+	// Carried reports, for each of payments, whether transaction tx of
+	// network, as mined now, moved its funds: one look at the transaction
+	// for all of them.
+	Carried(ctx context.Context, network, tx string, payments []*Payment) ([]bool, error)
 	// Keep resends the settler's own transactions on network that the node
 	// lacks (those a reorganisation undid among them), so that none stays
 	// a gap behind later ones.

@@ -207,27 +207,31 @@ func (r *Relayer) blockReceipts(ctx context.Context, chain *relayChain, n uint64
 	return out, nil
 }
 
-// Carries implements x402.Finality: whether transaction tx, as mined now,
-// made the transfer of payment p (its AuthorizationUsed event is in the
-// receipt of a successful transaction). A transaction not mined carries
-// nothing.
-func (r *Relayer) Carries(ctx context.Context, p *x402.Payment, tx string) (bool, error) {
-	chain := r.chains[p.Network]
+// Carried implements x402.Finality: whether transaction tx, as mined now,
+// made the transfer of each of payments (its AuthorizationUsed event is in
+// the receipt of a successful transaction). A transaction not mined
+// carries nothing.
+func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x402.Payment) ([]bool, error) {
+	chain := r.chains[network]
 	if chain == nil {
-		return false, fmt.Errorf("carries %s: no chain client for %s", p.Key(), p.Network)
+		return nil, fmt.Errorf("carried by %s: no chain client for %s", tx, network)
 	}
-	asset, ep, err := paymentTransfer(p)
-	if err != nil {
-		return false, fmt.Errorf("carries %s: %w", p.Key(), err)
-	}
+	out := make([]bool, len(payments))
 	receipt, err := chain.backend.TransactionReceipt(ctx, common.HexToHash(tx))
 	if errors.Is(err, ethereum.NotFound) {
-		return false, nil
+		return out, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("carries %s: receipt of %s: %w", p.Key(), tx, err)
+		return nil, fmt.Errorf("carried by %s: receipt: %w", tx, err)
 	}
-	return usedIn(receipt, asset, ep.auth), nil
+	for i, p := range payments {
+		asset, ep, err := paymentTransfer(p)
+		if err != nil {
+			return nil, fmt.Errorf("carried by %s: %s: %w", tx, p.Key(), err)
+		}
+		out[i] = usedIn(receipt, asset, ep.auth)
+	}
+	return out, nil
 }
 
 // Keep implements x402.Finality: one pass of the keeper on network (at
