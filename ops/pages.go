@@ -378,7 +378,33 @@ func eventFields(e store.Event) []field {
 			if v.Response.ErrorReason != "" {
 				fs = append(fs, field{Name: "reason", Value: v.Response.ErrorReason})
 			}
+			if v.Block != nil {
+				fs = append(fs, field{Name: "block", Value: strconv.FormatUint(v.Block.Number, 10)})
+			}
 			return fs
+		}
+	case store.EventSettlementResent:
+		var v store.SettlementResent
+		if json.Unmarshal(e.Data, &v) == nil {
+			fs := []field{
+				{Name: "undone", Value: v.Previous, Mono: true},
+				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
+				{Name: "network", Value: v.Response.Network},
+			}
+			if v.Block != nil {
+				fs = append(fs, field{Name: "block", Value: strconv.FormatUint(v.Block.Number, 10)})
+			}
+			return fs
+		}
+	case store.EventSettlementLost:
+		var v store.SettlementLost
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{
+				{Name: "undone", Value: v.Previous, Mono: true},
+				{Name: "network", Value: v.Network},
+				{Name: "amount lost", Value: usdc(v.Amount) + " USDC"},
+				{Name: "reason", Value: v.Reason},
+			}
 		}
 	}
 	return []field{{Name: "data", Value: string(e.Data), Mono: true}}
