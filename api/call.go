@@ -49,8 +49,15 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	}
 
 	requestHash := hashRequest(entry.op.Name, body)
-	payment, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
+	// The chain is read for a payment only while its client address may
+	// have payments refused after such a read (refusedLimiter).
+	client := clientOf(ctx)
+	guard, checked := s.refused.guard(client)
+	payment, err := s.cfg.Payments.Verify(x402.WithChainGuard(ctx, guard), entry.op.Name, header)
 	if err != nil {
+		if _, ok := errors.AsType[*x402.Refusal](err); ok && checked() {
+			s.refused.charge(client)
+		}
 		prior, lerr := s.acceptedBefore(ctx, entry, header, err)
 		if lerr != nil {
 			// Whether this payment was accepted before is unknown: not a
@@ -117,9 +124,12 @@ func (s *Server) resume(entry *opEntry, prior *store.Call, requestHash []byte) (
 func (s *Server) refusal(ctx context.Context, entry *opEntry, err error) error {
 	s.cfg.Metrics.PaymentRefused(entry.op.Name, refusalReason(err))
 	var refusal *x402.Refusal
+	var apiErr *Error
 	switch {
 	case errors.As(err, &refusal):
 		return refusal
+	case errors.As(err, &apiErr):
+		return apiErr
 	case errors.Is(err, x402.ErrNotSellable):
 		return errNotSellable
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"net/netip"
 	"strconv"
@@ -79,6 +80,21 @@ type Config struct {
 	// Factories6492 is EIP6492_FACTORIES: the only wallet factories whose
 	// undeployed wallets may pay (nil: any whose deployment simulates).
 	Factories6492 []common.Address
+	// RefusedRate is REFUSED_PAYMENTS_PER_SECOND: how many payments a
+	// second one client address may have checked on chain that end
+	// refused (past it and REFUSED_PAYMENTS_BURST: 429).
+	RefusedRate float64
+	// RefusedBurst is REFUSED_PAYMENTS_BURST: how many such refusals one
+	// client address may have at once.
+	RefusedBurst int
+	// TrustedProxies is TRUSTED_PROXIES: the reverse proxies whose
+	// X-Forwarded-For names the client's address (none: the connection's
+	// peer is the client).
+	TrustedProxies []netip.Prefix
+	// VerifyRPCConcurrency is VERIFY_RPC_CONCURRENCY: how many RPC calls
+	// may be in flight on a chain, settlement's included, for one of
+	// verification's to start.
+	VerifyRPCConcurrency int
 }
 
 // loadConfig reads the configuration through getenv.
@@ -116,41 +132,43 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	}
 
 	c := &Config{
-		DatabaseURL:       env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x402?sslmode=disable"),
-		ListenAddr:        env("LISTEN_ADDR", "127.0.0.1:8080"),
-		Settlement:        env("SETTLEMENT", "devchain"),
-		SettlementBatch:   env("SETTLEMENT_BATCH", "auto"),
-		PayToEVM:          env("PAY_TO_EVM", ""),
-		PayToSolana:       env("PAY_TO_SOLANA", ""),
-		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
-		RPCURLSolana:      env("RPC_URL_SOLANA", ""),
-		RPCURLs:           map[string]string{},
-		RelayerKey:        env("RELAYER_KEY", ""),
-		FacilitatorURL:    env("FACILITATOR_URL", ""),
-		DevchainRPCAddr:   env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
-		GeminiAPIKey:      env("GEMINI_API_KEY", ""),
-		GeminiModel:       env("GEMINI_MODEL", "gemini-2.5-flash"),
-		GeminiBaseURL:     env("GEMINI_BASE_URL", ""),
-		OpsToken:          env("OPS_TOKEN", ""),
-		IndexCron:         env("INDEX_CRON", "*/15 * * * *"),
-		LivenessCron:      env("LIVENESS_CRON", "*/30 * * * *"),
-		ResultTTL:         duration("RESULT_TTL", 30*24*time.Hour),
-		RetentionCron:     env("RETENTION_CRON", "17 * * * *"),
-		JobRetention:      duration("JOB_RETENTION", 24*time.Hour),
-		CallWait:          duration("CALL_WAIT", 25*time.Second),
-		JobTimeout:        duration("JOB_TIMEOUT", 2*time.Minute),
-		ShutdownTimeout:   duration("SHUTDOWN_TIMEOUT", 30*time.Second),
-		FetchPollInterval: duration("RIVER_POLL_INTERVAL", 0),
-		RescueAfter:       duration("JOB_RESCUE_AFTER", 0),
-		SettleGrace:       duration("SETTLE_GRACE", 15*time.Second),
-		MaxBodyBytes:      int64(integer("MAX_BODY_BYTES", 1<<20)),
-		MaxCodeChars:      integer("MAX_CODE_CHARS", 200_000),
-		MaxPatternChars:   integer("MAX_PATTERN_CHARS", 4096),
-		MaxRows:           integer("MAX_ROWS", 50_000),
-		LogLevel:          env("LOG_LEVEL", "info"),
-		LogFormat:         env("LOG_FORMAT", "auto"),
-		DBMaxConns:        integer("DB_MAX_CONNS", 20),
-		MetricsAddr:       env("METRICS_ADDR", ""),
+		DatabaseURL:          env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x402?sslmode=disable"),
+		ListenAddr:           env("LISTEN_ADDR", "127.0.0.1:8080"),
+		Settlement:           env("SETTLEMENT", "devchain"),
+		SettlementBatch:      env("SETTLEMENT_BATCH", "auto"),
+		PayToEVM:             env("PAY_TO_EVM", ""),
+		PayToSolana:          env("PAY_TO_SOLANA", ""),
+		SolanaFeePayer:       env("SOLANA_FEE_PAYER_KEY", ""),
+		RPCURLSolana:         env("RPC_URL_SOLANA", ""),
+		RPCURLs:              map[string]string{},
+		RelayerKey:           env("RELAYER_KEY", ""),
+		FacilitatorURL:       env("FACILITATOR_URL", ""),
+		DevchainRPCAddr:      env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
+		GeminiAPIKey:         env("GEMINI_API_KEY", ""),
+		GeminiModel:          env("GEMINI_MODEL", "gemini-2.5-flash"),
+		GeminiBaseURL:        env("GEMINI_BASE_URL", ""),
+		OpsToken:             env("OPS_TOKEN", ""),
+		IndexCron:            env("INDEX_CRON", "*/15 * * * *"),
+		LivenessCron:         env("LIVENESS_CRON", "*/30 * * * *"),
+		ResultTTL:            duration("RESULT_TTL", 30*24*time.Hour),
+		RetentionCron:        env("RETENTION_CRON", "17 * * * *"),
+		JobRetention:         duration("JOB_RETENTION", 24*time.Hour),
+		CallWait:             duration("CALL_WAIT", 25*time.Second),
+		JobTimeout:           duration("JOB_TIMEOUT", 2*time.Minute),
+		ShutdownTimeout:      duration("SHUTDOWN_TIMEOUT", 30*time.Second),
+		FetchPollInterval:    duration("RIVER_POLL_INTERVAL", 0),
+		RescueAfter:          duration("JOB_RESCUE_AFTER", 0),
+		SettleGrace:          duration("SETTLE_GRACE", 15*time.Second),
+		MaxBodyBytes:         int64(integer("MAX_BODY_BYTES", 1<<20)),
+		MaxCodeChars:         integer("MAX_CODE_CHARS", 200_000),
+		MaxPatternChars:      integer("MAX_PATTERN_CHARS", 4096),
+		MaxRows:              integer("MAX_ROWS", 50_000),
+		LogLevel:             env("LOG_LEVEL", "info"),
+		LogFormat:            env("LOG_FORMAT", "auto"),
+		DBMaxConns:           integer("DB_MAX_CONNS", 20),
+		RefusedBurst:         integer("REFUSED_PAYMENTS_BURST", 10),
+		VerifyRPCConcurrency: integer("VERIFY_RPC_CONCURRENCY", 16),
+		MetricsAddr:          env("METRICS_ADDR", ""),
 		Concurrency: map[string]int{
 			"pure":       integer("WORKERS_PURE", 0),
 			"model":      integer("WORKERS_MODEL", 0),
@@ -170,6 +188,39 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			if src = strings.TrimSpace(src); src != "" {
 				c.IndexSources = append(c.IndexSources, src)
 			}
+		}
+	}
+	c.RefusedRate = 1
+	if v := strings.TrimSpace(getenv("REFUSED_PAYMENTS_PER_SECOND")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || math.IsInf(f, 0) {
+			errs = append(errs, fmt.Sprintf("REFUSED_PAYMENTS_PER_SECOND: %q is not a positive number", v))
+		} else {
+			c.RefusedRate = f
+		}
+	}
+	if c.RefusedBurst < 1 {
+		errs = append(errs, "REFUSED_PAYMENTS_BURST: must be at least 1")
+	}
+	if c.VerifyRPCConcurrency < 1 {
+		errs = append(errs, "VERIFY_RPC_CONCURRENCY: must be at least 1")
+	}
+	if s := getenv("TRUSTED_PROXIES"); s != "" {
+		for _, part := range strings.Split(s, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(part)
+				if aerr != nil {
+					errs = append(errs, fmt.Sprintf("TRUSTED_PROXIES: %q is not an address or a CIDR like 10.0.0.0/8", part))
+					continue
+				}
+				p = netip.PrefixFrom(addr, addr.BitLen())
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
 		}
 	}
 	if s := getenv("FETCH_ALLOW_CIDRS"); s != "" {
