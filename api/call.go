@@ -51,13 +51,10 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	requestHash := hashRequest(entry.op.Name, body)
 	// The chain is read for a payment only while its client address may
 	// have payments refused after such a read (refusedLimiter).
-	client := clientOf(ctx)
-	guard, checked := s.refused.guard(client)
+	guard, done := s.refused.guard(ctx, clientOf(ctx))
 	payment, err := s.cfg.Payments.Verify(x402.WithChainGuard(ctx, guard), entry.op.Name, header)
+	done(err)
 	if err != nil {
-		if _, ok := errors.AsType[*x402.Refusal](err); ok && checked() {
-			s.refused.charge(client)
-		}
 		prior, lerr := s.acceptedBefore(ctx, entry, header, err)
 		if lerr != nil {
 			// Whether this payment was accepted before is unknown: not a

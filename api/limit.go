@@ -2,16 +2,17 @@ package api
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net"
 	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/internal/bounded"
+	"github.com/x402d/x402d/x402"
 )
 
 // clientAddresses bounds the client addresses whose refused payments are
@@ -21,52 +22,108 @@ const clientAddresses = 100_000
 
 // refusedLimiter limits, per client address, the payments checked on
 // chain that end refused: a token bucket per address of burst tokens,
-// refilled at rate a second. A payment may be checked on chain while the
-// address's bucket holds a token (allow); one that ends refused takes one
-// (charge), so that payments that verify never use the bucket. Payments
-// checked at the same time may take it below zero: the debt is paid back
-// before the address is allowed again, so the rate holds on average.
+// refilled at rate a second, one token taken by each such refusal.
+// Payments that verify take nothing.
+//
+// A check may start while the address's tokens exceed its checks under
+// way (each of which may end refused), so that a client sending many
+// payments at once cannot go past its tokens: its payments past them wait
+// for those under way, and are answered 429 once these are refused. An
+// address whose payments verified in the last minute is not held so: an
+// honest client's payments in flight at once never wait for each other.
 type refusedLimiter struct {
 	rate, burst float64
 	now         func() time.Time
 	buckets     *bounded.Map[string, bucket]
 }
 
-// bucket is an address's tokens as of at.
+// bucket is an address's tokens as of at, with its checks under way and
+// when a payment of its last verified.
 type bucket struct {
-	tokens float64
-	at     time.Time
+	tokens   float64
+	at       time.Time
+	pending  int
+	verified time.Time
 }
+
+const (
+	// trustVerifiedFor is how long after a payment of an address verified
+	// its payments are checked without waiting for those under way.
+	trustVerifiedFor = time.Minute
+	// pendingWait bounds how long a payment waits for the checks under
+	// way of its address; then it is checked all the same.
+	pendingWait = 2 * time.Second
+	// pendingPoll is how often a waiting payment looks again.
+	pendingPoll = 5 * time.Millisecond
+)
 
 func newRefusedLimiter(rate float64, burst int, now func() time.Time) *refusedLimiter {
 	return &refusedLimiter{rate: rate, burst: float64(burst), now: now, buckets: bounded.New[string, bucket](clientAddresses)}
 }
 
-// level returns b's tokens at now.
-func (l *refusedLimiter) level(b bucket, ok bool, now time.Time) float64 {
+// refill returns b with its tokens at now.
+func (l *refusedLimiter) refill(b bucket, ok bool, now time.Time) bucket {
 	if !ok {
-		return l.burst
+		return bucket{tokens: l.burst, at: now}
 	}
-	return math.Min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
+	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
+	b.at = now
+	return b
 }
 
-// allow reports whether addr may have a payment checked on chain now and,
-// when it may not, how long until it may.
-func (l *refusedLimiter) allow(addr string) (bool, time.Duration) {
-	b, ok := l.buckets.Get(addr)
-	tokens := l.level(b, ok, l.now())
-	if tokens >= 1 {
-		return true, 0
+// begin is asked before a payment of addr is checked on chain: nil when it
+// may be (reserved: it counts among the checks under way until end), or
+// the 429 answer when the address is past its limit.
+func (l *refusedLimiter) begin(ctx context.Context, addr string) (reserved bool, err error) {
+	deadline := time.Now().Add(pendingWait)
+	for {
+		var ok bool
+		var retry time.Duration
+		l.buckets.Update(addr, func(b bucket, found bool) bucket {
+			now := l.now()
+			b = l.refill(b, found, now)
+			switch {
+			case b.tokens >= 1 && !b.verified.IsZero() && now.Sub(b.verified) < trustVerifiedFor:
+				ok = true
+			case b.tokens-float64(b.pending) >= 1 || (b.tokens >= 1 && time.Now().After(deadline)):
+				ok, reserved = true, true
+				b.pending++
+			case b.pending == 0 || b.tokens < 1:
+				retry = time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+			}
+			return b
+		})
+		switch {
+		case ok:
+			return reserved, nil
+		case retry > 0 || time.Now().After(deadline):
+			return false, rateLimited(retry)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(pendingPoll):
+		}
 	}
-	return false, time.Duration((1 - tokens) / l.rate * float64(time.Second))
 }
 
-// charge takes a token from addr's bucket: a payment checked on chain was
-// refused.
-func (l *refusedLimiter) charge(addr string) {
-	now := l.now()
-	l.buckets.Update(addr, func(b bucket, ok bool) bucket {
-		return bucket{tokens: l.level(b, ok, now) - 1, at: now}
+// end records the outcome of a check of addr's payment that began:
+// refused takes a token, verified marks the address as one whose payments
+// verify.
+func (l *refusedLimiter) end(addr string, reserved, refused, verified bool) {
+	l.buckets.Update(addr, func(b bucket, found bool) bucket {
+		now := l.now()
+		b = l.refill(b, found, now)
+		if reserved && b.pending > 0 {
+			b.pending--
+		}
+		if refused {
+			b.tokens--
+		}
+		if verified {
+			b.verified = now
+		}
+		return b
 	})
 }
 
@@ -108,24 +165,24 @@ func clientBucket(ip string) string {
 	return addr.String()
 }
 
-// refusedGuard returns the chain guard (x402.WithChainGuard) of a payment
-// from addr, and the function that reports whether the guard let the chain
-// be read.
-func (l *refusedLimiter) guard(addr string) (guard func() error, checked func() bool) {
-	var mu sync.Mutex
-	var read bool
+// guard returns the chain guard (x402.WithChainGuard) of a payment from
+// addr, and the function to call with the payment's outcome (Verify's
+// error).
+func (l *refusedLimiter) guard(ctx context.Context, addr string) (guard func() error, done func(err error)) {
+	var began, reserved bool
 	return func() error {
-			if ok, wait := l.allow(addr); !ok {
-				return rateLimited(wait)
+			r, err := l.begin(ctx, addr)
+			if err != nil {
+				return err
 			}
-			mu.Lock()
-			read = true
-			mu.Unlock()
+			began, reserved = true, r
 			return nil
-		}, func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return read
+		}, func(err error) {
+			if !began {
+				return
+			}
+			_, refused := errors.AsType[*x402.Refusal](err)
+			l.end(addr, reserved, refused, err == nil)
 		}
 }
 

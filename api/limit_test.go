@@ -1,25 +1,39 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
+// refuse has n payments of addr checked and refused.
+func refuse(t *testing.T, l *refusedLimiter, addr string, n int) {
+	t.Helper()
+	for range n {
+		reserved, err := l.begin(context.Background(), addr)
+		require.NoError(t, err)
+		l.end(addr, reserved, true, false)
+	}
+}
+
 func TestRefusedLimiter(t *testing.T) {
 	t.Parallel()
 	type step struct {
 		// at is the time of the step from the start.
 		at time.Duration
-		// charge is how many refusals the address has first.
-		charge int
-		// wantAllow and wantWait are allow's answer then.
-		wantAllow bool
-		wantWait  time.Duration
+		// refuse is how many of the address's payments are refused first.
+		refuse int
+		// verify, when set, has one of its payments verify first.
+		verify bool
+		// wantRetry is the Retry-After of the next payment (0: it is
+		// checked).
+		wantRetry int
 	}
 	testCases := []struct {
 		name  string
@@ -29,66 +43,121 @@ func TestRefusedLimiter(t *testing.T) {
 	}{
 		{
 			name: "ok, a new address has its burst", rate: 1, burst: 3,
-			steps: []step{{at: 0, wantAllow: true}, {at: 0, charge: 2, wantAllow: true}},
+			steps: []step{{at: 0}, {at: 0, refuse: 2}},
 		},
 		{
 			name: "nok, past the burst until a token comes back", rate: 1, burst: 3,
 			steps: []step{
-				{at: 0, charge: 3, wantAllow: false, wantWait: time.Second},
-				{at: 500 * time.Millisecond, wantAllow: false, wantWait: 500 * time.Millisecond},
-				{at: time.Second, wantAllow: true},
+				{at: 0, refuse: 3, wantRetry: 1},
+				{at: 500 * time.Millisecond, wantRetry: 1},
+				{at: time.Second},
 			},
 		},
 		{
-			name: "nok, a debt from refusals checked at once is paid back first", rate: 2, burst: 2,
-			steps: []step{
-				{at: 0, charge: 5, wantAllow: false, wantWait: 2 * time.Second},
-				{at: 2 * time.Second, wantAllow: true},
-			},
+			name: "nok, a slow refill", rate: 0.1, burst: 2,
+			steps: []step{{at: 0, refuse: 2, wantRetry: 10}, {at: 5 * time.Second, wantRetry: 5}, {at: 10 * time.Second}},
 		},
 		{
 			name: "ok, tokens come back up to the burst only", rate: 10, burst: 2,
 			steps: []step{
-				{at: 0, charge: 2, wantAllow: false, wantWait: 100 * time.Millisecond},
-				{at: time.Hour, charge: 2, wantAllow: false, wantWait: 100 * time.Millisecond},
+				{at: 0, refuse: 2, wantRetry: 1},
+				{at: time.Hour, refuse: 2, wantRetry: 1},
 			},
+		},
+		{
+			name: "ok, payments that verify take nothing", rate: 1, burst: 2,
+			steps: []step{{at: 0, refuse: 1, verify: true}, {at: 0, verify: true}, {at: 0, refuse: 1, wantRetry: 1}},
 		},
 	}
 	for _, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			ctx := context.Background()
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			now := start
 			l := newRefusedLimiter(tc.rate, tc.burst, func() time.Time { return now })
 			for i, s := range tc.steps {
 				now = start.Add(s.at)
-				for range s.charge {
-					l.charge("192.0.2.1")
+				refuse(t, l, "192.0.2.1", s.refuse)
+				if s.verify {
+					reserved, err := l.begin(ctx, "192.0.2.1")
+					require.NoError(t, err)
+					l.end("192.0.2.1", reserved, false, true)
 				}
-				ok, wait := l.allow("192.0.2.1")
-				require.Equal(t, s.wantAllow, ok, "step %d", i)
-				require.InDelta(t, s.wantWait.Seconds(), wait.Seconds(), 0.001, "step %d", i)
-				other, _ := l.allow("192.0.2.2")
-				require.True(t, other, "another address is not limited")
+				reserved, err := l.begin(ctx, "192.0.2.1")
+				if s.wantRetry == 0 {
+					require.NoError(t, err, "step %d", i)
+					l.end("192.0.2.1", reserved, false, false)
+				} else {
+					var e *Error
+					require.ErrorAs(t, err, &e, "step %d", i)
+					require.Equal(t, 429, e.Status)
+					require.Equal(t, "rate_limited", e.Code)
+					require.Equal(t, s.wantRetry, e.RetryAfter, "step %d", i)
+				}
+				other, err := l.begin(ctx, "192.0.2.2")
+				require.NoError(t, err, "another address is not limited")
+				l.end("192.0.2.2", other, false, false)
 			}
+		})
+	}
+}
+
+// TestRefusedLimiter_AtOnce sends many payments of one address at once:
+// from an address whose payments end refused, no more are checked than its
+// tokens, the others answered 429; from one whose payments verify, all are
+// checked.
+func TestRefusedLimiter_AtOnce(t *testing.T) {
+	t.Parallel()
+	testCases := []struct {
+		name        string
+		refused     bool
+		wantChecked int
+	}{
+		{name: "nok, refused", refused: true, wantChecked: 3},
+		{name: "ok, verified", refused: false, wantChecked: 50},
+	}
+	for _, tc := range testCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newRefusedLimiter(0.001, 3, time.Now)
+			var mu sync.Mutex
+			var checked int
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() {
+					reserved, err := l.begin(context.Background(), "192.0.2.1")
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					checked++
+					mu.Unlock()
+					time.Sleep(20 * time.Millisecond) // the chain read
+					l.end("192.0.2.1", reserved, tc.refused, !tc.refused)
+				})
+			}
+			wg.Wait()
+			require.Equal(t, tc.wantChecked, checked)
 		})
 	}
 }
 
 func TestRefusedLimiter_Bounded(t *testing.T) {
 	t.Parallel()
-	l := newRefusedLimiter(1, 1, time.Now)
+	l := newRefusedLimiter(0.001, 1, time.Now)
 	for i := range 3 * clientAddresses {
-		l.charge(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		refuse(t, l, fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), 1)
 	}
 	require.LessOrEqual(t, l.buckets.Len(), clientAddresses)
-	// An address refused without end keeps its bucket through the flood.
-	l.charge("192.0.2.1")
+	// An address refused without end keeps its bucket through a flood of
+	// others.
+	refuse(t, l, "192.0.2.1", 1)
 	for i := range 2 * clientAddresses {
-		l.charge(fmt.Sprintf("2001:db8:%x::1", i))
+		refuse(t, l, fmt.Sprintf("2001:db8:%x::1", i), 1)
 		if i%1000 == 0 {
-			ok, _ := l.allow("192.0.2.1")
-			require.False(t, ok)
+			_, err := l.begin(context.Background(), "192.0.2.1")
+			require.Error(t, err)
 		}
 	}
 }
