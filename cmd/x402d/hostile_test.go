@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -96,7 +97,23 @@ func TestRefusedPaymentsLimitedPerClient(t *testing.T) {
 	for i, s := range statuses {
 		require.Equal(t, http.StatusOK, s, "honest payment %d", i)
 	}
-	// The flood's address is still limited.
+	// The flood's address is still limited, over MCP as well; another
+	// address's tool call is not.
 	resp, _ = post(t, flooder, url, "empty:0xempty:again", body)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	args := map[string]any{"a": "x\n", "b": "y\n"}
+	res := callTool(ctx, t, mcpSessionFrom(ctx, t, base, flooder), "diff", args, "empty:0xempty:mcp")
+	requireToolFailure(t, res, "rate_limited")
+	res = callTool(ctx, t, mcpSessionFrom(ctx, t, base, honest), "diff", args, "empty:0xempty:mcp")
+	requirePaymentRequired(t, res, "invalid_exact_evm_insufficient_balance")
+}
+
+// mcpSessionFrom is an MCP session with base whose requests client sends.
+func mcpSessionFrom(ctx context.Context, t *testing.T, base string, client *http.Client) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "x402d-test", Version: "1"}, nil)
+	session, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true, HTTPClient: client}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	return session
 }
