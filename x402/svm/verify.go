@@ -170,6 +170,11 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		return nil, err
 	}
 	if v.simulator != nil {
+		// Every check that needs no chain is passed: the caller's guard
+		// may stop the chain read.
+		if err := x402.GuardChain(ctx); err != nil {
+			return nil, err
+		}
 		var sp x402.ExactSVMPayload
 		_ = json.Unmarshal(payload.Payload, &sp) // decoded above
 		if err := v.simulator.Simulate(ctx, sp.Transaction); err != nil {
