@@ -167,7 +167,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		LogFormat:            env("LOG_FORMAT", "auto"),
 		DBMaxConns:           integer("DB_MAX_CONNS", 20),
 		RefusedBurst:         integer("REFUSED_PAYMENTS_BURST", 10),
-		VerifyRPCConcurrency: integer("VERIFY_RPC_CONCURRENCY", 16),
+		VerifyRPCConcurrency: integer("VERIFY_RPC_CONCURRENCY", 64),
 		MetricsAddr:          env("METRICS_ADDR", ""),
 		Concurrency: map[string]int{
 			"pure":       integer("WORKERS_PURE", 0),

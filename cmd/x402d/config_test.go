@@ -140,7 +140,7 @@ func TestLoadConfigRefusedPayments(t *testing.T) {
 		wantConc    int
 		wantErr     string
 	}{
-		{name: "Defaults", env: map[string]string{}, wantRate: 1, wantBurst: 10, wantConc: 16},
+		{name: "Defaults", env: map[string]string{}, wantRate: 1, wantBurst: 10, wantConc: 64},
 		{name: "Set", env: map[string]string{"REFUSED_PAYMENTS_PER_SECOND": "0.5", "REFUSED_PAYMENTS_BURST": "3",
 			"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7,2001:db8::/32", "VERIFY_RPC_CONCURRENCY": "4"},
 			wantRate: 0.5, wantBurst: 3, wantProxies: []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"}, wantConc: 4},

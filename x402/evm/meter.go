@@ -53,7 +53,7 @@ type MeterConfig struct {
 	// chain, settlement's included, for a verification's call to start:
 	// settlement's calls never wait, verification's wait for room, so
 	// that a flood of payments to verify cannot take the RPC endpoint's
-	// rate limit from settlement. Defaults to 16.
+	// rate limit from settlement. Defaults to 64.
 	VerifyConcurrency int
 	// VerifyWait is how long a verification's call waits for room before
 	// it fails with ErrBusy. Defaults to 2 s.
@@ -69,7 +69,7 @@ type MeterConfig struct {
 // that they share its bound.
 func Meter(b Backend, cfg MeterConfig) Backend {
 	if cfg.VerifyConcurrency <= 0 {
-		cfg.VerifyConcurrency = 16
+		cfg.VerifyConcurrency = 64
 	}
 	if cfg.VerifyWait <= 0 {
 		cfg.VerifyWait = 2 * time.Second
