@@ -50,22 +50,26 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 
 	requestHash := hashRequest(entry.op.Name, body)
 	// The chain is read for a payment only while its client address may
-	// have payments refused after such a read (refusedLimiter).
+	// have payments refused after such a read (refusedLimiter). A payment
+	// accepted before and sent again is no refusal.
 	guard, done := s.refused.guard(ctx, clientOf(ctx))
 	payment, err := s.cfg.Payments.Verify(x402.WithChainGuard(ctx, guard), entry.op.Name, header)
-	done(err)
 	if err != nil {
 		prior, lerr := s.acceptedBefore(ctx, entry, header, err)
 		if lerr != nil {
 			// Whether this payment was accepted before is unknown: not a
 			// refusal (the client would give up on a paid result).
+			done(lerr)
 			return nil, lerr
 		}
 		if prior != nil {
+			done(nil)
 			return s.resume(entry, prior, requestHash)
 		}
+		done(err)
 		return nil, s.refusal(ctx, entry, err)
 	}
+	done(nil)
 
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))

@@ -166,8 +166,9 @@ func clientBucket(ip string) string {
 }
 
 // guard returns the chain guard (x402.WithChainGuard) of a payment from
-// addr, and the function to call with the payment's outcome (Verify's
-// error).
+// addr, and the function to call with the payment's outcome: nil when it
+// was accepted (now or before), the refusal or the error answered
+// otherwise.
 func (l *refusedLimiter) guard(ctx context.Context, addr string) (guard func() error, done func(err error)) {
 	var began, reserved bool
 	return func() error {

@@ -117,3 +117,22 @@ func mcpSessionFrom(ctx context.Context, t *testing.T, base string, client *http
 	t.Cleanup(func() { _ = session.Close() })
 	return session
 }
+
+// TestResentPaymentsNotLimited resends accepted payments many times more
+// than the refused-payment burst (a client whose answers were lost): each
+// is answered with its call's result, never 429.
+func TestResentPaymentsNotLimited(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"REFUSED_PAYMENTS_BURST": "2", "REFUSED_PAYMENTS_PER_SECOND": "0.01"}))
+	const body = `{"a":"one\ntwo\n","b":"one\nthree\n"}`
+	client := clientFrom("127.0.0.4")
+	for i := range 3 {
+		header := fmt.Sprintf("test:0xresend:r%d", i)
+		for range 4 {
+			resp, b := post(t, client, base+"/api/x402/diff", header, body)
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		}
+	}
+}
