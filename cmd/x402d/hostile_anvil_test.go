@@ -86,6 +86,9 @@ func TestAnvil_EmptyWalletFlood(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	env := anvilEnv(t, node, db)
 	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
+	// A burst and a rate under the defaults (10, 1/s), so that a flood
+	// this short on a busy machine still shows the bound.
+	env["REFUSED_PAYMENTS_BURST"], env["REFUSED_PAYMENTS_PER_SECOND"] = "5", "0.5"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	const op, body = "diff", `{"a":"one\ntwo\n","b":"one\n2\n"}`
@@ -107,7 +110,7 @@ func TestAnvil_EmptyWalletFlood(t *testing.T) {
 	wg.Go(func() {
 		flood, floodErr = loadgen.Run(ctx, loadgen.Config{
 			BaseURL: base, Requests: []loadgen.Request{{Op: op, Body: body}}, Payer: emptyWallets{network: "eip155:8453"},
-			Concurrency: 64, Rate: 400, Duration: dur, Client: clientFrom("127.0.0.2"),
+			Concurrency: 256, Rate: 400, Duration: dur, Presign: true, Client: clientFrom("127.0.0.2"),
 		})
 	})
 	wg.Wait()
