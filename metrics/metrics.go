@@ -2,7 +2,8 @@
 // (client_golang): HTTP requests per route and status with their latency,
 // quotes served, payments verified and refused by reason, settlements by
 // outcome, River jobs by kind and outcome with their durations, the items and
-// transactions of the group commits, and, read from
+// transactions of the group commits, the JSON-RPC calls to EVM chains by
+// purpose, and, read from
 // the database at each scrape, queue depths and the index's crawl and liveness
 // figures.
 //
@@ -71,6 +72,7 @@ type Metrics struct {
 	probeDuration   prometheus.Histogram
 	commitItems     *prometheus.CounterVec
 	commitTxs       *prometheus.CounterVec
+	rpcCalls        *prometheus.CounterVec
 
 	// statuses are the label values of the HTTP statuses, made once.
 	statuses [600]string
@@ -159,6 +161,10 @@ func New(cfg Config) *Metrics {
 			Namespace: Namespace, Name: "group_commit_transactions_total",
 			Help: "Transactions written by group commits, by committer and outcome (committed, conflict, error).",
 		}, []string{"committer", "outcome"}),
+		rpcCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rpc_calls_total",
+			Help: "JSON-RPC calls to EVM chains, by network, purpose (verify, settle, relayer: the relayer's balance and status, other) and method.",
+		}, []string{"network", "purpose", "method"}),
 	}
 	for i := range m.statuses {
 		m.statuses[i] = strconv.Itoa(i)
@@ -169,6 +175,7 @@ func New(cfg Config) *Metrics {
 		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
 		m.settlementGas, m.revenueFinal, m.reorged, m.relayerBalance, m.feeWait,
 		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration, m.commitItems, m.commitTxs,
+		m.rpcCalls,
 	)
 	if cfg.Pool != nil {
 		m.registry.MustRegister(newDBCollector(cfg.Pool, cfg.ScrapeTimeout))
@@ -377,5 +384,16 @@ func (m *Metrics) GroupCommitObserver(committer string) func(items int, outcome 
 	return func(items int, outcome string) {
 		m.commitItems.WithLabelValues(committer, outcome).Add(float64(items))
 		m.commitTxs.WithLabelValues(committer, outcome).Inc()
+	}
+}
+
+// RPCObserver returns what counts the JSON-RPC calls to network's chain
+// (evm.MeterConfig.Observe), by purpose and method; nil on a nil *Metrics.
+func (m *Metrics) RPCObserver(network string) func(purpose, method string) {
+	if m == nil {
+		return nil
+	}
+	return func(purpose, method string) {
+		m.rpcCalls.WithLabelValues(network, purpose, method).Inc()
 	}
 }

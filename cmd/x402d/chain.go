@@ -30,7 +30,7 @@ import (
 // evmSettlement builds the EVM verifier and settler of the settlement mode.
 // embedded is the in-process devchain of `x402d serve` (nil for `x402d api`
 // and `x402d worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
-func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, pool *pgxpool.Pool, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
+func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
 	clients := map[string]*ethclient.Client{}
 	multicall := map[string]common.Address{}
 	closeFn := func() {}
@@ -98,7 +98,10 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	}
 	readers, backends := map[string]evm.Reader{}, map[string]evm.Backend{}
 	for network, c := range clients {
-		readers[network], backends[network] = c, c
+		// One metered client per chain: the verifier's calls and the
+		// relayer's counted by purpose, the verifier's giving way.
+		b := evm.Meter(c, evm.MeterConfig{VerifyConcurrency: cfg.VerifyRPCConcurrency, Observe: m.RPCObserver(network)})
+		readers[network], backends[network] = b, b
 	}
 	finality := map[string]evm.FinalityPolicy{}
 	if cfg.Settlement == "devchain" {
@@ -262,6 +265,7 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 // for /metrics, with whether its settlements wait for the base fee, and
 // warns when a balance is under low (wei; nil: never), until ctx ends.
 func watchRelayer(ctx context.Context, relayer *evm.Relayer, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	ctx = evm.WithPurpose(ctx, evm.PurposeRelayer)
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
 	for {
@@ -293,7 +297,7 @@ func relayerStatus(relayer *evm.Relayer) func(ctx context.Context) ([]ops.Relaye
 		return nil
 	}
 	return func(ctx context.Context) ([]ops.RelayerChain, error) {
-		chains, err := relayer.Status(ctx)
+		chains, err := relayer.Status(evm.WithPurpose(ctx, evm.PurposeRelayer))
 		out := make([]ops.RelayerChain, len(chains))
 		for i, c := range chains {
 			out[i] = ops.RelayerChain{Network: c.Network, BalanceWei: c.Balance, BaseFeeWei: c.BaseFee, MaxFeeWei: relayer.MaxFee(), FeeWait: c.FeeWait}
