@@ -21,6 +21,9 @@ const (
 	// PurposeSettle: what settling a payment sends and reads
 	// (Relayer.Settle), its receipts and nonce keeping included.
 	PurposeSettle = "settle"
+	// PurposeFinality: following settlements until final, and the keeper's
+	// rounds that go with it (Relayer.Follow, Carried, Keep).
+	PurposeFinality = "finality"
 	// PurposeRelayer: the relayer's other reads (its balance, its status).
 	PurposeRelayer = "relayer"
 	// PurposeOther: calls whose context names no purpose.
