@@ -75,6 +75,15 @@ func (m *memNonces) AllocateNonce(_ context.Context, network string, address com
 	if m.out[key] == nil {
 		m.out[key] = map[uint64]*OutstandingNonce{}
 	}
+	// The nonces below floor are mined: forgotten here as well as by
+	// OutstandingNonces, which only the keeper calls (on a chain whose
+	// receipts come at once it may never run), so that out holds the
+	// nonces in flight, not one per transaction ever sent.
+	for old := range m.out[key] {
+		if old < floor {
+			delete(m.out[key], old)
+		}
+	}
 	m.out[key][n] = &OutstandingNonce{Nonce: n, Owner: owner, UpdatedAt: time.Now()}
 	return n, nil
 }
@@ -298,6 +307,35 @@ func (c *relayChain) track(tx *types.Transaction) {
 	}
 	o.tx, o.sentAt, o.failed = tx, time.Now(), false
 	o.hashes = append(o.hashes, tx.Hash())
+}
+
+// mined forgets this process's transactions of the nonce of hash, whose
+// receipt came, and of every lower nonce, and raises the count of mined
+// transactions past it: an account's transactions are mined in nonce order.
+// The keeper forgets mined nonces too, but it runs only behind a wait of
+// KeepEvery: on a chain whose receipts come sooner own would otherwise keep
+// every transaction ever sent. So own holds the transactions in flight.
+func (c *relayChain) minedTx(hash common.Hash) {
+	c.ownMu.Lock()
+	defer c.ownMu.Unlock()
+	nonce, found := uint64(0), false
+	for n, o := range c.own {
+		if slices.Contains(o.hashes, hash) {
+			nonce, found = n, true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	for n := range c.own {
+		if n <= nonce {
+			delete(c.own, n)
+		}
+	}
+	if c.minedKnown && nonce+1 > c.mined {
+		c.mined = nonce + 1
+	}
 }
 
 func (c *relayChain) untrack(nonce uint64) {

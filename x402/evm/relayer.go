@@ -179,7 +179,7 @@ type relayChain struct {
 	finalNonce atomic.Uint64
 
 	// ownMu guards own, the transactions this process sent and awaits by
-	// nonce, and mined, the chain's count of the relayer's mined
+	// nonce (until seen mined: minedTx, keep), and mined, the chain's count of the relayer's mined
 	// transactions as last read (minedKnown once read).
 	ownMu      sync.Mutex
 	own        map[uint64]*ownTx
@@ -1091,6 +1091,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	receipt, err := chain.backend.TransactionReceipt(ctx, hash)
 	if err == nil {
 		chain.deliver(w, receipt)
+		chain.minedTx(receipt.TxHash)
 		return receipt, nil
 	}
 	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
@@ -1107,6 +1108,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		select {
 		case <-w.ready:
 			chain.observeLag(time.Since(start))
+			chain.minedTx(w.receipt.TxHash)
 			return w.receipt, nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
@@ -1138,6 +1140,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		if err == nil {
 			chain.observeLag(time.Since(start))
 			chain.deliver(w, receipt)
+			chain.minedTx(receipt.TxHash)
 			return receipt, nil
 		}
 		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
