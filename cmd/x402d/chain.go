@@ -161,7 +161,7 @@ const devchainNetwork = "eip155:8453"
 // JSON-RPC on DEVCHAIN_RPC_ADDR, for split deployments.
 func runDevchain(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	logger.InfoContext(ctx, "devchain serving", "addr", cfg.DevchainRPCAddr, "chain_id", 8453, "usdc", devchain.USDC.Hex())
-	return devchain.ListenAndServe(ctx, &devchain.Config{Logger: logger}, cfg.DevchainRPCAddr)
+	return devchain.ListenAndServe(ctx, &devchain.Config{Logger: logger, DataDir: cfg.DevchainDataDir}, cfg.DevchainRPCAddr)
 }
 
 // payFlags are the flags shared by `x402d pay` and `x402d load`.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,9 @@ type Config struct {
 	RelayerKey      string
 	FacilitatorURL  string
 	DevchainRPCAddr string
+	// DevchainDataDir is DEVCHAIN_DATA_DIR: where the devchain keeps its
+	// blocks and state, in a directory of its own removed when it stops.
+	DevchainDataDir string
 	GeminiAPIKey    string
 	GeminiModel     string
 	GeminiBaseURL   string
@@ -68,9 +72,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	// LogFormat is LOG_FORMAT: text, json, or auto (text on a terminal).
-	LogFormat         string
-	DBMaxConns        int
-	MetricsAddr       string
+	LogFormat   string
+	DBMaxConns  int
+	MetricsAddr string
+	// PprofAddr is PPROF_ADDR: where the process serves Go's profiles
+	// (empty: nowhere).
+	PprofAddr         string
 	FetchPollInterval time.Duration
 	RescueAfter       time.Duration
 	SettleGrace       time.Duration
@@ -151,6 +158,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		RelayerKey:        env("RELAYER_KEY", ""),
 		FacilitatorURL:    env("FACILITATOR_URL", ""),
 		DevchainRPCAddr:   env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
+		DevchainDataDir:   env("DEVCHAIN_DATA_DIR", os.TempDir()),
 		GeminiAPIKey:      env("GEMINI_API_KEY", ""),
 		GeminiModel:       env("GEMINI_MODEL", "gemini-2.5-flash"),
 		GeminiBaseURL:     env("GEMINI_BASE_URL", ""),
@@ -174,6 +182,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		LogFormat:         env("LOG_FORMAT", "auto"),
 		DBMaxConns:        integer("DB_MAX_CONNS", 20),
 		MetricsAddr:       env("METRICS_ADDR", ""),
+		PprofAddr:         env("PPROF_ADDR", ""),
 		Concurrency: map[string]int{
 			"pure":       integer("WORKERS_PURE", 0),
 			"model":      integer("WORKERS_MODEL", 0),

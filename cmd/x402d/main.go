@@ -71,6 +71,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		opts = &options{}
 	}
 	a := newApp(cfg, stderr, opts)
+	if cfg.PprofAddr != "" {
+		if err := servePprof(ctx, cfg.PprofAddr, a.logger); err != nil {
+			return err
+		}
+	}
 	switch args[0] {
 	case "serve":
 		return a.serve(ctx, true, true)

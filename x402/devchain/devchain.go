@@ -1,5 +1,5 @@
 // Package devchain is the embedded development chain: an in-process EVM
-// built from go-ethereum's parts (a memory-backed node, its transaction pool
+// built from go-ethereum's parts (a node kept in memory or on disk, its transaction pool
 // and block builder) with chain id 8453 and an EIP-3009 USDC-like token
 // (contracts.DevUSDC) at the Base USDC address
 // 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913, so that quotes built for Base
@@ -48,6 +48,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -126,7 +127,22 @@ type Config struct {
 	ETH *big.Int
 	// Logger receives the chain's log lines. Defaults to slog.Default().
 	Logger *slog.Logger
+	// DataDir, when set, is where the chain keeps its blocks, receipts and
+	// state: in a directory of its own that New makes inside it and Close
+	// removes (every start is a new chain), read through small caches
+	// (diskCacheMB), so that the process's memory stays bounded however
+	// many blocks it mines. Empty: everything in memory, which grows with
+	// every block (for tests and short runs).
+	DataDir string
 }
+
+// diskCacheMB is the memory, in MiB, of each of the caches of a chain kept
+// on disk: the database's (block cache and write buffers), the trie's clean
+// nodes, its dirty nodes (the write buffer of the state, flushed to disk
+// when full) and the state snapshot's. go-ethereum's defaults (2 GiB, 614,
+// 1,024 and 409 MiB), sized for mainnet, let a devchain grow to gigabytes
+// before any of them is full.
+const diskCacheMB = 16
 
 func (c *Config) withDefaults() *Config {
 	out := *c
@@ -166,6 +182,10 @@ type Chain struct {
 	client  *ethclient.Client
 
 	stop chan struct{}
+
+	// dataDir is the chain's own data directory, removed by Close; empty
+	// when the chain is in memory.
+	dataDir string
 
 	// txMu guards nonces, the next nonce of each account Transact used.
 	txMu   sync.Mutex
@@ -215,6 +235,19 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 
 	nodeConf := node.DefaultConfig
 	nodeConf.DataDir = ""
+	if cfg.DataDir != "" {
+		dir, err := os.MkdirTemp(cfg.DataDir, "x402d-devchain-")
+		if err != nil {
+			return nil, fmt.Errorf("devchain: data directory: %w", err)
+		}
+		nodeConf.DataDir, nodeConf.Name = dir, "devchain"
+	}
+	// removeData removes the chain's own data directory, if any.
+	removeData := func() {
+		if nodeConf.DataDir != "" {
+			_ = os.RemoveAll(nodeConf.DataDir)
+		}
+	}
 	nodeConf.IPCPath = ""
 	nodeConf.HTTPHost = ""
 	nodeConf.WSHost = ""
@@ -223,6 +256,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	nodeConf.Logger = nil
 	stack, err := node.New(&nodeConf)
 	if err != nil {
+		removeData()
 		return nil, fmt.Errorf("devchain: node: %w", err)
 	}
 	ethConf := ethconfig.Defaults
@@ -248,6 +282,12 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	ethConf.TxPool.GlobalSlots = 65536
 	ethConf.TxPool.GlobalQueue = 65536
 	ethConf.LogNoHistory = true
+	if cfg.DataDir != "" {
+		ethConf.DatabaseCache = diskCacheMB
+		ethConf.TrieCleanCache = diskCacheMB
+		ethConf.TrieDirtyCache = diskCacheMB
+		ethConf.SnapshotCache = diskCacheMB
+	}
 	// Any positive tip is mined: wallets asking eth_maxPriorityFeePerGas on
 	// an idle chain get tiny suggestions.
 	ethConf.Miner.GasPrice = big.NewInt(1)
@@ -255,11 +295,13 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	backend, err := eth.New(stack, &ethConf)
 	if err != nil {
 		stack.Close()
+		removeData()
 		return nil, fmt.Errorf("devchain: eth: %w", err)
 	}
 	filterSystem := filters.NewFilterSystem(backend.APIBackend, filters.Config{})
 	if err := stack.Start(); err != nil {
 		stack.Close()
+		removeData()
 		return nil, fmt.Errorf("devchain: start node: %w", err)
 	}
 	// eth.New wraps clique in the beacon engine, which hands blocks with a
@@ -267,6 +309,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	poa, ok := backend.Engine().(*beacon.Beacon).InnerEngine().(*clique.Clique)
 	if !ok {
 		stack.Close()
+		removeData()
 		return nil, fmt.Errorf("devchain: engine %T is not clique", backend.Engine())
 	}
 	poa.Authorize(sealer)
@@ -281,6 +324,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		case "eth", "net", "web3", "txpool":
 			if err := server.RegisterName(api.Namespace, api.Service); err != nil {
 				stack.Close()
+				removeData()
 				return nil, fmt.Errorf("devchain: register %s API: %w", api.Namespace, err)
 			}
 		}
@@ -297,6 +341,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		server:   server,
 		client:   ethclient.NewClient(rpc.DialInProc(server)),
 		nonces:   map[common.Address]uint64{},
+		dataDir:  nodeConf.DataDir,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -421,6 +466,11 @@ func (c *Chain) Close() error {
 		c.client.Close()
 		c.server.Stop()
 		err = c.stack.Close()
+		if c.dataDir != "" {
+			if rerr := os.RemoveAll(c.dataDir); rerr != nil && err == nil {
+				err = fmt.Errorf("devchain: remove data directory: %w", rerr)
+			}
+		}
 	})
 	return err
 }
