@@ -222,10 +222,23 @@ func (m *Metrics) Middleware() echo.MiddlewareFunc {
 			if route == "" || route == "/*" {
 				route = "unmatched"
 			}
-			m.ObserveRequest(c.Request().Method, route, c.Response().Status, time.Since(start))
+			m.ObserveRequest(methodLabel(c.Request().Method), route, c.Response().Status, time.Since(start))
 			return err
 		}
 	}
+}
+
+// methodLabel returns method when it is one of HTTP's, "other" otherwise:
+// a client may send any token as its method, and each would otherwise be a
+// label set of its own, kept for the life of the process. The series are
+// so bounded by the methods, the routes and the statuses.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // ObserveRequest records one answered request.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -126,6 +127,26 @@ func TestMiddlewareCountsByRouteAndStatus(t *testing.T) {
 	// Raw paths never become labels.
 	_, ok := value(fams, "x402d_http_requests_total", map[string]string{"method": "GET", "route": "/items/1", "status": "200"})
 	require.False(t, ok)
+}
+
+// TestMiddlewareMethodsBounded sends requests with a thousand made-up
+// methods: they share one series, so a client cannot grow the label sets
+// kept for the life of the process.
+func TestMiddlewareMethodsBounded(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Config{})
+	e := echo.New()
+	e.Use(m.Middleware())
+	e.GET("/items/:id", func(c echo.Context) error { return c.String(http.StatusOK, c.Param("id")) })
+	for i := range 1000 {
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(fmt.Sprintf("M%d", i), "/items/1", nil))
+	}
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/items/1", nil))
+	fams := scrape(t, m)
+	require.Equal(t, 2, len(fams["x402d_http_requests_total"].GetMetric()), "series of x402d_http_requests_total")
+	got, ok := value(fams, "x402d_http_requests_total", map[string]string{"method": "other", "route": "/items/:id", "status": "405"})
+	require.True(t, ok)
+	require.Equal(t, 1000.0, got)
 }
 
 func TestJobMiddleware(t *testing.T) {
