@@ -3,51 +3,73 @@ package evm_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
 )
 
 // TestRelayer_HoldsNothingOnceSettled settles rounds of concurrent payments,
-// each sent alone and in batches, on the devchain, whose receipts come before
-// the keeper's first pass: once they end the relayer holds no transaction,
-// receipt wait or payment of theirs, and its in-memory nonces only the last
-// transaction's. A relayer that kept any of them per settlement would grow
-// by it for every paid call of a process that runs for months.
+// each sent alone and in batches, with the nonces kept in memory and in
+// Postgres, on the devchain, whose receipts come before any wait is long:
+// once they end the relayer holds no transaction, receipt wait or payment of
+// theirs, and its nonce store only the transactions of the last keeping
+// pass. A relayer that kept any of them per settlement would grow by it for
+// every paid call of a process that runs for months.
 func TestRelayer_HoldsNothingOnceSettled(t *testing.T) {
 	t.Parallel()
 	for _, mode := range relayerModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			v := newVerifier(t)
-			r := newRelayerOn(t, chain.Client(), mode.opts...)
-			for round := range 3 {
-				payments := verifiedPayments(t, v, fundedKeys(t, 24, 10_000))
-				results, errs := settleAll(payments, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) { return r.Settle(ctx, p) })
-				for i := range payments {
-					require.NoError(t, errs[i])
-					require.True(t, results[i].Success, results[i].ErrorReason)
+		for _, nonces := range []string{"Memory", "Postgres"} {
+			t.Run(mode.name+nonces, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				v := newVerifier(t)
+				// Receipts come in milliseconds: no wait lasts KeepEvery.
+				const keepEvery = 200 * time.Millisecond
+				opts := append([]func(*evm.RelayerConfig){func(cfg *evm.RelayerConfig) { cfg.KeepEvery = keepEvery }}, mode.opts...)
+				var db *dbtest.DB
+				if nonces == "Postgres" {
+					db = dbtest.Schema(ctx, t)
+					opts = append(opts, func(cfg *evm.RelayerConfig) { cfg.Nonces = store.RelayerNonces{DB: db.Pool} })
 				}
-				own, waiters, sent, nonces := evm.Held(r)
-				t.Logf("round %d: own %d, waiters %d, sent %d, nonces %d", round, own, waiters, sent, nonces)
-				require.Zero(t, own, "transactions of settlements that ended")
-				require.Zero(t, waiters, "receipt waits of settlements that ended")
-				require.Zero(t, sent, "payments of settlements that ended")
-				// The nonces below the last allocation's floor are gone:
-				// those of the round's last sends at most.
-				require.LessOrEqual(t, nonces, len(payments), "nonces of earlier rounds")
-			}
-			// One more settlement allocates above every nonce mined: its
-			// own is the only one left.
-			p := verifiedPayments(t, v, fundedKeys(t, 1, 10_000))[0]
-			resp, err := r.Settle(ctx, p)
-			require.NoError(t, err)
-			require.True(t, resp.Success, resp.ErrorReason)
-			_, _, _, nonces := evm.Held(r)
-			require.Equal(t, 1, nonces, "nonces of settlements that ended")
-		})
+				r := newRelayerOn(t, chain.Client(), opts...)
+				// kept returns the nonces the relayer's store keeps.
+				kept := func() int {
+					_, _, _, n := evm.Held(r)
+					if db != nil {
+						require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM relayer_txs").Scan(&n))
+					}
+					return n
+				}
+				const perRound = 24
+				for round := range 3 {
+					payments := verifiedPayments(t, v, fundedKeys(t, perRound, 10_000))
+					results, errs := settleAll(payments, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) { return r.Settle(ctx, p) })
+					for i := range payments {
+						require.NoError(t, errs[i])
+						require.True(t, results[i].Success, results[i].ErrorReason)
+					}
+					own, waiters, sent, _ := evm.Held(r)
+					t.Logf("round %d: own %d, waiters %d, sent %d, nonces kept %d", round, own, waiters, sent, kept())
+					require.Zero(t, own, "transactions of settlements that ended")
+					require.Zero(t, waiters, "receipt waits of settlements that ended")
+					require.Zero(t, sent, "payments of settlements that ended")
+					require.LessOrEqual(t, kept(), perRound, "nonces of earlier rounds")
+				}
+				// One more settlement, sent once every earlier one is
+				// mined and KeepEvery has passed: its receipt's keeping
+				// pass forgets them all.
+				p := verifiedPayments(t, v, fundedKeys(t, 1, 10_000))[0]
+				time.Sleep(keepEvery)
+				resp, err := r.Settle(ctx, p)
+				require.NoError(t, err)
+				require.True(t, resp.Success, resp.ErrorReason)
+				require.LessOrEqual(t, kept(), 1, "nonces of settlements that ended")
+			})
+		}
 	}
 }

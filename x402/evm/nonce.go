@@ -309,7 +309,29 @@ func (c *relayChain) track(tx *types.Transaction) {
 	o.hashes = append(o.hashes, tx.Hash())
 }
 
-// mined forgets this process's transactions of the nonce of hash, whose
+// mined records that the transaction hash of this process is mined: its
+// nonce and those below are forgotten here at once (minedTx), and in the
+// NonceStore at most once per KeepEvery. The keeper forgets them too, but it
+// runs only behind a wait of KeepEvery: on a chain whose receipts come
+// sooner, memory and the store kept a transaction per settlement for ever.
+func (r *Relayer) mined(ctx context.Context, chain *relayChain, hash common.Hash) {
+	chain.minedTx(hash)
+	now, last := time.Now().UnixNano(), chain.lastForget.Load()
+	if now-last < int64(r.cfg.KeepEvery) || !chain.lastForget.CompareAndSwap(last, now) {
+		return
+	}
+	chain.ownMu.Lock()
+	floor, known := chain.mined, chain.minedKnown
+	chain.ownMu.Unlock()
+	if !known {
+		return
+	}
+	if _, err := r.nonces.OutstandingNonces(ctx, chain.network, r.address, floor); err != nil {
+		r.logger.WarnContext(ctx, "relayer could not forget its mined nonces", "network", chain.network, "error", err)
+	}
+}
+
+// minedTx forgets this process's transactions of the nonce of hash, whose
 // receipt came, and of every lower nonce, and raises the count of mined
 // transactions past it: an account's transactions are mined in nonce order.
 // The keeper forgets mined nonces too, but it runs only behind a wait of

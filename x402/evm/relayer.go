@@ -189,6 +189,9 @@ type relayChain struct {
 	// lastKeep is when one last did.
 	keepMu   sync.Mutex
 	lastKeep time.Time
+	// lastForget is when a receipt last had the NonceStore forget the
+	// nonces mined (unix nanoseconds; mined).
+	lastForget atomic.Int64
 	// blockGas is the gas limit of the head block last read.
 	blockGas atomic.Uint64
 	// feeWaitSince is when settlements started waiting for the base fee to
@@ -1091,7 +1094,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 	receipt, err := chain.backend.TransactionReceipt(ctx, hash)
 	if err == nil {
 		chain.deliver(w, receipt)
-		chain.minedTx(receipt.TxHash)
+		r.mined(ctx, chain, receipt.TxHash)
 		return receipt, nil
 	}
 	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
@@ -1108,7 +1111,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		select {
 		case <-w.ready:
 			chain.observeLag(time.Since(start))
-			chain.minedTx(w.receipt.TxHash)
+			r.mined(ctx, chain, w.receipt.TxHash)
 			return w.receipt, nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
@@ -1140,7 +1143,7 @@ func (r *Relayer) waitReceipt(ctx context.Context, chain *relayChain, hash commo
 		if err == nil {
 			chain.observeLag(time.Since(start))
 			chain.deliver(w, receipt)
-			chain.minedTx(receipt.TxHash)
+			r.mined(ctx, chain, receipt.TxHash)
 			return receipt, nil
 		}
 		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
