@@ -28,7 +28,9 @@ func TestDevchainDataDir(t *testing.T) {
 	dir, rpc, prof := t.TempDir(), freeAddr(t), freeAddr(t)
 	env := map[string]string{"DEVCHAIN_DATA_DIR": dir, "DEVCHAIN_RPC_ADDR": rpc, "PPROF_ADDR": prof, "LOG_LEVEL": "warn"}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"devchain"}, func(k string) string { return env[k] }, io.Discard, io.Discard, nil) }()
+	go func() {
+		done <- run(ctx, []string{"devchain"}, func(k string) string { return env[k] }, io.Discard, io.Discard, nil)
+	}()
 	t.Cleanup(cancel)
 
 	var client *ethclient.Client
