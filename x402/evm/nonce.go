@@ -75,15 +75,6 @@ func (m *memNonces) AllocateNonce(_ context.Context, network string, address com
 	if m.out[key] == nil {
 		m.out[key] = map[uint64]*OutstandingNonce{}
 	}
-	// The nonces below floor are mined: forgotten here as well as by
-	// OutstandingNonces, which only the keeper calls (on a chain whose
-	// receipts come at once it may never run), so that out holds the
-	// nonces in flight, not one per transaction ever sent.
-	for old := range m.out[key] {
-		if old < floor {
-			delete(m.out[key], old)
-		}
-	}
 	m.out[key][n] = &OutstandingNonce{Nonce: n, Owner: owner, UpdatedAt: time.Now()}
 	return n, nil
 }
@@ -311,9 +302,11 @@ func (c *relayChain) track(tx *types.Transaction) {
 
 // mined records that the transaction hash of this process is mined: its
 // nonce and those below are forgotten here at once (minedTx), and in the
-// NonceStore at most once per KeepEvery. The keeper forgets them too, but it
-// runs only behind a wait of KeepEvery: on a chain whose receipts come
-// sooner, memory and the store kept a transaction per settlement for ever.
+// NonceStore, once final (forgetBelow), at most once per KeepEvery. The
+// keeper forgets them too, but it runs only behind a wait of KeepEvery: on a
+// chain whose receipts come sooner, memory and the store kept a transaction
+// per settlement for ever. So they hold the transactions in flight and those
+// not yet final.
 func (r *Relayer) mined(ctx context.Context, chain *relayChain, hash common.Hash) {
 	chain.minedTx(hash)
 	now, last := time.Now().UnixNano(), chain.lastForget.Load()
@@ -326,7 +319,7 @@ func (r *Relayer) mined(ctx context.Context, chain *relayChain, hash common.Hash
 	if !known {
 		return
 	}
-	if _, err := r.nonces.OutstandingNonces(ctx, chain.network, r.address, floor); err != nil {
+	if _, err := r.nonces.OutstandingNonces(ctx, chain.network, r.address, chain.forgetBelow(floor), floor); err != nil {
 		r.logger.WarnContext(ctx, "relayer could not forget its mined nonces", "network", chain.network, "error", err)
 	}
 }
