@@ -62,6 +62,9 @@ func TestLoadSoak(t *testing.T) {
 				env["SETTLEMENT"], env["RPC_URL_EIP155_8453"] = "rpc", "http://"+rpc
 				env["RELAYER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(relayer))
 				env["PAY_TO_EVM"] = devAddress(t, devchain.PayToAccount).Hex()
+				// The devchain does not reorganise and tags no block safe or
+				// finalized: its settlements are final at their receipts.
+				env["FINALITY_EIP155_8453"] = "receipt"
 			}
 			svc := startChild(t, "serve", env)
 			payer := devPayer(t, 5)
