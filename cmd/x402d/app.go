@@ -171,13 +171,13 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	for i, op := range catalogue {
 		specs[i] = op.Spec
 	}
-	payments, err := a.payments(ctx, pool, specs, withAPI && withWorker)
+	m := metrics.New(metrics.Config{Pool: pool})
+	payments, err := a.payments(ctx, pool, specs, m, withAPI && withWorker)
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}
 	defer payments.close()
 
-	m := metrics.New(metrics.Config{Pool: pool})
 	crawler, prober := a.indexer(pool, fetcher, m)
 	periodic, err := index.PeriodicJobs(a.cfg.IndexCron, a.cfg.LivenessCron)
 	if err != nil {
@@ -325,9 +325,9 @@ func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
 // payments builds the payment step: the test double when a test set one,
 // else the configured settlement mode. embed is set for `x402d serve`, which
 // runs the devchain in process.
-func (a *app) payments(ctx context.Context, pool *pgxpool.Pool, specs []jobs.Spec, embed bool) (*paymentStack, error) {
+func (a *app) payments(ctx context.Context, pool *pgxpool.Pool, specs []jobs.Spec, m *metrics.Metrics, embed bool) (*paymentStack, error) {
 	if a.opts.payments != nil {
 		return a.opts.payments(ctx, a.cfg, specs, a.logger)
 	}
-	return buildPayments(ctx, a.cfg, pool, specs, a.logger, embed)
+	return buildPayments(ctx, a.cfg, pool, specs, m, a.logger, embed)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm"
 )
 
 // Config is the service's configuration, read from the environment (see
@@ -29,7 +31,13 @@ type Config struct {
 	PayToSolana     string
 	SolanaFeePayer  string
 	RPCURLSolana    string
-	RPCURLs         map[string]string
+	// RPCURLs is RPC_URL_<CHAIN> of each EVM network that has one (e.g.
+	// RPC_URL_EIP155_8453 for eip155:8453): one JSON-RPC URL, or several
+	// separated by commas (providers, or keys of one), which settle and
+	// verify together (evm.Endpoints): reads go to one not behind the
+	// others, sends to all, and one limited, lagging or down is passed
+	// over. Logs and metrics name each by scheme://host[:port] only.
+	RPCURLs map[string][]string
 	RelayerKey      string
 	FacilitatorURL  string
 	DevchainRPCAddr string
@@ -124,7 +132,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		PayToSolana:       env("PAY_TO_SOLANA", ""),
 		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
 		RPCURLSolana:      env("RPC_URL_SOLANA", ""),
-		RPCURLs:           map[string]string{},
+		RPCURLs:           map[string][]string{},
 		RelayerKey:        env("RELAYER_KEY", ""),
 		FacilitatorURL:    env("FACILITATOR_URL", ""),
 		DevchainRPCAddr:   env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
@@ -187,9 +195,18 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		}
 	}
 	for _, n := range x402.Networks() {
-		if v := strings.TrimSpace(getenv(rpcURLKey(n.ID))); v != "" && strings.HasPrefix(n.ID, "eip155:") {
-			c.RPCURLs[n.ID] = v
+		key := rpcURLKey(n.ID)
+		v := strings.TrimSpace(getenv(key))
+		if v == "" || !strings.HasPrefix(n.ID, "eip155:") {
+			continue
 		}
+		urls, err := parseRPCURLs(v)
+		if err != nil {
+			// The message names no URL: it may carry an API key.
+			errs = append(errs, fmt.Sprintf("%s: %v", key, err))
+			continue
+		}
+		c.RPCURLs[n.ID] = urls
 	}
 	if c.Settlement == "rpc" && len(c.RPCURLs) == 0 {
 		errs = append(errs, "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
@@ -249,6 +266,32 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// parseRPCURLs parses RPC_URL_<CHAIN>: one URL or several separated by
+// commas, each http, https, ws or wss with a host, none twice. Its errors
+// never quote a URL.
+func parseRPCURLs(v string) ([]string, error) {
+	var urls []string
+	seen := map[string]bool{}
+	for i, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if _, err := evm.RedactURL(part); err != nil {
+			return nil, fmt.Errorf("URL %d: %w", i+1, err)
+		}
+		if seen[part] {
+			return nil, fmt.Errorf("URL %d is listed twice", i+1)
+		}
+		seen[part] = true
+		urls = append(urls, part)
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("no URL")
+	}
+	return urls, nil
 }
 
 // rpcURL returns RPC_URL_<CHAIN> for a CAIP-2 network, e.g. eip155:8453 →

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
@@ -18,9 +19,9 @@ import (
 
 // buildPayments builds the payment step of the configured settlement mode:
 // the catalogue of quotes, the seller that verifies payments, and the
-// settler. With embed and SETTLEMENT=devchain it starts the devchain in this
+// settler, its RPC endpoints' figures recorded in m. With embed and SETTLEMENT=devchain it starts the devchain in this
 // process and serves it on DEVCHAIN_RPC_ADDR.
-func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs []jobs.Spec, logger *slog.Logger, embed bool) (*paymentStack, error) {
+func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs []jobs.Spec, m *metrics.Metrics, logger *slog.Logger, embed bool) (*paymentStack, error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -46,7 +47,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		closers = append(closers, func() { stop(); _ = chain.Close() })
 		logger.InfoContext(ctx, "devchain serving", "addr", ln.Addr().String(), "usdc", devchain.USDC.Hex())
 	}
-	verifier, settler, closeFn, err := evmSettlement(ctx, cfg, chain, pool, logger)
+	verifier, settler, closeFn, err := evmSettlement(ctx, cfg, chain, pool, m, logger)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -999,6 +999,12 @@ func (b timeoutBackend) HeaderByNumber(ctx context.Context, number *big.Int) (*t
 	return b.Backend.HeaderByNumber(ctx, number)
 }
 
+func (b timeoutBackend) PendingNonceAt(ctx context.Context, account common.Address) (uint64, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Backend.PendingNonceAt(ctx, account)
+}
+
 func (b timeoutBackend) NonceAt(ctx context.Context, account common.Address, block *big.Int) (uint64, error) {
 	ctx, cancel := b.ctx(ctx)
 	defer cancel()
