@@ -130,12 +130,13 @@ type Endpoints struct {
 
 // endpoint is one JSON-RPC endpoint of Endpoints.
 type endpoint struct {
-	idx    int    // its place in Endpoints.eps
-	name   string // RedactURL's name: the only one logged
-	url    string // never logged: it may carry an API key
-	rpc    *rpc.Client
-	client *ethclient.Client
-	obs    EndpointObserver
+	idx       int    // its place in Endpoints.eps
+	name      string // RedactURL's name: the only one logged
+	url       string // never logged: it may carry an API key
+	rpc       *rpc.Client
+	client    *ethclient.Client
+	transport *http.Transport
+	obs       EndpointObserver
 	// retryAfter is the Retry-After of the endpoint's last 429 answer, as
 	// unix nanoseconds (0: none), left by its transport for the call that
 	// got the answer.
@@ -209,8 +210,8 @@ func NewEndpoints(ctx context.Context, cfg *EndpointsConfig) (*Endpoints, error)
 	for i, raw := range c.URLs {
 		ep := &endpoint{idx: i, name: names[i], url: raw}
 		ep.state.in = true
-		transport := newTransport()
-		rc, err := rpc.DialOptions(ctx, raw, rpc.WithHTTPClient(&http.Client{Transport: &limitTransport{base: transport, ep: ep}}))
+		ep.transport = newTransport()
+		rc, err := rpc.DialOptions(ctx, raw, rpc.WithHTTPClient(&http.Client{Transport: &limitTransport{base: ep.transport, ep: ep}}))
 		if err != nil {
 			e.closeClients()
 			return nil, fmt.Errorf("rpc endpoint %s of %s: %w", ep.name, c.Network, ep.scrub(err))
@@ -229,11 +230,28 @@ func NewEndpoints(ctx context.Context, cfg *EndpointsConfig) (*Endpoints, error)
 	return e, nil
 }
 
-// Names returns the endpoints' names (RedactURL's), in configured order.
-func (e *Endpoints) Names() []string {
-	out := make([]string, len(e.eps))
+// EndpointStatus is what Endpoints knows of one endpoint.
+type EndpointStatus struct {
+	// Name is RedactURL's name of the endpoint.
+	Name string
+	// In is false while the endpoint is out (probed until it answers).
+	In bool
+	// Head is the endpoint's last answered head, Lag how many blocks it
+	// was behind the highest when the heads were last read together.
+	Head, Lag uint64
+	// LimitedUntil is when the endpoint may be called again after a 429
+	// (zero or past: now).
+	LimitedUntil time.Time
+}
+
+// Status returns the state of each endpoint, in configured order.
+func (e *Endpoints) Status() []EndpointStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]EndpointStatus, len(e.eps))
 	for i, ep := range e.eps {
-		out[i] = ep.name
+		s := ep.state
+		out[i] = EndpointStatus{Name: ep.name, In: s.in, Head: s.head, Lag: s.lag, LimitedUntil: s.limitedUntil}
 	}
 	return out
 }
@@ -316,6 +334,9 @@ func (e *Endpoints) closeClients() {
 	for _, ep := range e.eps {
 		if ep.rpc != nil {
 			ep.rpc.Close()
+		}
+		if ep.transport != nil {
+			ep.transport.CloseIdleConnections()
 		}
 	}
 }
