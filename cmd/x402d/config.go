@@ -37,7 +37,7 @@ type Config struct {
 	// verify together (evm.Endpoints): reads go to one not behind the
 	// others, sends to all, and one limited, lagging or down is passed
 	// over. Logs and metrics name each by scheme://host[:port] only.
-	RPCURLs map[string][]string
+	RPCURLs         map[string][]string
 	RelayerKey      string
 	FacilitatorURL  string
 	DevchainRPCAddr string
