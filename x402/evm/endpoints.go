@@ -257,8 +257,7 @@ func (e *Endpoints) Status() []EndpointStatus {
 }
 
 // Start checks that every endpoint that answers serves the network's chain
-// and reads their heads, then reads them every ProbeEvery until Stop (or
-// until ctx ends). An endpoint that does not answer starts out, and is
+// and reads their heads, then reads them every ProbeEvery until Stop. An endpoint that does not answer starts out, and is
 // probed; none answering, or one serving another chain, is an error.
 func (e *Endpoints) Start(ctx context.Context) error {
 	want, _ := ChainID(e.cfg.Network)
@@ -872,6 +871,7 @@ func (e *Endpoints) highest(ctx context.Context, keep func(*endpointState) bool,
 		out, errs := fanout(ctx, e, eps, f)
 		var best uint64
 		answered := false
+		var refused error
 		for i, err := range errs {
 			if err == nil {
 				if answered && out[i] != best {
@@ -879,11 +879,14 @@ func (e *Endpoints) highest(ctx context.Context, keep func(*endpointState) bool,
 				}
 				best, answered = max(best, out[i]), true
 			} else if endpointErrorKind(err) == "" {
-				return 0, err
+				refused = cmpErr(refused, err)
 			}
 		}
 		if answered {
 			return best, nil
+		}
+		if refused != nil {
+			return 0, refused
 		}
 		if err := ctx.Err(); err != nil {
 			return 0, err
@@ -993,14 +996,20 @@ func (e *Endpoints) SendTransaction(ctx context.Context, tx *types.Transaction) 
 	if err != nil && (bestRank == 1 || bestRank == 4) && accepted {
 		return nil
 	}
-	if err != nil && bestRank == 6 && len(eps) < len(e.eps) && ctx.Err() == nil {
-		// No endpoint answered: those left (limited, or out) are asked.
-		tried := make([]bool, len(e.eps))
-		for _, ep := range eps {
-			tried[ep.idx] = true
+	if err != nil && bestRank == 6 && ctx.Err() == nil {
+		// No endpoint answered: those left (limited meanwhile or before,
+		// out) are asked, one after another, waiting for a limited one.
+		tried, left := make([]bool, len(e.eps)), false
+		for i, ep := range eps {
+			tried[ep.idx] = endpointErrorKind(errs[i]) != EndpointLimited
 		}
-		if derr := e.doExcept(ctx, 0, tried, func(ctx context.Context, ep *endpoint) error { return ep.client.SendTransaction(ctx, tx) }); derr == nil || endpointErrorKind(derr) == "" {
-			return derr
+		for _, t := range tried {
+			left = left || !t
+		}
+		if left {
+			if derr := e.doExcept(ctx, 0, tried, func(ctx context.Context, ep *endpoint) error { return ep.client.SendTransaction(ctx, tx) }); derr == nil || endpointErrorKind(derr) == "" {
+				return derr
+			}
 		}
 	}
 	return err

@@ -551,6 +551,25 @@ func TestEndpoints_RateLimited(t *testing.T) {
 	})
 }
 
+// TestEndpoints_SendAllLimited sends while every endpoint answers 429: the
+// send waits for the first to be free again and goes there, rather than
+// failing.
+func TestEndpoints_SendAllLimited(t *testing.T) {
+	t.Parallel()
+	a, c := newFakeNode(t, 100), newFakeNode(t, 100)
+	b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+	a.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
+	c.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "2" })
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(8453)), &types.DynamicFeeTx{ChainID: big.NewInt(8453), Gas: 21_000})
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, b.e.SendTransaction(context.Background(), tx))
+	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond)
+	require.Equal(t, 2, a.count("eth_sendRawTransaction"), "429, then sent when free")
+}
+
 func limitedAtOf(n *fakeNode) []time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
