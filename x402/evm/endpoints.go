@@ -257,8 +257,9 @@ func (e *Endpoints) Status() []EndpointStatus {
 }
 
 // Start checks that every endpoint that answers serves the network's chain
-// and reads their heads, then reads them every ProbeEvery until Stop. An endpoint that does not answer starts out, and is
-// probed; none answering, or one serving another chain, is an error.
+// and reads their heads, then reads them every ProbeEvery until Stop. An
+// endpoint that does not answer starts out, and is probed; none answering,
+// or one serving another chain, is an error. Start is called once.
 func (e *Endpoints) Start(ctx context.Context) error {
 	want, _ := ChainID(e.cfg.Network)
 	type answer struct {
