@@ -51,7 +51,7 @@ func (t toolCalls) Call(ctx context.Context, op string, args []byte, payment str
 			Message: "the call is paid and still running; call the tool again with the same payment and arguments to get its result"}}
 	}
 	switch call.State {
-	case store.CallPaid:
+	case store.CallPaid, store.CallLost:
 		if call.Result == nil {
 			return s.toolFailure(ctx, resultExpired(call))
 		}

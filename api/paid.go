@@ -201,7 +201,7 @@ func (s *Server) await(c echo.Context, a *admitted, wait time.Duration) error {
 // answer writes the response of a call in a final state.
 func (s *Server) answer(c echo.Context, call *store.Call) error {
 	switch call.State {
-	case store.CallPaid:
+	case store.CallPaid, store.CallLost:
 		if call.Settlement != nil {
 			if h, err := encodeHeader(call.Settlement); err == nil {
 				c.Response().Header().Set(headerPaymentResponse, h)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,10 @@ type dbCollector struct {
 	fullScans     *prometheus.Desc
 	resources     *prometheus.Desc
 	hosts         *prometheus.Desc
+	pending       *prometheus.Desc
+	pendingCalls  *prometheus.Desc
+	lost          *prometheus.Desc
+	lostCalls     *prometheus.Desc
 }
 
 func newDBCollector(pool *pgxpool.Pool, timeout time.Duration) *dbCollector {
@@ -45,12 +50,20 @@ func newDBCollector(pool *pgxpool.Pool, timeout time.Duration) *dbCollector {
 			"Resources in the index.", nil, nil),
 		hosts: prometheus.NewDesc(name("index_hosts"),
 			"Hosts in the index, by liveness (live, dead, unmeasured).", []string{"liveness"}, nil),
+		pending: prometheus.NewDesc(name("settlement_revenue_pending"),
+			"Prices of the paid calls whose settlement awaits finality, in the asset's atomic units, by network.", []string{"network"}, nil),
+		pendingCalls: prometheus.NewDesc(name("settlement_pending_calls"),
+			"Paid calls whose settlement awaits finality, by network.", []string{"network"}, nil),
+		lost: prometheus.NewDesc(name("settlement_revenue_lost"),
+			"Prices of the paid calls whose settlement a reorganisation undid for good, in the asset's atomic units, by network.", []string{"network"}, nil),
+		lostCalls: prometheus.NewDesc(name("settlement_lost_calls"),
+			"Paid calls whose settlement a reorganisation undid for good, by network.", []string{"network"}, nil),
 	}
 }
 
 // Describe sends the descriptors of every figure.
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queueJobs, c.oldestWaiting, c.up, c.sources, c.fullScans, c.resources, c.hosts} {
+	for _, d := range []*prometheus.Desc{c.queueJobs, c.oldestWaiting, c.up, c.sources, c.fullScans, c.resources, c.hosts, c.pending, c.pendingCalls, c.lost, c.lostCalls} {
 		ch <- d
 	}
 }
@@ -65,6 +78,9 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		ok = 0
 	}
 	if err := c.collectIndex(ctx, ch); err != nil {
+		ok = 0
+	}
+	if err := c.collectFinality(ctx, ch); err != nil {
 		ok = 0
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok)
@@ -99,5 +115,21 @@ func (c *dbCollector) collectIndex(ctx context.Context, ch chan<- prometheus.Met
 	ch <- prometheus.MustNewConstMetric(c.hosts, prometheus.GaugeValue, float64(s.Live), "live")
 	ch <- prometheus.MustNewConstMetric(c.hosts, prometheus.GaugeValue, float64(s.Dead), "dead")
 	ch <- prometheus.MustNewConstMetric(c.hosts, prometheus.GaugeValue, float64(s.Unmeasured), "unmeasured")
+	return nil
+}
+
+func (c *dbCollector) collectFinality(ctx context.Context, ch chan<- prometheus.Metric) error {
+	list, err := store.FinalityList(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	for _, f := range list {
+		pending, _ := strconv.ParseFloat(f.PendingAmount, 64)
+		lost, _ := strconv.ParseFloat(f.LostAmount, 64)
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, pending, f.Network)
+		ch <- prometheus.MustNewConstMetric(c.pendingCalls, prometheus.GaugeValue, float64(f.PendingCalls), f.Network)
+		ch <- prometheus.MustNewConstMetric(c.lost, prometheus.GaugeValue, lost, f.Network)
+		ch <- prometheus.MustNewConstMetric(c.lostCalls, prometheus.GaugeValue, float64(f.LostCalls), f.Network)
+	}
 	return nil
 }

@@ -61,6 +61,8 @@ type Metrics struct {
 	refused         *prometheus.CounterVec
 	settlements     *prometheus.CounterVec
 	settlementGas   *prometheus.CounterVec
+	revenueFinal    *prometheus.CounterVec
+	reorged         *prometheus.CounterVec
 	relayerBalance  *prometheus.GaugeVec
 	feeWait         *prometheus.GaugeVec
 	jobs            *prometheus.CounterVec
@@ -117,6 +119,14 @@ func New(cfg Config) *Metrics {
 			Namespace: Namespace, Name: "settlement_gas_spent_wei_total",
 			Help: "Gas the relayer spent settling payments, in wei of the network's native token, by network (a batch's gas shared among its transfers).",
 		}, []string{"network"}),
+		revenueFinal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "settlement_revenue_final_total",
+			Help: "Prices of the paid calls whose settlement became final, in the asset's atomic units (USDC: millionths), by network (at the receipt on a network final at once).",
+		}, []string{"network"}),
+		reorged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "settlement_reorganised_total",
+			Help: "Settlements a reorganisation undid, by network and what became of them (moved: the same transaction mined again; resent: made again in another; lost).",
+		}, []string{"network", "outcome"}),
 		relayerBalance: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "relayer_balance_wei",
 			Help: "The relayer's native balance, in wei, by network, as last read.",
@@ -184,7 +194,7 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
-		m.settlementGas, m.relayerBalance, m.feeWait,
+		m.settlementGas, m.revenueFinal, m.reorged, m.relayerBalance, m.feeWait,
 		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration, m.commitItems, m.commitTxs,
 		m.rpcCalls, m.rpcErrors, m.rpcDuration, m.rpcLag, m.rpcIn,
 	)
@@ -305,6 +315,40 @@ func (m *Metrics) SettlementGas(network string, wei *big.Int) {
 	}
 	f, _ := new(big.Float).SetInt(wei).Float64()
 	m.settlementGas.WithLabelValues(network).Add(f)
+}
+
+// What became of a settlement a reorganisation undid, the values of the
+// outcome label of x402d_settlement_reorganised_total.
+const (
+	// ReorgMoved: its transaction was mined again, in another block.
+	ReorgMoved = "moved"
+	// ReorgResent: it was made again in another transaction.
+	ReorgResent = "resent"
+	// ReorgLost: it could not be made again; its amount is lost.
+	ReorgLost = "lost"
+)
+
+// RevenueFinal adds amount (atomic units, a decimal string) to the
+// revenue of network whose settlement is final.
+func (m *Metrics) RevenueFinal(network, amount string) {
+	if m == nil {
+		return
+	}
+	f, ok := new(big.Float).SetString(amount)
+	if !ok {
+		return
+	}
+	v, _ := f.Float64()
+	m.revenueFinal.WithLabelValues(network).Add(v)
+}
+
+// SettlementReorganised counts a settlement on network that a
+// reorganisation undid, with outcome: ReorgMoved, ReorgResent or ReorgLost.
+func (m *Metrics) SettlementReorganised(network, outcome string) {
+	if m == nil {
+		return
+	}
+	m.reorged.WithLabelValues(network, outcome).Inc()
 }
 
 // RelayerState records the relayer's native balance on network (wei) and

@@ -16,6 +16,7 @@ import (
 
 	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/ops"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -404,4 +405,49 @@ func TestOverviewRelayer(t *testing.T) {
 	require.Contains(t, page, "settlements wait: the base fee is above SETTLEMENT_MAX_FEE_GWEI")
 	require.Contains(t, page, "<td class=\"n\">80.000</td>")
 	require.Contains(t, page, "<td class=\"n\">3.000000</td>")
+}
+
+// TestOverviewFinality shows, per network, the paid calls whose settlement
+// awaits finality and those a reorganisation lost, with their amounts.
+func TestOverviewFinality(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	pending := s.paidCallID(t, "test:0xa11ce:finality-1")
+	lost := s.paidCallID(t, "test:0xa11ce:finality-2")
+	tx, err := s.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, store.WatchAdd(ctx, tx, []store.Watched{{CallID: pending, Network: "eip155:8453", Transaction: "0x01", Block: x402.SettledBlock{Number: 7, Hash: "0x07"}}}))
+	require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(lost), Type: store.EventSettlementLost,
+		Data: store.SettlementLost{Previous: "0x02", Network: "eip155:8453", Amount: "10000", Reason: "invalid_exact_evm_payload_authorization_valid_before"}}))
+	require.NoError(t, tx.Commit(ctx))
+
+	resp, body := s.get(t, "/ops", map[string]string{"Authorization": "Bearer " + testToken})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := string(body)
+	require.Contains(t, page, "Settlement finality")
+	require.Contains(t, page, `<tr><td>eip155:8453</td><td class="n">1</td><td class="n">0.010000</td><td class="n"><span class="warn">1</span></td><td class="n">0.010000</td></tr>`)
+}
+
+// TestCallTimelineLost shows a lost call's settlement.lost in its timeline
+// with the amount lost and the reason.
+func TestCallTimelineLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	id := s.paidCallID(t, "test:0xa11ce:lost-1")
+	tx, err := s.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementLost,
+		Data: store.SettlementLost{Previous: "0xdead", Network: "eip155:8453", Amount: "10000", Reason: "invalid_exact_evm_payload_authorization_valid_before"}}))
+	require.NoError(t, tx.Commit(ctx))
+	resp, body := s.get(t, "/ops/calls/"+id, map[string]string{"Authorization": "Bearer " + testToken})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := string(body)
+	require.Contains(t, page, store.EventSettlementLost)
+	require.Contains(t, page, "0.010000 USDC")
+	require.Contains(t, page, "invalid_exact_evm_payload_authorization_valid_before")
+	require.Contains(t, page, "0xdead")
 }

@@ -26,7 +26,7 @@ var windows = []struct {
 }
 
 // callStates are the states of a call, in the order a call goes through them.
-var callStates = []string{store.CallQueued, store.CallRunning, store.CallSettling, store.CallPaid, store.CallFailed, store.CallUnpaid}
+var callStates = []string{store.CallQueued, store.CallRunning, store.CallSettling, store.CallPaid, store.CallFailed, store.CallUnpaid, store.CallLost}
 
 // perMinuteSpan is how many minutes the calls-per-minute chart covers.
 const perMinuteSpan = 60
@@ -80,11 +80,15 @@ func (d *dashboard) overview(c echo.Context) error {
 				Low: d.cfg.RelayerLowWei != nil && c.BalanceWei != nil && c.BalanceWei.Cmp(d.cfg.RelayerLowWei) < 0})
 		}
 	}
+	finality, err := store.FinalityList(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
 	var total, finished int64
 	for _, n := range stats.States {
 		total += n
 	}
-	finished = stats.States[store.CallPaid] + stats.States[store.CallFailed] + stats.States[store.CallUnpaid]
+	finished = stats.States[store.CallPaid] + stats.States[store.CallFailed] + stats.States[store.CallUnpaid] + stats.States[store.CallLost]
 	lastMinute := stats.PerMinute[len(stats.PerMinute)-1]
 	var hour int64
 	for _, n := range stats.PerMinute {
@@ -121,6 +125,7 @@ func (d *dashboard) overview(c echo.Context) error {
 		"Index":      index,
 		"Sources":    sources,
 		"Relayer":    relayer,
+		"Finality":   finality,
 	})
 }
 
@@ -373,7 +378,33 @@ func eventFields(e store.Event) []field {
 			if v.Response.ErrorReason != "" {
 				fs = append(fs, field{Name: "reason", Value: v.Response.ErrorReason})
 			}
+			if v.Block != nil {
+				fs = append(fs, field{Name: "block", Value: strconv.FormatUint(v.Block.Number, 10)})
+			}
 			return fs
+		}
+	case store.EventSettlementResent:
+		var v store.SettlementResent
+		if json.Unmarshal(e.Data, &v) == nil {
+			fs := []field{
+				{Name: "undone", Value: v.Previous, Mono: true},
+				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
+				{Name: "network", Value: v.Response.Network},
+			}
+			if v.Block != nil {
+				fs = append(fs, field{Name: "block", Value: strconv.FormatUint(v.Block.Number, 10)})
+			}
+			return fs
+		}
+	case store.EventSettlementLost:
+		var v store.SettlementLost
+		if json.Unmarshal(e.Data, &v) == nil {
+			return []field{
+				{Name: "undone", Value: v.Previous, Mono: true},
+				{Name: "network", Value: v.Network},
+				{Name: "amount lost", Value: usdc(v.Amount) + " USDC"},
+				{Name: "reason", Value: v.Reason},
+			}
 		}
 	}
 	return []field{{Name: "data", Value: string(e.Data), Mono: true}}

@@ -28,6 +28,11 @@ const (
 	CallFailed = "failed"
 	// CallUnpaid: settlement failed; the result is withheld. Final.
 	CallUnpaid = "unpaid"
+	// CallLost: paid, then a reorganisation undid its settlement, which
+	// could not be made again (the authorization expired, or its nonce was
+	// used without a transfer): the result stays released, the amount is
+	// recorded lost. Final.
+	CallLost = "lost"
 )
 
 // Call event types, in the order a call goes through them.
@@ -40,14 +45,28 @@ const (
 	EventSettlementSubmitted = "settlement.submitted"
 	EventSettlementConfirmed = "settlement.confirmed"
 	EventSettlementFailed    = "settlement.failed"
+	// EventSettlementResent: a reorganisation undid the settlement of a
+	// paid call, and it was made again in another transaction.
+	EventSettlementResent = "settlement.resent"
+	// EventSettlementLost: a reorganisation undid the settlement of a
+	// paid call, and it could not be made again.
+	EventSettlementLost = "settlement.lost"
+	// EventSettlementFinal is appended to a network's stream (ChainStream)
+	// once a set of settlement transactions is final: one event for every
+	// transaction, and so every call, it names.
+	EventSettlementFinal = "settlement.final"
 )
+
+// ChainStream returns the event stream of a network's settlement
+// transactions (their finality).
+func ChainStream(network string) string { return "chain/" + network }
 
 // CallStream returns the event stream of call id.
 func CallStream(id string) string { return "call/" + id }
 
 // IsFinal reports whether a call in state will not change any more.
 func IsFinal(state string) bool {
-	return state == CallPaid || state == CallFailed || state == CallUnpaid
+	return state == CallPaid || state == CallFailed || state == CallUnpaid || state == CallLost
 }
 
 // IsFinalEvent reports whether a call event of type typ moves the call to a
@@ -120,6 +139,43 @@ type SettlementDone struct {
 	Response x402.SettleResponse `json:"response"`
 	// Cost is the gas the settlement spent, when it sent a transaction.
 	Cost *x402.SettleCost `json:"cost,omitempty"`
+	// Block is the block its transaction was mined in, when it is followed
+	// until final (settlement_watch).
+	Block *x402.SettledBlock `json:"block,omitempty"`
+}
+
+// SettlementResent is the data of settlement.resent.
+type SettlementResent struct {
+	// Previous is the transaction the reorganisation undid.
+	Previous string `json:"previous"`
+	// Response is the new settlement.
+	Response x402.SettleResponse `json:"response"`
+	Cost     *x402.SettleCost    `json:"cost,omitempty"`
+	Block    *x402.SettledBlock  `json:"block,omitempty"`
+}
+
+// SettlementLost is the data of settlement.lost.
+type SettlementLost struct {
+	// Previous is the transaction the reorganisation undid.
+	Previous string `json:"previous"`
+	Network  string `json:"network"`
+	// Amount is the price lost, in the asset's atomic units.
+	Amount string `json:"amount"`
+	// Reason is why the settlement could not be made again.
+	Reason string `json:"reason"`
+}
+
+// SettlementFinal is the data of settlement.final.
+type SettlementFinal struct {
+	// Block is the newest block the network's policy held final when
+	// the transactions were found in their blocks.
+	Block uint64 `json:"block"`
+	// Transactions are the settlement transactions now final.
+	Transactions []string `json:"transactions"`
+	// Calls is the number of paid calls they settled, and Amount their
+	// prices' sum.
+	Calls  int    `json:"calls"`
+	Amount string `json:"amount"`
 }
 
 // projectCall updates the calls row of a call event.
@@ -162,6 +218,18 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		return true, nil
 	case EventSettlementFailed:
 		b.Queue("UPDATE calls SET state = 'unpaid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
+		return true, nil
+	case EventSettlementResent:
+		b.Queue("UPDATE calls SET settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'paid'", id, data, now)
+		return true, nil
+	case EventSettlementLost:
+		v, ok := e.Data.(SettlementLost)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want SettlementLost", e.Data)
+		}
+		b.Queue(`INSERT INTO settlement_losses AS l (network, calls, amount) VALUES ($1, 1, $2::numeric)
+			ON CONFLICT (network) DO UPDATE SET calls = l.calls + 1, amount = l.amount + EXCLUDED.amount`, v.Network, v.Amount)
+		b.Queue("UPDATE calls SET state = 'lost', updated_at = $2 WHERE id = $1 AND state = 'paid'", id, now)
 		return true, nil
 	}
 	return false, fmt.Errorf("unknown call event type %q", e.Type)

@@ -68,17 +68,17 @@ func (s RelayerNonces) TouchNonces(ctx context.Context, network string, address 
 	return nil
 }
 
-// OutstandingNonces deletes the nonces below floor and returns the others,
-// lowest first.
-func (s RelayerNonces) OutstandingNonces(ctx context.Context, network string, address common.Address, floor uint64) ([]evm.OutstandingNonce, error) {
+// OutstandingNonces deletes the nonces below final and returns those from
+// floor on, lowest first.
+func (s RelayerNonces) OutstandingNonces(ctx context.Context, network string, address common.Address, final, floor uint64) ([]evm.OutstandingNonce, error) {
 	b := &pgx.Batch{}
-	b.Queue(`DELETE FROM relayer_txs WHERE network = $1 AND address = $2 AND nonce < $3`, network, address.Hex(), int64(floor))
+	b.Queue(`DELETE FROM relayer_txs WHERE network = $1 AND address = $2 AND nonce < $3`, network, address.Hex(), int64(final))
 	b.Queue(`SELECT nonce, owner, raw, updated_at FROM relayer_txs WHERE network = $1 AND address = $2 AND nonce >= $3 ORDER BY nonce`,
 		network, address.Hex(), int64(floor))
 	res := s.DB.SendBatch(ctx, b)
 	defer res.Close()
 	if _, err := res.Exec(); err != nil {
-		return nil, fmt.Errorf("forget mined nonces of %s on %s: %w", address.Hex(), network, interpretError(err))
+		return nil, fmt.Errorf("forget final nonces of %s on %s: %w", address.Hex(), network, interpretError(err))
 	}
 	rows, err := res.Query()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,7 +104,7 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 		typ, outcome = store.EventSettlementFailed, metrics.SettlementFailed
 	}
 	err = commits.outcomes.Commit(ctx, settled{
-		event:     store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost}},
+		event:     store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost, Block: resp.Block}},
 		safetyNet: safetyNet,
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -113,6 +114,10 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 		return fmt.Errorf("settle %s: record outcome: %w", callID, err)
 	}
 	deps.Metrics.Settlement(payment.Network, outcome)
+	if resp.Success && resp.Block == nil {
+		// Final at its receipt: nothing follows it.
+		deps.Metrics.RevenueFinal(payment.Network, payment.Amount)
+	}
 	if resp.Cost != nil {
 		deps.Metrics.SettlementGas(payment.Network, resp.Cost.FeeWei())
 	}
@@ -133,13 +138,22 @@ type settled struct {
 func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
 	events := make([]store.NewEvent, len(outcomes))
 	ids := make([]int64, 0, len(outcomes))
+	var watch []store.Watched
 	for i, o := range outcomes {
 		events[i] = o.event
 		if o.safetyNet != 0 {
 			ids = append(ids, o.safetyNet)
 		}
+		// A settlement whose block is to be followed until final.
+		if done, ok := o.event.Data.(store.SettlementDone); ok && done.Response.Success && done.Block != nil {
+			watch = append(watch, store.Watched{CallID: strings.TrimPrefix(o.event.Stream, "call/"), Network: done.Response.Network,
+				Transaction: done.Response.Transaction, Block: *done.Block})
+		}
 	}
 	if err := store.Append(ctx, tx, events...); err != nil {
+		return err
+	}
+	if err := store.WatchAdd(ctx, tx, watch); err != nil {
 		return err
 	}
 	if len(ids) == 0 {

@@ -14,6 +14,15 @@ type Network struct {
 	// Name and Version are the token's EIP-712 domain (EVM only), sent as
 	// Requirements.extra.
 	Name, Version string
+	// Finality is when a settlement on the network counts as final by
+	// default (EVM only; FINALITY_<CHAIN> overrides it): "safe" or
+	// "finalized" (the node's block of that tag has reached the
+	// settlement's), or "depth:N" (N blocks mined on top of it). Base and
+	// the other rollups take "safe": their blocks derived from data posted
+	// on Ethereum, which a sequencer cannot reorganise; chains with
+	// finality of their own (Polygon's milestones, Avalanche, Sei) take
+	// "finalized".
+	Finality string
 }
 
 // Namespace returns the CAIP-2 namespace of the network ("eip155",
@@ -41,12 +50,12 @@ const SolanaMainnet = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
 // Solana's asset is the USDC mint.
 func Networks() []Network {
 	return []Network{
-		{ID: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Decimals: 6, Name: "USD Coin", Version: "2"},
-		{ID: "eip155:42161", Asset: "0xaf88d065e77c8cC2239327C5EDb3A432268e5831", Decimals: 6, Name: "USD Coin", Version: "2"},
-		{ID: "eip155:137", Asset: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", Decimals: 6, Name: "USD Coin", Version: "2"},
-		{ID: "eip155:43114", Asset: "0xB97EF9Ef8734C71904D8002F8b6Bc66Dd9c48a6E", Decimals: 6, Name: "USD Coin", Version: "2"},
-		{ID: "eip155:1329", Asset: "0xe15fC38F6D8c56aF07bbCBe3BAf5708A2Bf42392", Decimals: 6, Name: "USDC", Version: "2"},
-		{ID: "eip155:196", Asset: "0x74b7F16337b8972027F6196A17a631aC6dE26d22", Decimals: 6, Name: "USD Coin", Version: "2"},
+		{ID: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "safe"},
+		{ID: "eip155:42161", Asset: "0xaf88d065e77c8cC2239327C5EDb3A432268e5831", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "safe"},
+		{ID: "eip155:137", Asset: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "finalized"},
+		{ID: "eip155:43114", Asset: "0xB97EF9Ef8734C71904D8002F8b6Bc66Dd9c48a6E", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "finalized"},
+		{ID: "eip155:1329", Asset: "0xe15fC38F6D8c56aF07bbCBe3BAf5708A2Bf42392", Decimals: 6, Name: "USDC", Version: "2", Finality: "finalized"},
+		{ID: "eip155:196", Asset: "0x74b7F16337b8972027F6196A17a631aC6dE26d22", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "safe"},
 		{ID: SolanaMainnet, Asset: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", Decimals: 6},
 	}
 }

@@ -184,6 +184,66 @@ type SettleResponse struct {
 	// Cost is what the settlement cost the seller in gas, when it sent a
 	// transaction: for its own books, never sent to the payer.
 	Cost *SettleCost `json:"-"`
+	// Block is the block the settlement's transaction was mined in, when
+	// the settler follows it until final (a Finality does): nil when the
+	// settlement is final as it is answered.
+	Block *SettledBlock `json:"-"`
+}
+
+// SettledBlock is a block a settlement's transaction was mined in.
+type SettledBlock struct {
+	// Number is the block's number.
+	Number uint64 `json:"number"`
+	// Hash is the block's hash, 0x-prefixed hex.
+	Hash string `json:"hash"`
+}
+
+// TxState is what became of a settlement's transaction since it was
+// mined.
+type TxState int
+
+// The states of a followed transaction.
+const (
+	// TxPending: in its block, which is not final yet.
+	TxPending TxState = iota
+	// TxFinal: in its block, which the network's finality policy holds
+	// final. Every settlement it carried is final.
+	TxFinal
+	// TxMoved: mined again in another block after a reorganisation
+	// (FollowedTx.Block names it): the settlements it carried are in it
+	// only if their transfers ran there again (Finality.Carried).
+	TxMoved
+	// TxGone: in no block of the chain any more (a reorganisation undid
+	// it and the node has not mined it again).
+	TxGone
+)
+
+// FollowedTx is a settlement transaction followed until final.
+type FollowedTx struct {
+	// Transaction is the transaction's hash.
+	Transaction string
+	// Block is where it was mined; after Follow, where it is now (TxMoved).
+	Block SettledBlock
+	// State is set by Follow.
+	State TxState
+}
+
+// Finality follows settled transactions after their receipt until their
+// network holds them final. A Settler that answers SettleResponse.Block
+// is one.
+type Finality interface {
+	// Follow sets the State of each of txs, mined on network, to what
+	// became of it: one look at the chain for all of them. It returns the
+	// newest block the network's policy holds final.
+	Follow(ctx context.Context, network string, txs []FollowedTx) (uint64, error)
+	// Carried reports, for each of payments, whether transaction tx of
+	// network, as mined now, moved its funds: one look at the transaction
+	// for all of them.
+	Carried(ctx context.Context, network, tx string, payments []*Payment) ([]bool, error)
+	// Keep resends the settler's own transactions on network that the node
+	// lacks (those a reorganisation undid among them), so that none stays
+	// a gap behind later ones.
+	Keep(ctx context.Context, network string)
 }
 
 // SettleCost is the gas a settlement spent: its share of the transaction's

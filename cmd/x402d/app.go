@@ -220,6 +220,18 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		a.logger.InfoContext(ctx, "workers started")
 		if payments.relayer != nil {
 			go watchRelayer(ctx, payments.relayer, a.cfg.RelayerLowBalance, m, a.logger)
+			// Settlements are followed until final, and the relayer's
+			// transactions a node lost given to it again, whether
+			// settlements await receipts or not.
+			follower, err := worker.NewFollower(worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
+				Networks: payments.relayer.Networks(), Logger: a.logger, Metrics: m})
+			if err != nil {
+				return err
+			}
+			if err := follower.Start(ctx); err != nil {
+				return err
+			}
+			defer follower.Stop()
 		}
 	}
 	if !withAPI {

@@ -27,8 +27,9 @@ import (
 )
 
 // evmSettlement builds the EVM verifier and settler of the settlement mode,
-// the figures of its RPC endpoints recorded in m. embedded is the in-process devchain of `x402d serve` (nil for `x402d api`
-// and `x402d worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
+// the figures of its RPC endpoints recorded in m. embedded is the
+// in-process devchain of `x402d serve` (nil for `x402d api` and `x402d
+// worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
 func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
 	clients := map[string]evm.Backend{}
 	multicall := map[string]common.Address{}
@@ -103,8 +104,17 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	for network, c := range clients {
 		readers[network], backends[network] = c, c
 	}
+	finality := map[string]evm.FinalityPolicy{}
+	if cfg.Settlement == "devchain" {
+		// The devchain never reorganises: its settlements are final at
+		// their receipt.
+		finality[devchainNetwork] = evm.FinalityPolicy{}
+	}
+	for network, p := range cfg.Finality {
+		finality[network] = p
+	}
 	relayerCfg := &evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, Logger: logger,
-		MaxFee: cfg.SettlementMaxFee, BlockGasShare: cfg.SettlementBatchGasShare}
+		MaxFee: cfg.SettlementMaxFee, BlockGasShare: cfg.SettlementBatchGasShare, Finality: finality}
 	if pool != nil {
 		// Every process sending with RELAYER_KEY allocates its nonces in
 		// the one database.

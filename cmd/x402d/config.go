@@ -37,7 +37,12 @@ type Config struct {
 	// verify together (evm.Endpoints): reads go to one not behind the
 	// others, sends to all, and one limited, lagging or down is passed
 	// over. Logs and metrics name each by scheme://host[:port] only.
-	RPCURLs         map[string][]string
+	RPCURLs map[string][]string
+	// Finality is FINALITY_<CHAIN> per EVM network: when a settlement
+	// there counts as final ("safe", "finalized", "depth:N", "receipt").
+	// A network absent takes its default (evm.DefaultFinality; the
+	// devchain's settlements are final at their receipt).
+	Finality        map[string]evm.FinalityPolicy
 	RelayerKey      string
 	FacilitatorURL  string
 	DevchainRPCAddr string
@@ -133,6 +138,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
 		RPCURLSolana:      env("RPC_URL_SOLANA", ""),
 		RPCURLs:           map[string][]string{},
+		Finality:          map[string]evm.FinalityPolicy{},
 		RelayerKey:        env("RELAYER_KEY", ""),
 		FacilitatorURL:    env("FACILITATOR_URL", ""),
 		DevchainRPCAddr:   env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
@@ -195,18 +201,26 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		}
 	}
 	for _, n := range x402.Networks() {
-		key := rpcURLKey(n.ID)
-		v := strings.TrimSpace(getenv(key))
-		if v == "" || !strings.HasPrefix(n.ID, "eip155:") {
+		if !strings.HasPrefix(n.ID, "eip155:") {
 			continue
 		}
-		urls, err := parseRPCURLs(v)
-		if err != nil {
-			// The message names no URL: it may carry an API key.
-			errs = append(errs, fmt.Sprintf("%s: %v", key, err))
-			continue
+		if v := strings.TrimSpace(getenv(chainKey("RPC_URL_", n.ID))); v != "" {
+			urls, err := parseRPCURLs(v)
+			if err != nil {
+				// The message names no URL: it may carry an API key.
+				errs = append(errs, fmt.Sprintf("%s: %v", chainKey("RPC_URL_", n.ID), err))
+			} else {
+				c.RPCURLs[n.ID] = urls
+			}
 		}
-		c.RPCURLs[n.ID] = urls
+		if v := strings.TrimSpace(getenv(chainKey("FINALITY_", n.ID))); v != "" {
+			p, err := evm.ParseFinality(v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", chainKey("FINALITY_", n.ID), err))
+				continue
+			}
+			c.Finality[n.ID] = p
+		}
 	}
 	if c.Settlement == "rpc" && len(c.RPCURLs) == 0 {
 		errs = append(errs, "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
@@ -294,10 +308,10 @@ func parseRPCURLs(v string) ([]string, error) {
 	return urls, nil
 }
 
-// rpcURL returns RPC_URL_<CHAIN> for a CAIP-2 network, e.g. eip155:8453 →
-// RPC_URL_EIP155_8453.
-func rpcURLKey(network string) string {
-	return "RPC_URL_" + strings.ToUpper(strings.NewReplacer(":", "_", "-", "_").Replace(network))
+// chainKey returns the variable prefix<CHAIN> of a CAIP-2 network, e.g.
+// RPC_URL_ and eip155:8453 → RPC_URL_EIP155_8453.
+func chainKey(prefix, network string) string {
+	return prefix + strings.ToUpper(strings.NewReplacer(":", "_", "-", "_").Replace(network))
 }
 
 // parseDecimal reads a positive decimal number (like 1.5) as an integer of

@@ -108,7 +108,7 @@ func TestAnvil_Endpoints(t *testing.T) {
 			relayerAddr := chain.Account(devchain.RelayerAccount).Address
 			mined, err := b.node.Client.NonceAt(ctx, relayerAddr, nil)
 			require.NoError(t, err)
-			left, err := b.nonces.OutstandingNonces(ctx, "eip155:8453", relayerAddr, mined)
+			left, err := b.nonces.OutstandingNonces(ctx, "eip155:8453", relayerAddr, 0, mined)
 			require.NoError(t, err)
 			require.Empty(t, left, "nonces allocated and never mined")
 

@@ -33,9 +33,12 @@ type NonceStore interface {
 	// TouchNonces records that owner, alive, still awaits nonces: they are
 	// not another process's to send again or fill.
 	TouchNonces(ctx context.Context, network string, address common.Address, owner string, nonces []uint64) error
-	// OutstandingNonces forgets the nonces below floor (mined) and returns
-	// the others, lowest first.
-	OutstandingNonces(ctx context.Context, network string, address common.Address, floor uint64) ([]OutstandingNonce, error)
+	// OutstandingNonces forgets the nonces below final (mined in blocks
+	// held final: no reorganisation gives them back) and returns those
+	// from floor on (not mined, as far as the chain says now), lowest
+	// first. The nonces in between are kept with their transactions, to be
+	// given to the node again if a reorganisation undoes them.
+	OutstandingNonces(ctx context.Context, network string, address common.Address, final, floor uint64) ([]OutstandingNonce, error)
 }
 
 // OutstandingNonce is an allocated nonce the chain has not mined yet.
@@ -99,17 +102,19 @@ func (m *memNonces) TouchNonces(_ context.Context, network string, address commo
 	return nil
 }
 
-func (m *memNonces) OutstandingNonces(_ context.Context, network string, address common.Address, floor uint64) ([]OutstandingNonce, error) {
+func (m *memNonces) OutstandingNonces(_ context.Context, network string, address common.Address, final, floor uint64) ([]OutstandingNonce, error) {
 	key := network + "/" + address.Hex()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []OutstandingNonce
 	for n, o := range m.out[key] {
-		if n < floor {
+		if n < final {
 			delete(m.out[key], n)
 			continue
 		}
-		out = append(out, *o)
+		if n >= floor {
+			out = append(out, *o)
+		}
 	}
 	slices.SortFunc(out, func(a, b OutstandingNonce) int { return cmpUint64(a.Nonce, b.Nonce) })
 	return out, nil
@@ -161,6 +166,26 @@ func (r *Relayer) readMined(ctx context.Context, chain *relayChain) (uint64, err
 	}
 	n = chain.mined
 	chain.ownMu.Unlock()
+	return n, nil
+}
+
+// readMinedAfterReorg reads the chain's count of the relayer's mined
+// transactions as readMined does, and also takes a count lower than the
+// one known: a reorganisation undid the transactions from it on, which
+// the keeper then gives to the node again from their records.
+func (r *Relayer) readMinedAfterReorg(ctx context.Context, chain *relayChain) (uint64, error) {
+	n, err := chain.backend.NonceAt(ctx, r.address, nil)
+	if err != nil {
+		return 0, fmt.Errorf("read relayer nonce: %w", err)
+	}
+	chain.ownMu.Lock()
+	before, known := chain.mined, chain.minedKnown
+	chain.mined, chain.minedKnown = n, true
+	chain.ownMu.Unlock()
+	if known && n < before {
+		r.logger.WarnContext(ctx, "the relayer's mined transactions went back: a reorganisation undid them, and they are given to the node again",
+			"network", chain.network, "mined", n, "was", before)
+	}
 	return n, nil
 }
 
@@ -314,7 +339,7 @@ func (r *Relayer) keep(ctx context.Context, chain *relayChain) {
 }
 
 func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
-	mined, err := r.readMined(ctx, chain)
+	mined, err := r.readMinedAfterReorg(ctx, chain)
 	if err != nil {
 		return err
 	}
@@ -335,7 +360,7 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 			return fmt.Errorf("touch outstanding nonces: %w", err)
 		}
 	}
-	outstanding, err := r.nonces.OutstandingNonces(ctx, chain.network, r.address, mined)
+	outstanding, err := r.nonces.OutstandingNonces(ctx, chain.network, r.address, chain.forgetBelow(mined), mined)
 	if err != nil {
 		return fmt.Errorf("read outstanding nonces: %w", err)
 	}

@@ -109,6 +109,12 @@ type RelayerConfig struct {
 	// relayer stops sending it: a transaction sent later could be mined
 	// after it. Defaults to 6 s (three of Base's blocks).
 	ExpiryMargin time.Duration
+	// Finality maps a network to when its settlements count as final: the
+	// relayer answers each settlement with its block (SettleResponse.Block)
+	// to be followed (Follow) until then, and keeps its transactions until
+	// then, so that those a reorganisation undid are given to the node
+	// again. A network absent takes DefaultFinality.
+	Finality map[string]FinalityPolicy
 	// BlockGasShare is the largest share of a block's gas limit one batch
 	// transaction may ask for. Defaults to a tenth: a block admits a
 	// transaction only while its limit fits in the gas left, so the last
@@ -165,6 +171,12 @@ type relayChain struct {
 	network string
 	backend Backend
 	signer  types.Signer
+	// policy is when a settlement on the chain is final
+	// (RelayerConfig.Finality).
+	policy FinalityPolicy
+	// finalNonce is the relayer's nonce at the newest final block, as
+	// Follow last read it: the transactions below it are final.
+	finalNonce atomic.Uint64
 
 	// ownMu guards own, the transactions this process sent and awaits by
 	// nonce, and mined, the chain's count of the relayer's mined
@@ -512,8 +524,12 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		if backend == nil {
 			return nil, fmt.Errorf("evm relayer: no client for %s", network)
 		}
+		policy, ok := c.Finality[network]
+		if !ok {
+			policy = DefaultFinality(network)
+		}
 		chain := &relayChain{network: network, backend: timeoutBackend{Backend: backend, timeout: c.RPCTimeout},
-			signer: types.LatestSignerForChainID(id), own: map[uint64]*ownTx{},
+			signer: types.LatestSignerForChainID(id), own: map[uint64]*ownTx{}, policy: policy,
 			waiters: map[common.Hash]*receiptWait{}, gas: map[common.Address]uint64{}, batched: map[common.Address]uint64{}}
 		if multicall, ok := c.Multicall[network]; ok {
 			chain.batch = &batcher{multicall: multicall, maxBatch: c.MaxBatch, linger: c.BatchLinger, full: make(chan struct{}, 1), mined: make(chan struct{}, 1)}
@@ -544,14 +560,15 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	ok := func(tx common.Hash) *x402.SettleResponse {
 		return &x402.SettleResponse{Success: true, Transaction: tx.Hex(), Network: p.Network, Payer: p.Payer}
 	}
-	okCost := func(tx common.Hash, receipt *types.Receipt, batch int) *x402.SettleResponse {
-		resp := ok(tx)
-		resp.Cost = receiptCost(receipt, batch)
-		return resp
-	}
 	chain := r.chains[p.Network]
 	if chain == nil {
 		return nil, fmt.Errorf("settle %s: no chain client for %s", p.Key(), p.Network)
+	}
+	okCost := func(tx common.Hash, receipt *types.Receipt, batch int) *x402.SettleResponse {
+		resp := ok(tx)
+		resp.Cost = receiptCost(receipt, batch)
+		resp.Block = chain.settledBlock(receipt)
+		return resp
 	}
 	asset, ep, err := paymentTransfer(p)
 	if err != nil {
@@ -788,7 +805,16 @@ func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayCha
 			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 		}
 		if hash != (common.Hash{}) {
-			return &x402.SettleResponse{Success: true, Transaction: hash.Hex(), Network: p.Network, Payer: p.Payer}, nil
+			resp := &x402.SettleResponse{Success: true, Transaction: hash.Hex(), Network: p.Network, Payer: p.Payer}
+			if !chain.policy.AtReceipt() {
+				// Followed until final as any other: from its block.
+				receipt, err := chain.backend.TransactionReceipt(ctx, hash)
+				if err != nil {
+					return nil, fmt.Errorf("settle %s: receipt of %s: %w", p.Key(), hash.Hex(), err)
+				}
+				resp.Block = chain.settledBlock(receipt)
+			}
+			return resp, nil
 		}
 		return &x402.SettleResponse{ErrorReason: ReasonNonceAlreadyUsed, Transaction: tx, Network: p.Network, Payer: p.Payer}, nil
 	}

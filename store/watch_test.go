@@ -1,0 +1,119 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+// paidCall appends the events of a paid call id, settled by transaction tx.
+func paidCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, tx string) {
+	t.Helper()
+	s := store.CallStream(id)
+	require.NoError(t, appendTx(ctx, t, db,
+		store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified(id)},
+		store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, "")}},
+		store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: tx, Network: "eip155:8453"}}},
+	))
+}
+
+// inTx runs f in a transaction of db and commits it.
+func inTx(ctx context.Context, t *testing.T, db *dbtest.DB, f func(tx pgx.Tx) error) {
+	t.Helper()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, f(tx))
+	require.NoError(t, tx.Commit(ctx))
+}
+
+// TestWatch follows three paid calls in two transactions: the rows group
+// the calls of a transaction with their prices, a second worker skips the
+// rows a first one holds, a call taken out leaves its row, a final
+// transaction is one settlement.final event, and a lost call counts in the
+// network's losses.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network = "eip155:8453"
+	b1 := x402.SettledBlock{Number: 10, Hash: "0xb1"}
+	b2 := x402.SettledBlock{Number: 11, Hash: "0xb2"}
+	for i, tx := range []string{"0xt1", "0xt1", "0xt2"} {
+		paidCall(ctx, t, db, fmt.Sprintf("c%d", i), tx)
+	}
+	inTx(ctx, t, db, func(tx pgx.Tx) error {
+		return store.WatchAdd(ctx, tx, []store.Watched{
+			{CallID: "c0", Network: network, Transaction: "0xt1", Block: b1},
+			{CallID: "c1", Network: network, Transaction: "0xt1", Block: b1},
+		})
+	})
+	inTx(ctx, t, db, func(tx pgx.Tx) error {
+		return store.WatchAdd(ctx, tx, []store.Watched{{CallID: "c2", Network: network, Transaction: "0xt2", Block: b2}})
+	})
+	networks, err := store.WatchNetworkList(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Equal(t, []string{network}, networks)
+
+	tx1, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx1.Rollback(ctx) }()
+	list, err := store.WatchList(ctx, tx1, network, 1)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, "0xt1", list[0].Transaction)
+	require.Equal(t, b1, list[0].Block)
+	require.Equal(t, []string{"c0", "c1"}, list[0].Calls)
+	require.Equal(t, "20000", list[0].Amount)
+	require.True(t, list[0].GoneSince.IsZero())
+
+	// Another worker meanwhile gets the other row only.
+	inTx(ctx, t, db, func(tx pgx.Tx) error {
+		other, err := store.WatchList(ctx, tx, network, 10)
+		require.NoError(t, err)
+		require.Len(t, other, 1)
+		require.Equal(t, "0xt2", other[0].Transaction)
+		return nil
+	})
+
+	// c1 is made again elsewhere; t1 is final with c0 alone.
+	require.NoError(t, store.WatchGone(ctx, tx1, network, "0xt1", time.Now()))
+	require.NoError(t, store.WatchDrop(ctx, tx1, network, "0xt1", "c1"))
+	list, err = store.WatchList(ctx, tx1, network, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c0"}, list[0].Calls)
+	require.Equal(t, "10000", list[0].Amount)
+	require.False(t, list[0].GoneSince.IsZero())
+	require.NoError(t, store.WatchMove(ctx, tx1, network, "0xt1", x402.SettledBlock{Number: 12, Hash: "0xb3"}))
+	require.NoError(t, store.WatchFinal(ctx, tx1, network, 20, list[:1]))
+	require.NoError(t, tx1.Commit(ctx))
+
+	var data string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT data::text FROM events WHERE stream = $1 AND type = $2`,
+		store.ChainStream(network), store.EventSettlementFinal).Scan(&data))
+	require.JSONEq(t, `{"block":20,"transactions":["0xt1"],"calls":1,"amount":"10000"}`, data)
+
+	// c2 is lost.
+	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("c2"), Type: store.EventSettlementLost,
+		Data: store.SettlementLost{Previous: "0xt2", Network: network, Amount: "10000", Reason: "invalid_exact_evm_payload_authorization_valid_before"}}))
+	inTx(ctx, t, db, func(tx pgx.Tx) error { return store.WatchDrop(ctx, tx, network, "0xt2", "c2") })
+	call, err := store.CallGetToSettle(ctx, db.Pool, "c2")
+	require.NoError(t, err)
+	require.Equal(t, store.CallLost, call.State)
+	require.True(t, store.IsFinal(call.State))
+
+	fin, err := store.FinalityList(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Equal(t, []store.Finality{{Network: network, PendingCalls: 0, PendingAmount: "0", LostCalls: 1, LostAmount: "10000"}}, fin)
+	networks, err = store.WatchNetworkList(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Empty(t, networks)
+}

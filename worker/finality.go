@@ -1,0 +1,283 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+// FollowerConfig configures a Follower.
+type FollowerConfig struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// Finality follows the settlement transactions on chain. Required.
+	Finality x402.Finality
+	// Settler makes a settlement again when a reorganisation undid it.
+	// Required.
+	Settler x402.Settler
+	// Networks are the networks whose settler's transactions the keeper
+	// gives again to a node that lost them, at every round (x402.Finality's
+	// Keep), whether settlements await finality there or not.
+	Networks []string
+	// Every is the time between two rounds. Defaults to 2 s.
+	Every time.Duration
+	// GoneAfter is how long a transaction may stay in no block after a
+	// reorganisation before the settlements it carried are made again
+	// apart: meanwhile the keeper gives the node the same transaction
+	// again, which settles them all at once. Defaults to 20 s.
+	GoneAfter time.Duration
+	// Batch is the most transactions of a network one round looks at.
+	// Defaults to 1,000.
+	Batch int
+	// Logger receives the follower's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics counts final revenue and reorganised settlements. Optional.
+	Metrics *metrics.Metrics
+}
+
+// Follower follows paid calls' settlements after their receipt until
+// their network holds them final (settlement_watch): a round every Every
+// looks at the transactions awaiting finality, records those now final
+// (one settlement.final event for all of a round's), and meets those a
+// reorganisation undid: a transaction mined again elsewhere is followed
+// there, each call whose transfer it no longer carries is settled again,
+// and one in no block for GoneAfter has its calls settled again apart. A
+// settlement that cannot be made again (its authorization expired, its
+// nonce used without a transfer) is recorded lost (settlement.lost), with
+// its amount, and logged as an error. Rows are locked while a round looks
+// at them, so that several worker processes each take their own.
+type Follower struct {
+	cfg FollowerConfig
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewFollower returns a Follower; Start runs it.
+func NewFollower(cfg FollowerConfig) (*Follower, error) {
+	if cfg.Pool == nil || cfg.Finality == nil || cfg.Settler == nil {
+		return nil, errors.New("worker: a follower needs Pool, Finality and Settler")
+	}
+	cfg.Every = cmp.Or(cfg.Every, 2*time.Second)
+	cfg.GoneAfter = cmp.Or(cfg.GoneAfter, 20*time.Second)
+	cfg.Batch = cmp.Or(cfg.Batch, 1000)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Follower{cfg: cfg}, nil
+}
+
+// Start runs rounds until Stop or until ctx ends. Starting a started
+// Follower does nothing.
+func (f *Follower) Start(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancel != nil {
+		return nil
+	}
+	ctx, f.cancel = context.WithCancel(ctx)
+	f.done = make(chan struct{})
+	go func() {
+		defer close(f.done)
+		t := time.NewTicker(f.cfg.Every)
+		defer t.Stop()
+		for {
+			if err := f.Round(ctx); err != nil && ctx.Err() == nil {
+				f.cfg.Logger.WarnContext(ctx, "finality round failed", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the rounds and waits for the one running. Stopping a stopped
+// Follower does nothing.
+func (f *Follower) Stop() {
+	f.mu.Lock()
+	cancel, done := f.cancel, f.done
+	f.cancel = nil
+	f.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// Round runs the keeper on every network, then looks once at the
+// settlements awaiting finality on each network that has some.
+func (f *Follower) Round(ctx context.Context) error {
+	for _, network := range f.cfg.Networks {
+		f.cfg.Finality.Keep(ctx, network)
+	}
+	networks, err := store.WatchNetworkList(ctx, f.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, network := range networks {
+		if err := f.follow(ctx, network); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// follow looks at the settlement transactions of network awaiting
+// finality, in one database transaction that holds their rows.
+func (f *Follower) follow(ctx context.Context, network string) error {
+	tx, err := f.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", network, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	watched, err := store.WatchList(ctx, tx, network, f.cfg.Batch)
+	if err != nil || len(watched) == 0 {
+		return err
+	}
+	txs := make([]x402.FollowedTx, len(watched))
+	for i, w := range watched {
+		txs[i] = w.FollowedTx
+	}
+	block, err := f.cfg.Finality.Follow(ctx, network, txs)
+	if err != nil {
+		return err
+	}
+	var final []store.WatchedTx
+	for i, w := range watched {
+		switch txs[i].State {
+		case x402.TxFinal:
+			final = append(final, w)
+		case x402.TxMoved:
+			if err := f.moved(ctx, tx, w, txs[i].Block); err != nil {
+				return err
+			}
+		case x402.TxGone:
+			if w.GoneSince.IsZero() {
+				f.cfg.Logger.WarnContext(ctx, "settlement transaction undone by a reorganisation: the keeper gives it to the node again",
+					"network", network, "transaction", w.Transaction, "block", w.Block.Number, "calls", len(w.Calls))
+				if err := store.WatchGone(ctx, tx, network, w.Transaction, time.Now()); err != nil {
+					return err
+				}
+				continue
+			}
+			if time.Since(w.GoneSince) < f.cfg.GoneAfter {
+				continue
+			}
+			for _, id := range w.Calls {
+				if err := f.settleAgain(ctx, tx, w, id); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := store.WatchFinal(ctx, tx, network, block, final); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("follow %s: commit: %w", network, err)
+	}
+	for _, w := range final {
+		f.cfg.Metrics.RevenueFinal(network, w.Amount)
+	}
+	return nil
+}
+
+// moved follows w, mined again in block after a reorganisation: each call
+// whose transfer it still carries stays with it (settlement.resent names
+// the same transaction and its new block), the others are settled again.
+func (f *Follower) moved(ctx context.Context, tx pgx.Tx, w store.WatchedTx, block x402.SettledBlock) error {
+	if err := store.WatchMove(ctx, tx, w.Network, w.Transaction, block); err != nil {
+		return err
+	}
+	calls, err := store.CallListToSettle(ctx, tx, w.Calls)
+	if err != nil {
+		return err
+	}
+	payments := make([]*x402.Payment, len(calls))
+	for i, c := range calls {
+		payments[i] = &c.Payment
+	}
+	carried, err := f.cfg.Finality.Carried(ctx, w.Network, w.Transaction, payments)
+	if err != nil {
+		return err
+	}
+	for i, c := range calls {
+		if !carried[i] {
+			if err := f.settleAgain(ctx, tx, w, c.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		resp := x402.SettleResponse{Success: true, Transaction: w.Transaction, Network: w.Network, Payer: c.Payment.Payer}
+		if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(c.ID), Type: store.EventSettlementResent,
+			Data: store.SettlementResent{Previous: w.Transaction, Response: resp, Block: &block}}); err != nil {
+			return err
+		}
+		f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgMoved)
+	}
+	return nil
+}
+
+// settleAgain settles the payment of call id again: w, the transaction
+// that settled it, was undone. Made again in another transaction, the call
+// is followed there (settlement.resent); refused, it is lost
+// (settlement.lost). A settler error leaves it for the next round.
+func (f *Follower) settleAgain(ctx context.Context, tx pgx.Tx, w store.WatchedTx, id string) error {
+	call, err := store.CallGetToSettle(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	log := f.cfg.Logger.With("call_id", id, "network", w.Network, "previous", w.Transaction)
+	resp, err := f.cfg.Settler.Settle(ctx, &call.Payment)
+	if err != nil {
+		log.WarnContext(ctx, "settlement after a reorganisation failed; tried again next round", "error", err)
+		return nil
+	}
+	if resp.Success && resp.Transaction == w.Transaction {
+		// The same transaction is back: the next round finds it moved.
+		return nil
+	}
+	if err := store.WatchDrop(ctx, tx, w.Network, w.Transaction, id); err != nil {
+		return err
+	}
+	if resp.Success {
+		if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
+			Data: store.SettlementResent{Previous: w.Transaction, Response: *resp, Cost: resp.Cost, Block: resp.Block}}); err != nil {
+			return err
+		}
+		if resp.Block != nil {
+			if err := store.WatchAdd(ctx, tx, []store.Watched{{CallID: id, Network: w.Network, Transaction: resp.Transaction, Block: *resp.Block}}); err != nil {
+				return err
+			}
+		} else {
+			f.cfg.Metrics.RevenueFinal(w.Network, call.Amount)
+		}
+		log.WarnContext(ctx, "settlement made again after a reorganisation", "transaction", resp.Transaction)
+		f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgResent)
+		return nil
+	}
+	if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementLost,
+		Data: store.SettlementLost{Previous: w.Transaction, Network: w.Network, Amount: call.Amount, Reason: resp.ErrorReason}}); err != nil {
+		return err
+	}
+	log.ErrorContext(ctx, "settlement lost: a reorganisation undid it and it cannot be made again", "amount", call.Amount, "reason", resp.ErrorReason)
+	f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgLost)
+	return nil
+}
