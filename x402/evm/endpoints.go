@@ -807,7 +807,7 @@ func (e *Endpoints) HeaderByNumber(ctx context.Context, number *big.Int) (*types
 		return err
 	})
 	if errors.Is(err, ethereum.NotFound) && number != nil {
-		h, err = e.elsewhere(ctx, "header", number.String(), func(ctx context.Context, c *ethclient.Client) (*types.Header, error) {
+		h, err = elsewhere(ctx, e, "header", number.String(), func(ctx context.Context, c *ethclient.Client) (*types.Header, error) {
 			return c.HeaderByNumber(ctx, number)
 		})
 	}
@@ -837,11 +837,6 @@ func elsewhere[T any](ctx context.Context, e *Endpoints, what, which string, f f
 		return zero, firstErr
 	}
 	return zero, ethereum.NotFound
-}
-
-// elsewhere is the method form of the function elsewhere, for headers.
-func (e *Endpoints) elsewhere(ctx context.Context, what, which string, f func(ctx context.Context, c *ethclient.Client) (*types.Header, error)) (*types.Header, error) {
-	return elsewhere(ctx, e, what, which, f)
 }
 
 // PendingNonceAt returns the highest pending nonce of account among the
