@@ -49,19 +49,27 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	}
 
 	requestHash := hashRequest(entry.op.Name, body)
-	payment, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
+	// The chain is read for a payment only while its client address may
+	// have payments refused after such a read (refusedLimiter). A payment
+	// accepted before and sent again is no refusal.
+	guard, done := s.refused.guard(ctx, clientOf(ctx))
+	payment, err := s.cfg.Payments.Verify(x402.WithChainGuard(ctx, guard), entry.op.Name, header)
 	if err != nil {
 		prior, lerr := s.acceptedBefore(ctx, entry, header, err)
 		if lerr != nil {
 			// Whether this payment was accepted before is unknown: not a
 			// refusal (the client would give up on a paid result).
+			done(lerr)
 			return nil, lerr
 		}
 		if prior != nil {
+			done(nil)
 			return s.resume(entry, prior, requestHash)
 		}
+		done(err)
 		return nil, s.refusal(ctx, entry, err)
 	}
+	done(nil)
 
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
@@ -117,9 +125,12 @@ func (s *Server) resume(entry *opEntry, prior *store.Call, requestHash []byte) (
 func (s *Server) refusal(ctx context.Context, entry *opEntry, err error) error {
 	s.cfg.Metrics.PaymentRefused(entry.op.Name, refusalReason(err))
 	var refusal *x402.Refusal
+	var apiErr *Error
 	switch {
 	case errors.As(err, &refusal):
 		return refusal
+	case errors.As(err, &apiErr):
+		return apiErr
 	case errors.Is(err, x402.ErrNotSellable):
 		return errNotSellable
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,6 +24,9 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// CallID is the paid call concerned, if any.
 	CallID string `json:"call_id,omitempty"`
+	// RetryAfter, when set, is the Retry-After header answered: seconds
+	// until the request may be made again.
+	RetryAfter int `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -86,6 +90,9 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		default:
 			logger.ErrorContext(c.Request().Context(), "request failed", "error", err, "path", c.Path())
 			apiErr = &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: "internal error"}
+		}
+		if apiErr.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 		}
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(apiErr.Status)

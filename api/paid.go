@@ -94,7 +94,7 @@ func (s *Server) paid(c echo.Context) error {
 		}
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the request body"}
 	}
-	a, err := s.admit(req.Context(), entry, body, header)
+	a, err := s.admit(withClient(req.Context(), c.RealIP()), entry, body, header)
 	if err != nil {
 		return s.refuse(c, entry, err)
 	}
@@ -120,7 +120,7 @@ func maxAttempts(op jobs.Operation) int {
 // call accepted it, and an error when that cannot be known now.
 func (s *Server) acceptedBefore(ctx context.Context, entry *opEntry, header string, cause error) (*store.Call, error) {
 	var refusal *x402.Refusal
-	if !errors.As(cause, &refusal) {
+	if !errors.As(cause, &refusal) || refusal.NeverValid {
 		return nil, nil
 	}
 	p, err := s.cfg.Payments.Identify(entry.op.Name, header)
@@ -172,9 +172,12 @@ func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
 // counted under: the error code its answer carries.
 func refusalReason(err error) string {
 	var refusal *x402.Refusal
+	var apiErr *Error
 	switch {
 	case errors.As(err, &refusal):
 		return refusal.Reason
+	case errors.As(err, &apiErr):
+		return apiErr.Code
 	case errors.Is(err, x402.ErrNotSellable):
 		return "not_sellable"
 	}

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -75,6 +76,21 @@ type Config struct {
 	// Dashboard, when set, mounts the operator dashboard (/ops,
 	// /ops/jobs). Its Pool, River and Logger default to the api's.
 	Dashboard *ops.Config
+	// RefusedRate is how many payments a second one client address may
+	// have checked on chain that end refused; past it, and its burst, the
+	// address's payments that cannot be refused without the chain are
+	// answered 429 with Retry-After. Payments that verify count nothing.
+	// Defaults to 1.
+	RefusedRate float64
+	// RefusedBurst is how many such refusals an address may have at once.
+	// Defaults to 10.
+	RefusedBurst int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client's address. Defaults to none: the address the connection
+	// comes from is the client's.
+	TrustedProxies []netip.Prefix
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // Server is the api's HTTP server.
@@ -85,6 +101,7 @@ type Server struct {
 	ops       map[string]*opEntry
 	logger    *slog.Logger
 	admitter  *store.GroupCommitter[*admission]
+	refused   *refusedLimiter
 }
 
 // New returns the api server for cfg. It precomputes every quote.
@@ -98,8 +115,14 @@ func New(cfg Config) (*Server, error) {
 	cfg.ToolWait = cmp.Or(cfg.ToolWait, 3*time.Minute)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
 	cfg.Version = cmp.Or(cfg.Version, "dev")
+	cfg.RefusedRate = cmp.Or(cfg.RefusedRate, 1)
+	cfg.RefusedBurst = cmp.Or(cfg.RefusedBurst, 10)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics)}
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics),
+		refused: newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now)}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {
@@ -119,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 			cfg.Logger.ErrorContext(c.Request().Context(), "panic", "error", err, "stack", string(stack))
@@ -155,7 +179,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Any(mcp.Path, echo.WrapHandler(tools))
+	e.Any(mcp.Path, func(c echo.Context) error {
+		r := c.Request()
+		tools.ServeHTTP(c.Response(), r.WithContext(withClient(r.Context(), c.RealIP())))
+		return nil
+	})
 	e.GET("/api/xindex/summary", xi.summary)
 	e.GET("/api/xindex/hosts", xi.hosts)
 	e.GET("/x402-index", xi.htmlPage)

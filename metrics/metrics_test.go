@@ -118,13 +118,13 @@ func TestRPCEndpointFigures(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"x402d_rpc_calls_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 3},
-		{"x402d_rpc_call_duration_seconds", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 3},
-		{"x402d_rpc_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example", "kind": "429"}, 1},
-		{"x402d_rpc_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example", "kind": "timeout"}, 1},
-		{"x402d_rpc_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545", "kind": "other"}, 1},
-		{"x402d_rpc_calls_total", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 1},
-		{"x402d_rpc_head_lag_blocks", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 7},
+		{"x402d_rpc_endpoint_calls_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 3},
+		{"x402d_rpc_endpoint_call_duration_seconds", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 3},
+		{"x402d_rpc_endpoint_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example", "kind": "429"}, 1},
+		{"x402d_rpc_endpoint_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example", "kind": "timeout"}, 1},
+		{"x402d_rpc_endpoint_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545", "kind": "other"}, 1},
+		{"x402d_rpc_endpoint_calls_total", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 1},
+		{"x402d_rpc_endpoint_head_lag_blocks", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 7},
 		{"x402d_rpc_endpoint_in", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 1},
 		{"x402d_rpc_endpoint_in", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 0},
 	} {

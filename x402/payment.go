@@ -139,6 +139,11 @@ type Refusal struct {
 	Reason string
 	// Message says what is wrong, for a person.
 	Message string
+	// NeverValid is set when the payment could not have been accepted at
+	// any time by this seller, whatever the chain holds (its form, scheme,
+	// network, recipient, amount or start are wrong): no earlier call holds
+	// it, and the ledger need not be asked for one.
+	NeverValid bool
 }
 
 func (r *Refusal) Error() string { return r.Reason + ": " + r.Message }

@@ -108,15 +108,15 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 	}
 	var payload PaymentPayload
 	if err := DecodeHeader(header, &payload); err != nil {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidPayload, Message: "PAYMENT-SIGNATURE: " + err.Error()}
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidPayload, NeverValid: true, Message: "PAYMENT-SIGNATURE: " + err.Error()}
 	}
 	if payload.X402Version != Version {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidVersion, Message: fmt.Sprintf("x402Version %d is not 2", payload.X402Version)}
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidVersion, NeverValid: true, Message: fmt.Sprintf("x402Version %d is not 2", payload.X402Version)}
 	}
 	a := &payload.Accepted
 	req, ok := s.catalog.Requirement(op, a.Scheme, a.Network)
 	if !ok {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: fmt.Sprintf("this operation is not sold with scheme %q on network %q", a.Scheme, a.Network)}
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: fmt.Sprintf("this operation is not sold with scheme %q on network %q", a.Scheme, a.Network)}
 	}
 	namespace, _, _ := strings.Cut(req.Network, ":")
 	same := func(x, y string) bool { return x == y }
@@ -124,12 +124,12 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 		same = strings.EqualFold
 	}
 	if a.Amount != req.Amount || !same(a.Asset, req.Asset) || !same(a.PayTo, req.PayTo) {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: fmt.Sprintf(
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: fmt.Sprintf(
 			"accepted asks %s of %s to %s on %s; the quote asks %s of %s to %s", a.Amount, a.Asset, a.PayTo, a.Network, req.Amount, req.Asset, req.PayTo)}
 	}
 	scheme, ok := s.schemes[namespace]
 	if !ok || scheme.Verifier == nil {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, Message: "payments on " + req.Network + " are not verified here"}
+		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: "payments on " + req.Network + " are not verified here"}
 	}
 	return &payload, scheme, req, nil
 }

@@ -191,6 +191,6 @@ func TestAnvil_ServeThroughEndpoints(t *testing.T) {
 	name := func(p *anviltest.Proxy) string { return strings.TrimSuffix(p.URL, "/") }
 	require.Contains(t, figures, `x402d_rpc_endpoint_in{endpoint="`+name(dying)+`",network="eip155:8453"} 0`)
 	require.Contains(t, figures, `x402d_rpc_endpoint_in{endpoint="`+name(healthy)+`",network="eip155:8453"} 1`)
-	require.Contains(t, figures, `x402d_rpc_errors_total{endpoint="`+name(limited)+`",kind="429",network="eip155:8453"}`)
-	require.Regexp(t, `x402d_rpc_head_lag_blocks\{endpoint="`+regexp.QuoteMeta(name(lagging))+`",network="eip155:8453"\} [2-9]`, figures)
+	require.Contains(t, figures, `x402d_rpc_endpoint_errors_total{endpoint="`+name(limited)+`",kind="429",network="eip155:8453"}`)
+	require.Regexp(t, `x402d_rpc_endpoint_head_lag_blocks\{endpoint="`+regexp.QuoteMeta(name(lagging))+`",network="eip155:8453"\} [2-9]`, figures)
 }

@@ -245,19 +245,22 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	defer listener.Stop()
 
 	srv, err := api.New(api.Config{
-		Ops:          catalogue,
-		Payments:     payments.verifier,
-		Pool:         pool,
-		River:        client,
-		Listener:     listener,
-		Limits:       a.limits(),
-		CallWait:     a.cfg.CallWait,
-		ToolWait:     a.cfg.JobTimeout + time.Minute,
-		Logger:       a.logger,
-		Metrics:      m,
-		PublicURL:    a.cfg.PublicURL,
-		IndexSources: a.indexSources(),
-		Dashboard:    &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
+		Ops:            catalogue,
+		Payments:       payments.verifier,
+		Pool:           pool,
+		River:          client,
+		Listener:       listener,
+		Limits:         a.limits(),
+		CallWait:       a.cfg.CallWait,
+		ToolWait:       a.cfg.JobTimeout + time.Minute,
+		Logger:         a.logger,
+		Metrics:        m,
+		PublicURL:      a.cfg.PublicURL,
+		IndexSources:   a.indexSources(),
+		Dashboard:      &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
+		RefusedRate:    a.cfg.RefusedRate,
+		RefusedBurst:   a.cfg.RefusedBurst,
+		TrustedProxies: a.cfg.TrustedProxies,
 	})
 	if err != nil {
 		return err

@@ -102,7 +102,10 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	}
 	readers, backends := map[string]evm.Reader{}, map[string]evm.Backend{}
 	for network, c := range clients {
-		readers[network], backends[network] = c, c
+		// One metered client per chain: the verifier's calls and the
+		// relayer's counted by purpose, the verifier's giving way.
+		b := evm.Meter(c, evm.MeterConfig{VerifyConcurrency: cfg.VerifyRPCConcurrency, Observe: m.RPCObserver(network)})
+		readers[network], backends[network] = b, b
 	}
 	finality := map[string]evm.FinalityPolicy{}
 	if cfg.Settlement == "devchain" {
@@ -272,6 +275,7 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 // for /metrics, with whether its settlements wait for the base fee, and
 // warns when a balance is under low (wei; nil: never), until ctx ends.
 func watchRelayer(ctx context.Context, relayer *evm.Relayer, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	ctx = evm.WithPurpose(ctx, evm.PurposeRelayer)
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
 	for {
@@ -303,7 +307,7 @@ func relayerStatus(relayer *evm.Relayer) func(ctx context.Context) ([]ops.Relaye
 		return nil
 	}
 	return func(ctx context.Context) ([]ops.RelayerChain, error) {
-		chains, err := relayer.Status(ctx)
+		chains, err := relayer.Status(evm.WithPurpose(ctx, evm.PurposeRelayer))
 		out := make([]ops.RelayerChain, len(chains))
 		for i, c := range chains {
 			out[i] = ops.RelayerChain{Network: c.Network, BalanceWei: c.Balance, BaseFeeWei: c.BaseFee, MaxFeeWei: relayer.MaxFee(), FeeWait: c.FeeWait}

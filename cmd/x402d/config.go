@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"net/netip"
 	"strconv"
@@ -92,6 +93,21 @@ type Config struct {
 	// Factories6492 is EIP6492_FACTORIES: the only wallet factories whose
 	// undeployed wallets may pay (nil: any whose deployment simulates).
 	Factories6492 []common.Address
+	// RefusedRate is REFUSED_PAYMENTS_PER_SECOND: how many payments a
+	// second one client address may have checked on chain that end
+	// refused (past it and REFUSED_PAYMENTS_BURST: 429).
+	RefusedRate float64
+	// RefusedBurst is REFUSED_PAYMENTS_BURST: how many such refusals one
+	// client address may have at once.
+	RefusedBurst int
+	// TrustedProxies is TRUSTED_PROXIES: the reverse proxies whose
+	// X-Forwarded-For names the client's address (none: the connection's
+	// peer is the client).
+	TrustedProxies []netip.Prefix
+	// VerifyRPCConcurrency is VERIFY_RPC_CONCURRENCY: how many RPC calls
+	// may be in flight on a chain, settlement's included, for one of
+	// verification's to start.
+	VerifyRPCConcurrency int
 }
 
 // loadConfig reads the configuration through getenv.
@@ -173,6 +189,8 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			"index":      integer("WORKERS_INDEX", 0),
 		},
 	}
+	c.RefusedBurst = integer("REFUSED_PAYMENTS_BURST", 10)
+	c.VerifyRPCConcurrency = integer("VERIFY_RPC_CONCURRENCY", 64)
 	c.PublicURL = strings.TrimRight(env("PUBLIC_URL", "http://"+c.ListenAddr), "/")
 	if period, err := schema.ParsePeriod(env("EVENTS_PARTITION", "month")); err != nil {
 		errs = append(errs, "EVENTS_PARTITION: "+err.Error())
@@ -184,6 +202,39 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			if src = strings.TrimSpace(src); src != "" {
 				c.IndexSources = append(c.IndexSources, src)
 			}
+		}
+	}
+	c.RefusedRate = 1
+	if v := strings.TrimSpace(getenv("REFUSED_PAYMENTS_PER_SECOND")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || math.IsInf(f, 0) {
+			errs = append(errs, fmt.Sprintf("REFUSED_PAYMENTS_PER_SECOND: %q is not a positive number", v))
+		} else {
+			c.RefusedRate = f
+		}
+	}
+	if c.RefusedBurst < 1 {
+		errs = append(errs, "REFUSED_PAYMENTS_BURST: must be at least 1")
+	}
+	if c.VerifyRPCConcurrency < 1 {
+		errs = append(errs, "VERIFY_RPC_CONCURRENCY: must be at least 1")
+	}
+	if s := getenv("TRUSTED_PROXIES"); s != "" {
+		for _, part := range strings.Split(s, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(part)
+				if aerr != nil {
+					errs = append(errs, fmt.Sprintf("TRUSTED_PROXIES: %q is not an address or a CIDR like 10.0.0.0/8", part))
+					continue
+				}
+				p = netip.PrefixFrom(addr, addr.BitLen())
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
 		}
 	}
 	if s := getenv("FETCH_ALLOW_CIDRS"); s != "" {

@@ -163,3 +163,43 @@ func TestLogFormat(t *testing.T) {
 	_, err = loadConfig(func(k string) string { return map[string]string{"LOG_FORMAT": "xml"}[k] })
 	require.ErrorContains(t, err, `LOG_FORMAT: "xml" is not auto, text or json`)
 }
+
+func TestLoadConfigRefusedPayments(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name        string
+		env         map[string]string
+		wantRate    float64
+		wantBurst   int
+		wantProxies []string
+		wantConc    int
+		wantErr     string
+	}{
+		{name: "Defaults", env: map[string]string{}, wantRate: 1, wantBurst: 10, wantConc: 64},
+		{name: "Set", env: map[string]string{"REFUSED_PAYMENTS_PER_SECOND": "0.5", "REFUSED_PAYMENTS_BURST": "3",
+			"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7,2001:db8::/32", "VERIFY_RPC_CONCURRENCY": "4"},
+			wantRate: 0.5, wantBurst: 3, wantProxies: []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"}, wantConc: 4},
+		{name: "RateNotPositive", env: map[string]string{"REFUSED_PAYMENTS_PER_SECOND": "0"}, wantErr: `REFUSED_PAYMENTS_PER_SECOND: "0" is not a positive number`},
+		{name: "BurstZero", env: map[string]string{"REFUSED_PAYMENTS_BURST": "0"}, wantErr: "REFUSED_PAYMENTS_BURST: must be at least 1"},
+		{name: "ConcurrencyZero", env: map[string]string{"VERIFY_RPC_CONCURRENCY": "0"}, wantErr: "VERIFY_RPC_CONCURRENCY: must be at least 1"},
+		{name: "ProxyNotAnAddress", env: map[string]string{"TRUSTED_PROXIES": "proxy.local"}, wantErr: `TRUSTED_PROXIES: "proxy.local" is not an address or a CIDR`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantRate, cfg.RefusedRate)
+			require.Equal(t, tt.wantBurst, cfg.RefusedBurst)
+			require.Equal(t, tt.wantConc, cfg.VerifyRPCConcurrency)
+			var proxies []string
+			for _, p := range cfg.TrustedProxies {
+				proxies = append(proxies, p.String())
+			}
+			require.Equal(t, tt.wantProxies, proxies)
+		})
+	}
+}

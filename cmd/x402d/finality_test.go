@@ -73,7 +73,7 @@ func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
 	db := dbtest.Schema(ctx, t)
 	env := anvilEnv(t, node, db)
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "error", "depth:12"
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", "depth:12"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	const first = 40
@@ -104,6 +104,9 @@ func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 	res := <-done
 	require.NoError(t, res.err)
 	t.Log(res.rep)
+	if res.rep.Statuses[http.StatusOK] != res.rep.Calls {
+		logUnpaid(ctx, t, db, res.rep)
+	}
 	require.Equal(t, res.rep.Calls, res.rep.Statuses[http.StatusOK], res.rep.String())
 	calls := first + res.rep.Calls
 
@@ -145,7 +148,7 @@ func TestAnvil_ReorganisationAfterExpiryIsLost(t *testing.T) {
 	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
 	db := dbtest.Schema(ctx, t)
 	env := anvilEnv(t, node, db)
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "error", "depth:12"
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", "depth:12"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	payer := devPayer(t, 7)
@@ -173,4 +176,24 @@ func TestAnvil_ReorganisationAfterExpiryIsLost(t *testing.T) {
 	require.Equal(t, "10000", list[0].LostAmount)
 	require.Zero(t, list[0].PendingCalls)
 	requireNodeClean(t, node)
+}
+
+// logUnpaid logs the calls of rep not answered 200 and the events of each
+// call that did not end paid.
+func logUnpaid(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.Report) {
+	t.Helper()
+	for _, o := range rep.Outcomes {
+		if o.Status != http.StatusOK {
+			t.Logf("not 200: %+v", o)
+		}
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT e.stream, e.type, e.data::text FROM events e JOIN calls c ON e.stream = 'call/' || c.id
+		WHERE c.state <> 'paid' ORDER BY e.id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var stream, typ, data string
+		require.NoError(t, rows.Scan(&stream, &typ, &data))
+		t.Logf("%s %s %s", stream, typ, data)
+	}
 }

@@ -24,7 +24,12 @@ const LedgerTable = "test_chain"
 
 // Payments is an x402.Verifier and x402.Settler. A header "test:<payer>:<nonce>"
 // is a valid payment; "bad:<payer>:<nonce>" names the same payer and nonce
-// but is refused (invalid_exact_evm_signature); anything else cannot be read.
+// but is refused (invalid_exact_evm_signature) as without the chain;
+// "empty:<payer>:<nonce>" is refused (invalid_exact_evm_insufficient_balance)
+// as after a read of the chain, as from an empty wallet; anything else
+// cannot be read. "test:" and "empty:" payments ask the context's chain
+// guard (x402.GuardChain) before their chain read, as the EVM verifier
+// does.
 // Settlement refuses payers starting with "0xbroke" (insufficient balance)
 // and reports TxHash(nonce) as the transaction of the others.
 type Payments struct {
@@ -92,8 +97,15 @@ func (p *Payments) Verify(ctx context.Context, op, header string) (*x402.Payment
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasPrefix(header, "test:") {
+	kind, _, _ := strings.Cut(header, ":")
+	if kind != "test" && kind != "empty" {
 		return nil, &x402.Refusal{Reason: "invalid_exact_evm_signature", Message: "test double refuses " + header}
+	}
+	if err := x402.GuardChain(ctx); err != nil {
+		return nil, err
+	}
+	if kind == "empty" {
+		return nil, &x402.Refusal{Reason: "invalid_exact_evm_insufficient_balance", Message: "the test payer holds nothing"}
 	}
 	if p.Pool == nil {
 		return pay, nil

@@ -3,11 +3,14 @@
 // and settles itself.
 //
 // Verifier checks a payment against the seller's own requirement (x402.md
-// §5): the payload's shape, the scheme, the EIP-712 domain, the network, the
-// signature (ECDSA, or EIP-1271 for a deployed contract wallet), the
-// recipient, the validity window and the exact value, then simulates the
-// transfer with eth_call and, when it fails, reads the chain to name the
-// reason. Refusals carry the reason strings of the official packages.
+// §5): first what needs no chain (the payload's shape, the scheme, the
+// EIP-712 domain, the network, the recipient, the validity window and the
+// exact value), then, after the caller's chain guard (x402.GuardChain),
+// simulates the transfer with eth_call; when it fails, the signature
+// (ECDSA, or EIP-1271 for a deployed contract wallet) is checked and the
+// chain read to name the reason, unless the revert names the balance.
+// Payers found unable to pay are refused again from memory for a moment.
+// Refusals carry the reason strings of the official packages.
 //
 // Relayer settles verified payments: it sends transferWithAuthorization
 // from one key that pays the gas, keeps that key's transaction nonce itself
@@ -18,7 +21,9 @@
 //
 // Both work on any eip155:<chain id> network through a JSON-RPC client per
 // network; *ethclient.Client satisfies Reader and Backend, for a public
-// chain as for the embedded devchain.
+// chain as for the embedded devchain. Meter wraps a chain's client for both:
+// it counts the calls by purpose and lets settlement's go before
+// verification's.
 package evm
 
 import (

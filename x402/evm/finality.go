@@ -113,6 +113,7 @@ func (c *relayChain) finalBlock(ctx context.Context) (uint64, error) {
 // otherwise. Each call also reads the relayer's nonce at the final block,
 // so that the keeper forgets the transactions below it and no sooner.
 func (r *Relayer) Follow(ctx context.Context, network string, txs []x402.FollowedTx) (uint64, error) {
+	ctx = WithPurpose(ctx, PurposeFinality)
 	chain := r.chains[network]
 	if chain == nil {
 		return 0, fmt.Errorf("follow %s: no chain client", network)
@@ -212,6 +213,7 @@ func (r *Relayer) blockReceipts(ctx context.Context, chain *relayChain, n uint64
 // the receipt of a successful transaction). A transaction not mined
 // carries nothing.
 func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x402.Payment) ([]bool, error) {
+	ctx = WithPurpose(ctx, PurposeFinality)
 	chain := r.chains[network]
 	if chain == nil {
 		return nil, fmt.Errorf("carried by %s: no chain client for %s", tx, network)
@@ -239,6 +241,7 @@ func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x
 // node lacks, a reorganisation's among them, are given to it again even
 // while no settlement awaits a receipt.
 func (r *Relayer) Keep(ctx context.Context, network string) {
+	ctx = WithPurpose(ctx, PurposeFinality)
 	if chain := r.chains[network]; chain != nil {
 		r.keep(ctx, chain)
 	}

@@ -218,22 +218,23 @@ func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address
 			// any process fills it once it is found behind later ones.
 			return nil, err
 		}
-		err = chain.backend.SendTransaction(ctx, tx)
-		for try := 0; err != nil && isFeeTooLow(err) && try < maxFeeRetries; try++ {
+		outcome, err := r.transmit(ctx, chain, tx)
+		for try := 0; outcome == sendUnderpriced && try < maxFeeRetries; try++ {
 			// Priced under the base fee of the block to come (it rose
 			// meanwhile): the same nonce again, at the chain's fees of now
 			// and at least twice the fee cap refused.
-			var next *types.Transaction
-			if next, err = r.reprice(ctx, chain, tx, 2); err != nil {
+			next, rerr := r.reprice(ctx, chain, tx, 2)
+			if rerr != nil {
+				outcome, err = sendRefused, rerr
 				break
 			}
 			tx = next
-			err = chain.backend.SendTransaction(ctx, tx)
+			outcome, err = r.transmit(ctx, chain, tx)
 		}
-		switch {
-		case err == nil || isAlreadyKnown(err):
+		switch outcome {
+		case sendTaken:
 			return tx, nil
-		case isNonceTooLow(err) || isUnderpriced(err):
+		case sendNonceUsed, sendOutbid:
 			// Used by another transaction: mined already (the chain's
 			// count is past what this process read), or held in the pool
 			// by one this process did not send. Either way this nonce is
@@ -246,10 +247,9 @@ func (r *Relayer) send(ctx context.Context, chain *relayChain, to common.Address
 				return nil, fmt.Errorf("send transaction: %w", err)
 			}
 			r.logger.DebugContext(ctx, "relayer nonce used by another transaction", "network", chain.network, "nonce", nonce, "error", err)
-		case isTransient(err):
+		case sendUnanswered:
 			// The node may have it. Keep the nonce: the keeper sends the
 			// same transaction again, and the receipt is awaited as usual.
-			chain.markFailed(tx.Nonce())
 			r.logger.WarnContext(ctx, "relayer send unanswered; the same transaction is sent again", "network", chain.network, "nonce", nonce, "transaction", tx.Hash().Hex(), "error", err)
 			return tx, nil
 		default:
@@ -474,21 +474,74 @@ func (r *Relayer) keepOnce(ctx context.Context, chain *relayChain) error {
 // resend sends tx again; a node that has it or mined it already is fine.
 // It returns the node's refusal otherwise.
 func (r *Relayer) resend(ctx context.Context, chain *relayChain, tx *types.Transaction) error {
-	err := chain.backend.SendTransaction(ctx, tx)
+	switch outcome, err := r.transmit(ctx, chain, tx); outcome {
+	case sendTaken, sendNonceUsed:
+		return nil
+	default:
+		r.logger.WarnContext(ctx, "relayer resend failed", "network", chain.network, "nonce", tx.Nonce(), "error", err)
+		return err
+	}
+}
+
+// sendOutcome is what a node's answer to a transaction sent to it means.
+type sendOutcome int
+
+const (
+	// sendTaken: the node took it, or had it already.
+	sendTaken sendOutcome = iota
+	// sendNonceUsed: its nonce is used by a mined transaction.
+	sendNonceUsed
+	// sendOutbid: the node holds another transaction of its nonce that it
+	// does not outbid.
+	sendOutbid
+	// sendUnderpriced: its fee cap is under the base fee of the block to
+	// come.
+	sendUnderpriced
+	// sendUnanswered: no answer, or an error that may pass: the node may
+	// have it.
+	sendUnanswered
+	// sendRefused: refused otherwise (funds for gas, fees the cap does not
+	// allow).
+	sendRefused
+)
+
+// classifySend reads a node's answer to a sent transaction (nil: taken).
+func classifySend(err error) sendOutcome {
 	switch {
 	case err == nil || isAlreadyKnown(err):
-		chain.ownMu.Lock()
-		if o := chain.own[tx.Nonce()]; o != nil {
-			o.failed, o.sentAt = false, time.Now()
-		}
-		chain.ownMu.Unlock()
-		return nil
+		return sendTaken
 	case isNonceTooLow(err):
-		chain.untrack(tx.Nonce())
-		return nil
+		return sendNonceUsed
+	case isUnderpriced(err):
+		return sendOutbid
+	case isFeeTooLow(err):
+		return sendUnderpriced
+	case isTransient(err):
+		return sendUnanswered
 	}
-	r.logger.WarnContext(ctx, "relayer resend failed", "network", chain.network, "nonce", tx.Nonce(), "error", err)
-	return err
+	return sendRefused
+}
+
+// transmit sends tx to chain's node and classifies its answer: the one
+// place the relayer sends a transaction. It notes what the answer says of
+// tx's nonce in what this process awaits: taken, sent now; used by a mined
+// transaction, no longer awaited; unanswered or refused, to be sent again
+// by the keeper. It returns the node's error with the outcome.
+func (r *Relayer) transmit(ctx context.Context, chain *relayChain, tx *types.Transaction) (sendOutcome, error) {
+	err := chain.backend.SendTransaction(ctx, tx)
+	outcome := classifySend(err)
+	chain.ownMu.Lock()
+	defer chain.ownMu.Unlock()
+	switch o := chain.own[tx.Nonce()]; {
+	case outcome == sendNonceUsed:
+		delete(chain.own, tx.Nonce())
+	case o == nil:
+	case outcome == sendTaken:
+		o.failed, o.sentAt = false, time.Now()
+	case outcome == sendUnanswered || outcome == sendRefused:
+		o.failed = true
+	}
+	return outcome, err
 }
 
 // reprice signs tx again at the chain's fees of now and at least factor
@@ -546,20 +599,17 @@ func (r *Relayer) replace(ctx context.Context, chain *relayChain, tx *types.Tran
 		return err
 	}
 	chain.follow(tx.Hash(), next.Hash())
-	err = chain.backend.SendTransaction(ctx, next)
-	switch {
-	case err == nil || isAlreadyKnown(err):
+	switch outcome, err := r.transmit(ctx, chain, next); outcome {
+	case sendTaken:
 		r.logger.InfoContext(ctx, "relayer transaction replaced with higher fees", "network", chain.network, "nonce", tx.Nonce(), "transaction", next.Hash().Hex(), "replaces", tx.Hash().Hex(), "fee_cap", feeCap.String())
 		return nil
-	case isNonceTooLow(err):
+	case sendNonceUsed, sendUnanswered:
 		// Mined meanwhile (the first, or this one): the waiters find it.
-		chain.untrack(tx.Nonce())
+		// Unanswered: the keeper sends it again.
 		return nil
-	case isTransient(err):
-		chain.markFailed(next.Nonce())
-		return nil
+	default:
+		return fmt.Errorf("replace transaction %d: %w", tx.Nonce(), err)
 	}
-	return fmt.Errorf("replace transaction %d: %w", tx.Nonce(), err)
 }
 
 // fill sends a transfer of nothing from the relayer to itself at nonce, so
@@ -586,20 +636,16 @@ func (r *Relayer) fill(ctx context.Context, chain *relayChain, nonce uint64, pre
 	if err := r.record(ctx, chain, tx); err != nil {
 		return err
 	}
-	err = chain.backend.SendTransaction(ctx, tx)
-	switch {
-	case err == nil || isAlreadyKnown(err):
+	switch outcome, err := r.transmit(ctx, chain, tx); outcome {
+	case sendTaken:
 		r.logger.InfoContext(ctx, "relayer nonce filled", "network", chain.network, "nonce", nonce, "transaction", tx.Hash().Hex())
 		return nil
-	case isNonceTooLow(err):
+	case sendNonceUsed, sendUnanswered:
+		return nil
+	default:
 		chain.untrack(nonce)
-		return nil
-	case isTransient(err):
-		chain.markFailed(nonce)
-		return nil
+		return fmt.Errorf("fill nonce %d: %w", nonce, err)
 	}
-	chain.untrack(nonce)
-	return fmt.Errorf("fill nonce %d: %w", nonce, err)
 }
 
 // follow makes the settlements awaiting the receipt of old await that of

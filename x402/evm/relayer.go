@@ -554,6 +554,7 @@ func (r *Relayer) Address() common.Address { return r.address }
 // already used on chain (by an earlier attempt that crashed or timed out)
 // is reported settled with the transaction that used it.
 func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	ctx = WithPurpose(ctx, PurposeSettle)
 	fail := func(reason, tx string) *x402.SettleResponse {
 		return &x402.SettleResponse{Success: false, ErrorReason: reason, Transaction: tx, Network: p.Network, Payer: p.Payer}
 	}
@@ -827,7 +828,7 @@ func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayCha
 		reason = ReasonValidAfter
 	case strings.Contains(msg, "invalid signature"):
 		reason = ReasonSignature
-	case strings.Contains(msg, "exceeds balance"), strings.Contains(msg, "ERC20InsufficientBalance"):
+	case revertsForBalance(msg):
 		reason = ReasonInsufficientBalance
 	default:
 		if balance, err := balanceOf(ctx, chain.backend, asset, auth.From); err == nil && balance.Cmp(auth.Value) < 0 {

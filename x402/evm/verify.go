@@ -2,6 +2,7 @@ package evm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,12 @@ type VerifierConfig struct {
 	// pays the gas of the deployment). Nil: any factory whose deployment
 	// and transfer simulate.
 	Factories6492 []common.Address
+	// UnpaidFor is how long a payer found unable to pay (a balance under
+	// the amount) is refused again without the chain, for payments of at
+	// least that amount. Defaults to 4 s, about two blocks of Base.
+	UnpaidFor time.Duration
+	// UnpaidEntries bounds the payers so remembered. Defaults to 50,000.
+	UnpaidEntries int
 }
 
 // Verifier verifies exact EVM payments (EIP-3009). It implements
@@ -50,6 +57,8 @@ type Verifier struct {
 
 	// deployed caches assets found to have code, per network.
 	deployed sync.Map
+	// unpaid remembers payers found unable to pay, for a moment.
+	unpaid *unpaidCache
 }
 
 var _ x402.SchemeVerifier = (*Verifier)(nil)
@@ -71,7 +80,8 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{chains: cfg.Chains, relayer: cfg.Relayer, now: now, factories: cfg.Factories6492}, nil
+	return &Verifier{chains: cfg.Chains, relayer: cfg.Relayer, now: now, factories: cfg.Factories6492,
+		unpaid: newUnpaidCache(cmp.Or(cfg.UnpaidFor, 4*time.Second), cmp.Or(cfg.UnpaidEntries, 50_000))}, nil
 }
 
 // CheckChains checks that each configured client serves the chain its
@@ -95,11 +105,15 @@ func (v *Verifier) CheckChains(ctx context.Context) error {
 // acceptable is a *x402.Refusal; another error means the chain could not be
 // read (try again).
 func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
+	ctx = WithPurpose(ctx, PurposeVerify)
 	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
-		return nil, refuse(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
+		return nil, refuseNever(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
 	}
 	ep, err := decodePayload(payload.Payload)
 	if err != nil {
+		if r, ok := errors.AsType[*x402.Refusal](err); ok {
+			r.NeverValid = true
+		}
 		return nil, err
 	}
 	var extra x402.EVMExtra
@@ -109,10 +123,10 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 	}
 	if extra.Name == "" || extra.Version == "" {
-		return nil, refuse(ReasonMissingDomain, "the requirement has no EIP-712 name and version")
+		return nil, refuseNever(ReasonMissingDomain, "the requirement has no EIP-712 name and version")
 	}
 	if payload.Accepted.Network != req.Network {
-		return nil, refuse(ReasonNetworkMismatch, "payment is for %s, not %s", payload.Accepted.Network, req.Network)
+		return nil, refuseNever(ReasonNetworkMismatch, "payment is for %s, not %s", payload.Accepted.Network, req.Network)
 	}
 	chainID, err := ChainID(req.Network)
 	if err != nil {
@@ -137,37 +151,42 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	auth := ep.auth
 	domain := &Domain{Name: extra.Name, Version: extra.Version, ChainID: chainID, VerifyingContract: asset}
 
+	// Every check that needs no chain comes first, and a payment they
+	// refuse is refused without the chain: its recipient, window and value.
+	// Its signature, when it is 65 bytes, is recovered first (a signature
+	// that is not the payer's is named whatever else is wrong, as the
+	// official packages name it); a contract wallet's signature is checked
+	// on chain only for a payment that passes these checks.
+	now := v.now()
+	if refusal := offlineFault(auth, payTo, amount, now); refusal != nil {
+		if len(ep.signature) == 65 && recoverSigner(auth.Digest(domain), ep.signature) != auth.From {
+			// Without the chain, the payer may be a contract wallet that
+			// accepts the signature: named as a bad signature all the same.
+			return nil, &x402.Refusal{Reason: ReasonSignature, NeverValid: refusal.NeverValid,
+				Message: fmt.Sprintf("the signature is not %s's for this authorization (and %s)", auth.From.Hex(), refusal.Message)}
+		}
+		return nil, refusal
+	}
+	unpaid := unpaidKey{network: req.Network, asset: asset, payer: auth.From}
+	if v.unpaid.cannotPay(unpaid, auth.Value, now) && len(ep.signature) == 65 && recoverSigner(auth.Digest(domain), ep.signature) == auth.From {
+		return nil, refuse(ReasonInsufficientBalance, "%s held less than %s moments ago; fund the wallet and pay again", auth.From.Hex(), auth.Value)
+	}
+	if err := x402.GuardChain(ctx); err != nil {
+		return nil, err
+	}
+
 	// The token checks the signature itself when the transfer is simulated
 	// (the check the chain applies at settlement, EIP-1271 wallets
 	// included): a payment whose simulation succeeds is its payer's, and
 	// its signature is not recovered a second time here (ECDSA recovery
 	// cost about 3% of the service's CPU per paid call at saturation). A
-	// payment refused for any reason
-	// has its signature checked first, so that the reason named is the one
-	// named when the signature was checked first: a bad signature is
-	// refused as such, whatever else is wrong.
-	refused := func(refusal error) (*x402.Payment, error) {
-		if err := v.checkSignature(ctx, reader, auth, domain, ep.signature); err != nil {
-			return nil, err
-		}
-		return nil, refusal
-	}
-	if auth.To != payTo {
-		return refused(refuse(ReasonRecipientMismatch, "authorization pays %s, not %s", auth.To.Hex(), payTo.Hex()))
-	}
-	now := v.now()
-	if auth.ValidBefore.Cmp(big.NewInt(now.Add(validBeforeMargin).Unix())) < 0 {
-		return refused(refuse(ReasonValidBefore, "authorization expires at %s, too soon", auth.ValidBefore))
-	}
-	if auth.ValidAfter.Cmp(big.NewInt(now.Unix())) > 0 {
-		return refused(refuse(ReasonValidAfter, "authorization is valid only after %s", auth.ValidAfter))
-	}
-	if auth.Value.Cmp(amount) != 0 {
-		return refused(refuse(ReasonValueMismatch, "authorization moves %s, the price is %s", auth.Value, amount))
-	}
+	// payment refused after the simulation has its signature checked
+	// first, so that a bad signature is refused as such.
 	if err := v.checkDeployed(ctx, reader, req.Network, asset); err != nil {
 		if _, ok := errors.AsType[*x402.Refusal](err); ok {
-			return refused(err)
+			if serr := v.checkSignature(ctx, reader, auth, domain, ep.signature); serr != nil {
+				return nil, serr
+			}
 		}
 		return nil, err
 	}
@@ -178,10 +197,20 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		if !isRevert(err) {
 			return nil, fmt.Errorf("verify: simulate transfer: %w", err)
 		}
+		if msg := revertReason(err); revertsForBalance(msg) {
+			// The token accepted the authorization and its signature
+			// before it found the balance short.
+			v.unpaid.remember(unpaid, auth.Value, now)
+			return nil, refuse(ReasonInsufficientBalance, "%s holds less than %s (%s)", auth.From.Hex(), auth.Value, msg)
+		}
 		if err := v.checkSignature(ctx, reader, auth, domain, ep.signature); err != nil {
 			return nil, err
 		}
-		return nil, diagnose(ctx, reader, asset, auth, &extra, err)
+		err = diagnose(ctx, reader, asset, auth, &extra, err)
+		if r, ok := errors.AsType[*x402.Refusal](err); ok && r.Reason == ReasonInsufficientBalance {
+			v.unpaid.remember(unpaid, auth.Value, now)
+		}
+		return nil, err
 	}
 	raw, err := payload.Ledger()
 	if err != nil {
@@ -197,6 +226,28 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		VerifiedAt:  now.UTC(),
 		ValidBefore: x402.UnixTime(auth.ValidBefore),
 	}, nil
+}
+
+// offlineFault returns the refusal of a payment whose recipient, window or
+// value is wrong for the requirement (payTo, amount) at now: the checks
+// that need no chain. A payment that never could pay is NeverValid; an
+// expired one may be one accepted before and sent again.
+func offlineFault(auth *Authorization, payTo common.Address, amount *big.Int, now time.Time) *x402.Refusal {
+	switch {
+	case auth.To != payTo:
+		return &x402.Refusal{Reason: ReasonRecipientMismatch, NeverValid: true,
+			Message: fmt.Sprintf("authorization pays %s, not %s", auth.To.Hex(), payTo.Hex())}
+	case auth.ValidBefore.Cmp(big.NewInt(now.Add(validBeforeMargin).Unix())) < 0:
+		return &x402.Refusal{Reason: ReasonValidBefore,
+			Message: fmt.Sprintf("authorization expires at %s, too soon", auth.ValidBefore)}
+	case auth.ValidAfter.Cmp(big.NewInt(now.Unix())) > 0:
+		return &x402.Refusal{Reason: ReasonValidAfter, NeverValid: true,
+			Message: fmt.Sprintf("authorization is valid only after %s", auth.ValidAfter)}
+	case auth.Value.Cmp(amount) != 0:
+		return &x402.Refusal{Reason: ReasonValueMismatch, NeverValid: true,
+			Message: fmt.Sprintf("authorization moves %s, the price is %s", auth.Value, amount)}
+	}
+	return nil
 }
 
 // checkSignature checks that the payer signed auth in domain: an ECDSA
@@ -471,4 +522,10 @@ func revertReason(err error) string {
 // refuse returns a *x402.Refusal.
 func refuse(reason, format string, args ...any) error {
 	return &x402.Refusal{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// refuseNever returns a *x402.Refusal of a payment that could never be
+// accepted (NeverValid).
+func refuseNever(reason, format string, args ...any) error {
+	return &x402.Refusal{Reason: reason, Message: fmt.Sprintf(format, args...), NeverValid: true}
 }

@@ -69,6 +69,16 @@ func (v *Verifier) FeePayer() solana.PublicKey { return v.feePayer }
 // a *x402.Refusal; another error means the requirement is malformed or the
 // node could not be asked (try again).
 func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
+	p, err := v.verify(ctx, req, payload)
+	if r, ok := errors.AsType[*x402.Refusal](err); ok && r.Reason != ReasonSimulationFailed {
+		// Refused before the simulation, for the transaction's own
+		// content: it could not have been accepted at any time.
+		r.NeverValid = true
+	}
+	return p, err
+}
+
+func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
 	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
 		return nil, refuse(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
 	}
@@ -170,6 +180,11 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		return nil, err
 	}
 	if v.simulator != nil {
+		// Every check that needs no chain is passed: the caller's guard
+		// may stop the chain read.
+		if err := x402.GuardChain(ctx); err != nil {
+			return nil, err
+		}
 		var sp x402.ExactSVMPayload
 		_ = json.Unmarshal(payload.Payload, &sp) // decoded above
 		if err := v.simulator.Simulate(ctx, sp.Transaction); err != nil {

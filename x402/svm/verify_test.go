@@ -466,6 +466,9 @@ func TestVerifier_Refusals(t *testing.T) {
 			var refusal *x402.Refusal
 			require.ErrorAs(t, err, &refusal)
 			require.Equal(t, tc.wantReason, refusal.Reason, refusal.Message)
+			// Only the simulation's refusal depends on the chain: the
+			// others could never be accepted, and ask no ledger.
+			require.Equal(t, tc.wantReason != svm.ReasonSimulationFailed, refusal.NeverValid)
 		})
 	}
 }
