@@ -3,7 +3,8 @@
 // quotes served, payments verified and refused by reason, settlements by
 // outcome, River jobs by kind and outcome with their durations, the items and
 // transactions of the group commits, the JSON-RPC calls to EVM chains by
-// purpose, and, read from
+// purpose, each JSON-RPC endpoint's calls, errors, latency, head lag and
+// whether it is in, and, read from
 // the database at each scrape, queue depths and the index's crawl and liveness
 // figures.
 //
@@ -54,25 +55,30 @@ type Config struct {
 type Metrics struct {
 	registry *prometheus.Registry
 
-	requests        *prometheus.CounterVec
-	requestDuration *prometheus.HistogramVec
-	quotes          *prometheus.CounterVec
-	verified        *prometheus.CounterVec
-	refused         *prometheus.CounterVec
-	settlements     *prometheus.CounterVec
-	settlementGas   *prometheus.CounterVec
-	revenueFinal    *prometheus.CounterVec
-	reorged         *prometheus.CounterVec
-	relayerBalance  *prometheus.GaugeVec
-	feeWait         *prometheus.GaugeVec
-	jobs            *prometheus.CounterVec
-	jobDuration     *prometheus.HistogramVec
-	crawlPages      *prometheus.CounterVec
-	probes          *prometheus.CounterVec
-	probeDuration   prometheus.Histogram
-	commitItems     *prometheus.CounterVec
-	commitTxs       *prometheus.CounterVec
-	rpcCalls        *prometheus.CounterVec
+	requests         *prometheus.CounterVec
+	requestDuration  *prometheus.HistogramVec
+	quotes           *prometheus.CounterVec
+	verified         *prometheus.CounterVec
+	refused          *prometheus.CounterVec
+	settlements      *prometheus.CounterVec
+	settlementGas    *prometheus.CounterVec
+	revenueFinal     *prometheus.CounterVec
+	reorged          *prometheus.CounterVec
+	relayerBalance   *prometheus.GaugeVec
+	feeWait          *prometheus.GaugeVec
+	jobs             *prometheus.CounterVec
+	jobDuration      *prometheus.HistogramVec
+	crawlPages       *prometheus.CounterVec
+	probes           *prometheus.CounterVec
+	probeDuration    prometheus.Histogram
+	commitItems      *prometheus.CounterVec
+	commitTxs        *prometheus.CounterVec
+	rpcCalls         *prometheus.CounterVec
+	rpcEndpointCalls *prometheus.CounterVec
+	rpcErrors        *prometheus.CounterVec
+	rpcDuration      *prometheus.HistogramVec
+	rpcLag           *prometheus.GaugeVec
+	rpcIn            *prometheus.GaugeVec
 
 	// statuses are the label values of the HTTP statuses, made once.
 	statuses [600]string
@@ -165,6 +171,27 @@ func New(cfg Config) *Metrics {
 			Namespace: Namespace, Name: "rpc_calls_total",
 			Help: "JSON-RPC calls to EVM chains, by network, purpose (verify, settle, relayer: the relayer's balance and status, other) and method.",
 		}, []string{"network", "purpose", "method"}),
+		rpcEndpointCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rpc_endpoint_calls_total",
+			Help: "Calls to each JSON-RPC endpoint (RPC_URL_<CHAIN>), by network and endpoint (scheme://host[:port], #n when two share a host).",
+		}, []string{"network", "endpoint"}),
+		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rpc_endpoint_errors_total",
+			Help: "Calls a JSON-RPC endpoint did not answer, by network, endpoint and kind (429, timeout, other); a node's JSON-RPC error (a revert) is an answer.",
+		}, []string{"network", "endpoint", "kind"}),
+		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "rpc_endpoint_call_duration_seconds",
+			Help:    "Duration of calls to each JSON-RPC endpoint, by network and endpoint.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"network", "endpoint"}),
+		rpcLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "rpc_endpoint_head_lag_blocks",
+			Help: "Blocks a JSON-RPC endpoint's head is behind the highest head of the network's endpoints, as last read.",
+		}, []string{"network", "endpoint"}),
+		rpcIn: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "rpc_endpoint_in",
+			Help: "1 while a JSON-RPC endpoint takes calls, 0 while it is out (it failed several times running and is probed until it answers).",
+		}, []string{"network", "endpoint"}),
 	}
 	for i := range m.statuses {
 		m.statuses[i] = strconv.Itoa(i)
@@ -175,7 +202,7 @@ func New(cfg Config) *Metrics {
 		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
 		m.settlementGas, m.revenueFinal, m.reorged, m.relayerBalance, m.feeWait,
 		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration, m.commitItems, m.commitTxs,
-		m.rpcCalls,
+		m.rpcCalls, m.rpcEndpointCalls, m.rpcErrors, m.rpcDuration, m.rpcLag, m.rpcIn,
 	)
 	if cfg.Pool != nil {
 		m.registry.MustRegister(newDBCollector(cfg.Pool, cfg.ScrapeTimeout))
@@ -398,6 +425,69 @@ func (m *Metrics) GroupCommitObserver(committer string) func(items int, outcome 
 		m.commitItems.WithLabelValues(committer, outcome).Add(float64(items))
 		m.commitTxs.WithLabelValues(committer, outcome).Inc()
 	}
+}
+
+// RPCEndpoint is the figures of one JSON-RPC endpoint of a network, its
+// series resolved once. It satisfies evm.EndpointObserver; a nil
+// *RPCEndpoint records nothing.
+type RPCEndpoint struct {
+	calls    prometheus.Counter
+	errors   *prometheus.CounterVec
+	network  string
+	endpoint string
+	duration prometheus.Observer
+	lag      prometheus.Gauge
+	in       prometheus.Gauge
+}
+
+// RPCEndpoint returns the figures of the endpoint named endpoint (never
+// its URL, which may carry an API key) on network; nil on a nil *Metrics.
+func (m *Metrics) RPCEndpoint(network, endpoint string) *RPCEndpoint {
+	if m == nil {
+		return nil
+	}
+	return &RPCEndpoint{
+		calls:    m.rpcEndpointCalls.WithLabelValues(network, endpoint),
+		errors:   m.rpcErrors,
+		network:  network,
+		endpoint: endpoint,
+		duration: m.rpcDuration.WithLabelValues(network, endpoint),
+		lag:      m.rpcLag.WithLabelValues(network, endpoint),
+		in:       m.rpcIn.WithLabelValues(network, endpoint),
+	}
+}
+
+// ObserveCall records one call and its duration; kind is "" for an
+// answer, else the kind of error (429, timeout, other).
+func (r *RPCEndpoint) ObserveCall(d time.Duration, kind string) {
+	if r == nil {
+		return
+	}
+	r.calls.Inc()
+	r.duration.Observe(d.Seconds())
+	if kind != "" {
+		r.errors.WithLabelValues(r.network, r.endpoint, kind).Inc()
+	}
+}
+
+// SetLag records how many blocks the endpoint is behind the highest head.
+func (r *RPCEndpoint) SetLag(blocks uint64) {
+	if r == nil {
+		return
+	}
+	r.lag.Set(float64(blocks))
+}
+
+// SetIn records whether the endpoint takes calls.
+func (r *RPCEndpoint) SetIn(in bool) {
+	if r == nil {
+		return
+	}
+	v := 0.0
+	if in {
+		v = 1
+	}
+	r.in.Set(v)
 }
 
 // RPCObserver returns what counts the JSON-RPC calls to network's chain

@@ -77,6 +77,11 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.JobDone("diff", metrics.JobCompleted, time.Millisecond)
 	m.CrawlPage("ok")
 	m.LivenessProbe("live", time.Millisecond)
+	rpc := m.RPCEndpoint("eip155:8453", "https://rpc.example")
+	require.Nil(t, rpc)
+	rpc.ObserveCall(time.Millisecond, "429")
+	rpc.SetLag(3)
+	rpc.SetIn(false)
 	require.Nil(t, m.Registry())
 
 	rec := httptest.NewRecorder()
@@ -91,6 +96,43 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	mw := m.JobMiddleware().(rivertype.WorkerMiddleware)
 	inner := errors.New("inner")
 	require.ErrorIs(t, mw.Work(context.Background(), &rivertype.JobRow{Kind: "k"}, func(context.Context) error { return inner }), inner)
+}
+
+// TestRPCEndpointFigures records calls of two endpoints and reads them back
+// by network and endpoint name.
+func TestRPCEndpointFigures(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Config{})
+	a := m.RPCEndpoint("eip155:8453", "https://a.example")
+	b := m.RPCEndpoint("eip155:8453", "https://b.example:8545")
+	a.ObserveCall(time.Millisecond, "")
+	a.ObserveCall(2*time.Millisecond, "429")
+	a.ObserveCall(time.Second, "timeout")
+	b.ObserveCall(time.Millisecond, "other")
+	a.SetLag(0)
+	b.SetLag(7)
+	a.SetIn(true)
+	b.SetIn(false)
+	fams := scrape(t, m)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"x402d_rpc_endpoint_calls_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 3},
+		{"x402d_rpc_endpoint_call_duration_seconds", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 3},
+		{"x402d_rpc_endpoint_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example", "kind": "429"}, 1},
+		{"x402d_rpc_endpoint_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example", "kind": "timeout"}, 1},
+		{"x402d_rpc_endpoint_errors_total", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545", "kind": "other"}, 1},
+		{"x402d_rpc_endpoint_calls_total", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 1},
+		{"x402d_rpc_endpoint_head_lag_blocks", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 7},
+		{"x402d_rpc_endpoint_in", map[string]string{"network": "eip155:8453", "endpoint": "https://a.example"}, 1},
+		{"x402d_rpc_endpoint_in", map[string]string{"network": "eip155:8453", "endpoint": "https://b.example:8545"}, 0},
+	} {
+		got, ok := value(fams, tc.name, tc.labels)
+		require.True(t, ok, "%s %v", tc.name, tc.labels)
+		require.Equal(t, tc.want, got, "%s %v", tc.name, tc.labels)
+	}
 }
 
 func TestMiddlewareCountsByRouteAndStatus(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +138,59 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	requirePaidOnce(ctx, t, db, node.Client, rep, payer.Address(), payerBefore, price)
 	requireNodeClean(t, node)
 	t.Logf("%d calls settled in %d transactions on anvil with two workers sharing one key", rep.Calls, txs)
+}
+
+// TestAnvil_ServeThroughEndpoints runs `x402d serve` settling on anvil
+// through four RPC endpoints in RPC_URL_EIP155_8453, proxies on loopback in
+// front of the one node: one lagging three blocks behind, one answering 429
+// with Retry-After in bursts, one that dies 3 s into the paid load, and one
+// that behaves. Every call is answered 200 once, paid once, its settlement
+// on chain; the node holds no transaction behind a nonce gap; /metrics
+// shows each endpoint by host, the dead one out, the lagging one behind.
+func TestAnvil_ServeThroughEndpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
+	db := dbtest.Schema(ctx, t)
+	lagging, limited, dying, healthy := anviltest.NewProxy(t, node.URL), anviltest.NewProxy(t, node.URL), anviltest.NewProxy(t, node.URL), anviltest.NewProxy(t, node.URL)
+	lagging.Lag.Store(3)
+	limited.Burst.Store(true)
+	env := anvilEnv(t, node, db)
+	env["RPC_URL_EIP155_8453"] = strings.Join([]string{lagging.URL + "/v2/SECRETKEY", limited.URL + "/v2/SECRETKEY",
+		dying.URL + "/v2/SECRETKEY", healthy.URL + "/v2/SECRETKEY"}, ",")
+	env["LOG_LEVEL"] = "warn"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	time.AfterFunc(3*time.Second, dying.Die)
+	payer := devPayer(t, 6)
+	payTo := devAddress(t, devchain.PayToAccount)
+	payerBefore := usdcBalance(ctx, t, node.Client, payer.Address())
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: base, Requests: []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}},
+		Payer: payer, Concurrency: 100, Rate: 20, Duration: 8 * time.Second, Retry: true, RetryFor: 60 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Log(rep)
+	require.Positive(t, rep.Calls)
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	price := big.NewInt(10_000)
+	checkChainPayments(ctx, t, node.Client, rep, payer.Address(), payTo, price)
+	requirePaidOnce(ctx, t, db, node.Client, rep, payer.Address(), payerBefore, price)
+	requireNodeClean(t, node)
+
+	require.True(t, dying.Dead.Load())
+	require.Positive(t, limited.Limited.Load(), "429s were answered")
+	require.Positive(t, lagging.Served.Load())
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	figures := string(body)
+	require.NotContains(t, figures, "SECRETKEY", "metrics name the host, never the URL")
+	name := func(p *anviltest.Proxy) string { return strings.TrimSuffix(p.URL, "/") }
+	require.Contains(t, figures, `x402d_rpc_endpoint_in{endpoint="`+name(dying)+`",network="eip155:8453"} 0`)
+	require.Contains(t, figures, `x402d_rpc_endpoint_in{endpoint="`+name(healthy)+`",network="eip155:8453"} 1`)
+	require.Contains(t, figures, `x402d_rpc_endpoint_errors_total{endpoint="`+name(limited)+`",kind="429",network="eip155:8453"}`)
+	require.Regexp(t, `x402d_rpc_endpoint_head_lag_blocks\{endpoint="`+regexp.QuoteMeta(name(lagging))+`",network="eip155:8453"\} [2-9]`, figures)
 }

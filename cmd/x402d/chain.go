@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/loadgen"
@@ -27,11 +26,12 @@ import (
 	"github.com/x402d/x402d/x402/payclient"
 )
 
-// evmSettlement builds the EVM verifier and settler of the settlement mode.
-// embedded is the in-process devchain of `x402d serve` (nil for `x402d api`
-// and `x402d worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
+// evmSettlement builds the EVM verifier and settler of the settlement mode,
+// the figures of its RPC endpoints recorded in m. embedded is the
+// in-process devchain of `x402d serve` (nil for `x402d api` and `x402d
+// worker`, which reach the devchain at DEVCHAIN_RPC_ADDR).
 func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, pool *pgxpool.Pool, m *metrics.Metrics, logger *slog.Logger) (x402.SchemeVerifier, x402.Settler, func(), error) {
-	clients := map[string]*ethclient.Client{}
+	clients := map[string]evm.Backend{}
 	multicall := map[string]common.Address{}
 	closeFn := func() {}
 	relayerKey := cfg.RelayerKey
@@ -39,7 +39,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	case "facilitator":
 		// RPC_URL_<CHAIN>, when set, lets the client recognise its own
 		// settlement behind a retry refused as nonce_already_used.
-		dialed, closeDialed, err := dialRPC(ctx, cfg.RPCURLs)
+		dialed, closeDialed, err := dialRPC(ctx, cfg.RPCURLs, m, logger)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -79,10 +79,14 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 			relayerKey = fmt.Sprintf("%x", key.D.FillBytes(make([]byte, 32)))
 		}
 	case "rpc":
-		var err error
-		if clients, closeFn, err = dialRPC(ctx, cfg.RPCURLs); err != nil {
+		dialed, closeDialed, err := dialRPC(ctx, cfg.RPCURLs, m, logger)
+		if err != nil {
 			return nil, nil, nil, err
 		}
+		for network, e := range dialed {
+			clients[network] = e
+		}
+		closeFn = closeDialed
 		// Through Multicall3 on every chain with SETTLEMENT_BATCH=on
 		// (checked below: it must be deployed there).
 		if cfg.SettlementBatch == "on" {
@@ -140,19 +144,25 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	return verifier, relayer, closeFn, nil
 }
 
-// dialRPC connects to the RPC_URL_<CHAIN> endpoints (none: no clients) and
-// returns the clients with the function that closes them.
-func dialRPC(ctx context.Context, urls map[string]string) (map[string]*ethclient.Client, func(), error) {
-	clients, err := evm.DialChains(ctx, urls)
+// dialRPC starts the RPC_URL_<CHAIN> endpoints of each network (none: no
+// clients), their figures recorded in m, and returns them with the function
+// that stops them.
+func dialRPC(ctx context.Context, urls map[string][]string, m *metrics.Metrics, logger *slog.Logger) (map[string]*evm.Endpoints, func(), error) {
+	chains, err := evm.DialChains(ctx, urls, &evm.EndpointsConfig{
+		Observe: func(network, endpoint string) evm.EndpointObserver { return m.RPCEndpoint(network, endpoint) },
+		Logger:  logger,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return clients, func() {
-		for _, c := range clients {
-			c.Close()
+	return chains, func() {
+		for _, e := range chains {
+			e.Stop()
 		}
 	}, nil
 }
+
+var _ evm.EndpointObserver = (*metrics.RPCEndpoint)(nil)
 
 // devchainNetwork is the network the devchain stands for: Base.
 const devchainNetwork = "eip155:8453"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -32,7 +33,13 @@ type Config struct {
 	PayToSolana     string
 	SolanaFeePayer  string
 	RPCURLSolana    string
-	RPCURLs         map[string]string
+	// RPCURLs is RPC_URL_<CHAIN> of each EVM network that has one (e.g.
+	// RPC_URL_EIP155_8453 for eip155:8453): one JSON-RPC URL, or several
+	// separated by commas (providers, or keys of one), which settle and
+	// verify together (evm.Endpoints): reads go to one not behind the
+	// others, sends to all, and one limited, lagging or down is passed
+	// over. Logs and metrics name each by scheme://host[:port] only.
+	RPCURLs map[string][]string
 	// Finality is FINALITY_<CHAIN> per EVM network: when a settlement
 	// there counts as final ("safe", "finalized", "depth:N", "receipt").
 	// A network absent takes its default (evm.DefaultFinality; the
@@ -153,7 +160,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		PayToSolana:       env("PAY_TO_SOLANA", ""),
 		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
 		RPCURLSolana:      env("RPC_URL_SOLANA", ""),
-		RPCURLs:           map[string]string{},
+		RPCURLs:           map[string][]string{},
 		Finality:          map[string]evm.FinalityPolicy{},
 		RelayerKey:        env("RELAYER_KEY", ""),
 		FacilitatorURL:    env("FACILITATOR_URL", ""),
@@ -258,7 +265,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			continue
 		}
 		if v := strings.TrimSpace(getenv(chainKey("RPC_URL_", n.ID))); v != "" {
-			c.RPCURLs[n.ID] = v
+			urls, err := parseRPCURLs(v)
+			if err != nil {
+				// The message names no URL: it may carry an API key.
+				errs = append(errs, fmt.Sprintf("%s: %v", chainKey("RPC_URL_", n.ID), err))
+			} else {
+				c.RPCURLs[n.ID] = urls
+			}
 		}
 		if v := strings.TrimSpace(getenv(chainKey("FINALITY_", n.ID))); v != "" {
 			p, err := evm.ParseFinality(v)
@@ -327,6 +340,32 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// parseRPCURLs parses RPC_URL_<CHAIN>: one URL or several separated by
+// commas, each http, https, ws or wss with a host, none twice. Its errors
+// never quote a URL.
+func parseRPCURLs(v string) ([]string, error) {
+	var urls []string
+	seen := map[string]bool{}
+	for i, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if _, err := evm.RedactURL(part); err != nil {
+			return nil, fmt.Errorf("URL %d: %w", i+1, err)
+		}
+		if seen[part] {
+			return nil, fmt.Errorf("URL %d is listed twice", i+1)
+		}
+		seen[part] = true
+		urls = append(urls, part)
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("no URL")
+	}
+	return urls, nil
 }
 
 // chainKey returns the variable prefix<CHAIN> of a CAIP-2 network, e.g.

@@ -49,6 +49,41 @@ func TestLoadConfigSettlement(t *testing.T) {
 	}
 }
 
+// TestLoadConfigRPCURLs checks RPC_URL_<CHAIN>: one URL or several
+// separated by commas, and what is refused, never with the URL (it may
+// carry an API key) in the message.
+func TestLoadConfigRPCURLs(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		value   string
+		want    []string
+		wantErr string
+	}{
+		{name: "One", value: "https://base.example/v2/SECRET", want: []string{"https://base.example/v2/SECRET"}},
+		{name: "Several", value: " https://a.example/SECRET , http://127.0.0.1:8545,wss://b.example/ws?key=SECRET ",
+			want: []string{"https://a.example/SECRET", "http://127.0.0.1:8545", "wss://b.example/ws?key=SECRET"}},
+		{name: "EmptyParts", value: "https://a.example/SECRET,,", want: []string{"https://a.example/SECRET"}},
+		{name: "Scheme", value: "https://a.example/SECRET,ftp://b.example/SECRET", wantErr: `RPC_URL_EIP155_8453: URL 2: RPC URL scheme "ftp" is not http, https, ws or wss`},
+		{name: "NoHost", value: "https:///SECRET", wantErr: "RPC_URL_EIP155_8453: URL 1: an RPC URL (https) has no host"},
+		{name: "Twice", value: "https://a.example/SECRET,https://a.example/SECRET", wantErr: "RPC_URL_EIP155_8453: URL 2 is listed twice"},
+		{name: "OnlyCommas", value: ",", wantErr: "RPC_URL_EIP155_8453: no URL"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": tt.value}
+			cfg, err := loadConfig(func(k string) string { return env[k] })
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				require.NotContains(t, err.Error(), "SECRET")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, cfg.RPCURLs["eip155:8453"])
+		})
+	}
+}
+
 // TestLoadConfigRetention checks RESULT_TTL (a Go duration or days) and
 // JOB_RETENTION, their defaults and what is refused.
 func TestLoadConfigRetention(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 // buildPayments builds the payment step of the configured settlement mode:
 // the catalogue of quotes, the seller that verifies payments, and the
-// settler. With embed and SETTLEMENT=devchain it starts the devchain in this
+// settler, its RPC endpoints' figures recorded in m. With embed and SETTLEMENT=devchain it starts the devchain in this
 // process and serves it on DEVCHAIN_RPC_ADDR.
 func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs []jobs.Spec, m *metrics.Metrics, logger *slog.Logger, embed bool) (*paymentStack, error) {
 	var closers []func()

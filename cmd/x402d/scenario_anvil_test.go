@@ -26,7 +26,9 @@ import (
 // for LOAD_T, default 20 s) and the latency at a steady 150 calls/s, with
 // one `x402d serve` and with the compose layout (one api, two workers
 // sharing RELAYER_KEY; LOAD_LAYOUT=serve or split runs one of them alone);
-// then the gas of a settlement batched and alone.
+// then the gas of a settlement batched and alone. LOAD_ENDPOINTS=lagging
+// measures instead the steady 150/s through one RPC endpoint and through
+// two, one of them lagging (loadEndpoints).
 // Every call must be answered 200. `go tool task load:anvil` runs it; the
 // figures are in docs/performance.md.
 func TestLoadOnAnvil(t *testing.T) {
@@ -52,6 +54,11 @@ func TestLoadOnAnvil(t *testing.T) {
 		t.Logf("%s", rep)
 		require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 		return rep
+	}
+	if mode := os.Getenv("LOAD_ENDPOINTS"); mode != "" {
+		require.Equal(t, "lagging", mode, "LOAD_ENDPOINTS: lagging is the one option")
+		loadEndpoints(t, dur, run)
+		return
 	}
 	for _, layout := range []string{"serve", "split"} {
 		if only := os.Getenv("LOAD_LAYOUT"); only != "" && only != layout {
@@ -121,6 +128,46 @@ func TestLoadOnAnvil(t *testing.T) {
 			FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost'`).Scan(&gas))
 		t.Logf("anvil: gas per settlement alone %.0f", gas)
 	})
+}
+
+// loadEndpoints measures the latency of `x402d serve` at a steady 150
+// paid calls/s for dur with one RPC endpoint, then with two (RPC_URL_<CHAIN>
+// listing both), one of them three blocks behind the node: each a proxy on
+// loopback in front of the one anvil, so that both runs pay the same hop;
+// each after 5 s of the same load to warm up. The second's p50 should be
+// within a tenth of the first's.
+func loadEndpoints(t *testing.T, dur time.Duration, run func(t *testing.T, base string, cfg loadgen.Config) *loadgen.Report) {
+	ctx := context.Background()
+	var steady []*loadgen.Report
+	for _, layout := range []string{"one", "lagging"} {
+		t.Run(layout, func(t *testing.T) {
+			node := anviltest.Start(t, nil)
+			db := dbtest.Schema(ctx, t)
+			env := anvilEnv(t, node, db)
+			env["TEST_REAL_PAYMENTS"], env["DB_MAX_CONNS"] = "1", "20"
+			urls := []string{anviltest.NewProxy(t, node.URL).URL}
+			if layout == "lagging" {
+				lagging := anviltest.NewProxy(t, node.URL)
+				lagging.Lag.Store(3)
+				urls = append([]string{lagging.URL}, urls...)
+			}
+			env["RPC_URL_EIP155_8453"] = strings.Join(urls, ",")
+			base := startChild(t, "serve", env).addr
+			// Warmed up first: the first calls' wait for a block and the
+			// process's start are not what is compared.
+			run(t, base, loadgen.Config{Concurrency: 1000, Rate: 150, Duration: 5 * time.Second, Presign: true})
+			rep := run(t, base, loadgen.Config{Concurrency: 1000, Rate: 150, Duration: dur, Presign: true})
+			t.Logf("anvil, endpoints %s: steady 150/s: %.1f paid calls/s, p50 %s p99 %s",
+				layout, rep.Throughput, rep.P50.Round(time.Millisecond), rep.P99.Round(time.Millisecond))
+			requireNodeClean(t, node)
+			steady = append(steady, rep)
+		})
+	}
+	if len(steady) == 2 {
+		t.Logf("anvil, steady 150/s: p50 with two endpoints, one lagging, %s against %s with one (%+.1f%%)",
+			steady[1].P50.Round(time.Millisecond), steady[0].P50.Round(time.Millisecond),
+			100*(steady[1].P50.Seconds()/steady[0].P50.Seconds()-1))
+	}
 }
 
 // logBlocks logs how full the node's blocks after first were: the share

@@ -6,7 +6,8 @@
 // Multicall3 at its canonical address.
 //
 // A Node is a real process on a loopback port; Restart stops it and starts it
-// again from the state it dumped, as a node operator's restart does.
+// again from the state it dumped, as a node operator's restart does. A Proxy
+// in front of it misbehaves as RPC providers do (lagging, 429, dying).
 package anviltest
 
 import (

@@ -22,53 +22,57 @@ func ParseKey(s string) (*ecdsa.PrivateKey, error) {
 }
 
 // Dial connects to a JSON-RPC endpoint. Over HTTP its requests share kept-alive
-// connections, as many as are in use at once: go-ethereum's default client
-// keeps two idle connections per host, so concurrent settlements and
-// verifications opened and closed a connection for nearly every request
-// beyond two (60 sockets in TIME-WAIT 14 s into 50 paid calls/s in the split
-// layout).
+// connections, as many as are in use at once (newTransport).
 func Dial(ctx context.Context, url string) (*ethclient.Client, error) {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConns = 256
-	transport.MaxIdleConnsPerHost = 256
-	c, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: transport}))
+	c, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: newTransport()}))
 	if err != nil {
 		return nil, err
 	}
 	return ethclient.NewClient(c), nil
 }
 
-// DialChains connects to the JSON-RPC endpoint of each network
-// (RPC_URL_<CHAIN> in rpc mode) and checks that it serves the chain the
-// network names. On error it closes what it opened.
-func DialChains(ctx context.Context, urls map[string]string) (map[string]*ethclient.Client, error) {
-	clients := map[string]*ethclient.Client{}
-	closeAll := func() {
-		for _, c := range clients {
-			c.Close()
+// newTransport returns the HTTP transport of a JSON-RPC client: its
+// requests share kept-alive connections, as many as are in use at once.
+// go-ethereum's default client keeps two idle connections per host, so
+// concurrent settlements and verifications opened and closed a connection
+// for nearly every request beyond two (60 sockets in TIME-WAIT 14 s into 50
+// paid calls/s in the split layout).
+func newTransport() *http.Transport {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns = 256
+	transport.MaxIdleConnsPerHost = 256
+	return transport
+}
+
+// DialChains starts the Endpoints of each network (RPC_URL_<CHAIN>: one URL
+// or several), each checked to serve the chain the network names, with the
+// settings of cfg (its Network and URLs are set per network; nil: the
+// defaults). On error it stops what it started. The caller stops the
+// others.
+func DialChains(ctx context.Context, urls map[string][]string, cfg *EndpointsConfig) (map[string]*Endpoints, error) {
+	out := map[string]*Endpoints{}
+	stopAll := func() {
+		for _, e := range out {
+			e.Stop()
 		}
 	}
-	for network, url := range urls {
-		want, err := ChainID(network)
+	for network, list := range urls {
+		c := EndpointsConfig{}
+		if cfg != nil {
+			c = *cfg
+		}
+		c.Network, c.URLs = network, list
+		e, err := NewEndpoints(ctx, &c)
 		if err != nil {
-			closeAll()
+			stopAll()
 			return nil, err
 		}
-		c, err := Dial(ctx, url)
-		if err != nil {
-			closeAll()
+		if err := e.Start(ctx); err != nil {
+			e.Stop()
+			stopAll()
 			return nil, fmt.Errorf("dial %s: %w", network, err)
 		}
-		clients[network] = c
-		got, err := c.ChainID(ctx)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("dial %s: chain id: %w", network, err)
-		}
-		if got.Cmp(want) != 0 {
-			closeAll()
-			return nil, fmt.Errorf("dial %s: the endpoint serves chain %s", network, got)
-		}
+		out[network] = e
 	}
-	return clients, nil
+	return out, nil
 }

@@ -25,17 +25,28 @@ func TestDialChains(t *testing.T) {
 	go func() { _ = chain.Serve(ctx, ln) }()
 	url := "http://" + ln.Addr().String()
 
-	clients, err := evm.DialChains(ctx, map[string]string{"eip155:8453": url})
+	clients, err := evm.DialChains(ctx, map[string][]string{"eip155:8453": {url}}, nil)
 	require.NoError(t, err)
-	t.Cleanup(clients["eip155:8453"].Close)
+	t.Cleanup(clients["eip155:8453"].Stop)
 	code, err := clients["eip155:8453"].CodeAt(ctx, devchain.USDC, nil)
 	require.NoError(t, err)
 	require.NotEmpty(t, code)
 
-	_, err = evm.DialChains(ctx, map[string]string{"eip155:84532": url})
+	// Two endpoints, one of them down: it starts out, the other serves.
+	clients, err = evm.DialChains(ctx, map[string][]string{"eip155:8453": {"http://127.0.0.1:1", url}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(clients["eip155:8453"].Stop)
+	code, err = clients["eip155:8453"].CodeAt(ctx, devchain.USDC, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, code)
+
+	_, err = evm.DialChains(ctx, map[string][]string{"eip155:84532": {url}}, nil)
 	require.ErrorContains(t, err, "serves chain 8453")
-	_, err = evm.DialChains(ctx, map[string]string{"eip155:8453": "http://127.0.0.1:1"})
+	_, err = evm.DialChains(ctx, map[string][]string{"eip155:8453": {"http://127.0.0.1:1"}}, nil)
+	require.ErrorContains(t, err, "none answers")
+	_, err = evm.DialChains(ctx, map[string][]string{"eip155:8453": {"http://127.0.0.1:1/v2/SECRETKEY"}}, nil)
 	require.Error(t, err)
+	require.NotContains(t, err.Error(), "SECRETKEY", "an endpoint's URL is never in an error")
 }
 
 // TestDialKeepsConnections sends rounds of concurrent requests through Dial:
