@@ -100,11 +100,14 @@ func TestBrowserOperator(t *testing.T) {
 	wait()
 	require.Contains(t, page.MustElement(".problem").MustText(), "Wrong token")
 
-	// Log in: back to the page asked for.
+	// Log in: back to the page asked for. (The navigation awaited may be
+	// the end of the previous one's load on a busy machine: the page is
+	// awaited at its place.)
 	page.MustElement("#token").MustInput(testToken)
 	wait = page.MustWaitNavigation()
 	page.MustElement(`form button[type=submit]`).MustClick()
 	wait()
+	page.MustWait(`() => location.pathname === "/ops/calls"`)
 	info, err = page.Info()
 	require.NoError(t, err)
 	require.Equal(t, s.URL+"/ops/calls", info.URL)
