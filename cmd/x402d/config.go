@@ -228,38 +228,35 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	if c.VerifyRPCConcurrency < 1 {
 		errs = append(errs, "VERIFY_RPC_CONCURRENCY: must be at least 1")
 	}
-	if s := getenv("TRUSTED_PROXIES"); s != "" {
-		for _, part := range strings.Split(s, ",") {
+	// prefixes reads a comma-separated list of networks (CIDRs; with
+	// addresses, a bare address is its own network).
+	prefixes := func(key, example string, addresses bool) []netip.Prefix {
+		var out []netip.Prefix
+		for _, part := range strings.Split(getenv(key), ",") {
 			part = strings.TrimSpace(part)
 			if part == "" {
 				continue
 			}
 			p, err := netip.ParsePrefix(part)
-			if err != nil {
-				addr, aerr := netip.ParseAddr(part)
-				if aerr != nil {
-					errs = append(errs, fmt.Sprintf("TRUSTED_PROXIES: %q is not an address or a CIDR like 10.0.0.0/8", part))
-					continue
+			if err != nil && addresses {
+				if addr, aerr := netip.ParseAddr(part); aerr == nil {
+					p, err = netip.PrefixFrom(addr, addr.BitLen()), nil
 				}
-				p = netip.PrefixFrom(addr, addr.BitLen())
 			}
-			c.TrustedProxies = append(c.TrustedProxies, p)
-		}
-	}
-	if s := getenv("FETCH_ALLOW_CIDRS"); s != "" {
-		for _, part := range strings.Split(s, ",") {
-			part = strings.TrimSpace(part)
-			if part == "" {
-				continue
-			}
-			p, err := netip.ParsePrefix(part)
 			if err != nil {
-				errs = append(errs, fmt.Sprintf("FETCH_ALLOW_CIDRS: %q is not a CIDR like 127.0.0.0/8", part))
+				what := "a CIDR"
+				if addresses {
+					what = "an address or a CIDR"
+				}
+				errs = append(errs, fmt.Sprintf("%s: %q is not %s like %s", key, part, what, example))
 				continue
 			}
-			c.FetchAllowCIDRs = append(c.FetchAllowCIDRs, p)
+			out = append(out, p)
 		}
+		return out
 	}
+	c.TrustedProxies = prefixes("TRUSTED_PROXIES", "10.0.0.0/8", true)
+	c.FetchAllowCIDRs = prefixes("FETCH_ALLOW_CIDRS", "127.0.0.0/8", false)
 	for _, n := range x402.Networks() {
 		if !strings.HasPrefix(n.ID, "eip155:") {
 			continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"net/http"
 	"sync"
@@ -40,25 +41,39 @@ func payDiffs(ctx context.Context, t *testing.T, base string, payer *payclient.C
 	}
 }
 
+// followDepth is the finality depth of startFollowing's service.
+const followDepth = 12
+
+// startFollowing starts `x402d serve` settling on a fresh anvil with
+// 1-second blocks, its settlements final followDepth blocks deep.
+func startFollowing(ctx context.Context, t *testing.T) (*anviltest.Node, *dbtest.DB, string) {
+	t.Helper()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", fmt.Sprintf("depth:%d", followDepth)
+	return node, db, startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+}
+
 // reorgWatched replaces with empty blocks every block of node from the
 // oldest one holding a settlement that awaits finality: anvil forgets the
 // transactions of the blocks it replaces, as a node may after a
-// reorganisation. It requires the depth to stay under limit (the
-// settlements' finality depth: past it they would be final already).
-func reorgWatched(ctx context.Context, t *testing.T, node *anviltest.Node, db *dbtest.DB, limit uint64) {
+// reorganisation. It requires the depth to stay under followDepth (past
+// it the settlements would be final already).
+func reorgWatched(ctx context.Context, t *testing.T, node *anviltest.Node, db *dbtest.DB) {
 	t.Helper()
 	var oldest int64
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT min(block) FROM settlement_watch`).Scan(&oldest))
 	head, err := node.Client.BlockNumber(ctx)
 	require.NoError(t, err)
 	depth := head - uint64(oldest) + 1
-	require.Less(t, depth, limit, "the settlements took too long: they are final before the reorganisation")
+	require.Less(t, depth, uint64(followDepth), "the settlements took too long: they are final before the reorganisation")
 	require.NoError(t, node.Call(ctx, nil, "anvil_reorg", depth, []any{}))
 	t.Logf("reorganised %d blocks from block %d", depth, oldest)
 }
 
 // TestAnvil_ReorganisationUndoesSettlements pays 40 calls of `x402d serve`
-// settling on anvil (Circle's USDC, 1-second blocks, final 12 blocks deep),
+// settling on anvil (Circle's USDC, 1-second blocks, final followDepth blocks deep),
 // then, while 16 more calls at a time are being paid, replaces every block
 // holding those settlements with empty ones (anvil forgets their
 // transactions) and has the node forget its pending transactions too:
@@ -70,11 +85,7 @@ func reorgWatched(ctx context.Context, t *testing.T, node *anviltest.Node, db *d
 func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
-	db := dbtest.Schema(ctx, t)
-	env := anvilEnv(t, node, db)
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", "depth:12"
-	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	node, db, base := startFollowing(ctx, t)
 
 	const first = 40
 	price := big.NewInt(10_000)
@@ -99,7 +110,7 @@ func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 		done <- result{rep, err}
 	}()
 	time.Sleep(time.Second)
-	reorgWatched(ctx, t, node, db, 12)
+	reorgWatched(ctx, t, node, db)
 	require.NoError(t, node.Call(ctx, nil, "anvil_dropAllTransactions"))
 	res := <-done
 	require.NoError(t, res.err)
@@ -145,17 +156,13 @@ func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 func TestAnvil_ReorganisationAfterExpiryIsLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
-	db := dbtest.Schema(ctx, t)
-	env := anvilEnv(t, node, db)
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", "depth:12"
-	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	node, db, base := startFollowing(ctx, t)
 
 	payer := devPayer(t, 7)
 	payTo := devAddress(t, devchain.PayToAccount)
 	payToBefore := usdcBalance(ctx, t, node.Client, payTo)
 	payDiffs(ctx, t, base, payer, 1)
-	reorgWatched(ctx, t, node, db, 12)
+	reorgWatched(ctx, t, node, db)
 	// After the reorganisation, which sets the clock back to its blocks'.
 	require.NoError(t, node.Call(ctx, nil, "evm_increaseTime", 3600))
 
