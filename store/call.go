@@ -64,6 +64,10 @@ func ChainStream(network string) string { return "chain/" + network }
 // CallStream returns the event stream of call id.
 func CallStream(id string) string { return "call/" + id }
 
+// CallOfStream returns the id of the call whose stream is stream
+// (CallStream's inverse).
+func CallOfStream(stream string) string { return strings.TrimPrefix(stream, "call/") }
+
 // IsFinal reports whether a call in state will not change any more.
 func IsFinal(state string) bool {
 	return state == CallPaid || state == CallFailed || state == CallUnpaid || state == CallLost
@@ -180,7 +184,7 @@ type SettlementFinal struct {
 
 // projectCall updates the calls row of a call event.
 func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, error) {
-	id := strings.TrimPrefix(e.Stream, "call/")
+	id := CallOfStream(e.Stream)
 	switch e.Type {
 	case EventPaymentVerified:
 		v, ok := e.Data.(PaymentVerified)

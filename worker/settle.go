@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -146,7 +145,7 @@ func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
 		}
 		// A settlement whose block is to be followed until final.
 		if done, ok := o.event.Data.(store.SettlementDone); ok && done.Response.Success && done.Block != nil {
-			watch = append(watch, store.Watched{CallID: strings.TrimPrefix(o.event.Stream, "call/"), Network: done.Response.Network,
+			watch = append(watch, store.Watched{CallID: store.CallOfStream(o.event.Stream), Network: done.Response.Network,
 				Transaction: done.Response.Transaction, Block: *done.Block})
 		}
 	}
