@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402"
 )
 
 func TestParseFinality(t *testing.T) {
@@ -49,4 +51,17 @@ func TestDefaultFinality(t *testing.T) {
 	require.Equal(t, FinalityPolicy{Tag: FinalityFinalized}, DefaultFinality("eip155:31337"), "a network not listed")
 	require.False(t, DefaultFinality("eip155:8453").AtReceipt())
 	require.True(t, FinalityPolicy{}.AtReceipt())
+}
+
+// TestDefaultFinality_EveryNetwork reads the finality of every EVM network
+// of the table: a misspelt entry would fall back to "finalized" unseen.
+func TestDefaultFinality_EveryNetwork(t *testing.T) {
+	t.Parallel()
+	for _, n := range x402.Networks() {
+		if n.Namespace() != "eip155" {
+			continue
+		}
+		_, err := ParseFinality(n.Finality)
+		require.NoError(t, err, n.ID)
+	}
 }
