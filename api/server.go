@@ -93,6 +93,16 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Defaults of Config.
+const (
+	// DefaultCallWait is Config.CallWait's default.
+	DefaultCallWait = 25 * time.Second
+	// DefaultRefusedRate is Config.RefusedRate's default.
+	DefaultRefusedRate = 1
+	// DefaultRefusedBurst is Config.RefusedBurst's default.
+	DefaultRefusedBurst = 10
+)
+
 // Server is the api's HTTP server.
 type Server struct {
 	echo      *echo.Echo
@@ -110,13 +120,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("api: Payments, Pool, River, Listener and Logger are required")
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
-	cfg.CallWait = cmp.Or(cfg.CallWait, 25*time.Second)
+	cfg.CallWait = cmp.Or(cfg.CallWait, DefaultCallWait)
 	cfg.MaxPollWait = cmp.Or(cfg.MaxPollWait, 60*time.Second)
 	cfg.ToolWait = cmp.Or(cfg.ToolWait, 3*time.Minute)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
 	cfg.Version = cmp.Or(cfg.Version, "dev")
-	cfg.RefusedRate = cmp.Or(cfg.RefusedRate, 1)
-	cfg.RefusedBurst = cmp.Or(cfg.RefusedBurst, 10)
+	cfg.RefusedRate = cmp.Or(cfg.RefusedRate, DefaultRefusedRate)
+	cfg.RefusedBurst = cmp.Or(cfg.RefusedBurst, DefaultRefusedBurst)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -58,17 +58,15 @@ type app struct {
 }
 
 func newApp(cfg *Config, logOut io.Writer, opts *options) *app {
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	return &app{cfg: cfg, logger: newLogger(cfg.LogFormat, logOut, level), opts: opts}
+	return &app{cfg: cfg, logger: newLogger(cfg.LogFormat, logOut, cfg.LogLevel.Level()), opts: opts}
 }
 
 // newLogger returns the process's logger on out: text lines a person reads
 // with format "text", or "auto" when out is a terminal; JSON lines, one
 // object each, otherwise (for log collectors).
-func newLogger(format string, out io.Writer, level slog.Level) *slog.Logger {
+func newLogger(format LogFormat, out io.Writer, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" || format == "auto" && isTerminal(out) {
+	if format == LogFormatText || format == LogFormatAuto && isTerminal(out) {
 		return slog.New(slog.NewTextHandler(out, opts))
 	}
 	return slog.New(slog.NewJSONHandler(out, opts))
@@ -198,7 +196,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}, worker.Config{
 		PeriodicJobs:      periodic,
 		Work:              withWorker,
-		Concurrency:       a.cfg.Concurrency,
+		Concurrency:       a.cfg.concurrency(),
 		JobTimeout:        a.cfg.JobTimeout,
 		FetchPollInterval: a.cfg.FetchPollInterval,
 		RescueAfter:       a.cfg.RescueAfter,

@@ -10,7 +10,7 @@
 //	x402d pay        quote, sign, pay and print one call (smoke tests, demos)
 //	x402d load       paid load against a service on loopback
 //
-// Configuration comes from environment variables; see README.md.
+// Configuration comes from environment variables; see docs/configuration.md.
 package main
 
 import (
@@ -53,7 +53,7 @@ Commands:
   pay       pay one call: x402d pay [-account N | -key HEX] [-d BODY|@FILE] URL
   load      paid load: x402d load [-url BASE] [-op diff] [-c 16] [-t 10s] [-rate N]
 
-Configuration is read from the environment; see README.md.
+Configuration is read from the environment; see docs/configuration.md.
 `
 
 // run runs the subcommand in args. opts is nil except in tests, which use it
