@@ -54,7 +54,7 @@ type Config struct {
 	// Limits bound request inputs. Defaults to jobs.DefaultLimits.
 	Limits jobs.Limits
 	// CallWait is how long a paid request is held open before it answers
-	// 202. Defaults to 25 s.
+	// 202. Defaults to DefaultCallWait.
 	CallWait time.Duration
 	// MaxPollWait caps the wait= of a poll. Defaults to 60 s.
 	MaxPollWait time.Duration
@@ -80,10 +80,10 @@ type Config struct {
 	// have checked on chain that end refused; past it, and its burst, the
 	// address's payments that cannot be refused without the chain are
 	// answered 429 with Retry-After. Payments that verify count nothing.
-	// Defaults to 1.
+	// Defaults to DefaultRefusedRate.
 	RefusedRate float64
 	// RefusedBurst is how many such refusals an address may have at once.
-	// Defaults to 10.
+	// Defaults to DefaultRefusedBurst.
 	RefusedBurst int
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client's address. Defaults to none: the address the connection

@@ -231,11 +231,9 @@ type commits struct {
 
 // resultsLingerIdle ends a linger of the results' group commit once no
 // result has come for that long. Results come in bursts, the jobs of one
-// admission's group being fetched and run together: at 300 paid calls/s
-// (docs/performance.md) a linger ending 3 ms after a burst
-// rather than the default 10 wrote as many results a transaction (5.8-5.9
-// against 5.8-6.1) and took 0.5-7 ms off p50 and 7-36 ms off p99 in three
-// alternated runs.
+// admission's group being fetched and run together, so a linger may end soon
+// after a burst, shorter than store.LingerIdle, without writing fewer
+// results a transaction (docs/performance.md, Tuning choices).
 const resultsLingerIdle = 3 * time.Millisecond
 
 // completed is an operation run that succeeded: its events, the call whose
@@ -294,9 +292,8 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *co
 	}
 }
 
-// readPayments sets the payment of each of runs, read in one statement (at
-// 300 paid calls/s a group holds about six runs: five queries fewer than
-// a read per call).
+// readPayments sets the payment of each of runs, read in one statement
+// rather than one per run.
 func readPayments(ctx context.Context, tx pgx.Tx, runs []*completed) error {
 	ids := make([]string, len(runs))
 	for i, run := range runs {

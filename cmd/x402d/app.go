@@ -122,11 +122,10 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 	if !warm {
 		return pool, nil
 	}
-	// Opened on demand, the first second of traffic after a start paid for
-	// the connections (at a steady 75 paid calls/s on a 2-core machine, 13–62 of
-	// the first 750 calls took over 100 ms, 0–17 with the pool open; and
-	// more with cold backends: docs/performance.md). The warm pool needs
-	// the migrated tables: the migration's pool is closed first.
+	// Opened on demand, the connections would be paid for by the first
+	// second of traffic after a start (docs/performance.md, Tuning
+	// choices). The warm pool needs the migrated tables: the migration's
+	// pool is closed first.
 	pool.Close()
 	return store.OpenWarm(ctx, poolCfg)
 }
