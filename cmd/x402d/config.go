@@ -99,10 +99,9 @@ type Config struct {
 	// Finality is FINALITY_<CHAIN> of each EVM network that has one: when
 	// a settlement there counts as final: safe or finalized (the node's
 	// block of that tag has reached it), depth:N (N blocks on top of it)
-	// or receipt. Unset: the network's default (safe on Base, Arbitrum
-	// and X Layer, finalized on Polygon, Avalanche and Sei; receipt on the
-	// devchain). Until then a settlement is followed, and a reorganisation
-	// that undoes it is met (docs/operating.md).
+	// or receipt. Unset: the network's default, from the network table
+	// (listed in docs/operating.md; receipt on the devchain). Until then a
+	// settlement is followed, and a reorganisation that undoes it is met.
 	Finality map[string]evm.FinalityPolicy `env:"FINALITY_<CHAIN>"`
 	// FacilitatorURL is the remote facilitator of facilitator mode
 	// (required there), an http or https URL.
