@@ -244,7 +244,7 @@ func runPay(ctx context.Context, args []string, getenv func(string) string, stdo
 func runLoad(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	pf := addPayFlags(fs, getenv)
-	base := fs.String("url", "http://127.0.0.1:8080", "the service (loopback only)")
+	base := fs.String("url", "http://"+DefaultConfig().ListenAddr, "the service (loopback only)")
 	op := fs.String("op", "diff", "operation to call")
 	body := fs.String("d", `{"a":"one\ntwo\n","b":"one\n2\n"}`, "request body")
 	conc := fs.Int("c", 16, "calls in flight")
