@@ -52,13 +52,17 @@ const (
 
 // Limits bounds request inputs. They are configuration, passed in explicitly.
 type Limits struct {
-	// MaxBodyBytes is the largest accepted request body. Defaults to 1 MiB.
+	// MaxBodyBytes is the largest accepted request body. Defaults to
+	// DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
-	// MaxCodeChars bounds code-review's code. Defaults to 200,000.
+	// MaxCodeChars bounds code-review's code. Defaults to
+	// DefaultMaxCodeChars.
 	MaxCodeChars int
-	// MaxPatternChars bounds regex's pattern. Defaults to 4,096.
+	// MaxPatternChars bounds regex's pattern. Defaults to
+	// DefaultMaxPatternChars.
 	MaxPatternChars int
-	// MaxRows bounds csv-json and data-clean tables. Defaults to 50,000.
+	// MaxRows bounds csv-json and data-clean tables. Defaults to
+	// DefaultMaxRows.
 	MaxRows int
 	// FetchAllow are the non-public addresses that URLs given to operations
 	// may name anyway (FETCH_ALLOW_CIDRS, for tests on loopback). Empty in
@@ -66,19 +70,27 @@ type Limits struct {
 	FetchAllow []netip.Prefix
 }
 
+// The limits of contract.md: Limits' defaults.
+const (
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultMaxCodeChars    = 200_000
+	DefaultMaxPatternChars = 4096
+	DefaultMaxRows         = 50_000
+)
+
 // WithDefaults returns a copy of l with zero fields set to their defaults.
 func (l Limits) WithDefaults() Limits {
 	if l.MaxBodyBytes == 0 {
-		l.MaxBodyBytes = 1 << 20
+		l.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if l.MaxCodeChars == 0 {
-		l.MaxCodeChars = 200_000
+		l.MaxCodeChars = DefaultMaxCodeChars
 	}
 	if l.MaxPatternChars == 0 {
-		l.MaxPatternChars = 4096
+		l.MaxPatternChars = DefaultMaxPatternChars
 	}
 	if l.MaxRows == 0 {
-		l.MaxRows = 50_000
+		l.MaxRows = DefaultMaxRows
 	}
 	return l
 }

@@ -83,10 +83,9 @@ type batcher struct {
 
 // busyLinger is how long the transfers of a batch gather while earlier
 // batches await a block: a fortieth of Base's block time, so that a batch
-// seldom misses the block it would have made. On anvil it cut the lone
-// transfers of the compose layout's batches (92k gas each) from 680 to 93
-// in a run and its gas per settlement from 51k to 46k; 100 ms cut more but
-// put its p50 at a steady 150/s above 1.5 s.
+// seldom misses the block it would have made, and few transfers go alone.
+// A longer gathering adds its time to every settlement's latency
+// (docs/performance.md, Tuning choices).
 const busyLinger = 50 * time.Millisecond
 
 // maxUnmined is how many blocks' worth of gas (as the batches' limits

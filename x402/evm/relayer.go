@@ -26,6 +26,9 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
+// DefaultBlockGasShare is RelayerConfig.BlockGasShare's default: a tenth.
+const DefaultBlockGasShare = 0.1
+
 // RelayerConfig configures a Relayer.
 type RelayerConfig struct {
 	// Key is the relayer's private key: it sends the transfers and pays
@@ -116,9 +119,9 @@ type RelayerConfig struct {
 	// again. A network absent takes DefaultFinality.
 	Finality map[string]FinalityPolicy
 	// BlockGasShare is the largest share of a block's gas limit one batch
-	// transaction may ask for. Defaults to a tenth: a block admits a
-	// transaction only while its limit fits in the gas left, so the last
-	// batches of a block fill it better when each is small.
+	// transaction may ask for. Defaults to DefaultBlockGasShare: a block
+	// admits a transaction only while its limit fits in the gas left, so
+	// the last batches of a block fill it better when each is small.
 	BlockGasShare float64
 	// Logger receives settlement logs. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -499,7 +502,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	c.ReplaceAfter = cmp.Or(c.ReplaceAfter, 12*time.Second)
 	c.OrphanAfter = cmp.Or(c.OrphanAfter, 45*time.Second)
 	if c.BlockGasShare <= 0 || c.BlockGasShare > 1 {
-		c.BlockGasShare = 0.1
+		c.BlockGasShare = DefaultBlockGasShare
 	}
 	if c.Nonces == nil {
 		c.Nonces = newMemNonces()

@@ -179,7 +179,7 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	// (the check the chain applies at settlement, EIP-1271 wallets
 	// included): a payment whose simulation succeeds is its payer's, and
 	// its signature is not recovered a second time here (ECDSA recovery
-	// cost about 3% of the service's CPU per paid call at saturation). A
+	// is among the costliest steps of a paid call's CPU). A
 	// payment refused after the simulation has its signature checked
 	// first, so that a bad signature is refused as such.
 	if err := v.checkDeployed(ctx, reader, req.Network, asset); err != nil {
