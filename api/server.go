@@ -220,6 +220,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h[headerPaymentRequired] = entry.required
 				h[headerWWWAuthenticate] = entry.wwwAuth
 				h["Content-Type"] = entry.contentType
+				h[headerCacheControl] = noStore
 				w.WriteHeader(http.StatusPaymentRequired)
 				_, _ = w.Write(entry.quote.Body)
 				entry.quoted()
