@@ -18,8 +18,8 @@ type toolCalls struct{ s *Server }
 func (t toolCalls) Call(ctx context.Context, op string, args []byte, payment string, progress func()) mcp.Outcome {
 	s := t.s
 	entry := s.ops[op]
-	if entry == nil || entry.unsellable {
-		return s.toolOutcome(ctx, s.unpaid(ctx, nil))
+	if !entry.sold() {
+		return s.toolOutcome(ctx, s.unpaid(ctx, entry))
 	}
 	if payment == "" {
 		if _, err := entry.op.Decode("", args, &s.cfg.Limits); err != nil {

@@ -49,7 +49,7 @@ func (s *Server) failed(ctx context.Context, err error) outcome {
 // unpaid is the outcome of a call of entry without payment: its quote, or
 // not_sellable when the operation is not sold now. A quote is counted.
 func (s *Server) unpaid(ctx context.Context, entry *opEntry) outcome {
-	if entry == nil || entry.unsellable {
+	if !entry.sold() {
 		return s.failed(ctx, errNotSellable)
 	}
 	entry.quoted()

@@ -69,6 +69,10 @@ func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
 		contentType: []string{echo.MIMEApplicationJSON}}, nil
 }
 
+// sold reports whether e is an operation sold now: the one check before a
+// quote or a paid call (errNotSellable otherwise).
+func (e *opEntry) sold() bool { return e != nil && !e.unsellable }
+
 var errNotSellable = &Error{Status: http.StatusServiceUnavailable, Code: "not_sellable", Message: "this operation is not sold now: the service's receiving or model configuration is incomplete"}
 
 // paid is POST /api/x402/:op.
@@ -146,22 +150,6 @@ func sameJSON(a, b json.RawMessage) bool {
 		return false
 	}
 	return reflect.DeepEqual(va, vb)
-}
-
-// refusalReason is the reason a payment refused by Verify with err is
-// counted under: the error code its answer carries.
-func refusalReason(err error) string {
-	var refusal *x402.Refusal
-	var apiErr *Error
-	switch {
-	case errors.As(err, &refusal):
-		return refusal.Reason
-	case errors.As(err, &apiErr):
-		return apiErr.Code
-	case errors.Is(err, x402.ErrNotSellable):
-		return "not_sellable"
-	}
-	return "verification_unavailable"
 }
 
 // await waits up to wait for call a of op to end and answers it, or

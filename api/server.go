@@ -168,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 	xi := &xindex{reader: index.NewReader(cfg.Pool, cfg.IndexSources), page: page}
 	var sold []jobs.Operation
 	for _, op := range cfg.Ops {
-		if !s.ops[op.Name].unsellable {
+		if s.ops[op.Name].sold() {
 			sold = append(sold, op)
 		}
 	}
@@ -215,7 +215,7 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && len(r.Header[headerPaymentSignature]) == 0 && r.ContentLength <= s.cfg.Limits.MaxBodyBytes {
 		if name, ok := strings.CutPrefix(r.URL.Path, "/api/x402/"); ok {
-			if entry := s.ops[name]; entry != nil && !entry.unsellable {
+			if entry := s.ops[name]; entry.sold() {
 				h := w.Header()
 				h[headerPaymentRequired] = entry.required
 				h[headerWWWAuthenticate] = entry.wwwAuth
