@@ -83,8 +83,8 @@ func (s *Server) paid(c echo.Context) error {
 	}
 	req := c.Request()
 	header := req.Header.Get(headerPaymentSignature)
-	if header == "" {
-		// The quote path: the body is not read.
+	if header == "" || !entry.sold() {
+		// The quote, or not_sellable: the body is not read.
 		return s.write(c, s.unpaid(req.Context(), entry))
 	}
 	body, err := io.ReadAll(req.Body)
