@@ -6,7 +6,9 @@
 // verified, and the call recorded and queued in one transaction, shared with
 // the calls that arrived at the same time (admit.go); then the request waits
 // for the call's final event and answers with the result, or with 202 and a
-// poll URL when the wait runs out.
+// poll URL when the wait runs out. The MCP tools run paid calls through the
+// same pipeline, and one mapping (outcome.go) turns a call's end or an error
+// into the answer both give.
 package api
 
 import (
