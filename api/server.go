@@ -6,7 +6,9 @@
 // verified, and the call recorded and queued in one transaction, shared with
 // the calls that arrived at the same time (admit.go); then the request waits
 // for the call's final event and answers with the result, or with 202 and a
-// poll URL when the wait runs out.
+// poll URL when the wait runs out. The MCP tools run paid calls through the
+// same pipeline, and one mapping (outcome.go) turns a call's end or an error
+// into the answer both give.
 package api
 
 import (
@@ -178,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 	xi := &xindex{reader: index.NewReader(cfg.Pool, cfg.IndexSources), page: page}
 	var sold []jobs.Operation
 	for _, op := range cfg.Ops {
-		if !s.ops[op.Name].unsellable {
+		if s.ops[op.Name].sold() {
 			sold = append(sold, op)
 		}
 	}
@@ -225,11 +227,12 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && len(r.Header[headerPaymentSignature]) == 0 && r.ContentLength <= s.cfg.Limits.MaxBodyBytes {
 		if name, ok := strings.CutPrefix(r.URL.Path, "/api/x402/"); ok {
-			if entry := s.ops[name]; entry != nil && !entry.unsellable {
+			if entry := s.ops[name]; entry.sold() {
 				h := w.Header()
 				h[headerPaymentRequired] = entry.required
 				h[headerWWWAuthenticate] = entry.wwwAuth
 				h["Content-Type"] = entry.contentType
+				h[headerCacheControl] = noStore
 				w.WriteHeader(http.StatusPaymentRequired)
 				_, _ = w.Write(entry.quote.Body)
 				entry.quoted()

@@ -45,6 +45,12 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		}
 		chains := map[string]evm.LogReader{}
 		for network, c := range dialed {
+			// The facilitator settles with the network table's domain,
+			// which the quotes carry: checked as in the other modes.
+			if err := evm.CheckChain(ctx, network, c); err != nil {
+				closeDialed()
+				return nil, nil, nil, err
+			}
 			chains[network] = c
 		}
 		if len(chains) == 0 {
@@ -137,6 +143,8 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		closeFn()
 		return nil, nil, nil, err
 	}
+	// Each chain's id, and its token's EIP-712 domain and decimals against
+	// the network table: a mismatch refuses to start.
 	if err := verifier.CheckChains(ctx); err != nil {
 		closeFn()
 		return nil, nil, nil, err
