@@ -83,6 +83,8 @@ func (b *anvilBundle) relayer(t *testing.T, backend evm.Backend, opts ...func(*e
 	}
 	r, err := evm.NewRelayer(cfg)
 	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(r.Stop)
 	return r
 }
 

@@ -171,6 +171,8 @@ func newRelayerOn(t *testing.T, node evm.Backend, opts ...func(*evm.RelayerConfi
 	}
 	r, err := evm.NewRelayer(cfg)
 	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(r.Stop)
 	return r
 }
 
