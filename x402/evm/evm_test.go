@@ -153,14 +153,14 @@ func newVerifier(t *testing.T) *evm.Verifier {
 	return v
 }
 
-func newRelayer(t *testing.T) *evm.Relayer {
+func newRelayer(t testing.TB) *evm.Relayer {
 	t.Helper()
 	return newRelayerOn(t, chain.Client())
 }
 
 // newRelayerOn returns a relayer of the shared chain reached through node,
 // configured further by opts.
-func newRelayerOn(t *testing.T, node evm.Backend, opts ...func(*evm.RelayerConfig)) *evm.Relayer {
+func newRelayerOn(t testing.TB, node evm.Backend, opts ...func(*evm.RelayerConfig)) *evm.Relayer {
 	t.Helper()
 	cfg := &evm.RelayerConfig{
 		Key:    chain.Account(devchain.RelayerAccount).Key,
