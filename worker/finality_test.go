@@ -15,13 +15,13 @@ import (
 	"github.com/x402d/x402d/x402/evm"
 )
 
-// TestFollower_FinalThenStopped follows a transaction mined on the devchain
+// TestFollower_FinalityThenStop follows a transaction mined on the devchain
 // through a started relayer whose finality is two blocks on top: pending
 // until they are mined, then recorded final (its row gone). Start and Stop
 // are done once however often they are called, and once the follower and
 // the relayer stopped no goroutine of theirs is left (not parallel, so that
 // other tests' goroutines are not counted).
-func TestFollower_FinalThenStopped(t *testing.T) {
+func TestFollower_FinalityThenStop(t *testing.T) {
 	leaktest.Check(t)
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
