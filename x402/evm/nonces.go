@@ -55,7 +55,7 @@ type nonces struct {
 
 // ownTx is a transaction this process sent and still awaits: its latest
 // version (a replacement has the same nonce and call, higher fees), every
-// hash it had, and when it was last sent.
+// hash it had, and when it was last sent. Its fields are nonces.mu's.
 type ownTx struct {
 	tx     *types.Transaction
 	hashes []common.Hash

@@ -49,7 +49,7 @@ type OutstandingNonce struct {
 }
 
 // memNonces is the NonceStore of a Relayer given none: the nonces of this
-// process only.
+// process only. mu guards next and out.
 type memNonces struct {
 	mu   sync.Mutex
 	next map[string]uint64

@@ -64,7 +64,8 @@ func newReceipts(backend Backend, cfg *RelayerConfig) *receipts {
 
 // receiptWait is a transaction awaited by one or more settlements (the
 // payments of one batch, retried on their own): ready is closed once its
-// receipt is known.
+// receipt is known. Its fields are receipts.mu's; receipt may be read
+// without it once ready is closed.
 type receiptWait struct {
 	ready   chan struct{}
 	receipt *types.Receipt
