@@ -206,6 +206,15 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		return err
 	}
 	if withWorker {
+		if payments.relayer != nil {
+			// Started before the workers settle, stopped after they
+			// stopped (defers run last first): it refuses to settle
+			// outside, and its keepers run in between.
+			if err := payments.relayer.Start(ctx); err != nil {
+				return fmt.Errorf("start relayer: %w", err)
+			}
+			defer payments.relayer.Stop()
+		}
 		if err := client.Start(ctx); err != nil {
 			return fmt.Errorf("start workers: %w", err)
 		}
@@ -217,11 +226,9 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		a.logger.InfoContext(ctx, "workers started")
 		if payments.relayer != nil {
 			go watchRelayer(ctx, payments.relayer, a.cfg.RelayerLowBalance, m, a.logger)
-			// Settlements are followed until final, and the relayer's
-			// transactions a node lost given to it again, whether
-			// settlements await receipts or not.
+			// Settlements are followed until final.
 			follower, err := worker.NewFollower(worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
-				Networks: payments.relayer.Networks(), Logger: a.logger, Metrics: m})
+				Logger: a.logger, Metrics: m})
 			if err != nil {
 				return err
 			}

@@ -17,7 +17,12 @@
 // so that concurrent settlements do not collide, and waits for the receipt.
 // Settling is idempotent: a payment whose authorization an earlier attempt
 // already used on chain is reported settled with that attempt's
-// transaction.
+// transaction. It settles between Start and Stop, which the worker calls with
+// its own: its keeper, which gives a node the transactions it lost, runs
+// on a goroutine of each chain in between, and Stop waits for every
+// goroutine it started. Its parts on a chain (nonces, sender, keeper,
+// receipts, fees, finality, batcher) are each a type in a file of its
+// name.
 //
 // Both work on any eip155:<chain id> network through a JSON-RPC client per
 // network; *ethclient.Client satisfies Reader and Backend, for a public
