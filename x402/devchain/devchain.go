@@ -345,6 +345,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	c.final(backend.BlockChain().CurrentBlock())
 	go c.automine()
 	cfg.Logger.InfoContext(ctx, "devchain started", "chain_id", cfg.ChainID, "usdc", USDC.Hex(),
 		"accounts", len(accounts), "relayer", c.Account(RelayerAccount).Address.Hex(), "pay_to", c.Account(PayToAccount).Address.Hex())
@@ -451,10 +452,24 @@ func (c *Chain) seal(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("devchain: sign block %d: %w", header.Number.Uint64(), err)
 	}
 	copy(header.Extra[len(header.Extra)-crypto.SignatureLength:], sig)
-	if _, err := chain.InsertChain(types.Blocks{block.WithSeal(header)}); err != nil {
+	sealed := block.WithSeal(header)
+	if _, err := chain.InsertChain(types.Blocks{sealed}); err != nil {
 		return 0, fmt.Errorf("devchain: insert block %d: %w", header.Number.Uint64(), err)
 	}
+	c.final(sealed.Header())
 	return len(block.Transactions()), nil
+}
+
+// final tags head, the chain's newest block, safe and finalized: the chain
+// has one signer and never reorganises, so that a block is final once
+// mined, and clients that wait for a node's safe or finalized block (the
+// relayer's default finality on Base) find every block tagged at once.
+// The finalized block is also where go-ethereum moves blocks out of its
+// key-value store into its append-only one (the freezer).
+func (c *Chain) final(head *types.Header) {
+	chain := c.backend.BlockChain()
+	chain.SetSafe(head)
+	chain.SetFinalized(head)
 }
 
 // Close stops mining and the node. The chain cannot be used afterwards.
