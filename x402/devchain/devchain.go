@@ -58,6 +58,7 @@ import (
 	"github.com/ethereum/go-ethereum/consensus/beacon"
 	"github.com/ethereum/go-ethereum/consensus/clique"
 	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/rawdb"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth"
@@ -136,13 +137,18 @@ type Config struct {
 	DataDir string
 }
 
-// diskCacheMB is the memory, in MiB, of each of the caches of a chain kept
-// on disk: the database's (block cache and write buffers), the trie's clean
-// nodes, its dirty nodes (the write buffer of the state, flushed to disk
-// when full) and the state snapshot's. go-ethereum's defaults (2 GiB, 614,
-// 1,024 and 409 MiB), sized for mainnet, let a devchain grow to gigabytes
-// before any of them is full.
+// diskCacheMB is the memory, in MiB, of each of the read caches of a chain
+// kept on disk: the database's (block cache and write buffers) and the
+// trie's clean nodes. go-ethereum's defaults (2 GiB and 614 MiB), sized for
+// mainnet, let a devchain grow to gigabytes before either is full.
 const diskCacheMB = 16
+
+// dirtyCacheMB is the state's write buffer, in MiB: the trie nodes the
+// newest blocks wrote, flushed to the database, oldest first, past it. It
+// fills with the state each payment writes and is in the Go heap at
+// several times its accounted size: go-ethereum's default (1 GiB) is
+// memory growing with every payment.
+const dirtyCacheMB = 1
 
 func (c *Config) withDefaults() *Config {
 	out := *c
@@ -282,11 +288,21 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	ethConf.TxPool.GlobalSlots = 65536
 	ethConf.TxPool.GlobalQueue = 65536
 	ethConf.LogNoHistory = true
+	// The state's trie nodes are kept by hash, with no snapshot: what the
+	// state takes in memory is then the write buffer of its trie nodes,
+	// bounded in bytes (dirtyCacheMB). The path scheme (go-ethereum's
+	// default) keeps the changes of each of the newest 128 blocks in a
+	// layer of its own in memory, as the snapshot does for the flat state:
+	// memory bounded by a count of blocks, each as large as the payments it
+	// carries (tens of MB under steady paid load). The hash scheme deletes
+	// no trie node from disk: the chain's directory grows with every block
+	// (it is removed when the chain stops).
+	ethConf.StateScheme = rawdb.HashScheme
+	ethConf.SnapshotCache = 0
+	ethConf.TrieDirtyCache = dirtyCacheMB
 	if cfg.DataDir != "" {
 		ethConf.DatabaseCache = diskCacheMB
 		ethConf.TrieCleanCache = diskCacheMB
-		ethConf.TrieDirtyCache = diskCacheMB
-		ethConf.SnapshotCache = diskCacheMB
 	}
 	// Any positive tip is mined: wallets asking eth_maxPriorityFeePerGas on
 	// an idle chain get tiny suggestions.
