@@ -27,6 +27,13 @@
 // London's (no PUSH0, MCOPY or transient storage): the contracts are compiled
 // for it (evmVersion paris).
 //
+// The chain never reorganises: it tags each block safe and finalized as
+// soon as it is mined, so that clients waiting for those tags (the
+// relayer's default finality on Base) hold it final at once. Kept on disk
+// (Config.DataDir), its memory stays bounded however many payments it
+// settles: its state's write buffer and read caches are bounded in bytes,
+// go-ethereum's other caches by a count of blocks or transactions.
+//
 // Serve exposes its JSON-RPC (namespaces eth, net, web3, txpool)
 // over HTTP so that other processes, wallets (viem) and tests use the same
 // chain.
