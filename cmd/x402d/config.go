@@ -159,9 +159,10 @@ type Config struct {
 	DevchainRPCAddr string `env:"DEVCHAIN_RPC_ADDR"`
 	// DevchainDataDir is where the devchain keeps its blocks and state on
 	// disk, in a directory of its own (x402d-devchain-*) removed when it
-	// stops; its memory stays bounded however long it runs (each start is
-	// a new chain). Unset: the system's temporary directory ($TMPDIR, else
-	// /tmp).
+	// stops, behind read caches and a 1 MiB write buffer of its state: its
+	// memory stays bounded however long it runs (each start is a new chain;
+	// the directory grows with every block). Unset: the system's temporary
+	// directory ($TMPDIR, else /tmp).
 	DevchainDataDir string `env:"DEVCHAIN_DATA_DIR"`
 
 	// CallWait is how long a paid request is held for its result before

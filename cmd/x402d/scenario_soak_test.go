@@ -62,9 +62,8 @@ func TestLoadSoak(t *testing.T) {
 				env["SETTLEMENT"], env["RPC_URL_EIP155_8453"] = "rpc", "http://"+rpc
 				env["RELAYER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(relayer))
 				env["PAY_TO_EVM"] = devAddress(t, devchain.PayToAccount).Hex()
-				// The devchain does not reorganise and tags no block safe or
-				// finalized: its settlements are final at their receipts.
-				env["FINALITY_EIP155_8453"] = "receipt"
+				// Base's default finality, safe: the devchain tags its
+				// head safe, and the service follows its settlements to it.
 			}
 			svc := startChild(t, "serve", env)
 			payer := devPayer(t, 5)

@@ -27,6 +27,13 @@
 // London's (no PUSH0, MCOPY or transient storage): the contracts are compiled
 // for it (evmVersion paris).
 //
+// The chain never reorganises: it tags each block safe and finalized as
+// soon as it is mined, so that clients waiting for those tags (the
+// relayer's default finality on Base) hold it final at once. Kept on disk
+// (Config.DataDir), its memory stays bounded however many payments it
+// settles: its state's write buffer and read caches are bounded in bytes,
+// go-ethereum's other caches by a count of blocks or transactions.
+//
 // Serve exposes its JSON-RPC (namespaces eth, net, web3, txpool)
 // over HTTP so that other processes, wallets (viem) and tests use the same
 // chain.
@@ -58,6 +65,7 @@ import (
 	"github.com/ethereum/go-ethereum/consensus/beacon"
 	"github.com/ethereum/go-ethereum/consensus/clique"
 	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/rawdb"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth"
@@ -136,13 +144,18 @@ type Config struct {
 	DataDir string
 }
 
-// diskCacheMB is the memory, in MiB, of each of the caches of a chain kept
-// on disk: the database's (block cache and write buffers), the trie's clean
-// nodes, its dirty nodes (the write buffer of the state, flushed to disk
-// when full) and the state snapshot's. go-ethereum's defaults (2 GiB, 614,
-// 1,024 and 409 MiB), sized for mainnet, let a devchain grow to gigabytes
-// before any of them is full.
+// diskCacheMB is the memory, in MiB, of each of the read caches of a chain
+// kept on disk: the database's (block cache and write buffers) and the
+// trie's clean nodes. go-ethereum's defaults (2 GiB and 614 MiB), sized for
+// mainnet, let a devchain grow to gigabytes before either is full.
 const diskCacheMB = 16
+
+// dirtyCacheMB is the state's write buffer, in MiB: the trie nodes the
+// newest blocks wrote, flushed to the database, oldest first, past it. It
+// fills with the state each payment writes and is in the Go heap at
+// several times its accounted size: go-ethereum's default (1 GiB) is
+// memory growing with every payment.
+const dirtyCacheMB = 1
 
 func (c *Config) withDefaults() *Config {
 	out := *c
@@ -282,11 +295,21 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	ethConf.TxPool.GlobalSlots = 65536
 	ethConf.TxPool.GlobalQueue = 65536
 	ethConf.LogNoHistory = true
+	// The state's trie nodes are kept by hash, with no snapshot: what the
+	// state takes in memory is then the write buffer of its trie nodes,
+	// bounded in bytes (dirtyCacheMB). The path scheme (go-ethereum's
+	// default) keeps the changes of each of the newest 128 blocks in a
+	// layer of its own in memory, as the snapshot does for the flat state:
+	// memory bounded by a count of blocks, each as large as the payments it
+	// carries (tens of MB under steady paid load). The hash scheme deletes
+	// no trie node from disk: the chain's directory grows with every block
+	// (it is removed when the chain stops).
+	ethConf.StateScheme = rawdb.HashScheme
+	ethConf.SnapshotCache = 0
+	ethConf.TrieDirtyCache = dirtyCacheMB
 	if cfg.DataDir != "" {
 		ethConf.DatabaseCache = diskCacheMB
 		ethConf.TrieCleanCache = diskCacheMB
-		ethConf.TrieDirtyCache = diskCacheMB
-		ethConf.SnapshotCache = diskCacheMB
 	}
 	// Any positive tip is mined: wallets asking eth_maxPriorityFeePerGas on
 	// an idle chain get tiny suggestions.
@@ -345,6 +368,7 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	c.final(backend.BlockChain().CurrentBlock())
 	go c.automine()
 	cfg.Logger.InfoContext(ctx, "devchain started", "chain_id", cfg.ChainID, "usdc", USDC.Hex(),
 		"accounts", len(accounts), "relayer", c.Account(RelayerAccount).Address.Hex(), "pay_to", c.Account(PayToAccount).Address.Hex())
@@ -451,10 +475,24 @@ func (c *Chain) seal(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("devchain: sign block %d: %w", header.Number.Uint64(), err)
 	}
 	copy(header.Extra[len(header.Extra)-crypto.SignatureLength:], sig)
-	if _, err := chain.InsertChain(types.Blocks{block.WithSeal(header)}); err != nil {
+	sealed := block.WithSeal(header)
+	if _, err := chain.InsertChain(types.Blocks{sealed}); err != nil {
 		return 0, fmt.Errorf("devchain: insert block %d: %w", header.Number.Uint64(), err)
 	}
+	c.final(sealed.Header())
 	return len(block.Transactions()), nil
+}
+
+// final tags head, the chain's newest block, safe and finalized: the chain
+// has one signer and never reorganises, so that a block is final once
+// mined, and clients that wait for a node's safe or finalized block (the
+// relayer's default finality on Base) find every block tagged at once.
+// The finalized block is also where go-ethereum moves blocks out of its
+// key-value store into its append-only one (the freezer).
+func (c *Chain) final(head *types.Header) {
+	chain := c.backend.BlockChain()
+	chain.SetSafe(head)
+	chain.SetFinalized(head)
 }
 
 // Close stops mining and the node. The chain cannot be used afterwards.

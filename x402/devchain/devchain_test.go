@@ -19,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -343,4 +344,37 @@ func TestChain_ViemWallet(t *testing.T) {
 	got, err := chain.BalanceOf(ctx, to)
 	require.NoError(t, err)
 	require.Equal(t, int64(4242), got.Int64())
+}
+
+// TestChain_FinalAtOnce checks that the chain tags its newest block safe
+// and finalized, from its genesis on: it never reorganises, so that a
+// client waiting for a node's safe or finalized block (the relayer's
+// default finality on Base) holds each block final as soon as it is mined.
+func TestChain_FinalAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	chain, err := devchain.New(ctx, &devchain.Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, chain.Close()) })
+	client := chain.Client()
+	tagged := func(t *testing.T, tag rpc.BlockNumber) *types.Header {
+		t.Helper()
+		h, err := client.HeaderByNumber(ctx, big.NewInt(int64(tag)))
+		require.NoError(t, err, "%s block", tag)
+		return h
+	}
+	for _, tag := range []rpc.BlockNumber{rpc.SafeBlockNumber, rpc.FinalizedBlockNumber} {
+		require.Zero(t, tagged(t, tag).Number.Uint64(), "the genesis is %s before any block is mined", tag)
+	}
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+	for range 3 {
+		receipt, err := chain.Transact(ctx, chain.Account(7), &to, big.NewInt(1), nil)
+		require.NoError(t, err)
+		head, err := client.HeaderByNumber(ctx, nil)
+		require.NoError(t, err)
+		require.Equal(t, receipt.BlockHash, head.Hash())
+		for _, tag := range []rpc.BlockNumber{rpc.SafeBlockNumber, rpc.FinalizedBlockNumber} {
+			require.Equal(t, head.Hash(), tagged(t, tag).Hash(), "the %s block is the head", tag)
+		}
+	}
 }

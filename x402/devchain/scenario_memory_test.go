@@ -27,8 +27,9 @@ import (
 // (small blocks, as steady settlement makes), DEVCHAIN_SOAK_TXS in all
 // (default 24,000), with the chain in memory and then on disk; the live heap
 // and the resident size are logged at each eighth. Not part of CI: `go test
-// -tags scenario -run TestChainMemory -v ./x402/devchain`; the figures are in
-// docs/performance.md.
+// -tags scenario -run TestChainMemory -v ./x402/devchain` (TestChain_MemoryBounded
+// checks in CI what bounds the chain's memory, and docs/performance.md has the
+// service's soak).
 func TestChainMemory(t *testing.T) {
 	total := 24_000
 	if v := os.Getenv("DEVCHAIN_SOAK_TXS"); v != "" {
