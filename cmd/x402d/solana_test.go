@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/svmtest"
+	"github.com/x402d/x402d/model/modeltest"
+	"github.com/x402d/x402d/x402"
+)
+
+// solanaService is `x402d serve` offering Solana next to its devchain, with
+// its fee payer and receiving wallet on a LiteSVM node.
+type solanaService struct {
+	base     string
+	node     *svmtest.Node
+	feePayer solana.PrivateKey
+	payTo    solana.PublicKey
+	db       *dbtest.DB
+}
+
+// startSolanaService starts a LiteSVM node and `x402d serve` settling Solana
+// payments on it (the fake Gemini server, loopback fetches allowed); env
+// adds settings.
+func startSolanaService(ctx context.Context, t *testing.T, env map[string]string) *solanaService {
+	t.Helper()
+	s := &solanaService{node: svmtest.Start(t, nil), feePayer: svmtest.PayerKey(1000), payTo: svmtest.PayerKey(1001).PublicKey()}
+	s.node.FundSOL(ctx, s.feePayer.PublicKey(), 10_000_000_000)
+	s.node.Fund(ctx, s.payTo, 0, 0, solana.PublicKey{}) // its USDC account exists
+	s.db = dbtest.Schema(ctx, t)
+	fake := modeltest.NewServer(t)
+	all := map[string]string{
+		"DATABASE_URL": s.db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
+		"DEVCHAIN_RPC_ADDR": freeAddr(t), "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
+		"FETCH_ALLOW_CIDRS":    "127.0.0.1/32",
+		"SOLANA_FEE_PAYER_KEY": s.feePayer.String(), "RPC_URL_SOLANA": s.node.URL, "PAY_TO_SOLANA": s.payTo.String(),
+	}
+	for k, v := range env {
+		all[k] = v
+	}
+	s.base = startInProcessWith(ctx, t, "serve", func(k string) string { return all[k] }, &options{})
+	return s
+}
+
+// officialSolanaPayments is what compat/svm_pay_ops.mjs reports.
+type officialSolanaPayments struct {
+	Address string
+	Calls   []struct {
+		Op, QuoteError, Amount, Body string
+		QuoteStatus, Status, MS      int
+		MaxTimeoutSeconds            int
+		Extra                        map[string]any
+		QuoteValid, HasBazaar        bool
+		Settlement                   *x402.SettleResponse
+	}
+}
+
+// payOnSolanaWithOfficialClient has the official x402 packages
+// (compat/svm_pay_ops.mjs: @x402/fetch, @x402/svm) pay calls of the service
+// at base on Solana with payer, reading the chain at rpcURL.
+func payOnSolanaWithOfficialClient(ctx context.Context, t *testing.T, base, rpcURL string, payer solana.PrivateKey, calls []map[string]string) officialSolanaPayments {
+	t.Helper()
+	compat := compatDir(t, "@x402/fetch", "@x402/svm", "litesvm")
+	raw, err := json.Marshal(calls)
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "svm_pay_ops.mjs"), base, rpcURL, payer.String(), string(raw))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node svm_pay_ops.mjs: %s", stderr.String())
+	var out officialSolanaPayments
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	return out
+}
+
+// TestOfficialClientPaysEveryOperationOnSolana has the official x402
+// packages (@x402/fetch, @x402/svm) pay each sellable operation on Solana,
+// settled on a LiteSVM node: @x402/core validates every quote, the payer's
+// and the receiver's USDC balances move by exactly the prices.
+func TestOfficialClientPaysEveryOperationOnSolana(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><head><title>Page</title></head><body>x</body></html>")
+	}))
+	defer page.Close()
+	s := startSolanaService(ctx, t, nil)
+	payer := svmtest.PayerKey(3)
+	payerATA, payToATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC), svmtest.ATA(t, s.payTo, svmtest.USDC)
+	payerBefore, payToBefore := s.node.TokenBalance(ctx, payerATA), s.node.TokenBalance(ctx, payToATA)
+
+	out := payOnSolanaWithOfficialClient(ctx, t, s.base, s.node.URL, payer, sellableCalls(page.URL+"/"))
+	require.Equal(t, payer.PublicKey().String(), out.Address)
+	require.Len(t, out.Calls, 7)
+	var total uint64
+	for _, c := range out.Calls {
+		require.Equal(t, http.StatusPaymentRequired, c.QuoteStatus, c.Op)
+		require.True(t, c.QuoteValid, "%s: @x402/core refuses our quote: %s", c.Op, c.QuoteError)
+		require.Equal(t, http.StatusOK, c.Status, "%s: %s", c.Op, c.Body)
+		require.NotNil(t, c.Settlement, c.Op)
+		require.True(t, c.Settlement.Success, c.Op)
+		require.Equal(t, payer.PublicKey().String(), c.Settlement.Payer, c.Op)
+		require.Equal(t, x402.SolanaMainnet, c.Settlement.Network, c.Op)
+		_, err := solana.SignatureFromBase58(c.Settlement.Transaction)
+		require.NoError(t, err, c.Op)
+		amount, err := strconv.ParseUint(c.Amount, 10, 64)
+		require.NoError(t, err, c.Op)
+		total += amount
+		t.Logf("%s paid on Solana in %d ms", c.Op, c.MS)
+	}
+	require.Equal(t, uint64(1_570_000), total)
+	require.Equal(t, total, payerBefore-s.node.TokenBalance(ctx, payerATA))
+	require.Equal(t, total, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+}
