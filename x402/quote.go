@@ -56,7 +56,8 @@ type CatalogConfig struct {
 	// key is configured).
 	ModelReady bool
 	// MaxTimeoutSeconds is the payment window offered. Defaults to
-	// DefaultMaxTimeoutSeconds.
+	// DefaultMaxTimeoutSeconds. The Solana option offers at most
+	// SolanaMaxTimeoutSeconds, the life of a blockhash.
 	MaxTimeoutSeconds int
 }
 
@@ -245,7 +246,7 @@ func accepts(amount string, cfg *CatalogConfig) ([]Requirements, error) {
 			return nil, fmt.Errorf("requirement extra: %w", err)
 		}
 		out = append(out, Requirements{Scheme: "exact", Network: n.ID, Amount: amount, Asset: n.Asset,
-			PayTo: cfg.Solana.PayTo, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, Extra: extra})
+			PayTo: cfg.Solana.PayTo, MaxTimeoutSeconds: min(cfg.MaxTimeoutSeconds, SolanaMaxTimeoutSeconds), Extra: extra})
 	}
 	return out, nil
 }

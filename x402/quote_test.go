@@ -65,7 +65,7 @@ func TestCatalog(t *testing.T) {
 	require.Equal(t, "eip155:137", required.Accepts[1].Network)
 	require.Equal(t, "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", required.Accepts[1].Asset)
 	require.Equal(t, Requirements{Scheme: "exact", Network: SolanaMainnet, Amount: "10000",
-		Asset: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", PayTo: solanaPayTo, MaxTimeoutSeconds: 300,
+		Asset: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", PayTo: solanaPayTo, MaxTimeoutSeconds: 60,
 		Extra: json.RawMessage(`{"feePayer":"` + feePayer + `"}`)}, required.Accepts[2])
 
 	var bazaar struct {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -41,6 +40,7 @@ type SettlerConfig struct {
 // Settle first asks for that signature's status and does not send twice.
 type Settler struct {
 	cfg SettlerConfig
+	rpc *rpcClient
 }
 
 var _ x402.Settler = (*Settler)(nil)
@@ -59,7 +59,7 @@ func NewSettler(cfg SettlerConfig) (*Settler, error) {
 	if cfg.Polls <= 0 {
 		cfg.Polls = 30
 	}
-	return &Settler{cfg: cfg}, nil
+	return &Settler{cfg: cfg, rpc: newRPCClient(cfg.URL, cfg.Client)}, nil
 }
 
 // Reasons of failed settlements.
@@ -153,7 +153,7 @@ func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
 			ConfirmationStatus string          `json:"confirmationStatus"`
 		} `json:"value"`
 	}
-	if err := s.call(ctx, "getSignatureStatuses", []any{[]string{id}, map[string]bool{"searchTransactionHistory": true}}, &out); err != nil {
+	if err := s.rpc.call(ctx, "getSignatureStatuses", []any{[]string{id}, map[string]bool{"searchTransactionHistory": true}}, &out); err != nil {
 		return statusUnknown, err
 	}
 	if len(out.Value) == 0 || out.Value[0] == nil {
@@ -173,7 +173,7 @@ func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
 // *SimulationError; "already processed" is success.
 func (s *Settler) send(ctx context.Context, txBase64 string) error {
 	var id string
-	err := s.call(ctx, "sendTransaction", []any{txBase64, map[string]any{"encoding": "base64", "preflightCommitment": "confirmed"}}, &id)
+	err := s.rpc.call(ctx, "sendTransaction", []any{txBase64, map[string]any{"encoding": "base64", "preflightCommitment": "confirmed"}}, &id)
 	var rerr *rpcCallError
 	if errors.As(err, &rerr) {
 		if strings.Contains(strings.ToLower(rerr.Message), "already been processed") {
@@ -184,50 +184,4 @@ func (s *Settler) send(ctx context.Context, txBase64 string) error {
 		}
 	}
 	return err
-}
-
-type rpcCallError struct {
-	Code    int
-	Message string
-}
-
-func (e *rpcCallError) Error() string { return fmt.Sprintf("RPC error %d: %s", e.Code, e.Message) }
-
-// call makes one JSON-RPC call and decodes its result into out.
-func (s *Settler) call(ctx context.Context, method string, params []any, out any) error {
-	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: 1, Method: method, Params: params})
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.cfg.Client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCResponse))
-	if err != nil {
-		return fmt.Errorf("%s: read answer: %w", method, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d: %s", method, resp.StatusCode, truncate(raw, 200))
-	}
-	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  *rpcError       `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("%s: answer is not JSON-RPC: %w", method, err)
-	}
-	if env.Error != nil {
-		return fmt.Errorf("%s: %w", method, &rpcCallError{Code: env.Error.Code, Message: env.Error.Message})
-	}
-	if err := json.Unmarshal(env.Result, out); err != nil {
-		return fmt.Errorf("%s: result: %w", method, err)
-	}
-	return nil
 }
