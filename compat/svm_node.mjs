@@ -22,9 +22,10 @@
 // associated token account of mint, USDC by default), litesvm_mint {address,
 // tokenProgram, decimals} (another mint, of SPL Token or Token-2022),
 // litesvm_payer {index} (a development payer's 64-byte key, base58),
-// litesvm_drop {method, count} (the next count answers
-// of method are lost after the work is done), litesvm_pause {ms} (no new
-// slot for ms).
+// litesvm_drop {method, count} (the next count answers of method are lost
+// after the work is done), litesvm_ignore {count} (the next count
+// sendTransaction calls answer the signature and land nothing, as a
+// transaction a leader dropped), litesvm_pause {ms} (no new slot for ms).
 import { createServer } from "node:http";
 import { createHash, createPrivateKey, createPublicKey } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -281,6 +282,7 @@ function status(sig) {
 }
 
 const drops = {}; // method -> answers still to lose
+let ignoreSends = 0; // sendTransaction calls still to drop silently
 let pausedUntil = 0;
 
 const methods = {
@@ -354,6 +356,10 @@ const methods = {
       }
     }
     if (chain.statuses[d.signature]) return d.signature; // a duplicate: dropped
+    if (ignoreSends > 0) {
+      ignoreSends--;
+      return d.signature;
+    }
     const r = run(d, { simulate: false, sigVerify: true });
     if (r.landed) chain.statuses[d.signature] = { slot: chain.slot, err: r.err };
     else if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
@@ -375,6 +381,10 @@ const methods = {
   },
   litesvm_drop: ({ method, count }) => {
     drops[method] = (drops[method] ?? 0) + count;
+    return true;
+  },
+  litesvm_ignore: ({ count }) => {
+    ignoreSends += count;
     return true;
   },
   litesvm_pause: ({ ms }) => {

@@ -34,8 +34,9 @@ type Payment struct {
 	// recorded.
 	VerifiedAt time.Time `json:"verifiedAt,omitzero"`
 	// ValidBefore is when the payment can no longer be settled (EIP-3009's
-	// validBefore): the operation's retries and its settlement must end
-	// before it. Zero when the payment names no such time.
+	// validBefore; on Solana when its transaction's blockhash dies): the
+	// operation's retries and its settlement must end before it. Zero when
+	// the payment names no such time.
 	ValidBefore time.Time `json:"validBefore,omitzero"`
 }
 

@@ -85,7 +85,8 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 			closeAll()
 			return nil, fmt.Errorf("SOLANA_FEE_PAYER_KEY: %w", err)
 		}
-		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil)})
+		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil),
+			Blockhashes: svm.NewBlockhashes(cfg.RPCURLSolana, nil)})
 		if err != nil {
 			closeAll()
 			return nil, err

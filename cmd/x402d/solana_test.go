@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
@@ -29,6 +30,7 @@ type solanaService struct {
 	feePayer solana.PrivateKey
 	payTo    solana.PublicKey
 	db       *dbtest.DB
+	model    *modeltest.Server
 }
 
 // startSolanaService starts a LiteSVM node and `x402d serve` settling Solana
@@ -41,6 +43,7 @@ func startSolanaService(ctx context.Context, t *testing.T, env map[string]string
 	s.node.Fund(ctx, s.payTo, 0, 0, solana.PublicKey{}) // its USDC account exists
 	s.db = dbtest.Schema(ctx, t)
 	fake := modeltest.NewServer(t)
+	s.model = fake
 	all := map[string]string{
 		"DATABASE_URL": s.db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"DEVCHAIN_RPC_ADDR": freeAddr(t), "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
@@ -123,4 +126,45 @@ func TestOfficialClientPaysEveryOperationOnSolana(t *testing.T) {
 	require.Equal(t, uint64(1_570_000), total)
 	require.Equal(t, total, payerBefore-s.node.TokenBalance(ctx, payerATA))
 	require.Equal(t, total, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+}
+
+// TestSolanaPaymentExpires has the official client pay a brief on Solana
+// whose model answers after 75 s, longer than the payment's blockhash
+// lives: the call ends 502 payment_expired once no run could end and
+// settle in time, well before the model would answer, and nothing is
+// charged.
+func TestSolanaPaymentExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, nil)
+	s.model.SetHandler(func(*modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Delay: 75 * time.Second, Text: "too late"}
+	})
+	payer := svmtest.PayerKey(4)
+	payerATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC)
+	before := s.node.TokenBalance(ctx, payerATA)
+
+	start := time.Now()
+	out := payOnSolanaWithOfficialClient(ctx, t, s.base, s.node.URL, payer, []map[string]string{{"op": "brief", "body": `{"question":"What is the x402 protocol?"}`}})
+	c := out.Calls[0]
+	require.Equal(t, x402.SolanaMaxTimeoutSeconds, c.MaxTimeoutSeconds)
+	status, body := c.Status, c.Body
+	if status == http.StatusAccepted {
+		var running struct{ Poll string }
+		require.NoError(t, json.Unmarshal([]byte(body), &running), body)
+		for status == http.StatusAccepted && time.Since(start) < 2*time.Minute {
+			resp, err := http.Get(s.base + running.Poll + "&wait=30")
+			require.NoError(t, err)
+			raw, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			status, body = resp.StatusCode, string(raw)
+		}
+	}
+	require.Equal(t, http.StatusBadGateway, status, body)
+	require.Contains(t, body, `"payment_expired"`)
+	elapsed := time.Since(start)
+	t.Logf("payment_expired after %s", elapsed)
+	require.Less(t, elapsed, time.Duration(x402.SolanaMaxTimeoutSeconds)*time.Second, "ended before the blockhash died, not when the model answered")
+	require.Equal(t, before, s.node.TokenBalance(ctx, payerATA), "nothing charged")
 }

@@ -331,6 +331,13 @@ func (n *Node) DropAnswers(ctx context.Context, method string, count int) {
 	require.NoError(n.t, n.Call(ctx, nil, "litesvm_drop", map[string]any{"method": method, "count": count}))
 }
 
+// IgnoreSends makes the node answer its next count sendTransaction calls
+// with the signature and land nothing, as a transaction a leader dropped.
+func (n *Node) IgnoreSends(ctx context.Context, count int) {
+	n.t.Helper()
+	require.NoError(n.t, n.Call(ctx, nil, "litesvm_ignore", map[string]any{"count": count}))
+}
+
 // PayerKey returns development payer i's key: an ed25519 key whose seed is
 // SHA-256("x402d svm development payer <i>"), as the node derives it. The
 // first Config.Payers of them hold SOL and USDC.

@@ -32,8 +32,10 @@ type SettlerConfig struct {
 }
 
 // Settler settles exact Solana payments: it signs the payer's transaction
-// as fee payer, sends it and waits until it is confirmed. It implements
-// x402.Settler.
+// as fee payer, sends it and waits until it is confirmed, sending it again
+// while the node has not seen it and its blockhash lives; once the
+// blockhash is dead and the node has not seen the transaction, it never
+// will, and the settlement fails. It implements x402.Settler.
 //
 // Settle is idempotent: the fee payer's signature is deterministic
 // (ed25519), so it names the transaction before it is sent; a retried
@@ -97,23 +99,30 @@ func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	ok := &x402.SettleResponse{Success: true, Transaction: id, Network: p.Network, Payer: p.Payer}
 	failed := &x402.SettleResponse{Success: false, ErrorReason: ReasonTransactionFailed, Network: p.Network, Payer: p.Payer}
 
+	wire := base64.StdEncoding.EncodeToString(raw.Bytes())
+	send := func() (*x402.SettleResponse, error) {
+		if err := s.send(ctx, wire); err != nil {
+			if _, ok := errors.AsType[*SimulationError](err); ok {
+				return failed, nil
+			}
+			return nil, err
+		}
+		return nil, nil
+	}
+
 	// Sent by an earlier attempt?
 	st, err := s.status(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case st == statusConfirmed:
+	switch st {
+	case statusConfirmed:
 		return ok, nil
-	case st == statusFailed:
+	case statusFailed:
 		return failed, nil
-	case st == statusUnknown:
-		if err := s.send(ctx, base64.StdEncoding.EncodeToString(raw.Bytes())); err != nil {
-			var txErr *SimulationError
-			if errors.As(err, &txErr) {
-				return failed, nil
-			}
-			return nil, err
+	case statusUnknown:
+		if res, err := send(); res != nil || err != nil {
+			return res, err
 		}
 	}
 	for i := 0; i < s.cfg.Polls; i++ {
@@ -131,6 +140,29 @@ func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 			return ok, nil
 		case statusFailed:
 			return failed, nil
+		case statusUnknown:
+			// The node has not seen it: the send was lost, or dropped
+			// before a block took it. Sent again while its blockhash
+			// lives; once the blockhash is dead it can never land.
+			var valid struct{ Value bool }
+			if err := s.rpc.call(ctx, "isBlockhashValid", []any{ptx.tx.Message.RecentBlockhash.String(), map[string]string{"commitment": "processed"}}, &valid); err != nil {
+				return nil, err
+			}
+			if !valid.Value {
+				if st, err = s.status(ctx, id); err != nil {
+					return nil, err
+				}
+				switch st {
+				case statusUnknown:
+					return failed, nil
+				case statusFailed:
+					return failed, nil
+				}
+				continue
+			}
+			if res, err := send(); res != nil || err != nil {
+				return res, err
+			}
 		}
 	}
 	return nil, fmt.Errorf("settle: transaction %s not confirmed after %d checks", id, s.cfg.Polls)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 
@@ -41,13 +42,18 @@ type VerifierConfig struct {
 	// Simulator simulates payment transactions before they are accepted.
 	// Nil skips simulation.
 	Simulator Simulator
+	// Blockhashes tells how long a payment's blockhash lives: its
+	// payment's ValidBefore is when it dies. Nil leaves ValidBefore zero
+	// (no deadline).
+	Blockhashes *Blockhashes
 }
 
 // Verifier verifies exact Solana payments. It implements
 // x402.SchemeVerifier.
 type Verifier struct {
-	feePayer  solana.PublicKey
-	simulator Simulator
+	feePayer    solana.PublicKey
+	simulator   Simulator
+	blockhashes *Blockhashes
 }
 
 var _ x402.SchemeVerifier = (*Verifier)(nil)
@@ -57,7 +63,7 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 	if cfg.FeePayer.IsZero() {
 		return nil, errors.New("svm verifier: no fee payer configured")
 	}
-	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator}, nil
+	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes}, nil
 }
 
 // FeePayer returns the fee payer payments must name.
@@ -195,6 +201,21 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 			return nil, fmt.Errorf("verify: %w", err)
 		}
 	}
+	var validBefore time.Time
+	if v.blockhashes != nil {
+		if err := x402.GuardChain(ctx); err != nil {
+			return nil, err
+		}
+		life, err := v.blockhashes.Life(ctx, ptx.tx.Message.RecentBlockhash)
+		if err != nil {
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+		if !life.Valid {
+			return nil, refuse(ReasonSimulationFailed, "the blockhash %s is no longer valid (block height %d, last valid %d)",
+				ptx.tx.Message.RecentBlockhash, life.Height, life.LastValidBlockHeight)
+		}
+		validBefore = life.Deadline
+	}
 	sig, _ := ptx.signature(tr.authority)
 	raw, err := payload.Ledger()
 	if err != nil {
@@ -207,6 +228,9 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 		Amount:  strconv.FormatUint(tr.amount, 10),
 		Asset:   mint.String(),
 		Payload: raw,
+		// The run and settlement of the call end before the transaction
+		// could no longer land, as EIP-3009's validBefore bounds them.
+		ValidBefore: validBefore,
 	}, nil
 }
 
