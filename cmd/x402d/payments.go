@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,14 +80,16 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	settlers := x402.Settlers{"eip155": settler}
 	// Solana is offered only when it can be settled: a fee payer key, an
 	// RPC endpoint and a receiving wallet.
+	var blockhashes *svm.Blockhashes
 	if cfg.SolanaFeePayer != "" && cfg.RPCURLSolana != "" && cfg.PayToSolana != "" {
 		key, err := svm.ParsePrivateKey(cfg.SolanaFeePayer)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("SOLANA_FEE_PAYER_KEY: %w", err)
 		}
+		blockhashes = svm.NewBlockhashes(cfg.RPCURLSolana, nil)
 		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil),
-			Blockhashes: svm.NewBlockhashes(cfg.RPCURLSolana, nil)})
+			Blockhashes: blockhashes})
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -105,6 +108,11 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		closeAll()
 		return nil, err
 	}
+	if blockhashes != nil {
+		renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		closers = append(closers, stop)
+		go renewSolanaBlockhash(renewCtx, blockhashes, catalog, logger)
+	}
 	for _, e := range catalog.Entries() {
 		if !e.Sellable {
 			logger.WarnContext(ctx, "operation not sold", "op", e.Spec.Name, "reason", e.BlockedReason)
@@ -114,4 +122,32 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	stack := &paymentStack{verifier: seller, settler: settlers, close: closeAll}
 	stack.relayer, _ = settler.(*evm.Relayer)
 	return stack, nil
+}
+
+// solanaBlockhashEvery is how often the Solana option's blockhash is
+// renewed: 5 blocks, so that a quote's blockhash has lost at most 2 s of
+// its 60.
+const solanaBlockhashEvery = 5 * x402.SolanaSlotTime
+
+// renewSolanaBlockhash hands clients a fresh blockhash in the Solana
+// option's extra until ctx ends, so that a payment's window starts at its
+// quote; an unreachable node leaves the last one (or none: clients then
+// fetch their own).
+func renewSolanaBlockhash(ctx context.Context, blockhashes *svm.Blockhashes, catalog *x402.Catalog, logger *slog.Logger) {
+	t := time.NewTicker(solanaBlockhashEvery)
+	defer t.Stop()
+	for {
+		bh, err := blockhashes.Latest(ctx)
+		if err == nil {
+			err = catalog.SetSolanaBlockhash(bh.Hash.String(), bh.LastValidBlockHeight)
+		}
+		if err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "Solana blockhash not renewed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -111,6 +111,9 @@ func TestOfficialClientPaysEveryOperationOnSolana(t *testing.T) {
 	for _, c := range out.Calls {
 		require.Equal(t, http.StatusPaymentRequired, c.QuoteStatus, c.Op)
 		require.True(t, c.QuoteValid, "%s: @x402/core refuses our quote: %s", c.Op, c.QuoteError)
+		require.Equal(t, x402.SolanaMaxTimeoutSeconds, c.MaxTimeoutSeconds, c.Op)
+		require.NotEmpty(t, c.Extra["recentBlockhash"], "%s: the quote hands out a blockhash", c.Op)
+		require.NotZero(t, c.Extra["lastValidBlockHeight"], c.Op)
 		require.Equal(t, http.StatusOK, c.Status, "%s: %s", c.Op, c.Body)
 		require.NotNil(t, c.Settlement, c.Op)
 		require.True(t, c.Settlement.Success, c.Op)
