@@ -19,7 +19,8 @@ type Payment struct {
 	// Payer is the paying address (EVM "from", Solana transfer authority).
 	Payer string `json:"payer,omitempty"`
 	// Nonce identifies the payment on its network for replay protection: the
-	// EIP-3009 nonce on EVM networks, the transaction's signature on Solana.
+	// EIP-3009 nonce on EVM networks, the SHA-256 of the transaction's
+	// message on Solana (base58), whatever its signatures.
 	Nonce string `json:"nonce,omitempty"`
 	// Amount is the paid amount in the asset's atomic units.
 	Amount string `json:"amount,omitempty"`

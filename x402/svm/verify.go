@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -124,8 +125,8 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 		return nil, refuse(ReasonFeePayerNotManaged, "the transaction's fee payer is %s, not %s", fp, v.feePayer)
 	}
 	ixs := ptx.instructions()
-	if len(ixs) < 3 || len(ixs) > 6 {
-		return nil, refuse(ReasonInstructionsLength, "%d instructions, want 3 to 6", len(ixs))
+	if len(ixs) < 3 || len(ixs) > maxInstructions {
+		return nil, refuse(ReasonInstructionsLength, "%d instructions, want 3 to %d", len(ixs), maxInstructions)
 	}
 	if ix := ixs[0]; ix.program != ComputeBudgetProgram || len(ix.data) != 5 || ix.data[0] != discSetComputeUnitLimit || len(ix.accounts) != 0 {
 		return nil, refuse(ReasonComputeLimit, "instruction 0 is not SetComputeUnitLimit")
@@ -144,8 +145,16 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	if tr.authority == v.feePayer || tr.source == v.feePayer || tr.source == feePayerATA {
+	if tr.source == feePayerATA {
 		return nil, refuse(ReasonFeePayerTransferring, "the transfer moves the fee payer's funds")
+	}
+	// The fee payer signs whatever it is named in: it may pay fees and
+	// nothing else, so no instruction may name it (as the exact scheme
+	// requires).
+	for i, ix := range ixs {
+		if ix.program == v.feePayer || slices.Contains(ix.accounts, v.feePayer) {
+			return nil, refuse(ReasonFeePayerTransferring, "instruction %d names the fee payer %s", i, v.feePayer)
+		}
 	}
 	if tr.mint != mint {
 		return nil, refuse(ReasonMintMismatch, "the transfer moves %s, not %s", tr.mint, mint)
@@ -160,7 +169,7 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	if tr.amount != amount {
 		return nil, refuse(ReasonAmountMismatch, "the transfer moves %d, the price is %d", tr.amount, amount)
 	}
-	unknown := [...]string{ReasonUnknownFourth, ReasonUnknownFifth, ReasonUnknownSixth}
+	unknown := [...]string{ReasonUnknownFourth, ReasonUnknownFifth, ReasonUnknownSixth, ReasonUnknownSeventh}
 	var memos [][]byte
 	for i, ix := range ixs[3:] {
 		switch ix.program {
@@ -216,7 +225,6 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 		validBefore = life.Deadline
 	}
-	sig, _ := ptx.signature(tr.authority)
 	raw, err := payload.Ledger()
 	if err != nil {
 		return nil, fmt.Errorf("verify: encode payload: %w", err)
@@ -224,7 +232,7 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	return &x402.Payment{
 		Network: req.Network,
 		Payer:   tr.authority.String(),
-		Nonce:   sig.String(),
+		Nonce:   ptx.messageHash(),
 		Amount:  strconv.FormatUint(tr.amount, 10),
 		Asset:   mint.String(),
 		Payload: raw,

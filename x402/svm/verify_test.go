@@ -3,6 +3,7 @@ package svm_test
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -226,10 +227,10 @@ func TestVerifier_Accepts(t *testing.T) {
 
 			msg, err := tx.Message.MarshalBinary()
 			require.NoError(t, err)
-			wantSig := ed25519.Sign(ed25519.PrivateKey(f.authority), msg)
+			msgHash := sha256.Sum256(msg)
 			require.Equal(t, x402.SolanaMainnet, payment.Network)
 			require.Equal(t, f.authority.PublicKey().String(), payment.Payer)
-			require.Equal(t, base58.Encode(wantSig), payment.Nonce)
+			require.Equal(t, base58.Encode(msgHash[:]), payment.Nonce, "the message names the payment")
 			require.Equal(t, req.Amount, payment.Amount)
 			require.Equal(t, req.Asset, payment.Asset)
 			var back x402.PaymentPayload
@@ -327,8 +328,8 @@ func TestVerifier_Refusals(t *testing.T) {
 			wantReason: svm.ReasonInstructionsLength,
 		},
 		{
-			name:       "nok, seven instructions",
-			parts:      func(p *parts) { p.ixs = append(p.ixs, memo("a"), memo("b"), memo("c")) },
+			name:       "nok, eight instructions",
+			parts:      func(p *parts) { p.ixs = append(p.ixs, memo("a"), memo("b"), memo("c"), memo("d")) },
 			wantReason: svm.ReasonInstructionsLength,
 		},
 		{
@@ -432,6 +433,28 @@ func TestVerifier_Refusals(t *testing.T) {
 				p.ixs[5] = solana.NewInstruction(solana.SystemProgramID, nil, []byte{2})
 			},
 			wantReason: svm.ReasonUnknownSixth,
+		},
+		{
+			name: "nok, unknown seventh instruction",
+			parts: func(p *parts) {
+				p.ixs = append(p.ixs, lighthouse(), memo("a"), solana.NewInstruction(solana.SystemProgramID, nil, []byte{2}))
+			},
+			wantReason: svm.ReasonUnknownSeventh,
+		},
+		{
+			name: "nok, fee payer named in a memo's accounts",
+			parts: func(p *parts) {
+				p.ixs[3] = solana.NewInstruction(svm.MemoProgram, solana.AccountMetaSlice{solana.Meta(f.feePayer.PublicKey())}, []byte("m"))
+			},
+			wantReason: svm.ReasonFeePayerTransferring,
+		},
+		{
+			name: "nok, fee payer named as the transfer's destination",
+			parts: func(p *parts) {
+				owner := f.authority.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, f.feePayer.PublicKey(), owner, 10000)
+			},
+			wantReason: svm.ReasonFeePayerTransferring,
 		},
 		{
 			name:       "nok, memo required and absent",
@@ -627,3 +650,28 @@ func editTx(pp *x402.PaymentPayload, edit func(raw []byte) []byte) {
 
 // The package plugs into the seller as its "solana" scheme.
 var _ = x402.Scheme{Verifier: (*svm.Verifier)(nil), Identify: svm.Identify}
+
+// TestVerifier_SameMessage checks that a payment is named by its message:
+// the same transaction with its fee payer's slot filled in by someone else
+// is the same payment (one replay key), never a second one.
+func TestVerifier_SameMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	req := f.requirement()
+	p := f.parts(t, req, svm.TokenProgram)
+	_, b64 := p.build(t)
+	p.tamper = func(tx *solana.Transaction) { copy(tx.Signatures[0][:], newKey(t)[:64]) }
+	_, other := p.build(t)
+	require.NotEqual(t, b64, other)
+
+	first, err := f.verifier.Verify(ctx, req, paymentPayload(req, b64))
+	require.NoError(t, err)
+	second, err := f.verifier.Verify(ctx, req, paymentPayload(req, other))
+	require.NoError(t, err)
+	require.Equal(t, first.Key(), second.Key())
+	payer, nonce, err := svm.Identify(paymentPayload(req, other))
+	require.NoError(t, err)
+	require.Equal(t, first.Payer, payer)
+	require.Equal(t, first.Nonce, nonce)
+}
