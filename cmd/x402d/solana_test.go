@@ -171,3 +171,106 @@ func TestSolanaPaymentExpires(t *testing.T) {
 	require.Less(t, elapsed, time.Duration(x402.SolanaMaxTimeoutSeconds)*time.Second, "ended before the blockhash died, not when the model answered")
 	require.Equal(t, before, s.node.TokenBalance(ctx, payerATA), "nothing charged")
 }
+
+// solanaRequirement returns the Solana option of op's quote.
+func solanaRequirement(t *testing.T, base, op string) *x402.Requirements {
+	t.Helper()
+	resp, err := http.Post(base+"/api/x402/"+op, "application/json", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	var pr x402.PaymentRequired
+	require.NoError(t, x402.DecodeHeader(resp.Header.Get("PAYMENT-REQUIRED"), &pr))
+	for i := range pr.Accepts {
+		if pr.Accepts[i].Network == x402.SolanaMainnet {
+			return &pr.Accepts[i]
+		}
+	}
+	t.Fatalf("no Solana option in %+v", pr.Accepts)
+	return nil
+}
+
+// postPaid posts body to op with the payment header and returns the status,
+// the body and the decoded PAYMENT-RESPONSE (nil when absent).
+func postPaid(t *testing.T, base, op, body, header string) (int, string, *x402.SettleResponse) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/api/x402/"+op, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("PAYMENT-SIGNATURE", header)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var settled *x402.SettleResponse
+	if h := resp.Header.Get("PAYMENT-RESPONSE"); h != "" {
+		settled = &x402.SettleResponse{}
+		require.NoError(t, x402.DecodeHeader(h, settled))
+	}
+	return resp.StatusCode, string(raw), settled
+}
+
+// TestSolanaDuplicatePayments sends the same Solana payment again, the
+// same transaction with other bytes in the fee payer's slot, and one
+// payment twice at once: each is one call, settled once, and the payer's
+// and receiver's USDC move by one price per payment.
+func TestSolanaDuplicatePayments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, nil)
+	payer := svmtest.PayerKey(5)
+	payerATA, payToATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC), svmtest.ATA(t, s.payTo, svmtest.USDC)
+	payerBefore, payToBefore := s.node.TokenBalance(ctx, payerATA), s.node.TokenBalance(ctx, payToATA)
+	const body = `{"a":"x\n","b":"y\n"}`
+
+	req := solanaRequirement(t, s.base, "diff")
+	tx := s.node.PaymentTransaction(ctx, req, payer, "first")
+	header := svmtest.PaymentHeader(t, req, tx)
+	status, result, settled := postPaid(t, s.base, "diff", body, header)
+	require.Equal(t, http.StatusOK, status, result)
+	require.True(t, settled.Success)
+
+	// The same header again: the stored result, no second transfer.
+	status, again, resent := postPaid(t, s.base, "diff", body, header)
+	require.Equal(t, http.StatusOK, status, again)
+	require.JSONEq(t, result, again)
+	require.Equal(t, settled.Transaction, resent.Transaction)
+
+	// The same message with the fee payer's slot filled in by the caller:
+	// the same payment.
+	copy(tx.Signatures[0][:], svmtest.PayerKey(99)[:64])
+	forged := svmtest.PaymentHeader(t, req, tx)
+	require.NotEqual(t, header, forged)
+	status, again, _ = postPaid(t, s.base, "diff", body, forged)
+	require.Equal(t, http.StatusOK, status, again)
+	require.JSONEq(t, result, again)
+	status, refused, _ := postPaid(t, s.base, "diff", `{"a":"other\n","b":"y\n"}`, forged)
+	require.Equal(t, http.StatusPaymentRequired, status, refused)
+	require.Contains(t, refused, "payment_already_used")
+
+	// One payment sent twice at once: one call.
+	second := svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, payer, "second"))
+	type answer struct {
+		status int
+		body   string
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			st, b, _ := postPaid(t, s.base, "diff", body, second)
+			answers <- answer{st, b}
+		}()
+	}
+	a, b := <-answers, <-answers
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Equal(t, http.StatusOK, b.status, b.body)
+	var ca, cb struct {
+		CallID string `json:"call_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(a.body), &ca))
+	require.NoError(t, json.Unmarshal([]byte(b.body), &cb))
+	require.Equal(t, ca.CallID, cb.CallID)
+
+	require.Equal(t, uint64(20_000), payerBefore-s.node.TokenBalance(ctx, payerATA), "two payments, each charged once")
+	require.Equal(t, uint64(20_000), s.node.TokenBalance(ctx, payToATA)-payToBefore)
+}

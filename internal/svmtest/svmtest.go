@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,8 @@ import (
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402"
 )
 
 // USDC is the mint of USDC on Solana mainnet, which the node holds.
@@ -353,4 +356,65 @@ func ATA(t testing.TB, owner, mint solana.PublicKey) solana.PublicKey {
 	a, _, err := solana.FindAssociatedTokenAddress(owner, mint)
 	require.NoError(t, err)
 	return a
+}
+
+// Programs of a payment transaction.
+var (
+	computeBudgetProgram = solana.MustPublicKeyFromBase58("ComputeBudget111111111111111111111111111111")
+	tokenProgram         = solana.MustPublicKeyFromBase58("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA")
+	memoProgram          = solana.MustPublicKeyFromBase58("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr")
+)
+
+// PaymentTransaction returns the transaction the official client builds to
+// pay req from payer (USDC of the SPL Token program): compute limit,
+// compute price, TransferChecked to the associated account of req.PayTo,
+// memo; signed by payer, the fee payer's slot (extra.feePayer) left empty.
+// It names the blockhash extra.recentBlockhash, else the node's newest.
+func (n *Node) PaymentTransaction(ctx context.Context, req *x402.Requirements, payer solana.PrivateKey, memo string) *solana.Transaction {
+	n.t.Helper()
+	t := n.t
+	var extra x402.SVMExtra
+	require.NoError(t, json.Unmarshal(req.Extra, &extra))
+	blockhash := n.LatestBlockhash(ctx, "confirmed").Hash
+	if extra.RecentBlockhash != "" {
+		blockhash = solana.MustHashFromBase58(extra.RecentBlockhash)
+	}
+	amount, err := strconv.ParseUint(req.Amount, 10, 64)
+	require.NoError(t, err)
+	mint := solana.MustPublicKeyFromBase58(req.Asset)
+	owner := payer.PublicKey()
+	transfer := binary.LittleEndian.AppendUint64([]byte{12}, amount)
+	transfer = append(transfer, 6)
+	ixs := []solana.Instruction{
+		solana.NewInstruction(computeBudgetProgram, nil, binary.LittleEndian.AppendUint32([]byte{2}, 20_000)),
+		solana.NewInstruction(computeBudgetProgram, nil, binary.LittleEndian.AppendUint64([]byte{3}, 1)),
+		solana.NewInstruction(tokenProgram, solana.AccountMetaSlice{
+			solana.Meta(ATA(t, owner, mint)).WRITE(), solana.Meta(mint),
+			solana.Meta(ATA(t, solana.MustPublicKeyFromBase58(req.PayTo), mint)).WRITE(), solana.Meta(owner).SIGNER(),
+		}, transfer),
+		solana.NewInstruction(memoProgram, nil, []byte(memo)),
+	}
+	tx, err := solana.NewTransaction(ixs, blockhash, solana.TransactionPayer(solana.MustPublicKeyFromBase58(extra.FeePayer)))
+	require.NoError(t, err)
+	tx.Message.SetVersion(solana.MessageVersionV0)
+	_, err = tx.PartialSign(func(k solana.PublicKey) *solana.PrivateKey {
+		if k == owner {
+			return &payer
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return tx
+}
+
+// PaymentHeader returns the PAYMENT-SIGNATURE header paying req with tx.
+func PaymentHeader(t testing.TB, req *x402.Requirements, tx *solana.Transaction) string {
+	t.Helper()
+	b64, err := tx.ToBase64()
+	require.NoError(t, err)
+	payload, err := json.Marshal(x402.ExactSVMPayload{Transaction: b64})
+	require.NoError(t, err)
+	h, err := x402.EncodeHeader(x402.PaymentPayload{X402Version: x402.Version, Accepted: *req, Payload: payload})
+	require.NoError(t, err)
+	return h
 }
