@@ -274,3 +274,49 @@ func TestSolanaDuplicatePayments(t *testing.T) {
 	require.Equal(t, uint64(20_000), payerBefore-s.node.TokenBalance(ctx, payerATA), "two payments, each charged once")
 	require.Equal(t, uint64(20_000), s.node.TokenBalance(ctx, payToATA)-payToBefore)
 }
+
+// TestSolanaSettlementFaults pays on Solana while the node loses the
+// answers to sendTransaction and getSignatureStatuses, drops a sent
+// transaction, and restarts: every call is answered once and each payment
+// moves its price once.
+func TestSolanaSettlementFaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, nil)
+	payer := svmtest.PayerKey(6)
+	payerATA, payToATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC), svmtest.ATA(t, s.payTo, svmtest.USDC)
+	payerBefore, payToBefore := s.node.TokenBalance(ctx, payerATA), s.node.TokenBalance(ctx, payToATA)
+
+	faults := []struct {
+		name   string
+		before func()
+	}{
+		{"the answer to sendTransaction lost", func() { s.node.DropAnswers(ctx, "sendTransaction", 1) }},
+		{"the answers to getSignatureStatuses lost", func() { s.node.DropAnswers(ctx, "getSignatureStatuses", 2) }},
+		{"the sent transaction dropped by the leader", func() { s.node.IgnoreSends(ctx, 1) }},
+		{"the node restarted", func() { s.node.Restart() }},
+	}
+	for i, f := range faults {
+		req := solanaRequirement(t, s.base, "diff")
+		header := svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, payer, "fault-"+strconv.Itoa(i)))
+		f.before()
+		body := `{"a":"` + strconv.Itoa(i) + `\n","b":"y\n"}`
+		status, result, _ := postPaid(t, s.base, "diff", body, header)
+		start := time.Now()
+		for status == http.StatusAccepted && time.Since(start) < time.Minute {
+			var running struct{ Poll string }
+			require.NoError(t, json.Unmarshal([]byte(result), &running), result)
+			resp, err := http.Get(s.base + running.Poll + "&wait=30")
+			require.NoError(t, err)
+			raw, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			status, result = resp.StatusCode, string(raw)
+		}
+		require.Equal(t, http.StatusOK, status, "%s: %s", f.name, result)
+		t.Logf("%s: answered", f.name)
+	}
+	n := uint64(len(faults)) * 10_000
+	require.Equal(t, n, payerBefore-s.node.TokenBalance(ctx, payerATA), "each payment charged once")
+	require.Equal(t, n, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+}
