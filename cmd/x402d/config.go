@@ -97,6 +97,9 @@ type Config struct {
 	// RelayerLowBalance is RELAYER_LOW_BALANCE_ETH in wei: under it the
 	// workers warn.
 	RelayerLowBalance *big.Int
+	// SolanaLowBalance is SOLANA_FEE_PAYER_LOW_BALANCE_SOL in lamports:
+	// under it the workers warn.
+	SolanaLowBalance *big.Int
 	// Factories6492 is EIP6492_FACTORIES: the only wallet factories whose
 	// undeployed wallets may pay (nil: any whose deployment simulates).
 	Factories6492 []common.Address
@@ -314,6 +317,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	}
 	c.SettlementMaxFee = decimalWei("SETTLEMENT_MAX_FEE_GWEI", "", 9)
 	c.RelayerLowBalance = decimalWei("RELAYER_LOW_BALANCE_ETH", "0.01", 18)
+	c.SolanaLowBalance = decimalWei("SOLANA_FEE_PAYER_LOW_BALANCE_SOL", "0.05", 9)
 	if v := strings.TrimSpace(getenv("EIP6492_FACTORIES")); v != "" {
 		for _, part := range strings.Split(v, ",") {
 			part = strings.TrimSpace(part)

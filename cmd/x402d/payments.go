@@ -121,6 +121,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	seller := x402.NewSeller(catalog, schemes)
 	stack := &paymentStack{verifier: seller, settler: settlers, close: closeAll}
 	stack.relayer, _ = settler.(*evm.Relayer)
+	stack.solana, _ = settlers["solana"].(*svm.Settler)
 	return stack, nil
 }
 

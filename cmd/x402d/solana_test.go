@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -129,6 +130,18 @@ func TestOfficialClientPaysEveryOperationOnSolana(t *testing.T) {
 	require.Equal(t, uint64(1_570_000), total)
 	require.Equal(t, total, payerBefore-s.node.TokenBalance(ctx, payerATA))
 	require.Equal(t, total, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+
+	// The workers read the fee payer's balance (10 SOL at start).
+	resp, err := http.Get(s.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	figures, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^x402d_solana_fee_payer_balance_lamports (\S+)$`).FindSubmatch(figures)
+	require.NotNil(t, m, "no fee payer balance in /metrics")
+	lamports, err := strconv.ParseFloat(string(m[1]), 64)
+	require.NoError(t, err)
+	require.InDelta(t, 10_000_000_000, lamports, 1_000_000, "fee payer balance as read")
 }
 
 // TestSolanaPaymentExpires has the official client pay a brief on Solana

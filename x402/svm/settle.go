@@ -168,6 +168,21 @@ func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	return nil, fmt.Errorf("settle: transaction %s not confirmed after %d checks", id, s.cfg.Polls)
 }
 
+// FeePayer returns the fee payer's address.
+func (s *Settler) FeePayer() solana.PublicKey { return s.cfg.Key.PublicKey() }
+
+// Balance returns the fee payer's balance in lamports (confirmed): what
+// pays the fees of settlements.
+func (s *Settler) Balance(ctx context.Context) (uint64, error) {
+	var out struct {
+		Value uint64 `json:"value"`
+	}
+	if err := s.rpc.call(ctx, "getBalance", []any{s.cfg.Key.PublicKey().String(), map[string]string{"commitment": "confirmed"}}, &out); err != nil {
+		return 0, fmt.Errorf("fee payer balance: %w", err)
+	}
+	return out.Value, nil
+}
+
 type txStatus int
 
 const (
