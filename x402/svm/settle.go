@@ -25,9 +25,11 @@ type SettlerConfig struct {
 	URL string
 	// Client defaults to an http.Client with a 15-second timeout.
 	Client *http.Client
-	// Poll is the pause between two status checks. Defaults to 1 s.
+	// Poll is the pause between two status checks. Defaults to a slot
+	// (x402.SolanaSlotTime, 400 ms).
 	Poll time.Duration
-	// Polls bounds the status checks of one Settle. Defaults to 30.
+	// Polls bounds the status checks of one Settle. Defaults to as many
+	// as a blockhash lives (x402.SolanaBlockhashBlocks).
 	Polls int
 }
 
@@ -56,10 +58,10 @@ func NewSettler(cfg SettlerConfig) (*Settler, error) {
 		cfg.Client = &http.Client{Timeout: 15 * time.Second}
 	}
 	if cfg.Poll <= 0 {
-		cfg.Poll = time.Second
+		cfg.Poll = x402.SolanaSlotTime
 	}
 	if cfg.Polls <= 0 {
-		cfg.Polls = 30
+		cfg.Polls = x402.SolanaBlockhashBlocks
 	}
 	return &Settler{cfg: cfg, rpc: newRPCClient(cfg.URL, cfg.Client)}, nil
 }
