@@ -130,20 +130,36 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 // its 60.
 const solanaBlockhashEvery = 5 * x402.SolanaSlotTime
 
+// solanaBlockhashStale is how old a handed-out blockhash may grow while
+// the node does not answer before quotes stop handing it out (clients then
+// fetch their own): past it, a payment naming it would have too little of
+// its window left.
+const solanaBlockhashStale = 10 * time.Second
+
 // renewSolanaBlockhash hands clients a fresh blockhash in the Solana
 // option's extra until ctx ends, so that a payment's window starts at its
-// quote; an unreachable node leaves the last one (or none: clients then
-// fetch their own).
+// quote; while the node does not answer, the last one is kept for
+// solanaBlockhashStale, then none is handed out.
 func renewSolanaBlockhash(ctx context.Context, blockhashes *svm.Blockhashes, catalog *x402.Catalog, logger *slog.Logger) {
 	t := time.NewTicker(solanaBlockhashEvery)
 	defer t.Stop()
+	var setAt time.Time
 	for {
 		bh, err := blockhashes.Latest(ctx)
 		if err == nil {
-			err = catalog.SetSolanaBlockhash(bh.Hash.String(), bh.LastValidBlockHeight)
+			if err = catalog.SetSolanaBlockhash(bh.Hash.String(), bh.LastValidBlockHeight); err == nil {
+				setAt = time.Now()
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			logger.WarnContext(ctx, "Solana blockhash not renewed", "error", err)
+			if !setAt.IsZero() && time.Since(setAt) > solanaBlockhashStale {
+				if err := catalog.SetSolanaBlockhash("", 0); err != nil {
+					logger.WarnContext(ctx, "Solana blockhash not withdrawn", "error", err)
+				} else {
+					setAt = time.Time{}
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():

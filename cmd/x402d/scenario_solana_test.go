@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -39,7 +40,7 @@ func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 		require.NoError(t, err)
 		dur = d
 	}
-	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "error"})
+	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "warn"})
 	feePayer, payTo := svmtest.PayerKey(2000), svmtest.PayerKey(2001).PublicKey()
 	s.node.FundSOL(ctx, feePayer.PublicKey(), 100_000_000_000)
 	s.node.Fund(ctx, payTo, 0, 0, solana.PublicKey{})
@@ -48,13 +49,13 @@ func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 	sellers := []struct{ name, base string }{{"x402d", s.base}, {"official", official}}
 	for _, sl := range sellers {
 		r := solanaLoad(ctx, t, s.node, sl.base, inFlight, 0, dur)
-		t.Logf("%s: %d in flight for %s: %d paid in %s (%.1f/s), %d not paid; p50 %s, p99 %s",
-			sl.name, inFlight, dur, r.paid, r.elapsed.Round(time.Millisecond), float64(r.paid)/r.elapsed.Seconds(), r.failed, r.quantile(0.5), r.quantile(0.99))
+		t.Logf("%s: %d in flight for %s: %d paid in %s (%.1f/s), %d not paid %v; p50 %s, p99 %s; quote's blockhash had %d blocks left at least",
+			sl.name, inFlight, dur, r.paid, r.elapsed.Round(time.Millisecond), float64(r.paid)/r.elapsed.Seconds(), r.failed, r.why, r.quantile(0.5), r.quantile(0.99), r.minLeft)
 	}
 	for _, sl := range sellers {
 		r := solanaLoad(ctx, t, s.node, sl.base, 0, rate, dur)
-		t.Logf("%s: steady %d/s for %s: %d paid, %d not paid; p50 %s, p99 %s",
-			sl.name, rate, dur, r.paid, r.failed, r.quantile(0.5), r.quantile(0.99))
+		t.Logf("%s: steady %d/s for %s: %d paid, %d not paid %v; p50 %s, p99 %s; quote's blockhash had %d blocks left at least",
+			sl.name, rate, dur, r.paid, r.failed, r.why, r.quantile(0.5), r.quantile(0.99), r.minLeft)
 	}
 }
 
@@ -72,6 +73,11 @@ func envInt(t *testing.T, key string, def int) int {
 type loadResult struct {
 	paid, failed int
 	latencies    []time.Duration
+	// why counts the calls not paid by what they were answered.
+	why map[string]int
+	// minLeft is the fewest blocks the quote's blockhash had left when
+	// the quote was read.
+	minLeft int64
 	// elapsed is from the first call to the last answer.
 	elapsed time.Duration
 }
@@ -91,6 +97,10 @@ func (r *loadResult) quantile(q float64) time.Duration {
 // client builds it on the seller's current quote (fetched every second,
 // the node's newest blockhash put in its extra when the quote has none).
 func solanaLoad(ctx context.Context, t *testing.T, node *svmtest.Node, base string, inFlight, rate int, dur time.Duration) *loadResult {
+	var (
+		mu  sync.Mutex
+		res = loadResult{why: map[string]int{}, minLeft: x402.SolanaBlockhashBlocks}
+	)
 	var current atomic.Pointer[x402.Requirements]
 	refresh := func() {
 		req := *solanaRequirement(t, base, "diff")
@@ -98,6 +108,11 @@ func solanaLoad(ctx context.Context, t *testing.T, node *svmtest.Node, base stri
 		require.NoError(t, json.Unmarshal(req.Extra, &extra))
 		if extra["recentBlockhash"] == nil {
 			extra["recentBlockhash"] = node.LatestBlockhash(ctx, "confirmed").Hash.String()
+		} else if last, ok := extra["lastValidBlockHeight"].(float64); ok {
+			left := int64(last) - int64(node.BlockHeight(ctx, "confirmed"))
+			mu.Lock()
+			res.minLeft = min(res.minLeft, left)
+			mu.Unlock()
 		}
 		raw, err := json.Marshal(extra)
 		require.NoError(t, err)
@@ -122,11 +137,7 @@ func solanaLoad(ctx context.Context, t *testing.T, node *svmtest.Node, base stri
 	defer func() { close(stop); refresher.Wait() }()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048}, Timeout: 2 * time.Minute}
-	var (
-		mu  sync.Mutex
-		res loadResult
-		seq atomic.Int64
-	)
+	var seq atomic.Int64
 	call := func() {
 		n := seq.Add(1)
 		req := current.Load()
@@ -139,11 +150,14 @@ func solanaLoad(ctx context.Context, t *testing.T, node *svmtest.Node, base stri
 		hr.Header.Set("Content-Type", "application/json")
 		hr.Header.Set("PAYMENT-SIGNATURE", header)
 		resp, err := client.Do(hr)
-		ok := false
+		ok, why := false, "error"
 		if err == nil {
 			var settled x402.SettleResponse
 			ok = resp.StatusCode == http.StatusOK && x402.DecodeHeader(resp.Header.Get("PAYMENT-RESPONSE"), &settled) == nil && settled.Success
+			var answer struct{ Error string }
+			_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&answer)
 			resp.Body.Close()
+			why = strconv.Itoa(resp.StatusCode) + " " + answer.Error
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -152,6 +166,7 @@ func solanaLoad(ctx context.Context, t *testing.T, node *svmtest.Node, base stri
 			res.latencies = append(res.latencies, time.Since(start))
 		} else {
 			res.failed++
+			res.why[why]++
 		}
 	}
 	begin := time.Now()
