@@ -31,7 +31,7 @@ func (t toolCalls) Call(ctx context.Context, op string, args []byte, payment str
 			return s.toolFailure(ctx, invalidInput(entry, err))
 		}
 		entry.quoted()
-		return mcp.Outcome{PaymentRequired: entry.paymentRequired}
+		return mcp.Outcome{PaymentRequired: entry.current().paymentRequired}
 	}
 	a, err := s.admit(ctx, entry, args, payment)
 	if err != nil {

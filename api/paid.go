@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -35,15 +36,23 @@ const (
 // so the unpaid path copies nothing.
 type opEntry struct {
 	op       jobs.Operation
-	quote    *x402.Quote
-	required []string
-	wwwAuth  []string
+	payments x402.Verifier
+	// quoteParts is the quote as last read from payments: read again when
+	// the catalogue has replaced it (the Solana option's blockhash renewed).
+	quoteParts atomic.Pointer[opQuote]
 	// contentType is the quote body's Content-Type header value.
 	contentType []string
 	// quoted counts a quote answered (x402d_quotes_served_total).
 	quoted func()
 	// unsellable is set when the operation is not sold now (503, no quote).
 	unsellable bool
+}
+
+// opQuote is one quote of an operation as ready header values.
+type opQuote struct {
+	quote    *x402.Quote
+	required []string
+	wwwAuth  []string
 	// paymentRequired is the quote's PaymentRequired (JSON), as an MCP
 	// tool call without payment answers it.
 	paymentRequired json.RawMessage
@@ -57,12 +66,36 @@ func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: quote %s: %w", op.Name, err)
 	}
+	parts, err := newOpQuote(op.Name, q)
+	if err != nil {
+		return nil, err
+	}
+	e := &opEntry{op: op, payments: payments, contentType: []string{echo.MIMEApplicationJSON}}
+	e.quoteParts.Store(parts)
+	return e, nil
+}
+
+func newOpQuote(op string, q *x402.Quote) (*opQuote, error) {
 	var required json.RawMessage
 	if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
-		return nil, fmt.Errorf("api: own quote of %s: %w", op.Name, err)
+		return nil, fmt.Errorf("api: own quote of %s: %w", op, err)
 	}
-	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate},
-		contentType: []string{echo.MIMEApplicationJSON}, paymentRequired: required}, nil
+	return &opQuote{quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}, paymentRequired: required}, nil
+}
+
+// current returns the operation's quote as the catalogue has it now: the
+// one kept unless the catalogue replaced it (a lookup, no allocation).
+func (e *opEntry) current() *opQuote {
+	parts := e.quoteParts.Load()
+	q, err := e.payments.Quote(e.op.Name)
+	if err != nil || q == parts.quote {
+		return parts
+	}
+	if fresh, err := newOpQuote(e.op.Name, q); err == nil {
+		e.quoteParts.Store(fresh)
+		return fresh
+	}
+	return parts
 }
 
 var errNotSellable = &Error{Status: http.StatusServiceUnavailable, Code: "not_sellable", Message: "this operation is not sold now: the service's receiving or model configuration is incomplete"}
@@ -81,10 +114,11 @@ func (s *Server) paid(c echo.Context) error {
 	if header == "" {
 		// The quote path: the body is not read, nothing is allocated.
 		h := c.Response().Header()
-		h[headerPaymentRequired] = entry.required
-		h[headerWWWAuthenticate] = entry.wwwAuth
+		q := entry.current()
+		h[headerPaymentRequired] = q.required
+		h[headerWWWAuthenticate] = q.wwwAuth
 		s.cfg.Metrics.QuoteServed(entry.op.Name)
-		return c.JSONBlob(http.StatusPaymentRequired, entry.quote.Body)
+		return c.JSONBlob(http.StatusPaymentRequired, q.quote.Body)
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -224,7 +258,7 @@ func (s *Server) answer(c echo.Context, call *store.Call) error {
 				c.Response().Header().Set(headerPaymentResponse, h)
 			}
 		}
-		if entry == nil || entry.quote == nil {
+		if entry == nil || entry.unsellable {
 			return &Error{Status: http.StatusPaymentRequired, Code: reason, Message: detail, CallID: call.ID}
 		}
 		return s.refuse(c, entry, &x402.Refusal{Reason: reason, Message: detail})

@@ -217,11 +217,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if name, ok := strings.CutPrefix(r.URL.Path, "/api/x402/"); ok {
 			if entry := s.ops[name]; entry != nil && !entry.unsellable {
 				h := w.Header()
-				h[headerPaymentRequired] = entry.required
-				h[headerWWWAuthenticate] = entry.wwwAuth
+				q := entry.current()
+				h[headerPaymentRequired] = q.required
+				h[headerWWWAuthenticate] = q.wwwAuth
 				h["Content-Type"] = entry.contentType
 				w.WriteHeader(http.StatusPaymentRequired)
-				_, _ = w.Write(entry.quote.Body)
+				_, _ = w.Write(q.quote.Body)
 				entry.quoted()
 				return
 			}

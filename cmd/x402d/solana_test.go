@@ -333,3 +333,33 @@ func TestSolanaSettlementFaults(t *testing.T) {
 	require.Equal(t, n, payerBefore-s.node.TokenBalance(ctx, payerATA), "each payment charged once")
 	require.Equal(t, n, s.node.TokenBalance(ctx, payToATA)-payToBefore)
 }
+
+// TestSolanaQuoteRenewsBlockhash checks that the Solana option of the
+// quotes (HTTP and the fast path alike) hands out the node's newest
+// blockhash, renewed as blocks pass, and that a payment naming it is
+// accepted long after the service started.
+func TestSolanaQuoteRenewsBlockhash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, nil)
+	extra := func() x402.SVMExtra {
+		var e x402.SVMExtra
+		require.NoError(t, json.Unmarshal(solanaRequirement(t, s.base, "regex").Extra, &e))
+		return e
+	}
+	first := extra()
+	require.NotEmpty(t, first.RecentBlockhash)
+	require.Eventually(t, func() bool {
+		next := extra()
+		return next.RecentBlockhash != first.RecentBlockhash && next.LastValidBlockHeight > first.LastValidBlockHeight
+	}, 10*time.Second, 200*time.Millisecond)
+	last := extra()
+	require.LessOrEqual(t, last.LastValidBlockHeight-s.node.BlockHeight(ctx, "confirmed"), uint64(x402.SolanaBlockhashBlocks))
+	require.Greater(t, last.LastValidBlockHeight-s.node.BlockHeight(ctx, "confirmed"), uint64(x402.SolanaBlockhashBlocks-15), "renewed within a few blocks")
+
+	req := solanaRequirement(t, s.base, "diff")
+	status, body, settled := postPaid(t, s.base, "diff", `{"a":"1\n","b":"2\n"}`,
+		svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, svmtest.PayerKey(7), "renewed")))
+	require.Equal(t, http.StatusOK, status, body)
+	require.True(t, settled.Success)
+}
