@@ -375,9 +375,11 @@ func (n *Node) PaymentTransaction(ctx context.Context, req *x402.Requirements, p
 	t := n.t
 	var extra x402.SVMExtra
 	require.NoError(t, json.Unmarshal(req.Extra, &extra))
-	blockhash := n.LatestBlockhash(ctx, "confirmed").Hash
+	var blockhash solana.Hash
 	if extra.RecentBlockhash != "" {
 		blockhash = solana.MustHashFromBase58(extra.RecentBlockhash)
+	} else {
+		blockhash = n.LatestBlockhash(ctx, "confirmed").Hash
 	}
 	amount, err := strconv.ParseUint(req.Amount, 10, 64)
 	require.NoError(t, err)
