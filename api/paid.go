@@ -29,17 +29,24 @@ const (
 	headerPaymentRequired  = "Payment-Required"
 	headerPaymentResponse  = "Payment-Response"
 	headerWWWAuthenticate  = "Www-Authenticate"
+	headerCacheControl     = "Cache-Control"
 	callIDKey              = "call_id"
 )
+
+// noStore is the Cache-Control of every 402 and of the discovery documents
+// that carry quotes: a quote names the receiving address and the networks
+// of the service's configuration now, which a cache must not hand out after
+// it changed (the official x402 servers send it on their 402s too).
+var noStore = []string{"no-store"}
 
 // opEntry is an operation with its quote precomputed as ready header values,
 // so the unpaid path copies nothing.
 type opEntry struct {
 	op       jobs.Operation
 	payments x402.Verifier
-	// quoteParts is the quote as last read from payments: read again when
-	// the catalogue has replaced it (the Solana option's blockhash renewed).
-	quoteParts atomic.Pointer[opQuote]
+	// parts is the quote as last read from payments: read again when the
+	// catalogue has replaced it (the Solana option's blockhash renewed).
+	parts atomic.Pointer[opQuote]
 	// contentType is the quote body's Content-Type header value.
 	contentType []string
 	// quoted counts a quote answered (x402d_quotes_served_total).
@@ -48,14 +55,11 @@ type opEntry struct {
 	unsellable bool
 }
 
-// opQuote is one quote of an operation as ready header values.
+// opQuote is one quote of an operation with its ready header values.
 type opQuote struct {
 	quote    *x402.Quote
 	required []string
 	wwwAuth  []string
-	// paymentRequired is the quote's PaymentRequired (JSON), as an MCP
-	// tool call without payment answers it.
-	paymentRequired json.RawMessage
 }
 
 func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
@@ -66,37 +70,35 @@ func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: quote %s: %w", op.Name, err)
 	}
-	parts, err := newOpQuote(op.Name, q)
-	if err != nil {
-		return nil, err
+	var required json.RawMessage
+	if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
+		return nil, fmt.Errorf("api: own quote of %s: %w", op.Name, err)
 	}
 	e := &opEntry{op: op, payments: payments, contentType: []string{echo.MIMEApplicationJSON}}
-	e.quoteParts.Store(parts)
+	e.parts.Store(newOpQuote(q))
 	return e, nil
 }
 
-func newOpQuote(op string, q *x402.Quote) (*opQuote, error) {
-	var required json.RawMessage
-	if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
-		return nil, fmt.Errorf("api: own quote of %s: %w", op, err)
-	}
-	return &opQuote{quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}, paymentRequired: required}, nil
+func newOpQuote(q *x402.Quote) *opQuote {
+	return &opQuote{quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}}
 }
 
 // current returns the operation's quote as the catalogue has it now: the
 // one kept unless the catalogue replaced it (a lookup, no allocation).
 func (e *opEntry) current() *opQuote {
-	parts := e.quoteParts.Load()
+	parts := e.parts.Load()
 	q, err := e.payments.Quote(e.op.Name)
 	if err != nil || q == parts.quote {
 		return parts
 	}
-	if fresh, err := newOpQuote(e.op.Name, q); err == nil {
-		e.quoteParts.Store(fresh)
-		return fresh
-	}
-	return parts
+	fresh := newOpQuote(q)
+	e.parts.Store(fresh)
+	return fresh
 }
+
+// sold reports whether e is an operation sold now: the one check before a
+// quote or a paid call (errNotSellable otherwise).
+func (e *opEntry) sold() bool { return e != nil && !e.unsellable }
 
 var errNotSellable = &Error{Status: http.StatusServiceUnavailable, Code: "not_sellable", Message: "this operation is not sold now: the service's receiving or model configuration is incomplete"}
 
@@ -106,19 +108,11 @@ func (s *Server) paid(c echo.Context) error {
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Code: "unknown_operation", Message: "no such operation"}
 	}
-	if entry.unsellable {
-		return errNotSellable
-	}
 	req := c.Request()
 	header := req.Header.Get(headerPaymentSignature)
-	if header == "" {
-		// The quote path: the body is not read, nothing is allocated.
-		h := c.Response().Header()
-		q := entry.current()
-		h[headerPaymentRequired] = q.required
-		h[headerWWWAuthenticate] = q.wwwAuth
-		s.cfg.Metrics.QuoteServed(entry.op.Name)
-		return c.JSONBlob(http.StatusPaymentRequired, q.quote.Body)
+	if header == "" || !entry.sold() {
+		// The quote, or not_sellable: the body is not read.
+		return s.write(c, s.unpaid(req.Context(), entry))
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -128,13 +122,14 @@ func (s *Server) paid(c echo.Context) error {
 		}
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the request body"}
 	}
-	a, err := s.admit(withClient(req.Context(), c.RealIP()), entry, body, header)
+	ctx := withClient(req.Context(), c.RealIP())
+	a, err := s.admit(ctx, entry, body, header)
 	if err != nil {
-		return s.refuse(c, entry, err)
+		return s.write(c, s.outcomeOf(ctx, entry.op.Name, nil, nil, err))
 	}
 	defer a.close()
 	c.Set(callIDKey, a.id)
-	return s.await(c, a, s.cfg.CallWait)
+	return s.await(c, entry.op.Name, a, s.cfg.CallWait)
 }
 
 // maxAttempts is how often a call's job may run: runs killed with their
@@ -184,86 +179,12 @@ func sameJSON(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(va, vb)
 }
 
-// refuse answers an error of admit: a refused payment gets 402 with a
-// fresh quote whose error names the reason; any other error is rendered by
-// the error handler.
-func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
-	var refusal *x402.Refusal
-	if !errors.As(err, &refusal) {
-		return err
-	}
-	q, qerr := s.cfg.Payments.QuoteWithError(entry.op.Name, refusal.Reason, refusal.Message)
-	if qerr != nil {
-		return qerr
-	}
-	h := c.Response().Header()
-	h.Set(headerPaymentRequired, q.PaymentRequired)
-	h[headerWWWAuthenticate] = []string{q.WWWAuthenticate}
-	return c.JSONBlob(http.StatusPaymentRequired, q.Body)
-}
-
-// refusalReason is the reason a payment refused by Verify with err is
-// counted under: the error code its answer carries.
-func refusalReason(err error) string {
-	var refusal *x402.Refusal
-	var apiErr *Error
-	switch {
-	case errors.As(err, &refusal):
-		return refusal.Reason
-	case errors.As(err, &apiErr):
-		return apiErr.Code
-	case errors.Is(err, x402.ErrNotSellable):
-		return "not_sellable"
-	}
-	return "verification_unavailable"
-}
-
-// await waits up to wait for call a to end and answers it, or answers 202
-// with the poll URL.
-func (s *Server) await(c echo.Context, a *admitted, wait time.Duration) error {
-	call, err := s.wait(c.Request().Context(), a, wait, 0, nil)
-	if err != nil {
-		return err
-	}
-	if call == nil {
-		return c.JSON(http.StatusAccepted, map[string]string{
-			"call_id": a.id,
-			"status":  "running",
-			"poll":    "/api/x402/calls/" + a.id + "?token=" + a.token,
-		})
-	}
-	return s.answer(c, call)
-}
-
-// answer writes the response of a call in a final state.
-func (s *Server) answer(c echo.Context, call *store.Call) error {
-	switch call.State {
-	case store.CallPaid, store.CallLost:
-		if call.Settlement != nil {
-			if h, err := encodeHeader(call.Settlement); err == nil {
-				c.Response().Header().Set(headerPaymentResponse, h)
-			}
-		}
-		if call.Result == nil {
-			return resultExpired(call)
-		}
-		return c.JSONBlob(http.StatusOK, call.Result)
-	case store.CallFailed:
-		return callFailed(call)
-	case store.CallUnpaid:
-		entry := s.ops[call.Op]
-		reason, detail := unsettled(call)
-		if call.Settlement != nil {
-			if h, err := encodeHeader(call.Settlement); err == nil {
-				c.Response().Header().Set(headerPaymentResponse, h)
-			}
-		}
-		if entry == nil || entry.unsellable {
-			return &Error{Status: http.StatusPaymentRequired, Code: reason, Message: detail, CallID: call.ID}
-		}
-		return s.refuse(c, entry, &x402.Refusal{Reason: reason, Message: detail})
-	}
-	return fmt.Errorf("answer call %s: state %s is not final", call.ID, call.State)
+// await waits up to wait for call a of op to end and answers it, or
+// answers 202 with the poll URL.
+func (s *Server) await(c echo.Context, op string, a *admitted, wait time.Duration) error {
+	ctx := c.Request().Context()
+	call, err := s.wait(ctx, a, wait, 0, nil)
+	return s.write(c, s.outcomeOf(ctx, op, a, call, err))
 }
 
 // resultExpired is the error of a paid call whose result was let go after
@@ -335,9 +256,9 @@ func (s *Server) poll(c echo.Context) error {
 	}
 	c.Set(callIDKey, id)
 	if store.IsFinal(call.State) {
-		return s.answer(c, call)
+		return s.write(c, s.outcomeOf(ctx, call.Op, nil, call, nil))
 	}
-	return s.await(c, &admitted{id: id, token: call.Token, sub: sub}, wait)
+	return s.await(c, call.Op, &admitted{id: id, token: call.Token, sub: sub}, wait)
 }
 
 func encodeHeader(v any) (string, error) {
