@@ -53,7 +53,7 @@ func (s *Server) unpaid(ctx context.Context, entry *opEntry) outcome {
 		return s.failed(ctx, errNotSellable)
 	}
 	entry.quoted()
-	return outcome{status: http.StatusPaymentRequired, required: entry.quote}
+	return outcome{status: http.StatusPaymentRequired, required: entry.current().quote}
 }
 
 // outcomeOf returns the outcome of a paid call of op (a): err when the
@@ -80,7 +80,7 @@ func (s *Server) outcomeOf(ctx context.Context, op string, a *admitted, call *st
 		return s.failed(ctx, callFailed(call))
 	case store.CallUnpaid:
 		reason, detail := unsettled(call)
-		if entry := s.ops[call.Op]; entry == nil || entry.quote == nil {
+		if entry := s.ops[call.Op]; !entry.sold() {
 			return outcome{status: http.StatusPaymentRequired, settlement: call.Settlement,
 				err: &Error{Status: http.StatusPaymentRequired, Code: reason, Message: detail, CallID: call.ID}}
 		}

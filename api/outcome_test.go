@@ -163,7 +163,7 @@ func TestUnpaid(t *testing.T) {
 	ctx := context.Background()
 	out := s.unpaid(ctx, s.ops["diff"])
 	require.Equal(t, http.StatusPaymentRequired, out.status)
-	require.Same(t, s.ops["diff"].quote, out.required)
+	require.Equal(t, s.ops["diff"].current().quote, out.required)
 	for _, entry := range []*opEntry{s.ops["regex"], nil} {
 		out := s.unpaid(ctx, entry)
 		require.Equal(t, http.StatusServiceUnavailable, out.status)

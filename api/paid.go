@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -42,15 +43,23 @@ var noStore = []string{"no-store"}
 // so the unpaid path copies nothing.
 type opEntry struct {
 	op       jobs.Operation
-	quote    *x402.Quote
-	required []string
-	wwwAuth  []string
+	payments x402.Verifier
+	// parts is the quote as last read from payments: read again when the
+	// catalogue has replaced it (the Solana option's blockhash renewed).
+	parts atomic.Pointer[opQuote]
 	// contentType is the quote body's Content-Type header value.
 	contentType []string
 	// quoted counts a quote answered (x402d_quotes_served_total).
 	quoted func()
 	// unsellable is set when the operation is not sold now (503, no quote).
 	unsellable bool
+}
+
+// opQuote is one quote of an operation with its ready header values.
+type opQuote struct {
+	quote    *x402.Quote
+	required []string
+	wwwAuth  []string
 }
 
 func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
@@ -65,8 +74,26 @@ func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
 	if err := x402.DecodeHeader(q.PaymentRequired, &required); err != nil {
 		return nil, fmt.Errorf("api: own quote of %s: %w", op.Name, err)
 	}
-	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate},
-		contentType: []string{echo.MIMEApplicationJSON}}, nil
+	e := &opEntry{op: op, payments: payments, contentType: []string{echo.MIMEApplicationJSON}}
+	e.parts.Store(newOpQuote(q))
+	return e, nil
+}
+
+func newOpQuote(q *x402.Quote) *opQuote {
+	return &opQuote{quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate}}
+}
+
+// current returns the operation's quote as the catalogue has it now: the
+// one kept unless the catalogue replaced it (a lookup, no allocation).
+func (e *opEntry) current() *opQuote {
+	parts := e.parts.Load()
+	q, err := e.payments.Quote(e.op.Name)
+	if err != nil || q == parts.quote {
+		return parts
+	}
+	fresh := newOpQuote(q)
+	e.parts.Store(fresh)
+	return fresh
 }
 
 // sold reports whether e is an operation sold now: the one check before a

@@ -229,12 +229,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if name, ok := strings.CutPrefix(r.URL.Path, "/api/x402/"); ok {
 			if entry := s.ops[name]; entry.sold() {
 				h := w.Header()
-				h[headerPaymentRequired] = entry.required
-				h[headerWWWAuthenticate] = entry.wwwAuth
+				q := entry.current()
+				h[headerPaymentRequired] = q.required
+				h[headerWWWAuthenticate] = q.wwwAuth
 				h["Content-Type"] = entry.contentType
 				h[headerCacheControl] = noStore
 				w.WriteHeader(http.StatusPaymentRequired)
-				_, _ = w.Write(entry.quote.Body)
+				_, _ = w.Write(q.quote.Body)
 				entry.quoted()
 				return
 			}

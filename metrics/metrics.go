@@ -65,6 +65,7 @@ type Metrics struct {
 	revenueFinal     *prometheus.CounterVec
 	reorged          *prometheus.CounterVec
 	relayerBalance   *prometheus.GaugeVec
+	feePayerBalance  prometheus.Gauge
 	feeWait          *prometheus.GaugeVec
 	jobs             *prometheus.CounterVec
 	jobDuration      *prometheus.HistogramVec
@@ -133,6 +134,10 @@ func New(cfg Config) *Metrics {
 			Namespace: Namespace, Name: "relayer_balance_wei",
 			Help: "The relayer's native balance, in wei, by network, as last read.",
 		}, []string{"network"}),
+		feePayerBalance: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "solana_fee_payer_balance_lamports",
+			Help: "The Solana fee payer's balance, in lamports, as last read.",
+		}),
 		feeWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "settlement_fee_wait",
 			Help: "1 while settlements on the network wait for the base fee to fall under SETTLEMENT_MAX_FEE_GWEI, else 0.",
@@ -200,7 +205,7 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
-		m.settlementGas, m.revenueFinal, m.reorged, m.relayerBalance, m.feeWait,
+		m.settlementGas, m.revenueFinal, m.reorged, m.relayerBalance, m.feePayerBalance, m.feeWait,
 		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration, m.commitItems, m.commitTxs,
 		m.rpcCalls, m.rpcEndpointCalls, m.rpcErrors, m.rpcDuration, m.rpcLag, m.rpcIn,
 	)
@@ -383,6 +388,15 @@ func (m *Metrics) RelayerState(network string, balanceWei *big.Int, feeWait bool
 		wait = 1
 	}
 	m.feeWait.WithLabelValues(network).Set(wait)
+}
+
+// SolanaFeePayerBalance records the Solana fee payer's balance, in
+// lamports.
+func (m *Metrics) SolanaFeePayerBalance(lamports uint64) {
+	if m == nil {
+		return
+	}
+	m.feePayerBalance.Set(float64(lamports))
 }
 
 // JobDone records one run of a job of kind, its outcome and duration.

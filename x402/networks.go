@@ -1,6 +1,9 @@
 package x402
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Network is one network the service lists, with the USDC it is paid in.
 type Network struct {
@@ -34,6 +37,21 @@ func (n Network) Namespace() string {
 
 // SolanaMainnet is the CAIP-2 identifier of Solana mainnet.
 const SolanaMainnet = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
+
+// The life of a Solana payment: its transaction names a recent blockhash,
+// and lands only while the chain's block height is at most that
+// blockhash's lastValidBlockHeight, SolanaBlockhashBlocks blocks after the
+// block that made it. A block takes at least SolanaSlotTime (skipped slots
+// make none), so the blocks left are a lower bound of the time left.
+const (
+	SolanaBlockhashBlocks = 150
+	SolanaSlotTime        = 400 * time.Millisecond
+)
+
+// SolanaMaxTimeoutSeconds is the payment window the Solana option offers
+// (maxTimeoutSeconds): the life of a blockhash fetched as the client pays,
+// 150 blocks of 400 ms.
+const SolanaMaxTimeoutSeconds = int(SolanaBlockhashBlocks * SolanaSlotTime / time.Second)
 
 // Networks returns the seven networks of the specification (spec 2.1),
 // primary first: Base, Arbitrum One, Polygon, Avalanche C-Chain, Sei, X

@@ -19,7 +19,8 @@ type Payment struct {
 	// Payer is the paying address (EVM "from", Solana transfer authority).
 	Payer string `json:"payer,omitempty"`
 	// Nonce identifies the payment on its network for replay protection: the
-	// EIP-3009 nonce on EVM networks, the transaction's signature on Solana.
+	// EIP-3009 nonce on EVM networks, the SHA-256 of the transaction's
+	// message on Solana (base58), whatever its signatures.
 	Nonce string `json:"nonce,omitempty"`
 	// Amount is the paid amount in the asset's atomic units.
 	Amount string `json:"amount,omitempty"`
@@ -34,8 +35,9 @@ type Payment struct {
 	// recorded.
 	VerifiedAt time.Time `json:"verifiedAt,omitzero"`
 	// ValidBefore is when the payment can no longer be settled (EIP-3009's
-	// validBefore): the operation's retries and its settlement must end
-	// before it. Zero when the payment names no such time.
+	// validBefore; on Solana when its transaction's blockhash dies): the
+	// operation's retries and its settlement must end before it. Zero when
+	// the payment names no such time.
 	ValidBefore time.Time `json:"validBefore,omitzero"`
 }
 

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/mr-tron/base58"
 
@@ -37,6 +39,11 @@ type SolanaOffer struct {
 	// FeePayer is the address of the key that pays fees (extra.feePayer),
 	// base58.
 	FeePayer string
+	// RecentBlockhash, when set, is handed to clients in
+	// extra.recentBlockhash with LastValidBlockHeight, so that a payment's
+	// window starts at the quote (Catalog.SetSolanaBlockhash renews it).
+	RecentBlockhash      string
+	LastValidBlockHeight uint64
 }
 
 // CatalogConfig configures the quotes.
@@ -56,7 +63,8 @@ type CatalogConfig struct {
 	// key is configured).
 	ModelReady bool
 	// MaxTimeoutSeconds is the payment window offered. Defaults to
-	// DefaultMaxTimeoutSeconds.
+	// DefaultMaxTimeoutSeconds. The Solana option offers at most
+	// SolanaMaxTimeoutSeconds, the life of a blockhash.
 	MaxTimeoutSeconds int
 }
 
@@ -94,6 +102,16 @@ func (e *NotSellableError) Is(target error) bool { return target == ErrNotSellab
 // does no I/O and no allocation, and a quote naming a refusal costs only the
 // encoding of the refusal's words.
 type Catalog struct {
+	specs []jobs.Spec
+	cfg   CatalogConfig
+	// mu serialises SetSolanaBlockhash; readers load state alone.
+	mu    sync.Mutex
+	state atomic.Pointer[catalogState]
+}
+
+// catalogState is every quote of the catalogue at one time: replaced whole
+// when the Solana option's blockhash is renewed.
+type catalogState struct {
 	entries []Entry
 	quotes  map[string]*catalogQuote
 }
@@ -163,6 +181,44 @@ func ValidSolanaAddress(s string) bool {
 // when the Solana option names a malformed address, when no network is
 // configured, or when it uses the model and ModelReady is false.
 func NewCatalog(specs []jobs.Spec, cfg CatalogConfig) (*Catalog, error) {
+	if cfg.Solana != nil {
+		solana := *cfg.Solana
+		cfg.Solana = &solana
+	}
+	c := &Catalog{specs: specs, cfg: cfg}
+	st, err := buildCatalog(specs, &c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.state.Store(st)
+	return c, nil
+}
+
+// SetSolanaBlockhash renews the blockhash the Solana option hands out
+// (extra.recentBlockhash and extra.lastValidBlockHeight): every quote is
+// built again and replaces the old ones at once. Without a Solana option
+// it does nothing.
+func (c *Catalog) SetSolanaBlockhash(hash string, lastValidBlockHeight uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg.Solana == nil {
+		return nil
+	}
+	cfg := c.cfg
+	solana := *cfg.Solana
+	solana.RecentBlockhash, solana.LastValidBlockHeight = hash, lastValidBlockHeight
+	cfg.Solana = &solana
+	st, err := buildCatalog(c.specs, &cfg)
+	if err != nil {
+		return fmt.Errorf("renew the Solana blockhash: %w", err)
+	}
+	c.cfg = cfg
+	c.state.Store(st)
+	return nil
+}
+
+// buildCatalog builds the quotes of specs for cfg, applying its defaults.
+func buildCatalog(specs []jobs.Spec, cfg *CatalogConfig) (*catalogState, error) {
 	if cfg.MaxTimeoutSeconds <= 0 {
 		cfg.MaxTimeoutSeconds = DefaultMaxTimeoutSeconds
 	}
@@ -183,7 +239,7 @@ func NewCatalog(specs []jobs.Spec, cfg CatalogConfig) (*Catalog, error) {
 		blocked = "no network to settle payments on is configured"
 	}
 	base := strings.TrimRight(cfg.PublicURL, "/")
-	c := &Catalog{entries: make([]Entry, len(specs)), quotes: make(map[string]*catalogQuote, len(specs))}
+	c := &catalogState{entries: make([]Entry, len(specs)), quotes: make(map[string]*catalogQuote, len(specs))}
 	for i, spec := range specs {
 		if _, dup := c.quotes[spec.Name]; dup {
 			return nil, fmt.Errorf("catalog: operation %s listed twice", spec.Name)
@@ -212,11 +268,11 @@ func NewCatalog(specs []jobs.Spec, cfg CatalogConfig) (*Catalog, error) {
 			Extensions:  map[string]json.RawMessage{"bazaar": bazaar},
 		}
 		if e.Sellable {
-			if e.Required.Accepts, err = accepts(amount, &cfg); err != nil {
+			if e.Required.Accepts, err = accepts(amount, cfg); err != nil {
 				return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
 			}
 		}
-		q, err := buildQuote(e, &cfg, amount)
+		q, err := buildQuote(e, cfg, amount)
 		if err != nil {
 			return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
 		}
@@ -240,12 +296,13 @@ func accepts(amount string, cfg *CatalogConfig) ([]Requirements, error) {
 	}
 	if cfg.Solana != nil {
 		n, _ := NetworkByID(SolanaMainnet)
-		extra, err := json.Marshal(SVMExtra{FeePayer: cfg.Solana.FeePayer})
+		extra, err := json.Marshal(SVMExtra{FeePayer: cfg.Solana.FeePayer, RecentBlockhash: cfg.Solana.RecentBlockhash,
+			LastValidBlockHeight: cfg.Solana.LastValidBlockHeight})
 		if err != nil {
 			return nil, fmt.Errorf("requirement extra: %w", err)
 		}
 		out = append(out, Requirements{Scheme: "exact", Network: n.ID, Amount: amount, Asset: n.Asset,
-			PayTo: cfg.Solana.PayTo, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, Extra: extra})
+			PayTo: cfg.Solana.PayTo, MaxTimeoutSeconds: min(cfg.MaxTimeoutSeconds, SolanaMaxTimeoutSeconds), Extra: extra})
 	}
 	return out, nil
 }
@@ -415,7 +472,7 @@ func jsonString(s string) []byte {
 // Quote returns the precomputed quote of op, or a *NotSellableError (which
 // is ErrNotSellable).
 func (c *Catalog) Quote(op string) (*Quote, error) {
-	q, ok := c.quotes[op]
+	q, ok := c.state.Load().quotes[op]
 	if !ok {
 		return nil, fmt.Errorf("quote %s: %w", op, errNoSuchOperation)
 	}
@@ -432,7 +489,7 @@ var errNoSuchOperation = errors.New("no such operation")
 // "message" for people in the body: the answer to a refused payment. It
 // encodes only reason and message; the rest is precomputed.
 func (c *Catalog) QuoteWithError(op, reason, message string) (*Quote, error) {
-	q, ok := c.quotes[op]
+	q, ok := c.state.Load().quotes[op]
 	if !ok {
 		return nil, fmt.Errorf("quote %s: %w", op, errNoSuchOperation)
 	}
@@ -444,7 +501,7 @@ func (c *Catalog) QuoteWithError(op, reason, message string) (*Quote, error) {
 
 // Requirement returns the requirement of op on network with scheme.
 func (c *Catalog) Requirement(op, scheme, network string) (*Requirements, bool) {
-	q, ok := c.quotes[op]
+	q, ok := c.state.Load().quotes[op]
 	if !ok {
 		return nil, false
 	}
@@ -459,7 +516,7 @@ func (c *Catalog) Requirement(op, scheme, network string) (*Requirements, bool) 
 
 // Entries returns the catalogue in order, for discovery documents. The
 // caller must not modify it.
-func (c *Catalog) Entries() []Entry { return c.entries }
+func (c *Catalog) Entries() []Entry { return c.state.Load().entries }
 
 // bazaarExtension builds the bazaar extension of spec (x402.md §7): the
 // request as a POST with a JSON body (the input example), the output

@@ -65,7 +65,7 @@ func TestCatalog(t *testing.T) {
 	require.Equal(t, "eip155:137", required.Accepts[1].Network)
 	require.Equal(t, "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", required.Accepts[1].Asset)
 	require.Equal(t, Requirements{Scheme: "exact", Network: SolanaMainnet, Amount: "10000",
-		Asset: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", PayTo: solanaPayTo, MaxTimeoutSeconds: 300,
+		Asset: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", PayTo: solanaPayTo, MaxTimeoutSeconds: 60,
 		Extra: json.RawMessage(`{"feePayer":"` + feePayer + `"}`)}, required.Accepts[2])
 
 	var bazaar struct {
@@ -258,4 +258,42 @@ func BenchmarkQuoteWithError(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestCatalogSolanaBlockhash checks that the Solana option hands out the
+// blockhash last set, with its last valid block height, in every quote,
+// and that the other options and quotes taken before are unchanged.
+func TestCatalogSolanaBlockhash(t *testing.T) {
+	t.Parallel()
+	cat, err := NewCatalog(testSpecs, CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
+		EVMNetworks: []string{"eip155:8453"}, Solana: &SolanaOffer{PayTo: solanaPayTo, FeePayer: feePayer}, ModelReady: true})
+	require.NoError(t, err)
+	before, err := cat.Quote("diff")
+	require.NoError(t, err)
+
+	const hash = "CmpNeggWJ4JaWJeJ8YKN1Zypmk7uvQq3PECGUCAEMbky"
+	require.NoError(t, cat.SetSolanaBlockhash(hash, 318_000_150))
+	for _, op := range []string{"diff", "brief"} {
+		q, err := cat.Quote(op)
+		require.NoError(t, err)
+		required := decodeRequired(t, q.PaymentRequired)
+		require.Len(t, required.Accepts, 2)
+		require.JSONEq(t, `{"name":"USD Coin","version":"2"}`, string(required.Accepts[0].Extra))
+		require.JSONEq(t, `{"feePayer":"`+feePayer+`","recentBlockhash":"`+hash+`","lastValidBlockHeight":318000150}`, string(required.Accepts[1].Extra))
+		req, ok := cat.Requirement(op, "exact", SolanaMainnet)
+		require.True(t, ok)
+		require.Equal(t, required.Accepts[1], *req)
+		refused, err := cat.QuoteWithError(op, "x", "y")
+		require.NoError(t, err)
+		require.Equal(t, required.Accepts, decodeRequired(t, refused.PaymentRequired).Accepts)
+	}
+	require.JSONEq(t, `{"feePayer":"`+feePayer+`"}`, string(decodeRequired(t, before.PaymentRequired).Accepts[1].Extra))
+
+	// Without a Solana option there is nothing to renew.
+	evmOnly, err := NewCatalog(testSpecs, CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	require.NoError(t, err)
+	require.NoError(t, evmOnly.SetSolanaBlockhash(hash, 1))
+	q, err := evmOnly.Quote("diff")
+	require.NoError(t, err)
+	require.Len(t, decodeRequired(t, q.PaymentRequired).Accepts, 1)
 }

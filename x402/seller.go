@@ -79,8 +79,8 @@ func (s *Seller) Verify(ctx context.Context, op, header string) (*Payment, error
 // the seller's requirement and the payer and nonce in the scheme's
 // canonical form. On EVM networks that is the EIP-55 checksummed "from"
 // and the 0x-prefixed lower-case 32-byte nonce, however the client spelled
-// them; on Solana the base58 transfer authority and the base58 signature of
-// the transfer authority, which are case-sensitive and kept as they are.
+// them; on Solana the base58 transfer authority and the base58 SHA-256 of
+// the transaction's message, which are case-sensitive and kept as they are.
 func (s *Seller) Identify(op, header string) (*Payment, error) {
 	payload, scheme, req, err := s.match(op, header)
 	if err != nil {

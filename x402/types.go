@@ -100,6 +100,11 @@ type EVMExtra struct {
 type SVMExtra struct {
 	FeePayer string `json:"feePayer"`
 	Memo     string `json:"memo,omitempty"`
+	// RecentBlockhash and LastValidBlockHeight, when set, are the
+	// blockhash the client's transaction is to name and the last block
+	// height at which it may land, as the official client accepts them.
+	RecentBlockhash      string `json:"recentBlockhash,omitempty"`
+	LastValidBlockHeight uint64 `json:"lastValidBlockHeight,omitempty"`
 }
 
 // VerifyResponse is a facilitator's answer to /verify.

@@ -27,6 +27,7 @@ import (
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/svm"
 )
 
 // options are the seams tests use. Production passes none.
@@ -48,6 +49,9 @@ type paymentStack struct {
 	// relayer is the EVM relayer, when the mode has one: worker processes
 	// watch its balance and fee waits (watchRelayer).
 	relayer *evm.Relayer
+	// solana is the Solana settler, when Solana is offered: worker
+	// processes watch its fee payer's balance (watchFeePayer).
+	solana *svm.Settler
 }
 
 // app wires the service's parts for one subcommand.
@@ -224,6 +228,9 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			}
 		}()
 		a.logger.InfoContext(ctx, "workers started")
+		if payments.solana != nil {
+			go watchFeePayer(ctx, payments.solana, a.cfg.SolanaLowBalance, m, a.logger)
+		}
 		if payments.relayer != nil {
 			go watchRelayer(ctx, payments.relayer, a.cfg.RelayerLowBalance, m, a.logger)
 			// Settlements are followed until final.

@@ -24,6 +24,7 @@ import (
 	"github.com/x402d/x402d/x402/evm"
 	"github.com/x402d/x402d/x402/facilitator"
 	"github.com/x402d/x402d/x402/payclient"
+	"github.com/x402d/x402d/x402/svm"
 )
 
 // evmSettlement builds the EVM verifier and settler of the settlement mode,
@@ -298,6 +299,31 @@ func watchRelayer(ctx context.Context, relayer *evm.Relayer, low *big.Int, m *me
 			if low != nil && b.Cmp(low) < 0 {
 				logger.WarnContext(ctx, "relayer balance is low: top it up or settlements stop", "network", network,
 					"relayer", relayer.Address().Hex(), "balance_wei", b.String(), "warn_below_wei", low.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchFeePayer records the Solana fee payer's balance in m every 30 s
+// until ctx ends, warning when it is under low (lamports; nil: never).
+func watchFeePayer(ctx context.Context, settler *svm.Settler, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		balance, err := settler.Balance(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "read Solana fee payer balance", "error", err)
+		}
+		if err == nil {
+			m.SolanaFeePayerBalance(balance)
+			if low != nil && new(big.Int).SetUint64(balance).Cmp(low) < 0 {
+				logger.WarnContext(ctx, "Solana fee payer balance is low: top it up or settlements stop",
+					"fee_payer", settler.FeePayer().String(), "balance_lamports", balance, "warn_below_lamports", low.String())
 			}
 		}
 		select {

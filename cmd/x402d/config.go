@@ -115,6 +115,9 @@ type Config struct {
 	// RelayerLowBalance is the relayer's native balance on a chain, in
 	// ether, under which the workers warn.
 	RelayerLowBalance *big.Int `env:"RELAYER_LOW_BALANCE_ETH" decimals:"18"`
+	// SolanaLowBalance is the Solana fee payer's balance, in SOL, under
+	// which the workers warn.
+	SolanaLowBalance *big.Int `env:"SOLANA_FEE_PAYER_LOW_BALANCE_SOL" decimals:"9"`
 	// Factories6492 are the wallet factories (comma-separated) whose
 	// undeployed wallets may pay with ERC-6492 signatures. Unset: any
 	// factory whose deployment and transfer simulate (the relayer pays the
@@ -257,6 +260,7 @@ func DefaultConfig() *Config {
 		Finality:                map[string]evm.FinalityPolicy{},
 		SettlementBatchGasShare: evm.DefaultBlockGasShare,
 		RelayerLowBalance:       big.NewInt(1e16), // 0.01 ether
+		SolanaLowBalance:        big.NewInt(5e7),  // 0.05 SOL
 		SettleGrace:             worker.DefaultSettleGrace,
 		VerifyRPCConcurrency:    evm.DefaultVerifyConcurrency,
 		RefusedRate:             api.DefaultRefusedRate,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,13 +80,16 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	settlers := x402.Settlers{"eip155": settler}
 	// Solana is offered only when it can be settled: a fee payer key, an
 	// RPC endpoint and a receiving wallet.
+	var blockhashes *svm.Blockhashes
 	if cfg.SolanaFeePayer != "" && cfg.RPCURLSolana != "" && cfg.PayToSolana != "" {
 		key, err := svm.ParsePrivateKey(cfg.SolanaFeePayer)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("SOLANA_FEE_PAYER_KEY: %w", err)
 		}
-		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil)})
+		blockhashes = svm.NewBlockhashes(cfg.RPCURLSolana, nil)
+		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil),
+			Blockhashes: blockhashes})
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -104,6 +108,11 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		closeAll()
 		return nil, err
 	}
+	if blockhashes != nil {
+		renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		closers = append(closers, stop)
+		go renewSolanaBlockhash(renewCtx, blockhashes, catalog, logger)
+	}
 	for _, e := range catalog.Entries() {
 		if !e.Sellable {
 			logger.WarnContext(ctx, "operation not sold", "op", e.Spec.Name, "reason", e.BlockedReason)
@@ -112,5 +121,50 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	seller := x402.NewSeller(catalog, schemes)
 	stack := &paymentStack{verifier: seller, settler: settlers, close: closeAll}
 	stack.relayer, _ = settler.(*evm.Relayer)
+	stack.solana, _ = settlers["solana"].(*svm.Settler)
 	return stack, nil
+}
+
+// solanaBlockhashEvery is how often the Solana option's blockhash is
+// renewed: 5 blocks, so that a quote's blockhash has lost at most 2 s of
+// its 60.
+const solanaBlockhashEvery = 5 * x402.SolanaSlotTime
+
+// solanaBlockhashStale is how old a handed-out blockhash may grow while
+// the node does not answer before quotes stop handing it out (clients then
+// fetch their own): past it, a payment naming it would have too little of
+// its window left.
+const solanaBlockhashStale = 10 * time.Second
+
+// renewSolanaBlockhash hands clients a fresh blockhash in the Solana
+// option's extra until ctx ends, so that a payment's window starts at its
+// quote; while the node does not answer, the last one is kept for
+// solanaBlockhashStale, then none is handed out.
+func renewSolanaBlockhash(ctx context.Context, blockhashes *svm.Blockhashes, catalog *x402.Catalog, logger *slog.Logger) {
+	t := time.NewTicker(solanaBlockhashEvery)
+	defer t.Stop()
+	var setAt time.Time
+	for {
+		bh, err := blockhashes.Latest(ctx)
+		if err == nil {
+			if err = catalog.SetSolanaBlockhash(bh.Hash.String(), bh.LastValidBlockHeight); err == nil {
+				setAt = time.Now()
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "Solana blockhash not renewed", "error", err)
+			if !setAt.IsZero() && time.Since(setAt) > solanaBlockhashStale {
+				if err := catalog.SetSolanaBlockhash("", 0); err != nil {
+					logger.WarnContext(ctx, "Solana blockhash not withdrawn", "error", err)
+				} else {
+					setAt = time.Time{}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

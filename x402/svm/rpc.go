@@ -11,23 +11,19 @@ import (
 	"time"
 )
 
-// RPCSimulator simulates transactions with the simulateTransaction method
-// of a Solana JSON-RPC endpoint. It implements Simulator.
-type RPCSimulator struct {
+// rpcClient makes JSON-RPC calls to a Solana node.
+type rpcClient struct {
 	url    string
 	client *http.Client
 }
 
-var _ Simulator = (*RPCSimulator)(nil)
-
-// NewRPCSimulator returns a simulator asking the JSON-RPC endpoint at url
-// (RPC_URL_SOLANA) through client; a nil client is an http.Client with a
-// 15-second timeout.
-func NewRPCSimulator(url string, client *http.Client) *RPCSimulator {
+// newRPCClient returns a client of the endpoint at url; a nil client is an
+// http.Client with a 15-second timeout.
+func newRPCClient(url string, client *http.Client) *rpcClient {
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}
 	}
-	return &RPCSimulator{url: url, client: client}
+	return &rpcClient{url: url, client: client}
 }
 
 // maxRPCResponse bounds a JSON-RPC answer read.
@@ -51,66 +47,149 @@ type rpcError struct {
 	Message string `json:"message"`
 }
 
-type simulateResponse struct {
-	Result *struct {
-		Value struct {
-			Err  json.RawMessage `json:"err"`
-			Logs []string        `json:"logs"`
-		} `json:"value"`
-	} `json:"result"`
-	Error *rpcError `json:"error"`
+// rpcCallError is an error answer of the node.
+type rpcCallError struct {
+	Code    int
+	Message string
+}
+
+func (e *rpcCallError) Error() string { return fmt.Sprintf("RPC error %d: %s", e.Code, e.Message) }
+
+// rpcCall is one call of a batch: its result is decoded into Out (nil:
+// ignored).
+type rpcCall struct {
+	Method string
+	Params []any
+	Out    any
+}
+
+// call makes one JSON-RPC call and decodes its result into out. An error
+// answer is a *rpcCallError.
+func (c *rpcClient) call(ctx context.Context, method string, params []any, out any) error {
+	return c.batch(ctx, rpcCall{Method: method, Params: params, Out: out})
+}
+
+// batch makes calls in one request (one call is sent alone, not as a
+// batch) and decodes each result. The first error answer is returned, as a
+// *rpcCallError wrapped with its method.
+func (c *rpcClient) batch(ctx context.Context, calls ...rpcCall) error {
+	name := calls[0].Method
+	reqs := make([]rpcRequest, len(calls))
+	for i, cl := range calls {
+		reqs[i] = rpcRequest{JSONRPC: "2.0", ID: i, Method: cl.Method, Params: cl.Params}
+	}
+	var body []byte
+	var err error
+	if len(calls) == 1 {
+		body, err = json.Marshal(reqs[0])
+	} else {
+		body, err = json.Marshal(reqs)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCResponse))
+	if err != nil {
+		return fmt.Errorf("%s: read answer: %w", name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d: %s", name, resp.StatusCode, truncate(raw, 200))
+	}
+	type answer struct {
+		ID     int             `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *rpcError       `json:"error"`
+	}
+	var answers []answer
+	if len(calls) == 1 {
+		var a answer
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return fmt.Errorf("%s: answer is not JSON-RPC: %w", name, err)
+		}
+		answers = []answer{a}
+	} else if err := json.Unmarshal(raw, &answers); err != nil {
+		return fmt.Errorf("%s: answer is not a JSON-RPC batch: %w", name, err)
+	}
+	seen := make([]bool, len(calls))
+	for _, a := range answers {
+		i := a.ID
+		if len(calls) == 1 {
+			i = 0 // a single call's answer is its own, whatever its id
+		}
+		if i < 0 || i >= len(calls) {
+			return fmt.Errorf("%s: answer to an unknown id %d", name, a.ID)
+		}
+		cl := calls[i]
+		if a.Error != nil {
+			return fmt.Errorf("%s: %w", cl.Method, &rpcCallError{Code: a.Error.Code, Message: a.Error.Message})
+		}
+		if len(a.Result) == 0 {
+			return fmt.Errorf("%s: answer has neither result nor error", cl.Method)
+		}
+		if cl.Out != nil {
+			if err := json.Unmarshal(a.Result, cl.Out); err != nil {
+				return fmt.Errorf("%s: result: %w", cl.Method, err)
+			}
+		}
+		seen[i] = true
+	}
+	for i, ok := range seen {
+		if !ok {
+			return fmt.Errorf("%s: no answer", calls[i].Method)
+		}
+	}
+	return nil
+}
+
+// RPCSimulator simulates transactions with the simulateTransaction method
+// of a Solana JSON-RPC endpoint. It implements Simulator.
+type RPCSimulator struct {
+	rpc *rpcClient
+}
+
+var _ Simulator = (*RPCSimulator)(nil)
+
+// NewRPCSimulator returns a simulator asking the JSON-RPC endpoint at url
+// (RPC_URL_SOLANA) through client; a nil client is an http.Client with a
+// 15-second timeout.
+func NewRPCSimulator(url string, client *http.Client) *RPCSimulator {
+	return &RPCSimulator{rpc: newRPCClient(url, client)}
 }
 
 // Simulate simulates the base64 transaction at the "confirmed" commitment,
 // without signature verification (the fee payer signs at settlement) and
 // with the transaction's own blockhash, so that an expired blockhash fails.
 func (s *RPCSimulator) Simulate(ctx context.Context, txBase64 string) error {
-	body, err := json.Marshal(rpcRequest{
-		JSONRPC: "2.0",
-		ID:      1,
-		Method:  "simulateTransaction",
-		Params: []any{txBase64, map[string]any{
-			"encoding":               "base64",
-			"commitment":             "confirmed",
-			"sigVerify":              false,
-			"replaceRecentBlockhash": false,
-		}},
-	})
+	var out struct {
+		Value struct {
+			Err  json.RawMessage `json:"err"`
+			Logs []string        `json:"logs"`
+		} `json:"value"`
+	}
+	err := s.rpc.call(ctx, "simulateTransaction", []any{txBase64, map[string]any{
+		"encoding":               "base64",
+		"commitment":             "confirmed",
+		"sigVerify":              false,
+		"replaceRecentBlockhash": false,
+	}}, &out)
+	if rerr, ok := errors.AsType[*rpcCallError](err); ok && txErrorCodes[rerr.Code] {
+		return &SimulationError{Err: rerr.Message}
+	}
 	if err != nil {
-		return fmt.Errorf("simulateTransaction: %w", err)
+		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("simulateTransaction: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("simulateTransaction: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCResponse))
-	if err != nil {
-		return fmt.Errorf("simulateTransaction: read answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("simulateTransaction: HTTP %d: %s", resp.StatusCode, truncate(raw, 200))
-	}
-	var out simulateResponse
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return fmt.Errorf("simulateTransaction: answer is not JSON-RPC: %w", err)
-	}
-	if out.Error != nil {
-		if txErrorCodes[out.Error.Code] {
-			return &SimulationError{Err: out.Error.Message}
-		}
-		return fmt.Errorf("simulateTransaction: RPC error %d: %s", out.Error.Code, out.Error.Message)
-	}
-	if out.Result == nil {
-		return errors.New("simulateTransaction: answer has neither result nor error")
-	}
-	if e := out.Result.Value.Err; len(e) > 0 && !bytes.Equal(e, []byte("null")) {
-		return &SimulationError{Err: string(e), Logs: out.Result.Value.Logs}
+	if e := out.Value.Err; len(e) > 0 && !bytes.Equal(e, []byte("null")) {
+		return &SimulationError{Err: string(e), Logs: out.Value.Logs}
 	}
 	return nil
 }

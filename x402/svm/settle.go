@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -26,21 +25,26 @@ type SettlerConfig struct {
 	URL string
 	// Client defaults to an http.Client with a 15-second timeout.
 	Client *http.Client
-	// Poll is the pause between two status checks. Defaults to 1 s.
+	// Poll is the pause between two status checks. Defaults to a slot
+	// (x402.SolanaSlotTime, 400 ms).
 	Poll time.Duration
-	// Polls bounds the status checks of one Settle. Defaults to 30.
+	// Polls bounds the status checks of one Settle. Defaults to as many
+	// as a blockhash lives (x402.SolanaBlockhashBlocks).
 	Polls int
 }
 
 // Settler settles exact Solana payments: it signs the payer's transaction
-// as fee payer, sends it and waits until it is confirmed. It implements
-// x402.Settler.
+// as fee payer, sends it and waits until it is confirmed, sending it again
+// while the node has not seen it and its blockhash lives; once the
+// blockhash is dead and the node has not seen the transaction, it never
+// will, and the settlement fails. It implements x402.Settler.
 //
 // Settle is idempotent: the fee payer's signature is deterministic
 // (ed25519), so it names the transaction before it is sent; a retried
 // Settle first asks for that signature's status and does not send twice.
 type Settler struct {
 	cfg SettlerConfig
+	rpc *rpcClient
 }
 
 var _ x402.Settler = (*Settler)(nil)
@@ -54,12 +58,12 @@ func NewSettler(cfg SettlerConfig) (*Settler, error) {
 		cfg.Client = &http.Client{Timeout: 15 * time.Second}
 	}
 	if cfg.Poll <= 0 {
-		cfg.Poll = time.Second
+		cfg.Poll = x402.SolanaSlotTime
 	}
 	if cfg.Polls <= 0 {
-		cfg.Polls = 30
+		cfg.Polls = x402.SolanaBlockhashBlocks
 	}
-	return &Settler{cfg: cfg}, nil
+	return &Settler{cfg: cfg, rpc: newRPCClient(cfg.URL, cfg.Client)}, nil
 }
 
 // Reasons of failed settlements.
@@ -97,23 +101,30 @@ func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	ok := &x402.SettleResponse{Success: true, Transaction: id, Network: p.Network, Payer: p.Payer}
 	failed := &x402.SettleResponse{Success: false, ErrorReason: ReasonTransactionFailed, Network: p.Network, Payer: p.Payer}
 
+	wire := base64.StdEncoding.EncodeToString(raw.Bytes())
+	send := func() (*x402.SettleResponse, error) {
+		if err := s.send(ctx, wire); err != nil {
+			if _, ok := errors.AsType[*SimulationError](err); ok {
+				return failed, nil
+			}
+			return nil, err
+		}
+		return nil, nil
+	}
+
 	// Sent by an earlier attempt?
 	st, err := s.status(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case st == statusConfirmed:
+	switch st {
+	case statusConfirmed:
 		return ok, nil
-	case st == statusFailed:
+	case statusFailed:
 		return failed, nil
-	case st == statusUnknown:
-		if err := s.send(ctx, base64.StdEncoding.EncodeToString(raw.Bytes())); err != nil {
-			var txErr *SimulationError
-			if errors.As(err, &txErr) {
-				return failed, nil
-			}
-			return nil, err
+	case statusUnknown:
+		if res, err := send(); res != nil || err != nil {
+			return res, err
 		}
 	}
 	for i := 0; i < s.cfg.Polls; i++ {
@@ -131,9 +142,47 @@ func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 			return ok, nil
 		case statusFailed:
 			return failed, nil
+		case statusUnknown:
+			// The node has not seen it: the send was lost, or dropped
+			// before a block took it. Sent again while its blockhash
+			// lives; once the blockhash is dead it can never land.
+			var valid struct{ Value bool }
+			if err := s.rpc.call(ctx, "isBlockhashValid", []any{ptx.tx.Message.RecentBlockhash.String(), map[string]string{"commitment": "processed"}}, &valid); err != nil {
+				return nil, err
+			}
+			if !valid.Value {
+				if st, err = s.status(ctx, id); err != nil {
+					return nil, err
+				}
+				switch st {
+				case statusUnknown:
+					return failed, nil
+				case statusFailed:
+					return failed, nil
+				}
+				continue
+			}
+			if res, err := send(); res != nil || err != nil {
+				return res, err
+			}
 		}
 	}
 	return nil, fmt.Errorf("settle: transaction %s not confirmed after %d checks", id, s.cfg.Polls)
+}
+
+// FeePayer returns the fee payer's address.
+func (s *Settler) FeePayer() solana.PublicKey { return s.cfg.Key.PublicKey() }
+
+// Balance returns the fee payer's balance in lamports (confirmed): what
+// pays the fees of settlements.
+func (s *Settler) Balance(ctx context.Context) (uint64, error) {
+	var out struct {
+		Value uint64 `json:"value"`
+	}
+	if err := s.rpc.call(ctx, "getBalance", []any{s.cfg.Key.PublicKey().String(), map[string]string{"commitment": "confirmed"}}, &out); err != nil {
+		return 0, fmt.Errorf("fee payer balance: %w", err)
+	}
+	return out.Value, nil
 }
 
 type txStatus int
@@ -153,7 +202,7 @@ func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
 			ConfirmationStatus string          `json:"confirmationStatus"`
 		} `json:"value"`
 	}
-	if err := s.call(ctx, "getSignatureStatuses", []any{[]string{id}, map[string]bool{"searchTransactionHistory": true}}, &out); err != nil {
+	if err := s.rpc.call(ctx, "getSignatureStatuses", []any{[]string{id}, map[string]bool{"searchTransactionHistory": true}}, &out); err != nil {
 		return statusUnknown, err
 	}
 	if len(out.Value) == 0 || out.Value[0] == nil {
@@ -173,7 +222,7 @@ func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
 // *SimulationError; "already processed" is success.
 func (s *Settler) send(ctx context.Context, txBase64 string) error {
 	var id string
-	err := s.call(ctx, "sendTransaction", []any{txBase64, map[string]any{"encoding": "base64", "preflightCommitment": "confirmed"}}, &id)
+	err := s.rpc.call(ctx, "sendTransaction", []any{txBase64, map[string]any{"encoding": "base64", "preflightCommitment": "confirmed"}}, &id)
 	var rerr *rpcCallError
 	if errors.As(err, &rerr) {
 		if strings.Contains(strings.ToLower(rerr.Message), "already been processed") {
@@ -184,50 +233,4 @@ func (s *Settler) send(ctx context.Context, txBase64 string) error {
 		}
 	}
 	return err
-}
-
-type rpcCallError struct {
-	Code    int
-	Message string
-}
-
-func (e *rpcCallError) Error() string { return fmt.Sprintf("RPC error %d: %s", e.Code, e.Message) }
-
-// call makes one JSON-RPC call and decodes its result into out.
-func (s *Settler) call(ctx context.Context, method string, params []any, out any) error {
-	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: 1, Method: method, Params: params})
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.cfg.Client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCResponse))
-	if err != nil {
-		return fmt.Errorf("%s: read answer: %w", method, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d: %s", method, resp.StatusCode, truncate(raw, 200))
-	}
-	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  *rpcError       `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("%s: answer is not JSON-RPC: %w", method, err)
-	}
-	if env.Error != nil {
-		return fmt.Errorf("%s: %w", method, &rpcCallError{Code: env.Error.Code, Message: env.Error.Message})
-	}
-	if err := json.Unmarshal(env.Result, out); err != nil {
-		return fmt.Errorf("%s: result: %w", method, err)
-	}
-	return nil
 }

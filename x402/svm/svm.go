@@ -32,6 +32,7 @@ const (
 	ReasonUnknownFourth        = "invalid_exact_svm_payload_unknown_fourth_instruction"
 	ReasonUnknownFifth         = "invalid_exact_svm_payload_unknown_fifth_instruction"
 	ReasonUnknownSixth         = "invalid_exact_svm_payload_unknown_sixth_instruction"
+	ReasonUnknownSeventh       = "invalid_exact_svm_payload_unknown_seventh_instruction"
 	ReasonMemoCount            = "invalid_exact_svm_payload_memo_count"
 	ReasonMemoMismatch         = "invalid_exact_svm_payload_memo_mismatch"
 	ReasonSignatureInvalid     = "invalid_exact_svm_payload_signature_invalid"

@@ -1,6 +1,7 @@
 package svm
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -8,12 +9,18 @@ import (
 
 	bin "github.com/gagliardetto/binary"
 	"github.com/gagliardetto/solana-go"
+	"github.com/mr-tron/base58"
 
 	"github.com/x402d/x402d/x402"
 )
 
 // maxTransactionBytes bounds a decoded transaction: Solana's packet size.
 const maxTransactionBytes = 1232
+
+// maxInstructions is the most instructions a payment transaction may have:
+// compute limit, compute price, the transfer and up to four Lighthouse or
+// Memo instructions (the exact scheme allows 3 to 7).
+const maxInstructions = 7
 
 // paymentTx is a decoded payment transaction.
 type paymentTx struct {
@@ -103,6 +110,14 @@ func decodeTransaction(payload json.RawMessage) (*paymentTx, error) {
 	return &paymentTx{tx: tx, message: message}, nil
 }
 
+// messageHash returns the base58 SHA-256 of the transaction's message: what
+// names the payment whatever its signatures (a message signed again, or its
+// fee payer's slot filled in, is the same payment).
+func (p *paymentTx) messageHash() string {
+	h := sha256.Sum256(p.message)
+	return base58.Encode(h[:])
+}
+
 // feePayer returns account key 0, the fee payer.
 func (p *paymentTx) feePayer() solana.PublicKey { return p.tx.Message.AccountKeys[0] }
 
@@ -151,8 +166,9 @@ func parseTransfer(ix instruction) (*transfer, bool) {
 }
 
 // Identify returns the payer (transfer authority, base58) and nonce (the
-// authority's signature, base58) of an exact Solana payment, with no check
-// of the payment and no I/O: what Verifier.Verify returns for it.
+// base58 SHA-256 of the transaction's message) of an exact Solana payment,
+// with no check of the payment and no I/O: what Verifier.Verify returns for
+// it.
 func Identify(p *x402.PaymentPayload) (payer, nonce string, err error) {
 	ptx, err := decodeTransaction(p.Payload)
 	if err != nil {
@@ -160,7 +176,7 @@ func Identify(p *x402.PaymentPayload) (payer, nonce string, err error) {
 	}
 	ixs := ptx.instructions()
 	if len(ixs) < 3 {
-		return "", "", refuse(ReasonInstructionsLength, "%d instructions, want 3 to 6", len(ixs))
+		return "", "", refuse(ReasonInstructionsLength, "%d instructions, want 3 to %d", len(ixs), maxInstructions)
 	}
 	tr, ok := parseTransfer(ixs[2])
 	if !ok {
@@ -170,7 +186,7 @@ func Identify(p *x402.PaymentPayload) (payer, nonce string, err error) {
 	if !ok || sig.IsZero() {
 		return "", "", refuse(ReasonSignatureInvalid, "the transfer authority %s has not signed", tr.authority)
 	}
-	return tr.authority.String(), sig.String(), nil
+	return tr.authority.String(), ptx.messageHash(), nil
 }
 
 // refuse returns a *x402.Refusal.

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 
@@ -41,13 +43,18 @@ type VerifierConfig struct {
 	// Simulator simulates payment transactions before they are accepted.
 	// Nil skips simulation.
 	Simulator Simulator
+	// Blockhashes tells how long a payment's blockhash lives: its
+	// payment's ValidBefore is when it dies. Nil leaves ValidBefore zero
+	// (no deadline).
+	Blockhashes *Blockhashes
 }
 
 // Verifier verifies exact Solana payments. It implements
 // x402.SchemeVerifier.
 type Verifier struct {
-	feePayer  solana.PublicKey
-	simulator Simulator
+	feePayer    solana.PublicKey
+	simulator   Simulator
+	blockhashes *Blockhashes
 }
 
 var _ x402.SchemeVerifier = (*Verifier)(nil)
@@ -57,7 +64,7 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 	if cfg.FeePayer.IsZero() {
 		return nil, errors.New("svm verifier: no fee payer configured")
 	}
-	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator}, nil
+	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes}, nil
 }
 
 // FeePayer returns the fee payer payments must name.
@@ -118,8 +125,8 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 		return nil, refuse(ReasonFeePayerNotManaged, "the transaction's fee payer is %s, not %s", fp, v.feePayer)
 	}
 	ixs := ptx.instructions()
-	if len(ixs) < 3 || len(ixs) > 6 {
-		return nil, refuse(ReasonInstructionsLength, "%d instructions, want 3 to 6", len(ixs))
+	if len(ixs) < 3 || len(ixs) > maxInstructions {
+		return nil, refuse(ReasonInstructionsLength, "%d instructions, want 3 to %d", len(ixs), maxInstructions)
 	}
 	if ix := ixs[0]; ix.program != ComputeBudgetProgram || len(ix.data) != 5 || ix.data[0] != discSetComputeUnitLimit || len(ix.accounts) != 0 {
 		return nil, refuse(ReasonComputeLimit, "instruction 0 is not SetComputeUnitLimit")
@@ -138,8 +145,16 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	if tr.authority == v.feePayer || tr.source == v.feePayer || tr.source == feePayerATA {
+	if tr.source == feePayerATA {
 		return nil, refuse(ReasonFeePayerTransferring, "the transfer moves the fee payer's funds")
+	}
+	// The fee payer signs whatever it is named in: it may pay fees and
+	// nothing else, so no instruction may name it (as the exact scheme
+	// requires).
+	for i, ix := range ixs {
+		if ix.program == v.feePayer || slices.Contains(ix.accounts, v.feePayer) {
+			return nil, refuse(ReasonFeePayerTransferring, "instruction %d names the fee payer %s", i, v.feePayer)
+		}
 	}
 	if tr.mint != mint {
 		return nil, refuse(ReasonMintMismatch, "the transfer moves %s, not %s", tr.mint, mint)
@@ -154,7 +169,7 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	if tr.amount != amount {
 		return nil, refuse(ReasonAmountMismatch, "the transfer moves %d, the price is %d", tr.amount, amount)
 	}
-	unknown := [...]string{ReasonUnknownFourth, ReasonUnknownFifth, ReasonUnknownSixth}
+	unknown := [...]string{ReasonUnknownFourth, ReasonUnknownFifth, ReasonUnknownSixth, ReasonUnknownSeventh}
 	var memos [][]byte
 	for i, ix := range ixs[3:] {
 		switch ix.program {
@@ -195,7 +210,21 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 			return nil, fmt.Errorf("verify: %w", err)
 		}
 	}
-	sig, _ := ptx.signature(tr.authority)
+	var validBefore time.Time
+	if v.blockhashes != nil {
+		if err := x402.GuardChain(ctx); err != nil {
+			return nil, err
+		}
+		life, err := v.blockhashes.Life(ctx, ptx.tx.Message.RecentBlockhash)
+		if err != nil {
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+		if !life.Valid {
+			return nil, refuse(ReasonSimulationFailed, "the blockhash %s is no longer valid (block height %d, last valid %d)",
+				ptx.tx.Message.RecentBlockhash, life.Height, life.LastValidBlockHeight)
+		}
+		validBefore = life.Deadline
+	}
 	raw, err := payload.Ledger()
 	if err != nil {
 		return nil, fmt.Errorf("verify: encode payload: %w", err)
@@ -203,10 +232,13 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	return &x402.Payment{
 		Network: req.Network,
 		Payer:   tr.authority.String(),
-		Nonce:   sig.String(),
+		Nonce:   ptx.messageHash(),
 		Amount:  strconv.FormatUint(tr.amount, 10),
 		Asset:   mint.String(),
 		Payload: raw,
+		// The run and settlement of the call end before the transaction
+		// could no longer land, as EIP-3009's validBefore bounds them.
+		ValidBefore: validBefore,
 	}, nil
 }
 

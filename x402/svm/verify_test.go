@@ -3,46 +3,61 @@ package svm_test
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
+	"strconv"
 	"testing"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/mr-tron/base58"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/svmtest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/svm"
 )
 
-// fixture is a seller, a buyer and a fake Solana node.
+// fixture is a seller, a buyer holding 1 USDC and a Solana node on LiteSVM
+// (internal/svmtest).
 type fixture struct {
 	feePayer  solana.PrivateKey
 	authority solana.PrivateKey
 	payTo     solana.PublicKey
 	mint      solana.PublicKey
-	node      *fakeNode
-	verifier  *svm.Verifier
+	// mint2022 is a mint of Token-2022 the buyer also holds 1 of.
+	mint2022 solana.PublicKey
+	node     *svmtest.Node
+	verifier *svm.Verifier
 }
+
+// buyerBalance is what the buyer holds of each mint.
+const buyerBalance = 1_000_000
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	ctx := context.Background()
 	f := &fixture{
 		feePayer:  newKey(t),
 		authority: newKey(t),
 		payTo:     newKey(t).PublicKey(),
-		mint:      solana.MustPublicKeyFromBase58("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"),
-		node:      newFakeNode(t, 1_000_000),
+		mint:      svmtest.USDC,
+		mint2022:  newKey(t).PublicKey(),
+		node:      svmtest.Start(t, &svmtest.Config{Payers: 1}),
+	}
+	f.node.FundSOL(ctx, f.feePayer.PublicKey(), 1_000_000_000)
+	f.node.Mint(ctx, f.mint2022, svm.Token2022Program, 6)
+	for _, mint := range []solana.PublicKey{f.mint, f.mint2022} {
+		f.node.Fund(ctx, f.authority.PublicKey(), 0, buyerBalance, mint)
+		f.node.Fund(ctx, f.payTo, 0, 0, mint)
 	}
 	v, err := svm.NewVerifier(&svm.VerifierConfig{
 		FeePayer:  f.feePayer.PublicKey(),
-		Simulator: svm.NewRPCSimulator(f.node.server.URL, nil),
+		Simulator: svm.NewRPCSimulator(f.node.URL, nil),
 	})
 	require.NoError(t, err)
 	f.verifier = v
@@ -71,10 +86,11 @@ func (f *fixture) requirement() *x402.Requirements {
 
 // parts are what a client puts in a payment transaction.
 type parts struct {
-	feePayer solana.PublicKey
-	ixs      []solana.Instruction
-	signers  []solana.PrivateKey
-	legacy   bool
+	feePayer  solana.PublicKey
+	blockhash solana.Hash
+	ixs       []solana.Instruction
+	signers   []solana.PrivateKey
+	legacy    bool
 	// tamper changes the transaction after signing.
 	tamper func(tx *solana.Transaction)
 }
@@ -87,11 +103,12 @@ func (f *fixture) parts(t *testing.T, req *x402.Requirements, program solana.Pub
 	require.NoError(t, err)
 	owner := f.authority.PublicKey()
 	return &parts{
-		feePayer: f.feePayer.PublicKey(),
+		feePayer:  f.feePayer.PublicKey(),
+		blockhash: f.node.LatestBlockhash(context.Background(), "confirmed").Hash,
 		ixs: []solana.Instruction{
 			computeLimit(20_000),
 			computePrice(1),
-			f.transfer(t, program, ata(t, owner, f.mint, program), f.mint, ata(t, f.payTo, f.mint, program), owner, uint64(amount)),
+			f.transfer(t, program, ata(t, owner, f.mint, program), f.mint, ata(t, solana.MustPublicKeyFromBase58(req.PayTo), f.mint, program), owner, uint64(amount)),
 			memo("0123456789abcdef"),
 		},
 		signers: []solana.PrivateKey{f.authority},
@@ -130,12 +147,10 @@ func ata(t *testing.T, owner, mint, program solana.PublicKey) solana.PublicKey {
 	return a
 }
 
-var blockhash = solana.HashFromBytes([]byte("a recent blockhash of 32 bytes!!"))
-
 // build returns the signed transaction and its base64.
 func (p *parts) build(t *testing.T) (*solana.Transaction, string) {
 	t.Helper()
-	tx, err := solana.NewTransaction(p.ixs, blockhash, solana.TransactionPayer(p.feePayer))
+	tx, err := solana.NewTransaction(p.ixs, p.blockhash, solana.TransactionPayer(p.feePayer))
 	require.NoError(t, err)
 	if !p.legacy {
 		tx.Message.SetVersion(solana.MessageVersionV0)
@@ -166,47 +181,61 @@ func TestVerifier_Accepts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
+	// LiteSVM has no Lighthouse program: a payment calling it is checked
+	// without the simulation.
+	unsimulated, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey()})
+	require.NoError(t, err)
 	testCases := []struct {
-		name  string
-		parts func(p *parts)
+		name     string
+		req      func(req *x402.Requirements)
+		parts    func(p *parts)
+		verifier *svm.Verifier
 	}{
 		{name: "ok, v0 with memo", parts: func(p *parts) {}},
 		{name: "ok, legacy transaction", parts: func(p *parts) { p.legacy = true }},
 		{name: "ok, three instructions", parts: func(p *parts) { p.ixs = p.ixs[:3] }},
-		{name: "ok, two lighthouse and a memo", parts: func(p *parts) { p.ixs = append(p.ixs[:3], lighthouse(), lighthouse(), memo("x")) }},
+		{name: "ok, two lighthouse and a memo", parts: func(p *parts) { p.ixs = append(p.ixs[:3], lighthouse(), lighthouse(), memo("x")) }, verifier: unsimulated},
 		{name: "ok, highest compute price", parts: func(p *parts) { p.ixs[1] = computePrice(svm.MaxComputeUnitPrice) }},
+		{name: "ok, the whole balance", req: func(req *x402.Requirements) { req.Amount = strconv.Itoa(buyerBalance) }, parts: func(p *parts) {}},
 		{
 			name: "ok, Token-2022",
+			req:  func(req *x402.Requirements) { req.Asset = f.mint2022.String() },
 			parts: func(p *parts) {
 				owner := f.authority.PublicKey()
-				p.ixs[2] = f.transfer(t, svm.Token2022Program, ata(t, owner, f.mint, svm.Token2022Program), f.mint,
-					ata(t, f.payTo, f.mint, svm.Token2022Program), owner, 10000)
+				p.ixs[2] = f.transfer(t, svm.Token2022Program, ata(t, owner, f.mint2022, svm.Token2022Program), f.mint2022,
+					ata(t, f.payTo, f.mint2022, svm.Token2022Program), owner, 10000)
 			},
 		},
 	}
 	for _, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {
 			req := f.requirement()
+			if tc.req != nil {
+				tc.req(req)
+			}
 			p := f.parts(t, req, svm.TokenProgram)
 			tc.parts(p)
 			tx, b64 := p.build(t)
 			payload := paymentPayload(req, b64)
+			v := f.verifier
+			if tc.verifier != nil {
+				v = tc.verifier
+			}
 
-			payment, err := f.verifier.Verify(ctx, req, payload)
+			payment, err := v.Verify(ctx, req, payload)
 			require.NoError(t, err)
 
 			msg, err := tx.Message.MarshalBinary()
 			require.NoError(t, err)
-			wantSig := ed25519.Sign(ed25519.PrivateKey(f.authority), msg)
+			msgHash := sha256.Sum256(msg)
 			require.Equal(t, x402.SolanaMainnet, payment.Network)
 			require.Equal(t, f.authority.PublicKey().String(), payment.Payer)
-			require.Equal(t, base58.Encode(wantSig), payment.Nonce)
-			require.Equal(t, "10000", payment.Amount)
-			require.Equal(t, "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", payment.Asset)
+			require.Equal(t, base58.Encode(msgHash[:]), payment.Nonce, "the message names the payment")
+			require.Equal(t, req.Amount, payment.Amount)
+			require.Equal(t, req.Asset, payment.Asset)
 			var back x402.PaymentPayload
 			require.NoError(t, json.Unmarshal(payment.Payload, &back))
 			require.Equal(t, *payload, back)
-			require.Contains(t, f.node.simulated(), b64, "the node simulated the transaction as sent")
 
 			payer, nonce, err := svm.Identify(payload)
 			require.NoError(t, err)
@@ -299,8 +328,8 @@ func TestVerifier_Refusals(t *testing.T) {
 			wantReason: svm.ReasonInstructionsLength,
 		},
 		{
-			name:       "nok, seven instructions",
-			parts:      func(p *parts) { p.ixs = append(p.ixs, memo("a"), memo("b"), memo("c")) },
+			name:       "nok, eight instructions",
+			parts:      func(p *parts) { p.ixs = append(p.ixs, memo("a"), memo("b"), memo("c"), memo("d")) },
 			wantReason: svm.ReasonInstructionsLength,
 		},
 		{
@@ -406,6 +435,28 @@ func TestVerifier_Refusals(t *testing.T) {
 			wantReason: svm.ReasonUnknownSixth,
 		},
 		{
+			name: "nok, unknown seventh instruction",
+			parts: func(p *parts) {
+				p.ixs = append(p.ixs, lighthouse(), memo("a"), solana.NewInstruction(solana.SystemProgramID, nil, []byte{2}))
+			},
+			wantReason: svm.ReasonUnknownSeventh,
+		},
+		{
+			name: "nok, fee payer named in a memo's accounts",
+			parts: func(p *parts) {
+				p.ixs[3] = solana.NewInstruction(svm.MemoProgram, solana.AccountMetaSlice{solana.Meta(f.feePayer.PublicKey())}, []byte("m"))
+			},
+			wantReason: svm.ReasonFeePayerTransferring,
+		},
+		{
+			name: "nok, fee payer named as the transfer's destination",
+			parts: func(p *parts) {
+				owner := f.authority.PublicKey()
+				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, f.feePayer.PublicKey(), owner, 10000)
+			},
+			wantReason: svm.ReasonFeePayerTransferring,
+		},
+		{
 			name:       "nok, memo required and absent",
 			req:        func(req *x402.Requirements) { setMemo(f, req, "order-1") },
 			parts:      func(p *parts) { p.ixs = p.ixs[:3] },
@@ -442,7 +493,19 @@ func TestVerifier_Refusals(t *testing.T) {
 		},
 		{
 			name:       "nok, simulation fails: balance below the price",
-			req:        func(req *x402.Requirements) { req.Amount = "1000001" },
+			req:        func(req *x402.Requirements) { req.Amount = strconv.Itoa(buyerBalance + 1) },
+			wantReason: svm.ReasonSimulationFailed,
+		},
+		{
+			name: "nok, simulation fails: the receiver has no token account",
+			req: func(req *x402.Requirements) {
+				req.PayTo = stranger.PublicKey().String()
+			},
+			wantReason: svm.ReasonSimulationFailed,
+		},
+		{
+			name:       "nok, simulation fails: the blockhash is unknown",
+			parts:      func(p *parts) { p.blockhash = solana.HashFromBytes([]byte("not a blockhash of this chain!!!")) },
 			wantReason: svm.ReasonSimulationFailed,
 		},
 	}
@@ -585,83 +648,30 @@ func editTx(pp *x402.PaymentPayload, edit func(raw []byte) []byte) {
 	pp.Payload, _ = json.Marshal(x402.ExactSVMPayload{Transaction: base64.StdEncoding.EncodeToString(edit(raw))})
 }
 
-// fakeNode is a Solana JSON-RPC endpoint answering simulateTransaction as
-// mainnet would for a buyer holding balance of the mint: a TransferChecked
-// of more fails with the token program's InsufficientFunds (custom error 1).
-type fakeNode struct {
-	server  *httptest.Server
-	balance uint64
-
-	mu  sync.Mutex
-	txs []string
-}
-
-func newFakeNode(t *testing.T, balance uint64) *fakeNode {
-	n := &fakeNode{balance: balance}
-	n.server = httptest.NewServer(http.HandlerFunc(n.serve))
-	t.Cleanup(n.server.Close)
-	return n
-}
-
-func (n *fakeNode) simulated() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.txs...)
-}
-
-func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		JSONRPC string            `json:"jsonrpc"`
-		ID      json.RawMessage   `json:"id"`
-		Method  string            `json:"method"`
-		Params  []json.RawMessage `json:"params"`
-	}
-	w.Header().Set("Content-Type", "application/json")
-	rpcErr := func(code int, msg string) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": code, "message": msg}})
-	}
-	if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" {
-		rpcErr(-32700, "Parse error")
-		return
-	}
-	if req.Method != "simulateTransaction" {
-		rpcErr(-32601, "Method not found")
-		return
-	}
-	var txb64 string
-	var cfg struct {
-		Encoding   string `json:"encoding"`
-		SigVerify  bool   `json:"sigVerify"`
-		Commitment string `json:"commitment"`
-	}
-	if len(req.Params) != 2 || json.Unmarshal(req.Params[0], &txb64) != nil || json.Unmarshal(req.Params[1], &cfg) != nil || cfg.Encoding != "base64" {
-		rpcErr(-32602, "Invalid params")
-		return
-	}
-	tx, err := solana.TransactionFromBase64(txb64)
-	if err != nil {
-		rpcErr(-32602, "invalid transaction: failed to deserialize")
-		return
-	}
-	if cfg.SigVerify {
-		// The fee payer has not signed yet.
-		rpcErr(-32003, "Transaction signature verification failure")
-		return
-	}
-	n.mu.Lock()
-	n.txs = append(n.txs, txb64)
-	n.mu.Unlock()
-	value := map[string]any{"err": nil, "logs": []string{"Program TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA success"}, "accounts": nil, "unitsConsumed": 6200, "returnData": nil}
-	if data := tx.Message.Instructions[2].Data; len(data) == 10 && binary.LittleEndian.Uint64(data[1:9]) > n.balance {
-		value["err"] = map[string]any{"InstructionError": []any{2, map[string]any{"Custom": 1}}}
-		value["logs"] = []string{"Program log: Error: insufficient funds", "Program TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA failed: custom program error: 0x1"}
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0", "id": req.ID,
-		"result": map[string]any{"context": map[string]any{"apiVersion": "2.2.0", "slot": 318_000_000}, "value": value},
-	})
-}
-
 // The package plugs into the seller as its "solana" scheme.
 var _ = x402.Scheme{Verifier: (*svm.Verifier)(nil), Identify: svm.Identify}
+
+// TestVerifier_SameMessage checks that a payment is named by its message:
+// the same transaction with its fee payer's slot filled in by someone else
+// is the same payment (one replay key), never a second one.
+func TestVerifier_SameMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	req := f.requirement()
+	p := f.parts(t, req, svm.TokenProgram)
+	_, b64 := p.build(t)
+	p.tamper = func(tx *solana.Transaction) { copy(tx.Signatures[0][:], newKey(t)[:64]) }
+	_, other := p.build(t)
+	require.NotEqual(t, b64, other)
+
+	first, err := f.verifier.Verify(ctx, req, paymentPayload(req, b64))
+	require.NoError(t, err)
+	second, err := f.verifier.Verify(ctx, req, paymentPayload(req, other))
+	require.NoError(t, err)
+	require.Equal(t, first.Key(), second.Key())
+	payer, nonce, err := svm.Identify(paymentPayload(req, other))
+	require.NoError(t, err)
+	require.Equal(t, first.Payer, payer)
+	require.Equal(t, first.Nonce, nonce)
+}

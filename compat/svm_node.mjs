@@ -1,0 +1,468 @@
+// A Solana JSON-RPC node for the tests, built on LiteSVM (npm litesvm, pinned
+// in package.json): the real SVM runtime with the SPL Token, Token-2022, Memo
+// and Associated Token Account programs, signatures verified. LiteSVM has no
+// blocks and no RPC of its own; this server gives it both, in mainnet's
+// shape: a slot (and a block) every SLOT_MS (400 ms), a new blockhash each
+// block, valid for 150 blocks; USDC's mint at its mainnet address with 6
+// decimals; development payers funded with SOL and USDC.
+//
+// Usage: node compat/svm_node.mjs [--port P] [--slot-ms 400] [--payers 10]
+//   [--usdc 1000000000000] [--state FILE]
+// It prints one JSON line {"url": ...} once it listens, and with --state it
+// saves its whole state there on SIGTERM and starts from it when the file
+// exists (a node operator's restart).
+//
+// Methods: getLatestBlockhash, getAccountInfo, getMultipleAccounts,
+// simulateTransaction (sigVerify, replaceRecentBlockhash), sendTransaction
+// (preflight unless skipPreflight), getSignatureStatuses (processed, then
+// confirmed one slot later, finalized 32 slots later), isBlockhashValid,
+// getBlockHeight, getSlot, getBalance, getTokenAccountBalance,
+// getMinimumBalanceForRentExemption, getHealth, getVersion, getGenesisHash;
+// for the tests: litesvm_fund {address, lamports, amount, mint} (SOL and an
+// associated token account of mint, USDC by default), litesvm_mint {address,
+// tokenProgram, decimals} (another mint, of SPL Token or Token-2022),
+// litesvm_payer {index} (a development payer's 64-byte key, base58),
+// litesvm_drop {method, count} (the next count answers of method are lost
+// after the work is done), litesvm_ignore {count} (the next count
+// sendTransaction calls answer the signature and land nothing, as a
+// transaction a leader dropped), litesvm_pause {ms} (no new slot for ms).
+import { createServer } from "node:http";
+import { createHash, createPrivateKey, createPublicKey } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const { LiteSVM } = require("litesvm");
+const internal = require("litesvm/dist/internal.js");
+const {
+  getAddressEncoder, getAddressDecoder, getBase58Encoder, getBase58Decoder, getBase64Encoder,
+  getBase64Decoder, getTransactionDecoder, getCompiledTransactionMessageDecoder,
+} = require("@solana/kit");
+const { getMintEncoder, getTokenEncoder, findAssociatedTokenPda, TOKEN_PROGRAM_ADDRESS, AccountState } = require("@solana-program/token");
+
+// Mainnet's shape.
+const USDC_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
+const USDC_DECIMALS = 6;
+const MAX_PROCESSING_AGE = 150; // blocks a blockhash is valid for
+const FINALITY = 32; // slots until finalized
+const TOKEN_PROGRAMS = [TOKEN_PROGRAM_ADDRESS, "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb"];
+const GENESIS_HASH = "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp";
+
+function arg(name, def) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : def;
+}
+const port = Number(arg("port", "0"));
+const slotMs = Number(arg("slot-ms", "400"));
+const payers = Number(arg("payers", "10"));
+const payerUSDC = BigInt(arg("usdc", "1000000000000")); // 1,000,000 USDC
+const statePath = arg("state", "");
+
+const addrEnc = getAddressEncoder();
+const addrDec = getAddressDecoder();
+const b58enc = getBase58Encoder();
+const b58dec = getBase58Decoder();
+const b64enc = getBase64Encoder();
+const b64dec = getBase64Decoder();
+
+// The development payer i: an ed25519 key whose seed is
+// SHA-256("x402d svm development payer <i>"); internal/svmtest derives the
+// same keys.
+function devSeed(i) {
+  return createHash("sha256").update(`x402d svm development payer ${i}`).digest();
+}
+function devKey(i) {
+  const seed = devSeed(i);
+  const der = Buffer.concat([Buffer.from("302e020100300506032b657004220420", "hex"), seed]);
+  const pub = createPublicKey(createPrivateKey({ key: der, format: "der", type: "pkcs8" }))
+    .export({ format: "der", type: "spki" }).subarray(12);
+  return { secret: Buffer.concat([seed, pub]), address: b58dec.decode(pub) };
+}
+
+// Chain state kept beside LiteSVM's accounts: the blocks made so far, the
+// blockhash of each, and what became of each transaction sent.
+let chain = {
+  slot: 0, // current slot; one block per slot (no slot is skipped)
+  blocks: [], // [{slot, height, hash}], newest last, kept while valid
+  statuses: {}, // signature -> {slot, err}
+};
+let svm;
+
+function newSvm() {
+  const s = new LiteSVM().withBlockhashCheck(false).withSigverify(true).withTransactionHistory(100000n);
+  return s;
+}
+
+// fund adds lamports to address and, when amount is not null, gives it an
+// associated token account of mint (USDC by default) holding amount.
+function fund(address, lamports, amount, mint = USDC_MINT) {
+  if (lamports > 0n) {
+    const cur = svm.getBalance(address) ?? 0n;
+    svm.setAccount({ address, lamports: cur + lamports, data: new Uint8Array(), programAddress: "11111111111111111111111111111111", executable: false });
+  }
+  if (amount === null) return Promise.resolve(null);
+  const tokenProgram = svm.getAccount(mint).programAddress;
+  return findAssociatedTokenPda({ owner: address, mint, tokenProgram }).then(([ata]) => {
+    const data = getTokenEncoder().encode({
+      mint, owner: address, amount, delegate: null, state: AccountState.Initialized,
+      isNative: null, delegatedAmount: 0n, closeAuthority: null,
+    });
+    svm.setAccount({ address: ata, lamports: svm.minimumBalanceForRentExemption(BigInt(data.length)), data, programAddress: tokenProgram, executable: false });
+    return ata;
+  });
+}
+
+// makeMint places a mint of decimals at address, owned by tokenProgram.
+function makeMint(address, tokenProgram, decimals, supply) {
+  const data = getMintEncoder().encode({ mintAuthority: null, supply, decimals, isInitialized: true, freezeAuthority: null });
+  svm.setAccount({ address, lamports: svm.minimumBalanceForRentExemption(BigInt(data.length)), data, programAddress: tokenProgram, executable: false });
+}
+
+async function genesis() {
+  svm = newSvm();
+  makeMint(USDC_MINT, TOKEN_PROGRAM_ADDRESS, USDC_DECIMALS, payerUSDC * BigInt(payers));
+  for (let i = 0; i < payers; i++) {
+    await fund(devKey(i).address, 10_000_000_000n, payerUSDC);
+  }
+  chain.blocks.push({ slot: 0, height: 0, hash: svm.latestBlockhash() });
+}
+
+async function restore() {
+  const saved = JSON.parse(readFileSync(statePath, "utf8"));
+  svm = LiteSVM.fromBytes(b64enc.encode(saved.svm));
+  svm.inner.setBlockhashCheck(false);
+  svm.inner.setSigverify(true);
+  chain = saved.chain;
+}
+
+function save() {
+  writeFileSync(statePath, JSON.stringify({ svm: b64dec.decode(svm.toBytes()), chain }));
+}
+
+const height = () => chain.blocks[chain.blocks.length - 1].height;
+
+// tick makes the next slot's block: a new blockhash.
+function tick() {
+  chain.slot++;
+  svm.expireBlockhash();
+  chain.blocks.push({ slot: chain.slot, height: height() + 1, hash: svm.latestBlockhash() });
+  // Keep the blocks whose blockhash may still be used, and the finality lag.
+  const keep = MAX_PROCESSING_AGE + FINALITY + 2;
+  if (chain.blocks.length > keep) chain.blocks.splice(0, chain.blocks.length - keep);
+  const c = svm.getClock();
+  c.slot = BigInt(chain.slot);
+  c.unixTimestamp = BigInt(Math.floor(Date.now() / 1000));
+  svm.setClock(c);
+}
+
+// blockAt returns the newest block at commitment.
+function blockAt(commitment) {
+  const lag = commitment === "processed" ? 0 : commitment === "confirmed" ? 1 : FINALITY;
+  const i = Math.max(0, chain.blocks.length - 1 - lag);
+  return chain.blocks[i];
+}
+
+// lastValid returns the last block height at which a transaction with
+// blockhash may land, or null when the node does not know it.
+function lastValid(hash) {
+  const b = chain.blocks.find((b) => b.hash === hash);
+  return b ? b.height + MAX_PROCESSING_AGE : null;
+}
+const blockhashValid = (hash) => {
+  const lv = lastValid(hash);
+  return lv !== null && height() <= lv;
+};
+
+const ctx = (commitment) => ({ apiVersion: "2.2.0", slot: blockAt(commitment ?? "finalized").slot });
+
+// Errors as a node names them in JSON. LiteSVM's native binding hands out
+// the fieldless errors as numbers; their names are those of its enums, read
+// from its type declarations.
+function enumNames(name) {
+  const dts = readFileSync(require.resolve("litesvm/dist/internal.d.ts"), "utf8");
+  const body = dts.match(new RegExp(`enum ${name} \\{([^}]*)\\}`))[1];
+  const names = [];
+  for (const m of body.matchAll(/(\w+) = (\d+)/g)) names[Number(m[2])] = m[1];
+  return names;
+}
+const txErrNames = enumNames("TransactionErrorFieldless");
+const ixErrNames = enumNames("InstructionErrorFieldless");
+const txErrName = (n) => txErrNames[n] ?? `TransactionError${n}`;
+const ixErrName = (n) => ixErrNames[n] ?? `InstructionError${n}`;
+function txError(err) {
+  if (typeof err === "number") return txErrName(err);
+  if (err instanceof internal.TransactionErrorInstructionError) {
+    const inner = err.err();
+    let e;
+    if (typeof inner === "number") e = ixErrName(inner);
+    else if (inner instanceof internal.InstructionErrorCustom) e = { Custom: inner.code };
+    else e = { BorshIoError: String(inner) };
+    return { InstructionError: [err.index, e] };
+  }
+  if (err instanceof internal.TransactionErrorDuplicateInstruction) return { DuplicateInstruction: err.index };
+  if (err instanceof internal.TransactionErrorInsufficientFundsForRent) return { InsufficientFundsForRent: { account_index: err.accountIndex } };
+  return String(err);
+}
+
+class RPCError extends Error {
+  constructor(code, message, data) {
+    super(message);
+    this.code = code;
+    this.data = data;
+  }
+}
+
+// decodeTx decodes a wire transaction (base64 or base58).
+function decodeTx(encoded, encoding) {
+  let bytes;
+  try {
+    bytes = encoding === "base64" ? b64enc.encode(encoded) : b58enc.encode(encoded);
+  } catch (e) {
+    throw new RPCError(-32602, `invalid transaction: ${e.message}`);
+  }
+  let tx, msg;
+  try {
+    tx = getTransactionDecoder().decode(bytes);
+    msg = getCompiledTransactionMessageDecoder().decode(tx.messageBytes);
+  } catch (e) {
+    throw new RPCError(-32602, `failed to deserialize VersionedTransaction: ${e.message}`);
+  }
+  const signatures = Object.values(tx.signatures);
+  if (signatures.length !== msg.header.numSignerAccounts) {
+    throw new RPCError(-32602, "invalid transaction: Transaction failed to sanitize accounts offsets correctly");
+  }
+  const first = signatures[0] ? b58dec.decode(signatures[0]) : "1111111111111111111111111111111111111111111111111111111111111111";
+  return { bytes, tx, msg, signature: first, version: msg.version };
+}
+
+// run simulates or executes tx on LiteSVM. It returns {err, logs, units}
+// for a transaction that ran (err null when it succeeded), or throws an
+// RPCError for one that cannot (signature, blockhash).
+function run(d, { simulate, sigVerify }) {
+  if (!blockhashValid(d.msg.lifetimeToken)) {
+    return { err: "BlockhashNotFound", logs: [], units: 0, landed: false };
+  }
+  svm.inner.setSigverify(sigVerify);
+  let out;
+  try {
+    const versioned = d.version !== "legacy";
+    if (simulate) out = versioned ? svm.inner.simulateVersionedTransaction(d.bytes) : svm.inner.simulateLegacyTransaction(d.bytes);
+    else out = versioned ? svm.inner.sendVersionedTransaction(d.bytes) : svm.inner.sendLegacyTransaction(d.bytes);
+  } finally {
+    svm.inner.setSigverify(true);
+  }
+  if (out instanceof internal.FailedTransactionMetadata) {
+    const err = txError(out.err());
+    const meta = out.meta();
+    // An instruction that failed lands (its fee is paid); a transaction
+    // refused before it ran does not.
+    const landed = typeof err === "object" && err !== null && ("InstructionError" in err || "DuplicateInstruction" in err || "InsufficientFundsForRent" in err);
+    return { err, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed };
+  }
+  const meta = simulate ? out.meta() : out;
+  return { err: null, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed: true };
+}
+
+function encodeAccount(address, encoding) {
+  const a = svm.getAccount(address);
+  if (!a.exists) return null;
+  const data = encoding === "base58" ? [b58dec.decode(a.data), "base58"] : [b64dec.decode(a.data), "base64"];
+  return { data, executable: a.executable, lamports: Number(a.lamports), owner: a.programAddress, rentEpoch: 0, space: a.data.length };
+}
+
+function status(sig) {
+  const s = chain.statuses[sig];
+  if (!s) return null;
+  const age = chain.slot - s.slot;
+  const confirmationStatus = age >= FINALITY ? "finalized" : age >= 1 ? "confirmed" : "processed";
+  return {
+    slot: s.slot, confirmations: confirmationStatus === "finalized" ? null : age,
+    err: s.err, status: s.err === null ? { Ok: null } : { Err: s.err }, confirmationStatus,
+  };
+}
+
+const drops = {}; // method -> answers still to lose
+let ignoreSends = 0; // sendTransaction calls still to drop silently
+let pausedUntil = 0;
+
+const methods = {
+  getHealth: () => "ok",
+  getVersion: () => ({ "solana-core": "2.2.0", "feature-set": 0 }),
+  getGenesisHash: () => GENESIS_HASH,
+  getSlot: (cfg) => blockAt(cfg?.commitment ?? "finalized").slot,
+  getBlockHeight: (cfg) => blockAt(cfg?.commitment ?? "finalized").height,
+  getLatestBlockhash: (cfg) => {
+    const b = blockAt(cfg?.commitment ?? "finalized");
+    return { context: ctx(cfg?.commitment), value: { blockhash: b.hash, lastValidBlockHeight: b.height + MAX_PROCESSING_AGE } };
+  },
+  isBlockhashValid: (hash, cfg) => ({ context: ctx(cfg?.commitment), value: blockhashValid(hash) }),
+  getBalance: (address, cfg) => ({ context: ctx(cfg?.commitment), value: Number(svm.getBalance(address) ?? 0n) }),
+  getMinimumBalanceForRentExemption: (len) => Number(svm.minimumBalanceForRentExemption(BigInt(len ?? 0))),
+  getAccountInfo: (address, cfg) => ({ context: ctx(cfg?.commitment), value: encodeAccount(address, cfg?.encoding) }),
+  getMultipleAccounts: (addresses, cfg) => ({ context: ctx(cfg?.commitment), value: addresses.map((a) => encodeAccount(a, cfg?.encoding)) }),
+  getTokenAccountBalance: (address, cfg) => {
+    const a = svm.getAccount(address);
+    if (!a.exists || !TOKEN_PROGRAMS.includes(a.programAddress) || a.data.length < 165) {
+      throw new RPCError(-32602, "Invalid param: not a Token account");
+    }
+    const amount = new DataView(a.data.buffer, a.data.byteOffset).getBigUint64(64, true);
+    const mint = svm.getAccount(addrDec.decode(a.data.subarray(0, 32)));
+    const decimals = mint.exists ? mint.data[44] : 0;
+    const ui = Number(amount) / 10 ** decimals;
+    return { context: ctx(cfg?.commitment), value: { amount: amount.toString(), decimals, uiAmount: ui, uiAmountString: String(ui) } };
+  },
+  getSignatureStatuses: (sigs) => ({ context: ctx("processed"), value: sigs.map(status) }),
+  simulateTransaction: (encoded, cfg = {}) => {
+    const encoding = cfg.encoding ?? "base58";
+    if (cfg.sigVerify && cfg.replaceRecentBlockhash) {
+      throw new RPCError(-32602, "sigVerify may not be used with replaceRecentBlockhash");
+    }
+    const d = decodeTx(encoded, encoding);
+    let replacement = null;
+    if (cfg.replaceRecentBlockhash) {
+      const b = blockAt("processed");
+      const bytes = new Uint8Array(d.bytes);
+      const hashBytes = b58enc.encode(d.msg.lifetimeToken);
+      const msgStart = bytes.length - d.tx.messageBytes.length;
+      // The blockhash follows the header and the static keys.
+      const m = d.tx.messageBytes;
+      let off = m[0] & 0x80 ? 1 : 0;
+      off += 3;
+      let n = 0, shift = 0, byte;
+      do { byte = m[off++]; n |= (byte & 0x7f) << shift; shift += 7; } while (byte & 0x80);
+      off += 32 * n;
+      if (b58dec.decode(m.subarray(off, off + 32)) !== b58dec.decode(hashBytes)) throw new RPCError(-32602, "blockhash not found in message");
+      bytes.set(b58enc.encode(b.hash), msgStart + off);
+      Object.assign(d, decodeTx(b64dec.decode(bytes), "base64"));
+      replacement = { blockhash: b.hash, lastValidBlockHeight: b.height + MAX_PROCESSING_AGE };
+    }
+    if (cfg.sigVerify) verifyNotAlreadyProcessed(d);
+    const r = run(d, { simulate: true, sigVerify: Boolean(cfg.sigVerify) });
+    if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
+    return {
+      context: ctx(cfg.commitment),
+      value: { err: r.err, logs: r.logs, accounts: null, unitsConsumed: r.units, returnData: null, replacementBlockhash: replacement, innerInstructions: cfg.innerInstructions ? [] : null },
+    };
+  },
+  sendTransaction: (encoded, cfg = {}) => {
+    const d = decodeTx(encoded, cfg.encoding ?? "base58");
+    if (!cfg.skipPreflight) {
+      verifyNotAlreadyProcessed(d);
+      const sim = run(d, { simulate: true, sigVerify: true });
+      if (sim.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
+      if (sim.err !== null) {
+        throw new RPCError(-32002, `Transaction simulation failed: ${typeof sim.err === "string" ? sim.err : JSON.stringify(sim.err)}`,
+          { err: sim.err, logs: sim.logs, accounts: null, unitsConsumed: sim.units, returnData: null });
+      }
+    }
+    if (chain.statuses[d.signature]) return d.signature; // a duplicate: dropped
+    if (ignoreSends > 0) {
+      ignoreSends--;
+      return d.signature;
+    }
+    const r = run(d, { simulate: false, sigVerify: true });
+    if (r.landed) chain.statuses[d.signature] = { slot: chain.slot, err: r.err };
+    else if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
+    return d.signature;
+  },
+
+  // Test controls.
+  litesvm_fund: async ({ address, lamports, amount, mint }) => {
+    const ata = await fund(address, BigInt(lamports ?? 0), amount === undefined || amount === null ? null : BigInt(amount), mint ?? USDC_MINT);
+    return { ata };
+  },
+  litesvm_mint: ({ address, tokenProgram, decimals }) => {
+    makeMint(address, tokenProgram, decimals, 0n);
+    return true;
+  },
+  litesvm_payer: ({ index }) => {
+    const k = devKey(index);
+    return { address: k.address, secret: b58dec.decode(k.secret) };
+  },
+  litesvm_drop: ({ method, count }) => {
+    drops[method] = (drops[method] ?? 0) + count;
+    return true;
+  },
+  litesvm_ignore: ({ count }) => {
+    ignoreSends += count;
+    return true;
+  },
+  litesvm_pause: ({ ms }) => {
+    pausedUntil = Date.now() + ms;
+    return true;
+  },
+};
+
+function verifyNotAlreadyProcessed(d) {
+  if (chain.statuses[d.signature]) {
+    throw new RPCError(-32002, "Transaction simulation failed: This transaction has already been processed", { err: "AlreadyProcessed", logs: [] });
+  }
+}
+
+function replacer(_, v) {
+  return typeof v === "bigint" ? Number(v) : v;
+}
+
+async function handle(req) {
+  const { id = null, method, params = [] } = req ?? {};
+  const fn = methods[method];
+  if (!fn) return { jsonrpc: "2.0", id, error: { code: -32601, message: "Method not found" } };
+  try {
+    const result = await fn(...params);
+    if (drops[method] > 0) {
+      drops[method]--;
+      return undefined;
+    }
+    return { jsonrpc: "2.0", id, result };
+  } catch (e) {
+    if (e instanceof RPCError) {
+      return { jsonrpc: "2.0", id, error: { code: e.code, message: e.message, ...(e.data ? { data: e.data } : {}) } };
+    }
+    return { jsonrpc: "2.0", id, error: { code: -32603, message: String(e?.message ?? e) } };
+  }
+}
+
+if (statePath && existsSync(statePath)) await restore();
+else await genesis();
+
+const timer = setInterval(() => {
+  if (Date.now() >= pausedUntil) tick();
+}, slotMs);
+
+const server = createServer((req, res) => {
+  const chunks = [];
+  req.on("data", (c) => chunks.push(c));
+  req.on("end", async () => {
+    let body;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    } catch {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } }));
+      return;
+    }
+    let out;
+    if (Array.isArray(body)) out = (await Promise.all(body.map(handle))).filter((r) => r !== undefined);
+    else out = await handle(body);
+    if (out === undefined || (Array.isArray(out) && out.length === 0 && body.length > 0)) {
+      // The answer is lost: the connection drops after the work is done.
+      req.socket.destroy();
+      return;
+    }
+    res.writeHead(200, { "Content-Type": "application/json" });
+    res.end(JSON.stringify(out, replacer));
+  });
+});
+server.listen(port, "127.0.0.1", () => {
+  const { port: p } = server.address();
+  console.log(JSON.stringify({ url: `http://127.0.0.1:${p}` }));
+});
+
+function stop() {
+  clearInterval(timer);
+  if (statePath) save();
+  server.close();
+  process.exit(0);
+}
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
