@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -119,7 +121,15 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 	paths["/api/xindex/hosts"] = get("indexHosts", "Indexed seller hosts.", "IndexHosts",
 		query("q", "text filter on host names and descriptions (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
 		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
-		query("sort", "order", obj{"type": "string", "enum": []string{"services", "price", "latency", "host", "checked"}, "default": "services"}))
+		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}))
+	paths["/api/xindex/changes"] = get("indexChanges", "Changes of the market, oldest first, a page after a cursor: services added and retired, prices and networks changed, hosts gone live or dead.", "IndexChanges",
+		query("since", "a cursor (the next of an earlier page) or an RFC 3339 time; empty: from the first change", obj{"type": "string"}),
+		query("host", "only the changes of this host", obj{"type": "string", "maxLength": 253}),
+		query("limit", "number of changes", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100}))
+	paths["/api/xindex/changes.atom"] = obj{"get": obj{"operationId": "indexChangesAtom", "summary": "The latest changes of the market as an Atom feed, newest first.",
+		"parameters": []any{query("limit", "number of entries", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100})},
+		"responses": obj{"200": obj{"description": "Atom 1.0", "content": obj{"application/atom+xml": obj{"schema": str}}},
+			"400": errResp("a query parameter is out of range")}}}
 	paths["/x402-index"] = obj{"get": obj{"operationId": "indexPage", "summary": "The index as a web page.",
 		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}}}}}
 	paths["/mcp"] = obj{"post": obj{
@@ -184,6 +194,8 @@ func resultExample(op jobs.Operation) (any, error) {
 func componentSchemas() obj {
 	str := obj{"type": "string"}
 	integer := obj{"type": "integer"}
+	share := obj{"type": []string{"number", "null"}, "minimum": 0, "maximum": 1}
+	nullTime := obj{"type": []string{"string", "null"}, "format": "date-time"}
 	nullable := func(t string) obj { return obj{"type": []string{t, "null"}} }
 	object := func(required []string, props obj) obj {
 		o := obj{"type": "object", "properties": props}
@@ -198,13 +210,26 @@ func componentSchemas() obj {
 		"amount": obj{"type": "string", "pattern": `^[0-9]+\.[0-9]{6}$`},
 	})
 	host := object([]string{"host", "services", "priced_services", "price_min_usdc", "price_max_usdc", "networks", "sample_resource",
-		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at"}, obj{
+		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at",
+		"uptime_24h", "uptime_7d", "uptime_30d", "probes_24h", "probes_7d", "probes_30d", "latency_p50_ms", "latency_p95_ms",
+		"first_seen", "last_change"}, obj{
 		"host": str, "services": integer, "priced_services": integer,
 		"price_min_usdc": nullable("number"), "price_max_usdc": nullable("number"),
 		"networks": array(str), "sample_resource": str, "sample": str, "discoverable": obj{"type": "boolean"},
 		"live": nullable("boolean"), "status": nullable("integer"), "latency_ms": nullable("integer"),
 		"checked_at": obj{"type": []string{"string", "null"}, "format": "date-time"},
 		"updated_at": obj{"type": "string", "format": "date-time"},
+		"uptime_24h": share, "uptime_7d": share, "uptime_30d": share,
+		"probes_24h": integer, "probes_7d": integer, "probes_30d": integer,
+		"latency_p50_ms": nullable("integer"), "latency_p95_ms": nullable("integer"),
+		"first_seen": nullTime, "last_change": nullTime,
+	})
+	change := object([]string{"at", "host", "kind", "resource", "from", "to"}, obj{
+		"at": obj{"type": "string", "format": "date-time"}, "host": str,
+		"kind":     obj{"type": "string", "enum": []string{store.ChangeServiceAdded, store.ChangeServiceRetired, store.ChangePriceChanged, store.ChangeNetworksChanged, store.ChangeHostLive, store.ChangeHostDead}},
+		"resource": nullable("string"),
+		"from":     obj{"description": "before: a price as decimal text in USDC or null (unpriced), networks as a list, liveness as a boolean or null (not measured)"},
+		"to":       obj{"description": "after, as from"},
 	})
 	return obj{
 		"Error": object([]string{"error", "message"}, obj{
@@ -260,7 +285,12 @@ func componentSchemas() obj {
 			})),
 			"pagination": object([]string{"limit", "offset", "total"}, obj{"limit": integer, "offset": integer, "total": integer}),
 		}),
-		"IndexHost": host,
+		"IndexHost":   host,
+		"IndexChange": change,
+		"IndexChanges": object([]string{"ok", "changes", "next"}, obj{
+			"ok": obj{"type": "boolean"}, "changes": array(ref("IndexChange")),
+			"next": obj{"type": "string", "description": "the cursor to pass as since for the changes after this page"},
+		}),
 		"IndexSummary": object([]string{"ok", "version", "what", "read", "services_indexed", "hosts_known", "liveness", "price_bands",
 			"crawl", "top_by_size", "cheapest_entries", "honesty"}, obj{
 			"ok": obj{"type": "boolean"}, "version": obj{"type": "string", "const": "xindex-1.0"}, "what": str,

@@ -15,6 +15,17 @@ import (
 type xindex struct {
 	reader *index.Reader
 	page   *index.HTMLPage
+	// publicURL is the service's base URL, without a trailing slash.
+	publicURL string
+}
+
+// register mounts the index's routes on e.
+func (x *xindex) register(e *echo.Echo) {
+	e.GET("/api/xindex/summary", x.summary)
+	e.GET("/api/xindex/hosts", x.hosts)
+	e.GET("/api/xindex/changes", x.changes)
+	e.GET("/api/xindex/changes.atom", x.changesAtom)
+	e.GET("/x402-index", x.htmlPage)
 }
 
 func (x *xindex) summary(c echo.Context) error {
@@ -34,11 +45,7 @@ func hostQuery(c echo.Context) (index.HostQuery, error) {
 		return q, err
 	}
 	if err := q.Check(); err != nil {
-		var qe *index.QueryError
-		if errors.As(err, &qe) {
-			return q, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: qe.Field, Message: qe.Message}
-		}
-		return q, err
+		return q, queryError(err)
 	}
 	return q, nil
 }
@@ -77,4 +84,54 @@ func (x *xindex) htmlPage(c echo.Context) error {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())
+}
+
+// changesQuery reads since, host and limit (1-500, default 100).
+func changesQuery(c echo.Context) (index.ChangesQuery, error) {
+	q := index.ChangesQuery{Since: c.QueryParam("since"), Host: c.QueryParam("host")}
+	var err error
+	if q.Limit, err = queryInt(c, "limit", 100, 1, 500); err != nil {
+		return q, err
+	}
+	if err := q.Check(); err != nil {
+		return q, queryError(err)
+	}
+	return q, nil
+}
+
+// queryError answers a *index.QueryError as a 400 naming its field.
+func queryError(err error) error {
+	var qe *index.QueryError
+	if errors.As(err, &qe) {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: qe.Field, Message: qe.Message}
+	}
+	return err
+}
+
+func (x *xindex) changes(c echo.Context) error {
+	q, err := changesQuery(c)
+	if err != nil {
+		return err
+	}
+	answer, err := x.reader.Changes(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, answer)
+}
+
+func (x *xindex) changesAtom(c echo.Context) error {
+	limit, err := queryInt(c, "limit", 100, 1, 500)
+	if err != nil {
+		return err
+	}
+	changes, err := x.reader.LatestChanges(c.Request().Context(), "", limit)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := index.WriteAtom(&buf, x.publicURL, x.publicURL+"/api/xindex/changes.atom", changes); err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/atom+xml; charset=utf-8", buf.Bytes())
 }

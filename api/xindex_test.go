@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"html"
 	"io"
@@ -38,11 +39,10 @@ func xindexServer(t testing.TB, db *dbtest.DB) string {
 	require.NoError(t, err)
 	e := echo.New()
 	e.HTTPErrorHandler = errorHandler(slog.New(slog.DiscardHandler))
-	xi := &xindex{reader: index.NewReader(db.Pool, nil), page: page}
-	e.GET("/api/xindex/summary", xi.summary)
-	e.GET("/api/xindex/hosts", xi.hosts)
-	e.GET("/x402-index", xi.htmlPage)
-	srv := httptest.NewServer(e)
+	srv := httptest.NewUnstartedServer(e)
+	xi := &xindex{reader: index.NewReader(db.Pool, nil), page: page, publicURL: "http://" + srv.Listener.Addr().String()}
+	xi.register(e)
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -376,12 +376,16 @@ func TestXIndexHosts(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		require.Equal(t, []string{"checked_at", "discoverable", "host", "latency_ms", "live", "networks", "price_max_usdc",
-			"price_min_usdc", "priced_services", "sample", "sample_resource", "services", "status", "updated_at"}, keys)
-		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at"} {
+		require.Equal(t, []string{"checked_at", "discoverable", "first_seen", "host", "last_change", "latency_ms", "latency_p50_ms",
+			"latency_p95_ms", "live", "networks", "price_max_usdc", "price_min_usdc", "priced_services", "probes_24h", "probes_30d",
+			"probes_7d", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
+		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at",
+			"uptime_24h", "uptime_7d", "uptime_30d", "latency_p50_ms", "latency_p95_ms"} {
 			require.Nil(t, free[k], "%s is null: not measured", k)
 		}
 		require.Equal(t, 0.0, free["priced_services"])
+		require.Equal(t, 0.0, free["probes_30d"], "never probed: a counted zero")
+		require.NotNil(t, free["first_seen"])
 		require.Equal(t, []any{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, free["networks"])
 		shop1 := hosts[2].(map[string]any)
 		require.Equal(t, "shop1.example", shop1["host"])
@@ -398,6 +402,7 @@ func TestXIndexHosts(t *testing.T) {
 			"price":    {"shop0.example", "shop1.example", "shop2.example", "shop3.example", "free-form.example"},
 			"latency":  {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
 			"host":     {"free-form.example", "shop0.example", "shop1.example", "shop2.example", "shop3.example"},
+			"uptime":   {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
 			"checked":  {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
 		} {
 			var got struct{ Hosts []index.Host }
@@ -446,6 +451,90 @@ func TestXIndexHosts(t *testing.T) {
 			require.Equal(t, "invalid_request", body["error"], bad)
 		}
 	})
+}
+
+// TestXIndexChanges reads the changes feed over HTTP: as JSON paged by
+// cursor, and as Atom.
+func TestXIndexChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+	smallIndex(ctx, t, db)
+
+	var all map[string]any
+	getJSON(t, base+"/api/xindex/changes", &all)
+	require.Equal(t, true, all["ok"])
+	changes := all["changes"].([]any)
+	require.Len(t, changes, 15, "13 services added, shop1 live, shop2 dead")
+	first := changes[0].(map[string]any)
+	keys := []string{}
+	for k := range first {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	require.Equal(t, []string{"at", "from", "host", "kind", "resource", "to"}, keys)
+	require.Equal(t, store.ChangeServiceAdded, first["kind"])
+	require.Nil(t, first["from"])
+	last := changes[14].(map[string]any)
+	require.Equal(t, map[string]any{"at": last["at"], "host": "shop2.example", "kind": store.ChangeHostDead, "resource": nil, "from": nil, "to": false}, last)
+
+	var paged []any
+	next := ""
+	for range 20 {
+		var page struct {
+			Changes []any
+			Next    string
+		}
+		getJSON(t, base+"/api/xindex/changes?limit=4&since="+url.QueryEscape(next), &page)
+		if len(page.Changes) == 0 {
+			require.Equal(t, next, page.Next)
+			break
+		}
+		paged = append(paged, page.Changes...)
+		next = page.Next
+	}
+	require.Equal(t, changes, paged)
+
+	var shop2 struct{ Changes []index.Change }
+	getJSON(t, base+"/api/xindex/changes?host=shop2.example", &shop2)
+	require.Len(t, shop2.Changes, 4, "3 services and the probe")
+
+	for _, bad := range []string{"limit=0", "limit=501", "since=yesterday", "since=-4"} {
+		resp, err := http.Get(base + "/api/xindex/changes?" + bad)
+		require.NoError(t, err)
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
+		require.Equal(t, "invalid_request", body["error"], bad)
+	}
+
+	resp, err := http.Get(base + "/api/xindex/changes.atom?limit=3")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/atom+xml; charset=utf-8", resp.Header.Get("Content-Type"))
+	var feed struct {
+		XMLName xml.Name `xml:"http://www.w3.org/2005/Atom feed"`
+		ID      string   `xml:"id"`
+		Updated string   `xml:"updated"`
+		Entries []struct {
+			ID      string `xml:"id"`
+			Title   string `xml:"title"`
+			Updated string `xml:"updated"`
+			Link    struct {
+				Href string `xml:"href,attr"`
+			} `xml:"link"`
+		} `xml:"entry"`
+	}
+	require.NoError(t, xml.NewDecoder(resp.Body).Decode(&feed))
+	require.Len(t, feed.Entries, 3)
+	require.Equal(t, "shop2.example went dead", feed.Entries[0].Title)
+	require.Equal(t, "shop1.example went live", feed.Entries[1].Title)
+	require.True(t, strings.HasSuffix(feed.Entries[0].Link.Href, "/x402-index/hosts/shop2.example"), feed.Entries[0].Link.Href)
+	require.Equal(t, feed.Entries[0].Updated, feed.Updated)
+	require.NotEqual(t, feed.Entries[0].ID, feed.Entries[1].ID)
 }
 
 func TestXIndexPage(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -440,10 +441,11 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		networks                         []string
 		discoverable, retired            bool
 		seenInPass                       bool
+		accepts                          []store.Accept
 	}
 	existing := map[string]known{}
 	rows, err := c.cfg.Pool.Query(ctx, `SELECT r.resource, r.host, r.description, r.method, r.networks, coalesce(r.price_usdc::text, ''),
-			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false)
+			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false), r.accepts
 		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
 		WHERE r.resource = ANY($1)`, urls, src, pass)
 	if err != nil {
@@ -452,7 +454,7 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 	for rows.Next() {
 		var url string
 		var k known
-		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass); err != nil {
+		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass, &k.accepts); err != nil {
 			rows.Close()
 			return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
 		}
@@ -476,12 +478,13 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		}
 		fresh++
 		if ok && !k.retired && k.host == r.Host && k.description == r.Description && k.method == r.Method &&
-			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable {
+			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable &&
+			slices.Equal(k.accepts, r.Accepts) {
 			continue
 		}
 		events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceIndexed, Data: store.ResourceIndexed{
 			Resource: r.URL, Host: r.Host, Source: src, Description: r.Description, Method: r.Method,
-			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable,
+			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable, Accepts: r.Accepts,
 		}})
 		for _, h := range []string{r.Host, k.host} {
 			if h != "" && !hostSeen[h] {

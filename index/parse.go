@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -54,6 +55,8 @@ type Resource struct {
 	PriceUSDC    string
 	LastUpdated  time.Time
 	Discoverable bool
+	// Accepts are the payment options listed, on known networks.
+	Accepts []store.Accept
 }
 
 // rawItem is a listing item, v1 or v2 shaped; unknown keys are ignored.
@@ -80,6 +83,25 @@ type rawAccept struct {
 		} `json:"input"`
 	} `json:"outputSchema"`
 	Extra json.RawMessage `json:"extra"`
+	PayTo string          `json:"payTo"`
+}
+
+// accept returns the option as the index records it: the network in CAIP-2,
+// the amount in atomic units as text (amount, else v1's maxAmountRequired).
+// ok is false for a network the index does not know.
+func (a rawAccept) accept() (store.Accept, bool) {
+	network, ok := x402.NormalizeNetwork(a.Network)
+	if !ok {
+		return store.Accept{}, false
+	}
+	amount := a.Amount
+	if len(amount) == 0 || string(amount) == `""` || string(amount) == "null" {
+		amount = a.MaxAmountRequired
+	}
+	if string(amount) == "null" {
+		amount = nil
+	}
+	return store.Accept{Network: network, Asset: a.Asset, Amount: strings.Trim(string(amount), `"`), PayTo: a.PayTo}, true
 }
 
 // ParsePage reads a discovery listing page: {x402Version, items,
@@ -163,18 +185,15 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 		if a.OutputSchema != nil && a.OutputSchema.Input.Method != "" && r.Method == "GET" {
 			r.Method = strings.ToUpper(a.OutputSchema.Input.Method)
 		}
-		network, ok := x402.NormalizeNetwork(a.Network)
+		acc, ok := a.accept()
 		if !ok {
 			continue
 		}
-		if !slices.Contains(r.Networks, network) {
-			r.Networks = append(r.Networks, network)
+		r.Accepts = append(r.Accepts, acc)
+		if !slices.Contains(r.Networks, acc.Network) {
+			r.Networks = append(r.Networks, acc.Network)
 		}
-		amount := a.Amount
-		if len(amount) == 0 || string(amount) == `""` || string(amount) == "null" {
-			amount = a.MaxAmountRequired
-		}
-		if price, ok := priceUSDC(network, a.Asset, amount); ok && (lowest == nil || price.Cmp(lowest) < 0) {
+		if price, ok := priceUSDC(acc.Network, acc.Asset, acc.Amount); ok && (lowest == nil || price.Cmp(lowest) < 0) {
 			lowest = price
 		}
 	}
@@ -228,11 +247,11 @@ func usdcAsset(network, asset string) bool {
 // priceUSDC converts an atomic amount of a known USDC asset to USDC.
 // Decimal-dollar amounts ("0.01"), empty amounts and unknown assets are
 // unpriced.
-func priceUSDC(network, asset string, amount json.RawMessage) (*big.Rat, bool) {
+func priceUSDC(network, asset, amount string) (*big.Rat, bool) {
 	if !usdcAsset(network, asset) {
 		return nil, false
 	}
-	s := strings.Trim(string(amount), `"`)
+	s := amount
 	if s == "" || strings.ContainsAny(s, ".eE-+") {
 		return nil, false
 	}

@@ -27,6 +27,25 @@ type Host struct {
 	LatencyMS      *int       `json:"latency_ms"`
 	CheckedAt      *time.Time `json:"checked_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	History
+}
+
+// History is what the event log says of a host over time (its probes by
+// hour and its changes). Uptime is the share of probes that found the host
+// live, 0 to 1, over the last 24 hours, 7 and 30 days counted by whole
+// hours; nil when no probe gave a verdict then (a 429 gives none). The
+// latency percentiles are over 30 days, nil when none was measured.
+type History struct {
+	Uptime24h    *float64   `json:"uptime_24h"`
+	Uptime7d     *float64   `json:"uptime_7d"`
+	Uptime30d    *float64   `json:"uptime_30d"`
+	Probes24h    int        `json:"probes_24h"`
+	Probes7d     int        `json:"probes_7d"`
+	Probes30d    int        `json:"probes_30d"`
+	LatencyP50MS *int       `json:"latency_p50_ms"`
+	LatencyP95MS *int       `json:"latency_p95_ms"`
+	FirstSeen    *time.Time `json:"first_seen"`
+	LastChange   *time.Time `json:"last_change"`
 }
 
 // Liveness counts hosts by measurement.
@@ -66,11 +85,16 @@ type Summary struct {
 // Honesty is the note the summary and the page carry.
 const Honesty = "null means not measured; 0 is used only for a measured zero. Live means an unpaid request to the host's sample resource answered 402 with a valid x402 quote; nothing was paid. Prices are the listings' own, in USDC; entries without a USDC atomic amount are unpriced."
 
-// Sorts are the allowed values of the hosts query's sort.
+// SortKeys are the hosts query's sorts, in the order they are offered.
+var SortKeys = []string{"services", "price", "latency", "uptime", "host", "checked"}
+
+// Sorts are the allowed values of the hosts query's sort (SortKeys) and
+// their order.
 var Sorts = map[string]string{
 	"services": "services DESC, host",
 	"price":    "price_min_usdc ASC NULLS LAST, host",
-	"latency":  "latency_ms ASC NULLS LAST, host",
+	"latency":  "latency_p50_ms ASC NULLS LAST, latency_ms ASC NULLS LAST, host",
+	"uptime":   "uptime_30d DESC NULLS LAST, probes_30d DESC, host",
 	"host":     "host",
 	"checked":  "checked_at DESC NULLS LAST, host",
 }
@@ -90,7 +114,8 @@ func NewReader(pool *pgxpool.Pool, sources []string) *Reader {
 }
 
 const hostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
-	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at`
+	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at,
+	uptime_24h, uptime_7d, uptime_30d, probes_24h, probes_7d, probes_30d, latency_p50_ms, latency_p95_ms, first_seen, last_change`
 
 func scanHosts(rows pgx.Rows) ([]Host, error) {
 	defer rows.Close()
@@ -98,7 +123,9 @@ func scanHosts(rows pgx.Rows) ([]Host, error) {
 	for rows.Next() {
 		var h Host
 		if err := rows.Scan(&h.Host, &h.Services, &h.PricedServices, &h.PriceMinUSDC, &h.PriceMaxUSDC, &h.Networks,
-			&h.SampleResource, &h.Sample, &h.Discoverable, &h.Live, &h.Status, &h.LatencyMS, &h.CheckedAt, &h.UpdatedAt); err != nil {
+			&h.SampleResource, &h.Sample, &h.Discoverable, &h.Live, &h.Status, &h.LatencyMS, &h.CheckedAt, &h.UpdatedAt,
+			&h.Uptime24h, &h.Uptime7d, &h.Uptime30d, &h.Probes24h, &h.Probes7d, &h.Probes30d, &h.LatencyP50MS, &h.LatencyP95MS,
+			&h.FirstSeen, &h.LastChange); err != nil {
 			return nil, err
 		}
 		hosts = append(hosts, h)
@@ -159,7 +186,9 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 		What: "A public index of x402 sellers: every resource listed by the x402 discovery listings, grouped by host, with measured liveness.",
 		Read: map[string]string{
 			"summary": "/api/xindex/summary",
-			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={services|price|latency|host|checked}",
+			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}",
+			"changes": "/api/xindex/changes?since={cursor|time}&limit={1-500}",
+			"atom":    "/api/xindex/changes.atom",
 			"page":    "/x402-index",
 		},
 		PriceBands: map[string]int{},
@@ -232,7 +261,7 @@ func (q *HostQuery) Check() error {
 		q.Sort = "services"
 	}
 	if _, ok := Sorts[q.Sort]; !ok {
-		return &QueryError{Field: "sort", Message: "sort must be one of services, price, latency, host, checked"}
+		return &QueryError{Field: "sort", Message: "sort must be one of " + strings.Join(SortKeys, ", ")}
 	}
 	if q.Limit == 0 {
 		q.Limit = 50

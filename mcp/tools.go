@@ -101,7 +101,7 @@ func paidTool(op jobs.Operation, payments x402.Verifier) (*mcp.Tool, error) {
 // addIndexTools adds the free tools over the index of x402 sellers.
 func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 	var sorts []any
-	for _, s := range []string{"services", "price", "latency", "host", "checked"} {
+	for _, s := range index.SortKeys {
 		if _, ok := index.Sorts[s]; !ok {
 			return fmt.Errorf("mcp: index sort %q is not known", s)
 		}
