@@ -122,6 +122,15 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		query("q", "text filter on host names and descriptions (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
 		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
 		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}))
+	hostParam := obj{"name": "host", "in": "path", "required": true, "description": "the host name, as in the hosts list", "schema": str}
+	paths["/api/xindex/hosts/{host}"] = obj{"get": obj{"operationId": "indexHost", "summary": "One host: its entry with its history, its services, its probes by hour over 30 days, its timeline of changes.",
+		"parameters": []any{hostParam},
+		"responses": obj{"200": obj{"description": "OK", "content": jsonContent(ref("IndexHostDetail"))},
+			"404": errResp("the index has never listed the host")}}}
+	paths["/x402-index/hosts/{host}"] = obj{"get": obj{"operationId": "indexHostPage", "summary": "One host as a web page, its probes drawn as SVG.",
+		"parameters": []any{hostParam},
+		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}},
+			"404": errResp("the index has never listed the host")}}}
 	paths["/api/xindex/changes"] = get("indexChanges", "Changes of the market, oldest first, a page after a cursor: services added and retired, prices and networks changed, hosts gone live or dead.", "IndexChanges",
 		query("since", "a cursor (the next of an earlier page) or an RFC 3339 time; empty: from the first change", obj{"type": "string"}),
 		query("host", "only the changes of this host", obj{"type": "string", "maxLength": 253}),
@@ -287,6 +296,19 @@ func componentSchemas() obj {
 		}),
 		"IndexHost":   host,
 		"IndexChange": change,
+		"IndexHostDetail": object([]string{"ok", "host", "services", "probes", "timeline", "timeline_limit"}, obj{
+			"ok": obj{"type": "boolean"}, "host": ref("IndexHost"),
+			"services": array(object([]string{"resource", "method", "description", "price_usdc", "networks", "discoverable", "sources", "accepts", "updated_at"}, obj{
+				"resource": str, "method": str, "description": str, "price_usdc": nullable("number"), "networks": array(str),
+				"discoverable": obj{"type": "boolean"}, "sources": array(str),
+				"accepts":    array(object([]string{"network", "asset", "amount", "pay_to"}, obj{"network": str, "asset": str, "amount": str, "pay_to": str})),
+				"updated_at": obj{"type": "string", "format": "date-time"},
+			})),
+			"probes": array(object([]string{"hour", "probes", "live", "latency_p50_ms"}, obj{
+				"hour": obj{"type": "string", "format": "date-time"}, "probes": integer, "live": integer, "latency_p50_ms": nullable("integer"),
+			})),
+			"timeline": array(ref("IndexChange")), "timeline_limit": integer,
+		}),
 		"IndexChanges": object([]string{"ok", "changes", "next"}, obj{
 			"ok": obj{"type": "boolean"}, "changes": array(ref("IndexChange")),
 			"next": obj{"type": "string", "description": "the cursor to pass as since for the changes after this page"},

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -25,7 +27,39 @@ func (x *xindex) register(e *echo.Echo) {
 	e.GET("/api/xindex/hosts", x.hosts)
 	e.GET("/api/xindex/changes", x.changes)
 	e.GET("/api/xindex/changes.atom", x.changesAtom)
+	e.GET("/api/xindex/hosts/:host", x.host)
 	e.GET("/x402-index", x.htmlPage)
+	e.GET("/x402-index/hosts/:host", x.hostPage)
+}
+
+// hostDetail reads the page of the host named in the path.
+func (x *xindex) hostDetail(c echo.Context) (*index.HostDetail, error) {
+	host := strings.ToLower(c.Param("host"))
+	d, err := x.reader.HostDetail(c.Request().Context(), host)
+	if errors.Is(err, index.ErrUnknownHost) {
+		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Field: "host", Message: "the index has never listed " + host}
+	}
+	return d, err
+}
+
+func (x *xindex) host(c echo.Context) error {
+	d, err := x.hostDetail(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (x *xindex) hostPage(c echo.Context) error {
+	d, err := x.hostDetail(c)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := x.page.RenderHost(&buf, d, time.Now()); err != nil {
+		return err
+	}
+	return c.HTMLBlob(http.StatusOK, buf.Bytes())
 }
 
 func (x *xindex) summary(c echo.Context) error {

@@ -537,6 +537,78 @@ func TestXIndexChanges(t *testing.T) {
 	require.NotEqual(t, feed.Entries[0].ID, feed.Entries[1].ID)
 }
 
+// TestXIndexHost reads one host's JSON document and page: its services
+// with their sources and listed options, its probes by hour drawn as SVG,
+// its timeline.
+func TestXIndexHost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+	smallIndex(ctx, t, db)
+
+	var d index.HostDetail
+	getJSON(t, base+"/api/xindex/hosts/SHOP1.example", &d)
+	require.True(t, d.OK)
+	require.Equal(t, "shop1.example", d.Host.Host)
+	require.Equal(t, 1, d.Host.Probes30d)
+	require.InDelta(t, 1.0, *d.Host.Uptime30d, 1e-9)
+	require.Len(t, d.Services, 3)
+	var resources []string
+	for _, s := range d.Services {
+		resources = append(resources, s.Resource)
+		require.Len(t, s.Sources, 1)
+		require.Equal(t, []string{"eip155:8453"}, s.Networks)
+	}
+	require.Equal(t, []string{"https://shop1.example/api/1", "https://shop1.example/api/5", "https://shop1.example/api/9"}, resources, "cheapest first")
+	require.Equal(t, 0.004, *d.Services[0].PriceUSDC)
+	require.Equal(t, []store.Accept{{Network: "eip155:8453", Asset: baseUSDC, Amount: "4000", PayTo: "0x1"}}, d.Services[0].Accepts)
+	require.Len(t, d.Probes, 1)
+	require.Equal(t, index.ProbeHour{Hour: d.Probes[0].Hour, Probes: 1, Live: 1, LatencyP50MS: d.Probes[0].LatencyP50MS}, d.Probes[0])
+	require.Equal(t, 87, *d.Probes[0].LatencyP50MS)
+	var kinds []string
+	for _, c := range d.Timeline {
+		kinds = append(kinds, c.Kind)
+	}
+	require.Equal(t, []string{store.ChangeHostLive, store.ChangeServiceAdded, store.ChangeServiceAdded, store.ChangeServiceAdded}, kinds, "newest first")
+
+	resp, err := http.Get(base + "/api/xindex/hosts/nowhere.example")
+	require.NoError(t, err)
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Equal(t, "not_found", body["error"])
+
+	page := func(host string) string {
+		t.Helper()
+		resp, err := http.Get(base + "/x402-index/hosts/" + host)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		require.Equal(t, "text/html; charset=UTF-8", resp.Header.Get(echo.HeaderContentType))
+		return string(b)
+	}
+	shop1 := page("shop1.example")
+	require.Contains(t, shop1, `<svg class="chart"`)
+	require.Equal(t, 1, strings.Count(shop1, `class="probe"`), "one hour probed")
+	require.Equal(t, 1, strings.Count(shop1, `class="latency"`))
+	require.Contains(t, shop1, "1 of 1 probes live")
+	require.Equal(t, 3, strings.Count(shop1, `<tr class="service">`))
+	require.Equal(t, 4, strings.Count(shop1, `<tr class="change `))
+	require.Contains(t, shop1, "shop1.example went live")
+	require.Contains(t, shop1, `id="uptime-30d">100.0 %`)
+	require.NotContains(t, shop1, "<script")
+
+	free := page("free-form.example")
+	require.Contains(t, free, "not measured in 30 days")
+	require.Contains(t, free, `id="uptime-30d">–`)
+	require.Contains(t, free, "unpriced")
+
+}
+
 func TestXIndexPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -572,7 +644,7 @@ func TestXIndexPage(t *testing.T) {
 
 	page = get("?q=shop3&sort=price")
 	require.Equal(t, 1, strings.Count(page, `<tr class="host-row">`))
-	require.Contains(t, page, `<td class="host">shop3.example</td>`)
+	require.Contains(t, page, `<td class="host"><a href="/x402-index/hosts/shop3.example">shop3.example</a></td>`)
 	require.Contains(t, page, `value="shop3"`, "the search box keeps the query")
 	require.Contains(t, page, `href="/x402-index?q=shop3&amp;sort=host"`, "sorting keeps the query")
 

@@ -7,20 +7,23 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"time"
 )
 
-//go:embed templates/page.html
+//go:embed templates/page.html templates/host.html
 var templates embed.FS
 
 // HTMLPage renders /x402-index: the summary, a searchable and sortable host
-// table with liveness badges, and the honesty note; no JavaScript needed.
+// table with liveness badges, and the honesty note; and each host's page
+// (/x402-index/hosts/<host>). No JavaScript needed.
 type HTMLPage struct {
 	tmpl *template.Template
+	host *template.Template
 }
 
 // NewHTMLPage parses the page's template.
 func NewHTMLPage() (*HTMLPage, error) {
-	t, err := template.New("page.html").Funcs(template.FuncMap{
+	funcs := template.FuncMap{
 		"isTrue": func(b *bool) bool { return b != nil && *b },
 		"priceRange": func(lo, hi *float64) string {
 			if lo == nil {
@@ -31,11 +34,24 @@ func NewHTMLPage() (*HTMLPage, error) {
 			}
 			return formatUSDC(lo) + " – " + formatUSDC(hi)
 		},
-	}).ParseFS(templates, "templates/page.html")
+		"price": formatUSDC,
+		"percent": func(v *float64) string {
+			if v == nil {
+				return "–"
+			}
+			return strconv.FormatFloat(*v*100, 'f', 1, 64) + " %"
+		},
+		"hostPath": HostPath,
+	}
+	t, err := template.New("page.html").Funcs(funcs).ParseFS(templates, "templates/page.html")
 	if err != nil {
 		return nil, fmt.Errorf("index page: %w", err)
 	}
-	return &HTMLPage{tmpl: t}, nil
+	h, err := template.New("host.html").Funcs(funcs).ParseFS(templates, "templates/host.html")
+	if err != nil {
+		return nil, fmt.Errorf("index host page: %w", err)
+	}
+	return &HTMLPage{tmpl: t, host: h}, nil
 }
 
 // formatUSDC writes a price in USDC with the digits it needs ("0.002").
@@ -80,4 +96,18 @@ func (p *HTMLPage) Render(w io.Writer, d *PageData) error {
 		{"< 1", d.Summary.PriceBands["under_1"]}, {"≥ 1 USDC", d.Summary.PriceBands["over_1"]},
 	}
 	return p.tmpl.Execute(w, d)
+}
+
+// HostPageData is what a host's page shows.
+type HostPageData struct {
+	*HostDetail
+	// Chart is the probes of 30 days as SVG (ProbeChart).
+	Chart template.HTML
+	// Honesty is the index's note.
+	Honesty string
+}
+
+// RenderHost writes the page of a host.
+func (p *HTMLPage) RenderHost(w io.Writer, d *HostDetail, now time.Time) error {
+	return p.host.Execute(w, &HostPageData{HostDetail: d, Chart: ProbeChart(d.Probes, now), Honesty: Honesty})
 }
