@@ -121,7 +121,8 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 	paths["/api/xindex/hosts"] = get("indexHosts", "Indexed seller hosts.", "IndexHosts",
 		query("q", "text filter on host names and descriptions (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
 		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
-		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}))
+		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}),
+		query("quote_matches_listing", "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)", obj{"type": "string", "enum": []string{"true", "false", "null"}}))
 	hostParam := obj{"name": "host", "in": "path", "required": true, "description": "the host name, as in the hosts list", "schema": str}
 	paths["/api/xindex/hosts/{host}"] = obj{"get": obj{"operationId": "indexHost", "summary": "One host: its entry with its history, its services, its probes by hour over 30 days, its timeline of changes.",
 		"parameters": []any{hostParam},
@@ -221,7 +222,7 @@ func componentSchemas() obj {
 	host := object([]string{"host", "services", "priced_services", "price_min_usdc", "price_max_usdc", "networks", "sample_resource",
 		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at",
 		"uptime_24h", "uptime_7d", "uptime_30d", "probes_24h", "probes_7d", "probes_30d", "latency_p50_ms", "latency_p95_ms",
-		"first_seen", "last_change"}, obj{
+		"first_seen", "last_change", "quote_matches_listing"}, obj{
 		"host": str, "services": integer, "priced_services": integer,
 		"price_min_usdc": nullable("number"), "price_max_usdc": nullable("number"),
 		"networks": array(str), "sample_resource": str, "sample": str, "discoverable": obj{"type": "boolean"},
@@ -232,6 +233,7 @@ func componentSchemas() obj {
 		"probes_24h": integer, "probes_7d": integer, "probes_30d": integer,
 		"latency_p50_ms": nullable("integer"), "latency_p95_ms": nullable("integer"),
 		"first_seen": nullTime, "last_change": nullTime,
+		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared"},
 	})
 	change := object([]string{"at", "host", "kind", "resource", "from", "to"}, obj{
 		"at": obj{"type": "string", "format": "date-time"}, "host": str,
@@ -296,8 +298,13 @@ func componentSchemas() obj {
 		}),
 		"IndexHost":   host,
 		"IndexChange": change,
-		"IndexHostDetail": object([]string{"ok", "host", "services", "probes", "timeline", "timeline_limit"}, obj{
+		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "probes", "timeline", "timeline_limit"}, obj{
 			"ok": obj{"type": "boolean"}, "host": ref("IndexHost"),
+			"quote_differences": array(object([]string{"resource", "network", "asset", "field", "listing", "quote"}, obj{
+				"resource": str, "network": str, "asset": str,
+				"field":   obj{"type": "string", "enum": []string{"network", "amount", "pay_to"}, "description": "network: the quote has no option on the listed network and asset"},
+				"listing": str, "quote": str,
+			})),
 			"services": array(object([]string{"resource", "method", "description", "price_usdc", "networks", "discoverable", "sources", "accepts", "updated_at"}, obj{
 				"resource": str, "method": str, "description": str, "price_usdc": nullable("number"), "networks": array(str),
 				"discoverable": obj{"type": "boolean"}, "sources": array(str),

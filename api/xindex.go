@@ -73,7 +73,7 @@ func (x *xindex) summary(c echo.Context) error {
 // hostQuery reads q, sort (a key of index.Sorts, default services) and
 // limit (1-500, default 50).
 func hostQuery(c echo.Context) (index.HostQuery, error) {
-	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort")}
+	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort"), QuoteMatchesListing: c.QueryParam("quote_matches_listing")}
 	var err error
 	if q.Limit, err = queryInt(c, "limit", 50, 1, 500); err != nil {
 		return q, err
@@ -109,12 +109,12 @@ func (x *xindex) htmlPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hosts, err := x.reader.Hosts(ctx, q.Q, q.Sort, q.Limit)
+	hosts, err := x.reader.Find(ctx, q)
 	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Limit: q.Limit}); err != nil {
+	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Quote: q.QuoteMatchesListing, Limit: q.Limit}); err != nil {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())

@@ -378,8 +378,8 @@ func TestXIndexHosts(t *testing.T) {
 		slices.Sort(keys)
 		require.Equal(t, []string{"checked_at", "discoverable", "first_seen", "host", "last_change", "latency_ms", "latency_p50_ms",
 			"latency_p95_ms", "live", "networks", "price_max_usdc", "price_min_usdc", "priced_services", "probes_24h", "probes_30d",
-			"probes_7d", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
-		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at",
+			"probes_7d", "quote_matches_listing", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
+		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing",
 			"uptime_24h", "uptime_7d", "uptime_30d", "latency_p50_ms", "latency_p95_ms"} {
 			require.Nil(t, free[k], "%s is null: not measured", k)
 		}
@@ -441,7 +441,7 @@ func TestXIndexHosts(t *testing.T) {
 		require.Len(t, got.Hosts, 2)
 	})
 	t.Run("Invalid", func(t *testing.T) {
-		for _, bad := range []string{"sort=cost", "limit=0", "limit=501", "limit=ten", "q=" + strings.Repeat("x", 201)} {
+		for _, bad := range []string{"sort=cost", "limit=0", "limit=501", "limit=ten", "q=" + strings.Repeat("x", 201), "quote_matches_listing=maybe"} {
 			resp, err := http.Get(base + "/api/xindex/hosts?" + bad)
 			require.NoError(t, err)
 			var body map[string]any
@@ -601,6 +601,24 @@ func TestXIndexHost(t *testing.T) {
 	require.Contains(t, shop1, "shop1.example went live")
 	require.Contains(t, shop1, `id="uptime-30d">100.0 %`)
 	require.NotContains(t, shop1, "<script")
+
+	// A quote that differs from its listing: on the host's page, and a
+	// filter of the list.
+	differs, status := false, 402
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream("shop3.example"), Type: store.EventHostProbed,
+		Data: store.HostProbed{Live: new(true), Status: &status, LatencyMS: new(40), CheckedAt: time.Now(), QuoteMatchesListing: &differs,
+			QuoteDifferences: []store.QuoteDifference{{Resource: "https://shop3.example/api/3", Network: "eip155:8453", Asset: baseUSDC, Field: "amount", Listing: "8000", Quote: "80000"}}}}))
+	require.NoError(t, tx.Commit(ctx))
+	shop3 := page("shop3.example")
+	require.Contains(t, shop3, "quote differs from listing")
+	require.Equal(t, 1, strings.Count(shop3, `<tr class="difference">`))
+	require.Contains(t, shop3, "<td class=\"sample\">80000</td>")
+	var differing struct{ Hosts []index.Host }
+	getJSON(t, base+"/api/xindex/hosts?quote_matches_listing=false", &differing)
+	require.Len(t, differing.Hosts, 1)
+	require.Equal(t, "shop3.example", differing.Hosts[0].Host)
 
 	free := page("free-form.example")
 	require.Contains(t, free, "not measured in 30 days")

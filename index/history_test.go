@@ -273,3 +273,101 @@ func TestHistoryFromTheLog(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kept, snapshot())
 }
+
+// TestPriceHonesty compares the 402 each host's sample resource answers
+// with its listing: the same (v2 header, v1 body), another amount and
+// receiver, no option on the listed network, no valid quote; then filters
+// hosts by the verdict. A 429 keeps the last one.
+func TestPriceHonesty(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var busy atomic.Bool
+	seller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.Host)
+		option := func(network, amount, payTo string) string {
+			return `{"scheme":"exact","network":"` + network + `","amount":"` + amount + `","asset":"` + usdc + `","payTo":"` + payTo + `"}`
+		}
+		switch host {
+		case "honest.test":
+			if busy.Load() {
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			// The receiver in another case, the amount with a leading zero,
+			// and an option the listing does not name: all the same.
+			w.Header().Set("PAYMENT-REQUIRED", quoteHeader(option("eip155:8453", "010", "0xAbC")+","+option("eip155:137", "99", "0x9")))
+		case "v1.test":
+			w.WriteHeader(http.StatusPaymentRequired)
+			_, _ = w.Write([]byte(`{"x402Version":1,"accepts":[{"scheme":"exact","network":"base","maxAmountRequired":"10","asset":"` + usdc + `","payTo":"0xabc"}]}`))
+			return
+		case "cheat.test":
+			w.Header().Set("PAYMENT-REQUIRED", quoteHeader(option("eip155:8453", "20", "0xdef")))
+		case "elsewhere.test":
+			w.Header().Set("PAYMENT-REQUIRED", quoteHeader(option("eip155:137", "10", "0xabc")))
+		case "bogus.test":
+		}
+		w.WriteHeader(http.StatusPaymentRequired)
+	}))
+	defer seller.Close()
+	_, port, _ := net.SplitHostPort(seller.Listener.Addr().String())
+	_, client, _ := sellers(t)
+	var items []map[string]any
+	for _, h := range []string{"honest", "v1", "cheat", "elsewhere", "bogus"} {
+		it := item("http://"+h+".test:"+port+"/r", "10")
+		it["accepts"].([]any)[0].(map[string]any)["payTo"] = "0xabc"
+		items = append(items, it)
+	}
+	src := httptest.NewServer(&listing{items: items})
+	defer src.Close()
+	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
+	prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+	_, err := prober.ProbeAll(ctx)
+	require.NoError(t, err)
+
+	r := NewReader(db.Pool, nil)
+	verdicts := map[string]*bool{}
+	hosts, err := r.Hosts(ctx, "", "host", 10)
+	require.NoError(t, err)
+	for _, h := range hosts {
+		verdicts[h.Host] = h.QuoteMatchesListing
+	}
+	yes, no := true, false
+	require.Equal(t, map[string]*bool{"honest.test": &yes, "v1.test": &yes, "cheat.test": &no, "elsewhere.test": &no, "bogus.test": nil}, verdicts)
+
+	cheat, err := r.HostDetail(ctx, "cheat.test")
+	require.NoError(t, err)
+	res := "http://cheat.test:" + port + "/r"
+	require.Equal(t, []store.QuoteDifference{
+		{Resource: res, Network: "eip155:8453", Asset: usdc, Field: "amount", Listing: "10", Quote: "20"},
+		{Resource: res, Network: "eip155:8453", Asset: usdc, Field: "pay_to", Listing: "0xabc", Quote: "0xdef"},
+	}, cheat.QuoteDifferences)
+	elsewhere, err := r.HostDetail(ctx, "elsewhere.test")
+	require.NoError(t, err)
+	require.Equal(t, []store.QuoteDifference{{Resource: "http://elsewhere.test:" + port + "/r", Network: "eip155:8453", Asset: usdc, Field: "network", Listing: "eip155:8453"}},
+		elsewhere.QuoteDifferences)
+	honest, err := r.HostDetail(ctx, "honest.test")
+	require.NoError(t, err)
+	require.Empty(t, honest.QuoteDifferences)
+
+	for filter, want := range map[string][]string{"true": {"honest.test", "v1.test"}, "false": {"cheat.test", "elsewhere.test"}, "null": {"bogus.test"}} {
+		q := HostQuery{Sort: "host", QuoteMatchesListing: filter}
+		require.NoError(t, q.Check())
+		hosts, err := r.Find(ctx, q)
+		require.NoError(t, err)
+		var names []string
+		for _, h := range hosts {
+			names = append(names, h.Host)
+		}
+		require.Equal(t, want, names, filter)
+	}
+	bad := HostQuery{QuoteMatchesListing: "yes"}
+	require.Error(t, bad.Check())
+
+	busy.Store(true)
+	_, err = prober.ProbeAll(ctx)
+	require.NoError(t, err)
+	hosts, err = r.Hosts(ctx, "honest", "host", 10)
+	require.NoError(t, err)
+	require.Equal(t, &yes, hosts[0].QuoteMatchesListing, "a 429 keeps the last verdict")
+}

@@ -45,11 +45,14 @@ type ProbeHour struct {
 // with its history, its services, its probes by hour over 30 days (only the
 // hours with probes), and its timeline of changes, newest first.
 type HostDetail struct {
-	OK       bool        `json:"ok"`
-	Host     Host        `json:"host"`
-	Services []Service   `json:"services"`
-	Probes   []ProbeHour `json:"probes"`
-	Timeline []Change    `json:"timeline"`
+	OK   bool `json:"ok"`
+	Host Host `json:"host"`
+	// QuoteDifferences are how the sample resource's 402 differed from its
+	// listing at the last probe that compared them.
+	QuoteDifferences []store.QuoteDifference `json:"quote_differences"`
+	Services         []Service               `json:"services"`
+	Probes           []ProbeHour             `json:"probes"`
+	Timeline         []Change                `json:"timeline"`
 	// TimelineLimit is the most changes the timeline holds; older ones are
 	// in the changes feed (?host=).
 	TimelineLimit int `json:"timeline_limit"`
@@ -72,6 +75,9 @@ func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, erro
 		return nil, ErrUnknownHost
 	}
 	d := &HostDetail{OK: true, Host: hosts[0], TimelineLimit: timelineLimit}
+	if err := r.pool.QueryRow(ctx, "SELECT coalesce(quote_differences, '[]') FROM index_hosts WHERE host = $1", host).Scan(&d.QuoteDifferences); err != nil {
+		return nil, fmt.Errorf("index: quote of %s: %w", host, err)
+	}
 
 	rows, err = r.pool.Query(ctx, `SELECT r.resource, r.method, r.description, r.price_usdc::float8, r.networks, r.discoverable,
 			coalesce((SELECT array_agg(l.source ORDER BY l.source) FROM index_listings l WHERE l.resource = r.resource), '{}'),

@@ -73,6 +73,8 @@ type PageData struct {
 	Summary *Summary
 	Hosts   []Host
 	Q, Sort string
+	// Quote is the quote_matches_listing filter ("", true, false, null).
+	Quote string
 	// Limit is the most hosts shown; the page says when it was reached.
 	Limit int
 	Bands []Band
@@ -83,6 +85,9 @@ func (d *PageData) SortLink(key string) string {
 	v := url.Values{}
 	if d.Q != "" {
 		v.Set("q", d.Q)
+	}
+	if d.Quote != "" {
+		v.Set("quote_matches_listing", d.Quote)
 	}
 	v.Set("sort", key)
 	return "/x402-index?" + v.Encode()

@@ -71,6 +71,7 @@ type rawItem struct {
 }
 
 type rawAccept struct {
+	Scheme            string          `json:"scheme"`
 	Network           string          `json:"network"`
 	Amount            json.RawMessage `json:"amount"`
 	MaxAmountRequired json.RawMessage `json:"maxAmountRequired"`

@@ -27,6 +27,11 @@ type Host struct {
 	LatencyMS      *int       `json:"latency_ms"`
 	CheckedAt      *time.Time `json:"checked_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	// QuoteMatchesListing says whether the 402 of the sample resource, at
+	// the last probe that had a verdict, asked what its listing says
+	// (network, asset, amount and payTo of every listed option); nil when
+	// not compared (no valid quote, or a listing without options).
+	QuoteMatchesListing *bool `json:"quote_matches_listing"`
 	History
 }
 
@@ -115,7 +120,8 @@ func NewReader(pool *pgxpool.Pool, sources []string) *Reader {
 
 const hostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
 	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at,
-	uptime_24h, uptime_7d, uptime_30d, probes_24h, probes_7d, probes_30d, latency_p50_ms, latency_p95_ms, first_seen, last_change`
+	uptime_24h, uptime_7d, uptime_30d, probes_24h, probes_7d, probes_30d, latency_p50_ms, latency_p95_ms, first_seen, last_change,
+	quote_matches_listing`
 
 func scanHosts(rows pgx.Rows) ([]Host, error) {
 	defer rows.Close()
@@ -125,7 +131,7 @@ func scanHosts(rows pgx.Rows) ([]Host, error) {
 		if err := rows.Scan(&h.Host, &h.Services, &h.PricedServices, &h.PriceMinUSDC, &h.PriceMaxUSDC, &h.Networks,
 			&h.SampleResource, &h.Sample, &h.Discoverable, &h.Live, &h.Status, &h.LatencyMS, &h.CheckedAt, &h.UpdatedAt,
 			&h.Uptime24h, &h.Uptime7d, &h.Uptime30d, &h.Probes24h, &h.Probes7d, &h.Probes30d, &h.LatencyP50MS, &h.LatencyP95MS,
-			&h.FirstSeen, &h.LastChange); err != nil {
+			&h.FirstSeen, &h.LastChange, &h.QuoteMatchesListing); err != nil {
 			return nil, err
 		}
 		hosts = append(hosts, h)
@@ -137,14 +143,30 @@ func scanHosts(rows pgx.Rows) ([]Host, error) {
 // Sorts). q matches, case-insensitively, the host name, its sample, and the
 // URL and description of any of its resources.
 func (r *Reader) Hosts(ctx context.Context, q, sort string, limit int) ([]Host, error) {
-	order, ok := Sorts[sort]
+	return r.Find(ctx, HostQuery{Q: q, Sort: sort, Limit: limit})
+}
+
+// quoteFilters are the values of the hosts query's quote_matches_listing
+// filter and their condition.
+var quoteFilters = map[string]string{
+	"true":  "quote_matches_listing",
+	"false": "NOT quote_matches_listing",
+	"null":  "quote_matches_listing IS NULL",
+}
+
+// Find returns the hosts q asks for (see Hosts), which Check has accepted.
+func (r *Reader) Find(ctx context.Context, q HostQuery) ([]Host, error) {
+	order, ok := Sorts[q.Sort]
 	if !ok {
-		return nil, fmt.Errorf("index: unknown sort %q", sort)
+		return nil, fmt.Errorf("index: unknown sort %q", q.Sort)
 	}
 	query := "SELECT " + hostColumns + " FROM index_hosts h WHERE services > 0"
-	args := []any{limit}
-	if q = strings.ToLower(strings.TrimSpace(q)); q != "" {
-		pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(q) + "%"
+	args := []any{q.Limit}
+	if cond, ok := quoteFilters[q.QuoteMatchesListing]; ok {
+		query += " AND " + cond
+	}
+	if text := strings.ToLower(strings.TrimSpace(q.Q)); text != "" {
+		pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(text) + "%"
 		query += ` AND (h.search LIKE $2 OR h.host IN (SELECT r.host FROM index_resources r WHERE NOT r.retired AND r.search LIKE $2))`
 		args = append(args, pattern)
 	}
@@ -186,7 +208,8 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 		What: "A public index of x402 sellers: every resource listed by the x402 discovery listings, grouped by host, with measured liveness.",
 		Read: map[string]string{
 			"summary": "/api/xindex/summary",
-			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}",
+			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}",
+			"host":    "/api/xindex/hosts/{host}",
 			"changes": "/api/xindex/changes?since={cursor|time}&limit={1-500}",
 			"atom":    "/api/xindex/changes.atom",
 			"page":    "/x402-index",
@@ -245,6 +268,10 @@ type HostQuery struct {
 	Sort string `json:"sort,omitempty"`
 	// Limit is the number of hosts, 1 to 500. Defaults to 50.
 	Limit int `json:"limit,omitempty"`
+	// QuoteMatchesListing keeps the hosts whose last quote matched their
+	// listing ("true"), did not ("false"), or was not compared ("null").
+	// Empty: every host.
+	QuoteMatchesListing string `json:"quote_matches_listing,omitempty"`
 }
 
 // QueryError names the field of a HostQuery that is out of bounds.
@@ -272,6 +299,9 @@ func (q *HostQuery) Check() error {
 	if len(q.Q) > 200 {
 		return &QueryError{Field: "q", Message: "q is at most 200 characters"}
 	}
+	if _, ok := quoteFilters[q.QuoteMatchesListing]; q.QuoteMatchesListing != "" && !ok {
+		return &QueryError{Field: "quote_matches_listing", Message: "quote_matches_listing must be true, false or null"}
+	}
 	return nil
 }
 
@@ -285,7 +315,7 @@ type HostsAnswer struct {
 
 // Search answers q, which Check has accepted.
 func (r *Reader) Search(ctx context.Context, q HostQuery) (*HostsAnswer, error) {
-	hosts, err := r.Hosts(ctx, q.Q, q.Sort, q.Limit)
+	hosts, err := r.Find(ctx, q)
 	if err != nil {
 		return nil, err
 	}
