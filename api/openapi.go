@@ -56,6 +56,10 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 			"summary":     op.Description,
 			"description": fmt.Sprintf("Price %s USD (USDC), paid per call with x402 v2, scheme exact. Without a PAYMENT-SIGNATURE header the answer is 402 with the quote and the body is not read. With one, the body is validated (400, nothing charged), the payment verified (402 with the reason), the operation run and the payment settled only if it succeeded.", op.Price),
 			"security":    []any{},
+			// Discovery from the seller's origin (x402scan's order: this
+			// first, then /.well-known/x402, then DNS _x402).
+			"x-payment-info": obj{"protocols": []any{obj{"x402": obj{}}}, "pricingMode": "fixed",
+				"price": obj{"mode": "fixed", "currency": "USD", "amount": op.Price}},
 			"parameters": []any{obj{
 				"name": "PAYMENT-SIGNATURE", "in": "header", "required": false,
 				"description": "base64 (standard alphabet) of the JSON x402 v2 PaymentPayload answering one of the quote's accepts", "schema": str,
@@ -112,6 +116,7 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 	query := func(name, desc string, schema obj) obj {
 		return obj{"name": name, "in": "query", "description": desc, "schema": schema}
 	}
+	paths["/.well-known/x402"] = get("wellKnownFanOut", "The URLs of the operations sold now: {version: 1, resources: [URL]} (x402's discovery extension).", "WellKnownFanOut")
 	paths["/.well-known/x402.json"] = get("wellKnown", "Service manifest: x402 version, networks, every operation with its price and whether it is sold now.", "WellKnown")
 	paths["/api/x402/discovery/resources"] = get("discoveryResources", "The operations sold now, in the x402 Bazaar list format.", "DiscoveryList",
 		query("type", "resource type; only http resources exist", obj{"type": "string"}),
@@ -286,6 +291,9 @@ func componentSchemas() obj {
 			"mcp": object([]string{"endpoint", "transport", "tools"}, obj{
 				"endpoint": str, "transport": obj{"type": "string", "const": "streamable-http"}, "payment": str, "tools": array(str),
 			}),
+		}),
+		"WellKnownFanOut": object([]string{"version", "resources"}, obj{
+			"version": obj{"type": "integer", "const": 1}, "resources": array(str),
 		}),
 		"DiscoveryList": object([]string{"x402Version", "items", "pagination"}, obj{
 			"x402Version": obj{"type": "integer", "const": 2},

@@ -305,6 +305,14 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 		return step, perr
 	}
 
+	return c.record(ctx, src, st, page)
+}
+
+// record records page, read from src at st's cursor: the resources it adds
+// or changes, the cursor's move and, when the page ends the pass, the
+// resources the pass no longer found, all in one transaction.
+func (c *Crawler) record(ctx context.Context, src string, st sourceState, page *Page) (Step, error) {
+	step := Step{Source: src, Cursor: st.cursor}
 	events, changedHosts, fresh, err := c.changes(ctx, src, st.pass, page)
 	if err != nil {
 		return step, err
@@ -442,10 +450,12 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		discoverable, retired            bool
 		seenInPass                       bool
 		accepts                          []store.Accept
+		elsewhere                        bool
 	}
 	existing := map[string]known{}
 	rows, err := c.cfg.Pool.Query(ctx, `SELECT r.resource, r.host, r.description, r.method, r.networks, coalesce(r.price_usdc::text, ''),
-			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false), r.accepts
+			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false), r.accepts,
+			EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = r.resource AND o.source <> $2)
 		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
 		WHERE r.resource = ANY($1)`, urls, src, pass)
 	if err != nil {
@@ -454,7 +464,7 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 	for rows.Next() {
 		var url string
 		var k known
-		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass, &k.accepts); err != nil {
+		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass, &k.accepts, &k.elsewhere); err != nil {
 			rows.Close()
 			return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
 		}
@@ -477,6 +487,11 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			continue
 		}
 		fresh++
+		if ok && !k.retired && r.FromOrigin && k.elsewhere {
+			// What a listing says of a resource stands; its origin only
+			// keeps it listed.
+			continue
+		}
 		if ok && !k.retired && k.host == r.Host && k.description == r.Description && k.method == r.Method &&
 			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable &&
 			slices.Equal(k.accepts, r.Accepts) {

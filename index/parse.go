@@ -57,6 +57,9 @@ type Resource struct {
 	Discoverable bool
 	// Accepts are the payment options listed, on known networks.
 	Accepts []store.Accept
+	// FromOrigin is set for a resource found from its seller's origin
+	// (Discoverer): what a listing says of it stands.
+	FromOrigin bool
 }
 
 // rawItem is a listing item, v1 or v2 shaped; unknown keys are ignored.

@@ -242,7 +242,7 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 	// slowest source counts.
 	err = r.pool.QueryRow(ctx, `SELECT coalesce(sum(cursor), 0), coalesce(sum(total), 0), coalesce(sum(pages_done), 0), max(last_at),
 		CASE WHEN bool_and(last_full_at IS NOT NULL) THEN min(last_full_at) END, coalesce(min(full_scans), 0)
-		FROM index_sources WHERE coalesce(cardinality($1::text[]), 0) = 0 OR url = ANY($1)`, r.sources).Scan(&s.Crawl.Cursor, &s.Crawl.Total, &s.Crawl.PagesDone, &s.Crawl.LastAt, &s.Crawl.LastFullAt, &s.Crawl.FullScans)
+		FROM index_sources WHERE (coalesce(cardinality($1::text[]), 0) = 0 AND url NOT LIKE 'origin:%') OR url = ANY($1)`, r.sources).Scan(&s.Crawl.Cursor, &s.Crawl.Total, &s.Crawl.PagesDone, &s.Crawl.LastAt, &s.Crawl.LastFullAt, &s.Crawl.FullScans)
 	if err != nil {
 		return nil, fmt.Errorf("index: crawl state: %w", err)
 	}

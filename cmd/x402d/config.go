@@ -13,6 +13,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
@@ -58,6 +59,9 @@ type Config struct {
 	IndexSources    []string
 	IndexCron       string
 	LivenessCron    string
+	// IndexOrigins is INDEX_ORIGINS: sellers' origins the index reads
+	// besides those of the listed resources.
+	IndexOrigins []string
 	// ResultTTL is RESULT_TTL: how long a call's result is kept.
 	ResultTTL time.Duration
 	// RetentionCron is RETENTION_CRON: when results older than ResultTTL
@@ -212,6 +216,11 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 				c.IndexSources = append(c.IndexSources, src)
 			}
 		}
+	}
+	if origins, err := index.ParseOrigins(getenv("INDEX_ORIGINS")); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		c.IndexOrigins = origins
 	}
 	c.RefusedRate = 1
 	if v := strings.TrimSpace(getenv("REFUSED_PAYMENTS_PER_SECOND")); v != "" {
