@@ -126,7 +126,7 @@ func TestDiscovery(t *testing.T) {
 		}
 		require.Equal(t, map[string]any{
 			"endpoint": publicURL + "/mcp", "transport": "streamable-http", "payment": doc["mcp"].(map[string]any)["payment"],
-			"tools": []any{"url-meta", "csv-json", "regex", "diff", "index_search", "index_summary"},
+			"tools": []any{"url-meta", "csv-json", "regex", "diff", "index_search", "index_summary", "index_host", "index_changes"},
 		}, doc["mcp"], "the operations sold now and the free tools")
 	})
 
