@@ -253,7 +253,7 @@ func TestOpenAPI(t *testing.T) {
 	require.Empty(t, doc.Security, "no authentication header")
 
 	want := []string{"/api/x402/calls/{id}", "/.well-known/x402.json", "/.well-known/x402", "/api/x402/discovery/resources", "/openapi.json",
-		"/api/xindex/summary", "/api/xindex/hosts", "/api/xindex/changes", "/api/xindex/changes.atom", "/api/xindex/hosts/{host}", "/x402-index/hosts/{host}", "/x402-index", "/mcp", "/healthz", "/readyz"}
+		"/api/xindex/summary", "/api/xindex/hosts", "/api/xindex/changes", "/api/xindex/changes.atom", "/api/xindex/hosts/{host}", "/x402-index/hosts/{host}", "/x402-index/changes", "/x402-index", "/mcp", "/healthz", "/readyz"}
 	for _, op := range sevenOps {
 		want = append(want, "/api/x402/"+op.Name)
 		post := doc.Paths.Value("/api/x402/" + op.Name).Post

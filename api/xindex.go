@@ -30,6 +30,23 @@ func (x *xindex) register(e *echo.Echo) {
 	e.GET("/api/xindex/hosts/:host", x.host)
 	e.GET("/x402-index", x.htmlPage)
 	e.GET("/x402-index/hosts/:host", x.hostPage)
+	e.GET("/x402-index/changes", x.changesPage)
+}
+
+func (x *xindex) changesPage(c echo.Context) error {
+	limit, err := queryInt(c, "limit", 100, 1, 500)
+	if err != nil {
+		return err
+	}
+	changes, err := x.reader.LatestChanges(c.Request().Context(), "", limit)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := x.page.RenderChanges(&buf, changes); err != nil {
+		return err
+	}
+	return c.HTMLBlob(http.StatusOK, buf.Bytes())
 }
 
 // hostDetail reads the page of the host named in the path.

@@ -535,6 +535,18 @@ func TestXIndexChanges(t *testing.T) {
 	require.True(t, strings.HasSuffix(feed.Entries[0].Link.Href, "/x402-index/hosts/shop2.example"), feed.Entries[0].Link.Href)
 	require.Equal(t, feed.Entries[0].Updated, feed.Updated)
 	require.NotEqual(t, feed.Entries[0].ID, feed.Entries[1].ID)
+
+	page, err := http.Get(base + "/x402-index/changes")
+	require.NoError(t, err)
+	defer page.Body.Close()
+	html, err := io.ReadAll(page.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, page.StatusCode)
+	require.Equal(t, 15, strings.Count(string(html), `<tr class="change">`))
+	dead := strings.Index(string(html), "shop2.example went dead")
+	require.Positive(t, dead)
+	require.Less(t, dead, strings.Index(string(html), "shop1.example went live"), "newest first")
+	require.Contains(t, string(html), `<a href="/x402-index/hosts/shop2.example">shop2.example</a>`)
 }
 
 // TestXIndexHost reads one host's JSON document and page: its services

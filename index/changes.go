@@ -128,8 +128,10 @@ func (r *Reader) Changes(ctx context.Context, q ChangesQuery) (*ChangesAnswer, e
 	return &ChangesAnswer{OK: true, Changes: changes, Next: strconv.FormatInt(next, 10)}, nil
 }
 
-// LatestChanges returns the latest limit changes, newest first, of host
-// when it is not empty.
+// LatestChanges returns the latest limit changes by the time they
+// happened, newest first, of host when it is not empty. (A probe is
+// recorded after it was taken, so the log's order and the time's can
+// differ a little.)
 func (r *Reader) LatestChanges(ctx context.Context, host string, limit int) ([]Change, error) {
 	query := "SELECT " + changeColumns + " FROM index_changes"
 	args := []any{limit}
@@ -137,7 +139,7 @@ func (r *Reader) LatestChanges(ctx context.Context, host string, limit int) ([]C
 		query += " WHERE host = $2"
 		args = append(args, host)
 	}
-	rows, err := r.pool.Query(ctx, query+" ORDER BY id DESC LIMIT $1", args...)
+	rows, err := r.pool.Query(ctx, query+" ORDER BY at DESC, id DESC LIMIT $1", args...)
 	if err != nil {
 		return nil, fmt.Errorf("index: latest changes: %w", err)
 	}

@@ -297,7 +297,8 @@ func (p *politeClient) getDoc(ctx context.Context, rawURL string, v any) (absent
 	req.Header.Set("Accept", "application/json")
 	resp, err := p.do(ctx, req)
 	if err != nil {
-		if errors.Is(err, fetch.ErrRefused) {
+		var dnsErr *net.DNSError
+		if errors.Is(err, fetch.ErrRefused) || (errors.As(err, &dnsErr) && dnsErr.IsNotFound) {
 			return true, nil
 		}
 		return false, &originError{err: fmt.Errorf("%s: %w", rawURL, err)}

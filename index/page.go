@@ -10,15 +10,17 @@ import (
 	"time"
 )
 
-//go:embed templates/page.html templates/host.html
+//go:embed templates/page.html templates/host.html templates/changes.html
 var templates embed.FS
 
 // HTMLPage renders /x402-index: the summary, a searchable and sortable host
 // table with liveness badges, and the honesty note; and each host's page
-// (/x402-index/hosts/<host>). No JavaScript needed.
+// (/x402-index/hosts/<host>), and the latest changes (/x402-index/changes).
+// No JavaScript needed.
 type HTMLPage struct {
-	tmpl *template.Template
-	host *template.Template
+	tmpl    *template.Template
+	host    *template.Template
+	changes *template.Template
 }
 
 // NewHTMLPage parses the page's template.
@@ -51,7 +53,11 @@ func NewHTMLPage() (*HTMLPage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index host page: %w", err)
 	}
-	return &HTMLPage{tmpl: t, host: h}, nil
+	c, err := template.New("changes.html").Funcs(funcs).ParseFS(templates, "templates/changes.html")
+	if err != nil {
+		return nil, fmt.Errorf("index changes page: %w", err)
+	}
+	return &HTMLPage{tmpl: t, host: h, changes: c}, nil
 }
 
 // formatUSDC writes a price in USDC with the digits it needs ("0.002").
@@ -115,4 +121,9 @@ type HostPageData struct {
 // RenderHost writes the page of a host.
 func (p *HTMLPage) RenderHost(w io.Writer, d *HostDetail, now time.Time) error {
 	return p.host.Execute(w, &HostPageData{HostDetail: d, Chart: ProbeChart(d.Probes, now), Honesty: Honesty})
+}
+
+// RenderChanges writes the page of the latest changes (newest first).
+func (p *HTMLPage) RenderChanges(w io.Writer, changes []Change) error {
+	return p.changes.Execute(w, struct{ Changes []Change }{changes})
 }

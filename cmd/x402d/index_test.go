@@ -26,6 +26,7 @@ import (
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/browsertest"
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
 )
 
 // TestIndexCrawlCommandAndPage runs `x402d index crawl` on a local listing
@@ -120,6 +121,53 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	require.Contains(t, p.MustInfo().URL, "sort=price")
 	p.MustSetViewport(1280, 900, 1, false)
 	pageScreenshot(t, p, "x402-index.png")
+
+	// A host's page, reached from the table: 30 days of probes every six
+	// hours (dead for two days, slower for a week) drawn, its services, its
+	// timeline.
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	for h := 30*24 - 1; h > 0; h -= 6 {
+		at := now.Add(-time.Duration(h) * time.Hour)
+		live, status, latency := true, 402, 120+(h%48)
+		if h > 20*24 && h <= 22*24 {
+			live, status = false, 503
+		}
+		if h > 7*24 && h <= 14*24 {
+			latency += 300
+		}
+		require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream("seller1.example"), Type: store.EventHostProbed,
+			Data: store.HostProbed{Live: &live, Status: &status, LatencyMS: &latency, CheckedAt: at}}))
+	}
+	require.NoError(t, tx.Commit(ctx))
+	p.MustNavigate(base + "/x402-index?q=seller1").MustWaitLoad()
+	wait = p.MustWaitNavigation()
+	p.MustElement(`td.host a`).MustClick()
+	wait()
+	require.Eventually(t, func() bool { return strings.HasSuffix(p.MustInfo().URL, "/x402-index/hosts/seller1.example") }, 20*time.Second, 50*time.Millisecond)
+	p.MustElement("svg.chart").MustWaitVisible()
+	require.Len(t, p.MustElements("svg.chart rect.probe"), 120, "one column an hour probed")
+	require.Len(t, p.MustElements("tr.service"), 4)
+	require.Contains(t, p.MustElement("#history").MustText(), "uptime 30 d")
+	require.Contains(t, p.MustElement("#uptime-30d").MustText(), "93.3 %", "8 of 120 probes dead")
+	timeline := p.MustElement("#timeline").MustText()
+	require.Contains(t, timeline, "seller1.example went dead")
+	require.Contains(t, timeline, "seller1.example went live")
+	p.MustSetViewport(1280, 1000, 1, false)
+	pageScreenshot(t, p, "x402-index-host.png")
+
+	// The changes of the market, from the index page.
+	p.MustNavigate(base + "/x402-index").MustWaitLoad()
+	wait = p.MustWaitNavigation()
+	p.MustElement("#changes-link").MustClick()
+	wait()
+	require.Eventually(t, func() bool { return strings.HasSuffix(p.MustInfo().URL, "/x402-index/changes") }, 20*time.Second, 50*time.Millisecond)
+	rows := p.MustElements("#changes tr.change")
+	require.Len(t, rows, 32, "29 services added; seller1 live, dead, live again")
+	require.Contains(t, rows[0].MustText(), "added", "newest first: the crawl's, after seller1's past probes")
+	require.Contains(t, rows[len(rows)-1].MustText(), "seller1.example went live", "its first probe, 30 days ago")
+	pageScreenshot(t, p, "x402-index-changes.png")
 
 	// The front page: what is sold and how to pay, with its links.
 	p.MustNavigate(base + "/").MustWaitLoad()
