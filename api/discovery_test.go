@@ -58,7 +58,7 @@ func discoveryServer(t *testing.T) (string, *x402.Seller) {
 	return srv.URL, seller
 }
 
-func get(t *testing.T, url string) (int, []byte) {
+func get(t testing.TB, url string) (int, []byte) {
 	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
