@@ -62,6 +62,9 @@ type Config struct {
 	// IndexOrigins is INDEX_ORIGINS: sellers' origins the index reads
 	// besides those of the listed resources.
 	IndexOrigins []string
+	// IndexPageGap is INDEX_PAGE_GAP: the polite pause between two pages of
+	// a source, or two requests to an origin (0: the index's default).
+	IndexPageGap time.Duration
 	// ResultTTL is RESULT_TTL: how long a call's result is kept.
 	ResultTTL time.Duration
 	// RetentionCron is RETENTION_CRON: when results older than ResultTTL
@@ -180,6 +183,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		RetentionCron:     env("RETENTION_CRON", "17 * * * *"),
 		JobRetention:      duration("JOB_RETENTION", 24*time.Hour),
 		CallWait:          duration("CALL_WAIT", 25*time.Second),
+		IndexPageGap:      duration("INDEX_PAGE_GAP", 0),
 		JobTimeout:        duration("JOB_TIMEOUT", 2*time.Minute),
 		ShutdownTimeout:   duration("SHUTDOWN_TIMEOUT", 30*time.Second),
 		FetchPollInterval: duration("RIVER_POLL_INTERVAL", 0),

@@ -203,3 +203,15 @@ func TestLoadConfigRefusedPayments(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigIndex(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(k string) string {
+		return map[string]string{"INDEX_ORIGINS": "https://Shop.Example/api, http://b.example:8080,", "INDEX_PAGE_GAP": "250ms"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"https://shop.example", "http://b.example:8080"}, cfg.IndexOrigins)
+	require.Equal(t, 250*time.Millisecond, cfg.IndexPageGap)
+	_, err = loadConfig(func(k string) string { return map[string]string{"INDEX_ORIGINS": "ftp://x.example"}[k] })
+	require.ErrorContains(t, err, "INDEX_ORIGINS")
+}
