@@ -116,7 +116,9 @@ func (o *origins) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "api.test GET /quoted":
 		quote("20", "a quoted thing")
 	case "wk.test GET /.well-known/x402":
-		_ = json.NewEncoder(w).Encode(map[string]any{"version": 1, "resources": []string{base + "/a", "http://elsewhere.test:" + o.port + "/x"}})
+		_ = json.NewEncoder(w).Encode(map[string]any{"version": 1, "resources": []string{base + "/a", "http://elsewhere.test:" + o.port + "/x", base + "/listed"}})
+	case "wk.test GET /listed":
+		quote("99", "what the origin says")
 	case "wk.test POST /a":
 		w.WriteHeader(http.StatusPaymentRequired)
 		_, _ = w.Write([]byte(`{"x402Version":1,"accepts":[{"scheme":"exact","network":"base","maxAmountRequired":"30","resource":"` + base + `/a","description":"posted","asset":"` + usdc + `","payTo":"0x1"}]}`))
@@ -166,7 +168,7 @@ func TestDiscovery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 5, rep.Origins)
 	require.Equal(t, map[string]int{"openapi": 1, "well-known": 1, "dns": 1}, rep.Found)
-	require.Equal(t, 4, rep.Indexed)
+	require.Equal(t, 5, rep.Indexed)
 
 	type found struct{ method, description, price, source string }
 	read := func() map[string]found {
@@ -190,6 +192,10 @@ func TestDiscovery(t *testing.T) {
 	require.Equal(t, found{"POST", "posted", "0.000030", "origin:" + origin("wk")}, got[origin("wk")+"/a"], "GET then POST")
 	require.Equal(t, found{"GET", "found by dns", "0.000040", "origin:" + origin("dns")}, got[origin("dns")+"/d"])
 	require.Len(t, got, 6, "the 4 found and the 2 listed; nothing of another host, nothing free")
+	listed := got[origin("wk")+"/listed"]
+	require.Equal(t, "0.000050", listed.price, "what the listing says stands over the origin's quote")
+	require.Empty(t, listed.description)
+	require.ElementsMatch(t, []string{src.URL, "origin:" + origin("wk")}, strings.Fields(listed.source), "listed by both")
 
 	o.mu.Lock()
 	require.Zero(t, o.overlaps, "one request at a time per origin")
