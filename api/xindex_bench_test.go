@@ -87,7 +87,7 @@ func BenchmarkXIndexHistory(b *testing.B) {
 		host := fmt.Sprintf("h%d.example", 1+rng.IntN(hosts))
 		var d index.HostDetail
 		timed("host", base+"/api/xindex/hosts/"+host, &d)
-		require.Len(b, d.Probes, 720)
+		require.InDelta(b, 720, len(d.Probes), 1, "720 hours, one fewer once the hour turns")
 		t0 := time.Now()
 		resp, err := http.Get(base + "/x402-index/hosts/" + host)
 		require.NoError(b, err)
