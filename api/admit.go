@@ -23,13 +23,9 @@ type admission struct {
 
 // admissionLinger is the Linger of the admission's group commit, shorter
 // than the others' (store.CommitLinger): a call that leads its group waits
-// it whole before its job is even queued. At a steady 300 paid calls/s on
-// a 2-core machine (docs/performance.md), 20 ms against 30, alternated in
-// three pairs of 30 s runs, gave p50 44.9-50.3 ms against 55.9-62.9 and
-// p99 74.8-83.4 ms against 85.9-101.5, Postgres's CPU per call within the
-// runs' spread; at 1,000 calls/s offered both kept up. Where a paid call
-// costs more CPU (the payment's signature recovered at verification), 20
-// ms cost Postgres more CPU per call than 30 for no better tail.
+// it whole before its job is even queued, so a shorter linger takes its
+// time off every call's latency, for about the same database CPU per call
+// (docs/performance.md, Tuning choices).
 const admissionLinger = 20 * time.Millisecond
 
 // newAdmitter returns what records and queues paid calls: the calls that

@@ -39,7 +39,7 @@ func (a *admitted) close() { a.sub.Close() }
 // payment refused, counted under its reason), or another error (the
 // database). Nothing is charged on any error.
 func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header string) (*admitted, error) {
-	if entry.unsellable {
+	if !entry.sold() {
 		return nil, errNotSellable
 	}
 	callID := newID()
@@ -120,22 +120,24 @@ func (s *Server) resume(entry *opEntry, prior *store.Call, requestHash []byte) (
 }
 
 // refusal returns the error of a payment Verify refused with err, counted
-// under its reason: the *x402.Refusal itself, or an *Error when it is not a
-// refusal (the operation not sold, verification unavailable).
+// under the code it answers: the *x402.Refusal itself, or an *Error when it
+// is not a refusal (the operation not sold, verification unavailable).
 func (s *Server) refusal(ctx context.Context, entry *opEntry, err error) error {
-	s.cfg.Metrics.PaymentRefused(entry.op.Name, refusalReason(err))
 	var refusal *x402.Refusal
 	var apiErr *Error
 	switch {
 	case errors.As(err, &refusal):
+		s.cfg.Metrics.PaymentRefused(entry.op.Name, refusal.Reason)
 		return refusal
 	case errors.As(err, &apiErr):
-		return apiErr
 	case errors.Is(err, x402.ErrNotSellable):
-		return errNotSellable
+		apiErr = errNotSellable
+	default:
+		s.logger.WarnContext(ctx, "payment verification unavailable", "error", err)
+		apiErr = &Error{Status: http.StatusServiceUnavailable, Code: "verification_unavailable", Message: "the payment could not be verified now; nothing was charged, try again"}
 	}
-	s.logger.WarnContext(ctx, "payment verification unavailable", "error", err)
-	return &Error{Status: http.StatusServiceUnavailable, Code: "verification_unavailable", Message: "the payment could not be verified now; nothing was charged, try again"}
+	s.cfg.Metrics.PaymentRefused(entry.op.Name, apiErr.Code)
+	return apiErr
 }
 
 // wait waits up to wait for call a to end and returns it in its final state,

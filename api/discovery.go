@@ -213,7 +213,12 @@ func (s *Server) registerDiscovery(e *echo.Echo) {
 	e.GET("/openapi.json", s.openAPI)
 }
 
+// The manifest, the Bazaar list and the OpenAPI document carry the quotes
+// (accepts: receiving address, networks, amounts), which change with the
+// configuration: they are not stored by caches (noStore), as a 402 is not.
+
 func (s *Server) wellKnown(c echo.Context) error {
+	c.Response().Header()[headerCacheControl] = noStore
 	return c.JSONBlob(http.StatusOK, s.discovery.wellKnown)
 }
 
@@ -222,6 +227,7 @@ func (s *Server) wellKnownFanOut(c echo.Context) error {
 }
 
 func (s *Server) openAPI(c echo.Context) error {
+	c.Response().Header()[headerCacheControl] = noStore
 	return c.JSONBlob(http.StatusOK, s.discovery.openAPI)
 }
 
@@ -243,6 +249,7 @@ func (s *Server) discoveryResources(c echo.Context) error {
 	}
 	total := len(items)
 	page := items[min(offset, total):min(offset+limit, total)]
+	c.Response().Header()[headerCacheControl] = noStore
 	if page == nil {
 		page = []discoveryItem{}
 	}

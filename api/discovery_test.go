@@ -381,3 +381,23 @@ func TestFrontPageOperatorLink(t *testing.T) {
 		require.NotContains(t, string(page), "%!")
 	}
 }
+
+// TestDiscoveryNotCached: the documents that carry quotes are not stored by
+// caches, as a 402 is not; the front page may be.
+func TestDiscoveryNotCached(t *testing.T) {
+	t.Parallel()
+	base, _ := discoveryServer(t)
+	for _, tt := range []struct {
+		path, cache string
+	}{
+		{"/.well-known/x402.json", "no-store"},
+		{"/api/x402/discovery/resources", "no-store"},
+		{"/openapi.json", "no-store"},
+		{"/", ""},
+	} {
+		resp, err := http.Get(base + tt.path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, tt.cache, resp.Header.Get("Cache-Control"), tt.path)
+	}
+}

@@ -1,14 +1,11 @@
 package api
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/x402d/x402d/store"
 )
 
 // Error is an error answered as JSON {error, message, ...}. Code is a stable
@@ -56,43 +53,20 @@ func codeForStatus(status int) string {
 	}
 }
 
-// errorHandler writes every error as JSON. Unknown errors are logged and
-// answered as a 500 that reveals nothing of them.
+// errorHandler writes every error as JSON, mapped by errorFor. A 402 is
+// never stored by caches, as every quote.
 func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
 		}
-		var apiErr *Error
-		var httpErr *echo.HTTPError
-		switch {
-		case errors.As(err, &apiErr):
-		case errors.As(err, &httpErr):
-			msg := http.StatusText(httpErr.Code)
-			if m, ok := httpErr.Message.(string); ok && httpErr.Code < 500 {
-				msg = m
-			}
-			if httpErr.Code == http.StatusRequestEntityTooLarge {
-				msg = "request body is larger than the limit"
-			}
-			apiErr = &Error{Status: httpErr.Code, Code: codeForStatus(httpErr.Code), Message: msg}
-			if httpErr.Code >= 500 {
-				logger.ErrorContext(c.Request().Context(), "request failed", "error", err, "path", c.Path())
-			}
-		case store.IsUnavailable(err):
-			// The database went away (a restart): nothing was charged by
-			// this attempt, and a paid request sent again with the same
-			// payment header gets its call's answer.
-			logger.WarnContext(c.Request().Context(), "request failed: database unavailable", "error", err, "path", c.Path())
-			c.Response().Header().Set("Retry-After", "1")
-			apiErr = &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
-				Message: "the service cannot reach its database now; try again (a paid request with the same payment header gets its result, never a second charge)"}
-		default:
-			logger.ErrorContext(c.Request().Context(), "request failed", "error", err, "path", c.Path())
-			apiErr = &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: "internal error"}
-		}
+		apiErr := errorFor(c.Request().Context(), logger, err, "path", c.Path())
+		h := c.Response().Header()
 		if apiErr.RetryAfter > 0 {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
+			h.Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
+		}
+		if apiErr.Status == http.StatusPaymentRequired {
+			h[headerCacheControl] = noStore
 		}
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(apiErr.Status)

@@ -28,8 +28,15 @@ const (
 	headerPaymentRequired  = "Payment-Required"
 	headerPaymentResponse  = "Payment-Response"
 	headerWWWAuthenticate  = "Www-Authenticate"
+	headerCacheControl     = "Cache-Control"
 	callIDKey              = "call_id"
 )
+
+// noStore is the Cache-Control of every 402 and of the discovery documents
+// that carry quotes: a quote names the receiving address and the networks
+// of the service's configuration now, which a cache must not hand out after
+// it changed (the official x402 servers send it on their 402s too).
+var noStore = []string{"no-store"}
 
 // opEntry is an operation with its quote precomputed as ready header values,
 // so the unpaid path copies nothing.
@@ -44,9 +51,6 @@ type opEntry struct {
 	quoted func()
 	// unsellable is set when the operation is not sold now (503, no quote).
 	unsellable bool
-	// paymentRequired is the quote's PaymentRequired (JSON), as an MCP
-	// tool call without payment answers it.
-	paymentRequired json.RawMessage
 }
 
 func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
@@ -62,8 +66,12 @@ func newOpEntry(op jobs.Operation, payments x402.Verifier) (*opEntry, error) {
 		return nil, fmt.Errorf("api: own quote of %s: %w", op.Name, err)
 	}
 	return &opEntry{op: op, quote: q, required: []string{q.PaymentRequired}, wwwAuth: []string{q.WWWAuthenticate},
-		contentType: []string{echo.MIMEApplicationJSON}, paymentRequired: required}, nil
+		contentType: []string{echo.MIMEApplicationJSON}}, nil
 }
+
+// sold reports whether e is an operation sold now: the one check before a
+// quote or a paid call (errNotSellable otherwise).
+func (e *opEntry) sold() bool { return e != nil && !e.unsellable }
 
 var errNotSellable = &Error{Status: http.StatusServiceUnavailable, Code: "not_sellable", Message: "this operation is not sold now: the service's receiving or model configuration is incomplete"}
 
@@ -73,18 +81,11 @@ func (s *Server) paid(c echo.Context) error {
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Code: "unknown_operation", Message: "no such operation"}
 	}
-	if entry.unsellable {
-		return errNotSellable
-	}
 	req := c.Request()
 	header := req.Header.Get(headerPaymentSignature)
-	if header == "" {
-		// The quote path: the body is not read, nothing is allocated.
-		h := c.Response().Header()
-		h[headerPaymentRequired] = entry.required
-		h[headerWWWAuthenticate] = entry.wwwAuth
-		s.cfg.Metrics.QuoteServed(entry.op.Name)
-		return c.JSONBlob(http.StatusPaymentRequired, entry.quote.Body)
+	if header == "" || !entry.sold() {
+		// The quote, or not_sellable: the body is not read.
+		return s.write(c, s.unpaid(req.Context(), entry))
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -94,13 +95,14 @@ func (s *Server) paid(c echo.Context) error {
 		}
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the request body"}
 	}
-	a, err := s.admit(withClient(req.Context(), c.RealIP()), entry, body, header)
+	ctx := withClient(req.Context(), c.RealIP())
+	a, err := s.admit(ctx, entry, body, header)
 	if err != nil {
-		return s.refuse(c, entry, err)
+		return s.write(c, s.outcomeOf(ctx, entry.op.Name, nil, nil, err))
 	}
 	defer a.close()
 	c.Set(callIDKey, a.id)
-	return s.await(c, a, s.cfg.CallWait)
+	return s.await(c, entry.op.Name, a, s.cfg.CallWait)
 }
 
 // maxAttempts is how often a call's job may run: runs killed with their
@@ -150,86 +152,12 @@ func sameJSON(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(va, vb)
 }
 
-// refuse answers an error of admit: a refused payment gets 402 with a
-// fresh quote whose error names the reason; any other error is rendered by
-// the error handler.
-func (s *Server) refuse(c echo.Context, entry *opEntry, err error) error {
-	var refusal *x402.Refusal
-	if !errors.As(err, &refusal) {
-		return err
-	}
-	q, qerr := s.cfg.Payments.QuoteWithError(entry.op.Name, refusal.Reason, refusal.Message)
-	if qerr != nil {
-		return qerr
-	}
-	h := c.Response().Header()
-	h.Set(headerPaymentRequired, q.PaymentRequired)
-	h[headerWWWAuthenticate] = []string{q.WWWAuthenticate}
-	return c.JSONBlob(http.StatusPaymentRequired, q.Body)
-}
-
-// refusalReason is the reason a payment refused by Verify with err is
-// counted under: the error code its answer carries.
-func refusalReason(err error) string {
-	var refusal *x402.Refusal
-	var apiErr *Error
-	switch {
-	case errors.As(err, &refusal):
-		return refusal.Reason
-	case errors.As(err, &apiErr):
-		return apiErr.Code
-	case errors.Is(err, x402.ErrNotSellable):
-		return "not_sellable"
-	}
-	return "verification_unavailable"
-}
-
-// await waits up to wait for call a to end and answers it, or answers 202
-// with the poll URL.
-func (s *Server) await(c echo.Context, a *admitted, wait time.Duration) error {
-	call, err := s.wait(c.Request().Context(), a, wait, 0, nil)
-	if err != nil {
-		return err
-	}
-	if call == nil {
-		return c.JSON(http.StatusAccepted, map[string]string{
-			"call_id": a.id,
-			"status":  "running",
-			"poll":    "/api/x402/calls/" + a.id + "?token=" + a.token,
-		})
-	}
-	return s.answer(c, call)
-}
-
-// answer writes the response of a call in a final state.
-func (s *Server) answer(c echo.Context, call *store.Call) error {
-	switch call.State {
-	case store.CallPaid, store.CallLost:
-		if call.Settlement != nil {
-			if h, err := encodeHeader(call.Settlement); err == nil {
-				c.Response().Header().Set(headerPaymentResponse, h)
-			}
-		}
-		if call.Result == nil {
-			return resultExpired(call)
-		}
-		return c.JSONBlob(http.StatusOK, call.Result)
-	case store.CallFailed:
-		return callFailed(call)
-	case store.CallUnpaid:
-		entry := s.ops[call.Op]
-		reason, detail := unsettled(call)
-		if call.Settlement != nil {
-			if h, err := encodeHeader(call.Settlement); err == nil {
-				c.Response().Header().Set(headerPaymentResponse, h)
-			}
-		}
-		if entry == nil || entry.quote == nil {
-			return &Error{Status: http.StatusPaymentRequired, Code: reason, Message: detail, CallID: call.ID}
-		}
-		return s.refuse(c, entry, &x402.Refusal{Reason: reason, Message: detail})
-	}
-	return fmt.Errorf("answer call %s: state %s is not final", call.ID, call.State)
+// await waits up to wait for call a of op to end and answers it, or
+// answers 202 with the poll URL.
+func (s *Server) await(c echo.Context, op string, a *admitted, wait time.Duration) error {
+	ctx := c.Request().Context()
+	call, err := s.wait(ctx, a, wait, 0, nil)
+	return s.write(c, s.outcomeOf(ctx, op, a, call, err))
 }
 
 // resultExpired is the error of a paid call whose result was let go after
@@ -301,9 +229,9 @@ func (s *Server) poll(c echo.Context) error {
 	}
 	c.Set(callIDKey, id)
 	if store.IsFinal(call.State) {
-		return s.answer(c, call)
+		return s.write(c, s.outcomeOf(ctx, call.Op, nil, call, nil))
 	}
-	return s.await(c, &admitted{id: id, token: call.Token, sub: sub}, wait)
+	return s.await(c, call.Op, &admitted{id: id, token: call.Token, sub: sub}, wait)
 }
 
 func encodeHeader(v any) (string, error) {

@@ -93,8 +93,11 @@ func TestQuoteFastPath(t *testing.T) {
 			require.Equal(t, tt.status, a.StatusCode, abody)
 			require.Equal(t, b.StatusCode, a.StatusCode)
 			require.Equal(t, bbody, abody)
-			for _, h := range []string{"Payment-Required", "Www-Authenticate", "Content-Type"} {
+			for _, h := range []string{"Payment-Required", "Www-Authenticate", "Content-Type", "Cache-Control"} {
 				require.Equal(t, b.Header.Get(h), a.Header.Get(h), h)
+			}
+			if tt.status == http.StatusPaymentRequired {
+				require.Equal(t, "no-store", a.Header.Get("Cache-Control"), "a quote is never stored by a cache")
 			}
 		})
 	}

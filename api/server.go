@@ -6,7 +6,9 @@
 // verified, and the call recorded and queued in one transaction, shared with
 // the calls that arrived at the same time (admit.go); then the request waits
 // for the call's final event and answers with the result, or with 202 and a
-// poll URL when the wait runs out.
+// poll URL when the wait runs out. The MCP tools run paid calls through the
+// same pipeline, and one mapping (outcome.go) turns a call's end or an error
+// into the answer both give.
 package api
 
 import (
@@ -54,7 +56,7 @@ type Config struct {
 	// Limits bound request inputs. Defaults to jobs.DefaultLimits.
 	Limits jobs.Limits
 	// CallWait is how long a paid request is held open before it answers
-	// 202. Defaults to 25 s.
+	// 202. Defaults to DefaultCallWait.
 	CallWait time.Duration
 	// MaxPollWait caps the wait= of a poll. Defaults to 60 s.
 	MaxPollWait time.Duration
@@ -80,10 +82,10 @@ type Config struct {
 	// have checked on chain that end refused; past it, and its burst, the
 	// address's payments that cannot be refused without the chain are
 	// answered 429 with Retry-After. Payments that verify count nothing.
-	// Defaults to 1.
+	// Defaults to DefaultRefusedRate.
 	RefusedRate float64
 	// RefusedBurst is how many such refusals an address may have at once.
-	// Defaults to 10.
+	// Defaults to DefaultRefusedBurst.
 	RefusedBurst int
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client's address. Defaults to none: the address the connection
@@ -92,6 +94,16 @@ type Config struct {
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 }
+
+// Defaults of Config.
+const (
+	// DefaultCallWait is Config.CallWait's default.
+	DefaultCallWait = 25 * time.Second
+	// DefaultRefusedRate is Config.RefusedRate's default.
+	DefaultRefusedRate = 1
+	// DefaultRefusedBurst is Config.RefusedBurst's default.
+	DefaultRefusedBurst = 10
+)
 
 // Server is the api's HTTP server.
 type Server struct {
@@ -110,13 +122,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("api: Payments, Pool, River, Listener and Logger are required")
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
-	cfg.CallWait = cmp.Or(cfg.CallWait, 25*time.Second)
+	cfg.CallWait = cmp.Or(cfg.CallWait, DefaultCallWait)
 	cfg.MaxPollWait = cmp.Or(cfg.MaxPollWait, 60*time.Second)
 	cfg.ToolWait = cmp.Or(cfg.ToolWait, 3*time.Minute)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
 	cfg.Version = cmp.Or(cfg.Version, "dev")
-	cfg.RefusedRate = cmp.Or(cfg.RefusedRate, 1)
-	cfg.RefusedBurst = cmp.Or(cfg.RefusedBurst, 10)
+	cfg.RefusedRate = cmp.Or(cfg.RefusedRate, DefaultRefusedRate)
+	cfg.RefusedBurst = cmp.Or(cfg.RefusedBurst, DefaultRefusedBurst)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -168,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 	xi := &xindex{reader: index.NewReader(cfg.Pool, cfg.IndexSources), page: page, publicURL: strings.TrimRight(cfg.PublicURL, "/")}
 	var sold []jobs.Operation
 	for _, op := range cfg.Ops {
-		if !s.ops[op.Name].unsellable {
+		if s.ops[op.Name].sold() {
 			sold = append(sold, op)
 		}
 	}
@@ -213,11 +225,12 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && len(r.Header[headerPaymentSignature]) == 0 && r.ContentLength <= s.cfg.Limits.MaxBodyBytes {
 		if name, ok := strings.CutPrefix(r.URL.Path, "/api/x402/"); ok {
-			if entry := s.ops[name]; entry != nil && !entry.unsellable {
+			if entry := s.ops[name]; entry.sold() {
 				h := w.Header()
 				h[headerPaymentRequired] = entry.required
 				h[headerWWWAuthenticate] = entry.wwwAuth
 				h["Content-Type"] = entry.contentType
+				h[headerCacheControl] = noStore
 				w.WriteHeader(http.StatusPaymentRequired)
 				_, _ = w.Write(entry.quote.Body)
 				entry.quoted()

@@ -28,6 +28,10 @@ var DefaultSources = []string{
 	"https://facilitator.payai.network/discovery/resources",
 }
 
+// DefaultPageGap is the polite pause between two pages of a listing, or two
+// requests to an origin, unless configured (INDEX_PAGE_GAP).
+const DefaultPageGap = time.Second
+
 // CrawlerConfig configures a Crawler.
 type CrawlerConfig struct {
 	// Pool is the database. Required.
@@ -45,7 +49,7 @@ type CrawlerConfig struct {
 	// Defaults to 10.
 	PagesPerRun int
 	// Gap is the polite pause between two pages of a source. Defaults to
-	// 1 s; negative means none (tests).
+	// DefaultPageGap; negative means none (tests).
 	Gap time.Duration
 	// Backoff is the first pause after a 429, a 5xx or a network error;
 	// it doubles with each further failure, up to MaxBackoff. A longer
@@ -83,7 +87,7 @@ func NewCrawler(cfg CrawlerConfig) *Crawler {
 		cfg.PagesPerRun = 10
 	}
 	if cfg.Gap == 0 {
-		cfg.Gap = time.Second
+		cfg.Gap = DefaultPageGap
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 30 * time.Second

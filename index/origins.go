@@ -49,7 +49,7 @@ type DiscovererConfig struct {
 	// 100.
 	MaxResources int
 	// Gap is the polite pause between two requests to one origin.
-	// Defaults to 1 s; negative means none (tests).
+	// Defaults to DefaultPageGap; negative means none (tests).
 	Gap time.Duration
 	// Backoff is the pause after an origin that failed (a 5xx, a 429, a
 	// network error). Defaults to 6 hours; a longer Retry-After is
@@ -89,8 +89,15 @@ func NewDiscoverer(cfg DiscovererConfig) *Discoverer {
 		cfg.MaxResources = 100
 	}
 	if cfg.Gap == 0 {
-		cfg.Gap = time.Second
+		cfg.Gap = DefaultPageGap
 	}
+	var origins []string
+	for _, o := range cfg.Origins {
+		if n, ok := originOf(o); ok && !slices.Contains(origins, n) {
+			origins = append(origins, n)
+		}
+	}
+	cfg.Origins = origins
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 6 * time.Hour
 	}

@@ -8,6 +8,23 @@
 // index_listings (which source lists what), index_resources and index_hosts
 // are their projections. A resource is retired when a full pass of every
 // source that listed it no longer does.
+//
+// History is read from the same events, through projections kept in the
+// transaction that appends them (so they never drift from the log, and the
+// reads never scan it): each host.probed adds to the host's row of the hour
+// in index_probe_hours (31 days kept) and recomputes from those rows the
+// host's uptime over 24 hours, 7 and 30 days, its probe counts and its
+// latency percentiles; each change of the market (a service added or
+// retired, a price or networks changed, a host gone live or dead) is a row
+// of index_changes, the changes feed and each host's timeline. Migration 011
+// filled them from the log written before.
+//
+// Price honesty: a probe compares the 402 of the host's sample resource with
+// the options its listing asks (network, asset, amount, payTo).
+//
+// Discovery from the sellers' own origins (Discoverer) reads, politely, the
+// origins of listed resources and INDEX_ORIGINS in x402scan's order: OpenAPI
+// x-payment-info, /.well-known/x402, the DNS _x402 TXT record.
 package index
 
 import (

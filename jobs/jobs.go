@@ -52,13 +52,17 @@ const (
 
 // Limits bounds request inputs. They are configuration, passed in explicitly.
 type Limits struct {
-	// MaxBodyBytes is the largest accepted request body. Defaults to 1 MiB.
+	// MaxBodyBytes is the largest accepted request body. Defaults to
+	// DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
-	// MaxCodeChars bounds code-review's code. Defaults to 200,000.
+	// MaxCodeChars bounds code-review's code. Defaults to
+	// DefaultMaxCodeChars.
 	MaxCodeChars int
-	// MaxPatternChars bounds regex's pattern. Defaults to 4,096.
+	// MaxPatternChars bounds regex's pattern. Defaults to
+	// DefaultMaxPatternChars.
 	MaxPatternChars int
-	// MaxRows bounds csv-json and data-clean tables. Defaults to 50,000.
+	// MaxRows bounds csv-json and data-clean tables. Defaults to
+	// DefaultMaxRows.
 	MaxRows int
 	// FetchAllow are the non-public addresses that URLs given to operations
 	// may name anyway (FETCH_ALLOW_CIDRS, for tests on loopback). Empty in
@@ -66,19 +70,27 @@ type Limits struct {
 	FetchAllow []netip.Prefix
 }
 
+// The limits of contract.md: Limits' defaults.
+const (
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultMaxCodeChars    = 200_000
+	DefaultMaxPatternChars = 4096
+	DefaultMaxRows         = 50_000
+)
+
 // WithDefaults returns a copy of l with zero fields set to their defaults.
 func (l Limits) WithDefaults() Limits {
 	if l.MaxBodyBytes == 0 {
-		l.MaxBodyBytes = 1 << 20
+		l.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if l.MaxCodeChars == 0 {
-		l.MaxCodeChars = 200_000
+		l.MaxCodeChars = DefaultMaxCodeChars
 	}
 	if l.MaxPatternChars == 0 {
-		l.MaxPatternChars = 4096
+		l.MaxPatternChars = DefaultMaxPatternChars
 	}
 	if l.MaxRows == 0 {
-		l.MaxRows = 50_000
+		l.MaxRows = DefaultMaxRows
 	}
 	return l
 }
@@ -188,6 +200,10 @@ func Define[In Input](spec Spec) Operation {
 	if zero.Kind() != spec.Name {
 		panic(fmt.Sprintf("jobs: spec name %q differs from input kind %q", spec.Name, zero.Kind()))
 	}
+	required, err := schemaRequired(spec.InputSchema)
+	if err != nil {
+		panic(fmt.Sprintf("jobs: %s: %v", spec.Name, err))
+	}
 	return Operation{
 		Spec: spec,
 		decode: func(callID string, body []byte, lim *Limits) (JobArgs, error) {
@@ -198,9 +214,56 @@ func Define[In Input](spec Spec) Operation {
 			if err := in.Validate(lim); err != nil {
 				return nil, err
 			}
+			if err := checkRequired(body, required); err != nil {
+				return nil, err
+			}
 			return Args[In]{CallID: callID, Input: in}, nil
 		},
 	}
+}
+
+// schemaRequired returns the "required" fields of an input schema: the one
+// statement of which fields a request must carry.
+func schemaRequired(schema json.RawMessage) ([]string, error) {
+	if len(schema) == 0 {
+		return nil, nil
+	}
+	var s struct {
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	return s.Required, nil
+}
+
+// checkRequired returns an *InvalidError naming the first of required that
+// the JSON object body lacks or sets to null. A field absent is a client's
+// mistake even where its zero value would be valid input (an empty regex
+// pattern, an empty text to diff): it is never run as that value.
+func checkRequired(body []byte, required []string) error {
+	if len(required) == 0 {
+		return nil
+	}
+	var fields map[string]present
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return &InvalidError{Message: "request body is not valid JSON: " + err.Error()}
+	}
+	for _, name := range required {
+		if !fields[name] {
+			return Invalid(name, "is required")
+		}
+	}
+	return nil
+}
+
+// present records whether a field holds a value other than null, without
+// decoding it.
+type present bool
+
+func (p *present) UnmarshalJSON(b []byte) error {
+	*p = string(b) != "null"
+	return nil
 }
 
 // Decode decodes body into the operation's input, validates it, and returns

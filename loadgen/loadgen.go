@@ -85,8 +85,8 @@ type Config struct {
 	Presign bool
 }
 
-// MaxPresigned bounds the payments Config.Presign signs ahead (about 3.5 kB
-// each).
+// MaxPresigned bounds the payments Config.Presign signs ahead, each held in
+// memory until its call is made.
 const MaxPresigned = 100_000
 
 // Outcome is one call's end.
@@ -115,8 +115,7 @@ type Report struct {
 	// under way: fitted to the answers between a quarter of the way to the
 	// last call's start and that start. Throughput counts
 	// the run's first answers' wait and its last calls' drain as well; at
-	// a given rate the two differ by about latency over duration (a 20-s
-	// run whose calls take 3.5 s shows 15% less Throughput than Sustained).
+	// a given rate the two differ by about latency over duration.
 	Sustained float64
 	P50, P95  time.Duration
 	P99, Max  time.Duration

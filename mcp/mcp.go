@@ -76,6 +76,9 @@ type Failure struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	CallID  string `json:"call_id,omitempty"`
+	// RetryAfter, when set, is how many seconds to wait before calling
+	// again (the HTTP API's Retry-After).
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // Config configures the MCP endpoint. Fields without a default are required.

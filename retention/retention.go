@@ -1,5 +1,5 @@
 // Package retention keeps the database's size in hand. A paid call's result
-// is kept RESULT_TTL (30 days by default): a River periodic job
+// is kept RESULT_TTL (docs/configuration.md): a River periodic job
 // (RETENTION_CRON, hourly) clears the results of older calls, whose ledger
 // fields stay, and a poll of such a call answers 410 result_expired. The
 // event log is partitioned by time (EVENTS_PARTITION): the same job creates

@@ -52,9 +52,9 @@ func isDuplicateDatabase(err error) bool {
 // PoolConfig parses connString into the configuration of a pool of the
 // service's database, with the service's session settings: JIT compilation
 // off, unless connString sets jit. The service's statements are short, and
-// Postgres decides to compile by a cost estimate, not by time: once the
-// index held 20,000 services it compiled the index summary, a 15 ms query,
-// for about 2 s, on every call.
+// Postgres decides to compile by a cost estimate, not by time: on a large
+// index it compiles the index summary on every call, for far longer than the
+// query runs (docs/performance.md, Index).
 func PoolConfig(connString string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {

@@ -55,34 +55,20 @@ const lingerRetry = time.Second
 // lingerOffAfter is how many lingers in a row must gather nothing before
 // lingering is turned off. One is not enough: in a steady stream a linger
 // gathers nothing whenever the next item comes more than LingerIdle later,
-// and at 300 paid calls/s with 15 ms lingers (a 5 ms idle) admission then
-// wrote 1.2 calls a transaction, lingering off most of the time.
+// and lingering would then be off most of the time, each transaction
+// writing about one item.
 const lingerOffAfter = 3
 
-// CommitLinger is the Linger of the service's committers. At a steady 700
-// calls/s offered (2 cores, `x402d load -rate 700`), Postgres took 7.3 s of
-// CPU per 10 s with a 5 ms linger, 6.4-6.7 s with 15 ms and 5.5-5.9 s with
-// 30 ms, x402d 9.4 s and 8.3-9.0 s, the calls' latency unchanged (it waited
-// for the devchain's block, one a second then; blocks now come on arrival,
-// so a linger adds to a call's latency, p50 29 ms at a steady 75 calls/s).
-// A caller sending its calls one after the other lingers at most once a
-// second (PaidRoundTrip: p50 8.9 ms with the 5 ms
-// linger, which it hit on nearly every call, 3.5 ms now), and a linger ends
-// 10 ms after the last item came (LingerIdle): 16 clients calling in a
-// closed loop without a chain (TestLoadSteady) did 201 calls/s with
-// lingers of 30 ms, 411/s with this, 533/s with a 5 ms idle time, which
-// cost 5% more CPU at a steady 1,000 calls/s (the cores then saturated).
-// Those figures were taken while a writer ending its transaction took the
-// items a linger was gathering (writeNext), so that lingers mostly did not
-// hold. With lingers that hold, and lingering turned off only after
-// lingerOffAfter empty ones, at a steady 300 calls/s on a 2-core machine
-// (docs/performance.md) an admission linger of 30 ms cost
-// Postgres 1.12-1.49 ms of CPU per call, 20 ms 1.49-1.65, 15 ms 1.49-1.62
-// and 10 ms 1.96-2.09 (its lingers ending early), p99 in the same range
-// (83-122 ms) but for 10 ms, p50 46-50 ms with 15 ms against 57-69; at 1,000
-// calls/s offered 30 ms did 789-798 calls/s, 15 ms 721-785. 30 ms stays for
-// results and submissions; admission, where a call costs less CPU, lingers
-// 20 ms (api's admissionLinger).
+// CommitLinger is the Linger of the service's committers. A longer linger
+// writes more items a transaction, so Postgres spends less CPU per call;
+// it adds to a call's latency only when the call leads its group. A caller
+// sending its calls one after the other lingers at most once a second
+// (lingerOffAfter, lingerRetry), and a linger ends LingerIdle after the
+// last item came, so that a few clients calling in a closed loop are not
+// held. Results and settlement submissions linger this long; admission,
+// where the linger is on every call's path, lingers less (api's
+// admissionLinger). The figures behind both are in docs/performance.md
+// (Tuning choices).
 const CommitLinger = 30 * time.Millisecond
 
 // GroupCommitConfig configures a GroupCommitter.
@@ -238,8 +224,7 @@ func (g *GroupCommitter[T]) writeNext(ctx context.Context) bool {
 	// a writer lingers for them: it takes them when its linger ends.
 	// Taken now, they would end that linger's batch before it began, and
 	// under a steady stream every transaction would hold the few items
-	// that came in during the one before (at 300 paid calls/s, 1.5 per
-	// admission).
+	// that came in during the one before.
 	if len(g.pending) > 0 && !g.lingering {
 		return true
 	}

@@ -58,9 +58,9 @@ func projectorFor(kind string) (projector, bool) {
 // NOTIFY: only the events that end a call, the ones a waiting request is
 // woken for. Postgres serialises the commits of every transaction that sent a
 // NOTIFY on one lock, held through the commit's WAL flush, so notifying the
-// other events (five per paid call, and every crawl page) capped paid calls
-// at about 110 per second on two cores with most of the time spent waiting
-// for that lock; the other events are read when needed, never awaited.
+// other events (five per paid call, and every crawl page) would cap paid
+// calls at that lock (docs/performance.md, Tuning choices); the other
+// events are read when needed, never awaited.
 func Notifies(stream, typ string) bool {
 	kind, _, _ := strings.Cut(stream, "/")
 	return kind == "call" && IsFinalEvent(typ)

@@ -23,15 +23,13 @@ SELECT id FROM river_job WHERE state = 'available' AND queue = 'warm' ORDER BY p
 // descriptions of the service's hot tables and indexes before a call's
 // statements need them. A new backend loads them on its first statements,
 // and a process that starts under load brings many backends into use at
-// once: at a steady 100 paid calls/s on two cores (docs/performance.md) the
-// first second's slowest call took 160–440 ms with cold backends and
-// 90–250 ms with warm ones. Connections that replace others later (pgxpool
+// once, slowing the first second's calls (docs/performance.md, Tuning
+// choices). Connections that replace others later (pgxpool
 // retires each after cfg.MaxConnLifetime, and one that broke) are warmed
 // the same way. Without cfg.MaxConnLifetimeJitter, connections are retired
 // at times spread over a second MaxConnLifetime (pgxpool draws the extra in
 // whole seconds): opened together, they would all be replaced at once, and
-// a new backend takes about 20 ms to connect on two cores (pgbench -C); at
-// 100 paid calls/s, replacing 20 at once stalled calls for up to 1.3 s.
+// the calls of that moment would wait while every new backend connects.
 // The schema must be migrated. OpenWarm returns once every connection is
 // open and warm, or the first error; cfg is not changed.
 func OpenWarm(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {

@@ -26,10 +26,6 @@ type FollowerConfig struct {
 	// Settler makes a settlement again when a reorganisation undid it.
 	// Required.
 	Settler x402.Settler
-	// Networks are the networks whose settler's transactions the keeper
-	// gives again to a node that lost them, at every round (x402.Finality's
-	// Keep), whether settlements await finality there or not.
-	Networks []string
 	// Every is the time between two rounds. Defaults to 2 s.
 	Every time.Duration
 	// GoneAfter is how long a transaction may stay in no block after a
@@ -120,12 +116,10 @@ func (f *Follower) Stop() {
 	}
 }
 
-// Round runs the keeper on every network, then looks once at the
-// settlements awaiting finality on each network that has some.
+// Round looks once at the settlements awaiting finality on each network
+// that has some. (The settler gives the node again its transactions that a
+// reorganisation undid on its own: evm.Relayer's keeper.)
 func (f *Follower) Round(ctx context.Context) error {
-	for _, network := range f.cfg.Networks {
-		f.cfg.Finality.Keep(ctx, network)
-	}
 	networks, err := store.WatchNetworkList(ctx, f.cfg.Pool)
 	if err != nil {
 		return err

@@ -37,36 +37,56 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
+// Defaults of Config.
+const (
+	// DefaultJobTimeout is Config.JobTimeout's default.
+	DefaultJobTimeout = 2 * time.Minute
+	// DefaultFetchPollInterval is Config.FetchPollInterval's default.
+	DefaultFetchPollInterval = 200 * time.Millisecond
+	// DefaultSettleGrace is Config.SettleGrace's default.
+	DefaultSettleGrace = 15 * time.Second
+)
+
+// DefaultConcurrency returns the number of jobs each queue runs at once in
+// a process unless Config.Concurrency says otherwise.
+func DefaultConcurrency() map[string]int {
+	return map[string]int{
+		jobs.QueuePure:        2048,
+		jobs.QueueModel:       8,
+		jobs.QueueBrowser:     4,
+		jobs.QueueSettlement:  2048,
+		jobs.QueueIndex:       4,
+		jobs.QueueMaintenance: 1,
+	}
+}
+
 // Config configures the River client.
 type Config struct {
 	// Work makes the client work jobs. Without it the client only inserts
 	// (an api process).
 	Work bool
 	// Concurrency is the number of jobs each queue runs at once in this
-	// process. Defaults: pure 512, model 8, browser 4, settlement 2048,
-	// index 4. An operation's job holds its place until its payment is
-	// settled: its result's commit waits up to store.CommitLinger (30 ms)
-	// for other results, and its settlement for a block (one to two block
-	// times) and the outcome's commit. That wait holds no database
-	// connection, so the pure queue's concurrency bounds paid throughput
-	// on a chain with slow blocks: this many settle at most about half as
-	// many payments a block time. (With 32 places and settlement in a job
-	// of its own, pure operations topped out at 866 calls/s, 32 per 35 ms.)
-	// The settlement queue runs the settlement jobs that take up a
-	// settlement after a crash or a failed attempt.
+	// process; a queue absent or at zero takes DefaultConcurrency's. An
+	// operation's job holds its place until its payment is settled: its
+	// result's commit waits up to store.CommitLinger for other results,
+	// and its settlement for a block (one to two block times) and the
+	// outcome's commit. That wait holds no database connection, so the
+	// pure queue's concurrency bounds paid throughput on a chain with
+	// slow blocks: this many settle at most about half as many payments a
+	// block time. The settlement queue runs the settlement jobs that take
+	// up a settlement after a crash or a failed attempt.
 	Concurrency map[string]int
 	// FetchCooldown is the shortest time between two fetches of new jobs.
 	// Defaults to 1 ms: new jobs are announced by NOTIFY, so a short cooldown
-	// is what makes a paid call's round trip fast. (A longer one makes
+	// is what makes a paid call's round trip fast. A longer one makes
 	// fewer, larger fetches, but River also drops the insert notifications
 	// of a queue that come within the cooldown of the last, and a job then
-	// waits for the next poll: with 20 ms, PaidRoundTrip's p99 went from 14
-	// to 205 ms.)
+	// waits for the next poll (docs/performance.md).
 	FetchCooldown time.Duration
 	// FetchPollInterval is how often the client looks for jobs when no
-	// notification arrived. Defaults to 200 ms.
+	// notification arrived. Defaults to DefaultFetchPollInterval.
 	FetchPollInterval time.Duration
-	// JobTimeout bounds one run of a job. Defaults to 2 minutes.
+	// JobTimeout bounds one run of a job. Defaults to DefaultJobTimeout.
 	JobTimeout time.Duration
 	// RescueAfter is how long a job may stay running before it is taken
 	// for dead (its worker was killed) and retried. River checks every 30 s.
@@ -78,7 +98,7 @@ type Config struct {
 	// their time). It bounds how long a dead worker's settlements wait,
 	// and should exceed the slowest settlement on a healthy chain: past
 	// it a transfer may be sent twice (the second reverts, costing gas,
-	// and the settlement finds the first). Defaults to 15 s.
+	// and the settlement finds the first). Defaults to DefaultSettleGrace.
 	SettleGrace time.Duration
 	// ExpiryMargin is how long before its payment's validBefore a call's
 	// run must end for its settlement to go out in time: an attempt that
@@ -94,14 +114,7 @@ type Config struct {
 
 // WithDefaults returns a copy of c with its defaults applied.
 func (c Config) WithDefaults() Config {
-	conc := map[string]int{
-		jobs.QueuePure:        2048,
-		jobs.QueueModel:       8,
-		jobs.QueueBrowser:     4,
-		jobs.QueueSettlement:  2048,
-		jobs.QueueIndex:       4,
-		jobs.QueueMaintenance: 1,
-	}
+	conc := DefaultConcurrency()
 	for q, n := range c.Concurrency {
 		if n > 0 {
 			conc[q] = n
@@ -109,10 +122,10 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Concurrency = conc
 	c.FetchCooldown = cmp.Or(c.FetchCooldown, time.Millisecond)
-	c.FetchPollInterval = cmp.Or(c.FetchPollInterval, 200*time.Millisecond)
-	c.JobTimeout = cmp.Or(c.JobTimeout, 2*time.Minute)
+	c.FetchPollInterval = cmp.Or(c.FetchPollInterval, DefaultFetchPollInterval)
+	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
 	c.RescueAfter = cmp.Or(c.RescueAfter, c.JobTimeout+30*time.Second)
-	c.SettleGrace = cmp.Or(c.SettleGrace, 15*time.Second)
+	c.SettleGrace = cmp.Or(c.SettleGrace, DefaultSettleGrace)
 	c.ExpiryMargin = cmp.Or(c.ExpiryMargin, 10*time.Second)
 	return c
 }
@@ -218,11 +231,9 @@ type commits struct {
 
 // resultsLingerIdle ends a linger of the results' group commit once no
 // result has come for that long. Results come in bursts, the jobs of one
-// admission's group being fetched and run together: at 300 paid calls/s
-// (docs/performance.md) a linger ending 3 ms after a burst
-// rather than the default 10 wrote as many results a transaction (5.8-5.9
-// against 5.8-6.1) and took 0.5-7 ms off p50 and 7-36 ms off p99 in three
-// alternated runs.
+// admission's group being fetched and run together, so a linger may end soon
+// after a burst, shorter than store.LingerIdle, without writing fewer
+// results a transaction (docs/performance.md, Tuning choices).
 const resultsLingerIdle = 3 * time.Millisecond
 
 // completed is an operation run that succeeded: its events, the call whose
@@ -281,9 +292,8 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *co
 	}
 }
 
-// readPayments sets the payment of each of runs, read in one statement (at
-// 300 paid calls/s a group holds about six runs: five queries fewer than
-// a read per call).
+// readPayments sets the payment of each of runs, read in one statement
+// rather than one per run.
 func readPayments(ctx context.Context, tx pgx.Tx, runs []*completed) error {
 	ids := make([]string, len(runs))
 	for i, run := range runs {

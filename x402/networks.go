@@ -42,11 +42,13 @@ const SolanaMainnet = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
 // USDC contracts and EIP-712 domains follow the official x402 tables
 // (x402.md §4): the v2 table for Base, Arbitrum and Polygon, the legacy one
 // for Avalanche ("USD Coin") and Sei ("USDC"), whose version "2" the legacy
-// package hard-codes. X Layer is in neither: its USDC is the token the
-// chain's explorer and OKX list as USDC, 0x74b7…6d22 ("USD Coin", 6
-// decimals), with the FiatToken domain version "2"; the EVM verifier reads
-// name() and version() of each configured token at start-up, so a wrong
-// domain is found before the first payment rather than failing silently.
+// package hard-codes. X Layer is in neither, and OKX's own x402 packages
+// default it to USDT0, not USDC: its USDC is 0x74b7…6d22, which token lists
+// name "USD Coin" with 6 decimals, and whose domain version "2" is
+// FiatToken's (third-party x402 tables list the same domain); it is not
+// confirmed from the chain here. At start-up each configured EVM chain is
+// checked against this table (evm.CheckChain: its chain id, its token's
+// name(), version() and decimals()), and a difference refuses to start.
 // Solana's asset is the USDC mint.
 func Networks() []Network {
 	return []Network{

@@ -245,10 +245,6 @@ type Finality interface {
 	// network, as mined now, moved its funds: one look at the transaction
 	// for all of them.
 	Carried(ctx context.Context, network, tx string, payments []*Payment) ([]bool, error)
-	// Keep resends the settler's own transactions on network that the node
-	// lacks (those a reorganisation undid among them), so that none stays
-	// a gap behind later ones.
-	Keep(ctx context.Context, network string)
 }
 
 // SettleCost is the gas a settlement spent: its share of the transaction's

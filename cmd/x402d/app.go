@@ -58,17 +58,15 @@ type app struct {
 }
 
 func newApp(cfg *Config, logOut io.Writer, opts *options) *app {
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	return &app{cfg: cfg, logger: newLogger(cfg.LogFormat, logOut, level), opts: opts}
+	return &app{cfg: cfg, logger: newLogger(cfg.LogFormat, logOut, cfg.LogLevel.Level()), opts: opts}
 }
 
 // newLogger returns the process's logger on out: text lines a person reads
 // with format "text", or "auto" when out is a terminal; JSON lines, one
 // object each, otherwise (for log collectors).
-func newLogger(format string, out io.Writer, level slog.Level) *slog.Logger {
+func newLogger(format LogFormat, out io.Writer, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" || format == "auto" && isTerminal(out) {
+	if format == LogFormatText || format == LogFormatAuto && isTerminal(out) {
 		return slog.New(slog.NewTextHandler(out, opts))
 	}
 	return slog.New(slog.NewJSONHandler(out, opts))
@@ -124,11 +122,10 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 	if !warm {
 		return pool, nil
 	}
-	// Opened on demand, the first second of traffic after a start paid for
-	// the connections (at a steady 75 paid calls/s on a 2-core machine, 13–62 of
-	// the first 750 calls took over 100 ms, 0–17 with the pool open; and
-	// more with cold backends: docs/performance.md). The warm pool needs
-	// the migrated tables: the migration's pool is closed first.
+	// Opened on demand, the connections would be paid for by the first
+	// second of traffic after a start (docs/performance.md, Tuning
+	// choices). The warm pool needs the migrated tables: the migration's
+	// pool is closed first.
 	pool.Close()
 	return store.OpenWarm(ctx, poolCfg)
 }
@@ -198,7 +195,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}, worker.Config{
 		PeriodicJobs:      periodic,
 		Work:              withWorker,
-		Concurrency:       a.cfg.Concurrency,
+		Concurrency:       a.cfg.concurrency(),
 		JobTimeout:        a.cfg.JobTimeout,
 		FetchPollInterval: a.cfg.FetchPollInterval,
 		RescueAfter:       a.cfg.RescueAfter,
@@ -209,6 +206,15 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		return err
 	}
 	if withWorker {
+		if payments.relayer != nil {
+			// Started before the workers settle, stopped after they
+			// stopped (defers run last first): it refuses to settle
+			// outside, and its keepers run in between.
+			if err := payments.relayer.Start(ctx); err != nil {
+				return fmt.Errorf("start relayer: %w", err)
+			}
+			defer payments.relayer.Stop()
+		}
 		if err := client.Start(ctx); err != nil {
 			return fmt.Errorf("start workers: %w", err)
 		}
@@ -220,11 +226,9 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		a.logger.InfoContext(ctx, "workers started")
 		if payments.relayer != nil {
 			go watchRelayer(ctx, payments.relayer, a.cfg.RelayerLowBalance, m, a.logger)
-			// Settlements are followed until final, and the relayer's
-			// transactions a node lost given to it again, whether
-			// settlements await receipts or not.
+			// Settlements are followed until final.
 			follower, err := worker.NewFollower(worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
-				Networks: payments.relayer.Networks(), Logger: a.logger, Metrics: m})
+				Logger: a.logger, Metrics: m})
 			if err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	closeFn := func() {}
 	relayerKey := cfg.RelayerKey
 	switch cfg.Settlement {
-	case "facilitator":
+	case SettlementFacilitator:
 		// RPC_URL_<CHAIN>, when set, lets the client recognise its own
 		// settlement behind a retry refused as nonce_already_used.
 		dialed, closeDialed, err := dialRPC(ctx, cfg.RPCURLs, m, logger)
@@ -45,6 +45,12 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		}
 		chains := map[string]evm.LogReader{}
 		for network, c := range dialed {
+			// The facilitator settles with the network table's domain,
+			// which the quotes carry: checked as in the other modes.
+			if err := evm.CheckChain(ctx, network, c); err != nil {
+				closeDialed()
+				return nil, nil, nil, err
+			}
 			chains[network] = c
 		}
 		if len(chains) == 0 {
@@ -56,7 +62,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 			return nil, nil, nil, fmt.Errorf("FACILITATOR_URL: %w", err)
 		}
 		return c, c, closeDialed, nil
-	case "devchain":
+	case SettlementDevchain:
 		if embedded != nil {
 			clients[devchainNetwork] = embedded.Client()
 		} else {
@@ -68,7 +74,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		}
 		// The devchain has a Multicall3-compatible contract: settlements
 		// share transactions unless SETTLEMENT_BATCH=off.
-		if cfg.SettlementBatch != "off" {
+		if cfg.batch() {
 			multicall[devchainNetwork] = devchain.Multicall
 		}
 		if relayerKey == "" {
@@ -78,7 +84,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 			}
 			relayerKey = fmt.Sprintf("%x", key.D.FillBytes(make([]byte, 32)))
 		}
-	case "rpc":
+	case SettlementRPC:
 		dialed, closeDialed, err := dialRPC(ctx, cfg.RPCURLs, m, logger)
 		if err != nil {
 			return nil, nil, nil, err
@@ -89,7 +95,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		closeFn = closeDialed
 		// Through Multicall3 on every chain with SETTLEMENT_BATCH=on
 		// (checked below: it must be deployed there).
-		if cfg.SettlementBatch == "on" {
+		if cfg.batch() {
 			for network := range clients {
 				multicall[network] = evm.Multicall3
 			}
@@ -108,7 +114,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		readers[network], backends[network] = b, b
 	}
 	finality := map[string]evm.FinalityPolicy{}
-	if cfg.Settlement == "devchain" {
+	if cfg.Settlement == SettlementDevchain {
 		// The devchain never reorganises: its settlements are final at
 		// their receipt.
 		finality[devchainNetwork] = evm.FinalityPolicy{}
@@ -137,6 +143,8 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		closeFn()
 		return nil, nil, nil, err
 	}
+	// Each chain's id, and its token's EIP-712 domain and decimals against
+	// the network table: a mismatch refuses to start.
 	if err := verifier.CheckChains(ctx); err != nil {
 		closeFn()
 		return nil, nil, nil, err
@@ -244,7 +252,7 @@ func runPay(ctx context.Context, args []string, getenv func(string) string, stdo
 func runLoad(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	pf := addPayFlags(fs, getenv)
-	base := fs.String("url", "http://127.0.0.1:8080", "the service (loopback only)")
+	base := fs.String("url", "http://"+DefaultConfig().ListenAddr, "the service (loopback only)")
 	op := fs.String("op", "diff", "operation to call")
 	body := fs.String("d", `{"a":"one\ntwo\n","b":"one\n2\n"}`, "request body")
 	conc := fs.Int("c", 16, "calls in flight")

@@ -1,355 +1,685 @@
 package main
 
 import (
+	"cmp"
+	"encoding"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/big"
 	"net/netip"
+	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/robfig/cron/v3"
 
+	"github.com/x402d/x402d/api"
 	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/model"
 	"github.com/x402d/x402d/schema"
+	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/svm"
 )
 
-// Config is the service's configuration, read from the environment (see
-// contract.md). Every field has a working default.
+//go:generate go test -count=1 -run ^TestConfigurationDocs$ . -args -update
+
+// Config is the service's configuration, read from the environment by
+// loadConfig: each field's env tag names its variable, DefaultConfig holds
+// its default, and its comment is what docs/configuration.md says of it (a
+// first word naming the field is dropped there). A section tag starts a
+// section of that page. Every field has a working default.
 type Config struct {
-	DatabaseURL string
-	ListenAddr  string
-	PublicURL   string
-	Settlement  string
-	// SettlementBatch is SETTLEMENT_BATCH: whether EVM settlements share
-	// transactions through Multicall3 (on, off, or auto: on for the
-	// devchain, off for rpc).
-	SettlementBatch string
-	PayToEVM        string
-	PayToSolana     string
-	SolanaFeePayer  string
-	RPCURLSolana    string
+	// DatabaseURL is the PostgreSQL database, created if missing when the
+	// role may. The service's sessions run with Postgres's JIT off unless
+	// the URL sets jit; pgxpool's pool_* settings may be added, but for the
+	// pool's size, which is DB_MAX_CONNS (a serving process retires its
+	// connections after pool_max_conn_lifetime, an hour, at times spread
+	// over another unless pool_max_conn_lifetime_jitter says otherwise).
+	DatabaseURL string `env:"DATABASE_URL" section:"Service"`
+	// DBMaxConns is how many database connections each process opens at
+	// start and keeps (Postgres allows 100 by default: mind N processes).
+	DBMaxConns int `env:"DB_MAX_CONNS"`
+	// ListenAddr is the api's listen address.
+	ListenAddr string `env:"LISTEN_ADDR"`
+	// PublicURL is the base URL of quotes, discovery and OpenAPI. Unset:
+	// http:// and LISTEN_ADDR.
+	PublicURL string `env:"PUBLIC_URL"`
+	// ShutdownTimeout is how long a stopping process waits for its
+	// requests and jobs to end.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
+	// LogLevel is the least level logged: debug, info, warn or error.
+	LogLevel LogLevel `env:"LOG_LEVEL"`
+	// LogFormat is the logs' format: text (lines a person reads), json (one
+	// object a line, for collectors) or auto (text when standard error is a
+	// terminal, JSON otherwise).
+	LogFormat LogFormat `env:"LOG_FORMAT"`
+	// MetricsAddr is where an x402d worker process serves /metrics and
+	// /healthz (the api serves them itself). Unset: nowhere.
+	MetricsAddr string `env:"METRICS_ADDR"`
+	// PprofAddr is where any x402d process serves Go's profiles
+	// (/debug/pprof/; heap?gc=1 collects garbage first) on a listener of
+	// its own; keep it on loopback. Unset: nowhere.
+	PprofAddr string `env:"PPROF_ADDR"`
+	// OpsToken is the operator's token for the /ops dashboard. Unset: the
+	// dashboard is not mounted.
+	OpsToken string `env:"OPS_TOKEN"`
+
+	// Settlement is the settlement mode: devchain (an embedded development
+	// chain), rpc (real chains through RPC_URL_<CHAIN>, gas paid by
+	// RELAYER_KEY) or facilitator (a remote facilitator at FACILITATOR_URL).
+	Settlement SettlementMode `env:"SETTLEMENT" section:"Payments and settlement"`
+	// SettlementBatch is whether EVM settlements share transactions
+	// through Multicall3 (0xcA11…CA11, checked at start): on, off (one
+	// each), or auto (on for the devchain, off for rpc).
+	SettlementBatch BatchMode `env:"SETTLEMENT_BATCH"`
+	// PayToEVM is the receiving address on every EVM network. Unset:
+	// devchain account #9 (devchain mode only).
+	PayToEVM string `env:"PAY_TO_EVM"`
+	// RelayerKey is the hex private key that pays the settlements' gas; any
+	// number of worker processes may share it. Required in rpc mode; unset
+	// in devchain mode: devchain account #8.
+	RelayerKey string `env:"RELAYER_KEY"`
 	// RPCURLs is RPC_URL_<CHAIN> of each EVM network that has one (e.g.
-	// RPC_URL_EIP155_8453 for eip155:8453): one JSON-RPC URL, or several
-	// separated by commas (providers, or keys of one), which settle and
-	// verify together (evm.Endpoints): reads go to one not behind the
-	// others, sends to all, and one limited, lagging or down is passed
-	// over. Logs and metrics name each by scheme://host[:port] only.
-	RPCURLs map[string][]string
-	// Finality is FINALITY_<CHAIN> per EVM network: when a settlement
-	// there counts as final ("safe", "finalized", "depth:N", "receipt").
-	// A network absent takes its default (evm.DefaultFinality; the
-	// devchain's settlements are final at their receipt).
-	Finality        map[string]evm.FinalityPolicy
-	RelayerKey      string
-	FacilitatorURL  string
-	DevchainRPCAddr string
-	// DevchainDataDir is DEVCHAIN_DATA_DIR: where the devchain keeps its
-	// blocks and state, in a directory of its own removed when it stops.
-	DevchainDataDir string
-	GeminiAPIKey    string
-	GeminiModel     string
-	GeminiBaseURL   string
-	OpsToken        string
-	IndexSources    []string
-	IndexCron       string
-	LivenessCron    string
-	// IndexOrigins is INDEX_ORIGINS: sellers' origins the index reads
-	// besides those of the listed resources.
-	IndexOrigins []string
-	// IndexPageGap is INDEX_PAGE_GAP: the polite pause between two pages of
-	// a source, or two requests to an origin (0: the index's default).
-	IndexPageGap time.Duration
-	// ResultTTL is RESULT_TTL: how long a call's result is kept.
-	ResultTTL time.Duration
-	// RetentionCron is RETENTION_CRON: when results older than ResultTTL
-	// are let go.
-	RetentionCron string
-	// JobRetention is JOB_RETENTION: how long River keeps completed jobs.
-	JobRetention time.Duration
-	// EventsPartition is EVENTS_PARTITION: the period each partition of
-	// the event log spans.
-	EventsPartition schema.Period
-	CallWait        time.Duration
-	FetchAllowCIDRs []netip.Prefix
-	Concurrency     map[string]int
-	JobTimeout      time.Duration
-	MaxBodyBytes    int64
-	MaxCodeChars    int
-	MaxPatternChars int
-	MaxRows         int
-	ShutdownTimeout time.Duration
-	LogLevel        string
-	// LogFormat is LOG_FORMAT: text, json, or auto (text on a terminal).
-	LogFormat   string
-	DBMaxConns  int
-	MetricsAddr string
-	// PprofAddr is PPROF_ADDR: where the process serves Go's profiles
-	// (empty: nowhere).
-	PprofAddr         string
-	FetchPollInterval time.Duration
-	RescueAfter       time.Duration
-	SettleGrace       time.Duration
-	// SettlementMaxFee is SETTLEMENT_MAX_FEE_GWEI in wei: the highest fee
-	// per gas the relayer offers (nil: no cap).
-	SettlementMaxFee *big.Int
-	// SettlementBatchGasShare is SETTLEMENT_BATCH_GAS_SHARE: the largest
-	// share of a block's gas limit one batch asks for.
-	SettlementBatchGasShare float64
-	// RelayerLowBalance is RELAYER_LOW_BALANCE_ETH in wei: under it the
-	// workers warn.
-	RelayerLowBalance *big.Int
-	// Factories6492 is EIP6492_FACTORIES: the only wallet factories whose
-	// undeployed wallets may pay (nil: any whose deployment simulates).
-	Factories6492 []common.Address
-	// RefusedRate is REFUSED_PAYMENTS_PER_SECOND: how many payments a
-	// second one client address may have checked on chain that end
-	// refused (past it and REFUSED_PAYMENTS_BURST: 429).
-	RefusedRate float64
-	// RefusedBurst is REFUSED_PAYMENTS_BURST: how many such refusals one
-	// client address may have at once.
-	RefusedBurst int
-	// TrustedProxies is TRUSTED_PROXIES: the reverse proxies whose
-	// X-Forwarded-For names the client's address (none: the connection's
-	// peer is the client).
-	TrustedProxies []netip.Prefix
-	// VerifyRPCConcurrency is VERIFY_RPC_CONCURRENCY: how many RPC calls
-	// may be in flight on a chain, settlement's included, for one of
-	// verification's to start.
-	VerifyRPCConcurrency int
+	// RPC_URL_EIP155_8453 for eip155:8453), per network in rpc mode,
+	// read-only in facilitator mode (finding a settlement whose answer was
+	// lost): one JSON-RPC URL, or several separated by commas (providers,
+	// or keys of one), used together: reads go to one not behind the
+	// others, receipts are looked for on all, sends go to all, and one
+	// that lags, answers 429 or fails is passed over (docs/operating.md).
+	// Logs and metrics name each by scheme://host[:port] only.
+	RPCURLs map[string][]string `env:"RPC_URL_<CHAIN>"`
+	// Finality is FINALITY_<CHAIN> of each EVM network that has one: when
+	// a settlement there counts as final: safe or finalized (the node's
+	// block of that tag has reached it), depth:N (N blocks on top of it)
+	// or receipt. Unset: the network's default, from the network table
+	// (listed in docs/operating.md; receipt on the devchain). Until then a
+	// settlement is followed, and a reorganisation that undoes it is met.
+	Finality map[string]evm.FinalityPolicy `env:"FINALITY_<CHAIN>"`
+	// FacilitatorURL is the remote facilitator of facilitator mode
+	// (required there), an http or https URL.
+	FacilitatorURL string `env:"FACILITATOR_URL"`
+	// SettlementMaxFee is the most the relayer offers per gas, in gwei
+	// (decimals allowed): above it settlements wait. Unset: no cap.
+	SettlementMaxFee *big.Int `env:"SETTLEMENT_MAX_FEE_GWEI" decimals:"9"`
+	// SettlementBatchGasShare is the largest share of a block's gas limit
+	// one batch transaction asks for (above 0, at most 1).
+	SettlementBatchGasShare float64 `env:"SETTLEMENT_BATCH_GAS_SHARE"`
+	// RelayerLowBalance is the relayer's native balance on a chain, in
+	// ether, under which the workers warn.
+	RelayerLowBalance *big.Int `env:"RELAYER_LOW_BALANCE_ETH" decimals:"18"`
+	// Factories6492 are the wallet factories (comma-separated) whose
+	// undeployed wallets may pay with ERC-6492 signatures. Unset: any
+	// factory whose deployment and transfer simulate (the relayer pays the
+	// deployment's gas).
+	Factories6492 []common.Address `env:"EIP6492_FACTORIES"`
+	// SettleGrace is how long a call's job has to settle its payment
+	// before its settlement job, recorded with the result, takes it up (at
+	// once when the job's attempt failed). Keep it above the slowest
+	// healthy settlement: past it a transfer may be sent twice (the second
+	// reverts, and costs gas).
+	SettleGrace time.Duration `env:"SETTLE_GRACE"`
+	// VerifyRPCConcurrency is how many RPC calls may be in flight on an
+	// EVM chain (settlement's included) for one of verification's to
+	// start; settlement's never wait, verification's wait up to 2 s, then
+	// the payment is answered 503 verification_unavailable.
+	VerifyRPCConcurrency int `env:"VERIFY_RPC_CONCURRENCY"`
+	// RefusedRate is how many payments a second one client address may
+	// have checked on chain that end refused (a token bucket of
+	// REFUSED_PAYMENTS_BURST); past it the address's payments that cannot
+	// be refused without the chain are answered 429 rate_limited with
+	// Retry-After, nothing charged. Payments that verify count nothing.
+	RefusedRate float64 `env:"REFUSED_PAYMENTS_PER_SECOND"`
+	// RefusedBurst is how many such refusals one client address may have
+	// at once (at least 1).
+	RefusedBurst int `env:"REFUSED_PAYMENTS_BURST"`
+	// TrustedProxies are the reverse proxies (comma-separated addresses or
+	// CIDRs) whose X-Forwarded-For names the client's address. Unset: the
+	// connection's peer is the client, and the header is ignored.
+	TrustedProxies Peers `env:"TRUSTED_PROXIES"`
+	// PayToSolana is the Solana wallet that receives payments. Solana USDC
+	// is offered only when PAY_TO_SOLANA, SOLANA_FEE_PAYER_KEY and
+	// RPC_URL_SOLANA are all set.
+	PayToSolana string `env:"PAY_TO_SOLANA"`
+	// SolanaFeePayer is the Solana fee payer's private key (base58, or
+	// solana-keygen's JSON byte array), which co-signs and sends payments.
+	SolanaFeePayer string `env:"SOLANA_FEE_PAYER_KEY"`
+	// RPCURLSolana is the Solana JSON-RPC URL.
+	RPCURLSolana string `env:"RPC_URL_SOLANA"`
+	// DevchainRPCAddr is where the devchain serves JSON-RPC (x402d serve's
+	// embedded one, or x402d devchain's), and where x402d api and x402d
+	// worker reach it in devchain mode.
+	DevchainRPCAddr string `env:"DEVCHAIN_RPC_ADDR"`
+	// DevchainDataDir is where the devchain keeps its blocks and state on
+	// disk, in a directory of its own (x402d-devchain-*) removed when it
+	// stops; its memory stays bounded however long it runs (each start is
+	// a new chain). Unset: the system's temporary directory ($TMPDIR, else
+	// /tmp).
+	DevchainDataDir string `env:"DEVCHAIN_DATA_DIR"`
+
+	// CallWait is how long a paid request is held for its result before
+	// it is answered 202 with a poll URL.
+	CallWait time.Duration `env:"CALL_WAIT" section:"Calls and jobs"`
+	// JobTimeout is the longest run of one job. A tool call over MCP waits
+	// for its result up to this plus a minute.
+	JobTimeout time.Duration `env:"JOB_TIMEOUT"`
+	// RescueAfter is how long a job may run before it is taken for dead
+	// (its worker was killed) and retried. Unset: JOB_TIMEOUT plus 30 s.
+	RescueAfter time.Duration `env:"JOB_RESCUE_AFTER"`
+	// FetchPollInterval is how often a worker looks for jobs when no
+	// notification of new ones arrived (River's fetch poll interval).
+	FetchPollInterval time.Duration `env:"RIVER_POLL_INTERVAL"`
+	// WorkersPure is how many jobs of the pure queue (regex, diff,
+	// csv-json) each worker process runs at once; an operation's job holds
+	// its place through its settlement.
+	WorkersPure int `env:"WORKERS_PURE"`
+	// WorkersModel is how many jobs of the model queue (brief, data-clean,
+	// code-review) each worker process runs at once.
+	WorkersModel int `env:"WORKERS_MODEL"`
+	// WorkersBrowser is how many jobs of the browser queue (url-meta) each
+	// worker process runs at once.
+	WorkersBrowser int `env:"WORKERS_BROWSER"`
+	// WorkersSettlement is how many settlement jobs (settlements taken up
+	// after a crash or a failed attempt) each worker process runs at once.
+	WorkersSettlement int `env:"WORKERS_SETTLEMENT"`
+	// WorkersIndex is how many index jobs (crawl, liveness) each worker
+	// process runs at once.
+	WorkersIndex int `env:"WORKERS_INDEX"`
+	// MaxBodyBytes is the largest request body accepted.
+	MaxBodyBytes int64 `env:"MAX_BODY_BYTES"`
+	// MaxPatternChars bounds regex's pattern.
+	MaxPatternChars int `env:"MAX_PATTERN_CHARS"`
+	// MaxCodeChars bounds code-review's code.
+	MaxCodeChars int `env:"MAX_CODE_CHARS"`
+	// MaxRows bounds csv-json's and data-clean's tables.
+	MaxRows int `env:"MAX_ROWS"`
+	// FetchAllowCIDRs are the private networks (comma-separated CIDRs) the
+	// guarded fetcher may reach anyway (tests on loopback). Unset: every
+	// non-public address is refused.
+	FetchAllowCIDRs CIDRs `env:"FETCH_ALLOW_CIDRS"`
+	// GeminiAPIKey is the Gemini API key. Unset: the model operations
+	// (brief, data-clean, code-review) are listed but not sold.
+	GeminiAPIKey string `env:"GEMINI_API_KEY"`
+	// GeminiModel is the Gemini model the model operations call.
+	GeminiModel string `env:"GEMINI_MODEL"`
+	// GeminiBaseURL points the Gemini SDK at another server (the tests' one
+	// speaking Gemini's REST format). Unset: Google's.
+	GeminiBaseURL string `env:"GEMINI_BASE_URL"`
+
+	// IndexSources are the listings (comma-separated URLs) the index
+	// crawls. Unset: the public listings (the Bazaar) and this service's
+	// own discovery list.
+	IndexSources []string `env:"INDEX_SOURCES" section:"Index and retention"`
+	// IndexCron is when the index reads a few pages of every source (cron).
+	IndexCron string `env:"INDEX_CRON"`
+	// LivenessCron is when the index probes each host's sample resource
+	// (cron).
+	LivenessCron string `env:"LIVENESS_CRON"`
+	// IndexOrigins are sellers' origins (comma-separated, https://host[:port])
+	// the index reads besides those of the listed resources: their OpenAPI
+	// x-payment-info, then /.well-known/x402, then the DNS _x402 TXT record.
+	IndexOrigins []string `env:"INDEX_ORIGINS"`
+	// IndexPageGap is the polite pause between two pages of a listing, and
+	// between two requests to a seller's origin (a listing's Retry-After is
+	// honoured on top).
+	IndexPageGap time.Duration `env:"INDEX_PAGE_GAP"`
+	// ResultTTL is how long a call's result is kept (a Go duration or
+	// days, like 30d); the call's ledger fields stay, and polling it or
+	// resending its payment then answers 410 result_expired.
+	ResultTTL time.Duration `env:"RESULT_TTL"`
+	// RetentionCron is when results older than RESULT_TTL are let go
+	// (cron; also when the leader starts).
+	RetentionCron string `env:"RETENTION_CRON"`
+	// JobRetention is how long River keeps a completed job (the /ops/jobs
+	// history) before removing it.
+	JobRetention time.Duration `env:"JOB_RETENTION"`
+	// EventsPartition is the span of each partition of the event log: day,
+	// week or month. Partitions are created two periods ahead (at every
+	// start and by the retention job), and x402d archive moves whole old
+	// ones to files.
+	EventsPartition schema.Period `env:"EVENTS_PARTITION"`
 }
 
-// loadConfig reads the configuration through getenv.
-func loadConfig(getenv func(string) string) (*Config, error) {
-	env := func(key, def string) string {
-		if v := strings.TrimSpace(getenv(key)); v != "" {
-			return v
-		}
-		return def
+// DefaultConfig returns the configuration of an empty environment. The
+// defaults that a package also applies to a zero value are that package's.
+func DefaultConfig() *Config {
+	conc := worker.DefaultConcurrency()
+	return &Config{
+		DatabaseURL:             "postgres://postgres@127.0.0.1:5432/x402?sslmode=disable",
+		DBMaxConns:              20,
+		ListenAddr:              "127.0.0.1:8080",
+		ShutdownTimeout:         30 * time.Second,
+		LogLevel:                "info",
+		LogFormat:               LogFormatAuto,
+		Settlement:              SettlementDevchain,
+		SettlementBatch:         BatchAuto,
+		RPCURLs:                 map[string][]string{},
+		Finality:                map[string]evm.FinalityPolicy{},
+		SettlementBatchGasShare: evm.DefaultBlockGasShare,
+		RelayerLowBalance:       big.NewInt(1e16), // 0.01 ether
+		SettleGrace:             worker.DefaultSettleGrace,
+		VerifyRPCConcurrency:    evm.DefaultVerifyConcurrency,
+		RefusedRate:             api.DefaultRefusedRate,
+		RefusedBurst:            api.DefaultRefusedBurst,
+		DevchainRPCAddr:         "127.0.0.1:8545",
+		CallWait:                api.DefaultCallWait,
+		JobTimeout:              worker.DefaultJobTimeout,
+		FetchPollInterval:       worker.DefaultFetchPollInterval,
+		WorkersPure:             conc[jobs.QueuePure],
+		WorkersModel:            conc[jobs.QueueModel],
+		WorkersBrowser:          conc[jobs.QueueBrowser],
+		WorkersSettlement:       conc[jobs.QueueSettlement],
+		WorkersIndex:            conc[jobs.QueueIndex],
+		MaxBodyBytes:            jobs.DefaultMaxBodyBytes,
+		MaxPatternChars:         jobs.DefaultMaxPatternChars,
+		MaxCodeChars:            jobs.DefaultMaxCodeChars,
+		MaxRows:                 jobs.DefaultMaxRows,
+		GeminiModel:             model.DefaultModel,
+		IndexCron:               "*/15 * * * *",
+		LivenessCron:            "*/30 * * * *",
+		IndexPageGap:            index.DefaultPageGap,
+		ResultTTL:               30 * 24 * time.Hour,
+		RetentionCron:           "17 * * * *",
+		JobRetention:            24 * time.Hour,
+		EventsPartition:         schema.PeriodMonth,
 	}
-	var errs []string
-	duration := func(key string, def time.Duration) time.Duration {
-		v := getenv(key)
-		if v == "" {
-			return def
-		}
-		d, err := parseDuration(v)
-		if err != nil || d < 0 {
-			errs = append(errs, fmt.Sprintf("%s: %q is not a duration like 25s or 30d", key, v))
-			return def
-		}
-		return d
-	}
-	integer := func(key string, def int) int {
-		v := getenv(key)
-		if v == "" {
-			return def
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Sprintf("%s: %q is not a whole number", key, v))
-			return def
-		}
-		return n
-	}
+}
 
-	c := &Config{
-		DatabaseURL:       env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x402?sslmode=disable"),
-		ListenAddr:        env("LISTEN_ADDR", "127.0.0.1:8080"),
-		Settlement:        env("SETTLEMENT", "devchain"),
-		SettlementBatch:   env("SETTLEMENT_BATCH", "auto"),
-		PayToEVM:          env("PAY_TO_EVM", ""),
-		PayToSolana:       env("PAY_TO_SOLANA", ""),
-		SolanaFeePayer:    env("SOLANA_FEE_PAYER_KEY", ""),
-		RPCURLSolana:      env("RPC_URL_SOLANA", ""),
-		RPCURLs:           map[string][]string{},
-		Finality:          map[string]evm.FinalityPolicy{},
-		RelayerKey:        env("RELAYER_KEY", ""),
-		FacilitatorURL:    env("FACILITATOR_URL", ""),
-		DevchainRPCAddr:   env("DEVCHAIN_RPC_ADDR", "127.0.0.1:8545"),
-		DevchainDataDir:   env("DEVCHAIN_DATA_DIR", os.TempDir()),
-		GeminiAPIKey:      env("GEMINI_API_KEY", ""),
-		GeminiModel:       env("GEMINI_MODEL", "gemini-2.5-flash"),
-		GeminiBaseURL:     env("GEMINI_BASE_URL", ""),
-		OpsToken:          env("OPS_TOKEN", ""),
-		IndexCron:         env("INDEX_CRON", "*/15 * * * *"),
-		LivenessCron:      env("LIVENESS_CRON", "*/30 * * * *"),
-		ResultTTL:         duration("RESULT_TTL", 30*24*time.Hour),
-		RetentionCron:     env("RETENTION_CRON", "17 * * * *"),
-		JobRetention:      duration("JOB_RETENTION", 24*time.Hour),
-		CallWait:          duration("CALL_WAIT", 25*time.Second),
-		IndexPageGap:      duration("INDEX_PAGE_GAP", 0),
-		JobTimeout:        duration("JOB_TIMEOUT", 2*time.Minute),
-		ShutdownTimeout:   duration("SHUTDOWN_TIMEOUT", 30*time.Second),
-		FetchPollInterval: duration("RIVER_POLL_INTERVAL", 0),
-		RescueAfter:       duration("JOB_RESCUE_AFTER", 0),
-		SettleGrace:       duration("SETTLE_GRACE", 15*time.Second),
-		MaxBodyBytes:      int64(integer("MAX_BODY_BYTES", 1<<20)),
-		MaxCodeChars:      integer("MAX_CODE_CHARS", 200_000),
-		MaxPatternChars:   integer("MAX_PATTERN_CHARS", 4096),
-		MaxRows:           integer("MAX_ROWS", 50_000),
-		LogLevel:          env("LOG_LEVEL", "info"),
-		LogFormat:         env("LOG_FORMAT", "auto"),
-		DBMaxConns:        integer("DB_MAX_CONNS", 20),
-		MetricsAddr:       env("METRICS_ADDR", ""),
-		PprofAddr:         env("PPROF_ADDR", ""),
-		Concurrency: map[string]int{
-			"pure":       integer("WORKERS_PURE", 0),
-			"model":      integer("WORKERS_MODEL", 0),
-			"browser":    integer("WORKERS_BROWSER", 0),
-			"settlement": integer("WORKERS_SETTLEMENT", 0),
-			"index":      integer("WORKERS_INDEX", 0),
-		},
+// SettlementMode is SETTLEMENT: how payments are verified and settled.
+type SettlementMode string
+
+// The settlement modes.
+const (
+	// SettlementDevchain settles on the embedded development chain.
+	SettlementDevchain SettlementMode = "devchain"
+	// SettlementRPC settles on real chains through their RPC endpoints.
+	SettlementRPC SettlementMode = "rpc"
+	// SettlementFacilitator has a remote facilitator verify and settle.
+	SettlementFacilitator SettlementMode = "facilitator"
+)
+
+// UnmarshalText reads a settlement mode.
+func (m *SettlementMode) UnmarshalText(b []byte) error {
+	switch v := SettlementMode(b); v {
+	case SettlementDevchain, SettlementRPC, SettlementFacilitator:
+		*m = v
+		return nil
 	}
-	c.RefusedBurst = integer("REFUSED_PAYMENTS_BURST", 10)
-	c.VerifyRPCConcurrency = integer("VERIFY_RPC_CONCURRENCY", 64)
-	c.PublicURL = strings.TrimRight(env("PUBLIC_URL", "http://"+c.ListenAddr), "/")
-	if period, err := schema.ParsePeriod(env("EVENTS_PARTITION", "month")); err != nil {
-		errs = append(errs, "EVENTS_PARTITION: "+err.Error())
-	} else {
-		c.EventsPartition = period
+	return fmt.Errorf("%q is not devchain, rpc or facilitator", b)
+}
+
+// BatchMode is SETTLEMENT_BATCH: whether EVM settlements share
+// transactions through Multicall3.
+type BatchMode string
+
+// The batch modes.
+const (
+	// BatchAuto batches on the devchain, not in rpc mode.
+	BatchAuto BatchMode = "auto"
+	// BatchOn batches on every chain.
+	BatchOn BatchMode = "on"
+	// BatchOff sends one transaction per settlement.
+	BatchOff BatchMode = "off"
+)
+
+// UnmarshalText reads a batch mode.
+func (m *BatchMode) UnmarshalText(b []byte) error {
+	switch v := BatchMode(b); v {
+	case BatchAuto, BatchOn, BatchOff:
+		*m = v
+		return nil
 	}
-	if s := getenv("INDEX_SOURCES"); s != "" {
-		for _, src := range strings.Split(s, ",") {
-			if src = strings.TrimSpace(src); src != "" {
-				c.IndexSources = append(c.IndexSources, src)
-			}
-		}
+	return fmt.Errorf("%q is not auto, on or off", b)
+}
+
+// LogFormat is LOG_FORMAT: how log lines are written.
+type LogFormat string
+
+// The log formats.
+const (
+	// LogFormatAuto is text on a terminal, JSON otherwise.
+	LogFormatAuto LogFormat = "auto"
+	// LogFormatText is lines a person reads.
+	LogFormatText LogFormat = "text"
+	// LogFormatJSON is one JSON object a line.
+	LogFormatJSON LogFormat = "json"
+)
+
+// UnmarshalText reads a log format.
+func (f *LogFormat) UnmarshalText(b []byte) error {
+	switch v := LogFormat(b); v {
+	case LogFormatAuto, LogFormatText, LogFormatJSON:
+		*f = v
+		return nil
 	}
-	if origins, err := index.ParseOrigins(getenv("INDEX_ORIGINS")); err != nil {
-		errs = append(errs, err.Error())
-	} else {
-		c.IndexOrigins = origins
+	return fmt.Errorf("%q is not auto, text or json", b)
+}
+
+// LogLevel is LOG_LEVEL: the least level logged, as slog names it.
+type LogLevel string
+
+// UnmarshalText reads a log level as slog does: debug, info, warn or
+// error, in any case, optionally with an offset (warn+2).
+func (l *LogLevel) UnmarshalText(b []byte) error {
+	var level slog.Level
+	if err := level.UnmarshalText(b); err != nil {
+		return fmt.Errorf("%q is not debug, info, warn or error", b)
 	}
-	c.RefusedRate = 1
-	if v := strings.TrimSpace(getenv("REFUSED_PAYMENTS_PER_SECOND")); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f <= 0 || math.IsInf(f, 0) {
-			errs = append(errs, fmt.Sprintf("REFUSED_PAYMENTS_PER_SECOND: %q is not a positive number", v))
-		} else {
-			c.RefusedRate = f
-		}
-	}
-	if c.RefusedBurst < 1 {
-		errs = append(errs, "REFUSED_PAYMENTS_BURST: must be at least 1")
-	}
-	if c.VerifyRPCConcurrency < 1 {
-		errs = append(errs, "VERIFY_RPC_CONCURRENCY: must be at least 1")
-	}
-	// prefixes reads a comma-separated list of networks (CIDRs; with
-	// addresses, a bare address is its own network).
-	prefixes := func(key, example string, addresses bool) []netip.Prefix {
-		var out []netip.Prefix
-		for _, part := range strings.Split(getenv(key), ",") {
-			part = strings.TrimSpace(part)
-			if part == "" {
-				continue
-			}
-			p, err := netip.ParsePrefix(part)
-			if err != nil && addresses {
-				if addr, aerr := netip.ParseAddr(part); aerr == nil {
-					p, err = netip.PrefixFrom(addr, addr.BitLen()), nil
-				}
-			}
-			if err != nil {
-				what := "a CIDR"
-				if addresses {
-					what = "an address or a CIDR"
-				}
-				errs = append(errs, fmt.Sprintf("%s: %q is not %s like %s", key, part, what, example))
-				continue
-			}
-			out = append(out, p)
-		}
-		return out
-	}
-	c.TrustedProxies = prefixes("TRUSTED_PROXIES", "10.0.0.0/8", true)
-	c.FetchAllowCIDRs = prefixes("FETCH_ALLOW_CIDRS", "127.0.0.0/8", false)
-	for _, n := range x402.Networks() {
-		if !strings.HasPrefix(n.ID, "eip155:") {
+	*l = LogLevel(b)
+	return nil
+}
+
+// Level returns the slog level (info when l is empty).
+func (l LogLevel) Level() slog.Level {
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(l))
+	return level
+}
+
+// CIDRs are networks read from a comma-separated list of CIDRs.
+type CIDRs []netip.Prefix
+
+// UnmarshalText reads a comma-separated list of CIDRs.
+func (c *CIDRs) UnmarshalText(b []byte) error {
+	p, err := parsePrefixes(string(b), false)
+	*c = p
+	return err
+}
+
+// Peers are networks read from a comma-separated list of addresses or
+// CIDRs (an address is a network of its own).
+type Peers []netip.Prefix
+
+// UnmarshalText reads a comma-separated list of addresses or CIDRs.
+func (p *Peers) UnmarshalText(b []byte) error {
+	list, err := parsePrefixes(string(b), true)
+	*p = list
+	return err
+}
+
+// loadConfig reads the configuration through getenv: DefaultConfig, each
+// variable set in the environment parsed into its field, then validate.
+// It reports every problem at once.
+func loadConfig(getenv func(string) string) (*Config, error) {
+	c := DefaultConfig()
+	var errs []error
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		name := f.Tag.Get("env")
+		if name == "" {
 			continue
 		}
-		if v := strings.TrimSpace(getenv(chainKey("RPC_URL_", n.ID))); v != "" {
-			urls, err := parseRPCURLs(v)
-			if err != nil {
-				// The message names no URL: it may carry an API key.
-				errs = append(errs, fmt.Sprintf("%s: %v", chainKey("RPC_URL_", n.ID), err))
-			} else {
-				c.RPCURLs[n.ID] = urls
+		if prefix, ok := strings.CutSuffix(name, "<CHAIN>"); ok {
+			for _, n := range x402.Networks() {
+				if !strings.HasPrefix(n.ID, "eip155:") {
+					continue
+				}
+				key := chainKey(prefix, n.ID)
+				if s := strings.TrimSpace(getenv(key)); s != "" {
+					if err := setChainValue(v.FieldByIndex(f.Index), n.ID, s); err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", key, err))
+					}
+				}
 			}
+			continue
 		}
-		if v := strings.TrimSpace(getenv(chainKey("FINALITY_", n.ID))); v != "" {
-			p, err := evm.ParseFinality(v)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s: %v", chainKey("FINALITY_", n.ID), err))
-				continue
-			}
-			c.Finality[n.ID] = p
+		s := strings.TrimSpace(getenv(name))
+		if s == "" {
+			continue
 		}
-	}
-	if c.Settlement == "rpc" && len(c.RPCURLs) == 0 {
-		errs = append(errs, "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
-	}
-	switch c.Settlement {
-	case "devchain", "rpc", "facilitator":
-	default:
-		errs = append(errs, fmt.Sprintf("SETTLEMENT: %q is not devchain, rpc or facilitator", c.Settlement))
-	}
-	switch c.LogFormat {
-	case "auto", "text", "json":
-	default:
-		errs = append(errs, fmt.Sprintf("LOG_FORMAT: %q is not auto, text or json", c.LogFormat))
-	}
-	switch c.SettlementBatch {
-	case "auto", "on", "off":
-	default:
-		errs = append(errs, fmt.Sprintf("SETTLEMENT_BATCH: %q is not auto, on or off", c.SettlementBatch))
-	}
-	decimalWei := func(key, def string, exp int) *big.Int {
-		v := strings.TrimSpace(getenv(key))
-		if v == "" {
-			v = def
-		}
-		if v == "" {
-			return nil
-		}
-		wei, err := parseDecimal(v, exp)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %q is not a positive decimal number", key, v))
-			return nil
-		}
-		return wei
-	}
-	c.SettlementMaxFee = decimalWei("SETTLEMENT_MAX_FEE_GWEI", "", 9)
-	c.RelayerLowBalance = decimalWei("RELAYER_LOW_BALANCE_ETH", "0.01", 18)
-	if v := strings.TrimSpace(getenv("EIP6492_FACTORIES")); v != "" {
-		for _, part := range strings.Split(v, ",") {
-			part = strings.TrimSpace(part)
-			if !common.IsHexAddress(part) {
-				errs = append(errs, fmt.Sprintf("EIP6492_FACTORIES: %q is not an address", part))
-				continue
-			}
-			c.Factories6492 = append(c.Factories6492, common.HexToAddress(part))
+		if err := setValue(v.FieldByIndex(f.Index), f.Tag, s); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	c.SettlementBatchGasShare = 0.1
-	if v := strings.TrimSpace(getenv("SETTLEMENT_BATCH_GAS_SHARE")); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f <= 0 || f > 1 {
-			errs = append(errs, fmt.Sprintf("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", v))
-		} else {
-			c.SettlementBatchGasShare = f
-		}
+	c.PublicURL = strings.TrimRight(cmp.Or(c.PublicURL, "http://"+c.ListenAddr), "/")
+	c.DevchainDataDir = cmp.Or(c.DevchainDataDir, os.TempDir())
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
 	}
 	return c, nil
+}
+
+// setValue parses s into the field fv, whose struct tag is tag.
+func setValue(fv reflect.Value, tag reflect.StructTag, s string) error {
+	switch p := fv.Addr().Interface().(type) {
+	case encoding.TextUnmarshaler:
+		return p.UnmarshalText([]byte(s))
+	case *string:
+		*p = s
+	case *int:
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		*p = n
+	case *int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		*p = n
+	case *float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		*p = f
+	case *time.Duration:
+		d, err := parseDuration(s)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%q is not a duration like 25s or 30d", s)
+		}
+		*p = d
+	case **big.Int:
+		exp, _ := strconv.Atoi(tag.Get("decimals"))
+		n, err := parseDecimal(s, exp)
+		if err != nil {
+			return fmt.Errorf("%q is not a positive decimal number", s)
+		}
+		*p = n
+	case *[]string:
+		*p = splitList(s)
+	case *[]common.Address:
+		*p = nil
+		for _, part := range splitList(s) {
+			if !common.IsHexAddress(part) {
+				return fmt.Errorf("%q is not an address", part)
+			}
+			*p = append(*p, common.HexToAddress(part))
+		}
+	case *schema.Period:
+		period, err := schema.ParsePeriod(s)
+		if err != nil {
+			return err
+		}
+		*p = period
+	default:
+		return fmt.Errorf("no parser for %s", fv.Type())
+	}
+	return nil
+}
+
+// setChainValue parses s, the value of one network's variable, into the
+// map fv under network.
+func setChainValue(fv reflect.Value, network, s string) error {
+	var val any
+	switch fv.Interface().(type) {
+	case map[string][]string:
+		urls, err := parseRPCURLs(s)
+		if err != nil {
+			// The message names no URL: it may carry an API key.
+			return err
+		}
+		val = urls
+	case map[string]evm.FinalityPolicy:
+		p, err := evm.ParseFinality(s)
+		if err != nil {
+			return err
+		}
+		val = p
+	default:
+		return fmt.Errorf("no parser for %s", fv.Type())
+	}
+	fv.SetMapIndex(reflect.ValueOf(network), reflect.ValueOf(val))
+	return nil
+}
+
+// validate checks what each value cannot show alone: ranges, keys, URLs,
+// schedules, and the settings each settlement mode needs. It reports every
+// problem it finds. Its messages never quote a key or an RPC URL.
+func (c *Config) validate() error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, err := index.ParseOrigins(strings.Join(c.IndexOrigins, ",")); err != nil {
+		fail("%w", err)
+	}
+	if c.RefusedRate <= 0 {
+		fail("REFUSED_PAYMENTS_PER_SECOND: %q is not a positive number", strconv.FormatFloat(c.RefusedRate, 'g', -1, 64))
+	}
+	if c.RefusedBurst < 1 {
+		fail("REFUSED_PAYMENTS_BURST: must be at least 1")
+	}
+	if c.VerifyRPCConcurrency < 1 {
+		fail("VERIFY_RPC_CONCURRENCY: must be at least 1")
+	}
+	if c.SettlementBatchGasShare <= 0 || c.SettlementBatchGasShare > 1 {
+		fail("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", strconv.FormatFloat(c.SettlementBatchGasShare, 'g', -1, 64))
+	}
+	switch c.Settlement {
+	case SettlementRPC:
+		if len(c.RPCURLs) == 0 {
+			fail("SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
+		}
+		if c.RelayerKey == "" {
+			fail("SETTLEMENT=rpc needs RELAYER_KEY, the key that pays the settlements' gas")
+		}
+	case SettlementFacilitator:
+		if c.FacilitatorURL == "" {
+			fail("SETTLEMENT=facilitator needs FACILITATOR_URL")
+		}
+	}
+	if c.RelayerKey != "" {
+		if _, err := evm.ParseKey(c.RelayerKey); err != nil {
+			fail("RELAYER_KEY: not a hex private key")
+		}
+	}
+	if c.SolanaFeePayer != "" {
+		if _, err := svm.ParsePrivateKey(c.SolanaFeePayer); err != nil {
+			fail("SOLANA_FEE_PAYER_KEY: not a Solana private key (base58, or a JSON byte array)")
+		}
+	}
+	if c.PayToEVM != "" && !common.IsHexAddress(c.PayToEVM) {
+		fail("PAY_TO_EVM: %q is not an address", c.PayToEVM)
+	}
+	for _, u := range []struct {
+		name, value string
+		secret      bool
+	}{
+		{"PUBLIC_URL", c.PublicURL, false},
+		{"FACILITATOR_URL", c.FacilitatorURL, false},
+		{"GEMINI_BASE_URL", c.GeminiBaseURL, false},
+		{"RPC_URL_SOLANA", c.RPCURLSolana, true},
+	} {
+		if u.value == "" {
+			continue
+		}
+		if err := checkHTTPURL(u.value); err != nil {
+			if u.secret {
+				fail("%s: not an http or https URL with a host", u.name)
+			} else {
+				fail("%s: %w", u.name, err)
+			}
+		}
+	}
+	for _, src := range c.IndexSources {
+		if err := checkHTTPURL(src); err != nil {
+			fail("INDEX_SOURCES: %w", err)
+		}
+	}
+	for _, s := range []struct{ name, spec string }{
+		{"INDEX_CRON", c.IndexCron}, {"LIVENESS_CRON", c.LivenessCron}, {"RETENTION_CRON", c.RetentionCron},
+	} {
+		if _, err := cron.ParseStandard(s.spec); err != nil {
+			fail("%s: %q is not a cron schedule like */15 * * * *", s.name, s.spec)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// concurrency returns WORKERS_<QUEUE> by queue.
+func (c *Config) concurrency() map[string]int {
+	return map[string]int{
+		jobs.QueuePure:       c.WorkersPure,
+		jobs.QueueModel:      c.WorkersModel,
+		jobs.QueueBrowser:    c.WorkersBrowser,
+		jobs.QueueSettlement: c.WorkersSettlement,
+		jobs.QueueIndex:      c.WorkersIndex,
+	}
+}
+
+// batch reports whether EVM settlements share transactions through
+// Multicall3 (SETTLEMENT_BATCH; auto batches on the devchain only).
+func (c *Config) batch() bool {
+	switch c.SettlementBatch {
+	case BatchOn:
+		return true
+	case BatchOff:
+		return false
+	}
+	return c.Settlement == SettlementDevchain
+}
+
+// checkHTTPURL checks that s is an http or https URL with a host.
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http or https URL with a host", s)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated list, dropping empty parts.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// parsePrefixes reads a comma-separated list of CIDRs; with addresses, a
+// bare address is its own network.
+func parsePrefixes(s string, addresses bool) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range splitList(s) {
+		p, err := netip.ParsePrefix(part)
+		if err != nil && addresses {
+			if addr, aerr := netip.ParseAddr(part); aerr == nil {
+				p, err = netip.PrefixFrom(addr, addr.BitLen()), nil
+			}
+		}
+		if err != nil {
+			if addresses {
+				return nil, fmt.Errorf("%q is not an address or a CIDR like 10.0.0.0/8", part)
+			}
+			return nil, fmt.Errorf("%q is not a CIDR like 127.0.0.0/8", part)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // parseRPCURLs parses RPC_URL_<CHAIN>: one URL or several separated by

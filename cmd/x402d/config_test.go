@@ -12,8 +12,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/worker"
 )
+
+// testRelayerKey is a valid relayer key (anvil's first development key).
+const testRelayerKey = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 
 // TestLoadConfigSettlement checks the settlement settings: their defaults,
 // and values that are refused with the variable named.
@@ -23,13 +29,13 @@ func TestLoadConfigSettlement(t *testing.T) {
 		name      string
 		env       map[string]string
 		wantErr   string
-		wantBatch string
+		wantBatch BatchMode
 		wantGrace time.Duration
 	}{
 		{name: "Defaults", env: map[string]string{}, wantBatch: "auto", wantGrace: 15 * time.Second},
 		{name: "Grace", env: map[string]string{"SETTLE_GRACE": "1m"}, wantBatch: "auto", wantGrace: time.Minute},
 		{name: "GraceUnknown", env: map[string]string{"SETTLE_GRACE": "soon"}, wantErr: `SETTLE_GRACE: "soon" is not a duration`},
-		{name: "BatchOn", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545", "SETTLEMENT_BATCH": "on"}, wantBatch: "on", wantGrace: 15 * time.Second},
+		{name: "BatchOn", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545", "RELAYER_KEY": testRelayerKey, "SETTLEMENT_BATCH": "on"}, wantBatch: "on", wantGrace: 15 * time.Second},
 		{name: "BatchOff", env: map[string]string{"SETTLEMENT_BATCH": "off"}, wantBatch: "off", wantGrace: 15 * time.Second},
 		{name: "BatchUnknown", env: map[string]string{"SETTLEMENT_BATCH": "yes"}, wantErr: `SETTLEMENT_BATCH: "yes" is not auto, on or off`},
 		{name: "SettlementUnknown", env: map[string]string{"SETTLEMENT": "chain"}, wantErr: `SETTLEMENT: "chain" is not devchain, rpc or facilitator`},
@@ -71,7 +77,7 @@ func TestLoadConfigRPCURLs(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": tt.value}
+			env := map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": tt.value, "RELAYER_KEY": testRelayerKey}
 			cfg, err := loadConfig(func(k string) string { return env[k] })
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
@@ -136,7 +142,7 @@ func TestOpenWarmsThePool(t *testing.T) {
 func TestLogFormat(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		format   string
+		format   LogFormat
 		wantJSON bool
 	}{{"json", true}, {"text", false}, {"auto", true}} {
 		var buf bytes.Buffer
@@ -204,14 +210,91 @@ func TestLoadConfigRefusedPayments(t *testing.T) {
 	}
 }
 
+// TestLoadConfigValidate checks the values refused before anything starts,
+// each with its variable named and never a key or an RPC URL quoted.
+func TestLoadConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{name: "LogLevel", env: map[string]string{"LOG_LEVEL": "verbose"}, wantErr: `LOG_LEVEL: "verbose" is not debug, info, warn or error`},
+		{name: "RelayerKey", env: map[string]string{"RELAYER_KEY": "0xSECRET"}, wantErr: "RELAYER_KEY: not a hex private key"},
+		{name: "RPCWithoutRelayerKey", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545"}, wantErr: "SETTLEMENT=rpc needs RELAYER_KEY"},
+		{name: "SolanaKey", env: map[string]string{"SOLANA_FEE_PAYER_KEY": "SECRET"}, wantErr: "SOLANA_FEE_PAYER_KEY: not a Solana private key"},
+		{name: "SolanaURL", env: map[string]string{"RPC_URL_SOLANA": "solana.example/SECRET"}, wantErr: "RPC_URL_SOLANA: not an http or https URL with a host"},
+		{name: "FacilitatorWithoutURL", env: map[string]string{"SETTLEMENT": "facilitator"}, wantErr: "SETTLEMENT=facilitator needs FACILITATOR_URL"},
+		{name: "FacilitatorURL", env: map[string]string{"SETTLEMENT": "facilitator", "FACILITATOR_URL": "ftp://f.example"}, wantErr: `FACILITATOR_URL: "ftp://f.example" is not an http or https URL with a host`},
+		{name: "PublicURL", env: map[string]string{"PUBLIC_URL": "example.com"}, wantErr: `PUBLIC_URL: "example.com" is not an http or https URL`},
+		{name: "PayTo", env: map[string]string{"PAY_TO_EVM": "0x12"}, wantErr: `PAY_TO_EVM: "0x12" is not an address`},
+		{name: "IndexSource", env: map[string]string{"INDEX_SOURCES": "https://a.example/list, b.example"}, wantErr: `INDEX_SOURCES: "b.example" is not an http or https URL`},
+		{name: "Cron", env: map[string]string{"INDEX_CRON": "every minute"}, wantErr: `INDEX_CRON: "every minute" is not a cron schedule`},
+		{name: "PollInterval", env: map[string]string{"RIVER_POLL_INTERVAL": "fast"}, wantErr: `RIVER_POLL_INTERVAL: "fast" is not a duration`},
+		{name: "Workers", env: map[string]string{"WORKERS_PURE": "-1"}, wantErr: `WORKERS_PURE: "-1" is not a whole number`},
+		{name: "GasShare", env: map[string]string{"SETTLEMENT_BATCH_GAS_SHARE": "1.5"}, wantErr: `SETTLEMENT_BATCH_GAS_SHARE: "1.5" is not a share between 0 and 1`},
+		{name: "MaxFee", env: map[string]string{"SETTLEMENT_MAX_FEE_GWEI": "-2"}, wantErr: `SETTLEMENT_MAX_FEE_GWEI: "-2" is not a positive decimal number`},
+		{name: "Finality", env: map[string]string{"FINALITY_EIP155_8453": "soon"}, wantErr: "FINALITY_EIP155_8453: "},
+		{name: "Partition", env: map[string]string{"EVENTS_PARTITION": "year"}, wantErr: `EVENTS_PARTITION: "year" is not day, week or month`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadConfig(func(k string) string { return tt.env[k] })
+			require.ErrorContains(t, err, tt.wantErr)
+			require.NotContains(t, err.Error(), "SECRET")
+		})
+	}
+}
+
+// TestLoadConfigEveryProblem checks that loadConfig names every variable
+// in error at once, not only the first.
+func TestLoadConfigEveryProblem(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"LOG_LEVEL": "loud", "LOG_FORMAT": "xml", "JOB_TIMEOUT": "long", "SETTLEMENT": "rpc",
+		"REFUSED_PAYMENTS_BURST": "0", "INDEX_CRON": "often"}
+	_, err := loadConfig(func(k string) string { return env[k] })
+	require.Error(t, err)
+	for _, want := range []string{"LOG_LEVEL:", "LOG_FORMAT:", "JOB_TIMEOUT:", "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>",
+		"SETTLEMENT=rpc needs RELAYER_KEY", "REFUSED_PAYMENTS_BURST:", "INDEX_CRON:"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+// TestLoadConfigDefaults checks that an empty environment gives
+// DefaultConfig, with PUBLIC_URL and DEVCHAIN_DATA_DIR resolved, and that
+// the defaults the packages apply to a zero value are the same.
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	want := DefaultConfig()
+	want.PublicURL, want.DevchainDataDir = "http://127.0.0.1:8080", os.TempDir()
+	require.Equal(t, want, cfg)
+
+	w := worker.Config{}.WithDefaults()
+	require.Equal(t, w.JobTimeout, cfg.JobTimeout)
+	require.Equal(t, w.FetchPollInterval, cfg.FetchPollInterval)
+	require.Equal(t, w.SettleGrace, cfg.SettleGrace)
+	for q, n := range cfg.concurrency() {
+		require.Equal(t, w.Concurrency[q], n, "queue %s", q)
+	}
+	l := jobs.Limits{}.WithDefaults()
+	require.Equal(t, jobs.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxCodeChars: cfg.MaxCodeChars, MaxPatternChars: cfg.MaxPatternChars, MaxRows: cfg.MaxRows}, l)
+	require.Equal(t, BatchAuto, cfg.SettlementBatch)
+	require.True(t, cfg.batch(), "auto batches on the devchain")
+}
+
 func TestLoadConfigIndex(t *testing.T) {
 	t.Parallel()
 	cfg, err := loadConfig(func(k string) string {
 		return map[string]string{"INDEX_ORIGINS": "https://Shop.Example/api, http://b.example:8080,", "INDEX_PAGE_GAP": "250ms"}[k]
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"https://shop.example", "http://b.example:8080"}, cfg.IndexOrigins)
+	require.Equal(t, []string{"https://Shop.Example/api", "http://b.example:8080"}, cfg.IndexOrigins)
 	require.Equal(t, 250*time.Millisecond, cfg.IndexPageGap)
+	cfg, err = loadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, index.DefaultPageGap, cfg.IndexPageGap)
 	_, err = loadConfig(func(k string) string { return map[string]string{"INDEX_ORIGINS": "ftp://x.example"}[k] })
 	require.ErrorContains(t, err, "INDEX_ORIGINS")
 }

@@ -208,7 +208,8 @@ func hostsShown(t *testing.T, p *rod.Page, n int) []string {
 // pageScreenshot checks that p shows no value a template failed to format,
 // and saves its screenshot as name in $ARTIFACTS_DIR/screenshots (default
 // artifacts/screenshots at the repository's root, ignored by git; the
-// README's pictures are copied from there).
+// pictures of docs/screenshots come from a running service instead: go tool
+// task screenshots).
 func pageScreenshot(t *testing.T, p *rod.Page, name string) {
 	t.Helper()
 	require.NotContains(t, p.MustElement("body").MustText(), "%!", "%s: a template failed to format a value", name)

@@ -1,16 +1,3 @@
-// Command x402d is the pay-per-call utility service and x402 market index:
-// one binary whose subcommands run the whole service in one process or each
-// part on its own.
-//
-//	x402d serve      api + worker + scheduler in one process
-//	x402d api        the HTTP api only (quotes, payments, results)
-//	x402d worker     River workers only (operations, settlement, index jobs)
-//	x402d migrate    apply the database migrations and exit
-//	x402d devchain   the development chain alone (JSON-RPC on DEVCHAIN_RPC_ADDR)
-//	x402d pay        quote, sign, pay and print one call (smoke tests, demos)
-//	x402d load       paid load against a service on loopback
-//
-// Configuration comes from environment variables; see README.md.
 package main
 
 import (
@@ -53,7 +40,7 @@ Commands:
   pay       pay one call: x402d pay [-account N | -key HEX] [-d BODY|@FILE] URL
   load      paid load: x402d load [-url BASE] [-op diff] [-c 16] [-t 10s] [-rate N]
 
-Configuration is read from the environment; see README.md.
+Configuration is read from the environment; see docs/configuration.md.
 `
 
 // run runs the subcommand in args. opts is nil except in tests, which use it

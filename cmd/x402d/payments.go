@@ -29,7 +29,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		}
 	}
 	var chain *devchain.Chain
-	if cfg.Settlement == "devchain" && embed {
+	if cfg.Settlement == SettlementDevchain && embed {
 		ln, err := net.Listen("tcp", cfg.DevchainRPCAddr)
 		if err != nil {
 			return nil, fmt.Errorf("devchain: listen on %s: %w", cfg.DevchainRPCAddr, err)
@@ -56,7 +56,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 
 	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: cfg.PayToEVM, ModelReady: cfg.GeminiAPIKey != ""}
 	switch cfg.Settlement {
-	case "devchain":
+	case SettlementDevchain:
 		catCfg.EVMNetworks = []string{devchainNetwork}
 		if catCfg.PayToEVM == "" {
 			key, err := devchain.DeriveKey(devchain.Mnemonic, devchain.PayToAccount)
@@ -66,13 +66,13 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 			}
 			catCfg.PayToEVM = crypto.PubkeyToAddress(key.PublicKey).Hex()
 		}
-	case "rpc":
+	case SettlementRPC:
 		for _, n := range x402.Networks() {
 			if _, ok := cfg.RPCURLs[n.ID]; ok {
 				catCfg.EVMNetworks = append(catCfg.EVMNetworks, n.ID)
 			}
 		}
-	case "facilitator":
+	case SettlementFacilitator:
 		catCfg.EVMNetworks = []string{devchainNetwork}
 	}
 	schemes := map[string]x402.Scheme{"eip155": {Verifier: verifier, Identify: evm.Identify}}

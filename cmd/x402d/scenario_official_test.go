@@ -123,7 +123,7 @@ func TestKilledBesideOfficialSeller(t *testing.T) {
 	api := startChild(t, "api", env)
 	stopKilling := killWorkers(t, env, 1500*time.Millisecond)
 	ours, oursCharged := pay(api.addr, 5)
-	killed := stopKilling()
+	killed := stopKilling(2)
 	t.Logf("x402d, %d workers killed: %d calls, %d answered 200, %d charged; %s", killed, ours.Calls, ours.Statuses[http.StatusOK], oursCharged, ours)
 	require.Equal(t, ours.Calls, ours.Statuses[http.StatusOK], ours.String())
 	require.Equal(t, int64(ours.Calls), oursCharged, "x402d charged exactly the calls it answered")

@@ -442,3 +442,35 @@ func TestSolanaOffered(t *testing.T) {
 	delete(solanaEnv, "RPC_URL_SOLANA")
 	require.Len(t, quote(solanaEnv).Accepts, 1, "no Solana option it cannot settle")
 }
+
+// TestPaidMissingFieldIsNotCharged pays, with real signed payments on the
+// devchain, one call of each operation without one of its required
+// fields: each is 400 invalid_request naming the field, nothing is
+// recorded, and the payer's balance does not move.
+func TestPaidMissingFieldIsNotCharged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, chain, db := startDevchainServiceDB(ctx, t)
+	client := devPayer(t, 5)
+	before := usdcBalance(ctx, t, chain, client.Address())
+	for _, tc := range []struct{ op, body, field string }{
+		{"regex", `{"text":"a1b22","flags":"g"}`, "pattern"},
+		{"diff", `{"a":"x\n"}`, "b"},
+		{"csv-json", `{"to":"json"}`, "data"},
+		{"url-meta", `{}`, "url"},
+		{"brief", `{}`, "question"},
+		{"data-clean", `{}`, "data"},
+		{"code-review", `{"code":"eval(input())\n"}`, "language"},
+	} {
+		res, err := client.Do(ctx, &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/" + tc.op, Body: []byte(tc.body)})
+		require.NoError(t, err, tc.op)
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.op, res.Body)
+		require.NotEmpty(t, res.PaymentSignature, "%s: the request carried a signed payment", tc.op)
+		e := decodeJSON[errorBody](t, res.Body)
+		require.Equal(t, "invalid_request", e.Error, tc.op)
+		require.Equal(t, tc.field, e.Field, tc.op)
+		require.Nil(t, res.Settlement, tc.op)
+	}
+	require.Zero(t, countCalls(ctx, t, db), "nothing recorded, nothing queued")
+	require.Equal(t, before, usdcBalance(ctx, t, chain, client.Address()), "nothing charged")
+}

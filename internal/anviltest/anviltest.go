@@ -416,3 +416,22 @@ func (n *Node) Transact(key *ecdsa.PrivateKey, to common.Address, data []byte) *
 func (n *Node) Mine(ctx context.Context) error {
 	return n.Call(ctx, nil, "evm_mine")
 }
+
+// usdcNameSlot is the storage slot of FiatToken's name: after Ownable's
+// owner, Pausable's pauser and paused, and Blacklistable's blacklister and
+// blacklisted.
+const usdcNameSlot = 4
+
+// RenameUSDC sets the name() of the node's USDC, shorter than 32 bytes, in
+// its storage: a token whose EIP-712 domain is not the one a table says.
+func (n *Node) RenameUSDC(ctx context.Context, name string) error {
+	if len(name) >= 32 {
+		return fmt.Errorf("rename USDC: %q is not a short string", name)
+	}
+	// A short string is stored left-aligned, its length times two in the
+	// last byte.
+	var value common.Hash
+	copy(value[:], name)
+	value[31] = byte(2 * len(name))
+	return n.Call(ctx, nil, "anvil_setStorageAt", devchain.USDC, common.BigToHash(big.NewInt(usdcNameSlot)), value)
+}

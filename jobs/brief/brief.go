@@ -519,6 +519,6 @@ var Op = jobs.Define[Input](jobs.Spec{
 		KeyFindings: exampleFindings,
 		Sources:     exampleSources,
 		OpenGaps:    exampleGaps,
-		Model:       "gemini-2.5-flash",
+		Model:       model.DefaultModel,
 	},
 })

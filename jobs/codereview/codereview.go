@@ -318,6 +318,6 @@ var Op = jobs.Define[Input](jobs.Spec{
 		},
 		Counts:  Counts{High: 1, Low: 1},
 		Summary: "A small lookup function whose query is injectable through name. Use a parameterized query and close the cursor.",
-		Model:   "gemini-2.5-flash",
+		Model:   model.DefaultModel,
 	},
 })

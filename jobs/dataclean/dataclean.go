@@ -288,5 +288,5 @@ func exampleResult() Result {
 	}
 	return *result(clean(t, exampleData), []string{
 		`Column "city" is empty for id 2 (Grace); if the city is unknown, say so explicitly or leave the row out of per-city reports.`,
-	}, "gemini-2.5-flash")
+	}, model.DefaultModel)
 }

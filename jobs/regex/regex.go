@@ -67,7 +67,8 @@ const DefaultTimeLimit = 2 * time.Second
 // Input is the request body of regex.
 type Input struct {
 	// Pattern is a JavaScript regular expression, without slashes; empty
-	// matches the empty string at every position, as in JavaScript.
+	// matches the empty string at every position, as in JavaScript. It is
+	// required (the input schema): a request without it is refused.
 	Pattern string `json:"pattern"`
 	// Text is the text to search.
 	Text string `json:"text"`
@@ -80,8 +81,8 @@ func (Input) Kind() string { return Kind }
 
 // Validate refuses a too long pattern, unknown or repeated flags, and
 // patterns JavaScript would refuse or the chosen engine cannot compile. An
-// empty pattern (or none) is JavaScript's `new RegExp("")`: it matches the
-// empty string at every position.
+// empty pattern is JavaScript's `new RegExp("")`: it matches the empty
+// string at every position.
 func (in Input) Validate(lim *jobs.Limits) error {
 	maxChars := jobs.DefaultLimits.MaxPatternChars
 	if lim != nil && lim.MaxPatternChars > 0 {

@@ -83,6 +83,8 @@ func (b *anvilBundle) relayer(t *testing.T, backend evm.Backend, opts ...func(*e
 	}
 	r, err := evm.NewRelayer(cfg)
 	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(r.Stop)
 	return r
 }
 
@@ -227,6 +229,36 @@ func TestAnvil_LostTransactionBehindOthers(t *testing.T) {
 	require.NoError(t, b.node.Mine(ctx))
 	<-done
 	b.requireClean(t, n)
+}
+
+// TestAnvil_KeeperWithoutWaits has the node lose a transaction while no
+// settlement awaits its receipt (the settlement's wait ended before
+// KeepEvery, so it never asked for a pass): the keeper, on its own
+// goroutine, gives it to the node again at an idle pass, and the
+// settlement's next attempt finds its payment settled by it.
+func TestAnvil_KeeperWithoutWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupAnvil(t, &anviltest.Config{BlockTime: time.Hour})
+	dropper := &dropSends{Backend: b.node.Client, node: b.node}
+	dropper.drop.Store(1)
+	r := b.relayer(t, dropper, func(c *evm.RelayerConfig) {
+		c.ReceiptTimeout = 300 * time.Millisecond
+		c.KeepEvery = time.Second
+		c.KeepIdle = 500 * time.Millisecond
+		c.ReplaceAfter = time.Minute
+	})
+	p := b.payments(t, 1)[0]
+	_, err := r.Settle(ctx, p)
+	require.ErrorContains(t, err, "no receipt within the receipt timeout")
+	require.Equal(t, int32(0), dropper.drop.Load(), "the transaction was dropped")
+	require.Eventually(t, func() bool {
+		st, err := b.node.TxPool(ctx)
+		return err == nil && st.Pending == 1
+	}, 10*time.Second, 20*time.Millisecond, "the lost transaction is given again")
+	require.NoError(t, b.node.Mine(ctx))
+	settleAllOK(t, []*x402.Payment{p}, r)
+	b.requireClean(t, 1)
 }
 
 // dropNonce drops the first transaction of nonce it sends from the node's

@@ -61,6 +61,11 @@ const learnFromBatch = 8
 // a linger share one transaction (one signature, one pool entry, one
 // receipt), each allowed to fail on its own. A batch is sent early when it
 // is full (maxBatch transfers, or maxBatchGas).
+//
+// mu guards pending, oldest, gas, leading and lastSend, and is never held
+// while calling out; unmined is an atomic. The goroutines it starts (the
+// one that sends, and one awaiting each batch's receipt) are the
+// relayer's (lifecycle.goDetached): Relayer.Stop ends them and waits.
 type batcher struct {
 	multicall common.Address
 	maxBatch  int
@@ -83,10 +88,9 @@ type batcher struct {
 
 // busyLinger is how long the transfers of a batch gather while earlier
 // batches await a block: a fortieth of Base's block time, so that a batch
-// seldom misses the block it would have made. On anvil it cut the lone
-// transfers of the compose layout's batches (92k gas each) from 680 to 93
-// in a run and its gas per settlement from 51k to 46k; 100 ms cut more but
-// put its p50 at a steady 150/s above 1.5 s.
+// seldom misses the block it would have made, and few transfers go alone.
+// A longer gathering adds its time to every settlement's latency
+// (docs/performance.md, Tuning choices).
 const busyLinger = 50 * time.Millisecond
 
 // maxUnmined is how many blocks' worth of gas (as the batches' limits
@@ -116,7 +120,8 @@ type batchItem struct {
 
 // settleBatched sends it in a batch and waits for the batch's receipt. The
 // batch may serve other settlements: it is not cut short when ctx ends
-// (ReceiptTimeout bounds it), but settleBatched then returns at once.
+// (ReceiptTimeout bounds it, and Relayer.Stop), but settleBatched then
+// returns at once.
 func (r *Relayer) settleBatched(ctx context.Context, chain *relayChain, it *batchItem) error {
 	b := chain.batch
 	it.done = make(chan struct{})
@@ -128,7 +133,7 @@ func (r *Relayer) settleBatched(ctx context.Context, chain *relayChain, it *batc
 	b.gas += it.gas
 	lead := !b.leading
 	b.leading = true
-	if len(b.pending) >= b.maxBatch || b.gas+batchOverhead > r.batchGas(chain) {
+	if len(b.pending) >= b.maxBatch || b.gas+batchOverhead > chain.fees.batchGas() {
 		select {
 		case b.full <- struct{}{}:
 		default:
@@ -136,7 +141,7 @@ func (r *Relayer) settleBatched(ctx context.Context, chain *relayChain, it *batc
 	}
 	b.mu.Unlock()
 	if lead {
-		go r.sendBatches(context.WithoutCancel(ctx), chain)
+		r.life.goDetached(ctx, func(ctx context.Context) { r.sendBatches(ctx, chain) })
 	}
 	select {
 	case <-it.done:
@@ -173,23 +178,26 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 		// block time at most: a receipt may never come for a dropped
 		// transaction, which the keeper sends again). Processes sending
 		// with the same key share the allowance.
-		for block := chain.blockGas.Load(); block > 0 && b.unmined.Load() >= maxUnmined*block/uint64(max(1, chain.senders.Load())); {
+		// (Once the relayer stops, the batches go at once: their sends
+		// fail, and their settlements with them.)
+		for block := chain.fees.blockGas.Load(); block > 0 && ctx.Err() == nil && b.unmined.Load() >= maxUnmined*block/uint64(max(1, chain.keeper.senders.Load())); {
 			select {
 			case <-b.mined:
 			case <-time.After(r.cfg.KeepEvery):
+			case <-ctx.Done():
 			}
-			block = chain.blockGas.Load()
+			block = chain.fees.blockGas.Load()
 		}
-		if chain.blockGas.Load() == 0 {
+		if chain.fees.blockGas.Load() == 0 {
 			// The first batch: learn the block gas limit before sizing it,
 			// or it could ask for more than a block holds and never be
 			// mined.
 			if head, err := chain.backend.HeaderByNumber(ctx, nil); err == nil {
-				chain.blockGas.Store(head.GasLimit)
+				chain.fees.learnBlock(head)
 			}
 		}
 		b.mu.Lock()
-		n, gas, limit := 0, uint64(batchOverhead), r.batchGas(chain)
+		n, gas, limit := 0, uint64(batchOverhead), chain.fees.batchGas()
 		for n < len(b.pending) && n < b.maxBatch && (n == 0 || gas+b.pending[n].gas <= limit) {
 			gas += b.pending[n].gas
 			n++
@@ -215,7 +223,7 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 // as sent for each of their payments (a retry waits for it instead of
 // sending again), and hands each item the transaction's receipt once it
 // comes (on a goroutine of its own, so that the next batch is not held
-// up).
+// up, and on the relayer's span: Relayer.Stop waits for it).
 func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*batchItem, gas uint64) {
 	finish := func(tx *types.Transaction, receipt *types.Receipt, err error) {
 		for _, it := range items {
@@ -233,7 +241,7 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 		return
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tx, err := r.send(sendCtx, chain, chain.batch.multicall, input, gas)
+	tx, err := chain.sender.send(sendCtx, chain.batch.multicall, input, gas)
 	cancel()
 	if err != nil {
 		finish(nil, nil, fmt.Errorf("send batch of %d transfers: %w", len(items), err))
@@ -246,8 +254,8 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 	r.sentMu.Unlock()
 	b := chain.batch
 	b.unmined.Add(tx.Gas())
-	go func() {
-		receipt, err := r.waitReceipt(ctx, chain, tx.Hash())
+	r.life.goDetached(ctx, func(ctx context.Context) {
+		receipt, err := chain.receipts.wait(ctx, tx.Hash())
 		b.unmined.Add(-tx.Gas())
 		select {
 		case b.mined <- struct{}{}:
@@ -257,9 +265,9 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 			finish(tx, nil, fmt.Errorf("batch of %d transfers: %w", len(items), err))
 			return
 		}
-		learnFrom(chain, receipt, items)
+		learnFrom(chain.fees, receipt, items)
 		finish(tx, receipt, nil)
-	}()
+	})
 }
 
 // CheckMulticall checks that every chain the relayer batches on has code at
@@ -300,7 +308,7 @@ func usedIn(receipt *types.Receipt, asset common.Address, auth *Authorization) b
 // of a batch of one asset's transfers that all succeeded (each left its
 // AuthorizationUsed event): a failed transfer stops early and would teach
 // too low a figure.
-func learnFrom(chain *relayChain, receipt *types.Receipt, items []*batchItem) {
+func learnFrom(fees *fees, receipt *types.Receipt, items []*batchItem) {
 	if receipt.Status != types.ReceiptStatusSuccessful || len(items) < learnFromBatch {
 		return
 	}
@@ -317,7 +325,7 @@ func learnFrom(chain *relayChain, receipt *types.Receipt, items []*batchItem) {
 		}
 	}
 	if used == len(items) {
-		chain.learnBatchedGas(asset, receipt.GasUsed, len(items))
+		fees.learnBatchedGas(asset, receipt.GasUsed, len(items))
 	}
 }
 

@@ -30,7 +30,7 @@ func BenchmarkSettle(b *testing.B) {
 	ctx := context.Background()
 	t := &testing.T{}
 	v := newVerifier(t)
-	r := newRelayer(t)
+	r := newRelayer(b)
 	req := requirement()
 	key := chain.Account(7).Key
 	for b.Loop() {

@@ -34,9 +34,9 @@ func Dial(ctx context.Context, url string) (*ethclient.Client, error) {
 // newTransport returns the HTTP transport of a JSON-RPC client: its
 // requests share kept-alive connections, as many as are in use at once.
 // go-ethereum's default client keeps two idle connections per host, so
-// concurrent settlements and verifications opened and closed a connection
-// for nearly every request beyond two (60 sockets in TIME-WAIT 14 s into 50
-// paid calls/s in the split layout).
+// concurrent settlements and verifications would open and close a
+// connection for nearly every request beyond two, leaving sockets in
+// TIME-WAIT.
 func newTransport() *http.Transport {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns = 256

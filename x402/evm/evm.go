@@ -17,7 +17,12 @@
 // so that concurrent settlements do not collide, and waits for the receipt.
 // Settling is idempotent: a payment whose authorization an earlier attempt
 // already used on chain is reported settled with that attempt's
-// transaction.
+// transaction. It settles between Start and Stop, which the worker calls with
+// its own: its keeper, which gives a node the transactions it lost, runs
+// on a goroutine of each chain in between, and Stop waits for every
+// goroutine it started. Its parts on a chain (nonces, sender, keeper,
+// receipts, fees, finality, batcher) are each a type in a file of its
+// name.
 //
 // Both work on any eip155:<chain id> network through a JSON-RPC client per
 // network; *ethclient.Client satisfies Reader and Backend, for a public
@@ -108,6 +113,7 @@ const tokenABI = `[
 {"type":"function","name":"balanceOf","stateMutability":"view","inputs":[{"name":"account","type":"address"}],"outputs":[{"name":"","type":"uint256"}]},
 {"type":"function","name":"name","stateMutability":"view","inputs":[],"outputs":[{"name":"","type":"string"}]},
 {"type":"function","name":"version","stateMutability":"view","inputs":[],"outputs":[{"name":"","type":"string"}]},
+{"type":"function","name":"decimals","stateMutability":"view","inputs":[],"outputs":[{"name":"","type":"uint8"}]},
 {"type":"function","name":"isValidSignature","stateMutability":"view","inputs":[
  {"name":"hash","type":"bytes32"},{"name":"signature","type":"bytes"}],"outputs":[{"name":"","type":"bytes4"}]},
 {"type":"event","name":"AuthorizationUsed","anonymous":false,"inputs":[

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/big"
 	"os"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/internal/leaktest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
@@ -28,18 +28,18 @@ import (
 // own payers or fresh nonces, so they do not disturb each other.
 var chain *devchain.Chain
 
+// TestMain runs the package's tests on the shared devchain, and fails the
+// run when they leave a goroutine behind (a relayer's, an endpoint's)
+// once the devchain is closed.
 func TestMain(m *testing.M) {
-	var err error
-	chain, err = devchain.New(context.Background(), nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := chain.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	os.Exit(leaktest.Main(m, func() (func() error, error) {
+		var err error
+		chain, err = devchain.New(context.Background(), nil)
+		if err != nil {
+			return nil, err
+		}
+		return chain.Close, nil
+	}))
 }
 
 const price = "10000"
@@ -153,14 +153,14 @@ func newVerifier(t *testing.T) *evm.Verifier {
 	return v
 }
 
-func newRelayer(t *testing.T) *evm.Relayer {
+func newRelayer(t testing.TB) *evm.Relayer {
 	t.Helper()
 	return newRelayerOn(t, chain.Client())
 }
 
 // newRelayerOn returns a relayer of the shared chain reached through node,
 // configured further by opts.
-func newRelayerOn(t *testing.T, node evm.Backend, opts ...func(*evm.RelayerConfig)) *evm.Relayer {
+func newRelayerOn(t testing.TB, node evm.Backend, opts ...func(*evm.RelayerConfig)) *evm.Relayer {
 	t.Helper()
 	cfg := &evm.RelayerConfig{
 		Key:    chain.Account(devchain.RelayerAccount).Key,
@@ -171,6 +171,8 @@ func newRelayerOn(t *testing.T, node evm.Backend, opts ...func(*evm.RelayerConfi
 	}
 	r, err := evm.NewRelayer(cfg)
 	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(r.Stop)
 	return r
 }
 

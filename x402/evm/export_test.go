@@ -7,17 +7,13 @@ package evm
 // settlements in flight, not by those ever made.
 func Held(r *Relayer) (own, waiters, sent, nonces int) {
 	for _, c := range r.chains {
-		c.ownMu.Lock()
-		own += len(c.own)
-		c.ownMu.Unlock()
-		c.receiptsMu.Lock()
-		waiters += len(c.waiters)
-		c.receiptsMu.Unlock()
+		own += c.nonces.held()
+		waiters += c.receipts.held()
 	}
 	r.sentMu.Lock()
 	sent = len(r.sent)
 	r.sentMu.Unlock()
-	if m, ok := r.nonces.(*memNonces); ok {
+	if m, ok := r.cfg.Nonces.(*memNonces); ok {
 		m.mu.Lock()
 		for _, out := range m.out {
 			nonces += len(out)

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -79,52 +79,84 @@ func DefaultFinality(network string) FinalityPolicy {
 	return FinalityPolicy{Tag: FinalityFinalized}
 }
 
-// finalBlock returns the number of the newest block of chain that its
+// finality is when settlements on one chain are final: its policy, and the
+// relayer's nonce at the newest final block, as Follow last read it (the
+// relayer's transactions below it are final, and their records may go).
+// finalNonce is an atomic; the rest does not change.
+type finality struct {
+	policy     FinalityPolicy
+	finalNonce atomic.Uint64
+}
+
+// finalBlock returns the number of the newest block of the chain that the
 // policy holds final.
-func (c *relayChain) finalBlock(ctx context.Context) (uint64, error) {
-	if c.policy.Tag == "" {
-		head, err := c.backend.BlockNumber(ctx)
+func (f *finality) finalBlock(ctx context.Context, backend Backend) (uint64, error) {
+	if f.policy.Tag == "" {
+		head, err := backend.BlockNumber(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("read block number: %w", err)
 		}
-		if head < c.policy.Depth {
+		if head < f.policy.Depth {
 			return 0, nil
 		}
-		return head - c.policy.Depth, nil
+		return head - f.policy.Depth, nil
 	}
 	tag := rpc.SafeBlockNumber
-	if c.policy.Tag == FinalityFinalized {
+	if f.policy.Tag == FinalityFinalized {
 		tag = rpc.FinalizedBlockNumber
 	}
-	h, err := c.backend.HeaderByNumber(ctx, big.NewInt(int64(tag)))
+	h, err := backend.HeaderByNumber(ctx, big.NewInt(int64(tag)))
 	if err != nil {
-		return 0, fmt.Errorf("read %s block: %w", c.policy.Tag, err)
+		return 0, fmt.Errorf("read %s block: %w", f.policy.Tag, err)
 	}
 	return h.Number.Uint64(), nil
+}
+
+// settledBlock returns where receipt's transaction was mined when the
+// policy follows settlements after their receipt, and nil when it holds
+// them final at once.
+func (f *finality) settledBlock(receipt *types.Receipt) *x402.SettledBlock {
+	if f.policy.AtReceipt() || receipt == nil || receipt.BlockNumber == nil {
+		return nil
+	}
+	return &x402.SettledBlock{Number: receipt.BlockNumber.Uint64(), Hash: receipt.BlockHash.Hex()}
+}
+
+// forgetBelow is the nonce below which the relayer's recorded transactions
+// on the chain may be forgotten, given mined, the chain's count of its
+// mined ones: all of those when settlements are final at their receipt,
+// else those mined in blocks held final (read by Follow; none until then),
+// which no reorganisation can undo and the keeper will never need to give
+// again.
+func (f *finality) forgetBelow(mined uint64) uint64 {
+	if f.policy.AtReceipt() {
+		return mined
+	}
+	return min(f.finalNonce.Load(), mined)
 }
 
 // Follow implements x402.Finality: it sets the state of each of txs, the
 // relayer's settlement transactions on network. A transaction whose block
 // is not final yet is pending, without a look at it: a reorganisation
 // meanwhile is met by the keeper, which gives the node back what it lost
-// (Keep). Once its block is final, the receipts of that block, one request
+// (keeper.go). Once its block is final, the receipts of that block, one request
 // for every transaction in it, say whether it is still there; one that is
 // not is looked for by its hash (mined again elsewhere: moved) and is gone
 // otherwise. Each call also reads the relayer's nonce at the final block,
-// so that the keeper forgets the transactions below it and no sooner.
+// so that the transactions below it are forgotten and none sooner.
 func (r *Relayer) Follow(ctx context.Context, network string, txs []x402.FollowedTx) (uint64, error) {
 	ctx = WithPurpose(ctx, PurposeFinality)
 	chain := r.chains[network]
 	if chain == nil {
 		return 0, fmt.Errorf("follow %s: no chain client", network)
 	}
-	if chain.policy.AtReceipt() {
+	if chain.finality.policy.AtReceipt() {
 		for i := range txs {
 			txs[i].State = x402.TxFinal
 		}
 		return chain.backend.BlockNumber(ctx)
 	}
-	final, err := chain.finalBlock(ctx)
+	final, err := chain.finality.finalBlock(ctx, chain.backend)
 	if err != nil {
 		return 0, fmt.Errorf("follow %s: %w", network, err)
 	}
@@ -132,7 +164,7 @@ func (r *Relayer) Follow(ctx context.Context, network string, txs []x402.Followe
 	if err != nil {
 		return 0, fmt.Errorf("follow %s: relayer nonce at block %d: %w", network, final, err)
 	}
-	chain.finalNonce.Store(nonce)
+	chain.finality.finalNonce.Store(nonce)
 	byBlock := map[uint64][]int{}
 	for i := range txs {
 		txs[i].State = x402.TxPending
@@ -141,7 +173,7 @@ func (r *Relayer) Follow(ctx context.Context, network string, txs []x402.Followe
 		}
 	}
 	for n, idx := range byBlock {
-		receipts, err := r.blockReceipts(ctx, chain, n, txs, idx)
+		receipts, err := blockReceipts(ctx, chain, n, txs, idx)
 		if err != nil {
 			return 0, fmt.Errorf("follow %s: %w", network, err)
 		}
@@ -176,21 +208,17 @@ func (r *Relayer) Follow(ctx context.Context, network string, txs []x402.Followe
 // blockReceipts returns the receipts of block n that are among txs[idx],
 // by hash: the block's receipts in one request, or each transaction's on a
 // node without eth_getBlockReceipts.
-func (r *Relayer) blockReceipts(ctx context.Context, chain *relayChain, n uint64, txs []x402.FollowedTx, idx []int) (map[common.Hash]*types.Receipt, error) {
+func blockReceipts(ctx context.Context, chain *relayChain, n uint64, txs []x402.FollowedTx, idx []int) (map[common.Hash]*types.Receipt, error) {
 	out := map[common.Hash]*types.Receipt{}
-	if !chain.noBlockReceipts.Load() {
-		receipts, err := chain.backend.BlockReceipts(ctx, rpc.BlockNumberOrHashWithNumber(rpc.BlockNumber(n)))
-		switch {
-		case err == nil:
-			for _, rc := range receipts {
-				out[rc.TxHash] = rc
-			}
-			return out, nil
-		case isMethodNotFound(err):
-			chain.noBlockReceipts.Store(true)
-		default:
-			return nil, fmt.Errorf("receipts of block %d: %w", n, err)
+	receipts, err := chain.receipts.blockReceipts(ctx, n)
+	switch {
+	case err == nil:
+		for _, rc := range receipts {
+			out[rc.TxHash] = rc
 		}
+		return out, nil
+	case !errors.Is(err, errNoBlockReceipts):
+		return nil, err
 	}
 	for _, i := range idx {
 		hash := common.HexToHash(txs[i].Transaction)
@@ -236,47 +264,4 @@ func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x
 	return out, nil
 }
 
-// Keep implements x402.Finality: one pass of the keeper on network (at
-// most one per KeepEvery), so that the relayer's transactions that the
-// node lacks, a reorganisation's among them, are given to it again even
-// while no settlement awaits a receipt.
-func (r *Relayer) Keep(ctx context.Context, network string) {
-	ctx = WithPurpose(ctx, PurposeFinality)
-	if chain := r.chains[network]; chain != nil {
-		r.keep(ctx, chain)
-	}
-}
-
-// settledBlock returns where receipt's transaction was mined when chain's
-// policy follows settlements after their receipt, and nil when it holds
-// them final at once.
-func (c *relayChain) settledBlock(receipt *types.Receipt) *x402.SettledBlock {
-	if c.policy.AtReceipt() || receipt == nil || receipt.BlockNumber == nil {
-		return nil
-	}
-	return &x402.SettledBlock{Number: receipt.BlockNumber.Uint64(), Hash: receipt.BlockHash.Hex()}
-}
-
-// forgetBelow is the nonce below which the relayer's recorded transactions
-// on chain may be forgotten, given mined, the chain's count of its mined
-// ones: all of those when settlements are final at their receipt, else
-// those mined in blocks held final (read by Follow; none until then), which
-// no reorganisation can undo and the keeper will never need to give again.
-func (c *relayChain) forgetBelow(mined uint64) uint64 {
-	if c.policy.AtReceipt() {
-		return mined
-	}
-	return min(c.finalNonce.Load(), mined)
-}
-
 var _ x402.Finality = (*Relayer)(nil)
-
-// Networks returns the networks the relayer settles on, sorted.
-func (r *Relayer) Networks() []string {
-	out := make([]string, 0, len(r.chains))
-	for network := range r.chains {
-		out = append(out, network)
-	}
-	slices.Sort(out)
-	return out
-}

@@ -50,13 +50,16 @@ func PurposeOf(ctx context.Context) string {
 // verified now and the client may try again.
 var ErrBusy = errors.New("the chain's RPC endpoint is busy with settlements")
 
+// DefaultVerifyConcurrency is MeterConfig.VerifyConcurrency's default.
+const DefaultVerifyConcurrency = 64
+
 // MeterConfig configures Meter.
 type MeterConfig struct {
 	// VerifyConcurrency is how many RPC calls may be in flight on the
 	// chain, settlement's included, for a verification's call to start:
 	// settlement's calls never wait, verification's wait for room, so
 	// that a flood of payments to verify cannot take the RPC endpoint's
-	// rate limit from settlement. Defaults to 64.
+	// rate limit from settlement. Defaults to DefaultVerifyConcurrency.
 	VerifyConcurrency int
 	// VerifyWait is how long a verification's call waits for room before
 	// it fails with ErrBusy. Defaults to 2 s.
@@ -72,7 +75,7 @@ type MeterConfig struct {
 // that they share its bound.
 func Meter(b Backend, cfg MeterConfig) Backend {
 	if cfg.VerifyConcurrency <= 0 {
-		cfg.VerifyConcurrency = 64
+		cfg.VerifyConcurrency = DefaultVerifyConcurrency
 	}
 	if cfg.VerifyWait <= 0 {
 		cfg.VerifyWait = 2 * time.Second

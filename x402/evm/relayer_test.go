@@ -470,8 +470,10 @@ type slowBlocks struct {
 	evm.Backend
 	heads atomic.Int64
 
-	mu      sync.Mutex
-	held    []*types.Transaction
+	mu   sync.Mutex
+	held []*types.Transaction
+	// passing are the transactions being passed on.
+	passing []*types.Transaction
 	sendErr error
 }
 
@@ -480,6 +482,25 @@ func (s *slowBlocks) SendTransaction(_ context.Context, tx *types.Transaction) e
 	s.held = append(s.held, tx)
 	s.mu.Unlock()
 	return nil
+}
+
+// PendingNonceAt counts the transactions held, as a node counts those in
+// its pool: the keeper, which asks, finds none of them lost.
+func (s *slowBlocks) PendingNonceAt(ctx context.Context, account common.Address) (uint64, error) {
+	n, err := s.Backend.PendingNonceAt(ctx, account)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := map[uint64]bool{}
+	for _, tx := range append(s.held, s.passing...) {
+		held[tx.Nonce()] = true
+	}
+	for held[n] {
+		n++
+	}
+	return n, nil
 }
 
 func (s *slowBlocks) BlockNumber(ctx context.Context) (uint64, error) {
@@ -504,7 +525,7 @@ func (s *slowBlocks) mine(t *testing.T, interval time.Duration) {
 			}
 			s.mu.Lock()
 			txs := s.held
-			s.held = nil
+			s.held, s.passing = nil, txs
 			s.mu.Unlock()
 			for _, tx := range txs {
 				if err := s.Backend.SendTransaction(ctx, tx); err != nil && ctx.Err() == nil {
@@ -513,6 +534,9 @@ func (s *slowBlocks) mine(t *testing.T, interval time.Duration) {
 					s.mu.Unlock()
 				}
 			}
+			s.mu.Lock()
+			s.passing = nil
+			s.mu.Unlock()
 		}
 	}()
 }

@@ -84,17 +84,14 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 		unpaid: newUnpaidCache(cmp.Or(cfg.UnpaidFor, 4*time.Second), cmp.Or(cfg.UnpaidEntries, 50_000))}, nil
 }
 
-// CheckChains checks that each configured client serves the chain its
-// network names, so that a misplaced RPC URL fails at startup.
+// CheckChains checks each configured chain before the first payment
+// (CheckChain): its client serves the chain its network names, and the
+// network's token answers the network table's EIP-712 domain and decimals,
+// so that a misplaced RPC URL or a wrong table entry fails at start-up.
 func (v *Verifier) CheckChains(ctx context.Context) error {
 	for network, reader := range v.chains {
-		want, _ := ChainID(network)
-		got, err := reader.ChainID(ctx)
-		if err != nil {
-			return fmt.Errorf("check %s: %w", network, err)
-		}
-		if got.Cmp(want) != 0 {
-			return fmt.Errorf("check %s: the RPC endpoint serves chain %s", network, got)
+		if err := CheckChain(ctx, network, reader); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -179,7 +176,7 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	// (the check the chain applies at settlement, EIP-1271 wallets
 	// included): a payment whose simulation succeeds is its payer's, and
 	// its signature is not recovered a second time here (ECDSA recovery
-	// cost about 3% of the service's CPU per paid call at saturation). A
+	// is among the costliest steps of a paid call's CPU). A
 	// payment refused after the simulation has its signature checked
 	// first, so that a bad signature is refused as such.
 	if err := v.checkDeployed(ctx, reader, req.Network, asset); err != nil {

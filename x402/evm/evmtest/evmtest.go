@@ -21,8 +21,9 @@ type Stack struct {
 	Relayer *evm.Relayer
 }
 
-// New starts a devchain, closed by tb's cleanup, with a verifier and a
-// relayer of it; tb fails if any cannot be built.
+// New starts a devchain with a verifier and a started relayer of it, the
+// relayer stopped and the devchain closed by tb's cleanup; tb fails if any
+// cannot be built.
 func New(tb testing.TB) *Stack {
 	tb.Helper()
 	chain, err := devchain.New(context.Background(), nil)
@@ -40,5 +41,9 @@ func New(tb testing.TB) *Stack {
 	if err != nil {
 		tb.Fatalf("evmtest: relayer: %v", err)
 	}
+	if err := relayer.Start(context.Background()); err != nil {
+		tb.Fatalf("evmtest: start relayer: %v", err)
+	}
+	tb.Cleanup(relayer.Stop)
 	return &Stack{Chain: chain, Verifier: verifier, Relayer: relayer}
 }

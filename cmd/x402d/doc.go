@@ -1,0 +1,71 @@
+// Command x402d is the pay-per-call utility service and x402 market index:
+// one binary whose subcommands run the whole service in one process or each
+// part on its own.
+//
+//	x402d serve      api + worker + scheduler in one process
+//	x402d api        the HTTP api only (quotes, payments, results)
+//	x402d worker     River workers only (operations, settlement, index jobs)
+//	x402d migrate    apply the database migrations and exit
+//	x402d devchain   the development chain alone (JSON-RPC on DEVCHAIN_RPC_ADDR)
+//	x402d index crawl  one full pass of the index's sources, with progress
+//	x402d archive    move whole old partitions of the event log to files, or restore one
+//	x402d pay        quote, sign, pay and print one call (smoke tests, demos)
+//	x402d load       paid load against a service on loopback
+//
+// Configuration comes from environment variables: Config, and
+// docs/configuration.md generated from it. Only this package reads the
+// environment; every other package takes its configuration explicitly.
+//
+// # Architecture
+//
+//	client ──POST /api/x402/<op>──▶ api (echo)
+//	   no payment ──▶ 402 + PAYMENT-REQUIRED (precomputed per operation)
+//	   payment ──▶ validate the body (400, no charge) ──▶ verify the payment (x402)
+//	       └─ one Postgres transaction: append events + insert the River job
+//	          (shared with the calls arriving together: store.GroupCommitter)
+//	       └─ long-poll: wait for the call's final event (LISTEN/NOTIFY)
+//	worker (River) ◀── job ── runs the operation (jobs/<op>) ── one durable
+//	   transaction: the result, its events, a settlement job scheduled
+//	   SETTLE_GRACE ahead and its settlement.submitted ──▶ the same job
+//	   settles (x402: a chain, a facilitator or the devchain, in batches of
+//	   the settlements of the moment) ──▶ the outcome, the settlement job
+//	   deleted (it runs only if the call is still settling then, or at once
+//	   after a failed attempt)
+//	api ◀── NOTIFY ── 200 + result + PAYMENT-RESPONSE (or 202 + a poll URL)
+//
+// Postgres is the only state. Every state change is an event of the
+// append-only event log (a trigger refuses UPDATE, DELETE and TRUNCATE on it
+// and on each of its time partitions), appended by store.Append in the
+// transaction of the projection rows it changes; the events that end a call
+// are announced with NOTIFY, and each api process keeps one listening
+// connection that fans them out to waiting requests. A call goes
+// payment.verified → job.queued → job.started → job.succeeded | job.failed →
+// settlement.submitted → settlement.confirmed | settlement.failed; a
+// confirmed settlement is then final (settlement.final), or undone by a
+// reorganisation and made again (settlement.resent) or lost
+// (settlement.lost): see docs/operating.md.
+//
+// # Crash safety
+//
+// A call's admission and its run's start commit without waiting for the disk:
+// a crash that loses them loses nothing charged, since the caller resends the
+// same payment. Its result commits durably, in one transaction with its
+// settlement job and that settlement's first settlement.submitted; an attempt
+// made again commits its own before its transfer. A process can die at any
+// line: River rescues and retries the job (a job run again after its result
+// was recorded finds the call past running and stops); a worker that dies
+// before its settlement's outcome leaves it to the settlement job,
+// SETTLE_GRACE after the result; a caller can always fetch the result again
+// with its poll URL or by resending the same payment. A settlement attempted
+// again after its transfer went out finds the authorization used and looks
+// for that transfer on chain, in the blocks stamped inside the
+// authorization's validity window from ten minutes before the payment was
+// verified, and delivers the result if the transfer is there. While the
+// database is away, requests are answered 503 unavailable with Retry-After.
+//
+// Run any number of x402d api and x402d worker processes against one
+// Postgres: the api is stateless, River distributes jobs among workers, and
+// periodic jobs (the index crawl, liveness, retention) run on River's elected
+// leader only. compose.yaml starts Postgres, the devchain, one api and two
+// workers.
+package main

@@ -1,0 +1,87 @@
+// Package x402 is the payment protocol of the service: x402 v2's types and
+// headers, the quotes of the catalogue, and the seller that verifies a
+// payment against its own requirement and hands it to the settler of its
+// network. The schemes live below it: evm (EIP-3009 on EVM networks, and
+// the relayer that settles), svm (Solana), devchain (the embedded
+// development chain), facilitator (a remote facilitator) and payclient (a
+// paying client).
+//
+// # A paid call
+//
+// An unpaid request is answered 402 with the quote in the PAYMENT-REQUIRED
+// header (base64 JSON PaymentRequired) and WWW-Authenticate; the body is not
+// read. The caller signs one of the quote's accepts and repeats the request
+// with PAYMENT-SIGNATURE. Bad input with a payment is answered 400
+// invalid_request naming the field, and nothing is charged. A valid payment
+// is recorded with the call and its job in one transaction; the request
+// waits up to CALL_WAIT for the result (200 with PAYMENT-RESPONSE) or
+// answers 202 with a poll URL whose token is a capability. An operation that
+// failed is answered 502 operation_failed and its payment is never settled.
+// An operation's retries and its settlement fit inside the payment's
+// validBefore: an attempt that could not end a margin before it
+// (worker.Config.ExpiryMargin) is not made, and the call ends 502
+// payment_expired, not settled; the relayer sends no transfer within
+// evm.RelayerConfig.ExpiryMargin of validBefore. The same payment with the same request
+// returns the stored result (a safe retry); with another request it is
+// refused payment_already_used. After RESULT_TTL the poll URL and the
+// payment answer 410 result_expired.
+//
+// # Settlement modes
+//
+// SETTLEMENT=devchain (the default) settles on the embedded chain of package
+// devchain, served over JSON-RPC on DEVCHAIN_RPC_ADDR so that wallets and
+// other processes (x402d api and x402d worker beside x402d devchain) share
+// it; its settlements share transactions through its Multicall3-compatible
+// contract unless SETTLEMENT_BATCH=off.
+//
+// SETTLEMENT=rpc settles on real chains through RPC_URL_<CHAIN>, RELAYER_KEY
+// paying gas: one transaction per payment, or in batches through the
+// chain's Multicall3 with SETTLEMENT_BATCH=on (the service refuses to start
+// if a chain has none there). Any number of worker processes share one
+// RELAYER_KEY: each nonce is handed out once by Postgres and its signed
+// transaction recorded before it is sent, until the chain mines that nonce.
+// A send that got no answer is sent again, never abandoned; a transaction
+// left unmined is replaced with higher fees; a nonce found used by another
+// transaction is given up for a new one; a nonce whose process died is sent
+// again from its record or filled with a transfer of nothing; and the
+// transactions from the first nonce the node says it lacks are given to it
+// again, so no nonce stays a gap that would hold every later one. While
+// settlements wait for their receipts the relayer reads each chain's head at
+// the chain's pace, and each new block's receipts once. A batch asks for at
+// most SETTLEMENT_BATCH_GAS_SHARE of a block's gas; with
+// SETTLEMENT_MAX_FEE_GWEI set, no transaction offers more per gas, and
+// settlements wait while the base fee is above it. A settlement is then
+// followed until final (FINALITY_<CHAIN>), and made again if a
+// reorganisation undoes it (docs/operating.md).
+//
+// SETTLEMENT=facilitator has a remote facilitator verify and settle. With
+// RPC_URL_<CHAIN> set too, a settlement whose answer was lost is found on
+// chain when the facilitator refuses the retry as nonce_already_used, and
+// the result is delivered.
+//
+// # Verification
+//
+// Verification checks every rule of the exact scheme against the seller's
+// own requirement (the signature by EIP-712 with the token's domain, the
+// receiver, the exact amount, the asset, the network, the time window, the
+// balance and nonce state on chain, and a simulation of the transfer), and
+// refuses with the official reason strings. Every check that needs no chain
+// runs first, so that a payment they refuse costs no RPC call and no
+// database read. A payer found unable to pay is refused again from memory
+// for a few seconds, and past REFUSED_PAYMENTS_BURST refusals after a chain
+// read a client address is answered 429 rate_limited (its payments that
+// verify never count). Verification's RPC calls give way to settlement's on
+// each chain (VERIFY_RPC_CONCURRENCY).
+//
+// Smart-contract wallets pay as the official facilitator accepts them: a
+// deployed wallet's signature is checked by the wallet (EIP-1271), and a
+// wallet not deployed yet signs with ERC-6492: verification simulates the
+// deployment and the transfer in one eth_call through Multicall3, and
+// settlement sends both in one transaction, so that the wallet exists and
+// has paid, or neither (EIP6492_FACTORIES bounds the factories).
+//
+// Solana USDC is offered when PAY_TO_SOLANA, SOLANA_FEE_PAYER_KEY and
+// RPC_URL_SOLANA are all set: the payer's partially signed transaction is
+// checked, co-signed by the fee payer, sent and confirmed (package svm).
+// Quotes never offer an option the service cannot settle.
+package x402

@@ -1,0 +1,160 @@
+package evm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// findUse returns the transaction that used the authorization of p (its
+// AuthorizationUsed event), or the zero hash.
+func (r *Relayer) findUse(ctx context.Context, chain *relayChain, p *x402.Payment, asset common.Address, auth *Authorization) (common.Hash, error) {
+	return findUse(ctx, chain.backend, asset, auth, p.VerifiedAt, r.cfg.LogLookback, r.cfg.LogRange)
+}
+
+// LogReader is what looking for a settlement on chain needs: headers (to
+// find the blocks of a time window) and event logs.
+type LogReader interface {
+	ethereum.LogFilterer
+	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+}
+
+// DefaultLogLookback is how far back the search for the use of an
+// authorization goes when the payment does not say when it was verified,
+// unless configured otherwise (RelayerConfig.LogLookback).
+const DefaultLogLookback = 24 * time.Hour
+
+// useMargin is how long before a payment's verification the use of its
+// authorization is searched for. Verification runs the transfer, so the
+// authorization was unused then, but the node read may have lagged the
+// chain, and block timestamps are the sequencer's clock, not ours.
+const useMargin = 10 * time.Minute
+
+// defaultLogRange is the largest block range of one eth_getLogs request,
+// unless configured otherwise.
+const defaultLogRange = 2_000
+
+// FindSettlement returns the transaction that used the EIP-3009
+// authorization of payment p (its AuthorizationUsed event) on chain, or the
+// zero hash when none did (unused, or canceled by the payer). Such a
+// transaction moved p's amount to p's payee: the authorization names both,
+// and it was verified against the requirement. The blocks searched are
+// those the token could have accepted the authorization in (stamped inside
+// its validity window) and, when p says when it was verified, not long
+// before that; lookback bounds the search of a payment that does not (0 is
+// DefaultLogLookback). Clients of a remote facilitator use it to recognise
+// their own earlier settlement, whose answer was lost, behind a "nonce
+// already used".
+func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookback time.Duration) (common.Hash, error) {
+	asset, ep, err := paymentTransfer(p)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
+	}
+	if lookback <= 0 {
+		lookback = DefaultLogLookback
+	}
+	hash, err := findUse(ctx, chain, asset, ep.auth, p.VerifiedAt, lookback, defaultLogRange)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("find settlement of %s: %w", p.Key(), err)
+	}
+	return hash, nil
+}
+
+// findUse returns the transaction that used auth (its AuthorizationUsed
+// event), or the zero hash. The token accepts auth only in a block stamped
+// after validAfter and before validBefore, and verification at verifiedAt
+// found it unused: the blocks of that window (from useMargin before
+// verifiedAt, or from lookback before its end when verifiedAt is zero) are
+// searched, oldest first, logRange blocks per request. The window's blocks
+// are found by bisection over headers: at most 2·log2(head) header reads, on
+// a path taken only when an authorization is found already used.
+func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *Authorization, verifiedAt time.Time, lookback time.Duration, logRange uint64) (common.Hash, error) {
+	head, err := chain.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("read head: %w", err)
+	}
+	// Timestamps t with after < t < before.
+	after, before := clampUint64(auth.ValidAfter), clampUint64(auth.ValidBefore)
+	if verifiedAt.IsZero() {
+		end := min(before, head.Time+1)
+		if back := uint64(lookback / time.Second); end > back {
+			after = max(after, end-back)
+		}
+	} else if from := verifiedAt.Add(-useMargin).Unix(); from > 0 {
+		after = max(after, uint64(from))
+	}
+	if before == 0 || after >= before-1 {
+		return common.Hash{}, nil
+	}
+	low, err := firstBlockAfter(ctx, chain, head, 0, after)
+	if err != nil {
+		return common.Hash{}, err
+	}
+	end, err := firstBlockAfter(ctx, chain, head, low, before-1)
+	if err != nil {
+		return common.Hash{}, err
+	}
+	// Blocks low ≤ n < end are stamped inside the window.
+	used := usedTopics(auth)
+	topics := [][]common.Hash{{used[0]}, {used[1]}, {used[2]}}
+	for from := low; from < end; {
+		to := min(end-1, from+logRange-1)
+		logs, err := chain.FilterLogs(ctx, ethereum.FilterQuery{
+			FromBlock: new(big.Int).SetUint64(from),
+			ToBlock:   new(big.Int).SetUint64(to),
+			Addresses: []common.Address{asset},
+			Topics:    topics,
+		})
+		if err != nil {
+			return common.Hash{}, fmt.Errorf("search AuthorizationUsed logs: %w", err)
+		}
+		for _, l := range logs {
+			if !l.Removed {
+				return l.TxHash, nil
+			}
+		}
+		from = to + 1
+	}
+	return common.Hash{}, nil
+}
+
+// firstBlockAfter returns the number of the first block from from up to
+// head stamped after t, or head's number plus one if none is. Timestamps
+// never decrease along a chain, so it bisects: about log2(head-from) header
+// reads.
+func firstBlockAfter(ctx context.Context, chain LogReader, head *types.Header, from, t uint64) (uint64, error) {
+	n := head.Number.Uint64()
+	if head.Time <= t {
+		return n + 1, nil
+	}
+	low, high := min(from, n), n // the answer is in [low, high]
+	for low < high {
+		mid := low + (high-low)/2
+		h, err := chain.HeaderByNumber(ctx, new(big.Int).SetUint64(mid))
+		if err != nil {
+			return 0, fmt.Errorf("read header %d: %w", mid, err)
+		}
+		if h.Time > t {
+			high = mid
+		} else {
+			low = mid + 1
+		}
+	}
+	return low, nil
+}
+
+// clampUint64 returns v, or math.MaxUint64 when v does not fit.
+func clampUint64(v *big.Int) uint64 {
+	if !v.IsUint64() {
+		return math.MaxUint64
+	}
+	return v.Uint64()
+}
