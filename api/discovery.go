@@ -19,6 +19,8 @@ import (
 // quotes: the catalogue is their one source.
 type discovery struct {
 	wellKnown []byte
+	// fanOut is /.well-known/x402: the URLs of the operations sold.
+	fanOut []byte
 	// front is the front page's HTML (frontPage).
 	front   []byte
 	items   []discoveryItem
@@ -90,6 +92,13 @@ type wellKnownDoc struct {
 	OpenAPI     string        `json:"openapi"`
 	Index       string        `json:"index"`
 	MCP         mcpDoc        `json:"mcp"`
+}
+
+// fanOutDoc is /.well-known/x402 (the discovery extension's, and x402scan's
+// fan-out): {"version": 1, "resources": [URL...]}.
+type fanOutDoc struct {
+	Version   int      `json:"version"`
+	Resources []string `json:"resources"`
 }
 
 // mcpDoc names the MCP endpoint in the manifest.
@@ -178,6 +187,13 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
+	fanOut := fanOutDoc{Version: 1, Resources: []string{}}
+	for _, item := range d.items {
+		fanOut.Resources = append(fanOut.Resources, item.Resource)
+	}
+	if d.fanOut, err = json.Marshal(fanOut); err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
 	if d.front, err = frontPage(publicURL, resources, withOps); err != nil {
 		return nil, err
 	}
@@ -192,6 +208,7 @@ func newDiscovery(ops []jobs.Operation, payments x402.Verifier, publicURL string
 func (s *Server) registerDiscovery(e *echo.Echo) {
 	e.GET("/", s.front)
 	e.GET("/.well-known/x402.json", s.wellKnown)
+	e.GET("/.well-known/x402", s.wellKnownFanOut)
 	e.GET("/api/x402/discovery/resources", s.discoveryResources)
 	e.GET("/openapi.json", s.openAPI)
 }
@@ -203,6 +220,10 @@ func (s *Server) registerDiscovery(e *echo.Echo) {
 func (s *Server) wellKnown(c echo.Context) error {
 	c.Response().Header()[headerCacheControl] = noStore
 	return c.JSONBlob(http.StatusOK, s.discovery.wellKnown)
+}
+
+func (s *Server) wellKnownFanOut(c echo.Context) error {
+	return c.JSONBlob(http.StatusOK, s.discovery.fanOut)
 }
 
 func (s *Server) openAPI(c echo.Context) error {

@@ -58,7 +58,7 @@ func discoveryServer(t *testing.T) (string, *x402.Seller) {
 	return srv.URL, seller
 }
 
-func get(t *testing.T, url string) (int, []byte) {
+func get(t testing.TB, url string) (int, []byte) {
 	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
@@ -126,8 +126,29 @@ func TestDiscovery(t *testing.T) {
 		}
 		require.Equal(t, map[string]any{
 			"endpoint": publicURL + "/mcp", "transport": "streamable-http", "payment": doc["mcp"].(map[string]any)["payment"],
-			"tools": []any{"url-meta", "csv-json", "regex", "diff", "index_search", "index_summary"},
+			"tools": []any{"url-meta", "csv-json", "regex", "diff", "index_search", "index_summary", "index_host", "index_changes"},
 		}, doc["mcp"], "the operations sold now and the free tools")
+	})
+
+	t.Run("WellKnownFanOut", func(t *testing.T) {
+		status, body := get(t, base+"/.well-known/x402")
+		require.Equal(t, http.StatusOK, status)
+		require.NoError(t, validate("WellKnownFanOut", body))
+		var doc struct {
+			Version   int      `json:"version"`
+			Resources []string `json:"resources"`
+		}
+		require.NoError(t, json.Unmarshal(body, &doc))
+		require.Equal(t, 1, doc.Version)
+		var want []string
+		for _, op := range sevenOps[3:] {
+			q, err := seller.Quote(op.Name)
+			require.NoError(t, err)
+			var required x402.PaymentRequired
+			require.NoError(t, x402.DecodeHeader(q.PaymentRequired, &required))
+			want = append(want, required.Resource.URL)
+		}
+		require.Equal(t, want, doc.Resources, "the four operations sold without a model")
 	})
 
 	t.Run("Resources", func(t *testing.T) {
@@ -231,8 +252,8 @@ func TestOpenAPI(t *testing.T) {
 	require.NotNil(t, doc.Security, "security is declared")
 	require.Empty(t, doc.Security, "no authentication header")
 
-	want := []string{"/api/x402/calls/{id}", "/.well-known/x402.json", "/api/x402/discovery/resources", "/openapi.json",
-		"/api/xindex/summary", "/api/xindex/hosts", "/x402-index", "/mcp", "/healthz", "/readyz"}
+	want := []string{"/api/x402/calls/{id}", "/.well-known/x402.json", "/.well-known/x402", "/api/x402/discovery/resources", "/openapi.json",
+		"/api/xindex/summary", "/api/xindex/hosts", "/api/xindex/changes", "/api/xindex/changes.atom", "/api/xindex/hosts/{host}", "/x402-index/hosts/{host}", "/x402-index/changes", "/x402-index", "/mcp", "/healthz", "/readyz"}
 	for _, op := range sevenOps {
 		want = append(want, "/api/x402/"+op.Name)
 		post := doc.Paths.Value("/api/x402/" + op.Name).Post
@@ -246,6 +267,9 @@ func TestOpenAPI(t *testing.T) {
 		}
 		require.NotNil(t, post.Responses.Value("402").Value.Headers["PAYMENT-REQUIRED"], op.Name)
 		require.NotNil(t, post.Responses.Value("402").Value.Headers["WWW-Authenticate"], op.Name)
+		info, err := json.Marshal(post.Extensions["x-payment-info"])
+		require.NoError(t, err)
+		require.JSONEq(t, `{"protocols":[{"x402":{}}],"pricingMode":"fixed","price":{"mode":"fixed","currency":"USD","amount":"`+op.Price+`"}}`, string(info), op.Name)
 	}
 	var got []string
 	for path := range doc.Paths.Map() {
@@ -289,6 +313,17 @@ func TestIndexAnswersMeetTheDocument(t *testing.T) {
 	}
 	status, body := get(t, base+"/api/xindex/hosts?limit=0")
 	require.Equal(t, http.StatusBadRequest, status)
+	require.NoError(t, validate("Error", body))
+	status, body = get(t, base+"/api/xindex/changes?limit=5")
+	require.Equal(t, http.StatusOK, status)
+	require.NoError(t, validate("IndexChanges", body), string(body))
+	for _, host := range []string{"shop1.example", "free-form.example"} {
+		status, body = get(t, base+"/api/xindex/hosts/"+host)
+		require.Equal(t, http.StatusOK, status)
+		require.NoError(t, validate("IndexHostDetail", body), string(body))
+	}
+	status, body = get(t, base+"/api/xindex/hosts/nowhere.example")
+	require.Equal(t, http.StatusNotFound, status)
 	require.NoError(t, validate("Error", body))
 }
 

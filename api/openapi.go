@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -54,6 +56,10 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 			"summary":     op.Description,
 			"description": fmt.Sprintf("Price %s USD (USDC), paid per call with x402 v2, scheme exact. Without a PAYMENT-SIGNATURE header the answer is 402 with the quote and the body is not read. With one, the body is validated (400, nothing charged), the payment verified (402 with the reason), the operation run and the payment settled only if it succeeded.", op.Price),
 			"security":    []any{},
+			// Discovery from the seller's origin (x402scan's order: this
+			// first, then /.well-known/x402, then DNS _x402).
+			"x-payment-info": obj{"protocols": []any{obj{"x402": obj{}}}, "pricingMode": "fixed",
+				"price": obj{"mode": "fixed", "currency": "USD", "amount": op.Price}},
 			"parameters": []any{obj{
 				"name": "PAYMENT-SIGNATURE", "in": "header", "required": false,
 				"description": "base64 (standard alphabet) of the JSON x402 v2 PaymentPayload answering one of the quote's accepts", "schema": str,
@@ -110,6 +116,7 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 	query := func(name, desc string, schema obj) obj {
 		return obj{"name": name, "in": "query", "description": desc, "schema": schema}
 	}
+	paths["/.well-known/x402"] = get("wellKnownFanOut", "The URLs of the operations sold now: {version: 1, resources: [URL]} (x402's discovery extension).", "WellKnownFanOut")
 	paths["/.well-known/x402.json"] = get("wellKnown", "Service manifest: x402 version, networks, every operation with its price and whether it is sold now.", "WellKnown")
 	paths["/api/x402/discovery/resources"] = get("discoveryResources", "The operations sold now, in the x402 Bazaar list format.", "DiscoveryList",
 		query("type", "resource type; only http resources exist", obj{"type": "string"}),
@@ -119,7 +126,29 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 	paths["/api/xindex/hosts"] = get("indexHosts", "Indexed seller hosts.", "IndexHosts",
 		query("q", "text filter on host names and descriptions (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
 		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
-		query("sort", "order", obj{"type": "string", "enum": []string{"services", "price", "latency", "host", "checked"}, "default": "services"}))
+		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}),
+		query("quote_matches_listing", "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)", obj{"type": "string", "enum": []string{"true", "false", "null"}}))
+	hostParam := obj{"name": "host", "in": "path", "required": true, "description": "the host name, as in the hosts list", "schema": str}
+	paths["/api/xindex/hosts/{host}"] = obj{"get": obj{"operationId": "indexHost", "summary": "One host: its entry with its history, its services, its probes by hour over 30 days, its timeline of changes.",
+		"parameters": []any{hostParam},
+		"responses": obj{"200": obj{"description": "OK", "content": jsonContent(ref("IndexHostDetail"))},
+			"404": errResp("the index has never listed the host")}}}
+	paths["/x402-index/hosts/{host}"] = obj{"get": obj{"operationId": "indexHostPage", "summary": "One host as a web page, its probes drawn as SVG.",
+		"parameters": []any{hostParam},
+		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}},
+			"404": errResp("the index has never listed the host")}}}
+	paths["/x402-index/changes"] = obj{"get": obj{"operationId": "indexChangesPage", "summary": "The latest changes of the market as a web page, newest first.",
+		"parameters": []any{query("limit", "number of changes", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100})},
+		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}},
+			"400": errResp("a query parameter is out of range")}}}
+	paths["/api/xindex/changes"] = get("indexChanges", "Changes of the market, oldest first, a page after a cursor: services added and retired, prices and networks changed, hosts gone live or dead.", "IndexChanges",
+		query("since", "a cursor (the next of an earlier page) or an RFC 3339 time; empty: from the first change", obj{"type": "string"}),
+		query("host", "only the changes of this host", obj{"type": "string", "maxLength": 253}),
+		query("limit", "number of changes", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100}))
+	paths["/api/xindex/changes.atom"] = obj{"get": obj{"operationId": "indexChangesAtom", "summary": "The latest changes of the market as an Atom feed, newest first.",
+		"parameters": []any{query("limit", "number of entries", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100})},
+		"responses": obj{"200": obj{"description": "Atom 1.0", "content": obj{"application/atom+xml": obj{"schema": str}}},
+			"400": errResp("a query parameter is out of range")}}}
 	paths["/x402-index"] = obj{"get": obj{"operationId": "indexPage", "summary": "The index as a web page.",
 		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}}}}}
 	paths["/mcp"] = obj{"post": obj{
@@ -184,6 +213,8 @@ func resultExample(op jobs.Operation) (any, error) {
 func componentSchemas() obj {
 	str := obj{"type": "string"}
 	integer := obj{"type": "integer"}
+	share := obj{"type": []string{"number", "null"}, "minimum": 0, "maximum": 1}
+	nullTime := obj{"type": []string{"string", "null"}, "format": "date-time"}
 	nullable := func(t string) obj { return obj{"type": []string{t, "null"}} }
 	object := func(required []string, props obj) obj {
 		o := obj{"type": "object", "properties": props}
@@ -198,13 +229,27 @@ func componentSchemas() obj {
 		"amount": obj{"type": "string", "pattern": `^[0-9]+\.[0-9]{6}$`},
 	})
 	host := object([]string{"host", "services", "priced_services", "price_min_usdc", "price_max_usdc", "networks", "sample_resource",
-		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at"}, obj{
+		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at",
+		"uptime_24h", "uptime_7d", "uptime_30d", "probes_24h", "probes_7d", "probes_30d", "latency_p50_ms", "latency_p95_ms",
+		"first_seen", "last_change", "quote_matches_listing"}, obj{
 		"host": str, "services": integer, "priced_services": integer,
 		"price_min_usdc": nullable("number"), "price_max_usdc": nullable("number"),
 		"networks": array(str), "sample_resource": str, "sample": str, "discoverable": obj{"type": "boolean"},
 		"live": nullable("boolean"), "status": nullable("integer"), "latency_ms": nullable("integer"),
 		"checked_at": obj{"type": []string{"string", "null"}, "format": "date-time"},
 		"updated_at": obj{"type": "string", "format": "date-time"},
+		"uptime_24h": share, "uptime_7d": share, "uptime_30d": share,
+		"probes_24h": integer, "probes_7d": integer, "probes_30d": integer,
+		"latency_p50_ms": nullable("integer"), "latency_p95_ms": nullable("integer"),
+		"first_seen": nullTime, "last_change": nullTime,
+		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared"},
+	})
+	change := object([]string{"at", "host", "kind", "resource", "from", "to"}, obj{
+		"at": obj{"type": "string", "format": "date-time"}, "host": str,
+		"kind":     obj{"type": "string", "enum": []string{store.ChangeServiceAdded, store.ChangeServiceRetired, store.ChangePriceChanged, store.ChangeNetworksChanged, store.ChangeHostLive, store.ChangeHostDead}},
+		"resource": nullable("string"),
+		"from":     obj{"description": "before: a price as decimal text in USDC or null (unpriced), networks as a list, liveness as a boolean or null (not measured)"},
+		"to":       obj{"description": "after, as from"},
 	})
 	return obj{
 		"Error": object([]string{"error", "message"}, obj{
@@ -251,6 +296,9 @@ func componentSchemas() obj {
 				"endpoint": str, "transport": obj{"type": "string", "const": "streamable-http"}, "payment": str, "tools": array(str),
 			}),
 		}),
+		"WellKnownFanOut": object([]string{"version", "resources"}, obj{
+			"version": obj{"type": "integer", "const": 1}, "resources": array(str),
+		}),
 		"DiscoveryList": object([]string{"x402Version", "items", "pagination"}, obj{
 			"x402Version": obj{"type": "integer", "const": 2},
 			"items": array(object([]string{"resource", "type", "x402Version", "accepts", "lastUpdated"}, obj{
@@ -260,7 +308,30 @@ func componentSchemas() obj {
 			})),
 			"pagination": object([]string{"limit", "offset", "total"}, obj{"limit": integer, "offset": integer, "total": integer}),
 		}),
-		"IndexHost": host,
+		"IndexHost":   host,
+		"IndexChange": change,
+		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "probes", "timeline", "timeline_limit"}, obj{
+			"ok": obj{"type": "boolean"}, "host": ref("IndexHost"),
+			"quote_differences": array(object([]string{"resource", "network", "asset", "field", "listing", "quote"}, obj{
+				"resource": str, "network": str, "asset": str,
+				"field":   obj{"type": "string", "enum": []string{"network", "amount", "pay_to"}, "description": "network: the quote has no option on the listed network and asset"},
+				"listing": str, "quote": str,
+			})),
+			"services": array(object([]string{"resource", "method", "description", "price_usdc", "networks", "discoverable", "sources", "accepts", "updated_at"}, obj{
+				"resource": str, "method": str, "description": str, "price_usdc": nullable("number"), "networks": array(str),
+				"discoverable": obj{"type": "boolean"}, "sources": array(str),
+				"accepts":    array(object([]string{"network", "asset", "amount", "pay_to"}, obj{"network": str, "asset": str, "amount": str, "pay_to": str})),
+				"updated_at": obj{"type": "string", "format": "date-time"},
+			})),
+			"probes": array(object([]string{"hour", "probes", "live", "latency_p50_ms"}, obj{
+				"hour": obj{"type": "string", "format": "date-time"}, "probes": integer, "live": integer, "latency_p50_ms": nullable("integer"),
+			})),
+			"timeline": array(ref("IndexChange")), "timeline_limit": integer,
+		}),
+		"IndexChanges": object([]string{"ok", "changes", "next"}, obj{
+			"ok": obj{"type": "boolean"}, "changes": array(ref("IndexChange")),
+			"next": obj{"type": "string", "description": "the cursor to pass as since for the changes after this page"},
+		}),
 		"IndexSummary": object([]string{"ok", "version", "what", "read", "services_indexed", "hosts_known", "liveness", "price_bands",
 			"crawl", "top_by_size", "cheapest_entries", "honesty"}, obj{
 			"ok": obj{"type": "boolean"}, "version": obj{"type": "string", "const": "xindex-1.0"}, "what": str,

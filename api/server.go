@@ -177,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	xi := &xindex{reader: index.NewReader(cfg.Pool, cfg.IndexSources), page: page}
+	xi := &xindex{reader: index.NewReader(cfg.Pool, cfg.IndexSources), page: page, publicURL: strings.TrimRight(cfg.PublicURL, "/")}
 	var sold []jobs.Operation
 	for _, op := range cfg.Ops {
 		if s.ops[op.Name].sold() {
@@ -196,9 +196,7 @@ func New(cfg Config) (*Server, error) {
 		tools.ServeHTTP(c.Response(), r.WithContext(withClient(r.Context(), c.RealIP())))
 		return nil
 	})
-	e.GET("/api/xindex/summary", xi.summary)
-	e.GET("/api/xindex/hosts", xi.hosts)
-	e.GET("/x402-index", xi.htmlPage)
+	xi.register(e)
 	if cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics.Handler()))
 	}

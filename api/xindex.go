@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,6 +17,66 @@ import (
 type xindex struct {
 	reader *index.Reader
 	page   *index.HTMLPage
+	// publicURL is the service's base URL, without a trailing slash.
+	publicURL string
+}
+
+// register mounts the index's routes on e.
+func (x *xindex) register(e *echo.Echo) {
+	e.GET("/api/xindex/summary", x.summary)
+	e.GET("/api/xindex/hosts", x.hosts)
+	e.GET("/api/xindex/changes", x.changes)
+	e.GET("/api/xindex/changes.atom", x.changesAtom)
+	e.GET("/api/xindex/hosts/:host", x.host)
+	e.GET("/x402-index", x.htmlPage)
+	e.GET("/x402-index/hosts/:host", x.hostPage)
+	e.GET("/x402-index/changes", x.changesPage)
+}
+
+func (x *xindex) changesPage(c echo.Context) error {
+	limit, err := queryInt(c, "limit", 100, 1, 500)
+	if err != nil {
+		return err
+	}
+	changes, err := x.reader.LatestChanges(c.Request().Context(), "", limit)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := x.page.RenderChanges(&buf, changes); err != nil {
+		return err
+	}
+	return c.HTMLBlob(http.StatusOK, buf.Bytes())
+}
+
+// hostDetail reads the page of the host named in the path.
+func (x *xindex) hostDetail(c echo.Context) (*index.HostDetail, error) {
+	host := strings.ToLower(c.Param("host"))
+	d, err := x.reader.HostDetail(c.Request().Context(), host)
+	if errors.Is(err, index.ErrUnknownHost) {
+		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Field: "host", Message: "the index has never listed " + host}
+	}
+	return d, err
+}
+
+func (x *xindex) host(c echo.Context) error {
+	d, err := x.hostDetail(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (x *xindex) hostPage(c echo.Context) error {
+	d, err := x.hostDetail(c)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := x.page.RenderHost(&buf, d, time.Now()); err != nil {
+		return err
+	}
+	return c.HTMLBlob(http.StatusOK, buf.Bytes())
 }
 
 func (x *xindex) summary(c echo.Context) error {
@@ -28,17 +90,13 @@ func (x *xindex) summary(c echo.Context) error {
 // hostQuery reads q, sort (a key of index.Sorts, default services) and
 // limit (1-500, default 50).
 func hostQuery(c echo.Context) (index.HostQuery, error) {
-	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort")}
+	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort"), QuoteMatchesListing: c.QueryParam("quote_matches_listing")}
 	var err error
 	if q.Limit, err = queryInt(c, "limit", 50, 1, 500); err != nil {
 		return q, err
 	}
 	if err := q.Check(); err != nil {
-		var qe *index.QueryError
-		if errors.As(err, &qe) {
-			return q, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: qe.Field, Message: qe.Message}
-		}
-		return q, err
+		return q, queryError(err)
 	}
 	return q, nil
 }
@@ -68,13 +126,63 @@ func (x *xindex) htmlPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hosts, err := x.reader.Hosts(ctx, q.Q, q.Sort, q.Limit)
+	hosts, err := x.reader.Find(ctx, q)
 	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Limit: q.Limit}); err != nil {
+	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Quote: q.QuoteMatchesListing, Limit: q.Limit}); err != nil {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())
+}
+
+// changesQuery reads since, host and limit (1-500, default 100).
+func changesQuery(c echo.Context) (index.ChangesQuery, error) {
+	q := index.ChangesQuery{Since: c.QueryParam("since"), Host: c.QueryParam("host")}
+	var err error
+	if q.Limit, err = queryInt(c, "limit", 100, 1, 500); err != nil {
+		return q, err
+	}
+	if err := q.Check(); err != nil {
+		return q, queryError(err)
+	}
+	return q, nil
+}
+
+// queryError answers a *index.QueryError as a 400 naming its field.
+func queryError(err error) error {
+	var qe *index.QueryError
+	if errors.As(err, &qe) {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: qe.Field, Message: qe.Message}
+	}
+	return err
+}
+
+func (x *xindex) changes(c echo.Context) error {
+	q, err := changesQuery(c)
+	if err != nil {
+		return err
+	}
+	answer, err := x.reader.Changes(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, answer)
+}
+
+func (x *xindex) changesAtom(c echo.Context) error {
+	limit, err := queryInt(c, "limit", 100, 1, 500)
+	if err != nil {
+		return err
+	}
+	changes, err := x.reader.LatestChanges(c.Request().Context(), "", limit)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := index.WriteAtom(&buf, x.publicURL, x.publicURL+"/api/xindex/changes.atom", changes); err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/atom+xml; charset=utf-8", buf.Bytes())
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"html"
 	"io"
@@ -38,11 +39,10 @@ func xindexServer(t testing.TB, db *dbtest.DB) string {
 	require.NoError(t, err)
 	e := echo.New()
 	e.HTTPErrorHandler = errorHandler(slog.New(slog.DiscardHandler))
-	xi := &xindex{reader: index.NewReader(db.Pool, nil), page: page}
-	e.GET("/api/xindex/summary", xi.summary)
-	e.GET("/api/xindex/hosts", xi.hosts)
-	e.GET("/x402-index", xi.htmlPage)
-	srv := httptest.NewServer(e)
+	srv := httptest.NewUnstartedServer(e)
+	xi := &xindex{reader: index.NewReader(db.Pool, nil), page: page, publicURL: "http://" + srv.Listener.Addr().String()}
+	xi.register(e)
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -376,12 +376,16 @@ func TestXIndexHosts(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		require.Equal(t, []string{"checked_at", "discoverable", "host", "latency_ms", "live", "networks", "price_max_usdc",
-			"price_min_usdc", "priced_services", "sample", "sample_resource", "services", "status", "updated_at"}, keys)
-		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at"} {
+		require.Equal(t, []string{"checked_at", "discoverable", "first_seen", "host", "last_change", "latency_ms", "latency_p50_ms",
+			"latency_p95_ms", "live", "networks", "price_max_usdc", "price_min_usdc", "priced_services", "probes_24h", "probes_30d",
+			"probes_7d", "quote_matches_listing", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
+		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing",
+			"uptime_24h", "uptime_7d", "uptime_30d", "latency_p50_ms", "latency_p95_ms"} {
 			require.Nil(t, free[k], "%s is null: not measured", k)
 		}
 		require.Equal(t, 0.0, free["priced_services"])
+		require.Equal(t, 0.0, free["probes_30d"], "never probed: a counted zero")
+		require.NotNil(t, free["first_seen"])
 		require.Equal(t, []any{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, free["networks"])
 		shop1 := hosts[2].(map[string]any)
 		require.Equal(t, "shop1.example", shop1["host"])
@@ -398,6 +402,7 @@ func TestXIndexHosts(t *testing.T) {
 			"price":    {"shop0.example", "shop1.example", "shop2.example", "shop3.example", "free-form.example"},
 			"latency":  {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
 			"host":     {"free-form.example", "shop0.example", "shop1.example", "shop2.example", "shop3.example"},
+			"uptime":   {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
 			"checked":  {"shop1.example", "shop2.example", "free-form.example", "shop0.example", "shop3.example"},
 		} {
 			var got struct{ Hosts []index.Host }
@@ -436,7 +441,7 @@ func TestXIndexHosts(t *testing.T) {
 		require.Len(t, got.Hosts, 2)
 	})
 	t.Run("Invalid", func(t *testing.T) {
-		for _, bad := range []string{"sort=cost", "limit=0", "limit=501", "limit=ten", "q=" + strings.Repeat("x", 201)} {
+		for _, bad := range []string{"sort=cost", "limit=0", "limit=501", "limit=ten", "q=" + strings.Repeat("x", 201), "quote_matches_listing=maybe"} {
 			resp, err := http.Get(base + "/api/xindex/hosts?" + bad)
 			require.NoError(t, err)
 			var body map[string]any
@@ -446,6 +451,192 @@ func TestXIndexHosts(t *testing.T) {
 			require.Equal(t, "invalid_request", body["error"], bad)
 		}
 	})
+}
+
+// TestXIndexChanges reads the changes feed over HTTP: as JSON paged by
+// cursor, and as Atom.
+func TestXIndexChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+	smallIndex(ctx, t, db)
+
+	var all map[string]any
+	getJSON(t, base+"/api/xindex/changes", &all)
+	require.Equal(t, true, all["ok"])
+	changes := all["changes"].([]any)
+	require.Len(t, changes, 15, "13 services added, shop1 live, shop2 dead")
+	first := changes[0].(map[string]any)
+	keys := []string{}
+	for k := range first {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	require.Equal(t, []string{"at", "from", "host", "kind", "resource", "to"}, keys)
+	require.Equal(t, store.ChangeServiceAdded, first["kind"])
+	require.Nil(t, first["from"])
+	last := changes[14].(map[string]any)
+	require.Equal(t, map[string]any{"at": last["at"], "host": "shop2.example", "kind": store.ChangeHostDead, "resource": nil, "from": nil, "to": false}, last)
+
+	var paged []any
+	next := ""
+	for range 20 {
+		var page struct {
+			Changes []any
+			Next    string
+		}
+		getJSON(t, base+"/api/xindex/changes?limit=4&since="+url.QueryEscape(next), &page)
+		if len(page.Changes) == 0 {
+			require.Equal(t, next, page.Next)
+			break
+		}
+		paged = append(paged, page.Changes...)
+		next = page.Next
+	}
+	require.Equal(t, changes, paged)
+
+	var shop2 struct{ Changes []index.Change }
+	getJSON(t, base+"/api/xindex/changes?host=shop2.example", &shop2)
+	require.Len(t, shop2.Changes, 4, "3 services and the probe")
+
+	for _, bad := range []string{"limit=0", "limit=501", "since=yesterday", "since=-4"} {
+		resp, err := http.Get(base + "/api/xindex/changes?" + bad)
+		require.NoError(t, err)
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
+		require.Equal(t, "invalid_request", body["error"], bad)
+	}
+
+	resp, err := http.Get(base + "/api/xindex/changes.atom?limit=3")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/atom+xml; charset=utf-8", resp.Header.Get("Content-Type"))
+	var feed struct {
+		XMLName xml.Name `xml:"http://www.w3.org/2005/Atom feed"`
+		ID      string   `xml:"id"`
+		Updated string   `xml:"updated"`
+		Entries []struct {
+			ID      string `xml:"id"`
+			Title   string `xml:"title"`
+			Updated string `xml:"updated"`
+			Link    struct {
+				Href string `xml:"href,attr"`
+			} `xml:"link"`
+		} `xml:"entry"`
+	}
+	require.NoError(t, xml.NewDecoder(resp.Body).Decode(&feed))
+	require.Len(t, feed.Entries, 3)
+	require.Equal(t, "shop2.example went dead", feed.Entries[0].Title)
+	require.Equal(t, "shop1.example went live", feed.Entries[1].Title)
+	require.True(t, strings.HasSuffix(feed.Entries[0].Link.Href, "/x402-index/hosts/shop2.example"), feed.Entries[0].Link.Href)
+	require.Equal(t, feed.Entries[0].Updated, feed.Updated)
+	require.NotEqual(t, feed.Entries[0].ID, feed.Entries[1].ID)
+
+	page, err := http.Get(base + "/x402-index/changes")
+	require.NoError(t, err)
+	defer page.Body.Close()
+	html, err := io.ReadAll(page.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, page.StatusCode)
+	require.Equal(t, 15, strings.Count(string(html), `<tr class="change">`))
+	dead := strings.Index(string(html), "shop2.example went dead")
+	require.Positive(t, dead)
+	require.Less(t, dead, strings.Index(string(html), "shop1.example went live"), "newest first")
+	require.Contains(t, string(html), `<a href="/x402-index/hosts/shop2.example">shop2.example</a>`)
+}
+
+// TestXIndexHost reads one host's JSON document and page: its services
+// with their sources and listed options, its probes by hour drawn as SVG,
+// its timeline.
+func TestXIndexHost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+	smallIndex(ctx, t, db)
+
+	var d index.HostDetail
+	getJSON(t, base+"/api/xindex/hosts/SHOP1.example", &d)
+	require.True(t, d.OK)
+	require.Equal(t, "shop1.example", d.Host.Host)
+	require.Equal(t, 1, d.Host.Probes30d)
+	require.InDelta(t, 1.0, *d.Host.Uptime30d, 1e-9)
+	require.Len(t, d.Services, 3)
+	var resources []string
+	for _, s := range d.Services {
+		resources = append(resources, s.Resource)
+		require.Len(t, s.Sources, 1)
+		require.Equal(t, []string{"eip155:8453"}, s.Networks)
+	}
+	require.Equal(t, []string{"https://shop1.example/api/1", "https://shop1.example/api/5", "https://shop1.example/api/9"}, resources, "cheapest first")
+	require.Equal(t, 0.004, *d.Services[0].PriceUSDC)
+	require.Equal(t, []store.Accept{{Network: "eip155:8453", Asset: baseUSDC, Amount: "4000", PayTo: "0x1"}}, d.Services[0].Accepts)
+	require.Len(t, d.Probes, 1)
+	require.Equal(t, index.ProbeHour{Hour: d.Probes[0].Hour, Probes: 1, Live: 1, LatencyP50MS: d.Probes[0].LatencyP50MS}, d.Probes[0])
+	require.Equal(t, 87, *d.Probes[0].LatencyP50MS)
+	var kinds []string
+	for _, c := range d.Timeline {
+		kinds = append(kinds, c.Kind)
+	}
+	require.Equal(t, []string{store.ChangeHostLive, store.ChangeServiceAdded, store.ChangeServiceAdded, store.ChangeServiceAdded}, kinds, "newest first")
+
+	resp, err := http.Get(base + "/api/xindex/hosts/nowhere.example")
+	require.NoError(t, err)
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Equal(t, "not_found", body["error"])
+
+	page := func(host string) string {
+		t.Helper()
+		resp, err := http.Get(base + "/x402-index/hosts/" + host)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		require.Equal(t, "text/html; charset=UTF-8", resp.Header.Get(echo.HeaderContentType))
+		return string(b)
+	}
+	shop1 := page("shop1.example")
+	require.Contains(t, shop1, `<svg class="chart"`)
+	require.Equal(t, 1, strings.Count(shop1, `class="probe"`), "one hour probed")
+	require.Equal(t, 1, strings.Count(shop1, `class="latency"`))
+	require.Contains(t, shop1, "1 of 1 probes live")
+	require.Equal(t, 3, strings.Count(shop1, `<tr class="service">`))
+	require.Equal(t, 4, strings.Count(shop1, `<tr class="change `))
+	require.Contains(t, shop1, "shop1.example went live")
+	require.Contains(t, shop1, `id="uptime-30d">100.0 %`)
+	require.NotContains(t, shop1, "<script")
+
+	// A quote that differs from its listing: on the host's page, and a
+	// filter of the list.
+	differs, status := false, 402
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream("shop3.example"), Type: store.EventHostProbed,
+		Data: store.HostProbed{Live: new(true), Status: &status, LatencyMS: new(40), CheckedAt: time.Now(), QuoteMatchesListing: &differs,
+			QuoteDifferences: []store.QuoteDifference{{Resource: "https://shop3.example/api/3", Network: "eip155:8453", Asset: baseUSDC, Field: "amount", Listing: "8000", Quote: "80000"}}}}))
+	require.NoError(t, tx.Commit(ctx))
+	shop3 := page("shop3.example")
+	require.Contains(t, shop3, "quote differs from listing")
+	require.Equal(t, 1, strings.Count(shop3, `<tr class="difference">`))
+	require.Contains(t, shop3, "<td class=\"sample\">80000</td>")
+	var differing struct{ Hosts []index.Host }
+	getJSON(t, base+"/api/xindex/hosts?quote_matches_listing=false", &differing)
+	require.Len(t, differing.Hosts, 1)
+	require.Equal(t, "shop3.example", differing.Hosts[0].Host)
+
+	free := page("free-form.example")
+	require.Contains(t, free, "not measured in 30 days")
+	require.Contains(t, free, `id="uptime-30d">–`)
+	require.Contains(t, free, "unpriced")
+
 }
 
 func TestXIndexPage(t *testing.T) {
@@ -483,7 +674,7 @@ func TestXIndexPage(t *testing.T) {
 
 	page = get("?q=shop3&sort=price")
 	require.Equal(t, 1, strings.Count(page, `<tr class="host-row">`))
-	require.Contains(t, page, `<td class="host">shop3.example</td>`)
+	require.Contains(t, page, `<td class="host"><a href="/x402-index/hosts/shop3.example">shop3.example</a></td>`)
 	require.Contains(t, page, `value="shop3"`, "the search box keeps the query")
 	require.Contains(t, page, `href="/x402-index?q=shop3&amp;sort=host"`, "sorting keeps the query")
 

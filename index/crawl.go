@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,10 @@ var DefaultSources = []string{
 	"https://facilitator.payai.network/discovery/resources",
 }
 
+// DefaultPageGap is the polite pause between two pages of a listing, or two
+// requests to an origin, unless configured (INDEX_PAGE_GAP).
+const DefaultPageGap = time.Second
+
 // CrawlerConfig configures a Crawler.
 type CrawlerConfig struct {
 	// Pool is the database. Required.
@@ -44,7 +49,7 @@ type CrawlerConfig struct {
 	// Defaults to 10.
 	PagesPerRun int
 	// Gap is the polite pause between two pages of a source. Defaults to
-	// 1 s; negative means none (tests).
+	// DefaultPageGap; negative means none (tests).
 	Gap time.Duration
 	// Backoff is the first pause after a 429, a 5xx or a network error;
 	// it doubles with each further failure, up to MaxBackoff. A longer
@@ -82,7 +87,7 @@ func NewCrawler(cfg CrawlerConfig) *Crawler {
 		cfg.PagesPerRun = 10
 	}
 	if cfg.Gap == 0 {
-		cfg.Gap = time.Second
+		cfg.Gap = DefaultPageGap
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 30 * time.Second
@@ -304,6 +309,14 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 		return step, perr
 	}
 
+	return c.record(ctx, src, st, page)
+}
+
+// record records page, read from src at st's cursor: the resources it adds
+// or changes, the cursor's move and, when the page ends the pass, the
+// resources the pass no longer found, all in one transaction.
+func (c *Crawler) record(ctx context.Context, src string, st sourceState, page *Page) (Step, error) {
+	step := Step{Source: src, Cursor: st.cursor}
 	events, changedHosts, fresh, err := c.changes(ctx, src, st.pass, page)
 	if err != nil {
 		return step, err
@@ -440,10 +453,13 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		networks                         []string
 		discoverable, retired            bool
 		seenInPass                       bool
+		accepts                          []store.Accept
+		elsewhere                        bool
 	}
 	existing := map[string]known{}
 	rows, err := c.cfg.Pool.Query(ctx, `SELECT r.resource, r.host, r.description, r.method, r.networks, coalesce(r.price_usdc::text, ''),
-			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false)
+			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false), r.accepts,
+			EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = r.resource AND o.source <> $2)
 		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
 		WHERE r.resource = ANY($1)`, urls, src, pass)
 	if err != nil {
@@ -452,7 +468,7 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 	for rows.Next() {
 		var url string
 		var k known
-		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass); err != nil {
+		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass, &k.accepts, &k.elsewhere); err != nil {
 			rows.Close()
 			return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
 		}
@@ -475,13 +491,19 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			continue
 		}
 		fresh++
+		if ok && !k.retired && r.FromOrigin && k.elsewhere {
+			// What a listing says of a resource stands; its origin only
+			// keeps it listed.
+			continue
+		}
 		if ok && !k.retired && k.host == r.Host && k.description == r.Description && k.method == r.Method &&
-			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable {
+			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable &&
+			slices.Equal(k.accepts, r.Accepts) {
 			continue
 		}
 		events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceIndexed, Data: store.ResourceIndexed{
 			Resource: r.URL, Host: r.Host, Source: src, Description: r.Description, Method: r.Method,
-			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable,
+			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable, Accepts: r.Accepts,
 		}})
 		for _, h := range []string{r.Host, k.host} {
 			if h != "" && !hostSeen[h] {

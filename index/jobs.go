@@ -41,6 +41,31 @@ func (LivenessArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
 }
 
+// DiscoverArgs is the periodic discovery job: a few origins read.
+type DiscoverArgs struct{}
+
+// Kind is "index.discover".
+func (DiscoverArgs) Kind() string { return "index.discover" }
+
+// InsertOpts puts the discovery on the index queue, at most one per minute.
+func (DiscoverArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+}
+
+type discoverWorker struct {
+	river.WorkerDefaults[DiscoverArgs]
+	discoverer *Discoverer
+}
+
+func (w *discoverWorker) Work(ctx context.Context, _ *river.Job[DiscoverArgs]) error {
+	_, err := w.discoverer.Run(ctx)
+	return err
+}
+
+// Timeout lets a run read its origins with their polite gaps; an origin
+// read is recorded on its own.
+func (w *discoverWorker) Timeout(*river.Job[DiscoverArgs]) time.Duration { return 10 * time.Minute }
+
 type crawlWorker struct {
 	river.WorkerDefaults[CrawlArgs]
 	crawler *Crawler
@@ -49,7 +74,7 @@ type crawlWorker struct {
 func (w *crawlWorker) Work(ctx context.Context, job *river.Job[CrawlArgs]) error {
 	if fresh := job.Args.FreshFor; fresh > 0 {
 		var last *time.Time
-		if err := w.crawler.cfg.Pool.QueryRow(ctx, `SELECT max(last_at) FROM index_sources`).Scan(&last); err != nil {
+		if err := w.crawler.cfg.Pool.QueryRow(ctx, `SELECT max(last_at) FROM index_sources WHERE url NOT LIKE 'origin:%'`).Scan(&last); err != nil {
 			return fmt.Errorf("crawl at start: last crawl: %w", err)
 		}
 		if last != nil && time.Since(*last) < time.Duration(fresh)*time.Second {
@@ -86,10 +111,14 @@ func (w *livenessWorker) Work(ctx context.Context, _ *river.Job[LivenessArgs]) e
 // Timeout lets a liveness run take as long as its probes need.
 func (w *livenessWorker) Timeout(*river.Job[LivenessArgs]) time.Duration { return 30 * time.Minute }
 
-// Register returns the function that adds the crawl and liveness workers.
-func Register(crawler *Crawler, prober *Prober) func(*river.Workers) error {
+// Register returns the function that adds the crawl, liveness and
+// discovery workers.
+func Register(crawler *Crawler, prober *Prober, discoverer *Discoverer) func(*river.Workers) error {
 	return func(workers *river.Workers) error {
 		if err := river.AddWorkerSafely(workers, &crawlWorker{crawler: crawler}); err != nil {
+			return err
+		}
+		if err := river.AddWorkerSafely(workers, &discoverWorker{discoverer: discoverer}); err != nil {
 			return err
 		}
 		return river.AddWorkerSafely(workers, &livenessWorker{prober: prober})
@@ -98,7 +127,8 @@ func Register(crawler *Crawler, prober *Prober) func(*river.Workers) error {
 
 // PeriodicJobs returns the crawl and liveness jobs on their standard cron
 // schedules (INDEX_CRON, LIVENESS_CRON), the crawl also at start when none
-// ran within its schedule's interval, followed by a liveness pass.
+// ran within its schedule's interval, followed by a liveness pass; and the
+// discovery from origins on the crawl's schedule.
 func PeriodicJobs(crawlCron, livenessCron string) ([]*river.PeriodicJob, error) {
 	crawl, err := cron.ParseStandard(crawlCron)
 	if err != nil {
@@ -122,5 +152,6 @@ func PeriodicJobs(crawlCron, livenessCron string) ([]*river.PeriodicJob, error) 
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(crawl, crawlArgs, &river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(live, func() (river.JobArgs, *river.InsertOpts) { return LivenessArgs{}, nil }, nil),
+		river.NewPeriodicJob(crawl, func() (river.JobArgs, *river.InsertOpts) { return DiscoverArgs{}, nil }, nil),
 	}, nil
 }

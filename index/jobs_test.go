@@ -22,7 +22,7 @@ func TestPeriodicJobs(t *testing.T) {
 	t.Parallel()
 	periodic, err := PeriodicJobs("*/15 * * * *", "*/30 * * * *")
 	require.NoError(t, err)
-	require.Len(t, periodic, 2)
+	require.Len(t, periodic, 3)
 	_, err = PeriodicJobs("every now and then", "*/30 * * * *")
 	require.ErrorContains(t, err, "INDEX_CRON")
 	_, err = PeriodicJobs("*/15 * * * *", "61 * * * *")
@@ -47,7 +47,7 @@ func TestJobs(t *testing.T) {
 	crawler := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL}, PageSize: 10, PagesPerRun: 2, Gap: -1})
 	prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
 	workers := river.NewWorkers()
-	require.NoError(t, Register(crawler, prober)(workers))
+	require.NoError(t, Register(crawler, prober, NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: client}))(workers))
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{jobs.QueueIndex: {MaxWorkers: 2}},
 		Workers:           workers,
@@ -116,7 +116,7 @@ func TestCrawlAtStart(t *testing.T) {
 		crawler := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL}, PageSize: 10, PagesPerRun: 2, Gap: -1})
 		prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
 		workers := river.NewWorkers()
-		require.NoError(t, Register(crawler, prober)(workers))
+		require.NoError(t, Register(crawler, prober, NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: client}))(workers))
 		periodic, err := PeriodicJobs("*/15 * * * *", "*/30 * * * *")
 		require.NoError(t, err)
 		rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"strings"
 	"sync"
@@ -67,15 +68,20 @@ type ProbeReport struct {
 // ProbeAll probes every host with services, at most Concurrency at once,
 // and records each measurement as a host.probed event.
 func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
-	rows, err := p.cfg.Pool.Query(ctx, "SELECT host, sample_resource, sample_method FROM index_hosts WHERE services > 0 ORDER BY checked_at NULLS FIRST, host")
+	rows, err := p.cfg.Pool.Query(ctx, `SELECT h.host, h.sample_resource, h.sample_method, r.accepts
+		FROM index_hosts h LEFT JOIN index_resources r ON r.resource = h.sample_resource
+		WHERE h.services > 0 ORDER BY h.checked_at NULLS FIRST, h.host`)
 	if err != nil {
 		return nil, fmt.Errorf("index: hosts to probe: %w", err)
 	}
-	type target struct{ host, url, method string }
+	type target struct {
+		host, url, method string
+		accepts           []store.Accept
+	}
 	var targets []target
 	for rows.Next() {
 		var t target
-		if err := rows.Scan(&t.host, &t.url, &t.method); err != nil {
+		if err := rows.Scan(&t.host, &t.url, &t.method, &t.accepts); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -103,7 +109,7 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 			defer wg.Done()
 			defer func() { <-slots }()
 			began := time.Now()
-			m := p.Probe(ctx, t.url, t.method)
+			m := p.Probe(ctx, t.url, t.method, t.accepts)
 			if ctx.Err() != nil {
 				return
 			}
@@ -141,8 +147,9 @@ func outcome(m store.HostProbed) string {
 	return "dead"
 }
 
-// Probe measures one resource.
-func (p *Prober) Probe(ctx context.Context, rawURL, method string) store.HostProbed {
+// Probe measures one resource, and compares the quote of its 402 with the
+// options its listing asks (listing; none: not compared).
+func (p *Prober) Probe(ctx context.Context, rawURL, method string, listing []store.Accept) store.HostProbed {
 	m := store.HostProbed{CheckedAt: time.Now().UTC()}
 	live := false
 	m.Live = &live
@@ -181,45 +188,105 @@ func (p *Prober) Probe(ctx context.Context, rawURL, method string) store.HostPro
 	latency := int(time.Since(start).Milliseconds())
 	m.Status, m.LatencyMS = &resp.StatusCode, &latency
 	if resp.StatusCode == http.StatusPaymentRequired {
-		live = validQuote(resp.Header, resp.Body)
+		var quote []store.Accept
+		quote, live = quoteOf(resp.Header, resp.Body)
 		if !live {
 			m.Error = "402 without a valid x402 quote"
 		}
+		m.QuoteMatchesListing, m.QuoteDifferences = compareQuote(rawURL, listing, quote)
 	}
 	return m
 }
 
-// validQuote reports whether a 402 carries an x402 quote: a v2
-// PAYMENT-REQUIRED header, or a v1 JSON body, with at least one payment
-// option naming a network, an amount and a receiver.
-func validQuote(h http.Header, body []byte) bool {
-	type accept struct {
-		Scheme            string `json:"scheme"`
-		Network           string `json:"network"`
-		Amount            any    `json:"amount"`
-		MaxAmountRequired any    `json:"maxAmountRequired"`
-		PayTo             string `json:"payTo"`
-	}
+// quoteOf reads the x402 quote of a 402: a v2 PAYMENT-REQUIRED header, or
+// a v1 JSON body. valid is set when at least one payment option names a
+// scheme, a network, an amount and a receiver; accepts are its options on
+// the networks the index knows.
+func quoteOf(h http.Header, body []byte) (accepts []store.Accept, valid bool) {
 	var doc struct {
-		X402Version int      `json:"x402Version"`
-		Accepts     []accept `json:"accepts"`
+		X402Version int         `json:"x402Version"`
+		Accepts     []rawAccept `json:"accepts"`
 	}
-	ok := func() bool {
+	read := func() bool {
 		if doc.X402Version < 1 || len(doc.Accepts) == 0 {
 			return false
 		}
 		for _, a := range doc.Accepts {
-			if a.Scheme != "" && a.Network != "" && a.PayTo != "" && (a.Amount != nil || a.MaxAmountRequired != nil) {
-				return true
+			if a.Scheme != "" && a.Network != "" && a.PayTo != "" && (present(a.Amount) || present(a.MaxAmountRequired)) {
+				valid = true
+			}
+			if acc, ok := a.accept(); ok {
+				accepts = append(accepts, acc)
 			}
 		}
-		return false
+		return valid
 	}
 	if v := h.Get("Payment-Required"); v != "" {
-		if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v)); err == nil && json.Unmarshal(raw, &doc) == nil && ok() {
-			return true
+		if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v)); err == nil && json.Unmarshal(raw, &doc) == nil && read() {
+			return accepts, true
 		}
 	}
-	doc.X402Version, doc.Accepts = 0, nil
-	return json.Unmarshal(body, &doc) == nil && ok()
+	doc.X402Version, doc.Accepts, accepts = 0, nil, nil
+	if json.Unmarshal(body, &doc) == nil && read() {
+		return accepts, true
+	}
+	return nil, false
+}
+
+// present reports whether a JSON value is there and not null.
+func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// compareQuote compares the options a listing asks with those its
+// resource's 402 asks: each listed option must be offered on its network
+// and asset, for the same amount, to the same receiver. It returns nil
+// when there is nothing to compare (no listed option, or no quote).
+func compareQuote(resource string, listing, quote []store.Accept) (*bool, []store.QuoteDifference) {
+	if len(listing) == 0 || len(quote) == 0 {
+		return nil, nil
+	}
+	var diffs []store.QuoteDifference
+	for _, l := range listing {
+		var best []store.QuoteDifference
+		found := false
+		for _, q := range quote {
+			if q.Network != l.Network || !strings.EqualFold(q.Asset, l.Asset) {
+				continue
+			}
+			var d []store.QuoteDifference
+			if !sameAmount(q.Amount, l.Amount) {
+				d = append(d, store.QuoteDifference{Resource: resource, Network: l.Network, Asset: l.Asset, Field: "amount", Listing: l.Amount, Quote: q.Amount})
+			}
+			if !sameReceiver(q.PayTo, l.PayTo) {
+				d = append(d, store.QuoteDifference{Resource: resource, Network: l.Network, Asset: l.Asset, Field: "pay_to", Listing: l.PayTo, Quote: q.PayTo})
+			}
+			if !found || len(d) < len(best) {
+				best, found = d, true
+			}
+		}
+		if !found {
+			best = []store.QuoteDifference{{Resource: resource, Network: l.Network, Asset: l.Asset, Field: "network", Listing: l.Network, Quote: ""}}
+		}
+		diffs = append(diffs, best...)
+	}
+	matches := len(diffs) == 0
+	return &matches, diffs
+}
+
+// sameAmount compares atomic amounts as integers ("010" is 10).
+func sameAmount(a, b string) bool {
+	x, ok1 := new(big.Int).SetString(a, 10)
+	y, ok2 := new(big.Int).SetString(b, 10)
+	if ok1 && ok2 {
+		return x.Cmp(y) == 0
+	}
+	return a == b
+}
+
+// sameReceiver compares addresses: EVM hex case-insensitively, others
+// (base58) exactly.
+func sameReceiver(a, b string) bool {
+	if strings.HasPrefix(a, "0x") && strings.HasPrefix(b, "0x") {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
 }

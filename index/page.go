@@ -7,20 +7,25 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"time"
 )
 
-//go:embed templates/page.html
+//go:embed templates/page.html templates/host.html templates/changes.html
 var templates embed.FS
 
 // HTMLPage renders /x402-index: the summary, a searchable and sortable host
-// table with liveness badges, and the honesty note; no JavaScript needed.
+// table with liveness badges, and the honesty note; and each host's page
+// (/x402-index/hosts/<host>), and the latest changes (/x402-index/changes).
+// No JavaScript needed.
 type HTMLPage struct {
-	tmpl *template.Template
+	tmpl    *template.Template
+	host    *template.Template
+	changes *template.Template
 }
 
 // NewHTMLPage parses the page's template.
 func NewHTMLPage() (*HTMLPage, error) {
-	t, err := template.New("page.html").Funcs(template.FuncMap{
+	funcs := template.FuncMap{
 		"isTrue": func(b *bool) bool { return b != nil && *b },
 		"priceRange": func(lo, hi *float64) string {
 			if lo == nil {
@@ -31,11 +36,28 @@ func NewHTMLPage() (*HTMLPage, error) {
 			}
 			return formatUSDC(lo) + " – " + formatUSDC(hi)
 		},
-	}).ParseFS(templates, "templates/page.html")
+		"price": formatUSDC,
+		"percent": func(v *float64) string {
+			if v == nil {
+				return "–"
+			}
+			return strconv.FormatFloat(*v*100, 'f', 1, 64) + " %"
+		},
+		"hostPath": HostPath,
+	}
+	t, err := template.New("page.html").Funcs(funcs).ParseFS(templates, "templates/page.html")
 	if err != nil {
 		return nil, fmt.Errorf("index page: %w", err)
 	}
-	return &HTMLPage{tmpl: t}, nil
+	h, err := template.New("host.html").Funcs(funcs).ParseFS(templates, "templates/host.html")
+	if err != nil {
+		return nil, fmt.Errorf("index host page: %w", err)
+	}
+	c, err := template.New("changes.html").Funcs(funcs).ParseFS(templates, "templates/changes.html")
+	if err != nil {
+		return nil, fmt.Errorf("index changes page: %w", err)
+	}
+	return &HTMLPage{tmpl: t, host: h, changes: c}, nil
 }
 
 // formatUSDC writes a price in USDC with the digits it needs ("0.002").
@@ -57,6 +79,8 @@ type PageData struct {
 	Summary *Summary
 	Hosts   []Host
 	Q, Sort string
+	// Quote is the quote_matches_listing filter ("", true, false, null).
+	Quote string
 	// Limit is the most hosts shown; the page says when it was reached.
 	Limit int
 	Bands []Band
@@ -67,6 +91,9 @@ func (d *PageData) SortLink(key string) string {
 	v := url.Values{}
 	if d.Q != "" {
 		v.Set("q", d.Q)
+	}
+	if d.Quote != "" {
+		v.Set("quote_matches_listing", d.Quote)
 	}
 	v.Set("sort", key)
 	return "/x402-index?" + v.Encode()
@@ -80,4 +107,23 @@ func (p *HTMLPage) Render(w io.Writer, d *PageData) error {
 		{"< 1", d.Summary.PriceBands["under_1"]}, {"≥ 1 USDC", d.Summary.PriceBands["over_1"]},
 	}
 	return p.tmpl.Execute(w, d)
+}
+
+// HostPageData is what a host's page shows.
+type HostPageData struct {
+	*HostDetail
+	// Chart is the probes of 30 days as SVG (ProbeChart).
+	Chart template.HTML
+	// Honesty is the index's note.
+	Honesty string
+}
+
+// RenderHost writes the page of a host.
+func (p *HTMLPage) RenderHost(w io.Writer, d *HostDetail, now time.Time) error {
+	return p.host.Execute(w, &HostPageData{HostDetail: d, Chart: ProbeChart(d.Probes, now), Honesty: Honesty})
+}
+
+// RenderChanges writes the page of the latest changes (newest first).
+func (p *HTMLPage) RenderChanges(w io.Writer, changes []Change) error {
+	return p.changes.Execute(w, struct{ Changes []Change }{changes})
 }

@@ -8,6 +8,23 @@
 // index_listings (which source lists what), index_resources and index_hosts
 // are their projections. A resource is retired when a full pass of every
 // source that listed it no longer does.
+//
+// History is read from the same events, through projections kept in the
+// transaction that appends them (so they never drift from the log, and the
+// reads never scan it): each host.probed adds to the host's row of the hour
+// in index_probe_hours (31 days kept) and recomputes from those rows the
+// host's uptime over 24 hours, 7 and 30 days, its probe counts and its
+// latency percentiles; each change of the market (a service added or
+// retired, a price or networks changed, a host gone live or dead) is a row
+// of index_changes, the changes feed and each host's timeline. Migration 011
+// filled them from the log written before.
+//
+// Price honesty: a probe compares the 402 of the host's sample resource with
+// the options its listing asks (network, asset, amount, payTo).
+//
+// Discovery from the sellers' own origins (Discoverer) reads, politely, the
+// origins of listed resources and INDEX_ORIGINS in x402scan's order: OpenAPI
+// x-payment-info, /.well-known/x402, the DNS _x402 TXT record.
 package index
 
 import (
@@ -21,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -54,6 +72,11 @@ type Resource struct {
 	PriceUSDC    string
 	LastUpdated  time.Time
 	Discoverable bool
+	// Accepts are the payment options listed, on known networks.
+	Accepts []store.Accept
+	// FromOrigin is set for a resource found from its seller's origin
+	// (Discoverer): what a listing says of it stands.
+	FromOrigin bool
 }
 
 // rawItem is a listing item, v1 or v2 shaped; unknown keys are ignored.
@@ -68,6 +91,7 @@ type rawItem struct {
 }
 
 type rawAccept struct {
+	Scheme            string          `json:"scheme"`
 	Network           string          `json:"network"`
 	Amount            json.RawMessage `json:"amount"`
 	MaxAmountRequired json.RawMessage `json:"maxAmountRequired"`
@@ -80,6 +104,25 @@ type rawAccept struct {
 		} `json:"input"`
 	} `json:"outputSchema"`
 	Extra json.RawMessage `json:"extra"`
+	PayTo string          `json:"payTo"`
+}
+
+// accept returns the option as the index records it: the network in CAIP-2,
+// the amount in atomic units as text (amount, else v1's maxAmountRequired).
+// ok is false for a network the index does not know.
+func (a rawAccept) accept() (store.Accept, bool) {
+	network, ok := x402.NormalizeNetwork(a.Network)
+	if !ok {
+		return store.Accept{}, false
+	}
+	amount := a.Amount
+	if len(amount) == 0 || string(amount) == `""` || string(amount) == "null" {
+		amount = a.MaxAmountRequired
+	}
+	if string(amount) == "null" {
+		amount = nil
+	}
+	return store.Accept{Network: network, Asset: a.Asset, Amount: strings.Trim(string(amount), `"`), PayTo: a.PayTo}, true
 }
 
 // ParsePage reads a discovery listing page: {x402Version, items,
@@ -163,18 +206,15 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 		if a.OutputSchema != nil && a.OutputSchema.Input.Method != "" && r.Method == "GET" {
 			r.Method = strings.ToUpper(a.OutputSchema.Input.Method)
 		}
-		network, ok := x402.NormalizeNetwork(a.Network)
+		acc, ok := a.accept()
 		if !ok {
 			continue
 		}
-		if !slices.Contains(r.Networks, network) {
-			r.Networks = append(r.Networks, network)
+		r.Accepts = append(r.Accepts, acc)
+		if !slices.Contains(r.Networks, acc.Network) {
+			r.Networks = append(r.Networks, acc.Network)
 		}
-		amount := a.Amount
-		if len(amount) == 0 || string(amount) == `""` || string(amount) == "null" {
-			amount = a.MaxAmountRequired
-		}
-		if price, ok := priceUSDC(network, a.Asset, amount); ok && (lowest == nil || price.Cmp(lowest) < 0) {
+		if price, ok := priceUSDC(acc.Network, acc.Asset, acc.Amount); ok && (lowest == nil || price.Cmp(lowest) < 0) {
 			lowest = price
 		}
 	}
@@ -228,11 +268,11 @@ func usdcAsset(network, asset string) bool {
 // priceUSDC converts an atomic amount of a known USDC asset to USDC.
 // Decimal-dollar amounts ("0.01"), empty amounts and unknown assets are
 // unpriced.
-func priceUSDC(network, asset string, amount json.RawMessage) (*big.Rat, bool) {
+func priceUSDC(network, asset, amount string) (*big.Rat, bool) {
 	if !usdcAsset(network, asset) {
 		return nil, false
 	}
-	s := strings.Trim(string(amount), `"`)
+	s := amount
 	if s == "" || strings.ContainsAny(s, ".eE-+") {
 		return nil, false
 	}

@@ -27,6 +27,30 @@ type Host struct {
 	LatencyMS      *int       `json:"latency_ms"`
 	CheckedAt      *time.Time `json:"checked_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	// QuoteMatchesListing says whether the 402 of the sample resource, at
+	// the last probe that had a verdict, asked what its listing says
+	// (network, asset, amount and payTo of every listed option); nil when
+	// not compared (no valid quote, or a listing without options).
+	QuoteMatchesListing *bool `json:"quote_matches_listing"`
+	History
+}
+
+// History is what the event log says of a host over time (its probes by
+// hour and its changes). Uptime is the share of probes that found the host
+// live, 0 to 1, over the last 24 hours, 7 and 30 days counted by whole
+// hours; nil when no probe gave a verdict then (a 429 gives none). The
+// latency percentiles are over 30 days, nil when none was measured.
+type History struct {
+	Uptime24h    *float64   `json:"uptime_24h"`
+	Uptime7d     *float64   `json:"uptime_7d"`
+	Uptime30d    *float64   `json:"uptime_30d"`
+	Probes24h    int        `json:"probes_24h"`
+	Probes7d     int        `json:"probes_7d"`
+	Probes30d    int        `json:"probes_30d"`
+	LatencyP50MS *int       `json:"latency_p50_ms"`
+	LatencyP95MS *int       `json:"latency_p95_ms"`
+	FirstSeen    *time.Time `json:"first_seen"`
+	LastChange   *time.Time `json:"last_change"`
 }
 
 // Liveness counts hosts by measurement.
@@ -66,11 +90,16 @@ type Summary struct {
 // Honesty is the note the summary and the page carry.
 const Honesty = "null means not measured; 0 is used only for a measured zero. Live means an unpaid request to the host's sample resource answered 402 with a valid x402 quote; nothing was paid. Prices are the listings' own, in USDC; entries without a USDC atomic amount are unpriced."
 
-// Sorts are the allowed values of the hosts query's sort.
+// SortKeys are the hosts query's sorts, in the order they are offered.
+var SortKeys = []string{"services", "price", "latency", "uptime", "host", "checked"}
+
+// Sorts are the allowed values of the hosts query's sort (SortKeys) and
+// their order.
 var Sorts = map[string]string{
 	"services": "services DESC, host",
 	"price":    "price_min_usdc ASC NULLS LAST, host",
-	"latency":  "latency_ms ASC NULLS LAST, host",
+	"latency":  "latency_p50_ms ASC NULLS LAST, latency_ms ASC NULLS LAST, host",
+	"uptime":   "uptime_30d DESC NULLS LAST, probes_30d DESC, host",
 	"host":     "host",
 	"checked":  "checked_at DESC NULLS LAST, host",
 }
@@ -90,7 +119,9 @@ func NewReader(pool *pgxpool.Pool, sources []string) *Reader {
 }
 
 const hostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
-	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at`
+	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at,
+	uptime_24h, uptime_7d, uptime_30d, probes_24h, probes_7d, probes_30d, latency_p50_ms, latency_p95_ms, first_seen, last_change,
+	quote_matches_listing`
 
 func scanHosts(rows pgx.Rows) ([]Host, error) {
 	defer rows.Close()
@@ -98,7 +129,9 @@ func scanHosts(rows pgx.Rows) ([]Host, error) {
 	for rows.Next() {
 		var h Host
 		if err := rows.Scan(&h.Host, &h.Services, &h.PricedServices, &h.PriceMinUSDC, &h.PriceMaxUSDC, &h.Networks,
-			&h.SampleResource, &h.Sample, &h.Discoverable, &h.Live, &h.Status, &h.LatencyMS, &h.CheckedAt, &h.UpdatedAt); err != nil {
+			&h.SampleResource, &h.Sample, &h.Discoverable, &h.Live, &h.Status, &h.LatencyMS, &h.CheckedAt, &h.UpdatedAt,
+			&h.Uptime24h, &h.Uptime7d, &h.Uptime30d, &h.Probes24h, &h.Probes7d, &h.Probes30d, &h.LatencyP50MS, &h.LatencyP95MS,
+			&h.FirstSeen, &h.LastChange, &h.QuoteMatchesListing); err != nil {
 			return nil, err
 		}
 		hosts = append(hosts, h)
@@ -110,14 +143,30 @@ func scanHosts(rows pgx.Rows) ([]Host, error) {
 // Sorts). q matches, case-insensitively, the host name, its sample, and the
 // URL and description of any of its resources.
 func (r *Reader) Hosts(ctx context.Context, q, sort string, limit int) ([]Host, error) {
-	order, ok := Sorts[sort]
+	return r.Find(ctx, HostQuery{Q: q, Sort: sort, Limit: limit})
+}
+
+// quoteFilters are the values of the hosts query's quote_matches_listing
+// filter and their condition.
+var quoteFilters = map[string]string{
+	"true":  "quote_matches_listing",
+	"false": "NOT quote_matches_listing",
+	"null":  "quote_matches_listing IS NULL",
+}
+
+// Find returns the hosts q asks for (see Hosts), which Check has accepted.
+func (r *Reader) Find(ctx context.Context, q HostQuery) ([]Host, error) {
+	order, ok := Sorts[q.Sort]
 	if !ok {
-		return nil, fmt.Errorf("index: unknown sort %q", sort)
+		return nil, fmt.Errorf("index: unknown sort %q", q.Sort)
 	}
 	query := "SELECT " + hostColumns + " FROM index_hosts h WHERE services > 0"
-	args := []any{limit}
-	if q = strings.ToLower(strings.TrimSpace(q)); q != "" {
-		pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(q) + "%"
+	args := []any{q.Limit}
+	if cond, ok := quoteFilters[q.QuoteMatchesListing]; ok {
+		query += " AND " + cond
+	}
+	if text := strings.ToLower(strings.TrimSpace(q.Q)); text != "" {
+		pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(text) + "%"
 		query += ` AND (h.search LIKE $2 OR h.host IN (SELECT r.host FROM index_resources r WHERE NOT r.retired AND r.search LIKE $2))`
 		args = append(args, pattern)
 	}
@@ -143,8 +192,10 @@ type Totals struct {
 // last crawl.
 func (r *Reader) Totals(ctx context.Context) (*Totals, error) {
 	var t Totals
-	err := r.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM index_resources WHERE NOT retired),
-		(SELECT count(*) FROM index_hosts WHERE services > 0), (SELECT max(last_at) FROM index_sources)`).
+	// A host's services are the count of its live resources: the hosts'
+	// sum is the services indexed, read from a tenth of the rows.
+	err := r.pool.QueryRow(ctx, `SELECT coalesce(sum(services), 0), count(*), (SELECT max(last_at) FROM index_sources)
+		FROM index_hosts WHERE services > 0`).
 		Scan(&t.ServicesIndexed, &t.HostsKnown, &t.LastAt)
 	if err != nil {
 		return nil, fmt.Errorf("index: totals: %w", err)
@@ -159,7 +210,10 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 		What: "A public index of x402 sellers: every resource listed by the x402 discovery listings, grouped by host, with measured liveness.",
 		Read: map[string]string{
 			"summary": "/api/xindex/summary",
-			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={services|price|latency|host|checked}",
+			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}",
+			"host":    "/api/xindex/hosts/{host}",
+			"changes": "/api/xindex/changes?since={cursor|time}&limit={1-500}",
+			"atom":    "/api/xindex/changes.atom",
 			"page":    "/x402-index",
 		},
 		PriceBands: map[string]int{},
@@ -190,7 +244,7 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 	// slowest source counts.
 	err = r.pool.QueryRow(ctx, `SELECT coalesce(sum(cursor), 0), coalesce(sum(total), 0), coalesce(sum(pages_done), 0), max(last_at),
 		CASE WHEN bool_and(last_full_at IS NOT NULL) THEN min(last_full_at) END, coalesce(min(full_scans), 0)
-		FROM index_sources WHERE coalesce(cardinality($1::text[]), 0) = 0 OR url = ANY($1)`, r.sources).Scan(&s.Crawl.Cursor, &s.Crawl.Total, &s.Crawl.PagesDone, &s.Crawl.LastAt, &s.Crawl.LastFullAt, &s.Crawl.FullScans)
+		FROM index_sources WHERE (coalesce(cardinality($1::text[]), 0) = 0 AND url NOT LIKE 'origin:%') OR url = ANY($1)`, r.sources).Scan(&s.Crawl.Cursor, &s.Crawl.Total, &s.Crawl.PagesDone, &s.Crawl.LastAt, &s.Crawl.LastFullAt, &s.Crawl.FullScans)
 	if err != nil {
 		return nil, fmt.Errorf("index: crawl state: %w", err)
 	}
@@ -216,6 +270,10 @@ type HostQuery struct {
 	Sort string `json:"sort,omitempty"`
 	// Limit is the number of hosts, 1 to 500. Defaults to 50.
 	Limit int `json:"limit,omitempty"`
+	// QuoteMatchesListing keeps the hosts whose last quote matched their
+	// listing ("true"), did not ("false"), or was not compared ("null").
+	// Empty: every host.
+	QuoteMatchesListing string `json:"quote_matches_listing,omitempty"`
 }
 
 // QueryError names the field of a HostQuery that is out of bounds.
@@ -232,7 +290,7 @@ func (q *HostQuery) Check() error {
 		q.Sort = "services"
 	}
 	if _, ok := Sorts[q.Sort]; !ok {
-		return &QueryError{Field: "sort", Message: "sort must be one of services, price, latency, host, checked"}
+		return &QueryError{Field: "sort", Message: "sort must be one of " + strings.Join(SortKeys, ", ")}
 	}
 	if q.Limit == 0 {
 		q.Limit = 50
@@ -242,6 +300,9 @@ func (q *HostQuery) Check() error {
 	}
 	if len(q.Q) > 200 {
 		return &QueryError{Field: "q", Message: "q is at most 200 characters"}
+	}
+	if _, ok := quoteFilters[q.QuoteMatchesListing]; q.QuoteMatchesListing != "" && !ok {
+		return &QueryError{Field: "quote_matches_listing", Message: "quote_matches_listing must be true, false or null"}
 	}
 	return nil
 }
@@ -256,7 +317,7 @@ type HostsAnswer struct {
 
 // Search answers q, which Check has accepted.
 func (r *Reader) Search(ctx context.Context, q HostQuery) (*HostsAnswer, error) {
-	hosts, err := r.Hosts(ctx, q.Q, q.Sort, q.Limit)
+	hosts, err := r.Find(ctx, q)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -16,12 +17,16 @@ import (
 
 // FreeTools returns the names of the free tools, listed after the paid
 // ones.
-func FreeTools() []string { return []string{toolIndexSearch, toolIndexSummary} }
+func FreeTools() []string {
+	return []string{toolIndexSearch, toolIndexSummary, toolIndexHost, toolIndexChanges}
+}
 
 // The free tools' names.
 const (
 	toolIndexSearch  = "index_search"
 	toolIndexSummary = "index_summary"
+	toolIndexHost    = "index_host"
+	toolIndexChanges = "index_changes"
 )
 
 // paymentRequiredSchema admits the PaymentRequired a paid tool answers as
@@ -101,7 +106,7 @@ func paidTool(op jobs.Operation, payments x402.Verifier) (*mcp.Tool, error) {
 // addIndexTools adds the free tools over the index of x402 sellers.
 func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 	var sorts []any
-	for _, s := range []string{"services", "price", "latency", "host", "checked"} {
+	for _, s := range index.SortKeys {
 		if _, ok := index.Sorts[s]; !ok {
 			return fmt.Errorf("mcp: index sort %q is not known", s)
 		}
@@ -111,34 +116,23 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 	server.AddTool(&mcp.Tool{
 		Name:        toolIndexSearch,
 		Title:       "Search the index of x402 sellers",
-		Description: "Free. Hosts selling over x402, from every x402 discovery listing, with their services, prices, networks and measured liveness; filtered by text and sorted.",
+		Description: "Free. Hosts selling over x402, from every x402 discovery listing and the sellers' own origins, with their services, prices, networks, measured liveness, uptime and latency over 24 hours, 7 and 30 days, and whether their 402 asks what their listing says; filtered and sorted.",
 		InputSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"q":     map[string]any{"type": "string", "maxLength": 200, "description": "text filter on host names, resource URLs and descriptions"},
 				"sort":  map[string]any{"type": "string", "enum": sorts, "default": "services"},
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+				"quote_matches_listing": map[string]any{"type": "string", "enum": []any{"true", "false", "null"},
+					"description": "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)"},
 			},
 			"additionalProperties": false,
 		},
 		Annotations: free,
 	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var q index.HostQuery
-		if args := req.Params.Arguments; len(args) > 0 {
-			if err := jobs.DecodeStrict(args, &q); err != nil {
-				var invalid *jobs.InvalidError
-				if errors.As(err, &invalid) {
-					return failed(&Failure{Code: "invalid_request", Message: invalid.Message, Field: invalid.Field}), nil
-				}
-				return nil, err
-			}
-		}
-		if err := q.Check(); err != nil {
-			var qe *index.QueryError
-			if errors.As(err, &qe) {
-				return failed(&Failure{Code: "invalid_request", Message: qe.Message, Field: qe.Field}), nil
-			}
-			return nil, err
+		if bad, err := indexArgs(req, &q); bad != nil || err != nil {
+			return bad, err
 		}
 		answer, err := reader.Search(ctx, q)
 		if err != nil {
@@ -159,7 +153,87 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 		}
 		return structured(s)
 	})
+	server.AddTool(&mcp.Tool{
+		Name:        toolIndexHost,
+		Title:       "One seller of the index of x402 sellers",
+		Description: "Free. One host: its entry with its uptime and latency history, its services (price, networks, description, sources, listed payment options), its probes by hour over 30 days, how its 402 differed from its listing, and its timeline of changes.",
+		InputSchema: map[string]any{
+			"type":                 "object",
+			"properties":           map[string]any{"host": map[string]any{"type": "string", "maxLength": 253, "description": "the host name, as index_search answers it"}},
+			"required":             []any{"host"},
+			"additionalProperties": false,
+		},
+		Annotations: free,
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var q struct {
+			Host string `json:"host"`
+		}
+		if bad, err := indexArgs(req, &q); bad != nil || err != nil {
+			return bad, err
+		}
+		d, err := reader.HostDetail(ctx, strings.ToLower(q.Host))
+		if errors.Is(err, index.ErrUnknownHost) {
+			return failed(&Failure{Code: "not_found", Message: "the index has never listed " + q.Host, Field: "host"}), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return structured(d)
+	})
+	server.AddTool(&mcp.Tool{
+		Name:        toolIndexChanges,
+		Title:       "Changes of the x402 market",
+		Description: "Free. The index's feed of changes, oldest first, a page after a cursor: services added and retired, prices and networks changed, hosts gone live or dead. Pass the answer's next as since to follow it.",
+		InputSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"since": map[string]any{"type": "string", "description": "a cursor (the next of an earlier page) or an RFC 3339 time; empty: from the first change"},
+				"host":  map[string]any{"type": "string", "maxLength": 253, "description": "only the changes of this host"},
+				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+			},
+			"additionalProperties": false,
+		},
+		Annotations: free,
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var q index.ChangesQuery
+		if bad, err := indexArgs(req, &q); bad != nil || err != nil {
+			return bad, err
+		}
+		answer, err := reader.Changes(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		return structured(answer)
+	})
 	return nil
+}
+
+// checker is a query whose defaults and bounds Check sets.
+type checker interface{ Check() error }
+
+// indexArgs decodes the arguments of an index tool into v, strictly, and
+// checks them when v has a Check. A refused argument is answered as a tool
+// error naming its field (bad).
+func indexArgs(req *mcp.CallToolRequest, v any) (bad *mcp.CallToolResult, err error) {
+	if args := req.Params.Arguments; len(args) > 0 {
+		if err := jobs.DecodeStrict(args, v); err != nil {
+			var invalid *jobs.InvalidError
+			if errors.As(err, &invalid) {
+				return failed(&Failure{Code: "invalid_request", Message: invalid.Message, Field: invalid.Field}), nil
+			}
+			return nil, err
+		}
+	}
+	if c, ok := v.(checker); ok {
+		if err := c.Check(); err != nil {
+			var qe *index.QueryError
+			if errors.As(err, &qe) {
+				return failed(&Failure{Code: "invalid_request", Message: qe.Message, Field: qe.Field}), nil
+			}
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // structured is the tool result of v: as structuredContent and as JSON text.

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -36,6 +38,32 @@ type ResourceIndexed struct {
 	// PriceUSDC is the lowest price as decimal text, empty when unpriced.
 	PriceUSDC    string `json:"price_usdc,omitempty"`
 	Discoverable bool   `json:"discoverable"`
+	// Accepts are the payment options the listing asks, compared with the
+	// 402 the resource answers. Absent from events written before they
+	// were recorded.
+	Accepts []Accept `json:"accepts,omitempty"`
+}
+
+// Accept is one payment option as a listing or a 402 states it: the
+// network (CAIP-2), the asset, the amount in the asset's atomic units, and
+// the receiver.
+type Accept struct {
+	Network string `json:"network"`
+	Asset   string `json:"asset"`
+	Amount  string `json:"amount"`
+	PayTo   string `json:"pay_to"`
+}
+
+// QuoteDifference is one way the 402 a host answered differs from its
+// listing: Field is network (the quote has no option on the listing's
+// network and asset), amount or pay_to.
+type QuoteDifference struct {
+	Resource string `json:"resource"`
+	Network  string `json:"network"`
+	Asset    string `json:"asset"`
+	Field    string `json:"field"`
+	Listing  string `json:"listing"`
+	Quote    string `json:"quote"`
 }
 
 // ResourceRetired is a resource that a full pass of a source no longer
@@ -53,7 +81,27 @@ type HostProbed struct {
 	LatencyMS *int      `json:"latency_ms"`
 	Error     string    `json:"error,omitempty"`
 	CheckedAt time.Time `json:"checked_at"`
+	// QuoteMatchesListing says whether the 402 of the sample resource asked
+	// what its listing says (network, asset, amount, payTo of every listed
+	// option); nil when not compared (no valid quote, or a listing without
+	// options). QuoteDifferences lists what differed.
+	QuoteMatchesListing *bool             `json:"quote_matches_listing,omitempty"`
+	QuoteDifferences    []QuoteDifference `json:"quote_differences,omitempty"`
 }
+
+// Change kinds of the index's changes feed (index_changes).
+const (
+	ChangeServiceAdded    = "service.added"
+	ChangeServiceRetired  = "service.retired"
+	ChangePriceChanged    = "price.changed"
+	ChangeNetworksChanged = "networks.changed"
+	ChangeHostLive        = "host.live"
+	ChangeHostDead        = "host.dead"
+)
+
+// probeHoursKept is how long the probes by hour are kept: the longest
+// window of the history figures (30 days) and a day.
+const probeHoursKept = "31 days"
 
 // CrawlPage is one page of a source read: the cursor moves from Offset to
 // Offset+Count (a page read by another crawler meanwhile makes the append
@@ -89,7 +137,7 @@ type CrawlFailed struct {
 // The sample is the cheapest priced resource (else the first by URL).
 const refreshHosts = `
 INSERT INTO index_hosts AS h (host, services, priced_services, price_min_usdc, price_max_usdc, networks,
-	sample_resource, sample_method, sample, discoverable, updated_at)
+	sample_resource, sample_method, sample, discoverable, updated_at, last_change, first_seen)
 SELECT r.host, count(*), count(r.price_usdc), min(r.price_usdc), max(r.price_usdc),
 	coalesce((SELECT array_agg(DISTINCT n ORDER BY n) FROM index_resources r2, unnest(r2.networks) n
 	          WHERE r2.host = r.host AND NOT r2.retired), '{}'),
@@ -97,20 +145,52 @@ SELECT r.host, count(*), count(r.price_usdc), min(r.price_usdc), max(r.price_usd
 	(array_agg(r.method ORDER BY r.price_usdc NULLS LAST, r.resource))[1],
 	left((array_agg(r.description ORDER BY r.price_usdc NULLS LAST, r.resource))[1], 240),
 	bool_or(r.discoverable),
+	$2,
+	(SELECT c.at FROM index_changes c WHERE c.host = r.host ORDER BY c.id DESC LIMIT 1),
 	$2
 FROM index_resources r WHERE r.host = ANY($1) AND NOT r.retired GROUP BY r.host
 ON CONFLICT (host) DO UPDATE SET services = EXCLUDED.services, priced_services = EXCLUDED.priced_services,
 	price_min_usdc = EXCLUDED.price_min_usdc, price_max_usdc = EXCLUDED.price_max_usdc, networks = EXCLUDED.networks,
 	sample_resource = EXCLUDED.sample_resource, sample_method = EXCLUDED.sample_method, sample = EXCLUDED.sample,
-	discoverable = EXCLUDED.discoverable, updated_at = EXCLUDED.updated_at`
+	discoverable = EXCLUDED.discoverable, updated_at = EXCLUDED.updated_at,
+	last_change = coalesce(EXCLUDED.last_change, h.last_change)`
 
 // emptyHosts zeroes the aggregates of hosts left without a live resource.
 const emptyHosts = `
 UPDATE index_hosts h SET services = 0, priced_services = 0, price_min_usdc = NULL, price_max_usdc = NULL,
-	networks = '{}', updated_at = $2
+	networks = '{}', updated_at = $2,
+	last_change = coalesce((SELECT c.at FROM index_changes c WHERE c.host = h.host ORDER BY c.id DESC LIMIT 1), h.last_change)
 WHERE h.host = ANY($1) AND NOT EXISTS (SELECT 1 FROM index_resources r WHERE r.host = h.host AND NOT r.retired)`
 
-// projectHost updates index_resources and index_hosts for a host event.
+// resourceChanges records the changes a resource.indexed event makes to
+// the resource as it stands (before its projection): added (again, after a
+// retirement), price changed, networks changed.
+const resourceChanges = `
+INSERT INTO index_changes (at, host, kind, resource, "from", "to")
+SELECT $1, $2, c.kind, $3, c.f, c.t
+FROM (SELECT 1) one LEFT JOIN index_resources r ON r.resource = $3 AND NOT r.retired
+CROSS JOIN LATERAL (VALUES
+	('` + ChangeServiceAdded + `', NULL::jsonb, to_jsonb($4::text), r.resource IS NULL),
+	('` + ChangePriceChanged + `', to_jsonb(r.price_usdc::text), to_jsonb($4::text),
+		r.resource IS NOT NULL AND r.price_usdc IS DISTINCT FROM $4::numeric),
+	('` + ChangeNetworksChanged + `', to_jsonb(r.networks), to_jsonb($5::text[]),
+		r.resource IS NOT NULL AND r.networks <> $5::text[])
+) AS c(kind, f, t, happened)
+WHERE c.happened`
+
+// liveChange records a host going live or dead (or measured for the first
+// time), before the probe's projection.
+const liveChange = `
+INSERT INTO index_changes (at, host, kind, "from", "to")
+SELECT $1, $2, CASE WHEN $3::boolean THEN '` + ChangeHostLive + `' ELSE '` + ChangeHostDead + `' END, to_jsonb(h.live), to_jsonb($3::boolean)
+FROM (SELECT 1) one LEFT JOIN index_hosts h ON h.host = $2
+WHERE h.live IS DISTINCT FROM $3::boolean`
+
+// lastChange is the time of a host's ($1) latest change.
+const lastChange = `(SELECT c.at FROM index_changes c WHERE c.host = $1 ORDER BY c.id DESC LIMIT 1)`
+
+// projectHost updates index_resources, index_hosts, index_changes and
+// index_probe_hours for a host event.
 func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, error) {
 	host := strings.TrimPrefix(e.Stream, "host/")
 	switch v := e.Data.(type) {
@@ -123,25 +203,70 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 		if networks == nil {
 			networks = []string{}
 		}
-		b.Queue(`INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8)
+		var accepts any
+		if len(v.Accepts) > 0 {
+			raw, err := json.Marshal(v.Accepts)
+			if err != nil {
+				return false, fmt.Errorf("accepts: %w", err)
+			}
+			accepts = string(raw)
+		}
+		b.Queue(resourceChanges, now, host, v.Resource, price, networks)
+		b.Queue(`INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at, accepts)
+			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9::jsonb)
 			ON CONFLICT (resource) DO UPDATE SET host = $2, description = $3, method = $4, networks = $5,
-				price_usdc = $6::numeric, discoverable = $7, retired = false, updated_at = $8`,
-			v.Resource, host, v.Description, v.Method, networks, price, v.Discoverable, now)
+				price_usdc = $6::numeric, discoverable = $7, retired = false, updated_at = $8, accepts = $9::jsonb`,
+			v.Resource, host, v.Description, v.Method, networks, price, v.Discoverable, now, accepts)
 		return false, nil
 	case ResourceRetired:
+		b.Queue(`INSERT INTO index_changes (at, host, kind, resource, "from")
+			SELECT $1, $2, '`+ChangeServiceRetired+`', resource, to_jsonb(price_usdc::text) FROM index_resources WHERE resource = $3 AND NOT retired`,
+			now, host, v.Resource)
 		b.Queue("UPDATE index_resources SET retired = true, updated_at = $2 WHERE resource = $1", v.Resource, now)
 		b.Queue(refreshHosts, []string{host}, now)
 		b.Queue(emptyHosts, []string{host}, now)
 		return false, nil
 	case HostProbed:
-		// A 429 says "try later": the last verdict stands.
-		b.Queue(`INSERT INTO index_hosts AS h (host, live, status, latency_ms, checked_at, probe_error)
-			VALUES ($1, CASE WHEN $3::integer = 429 THEN NULL ELSE $2::boolean END, $3, $4, $5, NULLIF($6, ''))
+		// A 429 says "try later": no verdict, the last one stands.
+		verdict := v.Live != nil && (v.Status == nil || *v.Status != http.StatusTooManyRequests)
+		// Postgres keeps microseconds, rounding the event's JSON time: the
+		// projection rounds alike, so that the log read again agrees.
+		checkedAt := v.CheckedAt.Round(time.Microsecond)
+		if verdict {
+			b.Queue(liveChange, checkedAt, host, *v.Live)
+		}
+		var differences any
+		if len(v.QuoteDifferences) > 0 {
+			raw, err := json.Marshal(v.QuoteDifferences)
+			if err != nil {
+				return false, fmt.Errorf("quote differences: %w", err)
+			}
+			differences = string(raw)
+		}
+		b.Queue(`INSERT INTO index_hosts AS h (host, live, status, latency_ms, checked_at, probe_error,
+				quote_matches_listing, quote_differences, last_change, first_seen)
+			VALUES ($1, CASE WHEN $7 THEN $2::boolean END, $3, $4, $5, NULLIF($6, ''),
+				CASE WHEN $7 THEN $8::boolean END, CASE WHEN $7 THEN $9::jsonb END, `+lastChange+`, $10)
 			ON CONFLICT (host) DO UPDATE SET
-				live = CASE WHEN $3::integer = 429 THEN h.live ELSE $2::boolean END,
-				status = $3, latency_ms = $4, checked_at = $5, probe_error = NULLIF($6, '')`,
-			host, v.Live, v.Status, v.LatencyMS, v.CheckedAt, v.Error)
+				live = CASE WHEN $7 THEN $2::boolean ELSE h.live END,
+				status = $3, latency_ms = $4, checked_at = $5, probe_error = NULLIF($6, ''),
+				quote_matches_listing = CASE WHEN $7 THEN $8::boolean ELSE h.quote_matches_listing END,
+				quote_differences = CASE WHEN $7 THEN $9::jsonb ELSE h.quote_differences END,
+				last_change = coalesce(`+lastChange+`, h.last_change)`,
+			host, v.Live, v.Status, v.LatencyMS, checkedAt, v.Error, verdict, v.QuoteMatchesListing, differences, now)
+		if verdict {
+			live := 0
+			if *v.Live {
+				live = 1
+			}
+			b.Queue(`INSERT INTO index_probe_hours AS x (host, hour, probes, live, latencies)
+				VALUES ($1, date_trunc('hour', $2::timestamptz, 'UTC'), 1, $3, CASE WHEN $4::integer IS NULL THEN '{}' ELSE ARRAY[$4::integer] END)
+				ON CONFLICT (host, hour) DO UPDATE SET probes = x.probes + 1, live = x.live + EXCLUDED.live,
+					latencies = x.latencies || EXCLUDED.latencies`,
+				host, checkedAt, live, v.LatencyMS)
+			b.Queue("DELETE FROM index_probe_hours WHERE host = $1 AND hour < $2::timestamptz - interval '"+probeHoursKept+"'", host, checkedAt)
+			b.Queue("SELECT index_host_history(ARRAY[$1::text], $2::timestamptz)", host, checkedAt)
+		}
 		return false, nil
 	}
 	return false, fmt.Errorf("no projection of %s with %T", e.Type, e.Data)

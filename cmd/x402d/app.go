@@ -179,7 +179,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}
 	defer payments.close()
 
-	crawler, prober := a.indexer(pool, fetcher, m)
+	crawler, prober, discoverer := a.indexer(pool, fetcher, m)
 	periodic, err := index.PeriodicJobs(a.cfg.IndexCron, a.cfg.LivenessCron)
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Settler:  payments.settler,
 		Logger:   a.logger,
 		Ops:      bindings,
-		Register: []func(*river.Workers) error{index.Register(crawler, prober), retention.Register(pool, a.logger)},
+		Register: []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger)},
 	}, worker.Config{
 		PeriodicJobs:      periodic,
 		Work:              withWorker,
@@ -328,11 +328,12 @@ func (a *app) indexSources() []string {
 	return append(append([]string{}, index.DefaultSources...), a.cfg.PublicURL+"/api/x402/discovery/resources")
 }
 
-// indexer returns the index's crawler and prober.
-func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober) {
-	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Logger: a.logger, Metrics: m})
+// indexer returns the index's crawler, prober and discoverer.
+func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober, *index.Discoverer) {
+	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
 	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
-	return crawler, prober
+	discoverer := index.NewDiscoverer(index.DiscovererConfig{Pool: pool, Fetch: fetcher, Origins: a.cfg.IndexOrigins, Gap: a.cfg.IndexPageGap, Logger: a.logger})
+	return crawler, prober, discoverer
 }
 
 // indexCrawl is `x402d index crawl`: one full pass of every source now,
@@ -343,7 +344,7 @@ func (a *app) indexCrawl(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	crawler, _ := a.indexer(pool, fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs}), nil)
+	crawler, _, _ := a.indexer(pool, fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs}), nil)
 	_, err = index.CrawlOnce(ctx, crawler, index.NewReader(pool, crawler.Sources()), stdout)
 	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/x402d/x402d/api"
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/model"
 	"github.com/x402d/x402d/schema"
@@ -226,6 +227,14 @@ type Config struct {
 	// LivenessCron is when the index probes each host's sample resource
 	// (cron).
 	LivenessCron string `env:"LIVENESS_CRON"`
+	// IndexOrigins are sellers' origins (comma-separated, https://host[:port])
+	// the index reads besides those of the listed resources: their OpenAPI
+	// x-payment-info, then /.well-known/x402, then the DNS _x402 TXT record.
+	IndexOrigins []string `env:"INDEX_ORIGINS"`
+	// IndexPageGap is the polite pause between two pages of a listing, and
+	// between two requests to a seller's origin (a listing's Retry-After is
+	// honoured on top).
+	IndexPageGap time.Duration `env:"INDEX_PAGE_GAP"`
 	// ResultTTL is how long a call's result is kept (a Go duration or
 	// days, like 30d); the call's ledger fields stay, and polling it or
 	// resending its payment then answers 410 result_expired.
@@ -281,6 +290,7 @@ func DefaultConfig() *Config {
 		GeminiModel:             model.DefaultModel,
 		IndexCron:               "*/15 * * * *",
 		LivenessCron:            "*/30 * * * *",
+		IndexPageGap:            index.DefaultPageGap,
 		ResultTTL:               30 * 24 * time.Hour,
 		RetentionCron:           "17 * * * *",
 		JobRetention:            24 * time.Hour,
@@ -536,6 +546,9 @@ func setChainValue(fv reflect.Value, network, s string) error {
 func (c *Config) validate() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, err := index.ParseOrigins(strings.Join(c.IndexOrigins, ",")); err != nil {
+		fail("%w", err)
+	}
 	if c.RefusedRate <= 0 {
 		fail("REFUSED_PAYMENTS_PER_SECOND: %q is not a positive number", strconv.FormatFloat(c.RefusedRate, 'g', -1, 64))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/worker"
@@ -281,4 +282,19 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, jobs.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxCodeChars: cfg.MaxCodeChars, MaxPatternChars: cfg.MaxPatternChars, MaxRows: cfg.MaxRows}, l)
 	require.Equal(t, BatchAuto, cfg.SettlementBatch)
 	require.True(t, cfg.batch(), "auto batches on the devchain")
+}
+
+func TestLoadConfigIndex(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(k string) string {
+		return map[string]string{"INDEX_ORIGINS": "https://Shop.Example/api, http://b.example:8080,", "INDEX_PAGE_GAP": "250ms"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"https://Shop.Example/api", "http://b.example:8080"}, cfg.IndexOrigins)
+	require.Equal(t, 250*time.Millisecond, cfg.IndexPageGap)
+	cfg, err = loadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, index.DefaultPageGap, cfg.IndexPageGap)
+	_, err = loadConfig(func(k string) string { return map[string]string{"INDEX_ORIGINS": "ftp://x.example"}[k] })
+	require.ErrorContains(t, err, "INDEX_ORIGINS")
 }

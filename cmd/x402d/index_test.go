@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +22,11 @@ import (
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/browsertest"
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
 )
 
 // TestIndexCrawlCommandAndPage runs `x402d index crawl` on a local listing
@@ -116,6 +121,53 @@ func TestIndexCrawlCommandAndPage(t *testing.T) {
 	require.Contains(t, p.MustInfo().URL, "sort=price")
 	p.MustSetViewport(1280, 900, 1, false)
 	pageScreenshot(t, p, "x402-index.png")
+
+	// A host's page, reached from the table: 30 days of probes every six
+	// hours (dead for two days, slower for a week) drawn, its services, its
+	// timeline.
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	for h := 30*24 - 1; h > 0; h -= 6 {
+		at := now.Add(-time.Duration(h) * time.Hour)
+		live, status, latency := true, 402, 120+(h%48)
+		if h > 20*24 && h <= 22*24 {
+			live, status = false, 503
+		}
+		if h > 7*24 && h <= 14*24 {
+			latency += 300
+		}
+		require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream("seller1.example"), Type: store.EventHostProbed,
+			Data: store.HostProbed{Live: &live, Status: &status, LatencyMS: &latency, CheckedAt: at}}))
+	}
+	require.NoError(t, tx.Commit(ctx))
+	p.MustNavigate(base + "/x402-index?q=seller1").MustWaitLoad()
+	wait = p.MustWaitNavigation()
+	p.MustElement(`td.host a`).MustClick()
+	wait()
+	require.Eventually(t, func() bool { return strings.HasSuffix(p.MustInfo().URL, "/x402-index/hosts/seller1.example") }, 20*time.Second, 50*time.Millisecond)
+	p.MustElement("svg.chart").MustWaitVisible()
+	require.Len(t, p.MustElements("svg.chart rect.probe"), 120, "one column an hour probed")
+	require.Len(t, p.MustElements("tr.service"), 4)
+	require.Contains(t, p.MustElement("#history").MustText(), "uptime 30 d")
+	require.Contains(t, p.MustElement("#uptime-30d").MustText(), "93.3 %", "8 of 120 probes dead")
+	timeline := p.MustElement("#timeline").MustText()
+	require.Contains(t, timeline, "seller1.example went dead")
+	require.Contains(t, timeline, "seller1.example went live")
+	p.MustSetViewport(1280, 1000, 1, false)
+	pageScreenshot(t, p, "x402-index-host.png")
+
+	// The changes of the market, from the index page.
+	p.MustNavigate(base + "/x402-index").MustWaitLoad()
+	wait = p.MustWaitNavigation()
+	p.MustElement("#changes-link").MustClick()
+	wait()
+	require.Eventually(t, func() bool { return strings.HasSuffix(p.MustInfo().URL, "/x402-index/changes") }, 20*time.Second, 50*time.Millisecond)
+	rows := p.MustElements("#changes tr.change")
+	require.Len(t, rows, 32, "29 services added; seller1 live, dead, live again")
+	require.Contains(t, rows[0].MustText(), "added", "newest first: the crawl's, after seller1's past probes")
+	require.Contains(t, rows[len(rows)-1].MustText(), "seller1.example went live", "its first probe, 30 days ago")
+	pageScreenshot(t, p, "x402-index-changes.png")
 
 	// The front page: what is sold and how to pay, with its links.
 	p.MustNavigate(base + "/").MustWaitLoad()
@@ -236,4 +288,77 @@ func TestIndexCrawlKilledMidPass(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE type = 'resource.indexed'), count(*) FILTER (WHERE type = 'crawl.page') FROM events").Scan(&indexed, &pages))
 	require.Equal(t, 250, indexed, "every resource indexed once")
 	require.Equal(t, 3, pages, "pages at 0 and 100 before the kill, 200 after")
+}
+
+// TestIndexDiscoversOwnService: the service declares what it sells where
+// sellers' origins are read (x-payment-info on every paid operation of its
+// OpenAPI document, /.well-known/x402), and the index's own discovery,
+// reading its origin through the guarded client, finds every operation sold
+// with its price.
+func TestIndexDiscoversOwnService(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	origin := "http://" + addr
+	// No crawl at start: the index holds only what discovery finds.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO index_sources (url, last_at) VALUES ('none', now())`)
+	require.NoError(t, err)
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"LISTEN_ADDR": addr, "PUBLIC_URL": origin, "INDEX_SOURCES": "http://127.0.0.1:1/none"}))
+	require.Equal(t, origin, base)
+
+	var fanOut struct {
+		Version   int
+		Resources []string
+	}
+	getJSON(t, base+"/.well-known/x402", &fanOut)
+	require.Equal(t, 1, fanOut.Version)
+	var list struct{ Items []struct{ Resource string } }
+	getJSON(t, base+"/api/x402/discovery/resources", &list)
+	require.NotEmpty(t, list.Items)
+	var sold []string
+	for _, it := range list.Items {
+		sold = append(sold, it.Resource)
+	}
+	require.Equal(t, sold, fanOut.Resources, "the operations sold now")
+
+	var doc struct {
+		Paths map[string]map[string]map[string]any
+	}
+	getJSON(t, base+"/openapi.json", &doc)
+	paid := 0
+	for path, item := range doc.Paths {
+		if !strings.HasPrefix(path, "/api/x402/") || path == "/api/x402/calls/{id}" || path == "/api/x402/discovery/resources" {
+			require.NotContains(t, item["get"], "x-payment-info", path)
+			continue
+		}
+		paid++
+		require.Contains(t, item["post"], "x-payment-info", path)
+	}
+	require.Greater(t, paid, len(sold), "every paid path, sold now or not")
+
+	client := fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	d := index.NewDiscoverer(index.DiscovererConfig{Pool: db.Pool, Fetch: client, Gap: -1})
+	via, indexed, err := d.Origin(ctx, origin)
+	require.NoError(t, err)
+	require.Equal(t, "openapi", via)
+	require.Equal(t, len(sold), indexed)
+	var detail index.HostDetail
+	getJSON(t, base+"/api/xindex/hosts/127.0.0.1", &detail)
+	require.Len(t, detail.Services, len(sold))
+	// The quotes of the test's payment stack name the resources on
+	// http://test: what was asked is the origin's, at the same paths.
+	var soldPaths []string
+	for _, u := range sold {
+		soldPaths = append(soldPaths, strings.TrimPrefix(u, "http://test"))
+	}
+	for _, s := range detail.Services {
+		require.Contains(t, soldPaths, strings.TrimPrefix(s.Resource, origin))
+		require.Equal(t, "POST", s.Method)
+		require.NotNil(t, s.PriceUSDC, s.Resource)
+		require.Equal(t, []string{index.OriginSource(origin)}, s.Sources)
+	}
 }

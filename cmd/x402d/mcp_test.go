@@ -121,7 +121,7 @@ func TestMCP(t *testing.T) {
 			require.NoError(t, err)
 			tools[tool.Name] = tool
 		}
-		for _, name := range []string{"regex", "diff", "csv-json", "url-meta", "index_search", "index_summary"} {
+		for _, name := range []string{"regex", "diff", "csv-json", "url-meta", "index_search", "index_summary", "index_host", "index_changes"} {
 			require.Contains(t, tools, name)
 		}
 		// No Gemini key: the model operations are not sold, so not offered.
@@ -226,6 +226,27 @@ func TestMCP(t *testing.T) {
 		require.Equal(t, true, asMap(t, res.StructuredContent)["ok"])
 		body := requireToolFailure(t, callTool(ctx, t, session, "index_search", map[string]any{"sort": "cheapest"}, nil), "invalid_request")
 		require.Equal(t, "sort", body["field"])
+		res = callTool(ctx, t, session, "index_search", map[string]any{"sort": "uptime", "quote_matches_listing": "false"}, nil)
+		require.False(t, res.IsError, toolText(t, res))
+
+		// A host's history and the feed of changes, read by an agent.
+		res = callTool(ctx, t, session, "index_changes", map[string]any{"limit": 3}, nil)
+		require.False(t, res.IsError, toolText(t, res))
+		changes := asMap(t, res.StructuredContent)
+		require.Equal(t, true, changes["ok"])
+		require.Contains(t, changes, "next")
+		body = requireToolFailure(t, callTool(ctx, t, session, "index_changes", map[string]any{"since": "last week"}, nil), "invalid_request")
+		require.Equal(t, "since", body["field"])
+		_, err := db.Pool.Exec(ctx, `INSERT INTO index_hosts (host, services) VALUES ('agent.example', 1)`)
+		require.NoError(t, err)
+		res = callTool(ctx, t, session, "index_host", map[string]any{"host": "Agent.Example"}, nil)
+		require.False(t, res.IsError, toolText(t, res))
+		host := asMap(t, asMap(t, res.StructuredContent)["host"])
+		require.Equal(t, "agent.example", host["host"])
+		require.Contains(t, host, "uptime_30d")
+		require.Nil(t, host["uptime_30d"], "never probed")
+		body = requireToolFailure(t, callTool(ctx, t, session, "index_host", map[string]any{"host": "nowhere.example"}, nil), "not_found")
+		require.Equal(t, "host", body["field"])
 	})
 
 	t.Run("ProgressWhileWaiting", func(t *testing.T) {

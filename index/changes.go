@@ -1,0 +1,194 @@
+package index
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/store"
+)
+
+// Change is one change of the market (index_changes): a service added or
+// retired, a price or the networks of a service changed, a host gone live
+// or dead. From and To are JSON: a price as decimal text in USDC (null:
+// unpriced), networks as a list, liveness as a boolean (null: not measured
+// before). A service added has only To (its price), a service retired only
+// From.
+type Change struct {
+	ID       int64           `json:"-"`
+	At       time.Time       `json:"at"`
+	Host     string          `json:"host"`
+	Kind     string          `json:"kind"`
+	Resource *string         `json:"resource"`
+	From     json.RawMessage `json:"from"`
+	To       json.RawMessage `json:"to"`
+}
+
+// ChangesQuery is a query of the changes feed (/api/xindex/changes).
+type ChangesQuery struct {
+	// Since is where the page starts: a cursor (the next of an earlier
+	// page: the changes after it) or an RFC 3339 time (the changes at or
+	// after it). Empty: from the first change.
+	Since string `json:"since,omitempty"`
+	// Host keeps only the changes of one host.
+	Host string `json:"host,omitempty"`
+	// Limit is the number of changes, 1 to 500. Defaults to 100.
+	Limit int `json:"limit,omitempty"`
+
+	after int64
+	from  time.Time
+}
+
+// Check fills the defaults of q and checks its bounds, returning a
+// *QueryError for the first field out of them.
+func (q *ChangesQuery) Check() error {
+	if q.Limit == 0 {
+		q.Limit = 100
+	}
+	if q.Limit < 1 || q.Limit > 500 {
+		return &QueryError{Field: "limit", Message: "limit must be between 1 and 500"}
+	}
+	if len(q.Host) > 253 {
+		return &QueryError{Field: "host", Message: "host is at most 253 characters"}
+	}
+	q.Host = strings.ToLower(q.Host)
+	if q.Since == "" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(q.Since, 10, 64); err == nil && n >= 0 {
+		q.after = n
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, q.Since)
+	if err != nil {
+		return &QueryError{Field: "since", Message: "since must be a cursor (the next of a page) or an RFC 3339 time"}
+	}
+	q.from = t
+	return nil
+}
+
+// ChangesAnswer is a page of the changes feed, oldest first. Next is the
+// cursor to pass as since for the changes after this page (the same as
+// since when there were none yet).
+type ChangesAnswer struct {
+	OK      bool     `json:"ok"`
+	Changes []Change `json:"changes"`
+	Next    string   `json:"next"`
+}
+
+const changeColumns = `id, at, host, kind, resource, "from", "to"`
+
+func scanChanges(rows pgx.Rows) ([]Change, error) {
+	changes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Change, error) {
+		var c Change
+		err := row.Scan(&c.ID, &c.At, &c.Host, &c.Kind, &c.Resource, &c.From, &c.To)
+		return c, err
+	})
+	if changes == nil {
+		changes = []Change{}
+	}
+	return changes, err
+}
+
+// Changes answers q, which Check has accepted: the changes after its
+// cursor (or from its time), oldest first.
+func (r *Reader) Changes(ctx context.Context, q ChangesQuery) (*ChangesAnswer, error) {
+	after := q.after
+	if !q.from.IsZero() {
+		// The last change before the time is the cursor (the index on at
+		// finds it; ids grow with time).
+		if err := r.pool.QueryRow(ctx, `SELECT coalesce((SELECT id FROM index_changes WHERE at < $1 ORDER BY at DESC, id DESC LIMIT 1), 0)`,
+			q.from).Scan(&after); err != nil {
+			return nil, fmt.Errorf("index: changes since %s: %w", q.from.Format(time.RFC3339), err)
+		}
+	}
+	query := "SELECT " + changeColumns + " FROM index_changes WHERE id > $1"
+	args := []any{after, q.Limit}
+	if q.Host != "" {
+		query += " AND host = $3"
+		args = append(args, q.Host)
+	}
+	rows, err := r.pool.Query(ctx, query+" ORDER BY id LIMIT $2", args...)
+	if err != nil {
+		return nil, fmt.Errorf("index: changes: %w", err)
+	}
+	changes, err := scanChanges(rows)
+	if err != nil {
+		return nil, fmt.Errorf("index: changes: %w", err)
+	}
+	next := after
+	if len(changes) > 0 {
+		next = changes[len(changes)-1].ID
+	}
+	return &ChangesAnswer{OK: true, Changes: changes, Next: strconv.FormatInt(next, 10)}, nil
+}
+
+// LatestChanges returns the latest limit changes by the time they
+// happened, newest first, of host when it is not empty. (A probe is
+// recorded after it was taken, so the log's order and the time's can
+// differ a little.)
+func (r *Reader) LatestChanges(ctx context.Context, host string, limit int) ([]Change, error) {
+	query := "SELECT " + changeColumns + " FROM index_changes"
+	args := []any{limit}
+	if host != "" {
+		query += " WHERE host = $2"
+		args = append(args, host)
+	}
+	rows, err := r.pool.Query(ctx, query+" ORDER BY at DESC, id DESC LIMIT $1", args...)
+	if err != nil {
+		return nil, fmt.Errorf("index: latest changes: %w", err)
+	}
+	changes, err := scanChanges(rows)
+	if err != nil {
+		return nil, fmt.Errorf("index: latest changes: %w", err)
+	}
+	return changes, nil
+}
+
+// Title says a change in words, e.g. "price of https://a.example/x changed
+// from 0.01 to 0.02 USDC".
+func (c *Change) Title() string {
+	what := c.Host
+	if c.Resource != nil {
+		what = *c.Resource
+	}
+	switch c.Kind {
+	case store.ChangeServiceAdded:
+		return fmt.Sprintf("%s added (%s)", what, priceWords(c.To))
+	case store.ChangeServiceRetired:
+		return fmt.Sprintf("%s retired", what)
+	case store.ChangePriceChanged:
+		return fmt.Sprintf("price of %s changed from %s to %s", what, priceWords(c.From), priceWords(c.To))
+	case store.ChangeNetworksChanged:
+		return fmt.Sprintf("networks of %s changed from %s to %s", what, listWords(c.From), listWords(c.To))
+	case store.ChangeHostLive:
+		return fmt.Sprintf("%s went live", c.Host)
+	case store.ChangeHostDead:
+		return fmt.Sprintf("%s went dead", c.Host)
+	}
+	return c.Kind + " " + what
+}
+
+func priceWords(raw json.RawMessage) string {
+	var s *string
+	if json.Unmarshal(raw, &s) != nil || s == nil {
+		return "unpriced"
+	}
+	if f, err := strconv.ParseFloat(*s, 64); err == nil {
+		return strconv.FormatFloat(f, 'f', -1, 64) + " USDC"
+	}
+	return *s + " USDC"
+}
+
+func listWords(raw json.RawMessage) string {
+	var l []string
+	if json.Unmarshal(raw, &l) != nil || len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}

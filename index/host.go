@@ -1,0 +1,118 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/store"
+)
+
+// ErrUnknownHost is returned for a host the index has never listed.
+var ErrUnknownHost = errors.New("index: unknown host")
+
+// Service is one resource of a host as its page shows it.
+type Service struct {
+	Resource     string   `json:"resource"`
+	Method       string   `json:"method"`
+	Description  string   `json:"description"`
+	PriceUSDC    *float64 `json:"price_usdc"`
+	Networks     []string `json:"networks"`
+	Discoverable bool     `json:"discoverable"`
+	// Sources are the listings (or origins) that list it now.
+	Sources []string `json:"sources"`
+	// Accepts are the payment options its listing asks; empty when the
+	// listing was read before they were recorded.
+	Accepts []store.Accept `json:"accepts"`
+	// UpdatedAt is when its listing last changed.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ProbeHour is what the probes of one hour found: how many gave a verdict,
+// how many found the host live, and the median latency measured (nil when
+// none was).
+type ProbeHour struct {
+	Hour         time.Time `json:"hour"`
+	Probes       int       `json:"probes"`
+	Live         int       `json:"live"`
+	LatencyP50MS *int      `json:"latency_p50_ms"`
+}
+
+// HostDetail is a host's page as JSON (/api/xindex/hosts/<host>): its entry
+// with its history, its services, its probes by hour over 30 days (only the
+// hours with probes), and its timeline of changes, newest first.
+type HostDetail struct {
+	OK   bool `json:"ok"`
+	Host Host `json:"host"`
+	// QuoteDifferences are how the sample resource's 402 differed from its
+	// listing at the last probe that compared them.
+	QuoteDifferences []store.QuoteDifference `json:"quote_differences"`
+	Services         []Service               `json:"services"`
+	Probes           []ProbeHour             `json:"probes"`
+	Timeline         []Change                `json:"timeline"`
+	// TimelineLimit is the most changes the timeline holds; older ones are
+	// in the changes feed (?host=).
+	TimelineLimit int `json:"timeline_limit"`
+}
+
+// timelineLimit bounds a host's timeline on its page.
+const timelineLimit = 200
+
+// HostDetail returns the page of host, or ErrUnknownHost.
+func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, error) {
+	rows, err := r.pool.Query(ctx, "SELECT "+hostColumns+" FROM index_hosts WHERE host = $1", host)
+	if err != nil {
+		return nil, fmt.Errorf("index: host %s: %w", host, err)
+	}
+	hosts, err := scanHosts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("index: host %s: %w", host, err)
+	}
+	if len(hosts) == 0 {
+		return nil, ErrUnknownHost
+	}
+	d := &HostDetail{OK: true, Host: hosts[0], TimelineLimit: timelineLimit}
+	if err := r.pool.QueryRow(ctx, "SELECT coalesce(quote_differences, '[]') FROM index_hosts WHERE host = $1", host).Scan(&d.QuoteDifferences); err != nil {
+		return nil, fmt.Errorf("index: quote of %s: %w", host, err)
+	}
+
+	rows, err = r.pool.Query(ctx, `SELECT r.resource, r.method, r.description, r.price_usdc::float8, r.networks, r.discoverable,
+			coalesce((SELECT array_agg(l.source ORDER BY l.source) FROM index_listings l WHERE l.resource = r.resource), '{}'),
+			coalesce(r.accepts, '[]'), r.updated_at
+		FROM index_resources r WHERE r.host = $1 AND NOT r.retired ORDER BY r.price_usdc NULLS LAST, r.resource`, host)
+	if err != nil {
+		return nil, fmt.Errorf("index: services of %s: %w", host, err)
+	}
+	d.Services, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Service, error) {
+		var s Service
+		err := row.Scan(&s.Resource, &s.Method, &s.Description, &s.PriceUSDC, &s.Networks, &s.Discoverable, &s.Sources, &s.Accepts, &s.UpdatedAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: services of %s: %w", host, err)
+	}
+	if d.Services == nil {
+		d.Services = []Service{}
+	}
+
+	rows, err = r.pool.Query(ctx, `SELECT hour, probes, live,
+			(SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY l) FROM unnest(latencies) l)
+		FROM index_probe_hours WHERE host = $1 AND hour > date_trunc('hour', now()) - interval '30 days' ORDER BY hour`, host)
+	if err != nil {
+		return nil, fmt.Errorf("index: probes of %s: %w", host, err)
+	}
+	d.Probes, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ProbeHour])
+	if err != nil {
+		return nil, fmt.Errorf("index: probes of %s: %w", host, err)
+	}
+	if d.Probes == nil {
+		d.Probes = []ProbeHour{}
+	}
+	if d.Timeline, err = r.LatestChanges(ctx, host, timelineLimit); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
