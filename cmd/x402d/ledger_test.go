@@ -78,16 +78,16 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	}
 	t.Logf("%d paid regex calls, bytes each: as written %.0f in events + %.0f in calls = %.0f; compacted %.0f + %.0f = %.0f",
 		rep.Calls, writtenEvents, writtenCalls, writtenEvents+writtenCalls, events, calls, events+calls)
-	// What is left, compacted (about 4,000 bytes): six event rows, each
-	// about 100 bytes before its data (the stream's name alone is 38) with
-	// an entry in the key's index and a share of the stream's (the six
-	// events of a call share one deduplicated entry); the
-	// payment.verified data (990 bytes of jsonb: the option accepted, the
-	// authorization, its signature); the calls row (about 810 bytes) at
-	// fillfactor 70 (the room its in-place updates need) with its four indexes, the payment
-	// key's about 170 bytes. This bound keeps what was won (before: about
-	// 9,600 as written, 4,490 compacted; 3,990 with the stream hashed).
-	require.LessOrEqual(t, events+calls, 4150.0, "bytes per paid call, compacted")
+	// What is left, compacted: three event rows (call.paid,
+	// job.succeeded with the run's start and its settlement's
+	// submission, settlement.confirmed), each about 100 bytes before its
+	// data with an entry in the key's index and a share of the stream's;
+	// call.paid's data (the payment in its compact form, the token and
+	// the request's hash); the calls row with its result and settlement
+	// at fillfactor 70 and its four indexes. This bound keeps what was
+	// won (before: about 9,600 as written, 4,490 compacted; 3,950 with
+	// six events and the payment as hex in JSON).
+	require.LessOrEqual(t, events+calls, 3000.0, "bytes per paid call, compacted")
 }
 
 // TestResultExpires: a paid call's result is kept RESULT_TTL; then the

@@ -1,0 +1,2 @@
+DROP TRIGGER IF EXISTS calls_payment_digest ON calls;
+DROP FUNCTION IF EXISTS calls_payment_digest();
