@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -471,10 +472,13 @@ func callByID(ctx context.Context, db DBTX, columns, id string) (*Call, error) {
 }
 
 // CallGetByPaymentKey returns the call paid for by the payment with key,
-// found by the key's digest or, for a call admitted before call.paid, by
-// the key itself.
+// found by the key's digest or, for a call admitted before migration 011
+// whose row keeps its key whole, by the key itself.
 func CallGetByPaymentKey(ctx context.Context, db DBTX, key string) (*Call, error) {
-	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = ANY($1)", []string{PaymentDigest(key), key}))
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = $1", PaymentDigest(key)))
+	if errors.Is(err, ErrNotFound) {
+		c, err = scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = $1", key))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get call by payment %s: %w", key, err)
 	}
