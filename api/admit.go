@@ -13,8 +13,8 @@ import (
 	"github.com/x402d/x402d/store"
 )
 
-// admission is a paid call to record and queue: its payment.verified event
-// and its job.
+// admission is a paid call to record and queue: its job, and its call.paid
+// event naming the job.
 type admission struct {
 	callID   string
 	verified store.PaymentVerified
@@ -48,12 +48,10 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 		if err != nil {
 			return fmt.Errorf("insert %d jobs: %w", len(batch), err)
 		}
-		events := make([]store.NewEvent, 0, 2*len(batch))
+		events := make([]store.NewEvent, len(batch))
 		for i, adm := range batch {
-			stream := store.CallStream(adm.callID)
-			events = append(events,
-				store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: adm.verified},
-				store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res[i].Job.ID, Queue: res[i].Job.Queue}})
+			events[i] = store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventCallPaid,
+				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID}}
 		}
 		return store.Append(ctx, tx, events...)
 	})

@@ -72,13 +72,12 @@ func TestAdmitter(t *testing.T) {
 		}
 		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
 		require.NoError(t, err)
-		require.Len(t, events, 2)
-		require.Equal(t, store.EventPaymentVerified, events[0].Type)
-		require.Equal(t, store.EventJobQueued, events[1].Type)
-		var queued store.JobQueued
-		require.NoError(t, json.Unmarshal(events[1].Data, &queued))
+		require.Len(t, events, 1)
+		require.Equal(t, store.EventCallPaid, events[0].Type)
+		var paid store.PaidCall
+		require.NoError(t, json.Unmarshal(events[0].Data, &paid))
 		var arg int
-		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT (args->>'n')::int FROM river_job WHERE id = $1", queued.JobID).Scan(&arg))
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT (args->>'n')::int FROM river_job WHERE id = $1", paid.JobID).Scan(&arg))
 		require.Equal(t, i, arg, "call %d names its own job", i)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -163,20 +162,10 @@ func (s *Server) acceptedBefore(ctx context.Context, entry *opEntry, header stri
 	if err != nil {
 		return nil, fmt.Errorf("look up a resent payment: %w", err)
 	}
-	if !sameJSON(prior.Payment.Payload, p.Payload) {
+	if !x402.SameJSON(prior.Payment.Payload, p.Payload) {
 		return nil, nil
 	}
 	return prior, nil
-}
-
-// sameJSON reports whether a and b hold equal JSON values (the stored copy
-// went through jsonb, which does not keep the bytes).
-func sameJSON(a, b json.RawMessage) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
 }
 
 // await waits up to wait for call a of op to end and answers it, or

@@ -136,8 +136,7 @@ func TestBrowserOperator(t *testing.T) {
 		types = append(types, *li.MustAttribute("data-event"))
 	}
 	require.Equal(t, []string{
-		store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
-		store.EventSettlementSubmitted, store.EventSettlementConfirmed,
+		store.EventCallPaid, store.EventJobSucceeded, store.EventSettlementConfirmed,
 	}, types)
 	require.Contains(t, page.MustElement("li[data-event='settlement.confirmed']").MustText(), paytest.TxHash(nonce))
 	screenshot(t, page, "ops-call-timeline.png")

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/paytest"
+	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
@@ -450,4 +452,68 @@ func TestCallTimelineLost(t *testing.T) {
 	require.Contains(t, page, "0.010000 USDC")
 	require.Contains(t, page, "invalid_exact_evm_payload_authorization_valid_before")
 	require.Contains(t, page, "0xdead")
+}
+
+// TestTimelineOldAndFoldedStreams: a call whose stream was written before
+// call.paid (payment.verified, job.queued, settlement.submitted of its
+// own) and a call paid now (call.paid, and job.succeeded naming its
+// settlement job) show the same facts in their timelines, and the api
+// answers the old call's poll with its result and PAYMENT-RESPONSE.
+func TestTimelineOldAndFoldedStreams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	auth := map[string]string{"Authorization": "Bearer " + testToken}
+
+	// The old call, as the previous release wrote it, event by event.
+	const old = "0ldc0ffee0ldc0ffee0ldc0ffee0ldc0"
+	stream := store.CallStream(old)
+	payment := x402.Payment{Network: "eip155:8453", Payer: "0xa11ce01d", Nonce: "n-old", Amount: "10000", Payload: json.RawMessage(`{}`)}
+	result := json.RawMessage(`{"call_id":"` + old + `","op":"diff","identical":true}`)
+	for _, events := range [][]store.NewEvent{
+		{{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{Op: "diff", Token: "old-token", RequestHash: []byte{1}, Payment: payment}},
+			{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: 71, Queue: jobs.QueuePure}}},
+		{{Stream: stream, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 71, Attempt: 1}},
+			{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 71, Result: result}},
+			{Stream: stream, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 72, Network: "eip155:8453", Attempt: 1}}},
+		{{Stream: stream, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{
+			Success: true, Payer: "0xa11ce01d", Transaction: "0x01dtx", Network: "eip155:8453"}}}},
+	} {
+		tx, err := s.DB.Pool.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, store.Append(ctx, tx, events...))
+		require.NoError(t, tx.Commit(ctx))
+	}
+	resp, body := s.get(t, "/api/x402/calls/"+old+"?token=old-token", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.JSONEq(t, string(result), string(body))
+	settled, err := base64.StdEncoding.DecodeString(resp.Header.Get("Payment-Response"))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"success":true,"payer":"0xa11ce01d","transaction":"0x01dtx","network":"eip155:8453"}`, string(settled))
+
+	resp, body = s.get(t, "/ops/calls/"+old, auth)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := string(body)
+	for _, want := range []string{`data-event="payment.verified"`, `data-event="job.queued"`, `data-event="settlement.submitted"`,
+		"0xa11ce01d", "/ops/jobs/jobs/72", "0x01dtx"} {
+		require.Contains(t, page, want)
+	}
+
+	// The folded call, paid through the api.
+	id := s.paidCallID(t, "test:0xa11cef01d:folded-1")
+	events, err := store.EventListByStream(ctx, s.DB.Pool, store.CallStream(id))
+	require.NoError(t, err)
+	var paid store.PaidCall
+	var succeeded store.JobSucceeded
+	require.NoError(t, json.Unmarshal(events[0].Data, &paid))
+	require.NoError(t, json.Unmarshal(events[1].Data, &succeeded))
+	resp, body = s.get(t, "/ops/calls/"+id, auth)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page = string(body)
+	for _, want := range []string{`data-event="call.paid"`, "0xa11cef01d", fmt.Sprintf("/ops/jobs/jobs/%d", paid.JobID),
+		fmt.Sprintf("/ops/jobs/jobs/%d", succeeded.SettleJobID), paytest.TxHash("folded-1")} {
+		require.Contains(t, page, want)
+	}
+	require.NotContains(t, page, `data-event="job.queued"`)
+	require.NotContains(t, page, `data-event="job.started"`, "a quick run's start is in its job.succeeded")
 }

@@ -327,13 +327,15 @@ func eventFields(e store.Event) []field {
 		return field{Name: "job", Value: strconv.FormatInt(id, 10), Link: fmt.Sprintf("%s/jobs/%d", JobsPrefix, id)}
 	}
 	switch e.Type {
-	case store.EventPaymentVerified:
+	case store.EventCallPaid, store.EventPaymentVerified:
+		// call.paid is payment.verified with its job (job.queued's).
 		var v struct {
 			Op      string       `json:"op"`
 			Payment x402.Payment `json:"payment"`
+			JobID   int64        `json:"job_id"`
 		}
 		if json.Unmarshal(e.Data, &v) == nil {
-			return []field{
+			fs := []field{
 				{Name: "op", Value: v.Op},
 				{Name: "payer", Value: v.Payment.Payer, Mono: true},
 				{Name: "network", Value: v.Payment.Network},
@@ -341,6 +343,10 @@ func eventFields(e store.Event) []field {
 				{Name: "asset", Value: v.Payment.Asset, Mono: true},
 				{Name: "nonce", Value: v.Payment.Nonce, Mono: true},
 			}
+			if e.Type == store.EventCallPaid {
+				fs = append(fs, jobLink(v.JobID))
+			}
+			return fs
 		}
 	case store.EventJobQueued:
 		var v store.JobQueued
@@ -355,7 +361,17 @@ func eventFields(e store.Event) []field {
 	case store.EventJobSucceeded:
 		var v store.JobSucceeded
 		if json.Unmarshal(e.Data, &v) == nil {
-			return []field{jobLink(v.JobID), {Name: "result", Value: fmt.Sprintf("%d bytes", v.Bytes)}}
+			fs := []field{jobLink(v.JobID), {Name: "result", Value: fmt.Sprintf("%d bytes", v.Bytes)}}
+			if v.Attempt != 0 {
+				// The run's start, recorded with its success.
+				fs = append(fs, field{Name: "attempt", Value: strconv.Itoa(v.Attempt)})
+			}
+			if v.SettleJobID != 0 {
+				// The settlement's first submission, recorded with it.
+				fs = append(fs, field{Name: "settlement job", Value: strconv.FormatInt(v.SettleJobID, 10),
+					Link: fmt.Sprintf("%s/jobs/%d", JobsPrefix, v.SettleJobID)})
+			}
+			return fs
 		}
 	case store.EventJobFailed:
 		var v store.JobFailed

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,13 +37,30 @@ const (
 	CallLost = "lost"
 )
 
-// Call event types, in the order a call goes through them.
+// Call event types, in the order a call goes through them. A paid call's
+// stream reads, in the common case: call.paid, job.succeeded (with its
+// run's start and its settlement's first submission, which commit with
+// it), settlement.confirmed; a run still going after a moment records its
+// job.started before. Streams written before call.paid have
+// payment.verified and job.queued in its place, a job.started of every run
+// and a settlement.submitted after job.succeeded; every reader understands
+// both.
 const (
-	EventPaymentVerified     = "payment.verified"
-	EventJobQueued           = "job.queued"
-	EventJobStarted          = "job.started"
-	EventJobSucceeded        = "job.succeeded"
-	EventJobFailed           = "job.failed"
+	// EventCallPaid creates a call: its verified payment and its queued
+	// job, which commit in one transaction.
+	EventCallPaid = "call.paid"
+	// EventPaymentVerified and EventJobQueued are the two events a call's
+	// stream began with before call.paid; they are read, no longer written.
+	EventPaymentVerified = "payment.verified"
+	EventJobQueued       = "job.queued"
+	EventJobStarted      = "job.started"
+	// EventJobSucceeded records the result, and the settlement's first
+	// submission (JobSucceeded.SettleJobID) it commits with.
+	EventJobSucceeded = "job.succeeded"
+	EventJobFailed    = "job.failed"
+	// EventSettlementSubmitted is a settlement attempted again (its job
+	// retried or rescued), recorded before its transfer. Streams written
+	// before call.paid also record the first attempt with it.
 	EventSettlementSubmitted = "settlement.submitted"
 	EventSettlementConfirmed = "settlement.confirmed"
 	EventSettlementFailed    = "settlement.failed"
@@ -79,12 +98,31 @@ func IsFinalEvent(typ string) bool {
 	return typ == EventSettlementConfirmed || typ == EventSettlementFailed || typ == EventJobFailed
 }
 
-// PaymentVerified is the data of a payment.verified event: it creates the call.
+// PaymentVerified is what the api verified of a paid call: the data of a
+// payment.verified event (which created the call in streams written before
+// call.paid), and the part of call.paid's.
 type PaymentVerified struct {
 	Op          string       `json:"op"`
 	Token       string       `json:"token"`
 	RequestHash []byte       `json:"request_hash"`
 	Payment     x402.Payment `json:"payment"`
+}
+
+// PaidCall is the data of a call.paid event: the verified payment (its
+// payment in the ledger's compact form, x402.Payment.MarshalJSON) and the
+// job queued for it (its queue is its operation's).
+type PaidCall struct {
+	PaymentVerified
+	JobID int64 `json:"job_id"`
+}
+
+// PaymentDigest returns what the calls row of a call admitted with call.paid
+// keeps of its payment's replay key (x402.Payment.Key): the base64 of the
+// first 16 bytes of its SHA-256, 24 characters against about 120. Migration
+// 012's trigger computes the same of a key written whole.
+func PaymentDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return base64.StdEncoding.EncodeToString(sum[:16])
 }
 
 // JobQueued is the data of a job.queued event.
@@ -111,6 +149,17 @@ type JobSucceeded struct {
 	Bytes int `json:"bytes"`
 	// SHA256 is the hex SHA-256 of the result's bytes.
 	SHA256 string `json:"sha256"`
+	// Attempt is the run's attempt when its start is recorded with its
+	// success, in the same transaction (a run ending within moments, as
+	// most do): the event then also stands for that attempt's
+	// job.started. Zero when a job.started of its own precedes it (a run
+	// that went on for longer, or a stream written before call.paid).
+	Attempt int `json:"attempt,omitempty"`
+	// SettleJobID is the settlement job inserted with the result: the
+	// settlement's first attempt, made by the run (or by that job), on the
+	// call's network. Zero in streams written before call.paid, which
+	// record it in a settlement.submitted of its own.
+	SettleJobID int64 `json:"settle_job_id,omitempty"`
 }
 
 // MarshalJSON encodes the event's data: the size and digest of Result,
@@ -186,6 +235,18 @@ type SettlementFinal struct {
 func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, error) {
 	id := CallOfStream(e.Stream)
 	switch e.Type {
+	case EventCallPaid:
+		v, ok := e.Data.(PaidCall)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want PaidCall", e.Data)
+		}
+		// The payment, the payer and the request's hash stay in the
+		// event (callPaid reads them); the replay key is kept as its
+		// digest.
+		b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, '', $5, $6, '', $7, $8, $8)`,
+			id, v.Op, CallQueued, v.Token, PaymentDigest(v.Payment.Key()), v.Payment.Network, v.Payment.Amount, now)
+		return true, nil
 	case EventPaymentVerified:
 		v, ok := e.Data.(PaymentVerified)
 		if !ok {
@@ -261,16 +322,23 @@ func supersededCall(typ, prev, next string) bool {
 
 // Call is a row of the calls projection.
 type Call struct {
-	ID          string
-	Op          string
-	State       string
-	Token       string
+	ID    string
+	Op    string
+	State string
+	Token string
+	// RequestHash is the hash of the paid request; read from the call's
+	// call.paid event when the row leaves it empty (with the payment:
+	// CallGetByID, CallGetByPaymentKey, CallGetForUpdate, CallList).
 	RequestHash []byte
-	PaymentKey  string
-	Network     string
-	Payer       string
-	Amount      string
-	Payment     x402.Payment
+	// PaymentKey is the payment's replay key (x402.Payment.Key), or its
+	// digest (PaymentDigest) in the rows written since call.paid.
+	PaymentKey string
+	Network    string
+	// Payer is the paying address; read from the payment when the row
+	// leaves it empty, as RequestHash.
+	Payer   string
+	Amount  string
+	Payment x402.Payment
 	// Result is the operation's result object, kept from job.succeeded on.
 	Result json.RawMessage
 	// Failure is the job.failed event's data when the operation failed.
@@ -291,14 +359,15 @@ const (
 	callColumnsAfter  = ", failure, settlement, result_expired_at, created_at, updated_at"
 )
 
-// callPayment reads a call's payment from its payment.verified event, the
-// one place it is kept: found by the stream's index, at the call's own
-// creation time (the event and the row are written at the same instant).
-// Rows written before migration 005 carry their own copy.
-const callPayment = `COALESCE(calls.payment, (SELECT e.data->'payment' FROM events e
-	WHERE e.stream = 'call/' || calls.id AND e.type = 'payment.verified' AND e.created_at = calls.created_at))`
+// callPaid reads the data of the event that created a call, call.paid or
+// payment.verified, the one place its payment is kept: found by the
+// stream's index, at the call's own creation time (the event and the row
+// are written at the same instant). Rows written before migration 005
+// carry their own copy of the payment, which stands for it.
+const callPaid = `CASE WHEN calls.payment IS NOT NULL THEN jsonb_build_object('payment', calls.payment) ELSE (SELECT e.data FROM events e
+	WHERE e.stream = 'call/' || calls.id AND e.type IN ('call.paid', 'payment.verified') AND e.created_at = calls.created_at) END`
 
-const callColumns = callColumnsBefore + callPayment + ", result" + callColumnsAfter
+const callColumns = callColumnsBefore + callPaid + ", result" + callColumnsAfter
 
 // answerColumns are callColumns without the payment, which answering a call
 // does not need: Postgres does not render it and nothing decodes it.
@@ -307,18 +376,29 @@ const answerColumns = callColumnsBefore + "NULL::jsonb, result" + callColumnsAft
 // settleColumns are callColumns without the result, which settling a call
 // does not need: it may run to megabytes, and the call's job has just
 // written it.
-const settleColumns = callColumnsBefore + callPayment + ", NULL::json" + callColumnsAfter
+const settleColumns = callColumnsBefore + callPaid + ", NULL::json" + callColumnsAfter
 
 func scanCall(row pgx.Row) (*Call, error) {
 	var c Call
-	var payment, result, failure, settlement []byte
+	var paid, result, failure, settlement []byte
 	if err := row.Scan(&c.ID, &c.Op, &c.State, &c.Token, &c.RequestHash, &c.PaymentKey, &c.Network, &c.Payer, &c.Amount,
-		&payment, &result, &failure, &settlement, &c.ResultExpiredAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		&paid, &result, &failure, &settlement, &c.ResultExpiredAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return nil, interpretError(err)
 	}
-	if payment != nil {
-		if err := json.Unmarshal(payment, &c.Payment); err != nil {
+	if paid != nil {
+		var v struct {
+			RequestHash []byte       `json:"request_hash"`
+			Payment     x402.Payment `json:"payment"`
+		}
+		if err := json.Unmarshal(paid, &v); err != nil {
 			return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)
+		}
+		c.Payment = v.Payment
+		if len(c.RequestHash) == 0 {
+			c.RequestHash = v.RequestHash
+		}
+		if c.Payer == "" {
+			c.Payer = v.Payment.Payer
 		}
 	}
 	if result != nil {
@@ -391,9 +471,14 @@ func callByID(ctx context.Context, db DBTX, columns, id string) (*Call, error) {
 	return c, nil
 }
 
-// CallGetByPaymentKey returns the call paid for by the payment with key.
+// CallGetByPaymentKey returns the call paid for by the payment with key,
+// found by the key's digest or, for a call admitted before migration 012
+// whose row keeps its key whole, by the key itself.
 func CallGetByPaymentKey(ctx context.Context, db DBTX, key string) (*Call, error) {
-	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = $1", key))
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = $1", PaymentDigest(key)))
+	if errors.Is(err, ErrNotFound) {
+		c, err = scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE payment_key = $1", key))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get call by payment %s: %w", key, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/x402"
 )
 
 // CallListParams selects calls for CallList.
@@ -183,15 +185,29 @@ type SettlementFailure struct {
 // SettlementFailureList returns the newest calls created since since whose
 // settlement failed, at most limit.
 func SettlementFailureList(ctx context.Context, db DBTX, since time.Time, limit int) ([]SettlementFailure, error) {
-	rows, err := db.Query(ctx, `SELECT id, op, network, payer, coalesce(settlement->>'errorReason', ''), created_at FROM calls
+	// The payer of a call admitted with call.paid is in its payment.
+	rows, err := db.Query(ctx, `SELECT id, op, network, payer, CASE WHEN payer = '' THEN `+callPaid+` END,
+			coalesce(settlement->>'errorReason', ''), created_at FROM calls
 		WHERE created_at >= $1 AND state = 'unpaid' ORDER BY created_at DESC, id DESC LIMIT $2`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list settlement failures: %w", err)
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SettlementFailure, error) {
 		var f SettlementFailure
-		err := row.Scan(&f.CallID, &f.Op, &f.Network, &f.Payer, &f.Reason, &f.CreatedAt)
-		return f, err
+		var paid []byte
+		if err := row.Scan(&f.CallID, &f.Op, &f.Network, &f.Payer, &paid, &f.Reason, &f.CreatedAt); err != nil {
+			return f, err
+		}
+		if paid != nil {
+			var v struct {
+				Payment x402.Payment `json:"payment"`
+			}
+			if err := json.Unmarshal(paid, &v); err != nil {
+				return f, fmt.Errorf("call %s: payment: %w", f.CallID, err)
+			}
+			f.Payer = v.Payment.Payer
+		}
+		return f, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list settlement failures: %w", err)

@@ -17,15 +17,22 @@ import (
 )
 
 // opsCall records a call of op by payer on network through its events, up
-// to final state: "paid", "failed", "unpaid", or "queued" to stop early.
+// to final state: "paid", "failed", "unpaid", or "queued" to stop early. A
+// call whose id ends in an odd digit is written as calls are now
+// (call.paid), the others as the previous release wrote them
+// (payment.verified, job.queued).
 func opsCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, op, network, payer, amount, final string) {
 	t.Helper()
 	s := store.CallStream(id)
+	verified := store.PaymentVerified{Op: op, Token: "tok", RequestHash: []byte{1},
+		Payment: x402.Payment{Network: network, Payer: payer, Nonce: id, Amount: amount, Payload: json.RawMessage(`{}`)}}
 	steps := [][]store.NewEvent{{
-		{Stream: s, Type: store.EventPaymentVerified, Data: store.PaymentVerified{Op: op, Token: "tok", RequestHash: []byte{1},
-			Payment: x402.Payment{Network: network, Payer: payer, Nonce: id, Amount: amount, Payload: json.RawMessage(`{}`)}}},
+		{Stream: s, Type: store.EventPaymentVerified, Data: verified},
 		{Stream: s, Type: store.EventJobQueued, Data: store.JobQueued{JobID: 1, Queue: "pure"}},
 	}}
+	if (id[len(id)-1]-'0')%2 == 1 {
+		steps = [][]store.NewEvent{{{Stream: s, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verified, JobID: 1}}}}
+	}
 	if final != store.CallQueued {
 		steps = append(steps, []store.NewEvent{{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}}})
 	}

@@ -123,6 +123,96 @@ func TestAppend(t *testing.T) {
 		}, types)
 	})
 
+	// A stream as written since call.paid: the payment and its job in one
+	// event, the settlement's first submission in job.succeeded. The row
+	// keeps the key's digest and neither payer nor request hash, which
+	// every read of the payment restores from the event.
+	t.Run("CallLifecycleFolded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := store.CallStream("f1")
+		v := verified("nf1")
+		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: v, JobID: 1}}))
+		c, err := store.CallGetAnswer(ctx, b.db.Pool, "f1")
+		require.NoError(t, err)
+		require.Equal(t, store.CallQueued, c.State)
+		require.Equal(t, "tok", c.Token)
+		require.NoError(t, appendTx(ctx, t, b.db,
+			store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Attempt: 1, Result: resultOf("f1", `"x":1`), SettleJobID: 2}}))
+		require.NoError(t, appendTx(ctx, t, b.db, store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed,
+			Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x1", Network: "eip155:8453"}}}))
+
+		var rowPayer, rowKey string
+		var rowHash []byte
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT payer, request_hash, payment_key FROM calls WHERE id = 'f1'").Scan(&rowPayer, &rowHash, &rowKey))
+		require.Equal(t, []any{"", []byte{}, store.PaymentDigest(v.Payment.Key())}, []any{rowPayer, rowHash, rowKey})
+
+		for name, get := range map[string]func() (*store.Call, error){
+			"CallGetByID":         func() (*store.Call, error) { return store.CallGetByID(ctx, b.db.Pool, "f1") },
+			"CallGetByPaymentKey": func() (*store.Call, error) { return store.CallGetByPaymentKey(ctx, b.db.Pool, v.Payment.Key()) },
+			"CallGetToSettle":     func() (*store.Call, error) { return store.CallGetToSettle(ctx, b.db.Pool, "f1") },
+		} {
+			c, err := get()
+			require.NoError(t, err, name)
+			require.Equal(t, store.CallPaid, c.State, name)
+			require.Equal(t, "0xabc", c.Payer, name)
+			require.Equal(t, v.RequestHash, c.RequestHash, name)
+			require.Equal(t, v.Payment.Key(), c.Payment.Key(), name)
+			require.Equal(t, &x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x1", Network: "eip155:8453"}, c.Settlement, name)
+		}
+		events, err := store.EventListByStream(ctx, b.db.Pool, s)
+		require.NoError(t, err)
+		var types []string
+		for _, e := range events {
+			types = append(types, e.Type)
+		}
+		require.Equal(t, []string{store.EventCallPaid, store.EventJobSucceeded, store.EventSettlementConfirmed}, types)
+	})
+
+	// The replay guard holds between the forms: a payment admitted with
+	// call.paid is refused as payment.verified (an api of the previous
+	// release, whose whole key migration 012's trigger turns into its
+	// digest), and the other way round; a call admitted before the
+	// migration (its whole key in the row) is found by its key.
+	t.Run("PaymentUsedOnceAcrossForms", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		paid := func(id, nonce string) store.NewEvent {
+			return store.NewEvent{Stream: store.CallStream(id), Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verified(nonce), JobID: 1}}
+		}
+		old := func(id, nonce string) store.NewEvent {
+			return store.NewEvent{Stream: store.CallStream(id), Type: store.EventPaymentVerified, Data: verified(nonce)}
+		}
+		require.NoError(t, appendTx(ctx, t, b.db, paid("a1", "x1")))
+		require.ErrorIs(t, appendTx(ctx, t, b.db, old("a2", "x1")), store.ErrConflict)
+		require.NoError(t, appendTx(ctx, t, b.db, old("b1", "x2")))
+		require.ErrorIs(t, appendTx(ctx, t, b.db, paid("b2", "x2")), store.ErrConflict)
+		var key string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT payment_key FROM calls WHERE id = 'b1'").Scan(&key))
+		x2 := verified("x2")
+		require.Equal(t, store.PaymentDigest(x2.Payment.Key()), key, "the trigger and PaymentDigest agree")
+
+		// A row written before the migration, its key whole (the trigger
+		// skipped, as it did not exist then).
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "SET LOCAL session_replication_role = replica")
+		require.NoError(t, err)
+		require.NoError(t, store.Append(ctx, tx, old("c1", "x3")))
+		require.NoError(t, tx.Commit(ctx))
+		x3 := verified("x3")
+		whole := x3.Payment.Key()
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT payment_key FROM calls WHERE id = 'c1'").Scan(&key))
+		require.Equal(t, whole, key)
+		for id, nonce := range map[string]string{"a1": "x1", "b1": "x2", "c1": "x3"} {
+			v := verified(nonce)
+			c, err := store.CallGetByPaymentKey(ctx, b.db.Pool, v.Payment.Key())
+			require.NoError(t, err, id)
+			require.Equal(t, id, c.ID)
+			require.Equal(t, []byte{1, 2, 3}, c.RequestHash, id)
+		}
+	})
+
 	t.Run("RefusesMoveFromFinalState", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

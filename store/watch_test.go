@@ -14,15 +14,27 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
-// paidCall appends the events of a paid call id, settled by transaction tx.
-func paidCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, tx string) {
+// paidCall appends the events of a paid call id, settled by transaction tx:
+// folded (call.paid, job.succeeded with its start and submission) as
+// written now, or as the previous release wrote them.
+func paidCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, tx string, folded bool) {
 	t.Helper()
 	s := store.CallStream(id)
+	confirmed := store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: tx, Network: "eip155:8453"}}}
+	if folded {
+		require.NoError(t, appendTx(ctx, t, db,
+			store.NewEvent{Stream: s, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verified(id), JobID: 1}},
+			store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Attempt: 1, Result: resultOf(id, ""), SettleJobID: 2}},
+			confirmed))
+		return
+	}
 	require.NoError(t, appendTx(ctx, t, db,
 		store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified(id)},
+		store.NewEvent{Stream: s, Type: store.EventJobQueued, Data: store.JobQueued{JobID: 1, Queue: "pure"}},
+		store.NewEvent{Stream: s, Type: store.EventJobStarted, Data: store.JobStarted{JobID: 1, Attempt: 1}},
 		store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, "")}},
-		store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: tx, Network: "eip155:8453"}}},
-	))
+		store.NewEvent{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: "eip155:8453", Attempt: 1}},
+		confirmed))
 }
 
 // inTx runs f in a transaction of db and commits it.
@@ -35,8 +47,9 @@ func inTx(ctx context.Context, t *testing.T, db *dbtest.DB, f func(tx pgx.Tx) er
 	require.NoError(t, tx.Commit(ctx))
 }
 
-// TestWatch follows three paid calls in two transactions: the rows group
-// the calls of a transaction with their prices, a second worker skips the
+// TestWatch follows three paid calls in two transactions, one call's stream
+// written by the previous release: the rows group the calls of a
+// transaction with their prices (one row a transaction, none a call), a second worker skips the
 // rows a first one holds, a call taken out leaves its row, a final
 // transaction is one settlement.final event, and a lost call counts in the
 // network's losses.
@@ -48,7 +61,7 @@ func TestWatch(t *testing.T) {
 	b1 := x402.SettledBlock{Number: 10, Hash: "0xb1"}
 	b2 := x402.SettledBlock{Number: 11, Hash: "0xb2"}
 	for i, tx := range []string{"0xt1", "0xt1", "0xt2"} {
-		paidCall(ctx, t, db, fmt.Sprintf("c%d", i), tx)
+		paidCall(ctx, t, db, fmt.Sprintf("c%d", i), tx, i > 0)
 	}
 	inTx(ctx, t, db, func(tx pgx.Tx) error {
 		return store.WatchAdd(ctx, tx, []store.Watched{
@@ -59,6 +72,9 @@ func TestWatch(t *testing.T) {
 	inTx(ctx, t, db, func(tx pgx.Tx) error {
 		return store.WatchAdd(ctx, tx, []store.Watched{{CallID: "c2", Network: network, Transaction: "0xt2", Block: b2}})
 	})
+	var rows int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM settlement_watch").Scan(&rows))
+	require.Equal(t, 2, rows, "one row a transaction")
 	networks, err := store.WatchNetworkList(ctx, db.Pool)
 	require.NoError(t, err)
 	require.Equal(t, []string{network}, networks)

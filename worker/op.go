@@ -67,10 +67,11 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 
 	// job.started moves the call to running; a call already past running
 	// (a duplicate or a retried job whose call is final) needs nothing.
-	// Most runs end within milliseconds: their job.started is appended with
-	// their outcome, one transaction fewer per paid call. A run still going
-	// after startedDelay records it at once, so that operators see it
-	// running, and is stopped if its call is already past running.
+	// Most runs end within milliseconds: their start is recorded with
+	// their outcome, one transaction fewer per paid call (and a success
+	// records it in its job.succeeded, one event fewer). A run still going
+	// after startedDelay records job.started at once, so that operators see
+	// it running, and is stopped if its call is already past running.
 	started := store.NewEvent{Stream: stream, Type: store.EventJobStarted, Data: store.JobStarted{JobID: job.ID, Attempt: job.Attempt}}
 	var pending []store.NewEvent
 	runCtx, stop := context.WithCancelCause(ctx)
@@ -113,8 +114,12 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	// at the same time (commits.results). The job itself is completed by
 	// River's batched completer once Work returns: a run repeated because
 	// its completion was lost finds the call past running and stops.
-	succeeded := &completed{callID: callID, network: job.Args.Network, events: append(pending,
-		store.NewEvent{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: job.ID, Result: result}})}
+	succeeded := &completed{callID: callID, succeeded: store.JobSucceeded{JobID: job.ID, Result: result}}
+	if len(pending) > 0 {
+		// The start of a run that ended before it was recorded commits
+		// with its success: one event.
+		succeeded.succeeded.Attempt = job.Attempt
+	}
 	err = w.commits.results.Commit(ctx, succeeded)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {

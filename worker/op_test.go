@@ -115,24 +115,27 @@ func TestOpRecordsItsStart(t *testing.T) {
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
 
-	// queue records a paid call as the api does and queues its job.
-	queue := func(t *testing.T, id string, in napInput) {
+	// queue records a paid call as the api does (call.paid) and queues its
+	// job; queueOld as an api of the previous release did
+	// (payment.verified, job.queued).
+	queueAs := func(t *testing.T, id string, in napInput, old bool) {
 		t.Helper()
 		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 			stream := store.CallStream(id)
 			payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)}
-			if err := store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: store.PaymentVerified{
-				Op: "nap", Token: "tok", RequestHash: []byte(id), Payment: payment,
-			}}); err != nil {
-				return err
-			}
+			verified := store.PaymentVerified{Op: "nap", Token: "tok", RequestHash: []byte(id), Payment: payment}
 			res, err := client.InsertTx(ctx, tx, jobs.Args[napInput]{CallID: id, Network: "eip155:8453", Input: in}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
 			if err != nil {
 				return err
 			}
-			return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res.Job.ID, Queue: jobs.QueuePure}})
+			if !old {
+				return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verified, JobID: res.Job.ID}})
+			}
+			return store.Append(ctx, tx, store.NewEvent{Stream: stream, Type: store.EventPaymentVerified, Data: verified},
+				store.NewEvent{Stream: stream, Type: store.EventJobQueued, Data: store.JobQueued{JobID: res.Job.ID, Queue: jobs.QueuePure}})
 		}))
 	}
+	queue := func(t *testing.T, id string, in napInput) { queueAs(t, id, in, false) }
 	// final waits for the call to end and returns its events.
 	final := func(t *testing.T, id string, within ...time.Duration) (*store.Call, []store.Event) {
 		t.Helper()
@@ -158,8 +161,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 		}
 		return out
 	}
-	paidSequence := []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted,
-		store.EventJobSucceeded, store.EventSettlementSubmitted, store.EventSettlementConfirmed}
+	paidSequence := []string{store.EventCallPaid, store.EventJobSucceeded, store.EventSettlementConfirmed}
 	// settleJobs counts the settlement jobs of the calls whose ids are
 	// like pattern.
 	settleJobs := func(t *testing.T, pattern string) int {
@@ -174,20 +176,34 @@ func TestOpRecordsItsStart(t *testing.T) {
 		call, events := final(t, "quick")
 		require.Equal(t, store.CallPaid, call.State)
 		require.Equal(t, paidSequence, types(events))
-		// job.started and job.succeeded were appended together, and the
-		// first attempt's settlement.submitted with them: it names the
-		// settlement job the result inserted, which the run's own
-		// settlement deleted with its outcome, well before its grace.
-		require.Equal(t, events[2].CreatedAt, events[3].CreatedAt)
-		require.Equal(t, events[3].CreatedAt, events[4].CreatedAt)
-		var submitted store.SettlementSubmitted
-		require.NoError(t, json.Unmarshal(events[4].Data, &submitted))
-		require.NotZero(t, submitted.JobID)
-		require.Equal(t, store.SettlementSubmitted{JobID: submitted.JobID, Network: "eip155:8453", Attempt: 1}, submitted)
-		require.Less(t, events[5].CreatedAt.Sub(events[4].CreatedAt), time.Second, "the run did not settle its payment itself")
-		_, err := client.JobGet(ctx, submitted.JobID)
+		// job.succeeded records the run's start (its attempt) and the
+		// first attempt's submission: it names the settlement job the
+		// result inserted, which the run's own settlement deleted with its
+		// outcome, well before its grace.
+		var succeeded store.JobSucceeded
+		require.NoError(t, json.Unmarshal(events[1].Data, &succeeded))
+		require.Equal(t, 1, succeeded.Attempt)
+		require.NotZero(t, succeeded.SettleJobID)
+		require.NotEqual(t, succeeded.JobID, succeeded.SettleJobID)
+		require.Less(t, events[2].CreatedAt.Sub(events[1].CreatedAt), time.Second, "the run did not settle its payment itself")
+		_, err := client.JobGet(ctx, succeeded.SettleJobID)
 		require.ErrorIs(t, err, river.ErrNotFound, "the settlement job outlived its settlement")
 		require.Equal(t, 1, settler.calls("quick"))
+	})
+
+	// A call admitted by an api of the previous release (payment.verified,
+	// job.queued) is run and settled by this worker, which reads its
+	// payment from payment.verified.
+	t.Run("AdmittedByPreviousRelease", func(t *testing.T) {
+		queueAs(t, "oldapi", napInput{Ms: 0}, true)
+		call, events := final(t, "oldapi")
+		require.Equal(t, store.CallPaid, call.State)
+		require.Equal(t, paytest.TxHash("oldapi"), call.Settlement.Transaction)
+		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued,
+			store.EventJobSucceeded, store.EventSettlementConfirmed}, types(events))
+		require.Equal(t, "0xpayer", call.Payer)
+		require.Equal(t, []byte("oldapi"), call.RequestHash)
+		require.Equal(t, 1, settler.calls("oldapi"))
 	})
 
 	// A settlement attempted again (its first attempt's transfer failed)
@@ -196,15 +212,16 @@ func TestOpRecordsItsStart(t *testing.T) {
 	t.Run("SettlementRetried", func(t *testing.T) {
 		queue(t, "retried", napInput{Ms: 0})
 		call, events := final(t, "retried", 30*time.Second)
-		require.Less(t, events[6].CreatedAt.Sub(events[4].CreatedAt), 2*time.Second, "the retry waited for the grace")
 		require.Equal(t, store.CallPaid, call.State)
-		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
-			store.EventSettlementSubmitted, store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
-		var first, second store.SettlementSubmitted
-		require.NoError(t, json.Unmarshal(events[4].Data, &first))
-		require.NoError(t, json.Unmarshal(events[5].Data, &second))
-		require.Equal(t, 1, first.Attempt)
-		require.Equal(t, store.SettlementSubmitted{JobID: first.JobID, Network: "eip155:8453", Attempt: 2}, second)
+		require.Equal(t, []string{store.EventCallPaid, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
+		require.Less(t, events[3].CreatedAt.Sub(events[1].CreatedAt), 2*time.Second, "the retry waited for the grace")
+		var first store.JobSucceeded
+		var second store.SettlementSubmitted
+		require.NoError(t, json.Unmarshal(events[1].Data, &first))
+		require.NoError(t, json.Unmarshal(events[2].Data, &second))
+		require.NotZero(t, first.SettleJobID)
+		require.Equal(t, store.SettlementSubmitted{JobID: first.SettleJobID, Network: "eip155:8453", Attempt: 2}, second)
 		require.Equal(t, 2, settler.calls("retried"))
 	})
 
@@ -214,9 +231,9 @@ func TestOpRecordsItsStart(t *testing.T) {
 		queue(t, "stalled", napInput{Ms: 0})
 		call, events := final(t, "stalled", 30*time.Second)
 		require.Equal(t, store.CallPaid, call.State)
-		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
-			store.EventSettlementSubmitted, store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
-		require.GreaterOrEqual(t, events[5].CreatedAt.Sub(events[4].CreatedAt), 2*time.Second, "the run gave up before its grace")
+		require.Equal(t, []string{store.EventCallPaid, store.EventJobSucceeded,
+			store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
+		require.GreaterOrEqual(t, events[2].CreatedAt.Sub(events[1].CreatedAt), 2*time.Second, "the run gave up before its grace")
 		require.Equal(t, 2, settler.calls("stalled"))
 	})
 
@@ -255,8 +272,11 @@ func TestOpRecordsItsStart(t *testing.T) {
 		}, 5*time.Second, 5*time.Millisecond, "a slow run never showed as running")
 		call, events := final(t, "slow")
 		require.Equal(t, store.CallPaid, call.State)
-		require.Equal(t, paidSequence, types(events))
-		require.GreaterOrEqual(t, events[3].CreatedAt.Sub(events[2].CreatedAt), 400*time.Millisecond,
+		require.Equal(t, []string{store.EventCallPaid, store.EventJobStarted, store.EventJobSucceeded, store.EventSettlementConfirmed}, types(events))
+		var succeeded store.JobSucceeded
+		require.NoError(t, json.Unmarshal(events[2].Data, &succeeded))
+		require.Zero(t, succeeded.Attempt, "the start is recorded once")
+		require.GreaterOrEqual(t, events[2].CreatedAt.Sub(events[1].CreatedAt), 400*time.Millisecond,
 			"job.started was written when the run began, not with its end")
 	})
 
@@ -294,14 +314,15 @@ func TestOpRecordsItsStart(t *testing.T) {
 			require.Equal(t, store.CallPaid, call.State, id)
 			require.Equal(t, paytest.TxHash(id), call.Settlement.Transaction)
 			require.Equal(t, paidSequence, types(events), id)
-			times[events[3].CreatedAt] = true
+			times[events[1].CreatedAt] = true
 		}
 		require.Zero(t, settleJobs(t, "burst%"), "settlement jobs outlived their settlements")
 		t.Logf("%d results written in %d transactions", n, len(times))
 	})
 
 	// An operation run again after a failure keeps the job.started of its
-	// failed attempt: the call's events show both.
+	// failed attempt: the call's events show both attempts, the second in
+	// its job.succeeded.
 	t.Run("RunRetried", func(t *testing.T) {
 		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 			stream := store.CallStream("flaky")
@@ -316,13 +337,13 @@ func TestOpRecordsItsStart(t *testing.T) {
 		}))
 		call, events := final(t, "flaky", 30*time.Second)
 		require.Equal(t, store.CallPaid, call.State)
-		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobStarted, store.EventJobStarted, store.EventJobSucceeded,
-			store.EventSettlementSubmitted, store.EventSettlementConfirmed}, types(events))
-		for i, attempt := range []int{1, 2} {
-			var started store.JobStarted
-			require.NoError(t, json.Unmarshal(events[1+i].Data, &started))
-			require.Equal(t, attempt, started.Attempt)
-		}
+		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobStarted, store.EventJobSucceeded,
+			store.EventSettlementConfirmed}, types(events))
+		var started store.JobStarted
+		var succeeded store.JobSucceeded
+		require.NoError(t, json.Unmarshal(events[1].Data, &started))
+		require.NoError(t, json.Unmarshal(events[2].Data, &succeeded))
+		require.Equal(t, []int{1, 2}, []int{started.Attempt, succeeded.Attempt})
 		require.JSONEq(t, `{"call_id":"flaky","op":"flaky","runs":2}`, string(call.Result))
 	})
 
@@ -330,9 +351,9 @@ func TestOpRecordsItsStart(t *testing.T) {
 		queue(t, "panic", napInput{Panic: true})
 		call, events := final(t, "panic")
 		require.Equal(t, store.CallFailed, call.State)
-		require.Equal(t, []string{store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobFailed}, types(events))
+		require.Equal(t, []string{store.EventCallPaid, store.EventJobStarted, store.EventJobFailed}, types(events))
 		var failed store.JobFailed
-		require.NoError(t, json.Unmarshal(events[3].Data, &failed))
+		require.NoError(t, json.Unmarshal(events[2].Data, &failed))
 		require.Contains(t, failed.Message, "nap went wrong")
 		require.Nil(t, call.Settlement, fmt.Sprintf("a failed call was settled: %+v", call.Settlement))
 	})

@@ -83,7 +83,8 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 }
 
 // settle makes one attempt at settling the payment of call callID, whose
-// settlement.submitted is recorded, and records its outcome durably with
+// submission is recorded (the first in its job.succeeded, a later one in a
+// settlement.submitted), and records its outcome durably with
 // the outcomes of the other settlements mined in the same block
 // (commits.outcomes); the outcome's transaction deletes the settlement job
 // safetyNet (0: none) unless it is running. It returns the settler's error

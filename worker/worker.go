@@ -236,14 +236,14 @@ type commits struct {
 // results a transaction (docs/performance.md, Tuning choices).
 const resultsLingerIdle = 3 * time.Millisecond
 
-// completed is an operation run that succeeded: its events, the call whose
-// settlement job is to be inserted and the network its payment is on. The
-// transaction that records it sets settleJob to the id of that job and
-// payment to the call's payment, read there with the others of its group.
+// completed is an operation run that succeeded: the call whose settlement
+// job is to be inserted and its job.succeeded. The transaction that records
+// it sets settleJob to the id of that job (which its job.succeeded names)
+// and payment to the call's payment, read there with the others of its
+// group.
 type completed struct {
 	callID    string
-	network   string
-	events    []store.NewEvent
+	succeeded store.JobSucceeded
 	settleJob int64
 	payment   *x402.Payment
 }
@@ -271,16 +271,15 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *co
 				return err
 			}
 			// Each settlement's first attempt, the run's, is recorded
-			// here with the result: durable before any transfer, and one
-			// write fewer per paid call than a transaction of its own. A
-			// later attempt records itself (settleWorker).
-			events := make([]store.NewEvent, 0, 3*len(runs))
-			for _, run := range runs {
+			// here with the result, in its job.succeeded: durable before
+			// any transfer, and no write of its own. A later attempt
+			// records itself (settleWorker).
+			events := make([]store.NewEvent, len(runs))
+			for i, run := range runs {
 				run.settleJob = settleJobs[run.callID]
-				events = append(events, run.events...)
-				events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
-					JobID: settleJobs[run.callID], Network: run.network, Attempt: 1,
-				}})
+				succeeded := run.succeeded
+				succeeded.SettleJobID = run.settleJob
+				events[i] = store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded}
 			}
 			if err := store.Append(ctx, tx, events...); err != nil {
 				return err

@@ -3,10 +3,12 @@ package x402
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -41,14 +43,28 @@ type Payment struct {
 	ValidBefore time.Time `json:"validBefore,omitzero"`
 }
 
-// paymentFields is a Payment without its methods: the plain encoding of
-// its fields, under MarshalJSON and UnmarshalJSON.
-type paymentFields Payment
+// ledgerPayment is the form the ledger keeps a Payment in (MarshalJSON):
+// the fields its payload does not state, and the payload itself, either as
+// it was verified (Payload) or, for an exact EVM payment, in its compact
+// form (EVM).
+type ledgerPayment struct {
+	Network     string          `json:"network,omitempty"`
+	Payer       string          `json:"payer,omitempty"`
+	Nonce       string          `json:"nonce,omitempty"`
+	Amount      string          `json:"amount,omitempty"`
+	Asset       string          `json:"asset,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	EVM         *ledgerEVM      `json:"evm,omitempty"`
+	VerifiedAt  time.Time       `json:"verifiedAt,omitzero"`
+	ValidBefore time.Time       `json:"validBefore,omitzero"`
+}
 
-// MarshalJSON encodes p as the ledger keeps it: once. The fields its payload
-// states (an exact EVM payment's network, asset, payer, nonce, amount and
-// validBefore are in its option and authorization) are left out when equal
-// to it, and UnmarshalJSON restores them from it; the others are kept.
+// MarshalJSON encodes p as the ledger keeps it: once, and compact. The
+// fields its payload states (an exact EVM payment's network, asset, payer,
+// nonce, amount and validBefore are in its option and authorization) are
+// left out when equal to it, and UnmarshalJSON restores them from it; the
+// others are kept. An exact EVM payload is kept in its compact form
+// (ledgerEVM) when that gives it back whole.
 func (p Payment) MarshalJSON() ([]byte, error) {
 	if s, ok := stated(p.Payload); ok {
 		if s.Network == p.Network {
@@ -70,15 +86,33 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 			p.ValidBefore = time.Time{}
 		}
 	}
-	return json.Marshal((*paymentFields)(&p))
+	l := ledgerPayment{Network: p.Network, Payer: p.Payer, Nonce: p.Nonce, Amount: p.Amount, Asset: p.Asset,
+		VerifiedAt: p.VerifiedAt, ValidBefore: p.ValidBefore}
+	if evm, ok := compactEVM(p.Payload); ok {
+		l.EVM = evm
+	} else {
+		l.Payload = p.Payload
+	}
+	return json.Marshal(&l)
 }
 
-// UnmarshalJSON decodes a Payment, restoring from its payload the fields
-// MarshalJSON left out (and reading the whole form written before it).
+// UnmarshalJSON decodes a Payment, restoring its payload from its compact
+// form and from the payload the fields MarshalJSON left out (and reading
+// the whole form written before either).
 func (p *Payment) UnmarshalJSON(b []byte) error {
 	*p = Payment{}
-	if err := json.Unmarshal(b, (*paymentFields)(p)); err != nil {
+	var l ledgerPayment
+	if err := json.Unmarshal(b, &l); err != nil {
 		return err
+	}
+	*p = Payment{Network: l.Network, Payer: l.Payer, Nonce: l.Nonce, Amount: l.Amount, Asset: l.Asset,
+		Payload: l.Payload, VerifiedAt: l.VerifiedAt, ValidBefore: l.ValidBefore}
+	if l.EVM != nil {
+		payload, err := l.EVM.payload()
+		if err != nil {
+			return err
+		}
+		p.Payload = payload
 	}
 	if p.Network != "" && p.Payer != "" && p.Nonce != "" && p.Amount != "" && p.Asset != "" && !p.ValidBefore.IsZero() {
 		return nil
@@ -96,6 +130,97 @@ func (p *Payment) UnmarshalJSON(b []byte) error {
 		p.ValidBefore = s.ValidBefore
 	}
 	return nil
+}
+
+// ledgerEVM is the compact form of an exact EVM payment's payload (a
+// PaymentPayload) in the ledger: its signature and nonce as bytes (base64
+// in JSON: 88 and 44 characters against 132 and 66 of hex), of the option
+// it accepted only what its authorization does not state (payTo is the
+// authorization's to, amount its value), under short keys. It is used only
+// when it gives the payload back whole (compactEVM); another payload is
+// kept as it came.
+type ledgerEVM struct {
+	Version     int             `json:"v"`
+	Network     string          `json:"net"`
+	Asset       string          `json:"asset"`
+	Timeout     int             `json:"timeout"`
+	Extra       json.RawMessage `json:"extra,omitempty"`
+	From        string          `json:"from"`
+	To          string          `json:"to"`
+	Value       string          `json:"value"`
+	ValidAfter  string          `json:"after"`
+	ValidBefore string          `json:"before"`
+	Nonce       []byte          `json:"nonce"`
+	Signature   []byte          `json:"sig"`
+}
+
+// compactEVM returns the compact form of payload, when it is an exact EVM
+// payload that the form gives back whole: the same JSON value, its
+// signature and nonce in lower-case hex.
+func compactEVM(payload json.RawMessage) (*ledgerEVM, bool) {
+	if len(payload) == 0 {
+		return nil, false
+	}
+	var pp PaymentPayload
+	if err := json.Unmarshal(payload, &pp); err != nil || pp.Accepted.Scheme != "exact" || pp.Resource != nil || pp.Extensions != nil {
+		return nil, false
+	}
+	var e ExactEVMPayload
+	if err := json.Unmarshal(pp.Payload, &e); err != nil {
+		return nil, false
+	}
+	a := &e.Authorization
+	sig, ok1 := lowerHex(e.Signature)
+	nonce, ok2 := lowerHex(a.Nonce)
+	if !ok1 || !ok2 || a.To != pp.Accepted.PayTo || a.Value != pp.Accepted.Amount {
+		return nil, false
+	}
+	c := &ledgerEVM{Version: pp.X402Version, Network: pp.Accepted.Network, Asset: pp.Accepted.Asset, Timeout: pp.Accepted.MaxTimeoutSeconds,
+		Extra: pp.Accepted.Extra, From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter, ValidBefore: a.ValidBefore,
+		Nonce: nonce, Signature: sig}
+	back, err := c.payload()
+	if err != nil || !SameJSON(back, payload) {
+		return nil, false
+	}
+	return c, true
+}
+
+// payload returns the PaymentPayload c is the compact form of.
+func (c *ledgerEVM) payload() (json.RawMessage, error) {
+	inner, err := json.Marshal(&ExactEVMPayload{Signature: "0x" + hex.EncodeToString(c.Signature), Authorization: EVMAuthorization{
+		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: "0x" + hex.EncodeToString(c.Nonce),
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("decode ledger payment: %w", err)
+	}
+	raw, err := json.Marshal(&PaymentPayload{X402Version: c.Version, Payload: inner, Accepted: Requirements{
+		Scheme: "exact", Network: c.Network, Amount: c.Value, Asset: c.Asset, PayTo: c.To, MaxTimeoutSeconds: c.Timeout, Extra: c.Extra,
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("decode ledger payment: %w", err)
+	}
+	return raw, nil
+}
+
+// lowerHex decodes s, 0x-prefixed lower-case hex of at least one byte, and
+// reports whether it was that.
+func lowerHex(s string) ([]byte, bool) {
+	if len(s) < 4 || !strings.HasPrefix(s, "0x") || strings.ToLower(s) != s {
+		return nil, false
+	}
+	b, err := hex.DecodeString(s[2:])
+	return b, err == nil
+}
+
+// SameJSON reports whether a and b hold equal JSON values (a payload kept
+// in the ledger went through jsonb or its compact form, which do not keep
+// the bytes).
+func SameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // stated returns the fields of a payment that its payload (a PaymentPayload)

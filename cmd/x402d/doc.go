@@ -25,8 +25,8 @@
 //	          (shared with the calls arriving together: store.GroupCommitter)
 //	       └─ long-poll: wait for the call's final event (LISTEN/NOTIFY)
 //	worker (River) ◀── job ── runs the operation (jobs/<op>) ── one durable
-//	   transaction: the result, its events, a settlement job scheduled
-//	   SETTLE_GRACE ahead and its settlement.submitted ──▶ the same job
+//	   transaction: the result, its event, and a settlement job scheduled
+//	   SETTLE_GRACE ahead, which the event names ──▶ the same job
 //	   settles (x402: a chain, a facilitator or the devchain, in batches of
 //	   the settlements of the moment) ──▶ the outcome, the settlement job
 //	   deleted (it runs only if the call is still settling then, or at once
@@ -38,20 +38,26 @@
 // and on each of its time partitions), appended by store.Append in the
 // transaction of the projection rows it changes; the events that end a call
 // are announced with NOTIFY, and each api process keeps one listening
-// connection that fans them out to waiting requests. A call goes
-// payment.verified → job.queued → job.started → job.succeeded | job.failed →
-// settlement.submitted → settlement.confirmed | settlement.failed; a
-// confirmed settlement is then final (settlement.final), or undone by a
-// reorganisation and made again (settlement.resent) or lost
-// (settlement.lost): see docs/operating.md.
+// connection that fans them out to waiting requests. Facts that commit in
+// one transaction are one event: a paid call goes call.paid (the verified
+// payment and its queued job) → job.succeeded (with the run's start, and its
+// settlement's first submission; a run still going after 50 ms records
+// job.started before it) → settlement.confirmed | settlement.failed, a failed
+// one call.paid → job.started → job.failed. Streams written before call.paid
+// read payment.verified → job.queued → job.started → job.succeeded →
+// settlement.submitted → …, and every reader understands both. A confirmed
+// settlement is then final (settlement.final), or undone by a reorganisation
+// and made again (settlement.resent) or lost (settlement.lost): see
+// docs/operating.md.
 //
 // # Crash safety
 //
 // A call's admission and its run's start commit without waiting for the disk:
 // a crash that loses them loses nothing charged, since the caller resends the
 // same payment. Its result commits durably, in one transaction with its
-// settlement job and that settlement's first settlement.submitted; an attempt
-// made again commits its own before its transfer. A process can die at any
+// settlement job, which its job.succeeded names (that settlement's first
+// submission); an attempt made again commits a settlement.submitted before
+// its transfer. A process can die at any
 // line: River rescues and retries the job (a job run again after its result
 // was recorded finds the call past running and stops); a worker that dies
 // before its settlement's outcome leaves it to the settlement job,

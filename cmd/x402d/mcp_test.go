@@ -14,6 +14,7 @@ import (
 
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs/diff"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -273,7 +274,8 @@ func TestMCP(t *testing.T) {
 		require.False(t, res.IsError, toolText(t, res))
 		require.EqualValues(t, 2000, asMap(t, res.StructuredContent)["slept_ms"])
 		var calls int
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls WHERE payment_key = $1`, (&x402.Payment{Network: "eip155:8453", Payer: "0xmcp", Nonce: "n5"}).Key()).Scan(&calls))
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls WHERE payment_key = $1`,
+			store.PaymentDigest((&x402.Payment{Network: "eip155:8453", Payer: "0xmcp", Nonce: "n5"}).Key())).Scan(&calls))
 		require.Equal(t, 1, calls, "one call, paid once")
 	})
 }

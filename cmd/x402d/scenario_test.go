@@ -18,6 +18,8 @@ import (
 
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
 )
 
 // TestLoadPostgresRestarted restarts the Postgres server during paid load on
@@ -87,8 +89,11 @@ func logUnanswered(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadge
 			continue
 		}
 		t.Logf("unanswered: %+v", o)
+		// The header is test:<payer>:<nonce>; the call keeps its key's digest.
+		parts := strings.Split(o.Header, ":")
+		key := (&x402.Payment{Network: "eip155:8453", Payer: parts[1], Nonce: parts[len(parts)-1]}).Key()
 		rows, err := db.Pool.Query(ctx, `SELECT e.type, e.data::text, e.created_at FROM events e JOIN calls c ON e.stream = 'call/' || c.id
-			WHERE c.payment_key LIKE '%/' || $1 ORDER BY e.id`, o.Header[strings.LastIndex(o.Header, ":")+1:])
+			WHERE c.payment_key = $1 ORDER BY e.id`, store.PaymentDigest(key))
 		if err != nil {
 			t.Logf("  events: %v", err)
 			continue

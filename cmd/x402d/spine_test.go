@@ -169,15 +169,14 @@ func TestPaidCall(t *testing.T) {
 		require.Equal(t, paytest.TxHash("n1"), sr.Transaction)
 
 		require.Equal(t, []string{
-			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
-			store.EventSettlementSubmitted, store.EventSettlementConfirmed,
+			store.EventCallPaid, store.EventJobSucceeded, store.EventSettlementConfirmed,
 		}, eventTypes(ctx, t, b.db, callID))
-		// The settlement's first submission names the network of the
-		// payment the api verified (carried by the operation's job).
-		var network string
-		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT data->>'network' FROM events WHERE stream = $1 AND type = $2",
-			store.CallStream(callID), store.EventSettlementSubmitted).Scan(&network))
-		require.Equal(t, "eip155:8453", network)
+		// The result's event names the settlement job of its first
+		// submission.
+		var settleJob int64
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT (data->>'settle_job_id')::bigint FROM events WHERE stream = $1 AND type = $2",
+			store.CallStream(callID), store.EventJobSucceeded).Scan(&settleJob))
+		require.NotZero(t, settleJob)
 	})
 
 	t.Run("ReplaySameRequestGetsStoredResult", func(t *testing.T) {
@@ -275,8 +274,7 @@ func TestPaidCall(t *testing.T) {
 		var callID string
 		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT id FROM calls").Scan(&callID))
 		require.Equal(t, []string{
-			store.EventPaymentVerified, store.EventJobQueued, store.EventJobStarted, store.EventJobSucceeded,
-			store.EventSettlementSubmitted, store.EventSettlementFailed,
+			store.EventCallPaid, store.EventJobSucceeded, store.EventSettlementFailed,
 		}, eventTypes(ctx, t, b.db, callID))
 	})
 
@@ -360,7 +358,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		types := eventTypes(ctx, t, db, callID)
-		return len(types) >= 3 && types[2] == store.EventJobStarted
+		return len(types) >= 2 && types[1] == store.EventJobStarted
 	}, 10*time.Second, 20*time.Millisecond, "job never started")
 	w1.kill()
 

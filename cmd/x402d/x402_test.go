@@ -35,7 +35,7 @@ import (
 )
 
 // freeAddr returns a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -78,7 +78,7 @@ func startDevchainService(ctx context.Context, t *testing.T) (base string, chain
 
 // startDevchainServiceDB is startDevchainService that also returns the
 // service's database.
-func startDevchainServiceDB(ctx context.Context, t *testing.T) (base string, chain *ethclient.Client, db *dbtest.DB) {
+func startDevchainServiceDB(ctx context.Context, t testing.TB) (base string, chain *ethclient.Client, db *dbtest.DB) {
 	db = dbtest.Schema(ctx, t)
 	fake := modeltest.NewServer(t)
 	rpc := freeAddr(t)
