@@ -525,6 +525,9 @@ func (c *Chain) automine() {
 	// never blocks the pool while this loop waits for it. The drain ends
 	// with the chain or the subscription, and closes kick.
 	kick := make(chan struct{}, 1)
+	// A transaction sent before the subscription began sent no event: the
+	// loop looks at the pool once before waiting for any.
+	kick <- struct{}{}
 	go func() {
 		defer close(kick)
 		for {
