@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -19,7 +21,9 @@ import (
 
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/internal/svmtest"
+	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/model/modeltest"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -39,23 +43,35 @@ type solanaService struct {
 // adds settings.
 func startSolanaService(ctx context.Context, t *testing.T, env map[string]string) *solanaService {
 	t.Helper()
-	s := &solanaService{node: svmtest.Start(t, nil), feePayer: svmtest.PayerKey(1000), payTo: svmtest.PayerKey(1001).PublicKey()}
-	s.node.FundSOL(ctx, s.feePayer.PublicKey(), 10_000_000_000)
-	s.node.Fund(ctx, s.payTo, 0, 0, solana.PublicKey{}) // its USDC account exists
+	s := &solanaService{node: svmtest.Start(t, nil)}
+	s.feePayer, s.payTo = fundSolanaSeller(ctx, s.node)
 	s.db = dbtest.Schema(ctx, t)
 	fake := modeltest.NewServer(t)
 	s.model = fake
 	all := map[string]string{
 		"DATABASE_URL": s.db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"DEVCHAIN_RPC_ADDR": freeAddr(t), "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
-		"FETCH_ALLOW_CIDRS":    "127.0.0.1/32",
-		"SOLANA_FEE_PAYER_KEY": s.feePayer.String(), "RPC_URL_SOLANA": s.node.URL, "PAY_TO_SOLANA": s.payTo.String(),
+		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
 	}
-	for k, v := range env {
-		all[k] = v
-	}
+	maps.Copy(all, solanaSellerEnv(s.node, s.feePayer, s.payTo))
+	maps.Copy(all, env)
 	s.base = startInProcessWith(ctx, t, "serve", func(k string) string { return all[k] }, &options{})
 	return s
+}
+
+// fundSolanaSeller gives the seller's fee payer 10 SOL on node and its
+// receiving wallet a USDC account, and returns them.
+func fundSolanaSeller(ctx context.Context, node *svmtest.Node) (feePayer solana.PrivateKey, payTo solana.PublicKey) {
+	feePayer, payTo = svmtest.PayerKey(1000), svmtest.PayerKey(1001).PublicKey()
+	node.FundSOL(ctx, feePayer.PublicKey(), 10_000_000_000)
+	node.Fund(ctx, payTo, 0, 0, solana.PublicKey{}) // its USDC account exists
+	return feePayer, payTo
+}
+
+// solanaSellerEnv is the configuration offering Solana USDC settled on
+// node by feePayer to payTo.
+func solanaSellerEnv(node *svmtest.Node, feePayer solana.PrivateKey, payTo solana.PublicKey) map[string]string {
+	return map[string]string{"SOLANA_FEE_PAYER_KEY": feePayer.String(), "RPC_URL_SOLANA": node.URL, "PAY_TO_SOLANA": payTo.String()}
 }
 
 // officialSolanaPayments is what compat/svm_pay_ops.mjs reports.
@@ -362,4 +378,146 @@ func TestSolanaQuoteRenewsBlockhash(t *testing.T) {
 		svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, svmtest.PayerKey(7), "renewed")))
 	require.Equal(t, http.StatusOK, status, body)
 	require.True(t, settled.Success)
+}
+
+// solanaSplit is the split layout offering Solana: a LiteSVM node, an
+// `x402d devchain` process, an `x402d api` process and the environment of
+// worker processes, all on one database, with short job timeouts for tests
+// that kill workers.
+type solanaSplit struct {
+	node  *svmtest.Node
+	payTo solana.PublicKey
+	db    *dbtest.DB
+	env   map[string]string
+	api   *child
+}
+
+func startSolanaSplit(ctx context.Context, t *testing.T) *solanaSplit {
+	t.Helper()
+	s := &solanaSplit{node: svmtest.Start(t, nil), db: dbtest.Schema(ctx, t)}
+	feePayer, payTo := fundSolanaSeller(ctx, s.node)
+	s.payTo = payTo
+	s.env, _ = startDevchainProcess(ctx, t, s.db)
+	maps.Copy(s.env, solanaSellerEnv(s.node, feePayer, payTo))
+	s.api = startChild(t, "api", s.env)
+	return s
+}
+
+// solanaDiff is the paid call of the Solana load tests, and its price.
+var solanaDiff = loadgen.Request{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}
+
+const solanaDiffPrice = 10_000 // $0.01
+
+// balances reads the USDC of payer and of the receiver.
+func (s *solanaSplit) balances(ctx context.Context, t *testing.T, payer solana.PublicKey) (payerUSDC, payToUSDC uint64) {
+	t.Helper()
+	return s.node.TokenBalance(ctx, svmtest.ATA(t, payer, svmtest.USDC)), s.node.TokenBalance(ctx, svmtest.ATA(t, s.payTo, svmtest.USDC))
+}
+
+// checkPaidOnce checks a load run of solanaDiff calls paid by payer, whose
+// balances were payerBefore and payToBefore: every call was answered 200
+// once with its own confirmed transaction, the USDC of the payer and of the
+// receiver moved by exactly the prices of the calls answered, and the
+// ledger is clean.
+func (s *solanaSplit) checkPaidOnce(ctx context.Context, t *testing.T, rep *loadgen.Report, payer solana.PublicKey, payerBefore, payToBefore uint64) {
+	t.Helper()
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	checkCalls(ctx, t, s.db, rep)
+	signatures := map[string]bool{}
+	for _, o := range rep.Outcomes {
+		require.False(t, signatures[o.Tx], "transaction %s answered two calls", o.Tx)
+		signatures[o.Tx] = true
+		confirmation, txErr := s.node.SignatureStatus(ctx, o.Tx)
+		require.Contains(t, []string{"confirmed", "finalized"}, confirmation, "transaction %s of a 200", o.Tx)
+		require.Empty(t, txErr, o.Tx)
+	}
+	payerAfter, payToAfter := s.balances(ctx, t, payer)
+	requirePaidOnce(ctx, t, s.db, rep, big.NewInt(solanaDiffPrice), new(big.Int).SetUint64(payerBefore-payerAfter))
+	require.Equal(t, uint64(rep.Calls)*solanaDiffPrice, payToAfter-payToBefore, "the receiver got exactly the calls answered")
+	var resettled int
+	require.NoError(t, s.db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
+		store.EventSettlementSubmitted).Scan(&resettled))
+	t.Logf("%d calls paid on Solana; %d settlements attempted again after a kill", rep.Calls, resettled)
+}
+
+// TestSolanaLoadWorkersKilled is TestLoadWorkersKilledOnDevchain paid on
+// Solana: an api and two worker processes settling on a LiteSVM node, a
+// worker SIGKILLed every 1.5 s during paid load, wherever its settlements
+// are. Every call is answered 200 once with its own confirmed transaction,
+// the payer's and receiver's USDC move by exactly the prices of the calls
+// answered, and the ledger is clean.
+func TestSolanaLoadWorkersKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaSplit(ctx, t)
+	stopKilling := killWorkers(t, s.env, 1500*time.Millisecond)
+	payer := svmtest.PayerKey(8)
+	payerBefore, payToBefore := s.balances(ctx, t, payer.PublicKey())
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: s.api.addr, Requests: []loadgen.Request{solanaDiff},
+		Payer: s.node.Payer(payer), Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
+	})
+	t.Logf("%d workers killed", stopKilling(2))
+	require.NoError(t, err)
+	t.Log(rep)
+	s.checkPaidOnce(ctx, t, rep, payer.PublicKey(), payerBefore, payToBefore)
+}
+
+// TestSolanaWorkersKilledBeforeConfirmation SIGKILLs both worker
+// processes while settlements they sent are on the node but not confirmed:
+// the node makes no block for a while during paid load, so the
+// transactions sent meanwhile are processed and wait for the next block.
+// The settlements' retries on the workers started in their place find
+// them by their signatures (the fee payer's signature is deterministic) and
+// send nothing twice: every call is answered 200 once, each payment moves
+// its price once, and the ledger is clean.
+func TestSolanaWorkersKilledBeforeConfirmation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaSplit(ctx, t)
+	workers := []*child{startChild(t, "worker", s.env), startChild(t, "worker", s.env)}
+	payer := svmtest.PayerKey(9)
+	payerBefore, payToBefore := s.balances(ctx, t, payer.PublicKey())
+
+	type result struct {
+		rep *loadgen.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := loadgen.Run(ctx, loadgen.Config{
+			BaseURL: s.api.addr, Requests: []loadgen.Request{solanaDiff},
+			Payer: s.node.Payer(payer), Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
+		})
+		done <- result{rep, err}
+	}()
+	confirmed := func() int {
+		var n int
+		require.NoError(t, s.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventSettlementConfirmed).Scan(&n))
+		return n
+	}
+	require.Eventually(t, func() bool { return confirmed() >= 10 }, 30*time.Second, 50*time.Millisecond, "no settlement under way")
+
+	// No block for 5 s: the settlements sent meanwhile are processed (the
+	// payer's USDC has moved) and none is confirmed. Those recorded before
+	// the pause are all in the ledger after a second.
+	s.node.Pause(ctx, 5*time.Second)
+	time.Sleep(time.Second)
+	var unconfirmed int
+	require.Eventually(t, func() bool {
+		payerNow, _ := s.balances(ctx, t, payer.PublicKey())
+		moved := int((payerBefore - payerNow) / solanaDiffPrice)
+		unconfirmed = moved - confirmed()
+		return unconfirmed >= 3
+	}, 3*time.Second, 50*time.Millisecond, "no settlements waiting for their confirmation")
+	for i, w := range workers {
+		w.kill()
+		workers[i] = startChild(t, "worker", s.env)
+	}
+	t.Logf("both workers killed with %d settlements sent and not confirmed", unconfirmed)
+
+	r := <-done
+	require.NoError(t, r.err)
+	t.Log(r.rep)
+	s.checkPaidOnce(ctx, t, r.rep, payer.PublicKey(), payerBefore, payToBefore)
 }
