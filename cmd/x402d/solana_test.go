@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -378,6 +379,36 @@ func TestSolanaQuoteRenewsBlockhash(t *testing.T) {
 		svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, svmtest.PayerKey(7), "renewed")))
 	require.Equal(t, http.StatusOK, status, body)
 	require.True(t, settled.Success)
+}
+
+// TestSolanaSettlesAtCommitment pays a call on Solana with
+// SOLANA_COMMITMENT unset and set to finalized: the call is answered once
+// its transaction is confirmed, or finalized (32 blocks later on the
+// LiteSVM node), and its price moves once.
+func TestSolanaSettlesAtCommitment(t *testing.T) {
+	t.Parallel()
+	for i, commitment := range []string{"", "finalized"} {
+		t.Run("commitment="+commitment, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := startSolanaService(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment})
+			payer := svmtest.PayerKey(1 + i)
+			payerATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC)
+			before := s.node.TokenBalance(ctx, payerATA)
+			req := solanaRequirement(t, s.base, "diff")
+			start := time.Now()
+			status, body, settled := postPaid(t, s.base, "diff", `{"a":"1\n","b":"2\n"}`,
+				svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, payer, "commitment")))
+			require.Equal(t, http.StatusOK, status, body)
+			require.True(t, settled.Success)
+			confirmation, txErr := s.node.SignatureStatus(ctx, settled.Transaction)
+			require.Empty(t, txErr)
+			want := cmp.Or(commitment, "confirmed")
+			require.Equal(t, want, confirmation, "the transaction when the call was answered")
+			require.Equal(t, uint64(10_000), before-s.node.TokenBalance(ctx, payerATA))
+			t.Logf("answered at %s after %s", want, time.Since(start).Round(time.Millisecond))
+		})
+	}
 }
 
 // solanaSplit is the split layout offering Solana: a LiteSVM node, an
