@@ -147,6 +147,7 @@ func TestOfficialClientPaysEveryOperationOnSolana(t *testing.T) {
 	require.Equal(t, uint64(1_570_000), total)
 	require.Equal(t, total, payerBefore-s.node.TokenBalance(ctx, payerATA))
 	require.Equal(t, total, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 
 	// The workers read the fee payer's balance (10 SOL at start).
 	resp, err := http.Get(s.base + "/metrics")
@@ -175,7 +176,7 @@ func TestSolanaPaymentExpires(t *testing.T) {
 	})
 	payer := svmtest.PayerKey(4)
 	payerATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC)
-	before := s.node.TokenBalance(ctx, payerATA)
+	before, payToBefore := s.node.TokenBalance(ctx, payerATA), s.node.TokenBalance(ctx, svmtest.ATA(t, s.payTo, svmtest.USDC))
 
 	start := time.Now()
 	out := payOnSolanaWithOfficialClient(ctx, t, s.base, s.node.URL, payer, []map[string]string{{"op": "brief", "body": `{"question":"What is the x402 protocol?"}`}})
@@ -200,6 +201,7 @@ func TestSolanaPaymentExpires(t *testing.T) {
 	t.Logf("payment_expired after %s", elapsed)
 	require.Less(t, elapsed, time.Duration(x402.SolanaMaxTimeoutSeconds)*time.Second, "ended before the blockhash died, not when the model answered")
 	require.Equal(t, before, s.node.TokenBalance(ctx, payerATA), "nothing charged")
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
 // solanaRequirement returns the Solana option of op's quote.
@@ -303,6 +305,7 @@ func TestSolanaDuplicatePayments(t *testing.T) {
 
 	require.Equal(t, uint64(20_000), payerBefore-s.node.TokenBalance(ctx, payerATA), "two payments, each charged once")
 	require.Equal(t, uint64(20_000), s.node.TokenBalance(ctx, payToATA)-payToBefore)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
 // TestSolanaSettlementFaults pays on Solana while the node loses the
@@ -349,6 +352,7 @@ func TestSolanaSettlementFaults(t *testing.T) {
 	n := uint64(len(faults)) * 10_000
 	require.Equal(t, n, payerBefore-s.node.TokenBalance(ctx, payerATA), "each payment charged once")
 	require.Equal(t, n, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
 // TestSolanaQuoteRenewsBlockhash checks that the Solana option of the
@@ -406,6 +410,7 @@ func TestSolanaSettlesAtCommitment(t *testing.T) {
 			want := cmp.Or(commitment, "confirmed")
 			require.Equal(t, want, confirmation, "the transaction when the call was answered")
 			require.Equal(t, uint64(10_000), before-s.node.TokenBalance(ctx, payerATA))
+			checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, 0)
 			t.Logf("answered at %s after %s", want, time.Since(start).Round(time.Millisecond))
 		})
 	}
@@ -447,24 +452,20 @@ func (s *solanaSplit) balances(ctx context.Context, t *testing.T, payer solana.P
 
 // checkPaidOnce checks a load run of solanaDiff calls paid by payer, whose
 // balances were payerBefore and payToBefore: every call was answered 200
-// once with its own confirmed transaction, the USDC of the payer and of the
-// receiver moved by exactly the prices of the calls answered, and the
-// ledger is clean.
+// once, naming the one transaction its ledger records, confirmed on the
+// node and its own; the USDC of the payer and of the receiver moved by
+// exactly the prices of the calls answered; and the ledger is clean.
 func (s *solanaSplit) checkPaidOnce(ctx context.Context, t *testing.T, rep *loadgen.Report, payer solana.PublicKey, payerBefore, payToBefore uint64) {
 	t.Helper()
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
 	checkCalls(ctx, t, s.db, rep)
-	signatures := map[string]bool{}
-	for _, o := range rep.Outcomes {
-		require.False(t, signatures[o.Tx], "transaction %s answered two calls", o.Tx)
-		signatures[o.Tx] = true
-		confirmation, txErr := s.node.SignatureStatus(ctx, o.Tx)
-		require.Contains(t, []string{"confirmed", "finalized"}, confirmation, "transaction %s of a 200", o.Tx)
-		require.Empty(t, txErr, o.Tx)
-	}
 	payerAfter, payToAfter := s.balances(ctx, t, payer)
 	requirePaidOnce(ctx, t, s.db, rep, big.NewInt(solanaDiffPrice), new(big.Int).SetUint64(payerBefore-payerAfter))
 	require.Equal(t, uint64(rep.Calls)*solanaDiffPrice, payToAfter-payToBefore, "the receiver got exactly the calls answered")
+	paidBy := checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
+	for _, o := range rep.Outcomes {
+		require.Equal(t, paidBy[o.CallID], o.Tx, "the transaction call %s was answered with", o.CallID)
+	}
 	var resettled int
 	require.NoError(t, s.db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
 		store.EventSettlementSubmitted).Scan(&resettled))
@@ -551,4 +552,61 @@ func TestSolanaWorkersKilledBeforeConfirmation(t *testing.T) {
 	require.NoError(t, r.err)
 	t.Log(r.rep)
 	s.checkPaidOnce(ctx, t, r.rep, payer.PublicKey(), payerBefore, payToBefore)
+}
+
+// checkSolanaLedger waits for every call on db to reach a final state and
+// checks the ledger against the node: each paid call has one
+// settlement.confirmed naming its own transaction, which succeeded on the
+// node at confirmed or finalized; no other call has one; and the paid
+// calls' amounts add up to what payTo's USDC account received since it
+// held payToBefore. It returns the transaction of each paid call.
+func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *svmtest.Node, payTo solana.PublicKey, payToBefore uint64) map[string]string {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state NOT IN ($1, $2, $3)",
+			store.CallPaid, store.CallFailed, store.CallUnpaid).Scan(&open))
+		return open == 0
+	}, 90*time.Second, 200*time.Millisecond, "calls still open")
+
+	confirmed := map[string][]string{} // call id -> transactions of its settlement.confirmed
+	rows, err := db.Pool.Query(ctx, "SELECT stream, data->'response'->>'transaction' FROM events WHERE type = $1", store.EventSettlementConfirmed)
+	require.NoError(t, err)
+	for rows.Next() {
+		var stream, tx string
+		require.NoError(t, rows.Scan(&stream, &tx))
+		confirmed[store.CallOfStream(stream)] = append(confirmed[store.CallOfStream(stream)], tx)
+	}
+	require.NoError(t, rows.Err())
+
+	rows, err = db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
+	require.NoError(t, err)
+	var paid uint64
+	seen := map[string]string{} // transaction -> call id
+	for rows.Next() {
+		var id, state, amount string
+		require.NoError(t, rows.Scan(&id, &state, &amount))
+		if state != store.CallPaid {
+			require.Empty(t, confirmed[id], "call %s is %s but has a settlement.confirmed", id, state)
+			continue
+		}
+		require.Len(t, confirmed[id], 1, "paid call %s settled %d times", id, len(confirmed[id]))
+		tx := confirmed[id][0]
+		require.NotContains(t, seen, tx, "transaction %s settles calls %s and %s", tx, seen[tx], id)
+		seen[tx] = id
+		status, txErr := node.SignatureStatus(ctx, tx)
+		require.Contains(t, []string{"confirmed", "finalized"}, status, "transaction %s of paid call %s", tx, id)
+		require.Empty(t, txErr, "transaction %s of paid call %s", tx, id)
+		n, err := strconv.ParseUint(amount, 10, 64)
+		require.NoError(t, err, id)
+		paid += n
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, paid, node.TokenBalance(ctx, svmtest.ATA(t, payTo, svmtest.USDC))-payToBefore,
+		"the paid calls' amounts and what the receiver got differ")
+	paidBy := make(map[string]string, len(seen))
+	for tx, id := range seen {
+		paidBy[id] = tx
+	}
+	return paidBy
 }
