@@ -428,13 +428,15 @@ type solanaSplit struct {
 	api   *child
 }
 
-func startSolanaSplit(ctx context.Context, t *testing.T) *solanaSplit {
+// startSolanaSplit starts the split layout; env adds settings.
+func startSolanaSplit(ctx context.Context, t *testing.T, env map[string]string) *solanaSplit {
 	t.Helper()
 	s := &solanaSplit{node: svmtest.Start(t, nil), db: dbtest.Schema(ctx, t)}
 	feePayer, payTo := fundSolanaSeller(ctx, s.node)
 	s.payTo = payTo
 	s.env, _ = startDevchainProcess(ctx, t, s.db)
 	maps.Copy(s.env, solanaSellerEnv(s.node, feePayer, payTo))
+	maps.Copy(s.env, env)
 	s.api = startChild(t, "api", s.env)
 	return s
 }
@@ -481,7 +483,7 @@ func (s *solanaSplit) checkPaidOnce(ctx context.Context, t *testing.T, rep *load
 func TestSolanaLoadWorkersKilled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := startSolanaSplit(ctx, t)
+	s := startSolanaSplit(ctx, t, nil)
 	stopKilling := killWorkers(t, s.env, 1500*time.Millisecond)
 	payer := svmtest.PayerKey(8)
 	payerBefore, payToBefore := s.balances(ctx, t, payer.PublicKey())
@@ -496,19 +498,31 @@ func TestSolanaLoadWorkersKilled(t *testing.T) {
 }
 
 // TestSolanaWorkersKilledBeforeConfirmation SIGKILLs both worker
-// processes while settlements they sent are on the node but not confirmed:
-// the node makes no block for a while during paid load, so the
-// transactions sent meanwhile are processed and wait for the next block.
-// The settlements' retries on the workers started in their place find
-// them by their signatures (the fee payer's signature is deterministic) and
-// send nothing twice: every call is answered 200 once, each payment moves
-// its price once, and the ledger is clean.
+// processes while settlements they sent are on the node but have not
+// reached the commitment they wait for (confirmed, the default, and
+// finalized): the node makes no block for a while during paid load, so the
+// transactions sent meanwhile are processed and wait for the next block
+// (and at finalized 32 more). The settlements' retries on the workers
+// started in their place find them by their signatures (the fee payer's
+// signature is deterministic) and send nothing twice: every call is
+// answered 200 once, each payment moves its price once, and the ledger is
+// clean.
 func TestSolanaWorkersKilledBeforeConfirmation(t *testing.T) {
 	t.Parallel()
+	for i, commitment := range []string{"", "finalized"} {
+		t.Run("commitment="+commitment, func(t *testing.T) {
+			t.Parallel()
+			killBeforeCommitment(t, commitment, svmtest.PayerKey(1+i))
+		})
+	}
+}
+
+// killBeforeCommitment is TestSolanaWorkersKilledBeforeConfirmation at
+// SOLANA_COMMITMENT commitment, paid by payer.
+func killBeforeCommitment(t *testing.T, commitment string, payer solana.PrivateKey) {
 	ctx := context.Background()
-	s := startSolanaSplit(ctx, t)
+	s := startSolanaSplit(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment})
 	workers := []*child{startChild(t, "worker", s.env), startChild(t, "worker", s.env)}
-	payer := svmtest.PayerKey(9)
 	payerBefore, payToBefore := s.balances(ctx, t, payer.PublicKey())
 
 	type result struct {
@@ -523,30 +537,34 @@ func TestSolanaWorkersKilledBeforeConfirmation(t *testing.T) {
 		})
 		done <- result{rep, err}
 	}()
-	confirmed := func() int {
+	// moved is how many payments moved the payer's USDC on the node;
+	// settled how many settlements reached their commitment in the ledger.
+	moved := func() int {
+		payerNow, _ := s.balances(ctx, t, payer.PublicKey())
+		return int((payerBefore - payerNow) / solanaDiffPrice)
+	}
+	settled := func() int {
 		var n int
 		require.NoError(t, s.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventSettlementConfirmed).Scan(&n))
 		return n
 	}
-	require.Eventually(t, func() bool { return confirmed() >= 10 }, 30*time.Second, 50*time.Millisecond, "no settlement under way")
+	require.Eventually(t, func() bool { return moved() >= 10 }, 60*time.Second, 50*time.Millisecond, "no settlement under way")
 
 	// No block for 5 s: the settlements sent meanwhile are processed (the
-	// payer's USDC has moved) and none is confirmed. Those recorded before
-	// the pause are all in the ledger after a second.
+	// payer's USDC has moved) and none reaches its commitment. Those that
+	// reached it before the pause are all in the ledger after a second.
 	s.node.Pause(ctx, 5*time.Second)
 	time.Sleep(time.Second)
-	var unconfirmed int
+	var waiting int
 	require.Eventually(t, func() bool {
-		payerNow, _ := s.balances(ctx, t, payer.PublicKey())
-		moved := int((payerBefore - payerNow) / solanaDiffPrice)
-		unconfirmed = moved - confirmed()
-		return unconfirmed >= 3
-	}, 3*time.Second, 50*time.Millisecond, "no settlements waiting for their confirmation")
+		waiting = moved() - settled()
+		return waiting >= 3
+	}, 3*time.Second, 50*time.Millisecond, "no settlements waiting for their commitment")
 	for i, w := range workers {
 		w.kill()
 		workers[i] = startChild(t, "worker", s.env)
 	}
-	t.Logf("both workers killed with %d settlements sent and not confirmed", unconfirmed)
+	t.Logf("both workers killed with %d settlements sent and not at their commitment", waiting)
 
 	r := <-done
 	require.NoError(t, r.err)
