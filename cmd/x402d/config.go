@@ -157,6 +157,11 @@ type Config struct {
 	SolanaFeePayer string `env:"SOLANA_FEE_PAYER_KEY"`
 	// RPCURLSolana is the Solana JSON-RPC URL.
 	RPCURLSolana string `env:"RPC_URL_SOLANA"`
+	// SolanaCommitment is how far a Solana settlement's transaction must
+	// have come before the call is answered: confirmed (voted on by a
+	// supermajority, about a block after it lands) or finalized (rooted,
+	// about 32 blocks, 13 s, later; it cannot be rolled back).
+	SolanaCommitment svm.Commitment `env:"SOLANA_COMMITMENT"`
 	// DevchainRPCAddr is where the devchain serves JSON-RPC (x402d serve's
 	// embedded one, or x402d devchain's), and where x402d api and x402d
 	// worker reach it in devchain mode.
@@ -270,6 +275,7 @@ func DefaultConfig() *Config {
 		SettlementBatchGasShare: evm.DefaultBlockGasShare,
 		RelayerLowBalance:       big.NewInt(1e16), // 0.01 ether
 		SolanaLowBalance:        big.NewInt(5e7),  // 0.05 SOL
+		SolanaCommitment:        svm.CommitmentConfirmed,
 		SettleGrace:             worker.DefaultSettleGrace,
 		VerifyRPCConcurrency:    evm.DefaultVerifyConcurrency,
 		RefusedRate:             api.DefaultRefusedRate,

@@ -236,6 +236,7 @@ func TestLoadConfigValidate(t *testing.T) {
 		{name: "MaxFee", env: map[string]string{"SETTLEMENT_MAX_FEE_GWEI": "-2"}, wantErr: `SETTLEMENT_MAX_FEE_GWEI: "-2" is not a positive decimal number`},
 		{name: "Finality", env: map[string]string{"FINALITY_EIP155_8453": "soon"}, wantErr: "FINALITY_EIP155_8453: "},
 		{name: "Partition", env: map[string]string{"EVENTS_PARTITION": "year"}, wantErr: `EVENTS_PARTITION: "year" is not day, week or month`},
+		{name: "SolanaCommitment", env: map[string]string{"SOLANA_COMMITMENT": "processed"}, wantErr: `SOLANA_COMMITMENT: "processed" is not confirmed or finalized`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -50,8 +50,26 @@ var loadRequests = []loadgen.Request{
 }
 
 // checkLedger waits for every call to reach a final state and checks the
-// ledger rules against the run's outcomes.
+// ledger rules against the run's outcomes, settled by the payment double.
 func checkLedger(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.Report) {
+	t.Helper()
+	checkCalls(ctx, t, db, rep)
+	var paid, chain, paidWithoutTx int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM "+paytest.LedgerTable).Scan(&chain))
+	// A call keeps its payment's key as its digest (store.PaymentDigest).
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls c WHERE c.state = $1 AND NOT EXISTS (
+		SELECT 1 FROM `+paytest.LedgerTable+` tc WHERE c.payment_key IN (tc.payment_key,
+			encode(substring(sha256(convert_to(tc.payment_key, 'UTF8')) FROM 1 FOR 16), 'base64')))`, store.CallPaid).Scan(&paidWithoutTx))
+	require.Zero(t, paidWithoutTx, "a call released without its payment on chain")
+	require.Equal(t, paid, chain, "payments on chain and paid calls differ")
+}
+
+// checkCalls waits for every call to reach a final state and checks the
+// ledger rules that hold whatever settles the payments: every 200 carries
+// a settled PAYMENT-RESPONSE and its call is paid, no header made two
+// calls, no call is settled twice.
+func checkCalls(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.Report) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var open int
@@ -76,18 +94,11 @@ func checkLedger(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.
 		require.Equal(t, 1, n, "header %s used by two calls of the generator", h)
 	}
 
-	var calls, paid, chain, doubleConfirmed, paidWithoutTx int
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE state = $1) FROM calls", store.CallPaid).Scan(&calls, &paid))
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM "+paytest.LedgerTable).Scan(&chain))
+	var calls, doubleConfirmed int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (
 		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
-	// A call keeps its payment's key as its digest (store.PaymentDigest).
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls c WHERE c.state = $1 AND NOT EXISTS (
-		SELECT 1 FROM `+paytest.LedgerTable+` tc WHERE c.payment_key IN (tc.payment_key,
-			encode(substring(sha256(convert_to(tc.payment_key, 'UTF8')) FROM 1 FOR 16), 'base64')))`, store.CallPaid).Scan(&paidWithoutTx))
 	require.Zero(t, doubleConfirmed, "a call settled twice")
-	require.Zero(t, paidWithoutTx, "a call released without its payment on chain")
-	require.Equal(t, paid, chain, "payments on chain and paid calls differ")
 	require.LessOrEqual(t, calls, len(headers), "more calls than payments")
 	// Every answered payment's call is paid, and was delivered once.
 	for h, id := range delivered {
@@ -203,7 +214,7 @@ func TestLoadWorkersKilledOnDevchain(t *testing.T) {
 
 	price := big.NewInt(10_000) // diff: $0.01
 	txs := checkChainPayments(ctx, t, chain, rep, payer.Address(), payTo, price)
-	requirePaidOnce(ctx, t, db, chain, rep, payer.Address(), payerBefore, price)
+	requirePaidOnce(ctx, t, db, rep, price, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer.Address())))
 	var resettled int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
 		store.EventSettlementSubmitted).Scan(&resettled))
@@ -228,11 +239,11 @@ func startDevchainProcess(ctx context.Context, t *testing.T, db *dbtest.DB) (map
 	return env, chain
 }
 
-// requirePaidOnce checks the calls of rep against the ledger and the chain:
-// every call answered is paid, none is settled twice, and the payer paid
-// price for each call answered, no more (payerBefore is its balance before
-// the run).
-func requirePaidOnce(ctx context.Context, t *testing.T, db *dbtest.DB, chain *ethclient.Client, rep *loadgen.Report, payer common.Address, payerBefore, price *big.Int) {
+// requirePaidOnce checks the calls of rep against the ledger and the
+// chain, whichever it is: every call answered is paid, none is settled
+// twice, and the payer paid price for each call answered, no more (spent
+// is how much its balance went down during the run).
+func requirePaidOnce(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.Report, price, spent *big.Int) {
 	t.Helper()
 	var paid, doubleConfirmed int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state = $1", store.CallPaid).Scan(&paid))
@@ -240,8 +251,7 @@ func requirePaidOnce(ctx context.Context, t *testing.T, db *dbtest.DB, chain *et
 		SELECT stream FROM events WHERE type = $1 GROUP BY stream HAVING count(*) > 1) d`, store.EventSettlementConfirmed).Scan(&doubleConfirmed))
 	require.Zero(t, doubleConfirmed, "a call settled twice")
 	require.Equal(t, rep.Calls, paid)
-	require.Equal(t, new(big.Int).Mul(price, big.NewInt(int64(rep.Calls))), new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer)),
-		"the payer paid exactly the calls answered")
+	require.Equal(t, new(big.Int).Mul(price, big.NewInt(int64(rep.Calls))), spent, "the payer paid exactly the calls answered")
 }
 
 // killWorkers starts two worker processes with env and SIGKILLs one of

@@ -94,7 +94,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 			closeAll()
 			return nil, err
 		}
-		ss, err := svm.NewSettler(svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana})
+		ss, err := svm.NewSettler(svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment})
 		if err != nil {
 			closeAll()
 			return nil, err

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -19,7 +22,9 @@ import (
 
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/internal/svmtest"
+	"github.com/x402d/x402d/loadgen"
 	"github.com/x402d/x402d/model/modeltest"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -39,23 +44,35 @@ type solanaService struct {
 // adds settings.
 func startSolanaService(ctx context.Context, t *testing.T, env map[string]string) *solanaService {
 	t.Helper()
-	s := &solanaService{node: svmtest.Start(t, nil), feePayer: svmtest.PayerKey(1000), payTo: svmtest.PayerKey(1001).PublicKey()}
-	s.node.FundSOL(ctx, s.feePayer.PublicKey(), 10_000_000_000)
-	s.node.Fund(ctx, s.payTo, 0, 0, solana.PublicKey{}) // its USDC account exists
+	s := &solanaService{node: svmtest.Start(t, nil)}
+	s.feePayer, s.payTo = fundSolanaSeller(ctx, s.node)
 	s.db = dbtest.Schema(ctx, t)
 	fake := modeltest.NewServer(t)
 	s.model = fake
 	all := map[string]string{
 		"DATABASE_URL": s.db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"DEVCHAIN_RPC_ADDR": freeAddr(t), "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
-		"FETCH_ALLOW_CIDRS":    "127.0.0.1/32",
-		"SOLANA_FEE_PAYER_KEY": s.feePayer.String(), "RPC_URL_SOLANA": s.node.URL, "PAY_TO_SOLANA": s.payTo.String(),
+		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
 	}
-	for k, v := range env {
-		all[k] = v
-	}
+	maps.Copy(all, solanaSellerEnv(s.node, s.feePayer, s.payTo))
+	maps.Copy(all, env)
 	s.base = startInProcessWith(ctx, t, "serve", func(k string) string { return all[k] }, &options{})
 	return s
+}
+
+// fundSolanaSeller gives the seller's fee payer 10 SOL on node and its
+// receiving wallet a USDC account, and returns them.
+func fundSolanaSeller(ctx context.Context, node *svmtest.Node) (feePayer solana.PrivateKey, payTo solana.PublicKey) {
+	feePayer, payTo = svmtest.PayerKey(1000), svmtest.PayerKey(1001).PublicKey()
+	node.FundSOL(ctx, feePayer.PublicKey(), 10_000_000_000)
+	node.Fund(ctx, payTo, 0, 0, solana.PublicKey{}) // its USDC account exists
+	return feePayer, payTo
+}
+
+// solanaSellerEnv is the configuration offering Solana USDC settled on
+// node by feePayer to payTo.
+func solanaSellerEnv(node *svmtest.Node, feePayer solana.PrivateKey, payTo solana.PublicKey) map[string]string {
+	return map[string]string{"SOLANA_FEE_PAYER_KEY": feePayer.String(), "RPC_URL_SOLANA": node.URL, "PAY_TO_SOLANA": payTo.String()}
 }
 
 // officialSolanaPayments is what compat/svm_pay_ops.mjs reports.
@@ -130,6 +147,7 @@ func TestOfficialClientPaysEveryOperationOnSolana(t *testing.T) {
 	require.Equal(t, uint64(1_570_000), total)
 	require.Equal(t, total, payerBefore-s.node.TokenBalance(ctx, payerATA))
 	require.Equal(t, total, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 
 	// The workers read the fee payer's balance (10 SOL at start).
 	resp, err := http.Get(s.base + "/metrics")
@@ -158,7 +176,7 @@ func TestSolanaPaymentExpires(t *testing.T) {
 	})
 	payer := svmtest.PayerKey(4)
 	payerATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC)
-	before := s.node.TokenBalance(ctx, payerATA)
+	before, payToBefore := s.node.TokenBalance(ctx, payerATA), s.node.TokenBalance(ctx, svmtest.ATA(t, s.payTo, svmtest.USDC))
 
 	start := time.Now()
 	out := payOnSolanaWithOfficialClient(ctx, t, s.base, s.node.URL, payer, []map[string]string{{"op": "brief", "body": `{"question":"What is the x402 protocol?"}`}})
@@ -183,6 +201,7 @@ func TestSolanaPaymentExpires(t *testing.T) {
 	t.Logf("payment_expired after %s", elapsed)
 	require.Less(t, elapsed, time.Duration(x402.SolanaMaxTimeoutSeconds)*time.Second, "ended before the blockhash died, not when the model answered")
 	require.Equal(t, before, s.node.TokenBalance(ctx, payerATA), "nothing charged")
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
 // solanaRequirement returns the Solana option of op's quote.
@@ -286,6 +305,7 @@ func TestSolanaDuplicatePayments(t *testing.T) {
 
 	require.Equal(t, uint64(20_000), payerBefore-s.node.TokenBalance(ctx, payerATA), "two payments, each charged once")
 	require.Equal(t, uint64(20_000), s.node.TokenBalance(ctx, payToATA)-payToBefore)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
 // TestSolanaSettlementFaults pays on Solana while the node loses the
@@ -332,6 +352,7 @@ func TestSolanaSettlementFaults(t *testing.T) {
 	n := uint64(len(faults)) * 10_000
 	require.Equal(t, n, payerBefore-s.node.TokenBalance(ctx, payerATA), "each payment charged once")
 	require.Equal(t, n, s.node.TokenBalance(ctx, payToATA)-payToBefore)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
 // TestSolanaQuoteRenewsBlockhash checks that the Solana option of the
@@ -362,4 +383,248 @@ func TestSolanaQuoteRenewsBlockhash(t *testing.T) {
 		svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, svmtest.PayerKey(7), "renewed")))
 	require.Equal(t, http.StatusOK, status, body)
 	require.True(t, settled.Success)
+}
+
+// TestSolanaSettlesAtCommitment pays a call on Solana with
+// SOLANA_COMMITMENT unset and set to finalized: the call is answered once
+// its transaction is confirmed, or finalized (32 blocks later on the
+// LiteSVM node), and its price moves once.
+func TestSolanaSettlesAtCommitment(t *testing.T) {
+	t.Parallel()
+	for i, commitment := range []string{"", "finalized"} {
+		t.Run("commitment="+commitment, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := startSolanaService(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment})
+			payer := svmtest.PayerKey(1 + i)
+			payerATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC)
+			before := s.node.TokenBalance(ctx, payerATA)
+			req := solanaRequirement(t, s.base, "diff")
+			start := time.Now()
+			status, body, settled := postPaid(t, s.base, "diff", `{"a":"1\n","b":"2\n"}`,
+				svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, payer, "commitment")))
+			require.Equal(t, http.StatusOK, status, body)
+			require.True(t, settled.Success)
+			confirmation, txErr := s.node.SignatureStatus(ctx, settled.Transaction)
+			require.Empty(t, txErr)
+			want := cmp.Or(commitment, "confirmed")
+			require.Equal(t, want, confirmation, "the transaction when the call was answered")
+			require.Equal(t, uint64(10_000), before-s.node.TokenBalance(ctx, payerATA))
+			checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, 0)
+			t.Logf("answered at %s after %s", want, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// solanaSplit is the split layout offering Solana: a LiteSVM node, an
+// `x402d devchain` process, an `x402d api` process and the environment of
+// worker processes, all on one database, with short job timeouts for tests
+// that kill workers.
+type solanaSplit struct {
+	node  *svmtest.Node
+	payTo solana.PublicKey
+	db    *dbtest.DB
+	env   map[string]string
+	api   *child
+}
+
+// startSolanaSplit starts the split layout; env adds settings.
+func startSolanaSplit(ctx context.Context, t *testing.T, env map[string]string) *solanaSplit {
+	t.Helper()
+	s := &solanaSplit{node: svmtest.Start(t, nil), db: dbtest.Schema(ctx, t)}
+	feePayer, payTo := fundSolanaSeller(ctx, s.node)
+	s.payTo = payTo
+	s.env, _ = startDevchainProcess(ctx, t, s.db)
+	maps.Copy(s.env, solanaSellerEnv(s.node, feePayer, payTo))
+	maps.Copy(s.env, env)
+	s.api = startChild(t, "api", s.env)
+	return s
+}
+
+// solanaDiff is the paid call of the Solana load tests, and its price.
+var solanaDiff = loadgen.Request{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}
+
+const solanaDiffPrice = 10_000 // $0.01
+
+// balances reads the USDC of payer and of the receiver.
+func (s *solanaSplit) balances(ctx context.Context, t *testing.T, payer solana.PublicKey) (payerUSDC, payToUSDC uint64) {
+	t.Helper()
+	return s.node.TokenBalance(ctx, svmtest.ATA(t, payer, svmtest.USDC)), s.node.TokenBalance(ctx, svmtest.ATA(t, s.payTo, svmtest.USDC))
+}
+
+// checkPaidOnce checks a load run of solanaDiff calls paid by payer, whose
+// balances were payerBefore and payToBefore: every call was answered 200
+// once, naming the one transaction its ledger records, confirmed on the
+// node and its own; the USDC of the payer and of the receiver moved by
+// exactly the prices of the calls answered; and the ledger is clean.
+func (s *solanaSplit) checkPaidOnce(ctx context.Context, t *testing.T, rep *loadgen.Report, payer solana.PublicKey, payerBefore, payToBefore uint64) {
+	t.Helper()
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	checkCalls(ctx, t, s.db, rep)
+	payerAfter, payToAfter := s.balances(ctx, t, payer)
+	requirePaidOnce(ctx, t, s.db, rep, big.NewInt(solanaDiffPrice), new(big.Int).SetUint64(payerBefore-payerAfter))
+	require.Equal(t, uint64(rep.Calls)*solanaDiffPrice, payToAfter-payToBefore, "the receiver got exactly the calls answered")
+	paidBy := checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
+	for _, o := range rep.Outcomes {
+		require.Equal(t, paidBy[o.CallID], o.Tx, "the transaction call %s was answered with", o.CallID)
+	}
+	var resettled int
+	require.NoError(t, s.db.Pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM events WHERE type = $1 AND (data->>'attempt')::int > 1`,
+		store.EventSettlementSubmitted).Scan(&resettled))
+	t.Logf("%d calls paid on Solana; %d settlements attempted again after a kill", rep.Calls, resettled)
+}
+
+// TestSolanaLoadWorkersKilled is TestLoadWorkersKilledOnDevchain paid on
+// Solana: an api and two worker processes settling on a LiteSVM node, a
+// worker SIGKILLed every 1.5 s during paid load, wherever its settlements
+// are. Every call is answered 200 once with its own confirmed transaction,
+// the payer's and receiver's USDC move by exactly the prices of the calls
+// answered, and the ledger is clean.
+func TestSolanaLoadWorkersKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaSplit(ctx, t, nil)
+	stopKilling := killWorkers(t, s.env, 1500*time.Millisecond)
+	payer := svmtest.PayerKey(8)
+	payerBefore, payToBefore := s.balances(ctx, t, payer.PublicKey())
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: s.api.addr, Requests: []loadgen.Request{solanaDiff},
+		Payer: s.node.Payer(payer), Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
+	})
+	t.Logf("%d workers killed", stopKilling(2))
+	require.NoError(t, err)
+	t.Log(rep)
+	s.checkPaidOnce(ctx, t, rep, payer.PublicKey(), payerBefore, payToBefore)
+}
+
+// TestSolanaWorkersKilledBeforeConfirmation SIGKILLs both worker
+// processes while settlements they sent are on the node but have not
+// reached the commitment they wait for (confirmed, the default, and
+// finalized): the node makes no block for a while during paid load, so the
+// transactions sent meanwhile are processed and wait for the next block
+// (and at finalized 32 more). The settlements' retries on the workers
+// started in their place find them by their signatures (the fee payer's
+// signature is deterministic) and send nothing twice: every call is
+// answered 200 once, each payment moves its price once, and the ledger is
+// clean.
+func TestSolanaWorkersKilledBeforeConfirmation(t *testing.T) {
+	t.Parallel()
+	for i, commitment := range []string{"", "finalized"} {
+		t.Run("commitment="+commitment, func(t *testing.T) {
+			t.Parallel()
+			killBeforeCommitment(t, commitment, svmtest.PayerKey(1+i))
+		})
+	}
+}
+
+// killBeforeCommitment is TestSolanaWorkersKilledBeforeConfirmation at
+// SOLANA_COMMITMENT commitment, paid by payer.
+func killBeforeCommitment(t *testing.T, commitment string, payer solana.PrivateKey) {
+	ctx := context.Background()
+	s := startSolanaSplit(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment})
+	workers := []*child{startChild(t, "worker", s.env), startChild(t, "worker", s.env)}
+	payerBefore, payToBefore := s.balances(ctx, t, payer.PublicKey())
+
+	type result struct {
+		rep *loadgen.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := loadgen.Run(ctx, loadgen.Config{
+			BaseURL: s.api.addr, Requests: []loadgen.Request{solanaDiff},
+			Payer: s.node.Payer(payer), Concurrency: 16, Duration: 6 * time.Second, Retry: true, RetryFor: 150 * time.Second,
+		})
+		done <- result{rep, err}
+	}()
+	// moved is how many payments moved the payer's USDC on the node;
+	// settled how many settlements reached their commitment in the ledger.
+	moved := func() int {
+		payerNow, _ := s.balances(ctx, t, payer.PublicKey())
+		return int((payerBefore - payerNow) / solanaDiffPrice)
+	}
+	settled := func() int {
+		var n int
+		require.NoError(t, s.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventSettlementConfirmed).Scan(&n))
+		return n
+	}
+	require.Eventually(t, func() bool { return moved() >= 10 }, 60*time.Second, 50*time.Millisecond, "no settlement under way")
+
+	// No block for 5 s: the settlements sent meanwhile are processed (the
+	// payer's USDC has moved) and none reaches its commitment. Those that
+	// reached it before the pause are all in the ledger after a second.
+	s.node.Pause(ctx, 5*time.Second)
+	time.Sleep(time.Second)
+	var waiting int
+	require.Eventually(t, func() bool {
+		waiting = moved() - settled()
+		return waiting >= 3
+	}, 3*time.Second, 50*time.Millisecond, "no settlements waiting for their commitment")
+	for i, w := range workers {
+		w.kill()
+		workers[i] = startChild(t, "worker", s.env)
+	}
+	t.Logf("both workers killed with %d settlements sent and not at their commitment", waiting)
+
+	r := <-done
+	require.NoError(t, r.err)
+	t.Log(r.rep)
+	s.checkPaidOnce(ctx, t, r.rep, payer.PublicKey(), payerBefore, payToBefore)
+}
+
+// checkSolanaLedger waits for every call on db to reach a final state and
+// checks the ledger against the node: each paid call has one
+// settlement.confirmed naming its own transaction, which succeeded on the
+// node at confirmed or finalized; no other call has one; and the paid
+// calls' amounts add up to what payTo's USDC account received since it
+// held payToBefore. It returns the transaction of each paid call.
+func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *svmtest.Node, payTo solana.PublicKey, payToBefore uint64) map[string]string {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state NOT IN ($1, $2, $3)",
+			store.CallPaid, store.CallFailed, store.CallUnpaid).Scan(&open))
+		return open == 0
+	}, 90*time.Second, 200*time.Millisecond, "calls still open")
+
+	confirmed := map[string][]string{} // call id -> transactions of its settlement.confirmed
+	rows, err := db.Pool.Query(ctx, "SELECT stream, data->'response'->>'transaction' FROM events WHERE type = $1", store.EventSettlementConfirmed)
+	require.NoError(t, err)
+	for rows.Next() {
+		var stream, tx string
+		require.NoError(t, rows.Scan(&stream, &tx))
+		confirmed[store.CallOfStream(stream)] = append(confirmed[store.CallOfStream(stream)], tx)
+	}
+	require.NoError(t, rows.Err())
+
+	rows, err = db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
+	require.NoError(t, err)
+	var paid uint64
+	seen := map[string]string{} // transaction -> call id
+	for rows.Next() {
+		var id, state, amount string
+		require.NoError(t, rows.Scan(&id, &state, &amount))
+		if state != store.CallPaid {
+			require.Empty(t, confirmed[id], "call %s is %s but has a settlement.confirmed", id, state)
+			continue
+		}
+		require.Len(t, confirmed[id], 1, "paid call %s settled %d times", id, len(confirmed[id]))
+		tx := confirmed[id][0]
+		require.NotContains(t, seen, tx, "transaction %s settles calls %s and %s", tx, seen[tx], id)
+		seen[tx] = id
+		status, txErr := node.SignatureStatus(ctx, tx)
+		require.Contains(t, []string{"confirmed", "finalized"}, status, "transaction %s of paid call %s", tx, id)
+		require.Empty(t, txErr, "transaction %s of paid call %s", tx, id)
+		n, err := strconv.ParseUint(amount, 10, 64)
+		require.NoError(t, err, id)
+		paid += n
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, paid, node.TokenBalance(ctx, svmtest.ATA(t, payTo, svmtest.USDC))-payToBefore,
+		"the paid calls' amounts and what the receiver got differ")
+	paidBy := make(map[string]string, len(seen))
+	for tx, id := range seen {
+		paidBy[id] = tx
+	}
+	return paidBy
 }

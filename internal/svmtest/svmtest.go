@@ -26,8 +26,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -341,6 +343,13 @@ func (n *Node) IgnoreSends(ctx context.Context, count int) {
 	require.NoError(n.t, n.Call(ctx, nil, "litesvm_ignore", map[string]any{"count": count}))
 }
 
+// Pause makes the node produce no block for d: transactions sent meanwhile
+// are processed but none is confirmed until blocks resume.
+func (n *Node) Pause(ctx context.Context, d time.Duration) {
+	n.t.Helper()
+	require.NoError(n.t, n.Call(ctx, nil, "litesvm_pause", map[string]any{"ms": d.Milliseconds()}))
+}
+
 // PayerKey returns development payer i's key: an ed25519 key whose seed is
 // SHA-256("x402d svm development payer <i>"), as the node derives it. The
 // first Config.Payers of them hold SOL and USDC.
@@ -372,41 +381,159 @@ var (
 // It names the blockhash extra.recentBlockhash, else the node's newest.
 func (n *Node) PaymentTransaction(ctx context.Context, req *x402.Requirements, payer solana.PrivateKey, memo string) *solana.Transaction {
 	n.t.Helper()
-	t := n.t
+	tx, err := n.paymentTransaction(ctx, req, payer, memo)
+	require.NoError(n.t, err)
+	return tx
+}
+
+// paymentTransaction is PaymentTransaction returning its error, for
+// goroutines other than the test's.
+func (n *Node) paymentTransaction(ctx context.Context, req *x402.Requirements, payer solana.PrivateKey, memo string) (*solana.Transaction, error) {
 	var extra x402.SVMExtra
-	require.NoError(t, json.Unmarshal(req.Extra, &extra))
+	if err := json.Unmarshal(req.Extra, &extra); err != nil {
+		return nil, fmt.Errorf("extra: %w", err)
+	}
 	var blockhash solana.Hash
 	if extra.RecentBlockhash != "" {
-		blockhash = solana.MustHashFromBase58(extra.RecentBlockhash)
+		h, err := solana.HashFromBase58(extra.RecentBlockhash)
+		if err != nil {
+			return nil, fmt.Errorf("extra.recentBlockhash: %w", err)
+		}
+		blockhash = h
 	} else {
-		blockhash = n.LatestBlockhash(ctx, "confirmed").Hash
+		var out struct{ Value struct{ Blockhash string } }
+		if err := n.Call(ctx, &out, "getLatestBlockhash", map[string]string{"commitment": "confirmed"}); err != nil {
+			return nil, err
+		}
+		h, err := solana.HashFromBase58(out.Value.Blockhash)
+		if err != nil {
+			return nil, fmt.Errorf("getLatestBlockhash: %w", err)
+		}
+		blockhash = h
 	}
 	amount, err := strconv.ParseUint(req.Amount, 10, 64)
-	require.NoError(t, err)
-	mint := solana.MustPublicKeyFromBase58(req.Asset)
+	if err != nil {
+		return nil, fmt.Errorf("amount: %w", err)
+	}
+	mint, err := solana.PublicKeyFromBase58(req.Asset)
+	if err != nil {
+		return nil, fmt.Errorf("asset: %w", err)
+	}
+	payTo, err := solana.PublicKeyFromBase58(req.PayTo)
+	if err != nil {
+		return nil, fmt.Errorf("payTo: %w", err)
+	}
+	feePayer, err := solana.PublicKeyFromBase58(extra.FeePayer)
+	if err != nil {
+		return nil, fmt.Errorf("extra.feePayer: %w", err)
+	}
 	owner := payer.PublicKey()
+	from, _, err := solana.FindAssociatedTokenAddress(owner, mint)
+	if err != nil {
+		return nil, err
+	}
+	to, _, err := solana.FindAssociatedTokenAddress(payTo, mint)
+	if err != nil {
+		return nil, err
+	}
 	transfer := binary.LittleEndian.AppendUint64([]byte{12}, amount)
 	transfer = append(transfer, 6)
 	ixs := []solana.Instruction{
 		solana.NewInstruction(computeBudgetProgram, nil, binary.LittleEndian.AppendUint32([]byte{2}, 20_000)),
 		solana.NewInstruction(computeBudgetProgram, nil, binary.LittleEndian.AppendUint64([]byte{3}, 1)),
 		solana.NewInstruction(tokenProgram, solana.AccountMetaSlice{
-			solana.Meta(ATA(t, owner, mint)).WRITE(), solana.Meta(mint),
-			solana.Meta(ATA(t, solana.MustPublicKeyFromBase58(req.PayTo), mint)).WRITE(), solana.Meta(owner).SIGNER(),
+			solana.Meta(from).WRITE(), solana.Meta(mint), solana.Meta(to).WRITE(), solana.Meta(owner).SIGNER(),
 		}, transfer),
 		solana.NewInstruction(memoProgram, nil, []byte(memo)),
 	}
-	tx, err := solana.NewTransaction(ixs, blockhash, solana.TransactionPayer(solana.MustPublicKeyFromBase58(extra.FeePayer)))
-	require.NoError(t, err)
+	tx, err := solana.NewTransaction(ixs, blockhash, solana.TransactionPayer(feePayer))
+	if err != nil {
+		return nil, fmt.Errorf("payment transaction: %w", err)
+	}
 	tx.Message.SetVersion(solana.MessageVersionV0)
-	_, err = tx.PartialSign(func(k solana.PublicKey) *solana.PrivateKey {
+	if _, err = tx.PartialSign(func(k solana.PublicKey) *solana.PrivateKey {
 		if k == owner {
 			return &payer
 		}
 		return nil
-	})
-	require.NoError(t, err)
-	return tx
+	}); err != nil {
+		return nil, fmt.Errorf("sign payment: %w", err)
+	}
+	return tx, nil
+}
+
+// Payer pays calls on the node as the official client does, one
+// transaction per call with a memo of its own (it implements loadgen's
+// Payer). Each transaction names the node's newest blockhash rather than
+// the quote's, so that a payment made late in a run has its whole window.
+type Payer struct {
+	node *Node
+	key  solana.PrivateKey
+	n    atomic.Int64
+}
+
+// Payer returns a Payer paying from key (one of PayerKey's, funded).
+func (n *Node) Payer(key solana.PrivateKey) *Payer { return &Payer{node: n, key: key} }
+
+// Pay returns the PAYMENT-SIGNATURE header of a new payment of the Solana
+// option of paymentRequired (a PAYMENT-REQUIRED header value).
+func (p *Payer) Pay(ctx context.Context, paymentRequired string) (string, error) {
+	var pr x402.PaymentRequired
+	if err := x402.DecodeHeader(paymentRequired, &pr); err != nil {
+		return "", fmt.Errorf("PAYMENT-REQUIRED: %w", err)
+	}
+	i := slices.IndexFunc(pr.Accepts, func(r x402.Requirements) bool { return r.Network == x402.SolanaMainnet })
+	if i < 0 {
+		return "", errors.New("no Solana option in the quote")
+	}
+	req := pr.Accepts[i]
+	var extra x402.SVMExtra
+	if err := json.Unmarshal(req.Extra, &extra); err != nil {
+		return "", fmt.Errorf("extra: %w", err)
+	}
+	extra.RecentBlockhash, extra.LastValidBlockHeight = "", 0
+	raw, err := json.Marshal(extra)
+	if err != nil {
+		return "", err
+	}
+	unpinned := req
+	unpinned.Extra = raw
+	tx, err := p.node.paymentTransaction(ctx, &unpinned, p.key, fmt.Sprintf("%s-%d", p.key.PublicKey(), p.n.Add(1)))
+	if err != nil {
+		return "", err
+	}
+	b64, err := tx.ToBase64()
+	if err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(x402.ExactSVMPayload{Transaction: b64})
+	if err != nil {
+		return "", err
+	}
+	return x402.EncodeHeader(x402.PaymentPayload{X402Version: x402.Version, Accepted: req, Payload: payload})
+}
+
+// SignatureStatus returns the status of a transaction's signature, as
+// getSignatureStatuses (transaction history searched) answers it: its
+// confirmation status ("" when the node does not know it) and its error
+// (empty when it succeeded).
+func (n *Node) SignatureStatus(ctx context.Context, signature string) (confirmation string, txErr string) {
+	n.t.Helper()
+	var out struct {
+		Value []*struct {
+			Err                json.RawMessage
+			ConfirmationStatus string
+		}
+	}
+	require.NoError(n.t, n.Call(ctx, &out, "getSignatureStatuses", []string{signature}, map[string]bool{"searchTransactionHistory": true}))
+	require.Len(n.t, out.Value, 1)
+	if out.Value[0] == nil {
+		return "", ""
+	}
+	if e := string(out.Value[0].Err); e != "" && e != "null" {
+		txErr = e
+	}
+	return out.Value[0].ConfirmationStatus, txErr
 }
 
 // PaymentHeader returns the PAYMENT-SIGNATURE header paying req with tx.

@@ -29,12 +29,48 @@ type SettlerConfig struct {
 	// (x402.SolanaSlotTime, 400 ms).
 	Poll time.Duration
 	// Polls bounds the status checks of one Settle. Defaults to as many
-	// as a blockhash lives (x402.SolanaBlockhashBlocks).
+	// as a blockhash lives (x402.SolanaBlockhashBlocks), and as many more
+	// as finalization takes (FinalizationSlots) at CommitmentFinalized.
 	Polls int
+	// Commitment is how far a settlement's transaction must have come
+	// before the payment counts as settled (SOLANA_COMMITMENT). Defaults
+	// to CommitmentConfirmed.
+	Commitment Commitment
+}
+
+// Commitment is the commitment a settlement waits for: how many of the
+// cluster's validators have voted on the block holding the transaction.
+type Commitment string
+
+// The commitments a settlement may wait for.
+const (
+	// CommitmentConfirmed is a block voted on by a supermajority of the
+	// cluster (optimistic confirmation): about a slot after the
+	// transaction lands; no confirmed block has been rolled back on
+	// mainnet.
+	CommitmentConfirmed Commitment = "confirmed"
+	// CommitmentFinalized is a block rooted by the cluster, about
+	// FinalizationSlots after it was made: it cannot be rolled back.
+	CommitmentFinalized Commitment = "finalized"
+)
+
+// FinalizationSlots is about how many slots a block takes from confirmed
+// to finalized on mainnet.
+const FinalizationSlots = 32
+
+// UnmarshalText reads a commitment a settlement may wait for.
+func (c *Commitment) UnmarshalText(b []byte) error {
+	switch v := Commitment(b); v {
+	case CommitmentConfirmed, CommitmentFinalized:
+		*c = v
+		return nil
+	}
+	return fmt.Errorf("%q is not confirmed or finalized", b)
 }
 
 // Settler settles exact Solana payments: it signs the payer's transaction
-// as fee payer, sends it and waits until it is confirmed, sending it again
+// as fee payer, sends it and waits until it reaches the configured
+// commitment (confirmed unless SettlerConfig says finalized), sending it again
 // while the node has not seen it and its blockhash lives; once the
 // blockhash is dead and the node has not seen the transaction, it never
 // will, and the settlement fails. It implements x402.Settler.
@@ -60,8 +96,17 @@ func NewSettler(cfg SettlerConfig) (*Settler, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = x402.SolanaSlotTime
 	}
+	if cfg.Commitment == "" {
+		cfg.Commitment = CommitmentConfirmed
+	}
+	if err := cfg.Commitment.UnmarshalText([]byte(cfg.Commitment)); err != nil {
+		return nil, fmt.Errorf("svm settler: commitment: %w", err)
+	}
 	if cfg.Polls <= 0 {
 		cfg.Polls = x402.SolanaBlockhashBlocks
+		if cfg.Commitment == CommitmentFinalized {
+			cfg.Polls += FinalizationSlots
+		}
 	}
 	return &Settler{cfg: cfg, rpc: newRPCClient(cfg.URL, cfg.Client)}, nil
 }
@@ -194,7 +239,9 @@ const (
 	statusFailed
 )
 
-// status asks getSignatureStatuses (searching the transaction history).
+// status asks getSignatureStatuses (searching the transaction history): a
+// transaction that succeeded is statusConfirmed once it reaches the
+// settler's commitment, statusPending until then.
 func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
 	var out struct {
 		Value []*struct {
@@ -212,7 +259,8 @@ func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
 	if len(v.Err) > 0 && string(v.Err) != "null" {
 		return statusFailed, nil
 	}
-	if v.ConfirmationStatus == "confirmed" || v.ConfirmationStatus == "finalized" {
+	if v.ConfirmationStatus == string(CommitmentFinalized) ||
+		v.ConfirmationStatus == string(CommitmentConfirmed) && s.cfg.Commitment == CommitmentConfirmed {
 		return statusConfirmed, nil
 	}
 	return statusPending, nil

@@ -69,3 +69,43 @@ func TestSettler(t *testing.T) {
 	_, err = down.Settle(ctx, pay(10_000))
 	require.Error(t, err)
 }
+
+// TestSettlerCommitment settles a payment at each commitment on the
+// LiteSVM node (a block every 400 ms, finalized 32 blocks after it is
+// made): at confirmed the settlement is done a block after the transaction
+// lands, long before it is finalized; at finalized only once it is.
+func TestSettlerCommitment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	owner := f.authority.PublicKey()
+	source, dest := ata(t, owner, f.mint, svm.TokenProgram), ata(t, f.payTo, f.mint, svm.TokenProgram)
+	for i, c := range []struct {
+		commitment svm.Commitment
+		status     string
+	}{
+		{"", "confirmed"}, // the default
+		{svm.CommitmentConfirmed, "confirmed"},
+		{svm.CommitmentFinalized, "finalized"},
+	} {
+		settler, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Commitment: c.commitment})
+		require.NoError(t, err)
+		req := f.requirement()
+		p := f.parts(t, req, svm.TokenProgram)
+		p.ixs[2] = f.transfer(t, svm.TokenProgram, source, f.mint, dest, owner, uint64(1_000+i)) // a transaction of its own
+		_, b64 := p.build(t)
+		raw, err := json.Marshal(paymentPayload(req, b64))
+		require.NoError(t, err)
+		start := time.Now()
+		res, err := settler.Settle(ctx, &x402.Payment{Network: x402.SolanaMainnet, Payer: owner.String(), Payload: raw})
+		require.NoError(t, err)
+		require.True(t, res.Success, res.ErrorReason)
+		status, txErr := f.node.SignatureStatus(ctx, res.Transaction)
+		require.Empty(t, txErr)
+		require.Equal(t, c.status, status, "commitment %q", c.commitment)
+		t.Logf("settled at %q in %s", c.commitment, time.Since(start).Round(time.Millisecond))
+	}
+
+	_, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Commitment: "processed"})
+	require.ErrorContains(t, err, `"processed" is not confirmed or finalized`)
+}
