@@ -80,6 +80,12 @@ func startDevchainService(ctx context.Context, t *testing.T) (base string, chain
 // service's database.
 func startDevchainServiceDB(ctx context.Context, t testing.TB) (base string, chain *ethclient.Client, db *dbtest.DB) {
 	db = dbtest.Schema(ctx, t)
+	base, chain = startDevchainServiceIn(ctx, t, db)
+	return base, chain, db
+}
+
+// startDevchainServiceIn is startDevchainService on the database db.
+func startDevchainServiceIn(ctx context.Context, t testing.TB, db *dbtest.DB) (base string, chain *ethclient.Client) {
 	fake := modeltest.NewServer(t)
 	rpc := freeAddr(t)
 	env := map[string]string{
@@ -91,7 +97,7 @@ func startDevchainServiceDB(ctx context.Context, t testing.TB) (base string, cha
 	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
 	require.NoError(t, err)
 	t.Cleanup(chain.Close)
-	return base, chain, db
+	return base, chain
 }
 
 // sellableCalls is one valid request per sellable operation.

@@ -4,7 +4,8 @@
 // The server comes from TEST_DATABASE_URL, defaulting to the local
 // postgres://postgres@127.0.0.1:5432/x402_test. The database is created when
 // missing. Each call of Schema makes a fresh schema and drops it when the test
-// ends, so tests can commit, LISTEN and run River clients in parallel.
+// ends, so tests can commit, LISTEN and run River clients in parallel;
+// Database does the same in a database of its own.
 package dbtest
 
 import (
@@ -53,7 +54,44 @@ func Schema(ctx context.Context, t testing.TB) *DB {
 	t.Helper()
 	base := URL()
 	require.NoError(t, schema.EnsureDatabase(ctx, base), "the tests need Postgres: run `go tool task db` or set TEST_DATABASE_URL")
+	return schemaIn(ctx, t, base, uniqueName(t))
+}
 
+// Database is Schema in a database of its own, created for t and dropped
+// at cleanup. Postgres keeps a dead row version while any transaction of
+// the same database may still see it, so what VACUUM leaves in a test's
+// tables depends on the other tests' transactions unless the test has its
+// own database.
+func Database(ctx context.Context, t testing.TB) *DB {
+	t.Helper()
+	base := URL()
+	require.NoError(t, schema.EnsureDatabase(ctx, base), "the tests need Postgres: run `go tool task db` or set TEST_DATABASE_URL")
+	name := uniqueName(t)
+	admin, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	require.NoError(t, err)
+	require.NoError(t, admin.Close(ctx))
+	// Registered first, so it runs after the schema's cleanup.
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Logf("drop database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	return schemaIn(ctx, t, u.String(), name)
+}
+
+// uniqueName returns a short name for t's schema or database.
+func uniqueName(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	// River names its notification channels after the schema, and Postgres
@@ -62,8 +100,13 @@ func Schema(ctx context.Context, t testing.TB) *DB {
 	if len(short) > 16 {
 		short = short[len(short)-16:]
 	}
-	name := "t_" + strings.Trim(short, "_") + "_" + hex.EncodeToString(b[:])
+	return "t_" + strings.Trim(short, "_") + "_" + hex.EncodeToString(b[:])
+}
 
+// schemaIn creates the migrated schema name in the database at base and
+// drops it at cleanup.
+func schemaIn(ctx context.Context, t testing.TB, base, name string) *DB {
+	t.Helper()
 	admin, err := pgx.Connect(ctx, base)
 	require.NoError(t, err)
 	_, err = admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize())
