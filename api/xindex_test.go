@@ -337,6 +337,9 @@ func smallIndex(ctx context.Context, t *testing.T, db *dbtest.DB) {
 			"accepts":  []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(2000 * (i + 1)), "asset": baseUSDC, "payTo": "0x1"}},
 		})
 	}
+	// Bazaar's quality figures on two of shop1's three services.
+	items[1]["quality"] = map[string]any{"l30DaysTotalCalls": 120, "l30DaysUniquePayers": 9, "lastCalledAt": "2026-11-24T10:00:00Z"}
+	items[5]["quality"] = map[string]any{"l30DaysTotalCalls": 30, "l30DaysUniquePayers": 12}
 	items = append(items, map[string]any{"url": "https://free-form.example/x", "accepts": []any{
 		map[string]any{"scheme": "exact", "network": "solana", "maxAmountRequired": "$0.01", "asset": "x", "payTo": "y"}}})
 	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
@@ -575,6 +578,13 @@ func TestXIndexHost(t *testing.T) {
 	require.Equal(t, []string{"https://shop1.example/api/1", "https://shop1.example/api/5", "https://shop1.example/api/9"}, resources, "cheapest first")
 	require.Equal(t, 0.004, *d.Services[0].PriceUSDC)
 	require.Equal(t, []store.Accept{{Network: "eip155:8453", Asset: baseUSDC, Amount: "4000", PayTo: "0x1"}}, d.Services[0].Accepts)
+	require.Equal(t, int64(120), *d.Services[0].Quality.Calls30d)
+	require.Equal(t, int64(9), *d.Services[0].Quality.UniquePayers30d)
+	require.True(t, time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC).Equal(*d.Services[0].Quality.LastCalledAt))
+	require.Equal(t, int64(30), *d.Services[1].Quality.Calls30d)
+	require.Nil(t, d.Services[1].Quality.LastCalledAt)
+	require.Nil(t, d.Services[2].Quality, "no listing reports its use")
+	require.Equal(t, &index.HostQuality{Services: 2, Calls30d: new(int64(150)), UniquePayers30dMax: new(int64(12)), LastCalledAt: d.Host.Quality.LastCalledAt}, d.Host.Quality)
 	require.Len(t, d.Probes, 1)
 	require.Equal(t, index.ProbeHour{Hour: d.Probes[0].Hour, Probes: 1, Live: 1, LatencyP50MS: d.Probes[0].LatencyP50MS}, d.Probes[0])
 	require.Equal(t, 87, *d.Probes[0].LatencyP50MS)
@@ -612,6 +622,9 @@ func TestXIndexHost(t *testing.T) {
 	require.Equal(t, 4, strings.Count(shop1, `<tr class="change `))
 	require.Contains(t, shop1, "shop1.example went live")
 	require.Contains(t, shop1, `id="uptime-30d">100.0 %`)
+	require.Contains(t, shop1, `<div class="card" id="quality"><b>150</b><span>paid calls 30 d, as 2 listed services report them · up to 12 payers · last 2026-11-24 10:00</span>`)
+	require.Contains(t, shop1, `<td class="sample quality">120 calls · 9 payers · last 2026-11-24</td>`)
+	require.Contains(t, shop1, `<td class="sample quality">–</td>`)
 	require.NotContains(t, shop1, "<script")
 
 	// A quote that differs from its listing: on the host's page, and a
@@ -633,6 +646,7 @@ func TestXIndexHost(t *testing.T) {
 	require.Equal(t, "shop3.example", differing.Hosts[0].Host)
 
 	free := page("free-form.example")
+	require.Contains(t, free, "paid calls 30 d: no listing reports them")
 	require.Contains(t, free, "not measured in 30 days")
 	require.Contains(t, free, `id="uptime-30d">–`)
 	require.Contains(t, free, "unpriced")
