@@ -381,8 +381,8 @@ func TestXIndexHosts(t *testing.T) {
 		slices.Sort(keys)
 		require.Equal(t, []string{"checked_at", "discoverable", "first_seen", "host", "last_change", "latency_ms", "latency_p50_ms",
 			"latency_p95_ms", "live", "networks", "price_max_usdc", "price_min_usdc", "priced_services", "probes_24h", "probes_30d",
-			"probes_7d", "quote_matches_listing", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
-		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing",
+			"probes_7d", "quality", "quote_matches_listing", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
+		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing", "quality",
 			"uptime_24h", "uptime_7d", "uptime_30d", "latency_p50_ms", "latency_p95_ms"} {
 			require.Nil(t, free[k], "%s is null: not measured", k)
 		}
@@ -392,6 +392,7 @@ func TestXIndexHosts(t *testing.T) {
 		require.Equal(t, []any{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, free["networks"])
 		shop1 := hosts[2].(map[string]any)
 		require.Equal(t, "shop1.example", shop1["host"])
+		require.Equal(t, map[string]any{"services": 2.0, "calls_30d": 150.0, "unique_payers_30d_max": 12.0, "last_called_at": "2026-11-24T10:00:00Z"}, shop1["quality"])
 		require.Equal(t, true, shop1["live"])
 		require.Equal(t, 402.0, shop1["status"])
 		require.Equal(t, 87.0, shop1["latency_ms"])
