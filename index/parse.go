@@ -19,6 +19,11 @@
 // of index_changes, the changes feed and each host's timeline. Migration 011
 // filled them from the log written before.
 //
+// Quality: the figures of use a listing reports of a resource (Bazaar's
+// quality object: paid calls and distinct payers over 30 days, last call)
+// travel in resource.indexed and are summed per host (calls summed, payers
+// the most of any one service); null wherever no listing reports them.
+//
 // Price honesty: a probe compares the 402 of the host's sample resource with
 // the options its listing asks (network, asset, amount, payTo).
 //
