@@ -231,7 +231,7 @@ func componentSchemas() obj {
 	host := object([]string{"host", "services", "priced_services", "price_min_usdc", "price_max_usdc", "networks", "sample_resource",
 		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at",
 		"uptime_24h", "uptime_7d", "uptime_30d", "probes_24h", "probes_7d", "probes_30d", "latency_p50_ms", "latency_p95_ms",
-		"first_seen", "last_change", "quote_matches_listing"}, obj{
+		"first_seen", "last_change", "quote_matches_listing", "quality"}, obj{
 		"host": str, "services": integer, "priced_services": integer,
 		"price_min_usdc": nullable("number"), "price_max_usdc": nullable("number"),
 		"networks": array(str), "sample_resource": str, "sample": str, "discoverable": obj{"type": "boolean"},
@@ -243,7 +243,18 @@ func componentSchemas() obj {
 		"latency_p50_ms": nullable("integer"), "latency_p95_ms": nullable("integer"),
 		"first_seen": nullTime, "last_change": nullTime,
 		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared"},
+		"quality": obj{"type": []string{"object", "null"}, "required": []string{"services", "calls_30d", "unique_payers_30d_max", "last_called_at"},
+			"description": "the use its listings (Bazaar's quality figures) report of its live services, over those that report any; null: none does",
+			"properties": obj{
+				"services":              obj{"type": "integer", "minimum": 1, "description": "how many of its services report their use"},
+				"calls_30d":             obj{"type": []string{"integer", "null"}, "description": "their paid calls over 30 days, summed"},
+				"unique_payers_30d_max": obj{"type": []string{"integer", "null"}, "description": "the most distinct payers over 30 days of any one of them (payers are not summed)"},
+				"last_called_at":        nullTime,
+			}},
 	})
+	serviceQuality := obj{"type": []string{"object", "null"}, "required": []string{"calls_30d", "unique_payers_30d", "last_called_at"},
+		"description": "the use its listing reports (Bazaar's quality: l30DaysTotalCalls, l30DaysUniquePayers, lastCalledAt); null: no listing of it reports any",
+		"properties":  obj{"calls_30d": nullable("integer"), "unique_payers_30d": nullable("integer"), "last_called_at": nullTime}}
 	change := object([]string{"at", "host", "kind", "resource", "from", "to"}, obj{
 		"at": obj{"type": "string", "format": "date-time"}, "host": str,
 		"kind":     obj{"type": "string", "enum": []string{store.ChangeServiceAdded, store.ChangeServiceRetired, store.ChangePriceChanged, store.ChangeNetworksChanged, store.ChangeHostLive, store.ChangeHostDead}},
@@ -317,11 +328,12 @@ func componentSchemas() obj {
 				"field":   obj{"type": "string", "enum": []string{"network", "amount", "pay_to"}, "description": "network: the quote has no option on the listed network and asset"},
 				"listing": str, "quote": str,
 			})),
-			"services": array(object([]string{"resource", "method", "description", "price_usdc", "networks", "discoverable", "sources", "accepts", "updated_at"}, obj{
+			"services": array(object([]string{"resource", "method", "description", "price_usdc", "networks", "discoverable", "sources", "accepts", "updated_at", "quality"}, obj{
 				"resource": str, "method": str, "description": str, "price_usdc": nullable("number"), "networks": array(str),
 				"discoverable": obj{"type": "boolean"}, "sources": array(str),
 				"accepts":    array(object([]string{"network", "asset", "amount", "pay_to"}, obj{"network": str, "asset": str, "amount": str, "pay_to": str})),
 				"updated_at": obj{"type": "string", "format": "date-time"},
+				"quality":    serviceQuality,
 			})),
 			"probes": array(object([]string{"hour", "probes", "live", "latency_p50_ms"}, obj{
 				"hour": obj{"type": "string", "format": "date-time"}, "probes": integer, "live": integer, "latency_p50_ms": nullable("integer"),

@@ -337,6 +337,9 @@ func smallIndex(ctx context.Context, t *testing.T, db *dbtest.DB) {
 			"accepts":  []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(2000 * (i + 1)), "asset": baseUSDC, "payTo": "0x1"}},
 		})
 	}
+	// Bazaar's quality figures on two of shop1's three services.
+	items[1]["quality"] = map[string]any{"l30DaysTotalCalls": 120, "l30DaysUniquePayers": 9, "lastCalledAt": "2026-11-24T10:00:00Z"}
+	items[5]["quality"] = map[string]any{"l30DaysTotalCalls": 30, "l30DaysUniquePayers": 12}
 	items = append(items, map[string]any{"url": "https://free-form.example/x", "accepts": []any{
 		map[string]any{"scheme": "exact", "network": "solana", "maxAmountRequired": "$0.01", "asset": "x", "payTo": "y"}}})
 	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
@@ -378,8 +381,8 @@ func TestXIndexHosts(t *testing.T) {
 		slices.Sort(keys)
 		require.Equal(t, []string{"checked_at", "discoverable", "first_seen", "host", "last_change", "latency_ms", "latency_p50_ms",
 			"latency_p95_ms", "live", "networks", "price_max_usdc", "price_min_usdc", "priced_services", "probes_24h", "probes_30d",
-			"probes_7d", "quote_matches_listing", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
-		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing",
+			"probes_7d", "quality", "quote_matches_listing", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
+		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing", "quality",
 			"uptime_24h", "uptime_7d", "uptime_30d", "latency_p50_ms", "latency_p95_ms"} {
 			require.Nil(t, free[k], "%s is null: not measured", k)
 		}
@@ -389,6 +392,7 @@ func TestXIndexHosts(t *testing.T) {
 		require.Equal(t, []any{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, free["networks"])
 		shop1 := hosts[2].(map[string]any)
 		require.Equal(t, "shop1.example", shop1["host"])
+		require.Equal(t, map[string]any{"services": 2.0, "calls_30d": 150.0, "unique_payers_30d_max": 12.0, "last_called_at": "2026-11-24T10:00:00Z"}, shop1["quality"])
 		require.Equal(t, true, shop1["live"])
 		require.Equal(t, 402.0, shop1["status"])
 		require.Equal(t, 87.0, shop1["latency_ms"])
@@ -575,6 +579,13 @@ func TestXIndexHost(t *testing.T) {
 	require.Equal(t, []string{"https://shop1.example/api/1", "https://shop1.example/api/5", "https://shop1.example/api/9"}, resources, "cheapest first")
 	require.Equal(t, 0.004, *d.Services[0].PriceUSDC)
 	require.Equal(t, []store.Accept{{Network: "eip155:8453", Asset: baseUSDC, Amount: "4000", PayTo: "0x1"}}, d.Services[0].Accepts)
+	require.Equal(t, int64(120), *d.Services[0].Quality.Calls30d)
+	require.Equal(t, int64(9), *d.Services[0].Quality.UniquePayers30d)
+	require.True(t, time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC).Equal(*d.Services[0].Quality.LastCalledAt))
+	require.Equal(t, int64(30), *d.Services[1].Quality.Calls30d)
+	require.Nil(t, d.Services[1].Quality.LastCalledAt)
+	require.Nil(t, d.Services[2].Quality, "no listing reports its use")
+	require.Equal(t, &index.HostQuality{Services: 2, Calls30d: new(int64(150)), UniquePayers30dMax: new(int64(12)), LastCalledAt: d.Host.Quality.LastCalledAt}, d.Host.Quality)
 	require.Len(t, d.Probes, 1)
 	require.Equal(t, index.ProbeHour{Hour: d.Probes[0].Hour, Probes: 1, Live: 1, LatencyP50MS: d.Probes[0].LatencyP50MS}, d.Probes[0])
 	require.Equal(t, 87, *d.Probes[0].LatencyP50MS)
@@ -612,6 +623,9 @@ func TestXIndexHost(t *testing.T) {
 	require.Equal(t, 4, strings.Count(shop1, `<tr class="change `))
 	require.Contains(t, shop1, "shop1.example went live")
 	require.Contains(t, shop1, `id="uptime-30d">100.0 %`)
+	require.Contains(t, shop1, `<div class="card" id="quality"><b>150</b><span>paid calls 30 d, as 2 listed services report them · up to 12 payers · last 2026-11-24 10:00</span>`)
+	require.Contains(t, shop1, `<td class="sample quality">120 calls · 9 payers · last 2026-11-24</td>`)
+	require.Contains(t, shop1, `<td class="sample quality">–</td>`)
 	require.NotContains(t, shop1, "<script")
 
 	// A quote that differs from its listing: on the host's page, and a
@@ -633,6 +647,7 @@ func TestXIndexHost(t *testing.T) {
 	require.Equal(t, "shop3.example", differing.Hosts[0].Host)
 
 	free := page("free-form.example")
+	require.Contains(t, free, "paid calls 30 d: no listing reports them")
 	require.Contains(t, free, "not measured in 30 days")
 	require.Contains(t, free, `id="uptime-30d">–`)
 	require.Contains(t, free, "unpriced")

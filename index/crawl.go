@@ -455,11 +455,13 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		seenInPass                       bool
 		accepts                          []store.Accept
 		elsewhere                        bool
+		quality                          *store.Quality
 	}
 	existing := map[string]known{}
 	rows, err := c.cfg.Pool.Query(ctx, `SELECT r.resource, r.host, r.description, r.method, r.networks, coalesce(r.price_usdc::text, ''),
 			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false), r.accepts,
-			EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = r.resource AND o.source <> $2)
+			EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = r.resource AND o.source <> $2),
+			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at
 		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
 		WHERE r.resource = ANY($1)`, urls, src, pass)
 	if err != nil {
@@ -468,9 +470,14 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 	for rows.Next() {
 		var url string
 		var k known
-		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass, &k.accepts, &k.elsewhere); err != nil {
+		var q store.Quality
+		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass, &k.accepts, &k.elsewhere,
+			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt); err != nil {
 			rows.Close()
 			return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
+		}
+		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
+			k.quality = &q
 		}
 		existing[url] = k
 	}
@@ -496,14 +503,20 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			// keeps it listed.
 			continue
 		}
+		quality := r.Quality
+		if quality == nil && ok && !k.retired && k.elsewhere {
+			// A listing that reports no use does not erase what another
+			// listing of the resource reports.
+			quality = k.quality
+		}
 		if ok && !k.retired && k.host == r.Host && k.description == r.Description && k.method == r.Method &&
 			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable &&
-			slices.Equal(k.accepts, r.Accepts) {
+			slices.Equal(k.accepts, r.Accepts) && k.quality.Equal(quality) {
 			continue
 		}
 		events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceIndexed, Data: store.ResourceIndexed{
 			Resource: r.URL, Host: r.Host, Source: src, Description: r.Description, Method: r.Method,
-			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable, Accepts: r.Accepts,
+			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable, Accepts: r.Accepts, Quality: quality,
 		}})
 		for _, h := range []string{r.Host, k.host} {
 			if h != "" && !hostSeen[h] {

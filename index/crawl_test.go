@@ -480,3 +480,99 @@ func TestCrawlListingIgnoresOffset(t *testing.T) {
 	require.Equal(t, 2, s.ServicesIndexed)
 	require.Equal(t, 1, s.Crawl.FullScans)
 }
+
+// TestCrawlQuality crawls a listing on loopback whose items carry Bazaar's
+// quality figures or not: the figures reach the services and the host's
+// sums, null where no listing reports them; a pass that finds the same
+// figures writes no event, one that finds them changed or gone does. A
+// second listing of the same resource without figures does not erase them.
+func TestCrawlQuality(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	withQuality := func(it map[string]any, calls, payers int, last string) map[string]any {
+		q := map[string]any{"l30DaysTotalCalls": calls, "l30DaysUniquePayers": payers}
+		if last != "" {
+			q["lastCalledAt"] = last
+		}
+		it["quality"] = q
+		return it
+	}
+	src := &listing{items: []map[string]any{
+		withQuality(item("https://busy.example/one", "10000"), 1284, 37, "2026-11-24T21:03:11.508Z"),
+		withQuality(item("https://busy.example/two", "20000"), 10, 3, "2026-11-25T01:00:00Z"),
+		item("https://plain.example/x", "1000"),
+	}}
+	srv := httptest.NewServer(src)
+	defer srv.Close()
+	c := newCrawler(db, srv.URL, 100)
+	require.NoError(t, c.FullPass(ctx, nil))
+	r := NewReader(db.Pool, nil)
+	n := func(v int64) *int64 { return &v }
+	last := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+
+	busy, err := r.HostDetail(ctx, "busy.example")
+	require.NoError(t, err)
+	require.Len(t, busy.Services, 2)
+	one, two := busy.Services[0], busy.Services[1]
+	require.Equal(t, "https://busy.example/one", one.Resource)
+	at := time.Date(2026, 11, 24, 21, 3, 11, 508_000_000, time.UTC)
+	require.True(t, (&store.Quality{Calls30d: n(1284), UniquePayers30d: n(37), LastCalledAt: &at}).Equal(one.Quality), "%+v", one.Quality)
+	require.True(t, (&store.Quality{Calls30d: n(10), UniquePayers30d: n(3), LastCalledAt: &last}).Equal(two.Quality), "%+v", two.Quality)
+	require.NotNil(t, busy.Host.Quality)
+	require.Equal(t, 2, busy.Host.Quality.Services)
+	require.Equal(t, int64(1294), *busy.Host.Quality.Calls30d, "calls are summed")
+	require.Equal(t, int64(37), *busy.Host.Quality.UniquePayers30dMax, "payers are the most of any one service")
+	require.True(t, last.Equal(*busy.Host.Quality.LastCalledAt))
+
+	plain, err := r.HostDetail(ctx, "plain.example")
+	require.NoError(t, err)
+	require.Nil(t, plain.Host.Quality)
+	require.Nil(t, plain.Services[0].Quality)
+	raw, err := json.Marshal(plain)
+	require.NoError(t, err)
+	require.Equal(t, 2, strings.Count(string(raw), `"quality":null`), "null, not zero, for the host and its service: %s", raw)
+	hosts, err := r.Hosts(ctx, "", "host", 10)
+	require.NoError(t, err)
+	require.Len(t, hosts, 2)
+	for _, h := range hosts {
+		require.Equal(t, h.Host == "busy.example", h.Quality != nil, h.Host)
+	}
+
+	indexed := func() int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventResourceIndexed).Scan(&n))
+		return n
+	}
+	require.Equal(t, 3, indexed())
+	require.NoError(t, c.FullPass(ctx, nil))
+	require.Equal(t, 3, indexed(), "the same figures again are no change")
+
+	// The figures move on one service and are gone from the other.
+	src.mu.Lock()
+	src.items = []map[string]any{
+		withQuality(item("https://busy.example/one", "10000"), 1300, 38, "2026-11-25T02:00:00Z"),
+		item("https://busy.example/two", "20000"),
+		item("https://plain.example/x", "1000"),
+	}
+	src.mu.Unlock()
+	require.NoError(t, c.FullPass(ctx, nil))
+	require.Equal(t, 5, indexed())
+	busy, err = r.HostDetail(ctx, "busy.example")
+	require.NoError(t, err)
+	require.Equal(t, int64(1300), *busy.Services[0].Quality.Calls30d)
+	require.Nil(t, busy.Services[1].Quality)
+	require.Equal(t, 1, busy.Host.Quality.Services)
+	require.Equal(t, int64(1300), *busy.Host.Quality.Calls30d)
+	require.Equal(t, int64(38), *busy.Host.Quality.UniquePayers30dMax)
+
+	// Another listing of busy.example/one, without figures, leaves them.
+	other := &listing{items: []map[string]any{item("https://busy.example/one", "10000")}}
+	srv2 := httptest.NewServer(other)
+	defer srv2.Close()
+	require.NoError(t, newCrawler(db, srv2.URL, 100).FullPass(ctx, nil))
+	require.Equal(t, 5, indexed())
+	busy, err = r.HostDetail(ctx, "busy.example")
+	require.NoError(t, err)
+	require.Equal(t, int64(1300), *busy.Services[0].Quality.Calls30d)
+}

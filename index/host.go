@@ -29,6 +29,9 @@ type Service struct {
 	Accepts []store.Accept `json:"accepts"`
 	// UpdatedAt is when its listing last changed.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Quality is the use its listing reports (Bazaar's quality figures);
+	// null when no listing of it reports any.
+	Quality *store.Quality `json:"quality"`
 }
 
 // ProbeHour is what the probes of one hour found: how many gave a verdict,
@@ -81,14 +84,19 @@ func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, erro
 
 	rows, err = r.pool.Query(ctx, `SELECT r.resource, r.method, r.description, r.price_usdc::float8, r.networks, r.discoverable,
 			coalesce((SELECT array_agg(l.source ORDER BY l.source) FROM index_listings l WHERE l.resource = r.resource), '{}'),
-			coalesce(r.accepts, '[]'), r.updated_at
+			coalesce(r.accepts, '[]'), r.updated_at, r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at
 		FROM index_resources r WHERE r.host = $1 AND NOT r.retired ORDER BY r.price_usdc NULLS LAST, r.resource`, host)
 	if err != nil {
 		return nil, fmt.Errorf("index: services of %s: %w", host, err)
 	}
 	d.Services, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Service, error) {
 		var s Service
-		err := row.Scan(&s.Resource, &s.Method, &s.Description, &s.PriceUSDC, &s.Networks, &s.Discoverable, &s.Sources, &s.Accepts, &s.UpdatedAt)
+		var q store.Quality
+		err := row.Scan(&s.Resource, &s.Method, &s.Description, &s.PriceUSDC, &s.Networks, &s.Discoverable, &s.Sources, &s.Accepts, &s.UpdatedAt,
+			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt)
+		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
+			s.Quality = &q
+		}
 		return s, err
 	})
 	if err != nil {

@@ -19,6 +19,11 @@
 // of index_changes, the changes feed and each host's timeline. Migration 011
 // filled them from the log written before.
 //
+// Quality: the figures of use a listing reports of a resource (Bazaar's
+// quality object: paid calls and distinct payers over 30 days, last call)
+// travel in resource.indexed and are summed per host (calls summed, payers
+// the most of any one service); null wherever no listing reports them.
+//
 // Price honesty: a probe compares the 402 of the host's sample resource with
 // the options its listing asks (network, asset, amount, payTo).
 //
@@ -77,6 +82,9 @@ type Resource struct {
 	// FromOrigin is set for a resource found from its seller's origin
 	// (Discoverer): what a listing says of it stands.
 	FromOrigin bool
+	// Quality is the use the listing reports (Bazaar's quality object),
+	// nil when it reports none.
+	Quality *store.Quality
 }
 
 // rawItem is a listing item, v1 or v2 shaped; unknown keys are ignored.
@@ -88,6 +96,7 @@ type rawItem struct {
 	LastUpdated json.RawMessage `json:"lastUpdated"`
 	Metadata    json.RawMessage `json:"metadata"`
 	Description string          `json:"description"`
+	Quality     json.RawMessage `json:"quality"`
 }
 
 type rawAccept struct {
@@ -183,7 +192,8 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 	if !ok {
 		return Resource{}, false
 	}
-	r := Resource{URL: u, Host: host, Method: "GET", Discoverable: true, LastUpdated: parseTime(it.LastUpdated)}
+	r := Resource{URL: u, Host: host, Method: "GET", Discoverable: true, LastUpdated: parseTime(it.LastUpdated),
+		Quality: parseQuality(it.Quality)}
 	r.Description = it.Description
 	var meta struct {
 		Description string `json:"description"`
@@ -223,6 +233,41 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 		r.PriceUSDC = lowest.FloatString(6)
 	}
 	return r, true
+}
+
+// parseQuality reads a listing item's quality object, as Bazaar's listings
+// carry it: {"l30DaysTotalCalls": n, "l30DaysUniquePayers": n,
+// "lastCalledAt": time}. A figure that is not a whole number at least 0 (or
+// a time parseTime cannot read) is not reported; nil when none is, so that a
+// malformed quality never drops the item nor stands for a measured zero.
+func parseQuality(raw json.RawMessage) *store.Quality {
+	var doc struct {
+		Calls        json.RawMessage `json:"l30DaysTotalCalls"`
+		UniquePayers json.RawMessage `json:"l30DaysUniquePayers"`
+		LastCalledAt json.RawMessage `json:"lastCalledAt"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &doc) != nil {
+		return nil
+	}
+	q := store.Quality{Calls30d: count(doc.Calls), UniquePayers30d: count(doc.UniquePayers)}
+	if t := parseTime(doc.LastCalledAt); !t.IsZero() {
+		t = t.Round(time.Microsecond) // as Postgres keeps it
+		q.LastCalledAt = &t
+	}
+	if q.Calls30d == nil && q.UniquePayers30d == nil && q.LastCalledAt == nil {
+		return nil
+	}
+	return &q
+}
+
+// count reads a JSON whole number at least 0 (a number, or a number as
+// text); nil for anything else.
+func count(raw json.RawMessage) *int64 {
+	n, err := strconv.ParseInt(strings.Trim(string(raw), `"`), 10, 64)
+	if err != nil || n < 0 {
+		return nil
+	}
+	return &n
 }
 
 // declaredMethod finds a bazaar-declared method in a v2 item

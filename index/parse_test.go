@@ -2,10 +2,13 @@ package index
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/store"
 )
 
 func TestNormaliseURL(t *testing.T) {
@@ -105,3 +108,51 @@ func FuzzParsePage(f *testing.F) {
 		}
 	})
 }
+
+// TestParseQuality reads Bazaar's quality figures from a listing page in
+// the discovery format (testdata/bazaar-quality.json): figures as given,
+// a measured zero kept as zero, nil where the item carries none or only
+// unreadable ones (and the item still listed).
+func TestParseQuality(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile("testdata/bazaar-quality.json")
+	require.NoError(t, err)
+	p, err := ParsePage(body)
+	require.NoError(t, err)
+	require.Len(t, p.Items, 4)
+	n := func(v int64) *int64 { return &v }
+	at := time.Date(2026, 11, 24, 21, 3, 11, 508_000_000, time.UTC)
+	for i, want := range []*store.Quality{
+		{Calls30d: n(1284), UniquePayers30d: n(37), LastCalledAt: &at},
+		{Calls30d: n(0), UniquePayers30d: n(0)},
+		nil,
+		nil,
+	} {
+		got := p.Items[i].Quality
+		require.True(t, want.Equal(got), "%s: want %+v, got %+v", p.Items[i].URL, want, got)
+	}
+	require.Equal(t, "https://odd.example/api/thing", p.Items[3].URL)
+	require.Equal(t, "0.010000", p.Items[0].PriceUSDC, "quality leaves the rest of the item as it was")
+}
+
+func TestParseQualityFigures(t *testing.T) {
+	t.Parallel()
+	n := func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		raw  string
+		want *store.Quality
+	}{
+		{``, nil},
+		{`null`, nil},
+		{`{}`, nil},
+		{`[1,2]`, nil},
+		{`{"l30DaysTotalCalls":5}`, &store.Quality{Calls30d: n(5)}},
+		{`{"l30DaysTotalCalls":"7","l30DaysUniquePayers":2}`, &store.Quality{Calls30d: n(7), UniquePayers30d: n(2)}},
+		{`{"l30DaysTotalCalls":1.5,"l30DaysUniquePayers":null}`, nil},
+		{`{"lastCalledAt":1767322800}`, &store.Quality{LastCalledAt: ptr(time.Unix(1767322800, 0).UTC())}},
+	} {
+		require.True(t, tc.want.Equal(parseQuality(json.RawMessage(tc.raw))), tc.raw)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

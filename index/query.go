@@ -32,7 +32,25 @@ type Host struct {
 	// (network, asset, amount and payTo of every listed option); nil when
 	// not compared (no valid quote, or a listing without options).
 	QuoteMatchesListing *bool `json:"quote_matches_listing"`
+	// Quality sums up the use its listings report of its live services
+	// (Bazaar's quality figures); null when none of them reports any.
+	Quality *HostQuality `json:"quality"`
 	History
+}
+
+// HostQuality is what the listings of a host's live services report of
+// their use, over the services that report any (Services of them). A nil
+// figure was reported by none.
+type HostQuality struct {
+	// Services is how many of the host's services report their use.
+	Services int `json:"services"`
+	// Calls30d is their paid calls over 30 days, summed.
+	Calls30d *int64 `json:"calls_30d"`
+	// UniquePayers30dMax is the most distinct payers over 30 days of any
+	// one of them: payers are not summed, one payer may call many.
+	UniquePayers30dMax *int64 `json:"unique_payers_30d_max"`
+	// LastCalledAt is the latest call of any of them.
+	LastCalledAt *time.Time `json:"last_called_at"`
 }
 
 // History is what the event log says of a host over time (its probes by
@@ -121,18 +139,22 @@ func NewReader(pool *pgxpool.Pool, sources []string) *Reader {
 const hostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
 	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at,
 	uptime_24h, uptime_7d, uptime_30d, probes_24h, probes_7d, probes_30d, latency_p50_ms, latency_p95_ms, first_seen, last_change,
-	quote_matches_listing`
+	quote_matches_listing, quality_services, calls_30d, unique_payers_30d_max, last_called_at`
 
 func scanHosts(rows pgx.Rows) ([]Host, error) {
 	defer rows.Close()
 	hosts := []Host{}
 	for rows.Next() {
 		var h Host
+		var q HostQuality
 		if err := rows.Scan(&h.Host, &h.Services, &h.PricedServices, &h.PriceMinUSDC, &h.PriceMaxUSDC, &h.Networks,
 			&h.SampleResource, &h.Sample, &h.Discoverable, &h.Live, &h.Status, &h.LatencyMS, &h.CheckedAt, &h.UpdatedAt,
 			&h.Uptime24h, &h.Uptime7d, &h.Uptime30d, &h.Probes24h, &h.Probes7d, &h.Probes30d, &h.LatencyP50MS, &h.LatencyP95MS,
-			&h.FirstSeen, &h.LastChange, &h.QuoteMatchesListing); err != nil {
+			&h.FirstSeen, &h.LastChange, &h.QuoteMatchesListing, &q.Services, &q.Calls30d, &q.UniquePayers30dMax, &q.LastCalledAt); err != nil {
 			return nil, err
+		}
+		if q.Services > 0 {
+			h.Quality = &q
 		}
 		hosts = append(hosts, h)
 	}

@@ -116,7 +116,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 	server.AddTool(&mcp.Tool{
 		Name:        toolIndexSearch,
 		Title:       "Search the index of x402 sellers",
-		Description: "Free. Hosts selling over x402, from every x402 discovery listing and the sellers' own origins, with their services, prices, networks, measured liveness, uptime and latency over 24 hours, 7 and 30 days, and whether their 402 asks what their listing says; filtered and sorted.",
+		Description: "Free. Hosts selling over x402, from every x402 discovery listing and the sellers' own origins, with their services, prices, networks, measured liveness, uptime and latency over 24 hours, 7 and 30 days, whether their 402 asks what their listing says, and the paid calls, payers and last call over 30 days that Bazaar's listings report (null where none does); filtered and sorted.",
 		InputSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -156,7 +156,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 	server.AddTool(&mcp.Tool{
 		Name:        toolIndexHost,
 		Title:       "One seller of the index of x402 sellers",
-		Description: "Free. One host: its entry with its uptime and latency history, its services (price, networks, description, sources, listed payment options), its probes by hour over 30 days, how its 402 differed from its listing, and its timeline of changes.",
+		Description: "Free. One host: its entry with its uptime and latency history, its services (price, networks, description, sources, listed payment options, and the use over 30 days their listings report, null where none does), its probes by hour over 30 days, how its 402 differed from its listing, and its timeline of changes.",
 		InputSchema: map[string]any{
 			"type":                 "object",
 			"properties":           map[string]any{"host": map[string]any{"type": "string", "maxLength": 253, "description": "the host name, as index_search answers it"}},

@@ -42,6 +42,30 @@ type ResourceIndexed struct {
 	// 402 the resource answers. Absent from events written before they
 	// were recorded.
 	Accepts []Accept `json:"accepts,omitempty"`
+	// Quality is the use its listing reports, nil when the listing carries
+	// none.
+	Quality *Quality `json:"quality,omitempty"`
+}
+
+// Quality is what a listing reports of a resource's use, as Bazaar's
+// listings carry it (quality: l30DaysTotalCalls, l30DaysUniquePayers,
+// lastCalledAt): its paid calls and its distinct payers over the last 30
+// days, and when it was last called. A nil field was not reported.
+type Quality struct {
+	Calls30d        *int64     `json:"calls_30d"`
+	UniquePayers30d *int64     `json:"unique_payers_30d"`
+	LastCalledAt    *time.Time `json:"last_called_at"`
+}
+
+// Equal reports whether q and o report the same figures (both nil is
+// equal).
+func (q *Quality) Equal(o *Quality) bool {
+	if q == nil || o == nil {
+		return q == o
+	}
+	sameInt := func(a, b *int64) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
+	sameTime := func(a, b *time.Time) bool { return (a == nil && b == nil) || (a != nil && b != nil && a.Equal(*b)) }
+	return sameInt(q.Calls30d, o.Calls30d) && sameInt(q.UniquePayers30d, o.UniquePayers30d) && sameTime(q.LastCalledAt, o.LastCalledAt)
 }
 
 // Accept is one payment option as a listing or a 402 states it: the
@@ -137,7 +161,8 @@ type CrawlFailed struct {
 // The sample is the cheapest priced resource (else the first by URL).
 const refreshHosts = `
 INSERT INTO index_hosts AS h (host, services, priced_services, price_min_usdc, price_max_usdc, networks,
-	sample_resource, sample_method, sample, discoverable, updated_at, last_change, first_seen)
+	sample_resource, sample_method, sample, discoverable, updated_at, last_change, first_seen,
+	quality_services, calls_30d, unique_payers_30d_max, last_called_at)
 SELECT r.host, count(*), count(r.price_usdc), min(r.price_usdc), max(r.price_usdc),
 	coalesce((SELECT array_agg(DISTINCT n ORDER BY n) FROM index_resources r2, unnest(r2.networks) n
 	          WHERE r2.host = r.host AND NOT r2.retired), '{}'),
@@ -147,18 +172,23 @@ SELECT r.host, count(*), count(r.price_usdc), min(r.price_usdc), max(r.price_usd
 	bool_or(r.discoverable),
 	$2,
 	(SELECT c.at FROM index_changes c WHERE c.host = r.host ORDER BY c.id DESC LIMIT 1),
-	$2
+	$2,
+	count(*) FILTER (WHERE r.quality_calls_30d IS NOT NULL OR r.quality_unique_payers_30d IS NOT NULL OR r.quality_last_called_at IS NOT NULL),
+	sum(r.quality_calls_30d), max(r.quality_unique_payers_30d), max(r.quality_last_called_at)
 FROM index_resources r WHERE r.host = ANY($1) AND NOT r.retired GROUP BY r.host
 ON CONFLICT (host) DO UPDATE SET services = EXCLUDED.services, priced_services = EXCLUDED.priced_services,
 	price_min_usdc = EXCLUDED.price_min_usdc, price_max_usdc = EXCLUDED.price_max_usdc, networks = EXCLUDED.networks,
 	sample_resource = EXCLUDED.sample_resource, sample_method = EXCLUDED.sample_method, sample = EXCLUDED.sample,
 	discoverable = EXCLUDED.discoverable, updated_at = EXCLUDED.updated_at,
-	last_change = coalesce(EXCLUDED.last_change, h.last_change)`
+	last_change = coalesce(EXCLUDED.last_change, h.last_change),
+	quality_services = EXCLUDED.quality_services, calls_30d = EXCLUDED.calls_30d,
+	unique_payers_30d_max = EXCLUDED.unique_payers_30d_max, last_called_at = EXCLUDED.last_called_at`
 
 // emptyHosts zeroes the aggregates of hosts left without a live resource.
 const emptyHosts = `
 UPDATE index_hosts h SET services = 0, priced_services = 0, price_min_usdc = NULL, price_max_usdc = NULL,
 	networks = '{}', updated_at = $2,
+	quality_services = 0, calls_30d = NULL, unique_payers_30d_max = NULL, last_called_at = NULL,
 	last_change = coalesce((SELECT c.at FROM index_changes c WHERE c.host = h.host ORDER BY c.id DESC LIMIT 1), h.last_change)
 WHERE h.host = ANY($1) AND NOT EXISTS (SELECT 1 FROM index_resources r WHERE r.host = h.host AND NOT r.retired)`
 
@@ -211,12 +241,19 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 			}
 			accepts = string(raw)
 		}
+		var q Quality
+		if v.Quality != nil {
+			q = *v.Quality
+		}
 		b.Queue(resourceChanges, now, host, v.Resource, price, networks)
-		b.Queue(`INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at, accepts)
-			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9::jsonb)
+		b.Queue(`INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at, accepts,
+				quality_calls_30d, quality_unique_payers_30d, quality_last_called_at)
+			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9::jsonb, $10, $11, $12)
 			ON CONFLICT (resource) DO UPDATE SET host = $2, description = $3, method = $4, networks = $5,
-				price_usdc = $6::numeric, discoverable = $7, retired = false, updated_at = $8, accepts = $9::jsonb`,
-			v.Resource, host, v.Description, v.Method, networks, price, v.Discoverable, now, accepts)
+				price_usdc = $6::numeric, discoverable = $7, retired = false, updated_at = $8, accepts = $9::jsonb,
+				quality_calls_30d = $10, quality_unique_payers_30d = $11, quality_last_called_at = $12`,
+			v.Resource, host, v.Description, v.Method, networks, price, v.Discoverable, now, accepts,
+			q.Calls30d, q.UniquePayers30d, q.LastCalledAt)
 		return false, nil
 	case ResourceRetired:
 		b.Queue(`INSERT INTO index_changes (at, host, kind, resource, "from")

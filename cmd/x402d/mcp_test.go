@@ -238,14 +238,25 @@ func TestMCP(t *testing.T) {
 		require.Contains(t, changes, "next")
 		body = requireToolFailure(t, callTool(ctx, t, session, "index_changes", map[string]any{"since": "last week"}, nil), "invalid_request")
 		require.Equal(t, "since", body["field"])
-		_, err := db.Pool.Exec(ctx, `INSERT INTO index_hosts (host, services) VALUES ('agent.example', 1)`)
+		_, err := db.Pool.Exec(ctx, `INSERT INTO index_hosts (host, services, quality_services, calls_30d) VALUES ('agent.example', 2, 1, 7);
+			INSERT INTO index_resources (resource, host, updated_at, quality_calls_30d) VALUES ('https://agent.example/a', 'agent.example', now(), 7);
+			INSERT INTO index_resources (resource, host, updated_at) VALUES ('https://agent.example/b', 'agent.example', now())`)
 		require.NoError(t, err)
 		res = callTool(ctx, t, session, "index_host", map[string]any{"host": "Agent.Example"}, nil)
 		require.False(t, res.IsError, toolText(t, res))
-		host := asMap(t, asMap(t, res.StructuredContent)["host"])
+		detail := asMap(t, res.StructuredContent)
+		host := asMap(t, detail["host"])
 		require.Equal(t, "agent.example", host["host"])
 		require.Contains(t, host, "uptime_30d")
 		require.Nil(t, host["uptime_30d"], "never probed")
+		// Bazaar's quality figures, where a listing reports them; null
+		// where none does.
+		require.Equal(t, map[string]any{"services": 1.0, "calls_30d": 7.0, "unique_payers_30d_max": nil, "last_called_at": nil}, host["quality"])
+		services := detail["services"].([]any)
+		require.Len(t, services, 2)
+		require.Equal(t, map[string]any{"calls_30d": 7.0, "unique_payers_30d": nil, "last_called_at": nil}, asMap(t, services[0])["quality"])
+		require.Contains(t, asMap(t, services[1]), "quality")
+		require.Nil(t, asMap(t, services[1])["quality"])
 		body = requireToolFailure(t, callTool(ctx, t, session, "index_host", map[string]any{"host": "nowhere.example"}, nil), "not_found")
 		require.Equal(t, "host", body["field"])
 	})
