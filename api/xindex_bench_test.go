@@ -64,6 +64,8 @@ func BenchmarkXIndexHistory(b *testing.B) {
 	}
 	_, err := db.Pool.Exec(ctx, `SELECT index_host_history(array_agg(host), now()) FROM index_hosts`)
 	require.NoError(b, err)
+	_, err = db.Pool.Exec(ctx, `SELECT index_host_price_bands(array_agg(host)) FROM index_hosts`)
+	require.NoError(b, err)
 	_, err = db.Pool.Exec(ctx, `ANALYZE`)
 	require.NoError(b, err)
 	var rollup, changes int64

@@ -7,7 +7,9 @@
 // Every change is an event (store.Append); index_sources (the cursors),
 // index_listings (which source lists what), index_resources and index_hosts
 // are their projections. A resource is retired when a full pass of every
-// source that listed it no longer does.
+// source that listed it no longer does. Each host row keeps the counts of
+// its live resources (services, priced, by price band), recounted whenever
+// its resources change, so that the summary sums hosts, not resources.
 //
 // History is read from the same events, through projections kept in the
 // transaction that appends them (so they never drift from the log, and the

@@ -242,20 +242,15 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 		Honesty:    Honesty,
 	}
 	var free, m1, m10, m100, u1, o1 int
-	err := r.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM index_resources WHERE NOT retired),
-		(SELECT count(*) FROM index_hosts WHERE services > 0),
-		(SELECT count(*) FILTER (WHERE live IS NOT NULL) FROM index_hosts WHERE services > 0),
-		(SELECT count(*) FILTER (WHERE live) FROM index_hosts WHERE services > 0),
-		(SELECT count(*) FILTER (WHERE live = false) FROM index_hosts WHERE services > 0),
-		(SELECT count(*) FILTER (WHERE live IS NULL) FROM index_hosts WHERE services > 0),
-		count(*) FILTER (WHERE price_usdc = 0),
-		count(*) FILTER (WHERE price_usdc > 0 AND price_usdc < 0.001),
-		count(*) FILTER (WHERE price_usdc >= 0.001 AND price_usdc < 0.01),
-		count(*) FILTER (WHERE price_usdc >= 0.01 AND price_usdc < 0.1),
-		count(*) FILTER (WHERE price_usdc >= 0.1 AND price_usdc < 1),
-		count(*) FILTER (WHERE price_usdc >= 1)
-		FROM index_resources WHERE NOT retired AND price_usdc IS NOT NULL`).Scan(
+	// One pass over the hosts: each keeps the count of its live services
+	// and of its priced ones by band (store: refreshHosts,
+	// index_host_price_bands), recounted in the transaction that changes
+	// its resources.
+	err := r.pool.QueryRow(ctx, `SELECT coalesce(sum(services), 0), count(*),
+		count(live), count(*) FILTER (WHERE live), count(*) FILTER (WHERE NOT live), count(*) FILTER (WHERE live IS NULL),
+		coalesce(sum(band_free), 0), coalesce(sum(band_under_1m), 0), coalesce(sum(band_under_10m), 0),
+		coalesce(sum(band_under_100m), 0), coalesce(sum(band_under_1), 0), coalesce(sum(band_over_1), 0)
+		FROM index_hosts WHERE services > 0`).Scan(
 		&s.ServicesIndexed, &s.HostsKnown, &s.Liveness.Measured, &s.Liveness.Live, &s.Liveness.Dead, &s.Liveness.Unmeasured,
 		&free, &m1, &m10, &m100, &u1, &o1)
 	if err != nil {

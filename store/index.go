@@ -192,6 +192,16 @@ UPDATE index_hosts h SET services = 0, priced_services = 0, price_min_usdc = NUL
 	last_change = coalesce((SELECT c.at FROM index_changes c WHERE c.host = h.host ORDER BY c.id DESC LIMIT 1), h.last_change)
 WHERE h.host = ANY($1) AND NOT EXISTS (SELECT 1 FROM index_resources r WHERE r.host = h.host AND NOT r.retired)`
 
+// queueHostAggregates queues the recount of hosts' aggregates from their
+// live resources: services, prices, networks and sample (refreshHosts,
+// emptyHosts), and the summary's price bands (index_host_price_bands,
+// migration 014).
+func queueHostAggregates(b *pgx.Batch, hosts []string, now time.Time) {
+	b.Queue(refreshHosts, hosts, now)
+	b.Queue(emptyHosts, hosts, now)
+	b.Queue("SELECT index_host_price_bands($1::text[])", hosts)
+}
+
 // resourceChanges records the changes a resource.indexed event makes to
 // the resource as it stands (before its projection): added (again, after a
 // retirement), price changed, networks changed.
@@ -260,8 +270,7 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 			SELECT $1, $2, '`+ChangeServiceRetired+`', resource, to_jsonb(price_usdc::text) FROM index_resources WHERE resource = $3 AND NOT retired`,
 			now, host, v.Resource)
 		b.Queue("UPDATE index_resources SET retired = true, updated_at = $2 WHERE resource = $1", v.Resource, now)
-		b.Queue(refreshHosts, []string{host}, now)
-		b.Queue(emptyHosts, []string{host}, now)
+		queueHostAggregates(b, []string{host}, now)
 		return false, nil
 	case HostProbed:
 		// A 429 says "try later": no verdict, the last one stands.
@@ -321,8 +330,7 @@ func projectCrawl(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, err
 				ON CONFLICT (source, resource) DO UPDATE SET seen_pass = EXCLUDED.seen_pass`, v.Source, v.Resources, v.Pass)
 		}
 		if len(v.Hosts) > 0 {
-			b.Queue(refreshHosts, v.Hosts, now)
-			b.Queue(emptyHosts, v.Hosts, now)
+			queueHostAggregates(b, v.Hosts, now)
 		}
 		b.Queue("INSERT INTO index_sources (url) VALUES ($1) ON CONFLICT (url) DO NOTHING", v.Source)
 		b.Queue(`UPDATE index_sources SET cursor = $2::integer + $3::integer, total = $4, pages_done = pages_done + 1,
