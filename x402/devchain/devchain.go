@@ -32,7 +32,9 @@
 // relayer's default finality on Base) hold it final at once. Kept on disk
 // (Config.DataDir), its memory stays bounded however many payments it
 // settles: its state's write buffer and read caches are bounded in bytes,
-// go-ethereum's other caches by a count of blocks or transactions.
+// go-ethereum's other caches by a count of blocks or transactions. With
+// Config.History it keeps only its newest blocks whole and cuts older ones
+// to their headers, as a pruned node does.
 //
 // Serve exposes its JSON-RPC (namespaces eth, net, web3, txpool)
 // over HTTP so that other processes, wallets (viem) and tests use the same
