@@ -176,11 +176,17 @@ var _ evm.EndpointObserver = (*metrics.RPCEndpoint)(nil)
 // devchainNetwork is the network the devchain stands for: Base.
 const devchainNetwork = "eip155:8453"
 
+// devchain returns the devchain's configuration: `x402d devchain`'s, and
+// that of the chain `x402d serve` embeds.
+func (c *Config) devchain(logger *slog.Logger) *devchain.Config {
+	return &devchain.Config{Logger: logger, DataDir: c.DevchainDataDir, History: uint64(c.DevchainHistoryBlocks)}
+}
+
 // runDevchain is `x402d devchain`: the development chain alone, serving
 // JSON-RPC on DEVCHAIN_RPC_ADDR, for split deployments.
 func runDevchain(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	logger.InfoContext(ctx, "devchain serving", "addr", cfg.DevchainRPCAddr, "chain_id", 8453, "usdc", devchain.USDC.Hex())
-	return devchain.ListenAndServe(ctx, &devchain.Config{Logger: logger, DataDir: cfg.DevchainDataDir}, cfg.DevchainRPCAddr)
+	return devchain.ListenAndServe(ctx, cfg.devchain(logger), cfg.DevchainRPCAddr)
 }
 
 // payFlags are the flags shared by `x402d pay` and `x402d load`.

@@ -173,6 +173,13 @@ type Config struct {
 	// the directory grows with every block). Unset: the system's temporary
 	// directory ($TMPDIR, else /tmp).
 	DevchainDataDir string `env:"DEVCHAIN_DATA_DIR"`
+	// DevchainHistoryBlocks is how many of its newest blocks the devchain
+	// keeps whole: older ones keep only their headers (their transactions,
+	// receipts and logs are no longer served, and eth_getBlockByNumber
+	// answers null for them), as on a pruned node, so that its directory
+	// grows by headers and state only. A block is cut within about a minute
+	// of leaving that window. 0 keeps every block.
+	DevchainHistoryBlocks int `env:"DEVCHAIN_HISTORY_BLOCKS"`
 
 	// CallWait is how long a paid request is held for its result before
 	// it is answered 202 with a poll URL.

@@ -35,7 +35,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		if err != nil {
 			return nil, fmt.Errorf("devchain: listen on %s: %w", cfg.DevchainRPCAddr, err)
 		}
-		if chain, err = devchain.New(ctx, &devchain.Config{Logger: logger, DataDir: cfg.DevchainDataDir}); err != nil {
+		if chain, err = devchain.New(ctx, cfg.devchain(logger)); err != nil {
 			ln.Close()
 			return nil, err
 		}

@@ -32,7 +32,9 @@
 // relayer's default finality on Base) hold it final at once. Kept on disk
 // (Config.DataDir), its memory stays bounded however many payments it
 // settles: its state's write buffer and read caches are bounded in bytes,
-// go-ethereum's other caches by a count of blocks or transactions.
+// go-ethereum's other caches by a count of blocks or transactions. With
+// Config.History it keeps only its newest blocks whole and cuts older ones
+// to their headers, as a pruned node does.
 //
 // Serve exposes its JSON-RPC (namespaces eth, net, web3, txpool)
 // over HTTP so that other processes, wallets (viem) and tests use the same
@@ -142,6 +144,15 @@ type Config struct {
 	// many blocks it mines. Empty: everything in memory, which grows with
 	// every block (for tests and short runs).
 	DataDir string
+	// History, when positive and DataDir is set, is how many of the newest
+	// blocks the chain keeps whole: older blocks keep their headers but
+	// lose their transactions and receipts (eth_getBlockByNumber answers
+	// null for them, their transactions and logs are not found), as on a
+	// pruned node. Blocks are cut once go-ethereum has moved them out of
+	// its key-value store into its freezer (once a minute), so up to a
+	// minute of blocks beyond History may still be whole. Zero keeps every
+	// block.
+	History uint64
 }
 
 // diskCacheMB is the memory, in MiB, of each of the read caches of a chain
@@ -206,6 +217,9 @@ type Chain struct {
 
 	done  chan struct{}
 	close sync.Once
+	// pruned is closed when prune returns; nil when the chain keeps every
+	// block.
+	pruned chan struct{}
 }
 
 // New starts a devchain. Close releases it.
@@ -295,6 +309,11 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	ethConf.TxPool.GlobalSlots = 65536
 	ethConf.TxPool.GlobalQueue = 65536
 	ethConf.LogNoHistory = true
+	if cfg.History > 0 && cfg.DataDir != "" {
+		// Transactions of blocks cut to their headers leave the index,
+		// in the same step as their bodies.
+		ethConf.TransactionHistory = cfg.History
+	}
 	// The state's trie nodes are kept by hash, with no snapshot: what the
 	// state takes in memory is then the write buffer of its trie nodes,
 	// bounded in bytes (dirtyCacheMB). The path scheme (go-ethereum's
@@ -370,6 +389,10 @@ func New(ctx context.Context, cfg *Config) (*Chain, error) {
 	}
 	c.final(backend.BlockChain().CurrentBlock())
 	go c.automine()
+	if cfg.History > 0 && cfg.DataDir != "" {
+		c.pruned = make(chan struct{})
+		go c.prune()
+	}
 	cfg.Logger.InfoContext(ctx, "devchain started", "chain_id", cfg.ChainID, "usdc", USDC.Hex(),
 		"accounts", len(accounts), "relayer", c.Account(RelayerAccount).Address.Hex(), "pay_to", c.Account(PayToAccount).Address.Hex())
 	return c, nil
@@ -501,6 +524,9 @@ func (c *Chain) Close() error {
 	c.close.Do(func() {
 		close(c.stop)
 		<-c.done
+		if c.pruned != nil {
+			<-c.pruned
+		}
 		c.client.Close()
 		c.server.Stop()
 		err = c.stack.Close()
@@ -511,6 +537,77 @@ func (c *Chain) Close() error {
 		}
 	})
 	return err
+}
+
+// pruneInterval is how often a chain keeping Config.History blocks cuts
+// the older ones to their headers.
+const pruneInterval = 5 * time.Second
+
+// prune cuts, every pruneInterval until Close, the blocks older than the
+// newest cfg.History to their headers: it drops their bodies and receipts
+// from the freezer's tail. Only frozen blocks can be cut, and only those
+// whose transactions the index has already dropped (the indexer reads a
+// block's body to drop them).
+func (c *Chain) prune() {
+	defer close(c.pruned)
+	ticker := time.NewTicker(pruneInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-ticker.C:
+		}
+		if err := c.pruneOnce(); err != nil {
+			c.cfg.Logger.Error("devchain: pruning failed", "err", err)
+		}
+	}
+}
+
+// pruneOnce cuts the blocks older than the newest cfg.History that can be
+// cut to their headers.
+func (c *Chain) pruneOnce() error {
+	db := c.backend.ChainDb()
+	head := c.backend.BlockChain().CurrentBlock().Number.Uint64()
+	if head < c.cfg.History {
+		return nil
+	}
+	target := head + 1 - c.cfg.History // the oldest block kept whole
+	frozen, err := db.Ancients()
+	if err != nil {
+		return fmt.Errorf("frozen blocks: %w", err)
+	}
+	target = min(target, frozen)
+	indexed := rawdb.ReadTxIndexTail(db)
+	if indexed == nil {
+		return nil
+	}
+	target = min(target, *indexed)
+	tail, err := db.Tail(rawdb.ChainFreezerBlockDataGroup)
+	if err != nil {
+		return fmt.Errorf("oldest whole block: %w", err)
+	}
+	if target <= tail {
+		return nil
+	}
+	if _, err := db.TruncateTail(rawdb.ChainFreezerBlockDataGroup, target); err != nil {
+		return fmt.Errorf("cut blocks before %d to their headers: %w", target, err)
+	}
+	return nil
+}
+
+// OldestBlock returns the number of the oldest block the chain keeps whole
+// (with its transactions and receipts): 0 unless Config.History cut older
+// ones to their headers.
+func (c *Chain) OldestBlock() (uint64, error) {
+	if c.pruned == nil {
+		return 0, nil
+	}
+	tail, err := c.backend.ChainDb().Tail(rawdb.ChainFreezerBlockDataGroup)
+	if err != nil {
+		return 0, fmt.Errorf("devchain: oldest whole block: %w", err)
+	}
+	return tail, nil
 }
 
 // automine mines whenever the transaction pool has pending transactions.

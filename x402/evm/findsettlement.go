@@ -2,6 +2,7 @@ package evm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -10,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/x402d/x402d/x402"
 )
@@ -75,7 +77,9 @@ func FindSettlement(ctx context.Context, chain LogReader, p *x402.Payment, lookb
 // verifiedAt, or from lookback before its end when verifiedAt is zero) are
 // searched, oldest first, logRange blocks per request. The window's blocks
 // are found by bisection over headers: at most 2·log2(head) header reads, on
-// a path taken only when an authorization is found already used.
+// a path taken only when an authorization is found already used. A node
+// that prunes history serves only its newest blocks: the search starts no
+// earlier than the oldest block it still serves.
 func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *Authorization, verifiedAt time.Time, lookback time.Duration, logRange uint64) (common.Hash, error) {
 	head, err := chain.HeaderByNumber(ctx, nil)
 	if err != nil {
@@ -127,9 +131,12 @@ func findUse(ctx context.Context, chain LogReader, asset common.Address, auth *A
 }
 
 // firstBlockAfter returns the number of the first block from from up to
-// head stamped after t, or head's number plus one if none is. Timestamps
-// never decrease along a chain, so it bisects: about log2(head-from) header
-// reads.
+// head that the node serves and that is stamped after t, or head's number
+// plus one if none is. Timestamps never decrease along a chain, and a node
+// that prunes history serves its blocks from its oldest kept up to its
+// head: a block it no longer serves (not found, or pruned) sorts before
+// every block it serves, so that bisection finds the answer among those it
+// serves, in about log2(head-from) header reads, whatever it pruned.
 func firstBlockAfter(ctx context.Context, chain LogReader, head *types.Header, from, t uint64) (uint64, error) {
 	n := head.Number.Uint64()
 	if head.Time <= t {
@@ -139,16 +146,34 @@ func firstBlockAfter(ctx context.Context, chain LogReader, head *types.Header, f
 	for low < high {
 		mid := low + (high-low)/2
 		h, err := chain.HeaderByNumber(ctx, new(big.Int).SetUint64(mid))
-		if err != nil {
+		switch {
+		case isPruned(err):
+			low = mid + 1
+		case err != nil:
 			return 0, fmt.Errorf("read header %d: %w", mid, err)
-		}
-		if h.Time > t {
+		case h.Time > t:
 			high = mid
-		} else {
+		default:
 			low = mid + 1
 		}
 	}
 	return low, nil
+}
+
+// prunedHistoryCode is the JSON-RPC error code of geth's answer for a block
+// older than the history it keeps ("pruned history unavailable").
+const prunedHistoryCode = 4444
+
+// isPruned reports whether err is a node's answer for a block it does not
+// serve below its head: not found (a pruned node answers null for the
+// block; the caller reads only blocks up to the head it was given), or
+// geth's pruned-history error.
+func isPruned(err error) bool {
+	if errors.Is(err, ethereum.NotFound) {
+		return true
+	}
+	var coded rpc.Error
+	return errors.As(err, &coded) && coded.ErrorCode() == prunedHistoryCode
 }
 
 // clampUint64 returns v, or math.MaxUint64 when v does not fit.

@@ -1,10 +1,12 @@
 package evm_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"math/bits"
 	"sync"
@@ -258,7 +260,9 @@ func TestRelayer_FindsItsOwnUse(t *testing.T) {
 // TestFindSettlement_BlocksOfTheWindow checks which blocks the search for
 // an authorization's use reads: those stamped inside its validity window,
 // found by bisection over headers, on a chain whose timestamps repeat (the
-// devchain's) and on one where they grow by two seconds (Base's).
+// devchain's), on one where they grow by two seconds (Base's), and on nodes
+// that pruned the older blocks (answering null for them, or geth's
+// pruned-history error).
 func TestFindSettlement_BlocksOfTheWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -277,6 +281,10 @@ func TestFindSettlement_BlocksOfTheWindow(t *testing.T) {
 		p     func(p *x402.Payment)
 		// lookback is FindSettlement's; 0 is the default.
 		lookback time.Duration
+		// Blocks before pruned are not served: their headers are read as
+		// NotFound, or as prunedErr when set.
+		pruned    uint64
+		prunedErr error
 		// The blocks searched, first and last; none when first > last.
 		first, last uint64
 	}{
@@ -312,6 +320,25 @@ func TestFindSettlement_BlocksOfTheWindow(t *testing.T) {
 			first:    before - verified + 99_901, last: before - verified + 99_999,
 		},
 		{
+			name:   "pruned node: from the oldest block it serves",
+			times:  stamps(lo-100, 1, 400),
+			pruned: 250,
+			first:  250, last: 399,
+		},
+		{
+			name:      "pruned node answering geth's pruned-history error",
+			times:     stamps(lo-100, 1, 400),
+			pruned:    250,
+			prunedErr: prunedHistory{},
+			first:     250, last: 399,
+		},
+		{
+			name:   "pruned before the window",
+			times:  stamps(lo-100, 1, 400),
+			pruned: 50,
+			first:  101, last: 399,
+		},
+		{
 			name:  "every block before the window",
 			times: []uint64{lo - 3, lo - 1, lo},
 			first: 3, last: 2,
@@ -324,7 +351,7 @@ func TestFindSettlement_BlocksOfTheWindow(t *testing.T) {
 			if tc.p != nil {
 				tc.p(&q)
 			}
-			sc := &stampedChain{times: tc.times}
+			sc := &stampedChain{times: tc.times, pruned: tc.pruned, prunedErr: tc.prunedErr}
 			hash, err := evm.FindSettlement(ctx, sc, &q, tc.lookback)
 			require.NoError(t, err)
 			require.Zero(t, hash)
@@ -353,11 +380,15 @@ func stamps(start, step uint64, n int) []uint64 {
 }
 
 // stampedChain is a chain of blocks with given timestamps and no logs: the
-// input of the search for an authorization's use, which it records.
+// input of the search for an authorization's use, which it records. Blocks
+// before pruned are not served: reading one answers NotFound, or prunedErr
+// when set.
 type stampedChain struct {
-	times   []uint64
-	headers int
-	ranges  [][2]uint64
+	times     []uint64
+	pruned    uint64
+	prunedErr error
+	headers   int
+	ranges    [][2]uint64
 }
 
 func (c *stampedChain) HeaderByNumber(_ context.Context, number *big.Int) (*types.Header, error) {
@@ -365,14 +396,27 @@ func (c *stampedChain) HeaderByNumber(_ context.Context, number *big.Int) (*type
 	if number != nil {
 		n = number.Uint64()
 		c.headers++
+		if n < c.pruned {
+			return nil, cmp.Or(c.prunedErr, error(ethereum.NotFound))
+		}
 	}
 	return &types.Header{Number: new(big.Int).SetUint64(n), Time: c.times[n]}, nil
 }
 
 func (c *stampedChain) FilterLogs(_ context.Context, q ethereum.FilterQuery) ([]types.Log, error) {
+	if q.FromBlock.Uint64() < c.pruned {
+		return nil, fmt.Errorf("logs of pruned block %d", q.FromBlock)
+	}
 	c.ranges = append(c.ranges, [2]uint64{q.FromBlock.Uint64(), q.ToBlock.Uint64()})
 	return nil, nil
 }
+
+// prunedHistory is geth's answer for a block older than the history it
+// keeps.
+type prunedHistory struct{}
+
+func (prunedHistory) Error() string  { return "pruned history unavailable" }
+func (prunedHistory) ErrorCode() int { return 4444 }
 
 func (c *stampedChain) SubscribeFilterLogs(context.Context, ethereum.FilterQuery, chan<- types.Log) (ethereum.Subscription, error) {
 	return nil, errors.New("not supported")
