@@ -90,7 +90,7 @@ func run(ctx context.Context, base, token, dir string) error {
 	if err := open(page, base+"/ops/calls"); err != nil {
 		return err
 	}
-	link, err := page.Timeout(10*time.Second).Element(`tr[data-call] a`)
+	link, err := page.Timeout(10 * time.Second).Element(`tr[data-call] a`)
 	if err != nil {
 		return fmt.Errorf("/ops/calls lists no call: make a paid call first: %w", err)
 	}
