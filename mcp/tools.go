@@ -129,17 +129,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 			"additionalProperties": false,
 		},
 		Annotations: free,
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var q index.HostQuery
-		if bad, err := indexArgs(req, &q); bad != nil || err != nil {
-			return bad, err
-		}
-		answer, err := reader.Search(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		return structured(answer)
-	})
+	}, indexQuery(reader.Search))
 	server.AddTool(&mcp.Tool{
 		Name:        toolIndexSummary,
 		Title:       "Summary of the index of x402 sellers",
@@ -194,22 +184,28 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 			"additionalProperties": false,
 		},
 		Annotations: free,
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var q index.ChangesQuery
-		if bad, err := indexArgs(req, &q); bad != nil || err != nil {
-			return bad, err
-		}
-		answer, err := reader.Changes(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		return structured(answer)
-	})
+	}, indexQuery(reader.Changes))
 	return nil
 }
 
 // checker is a query whose defaults and bounds Check sets.
 type checker interface{ Check() error }
+
+// indexQuery is the handler of an index tool that reads its arguments as
+// a query of type Q and answers read's result as structured content.
+func indexQuery[Q, A any](read func(context.Context, Q) (A, error)) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var q Q
+		if bad, err := indexArgs(req, &q); bad != nil || err != nil {
+			return bad, err
+		}
+		answer, err := read(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		return structured(answer)
+	}
+}
 
 // indexArgs decodes the arguments of an index tool into v, strictly, and
 // checks them when v has a Check. A refused argument is answered as a tool
