@@ -13,6 +13,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -326,12 +327,7 @@ const (
 
 // UnmarshalText reads a settlement mode.
 func (m *SettlementMode) UnmarshalText(b []byte) error {
-	switch v := SettlementMode(b); v {
-	case SettlementDevchain, SettlementRPC, SettlementFacilitator:
-		*m = v
-		return nil
-	}
-	return fmt.Errorf("%q is not devchain, rpc or facilitator", b)
+	return readOneOf(m, b, SettlementDevchain, SettlementRPC, SettlementFacilitator)
 }
 
 // BatchMode is SETTLEMENT_BATCH: whether EVM settlements share
@@ -350,12 +346,7 @@ const (
 
 // UnmarshalText reads a batch mode.
 func (m *BatchMode) UnmarshalText(b []byte) error {
-	switch v := BatchMode(b); v {
-	case BatchAuto, BatchOn, BatchOff:
-		*m = v
-		return nil
-	}
-	return fmt.Errorf("%q is not auto, on or off", b)
+	return readOneOf(m, b, BatchAuto, BatchOn, BatchOff)
 }
 
 // LogFormat is LOG_FORMAT: how log lines are written.
@@ -373,12 +364,22 @@ const (
 
 // UnmarshalText reads a log format.
 func (f *LogFormat) UnmarshalText(b []byte) error {
-	switch v := LogFormat(b); v {
-	case LogFormatAuto, LogFormatText, LogFormatJSON:
-		*f = v
+	return readOneOf(f, b, LogFormatAuto, LogFormatText, LogFormatJSON)
+}
+
+// readOneOf sets *dst to b when b is one of values, and otherwise says
+// which values it may be ("a, b or c").
+func readOneOf[T ~string](dst *T, b []byte, values ...T) error {
+	if v := T(b); slices.Contains(values, v) {
+		*dst = v
 		return nil
 	}
-	return fmt.Errorf("%q is not auto, text or json", b)
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = string(v)
+	}
+	last := len(names) - 1
+	return fmt.Errorf("%q is not %s or %s", b, strings.Join(names[:last], ", "), names[last])
 }
 
 // LogLevel is LOG_LEVEL: the least level logged, as slog names it.
