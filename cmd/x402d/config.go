@@ -12,8 +12,8 @@ import (
 	"net/url"
 	"os"
 	"reflect"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
