@@ -95,45 +95,54 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 	rep := &ProbeReport{}
 	var mu sync.Mutex
 	var errs []error
-	slots := make(chan struct{}, p.cfg.Concurrency)
+	if err := eachBounded(ctx, p.cfg.Concurrency, targets, func(t target) {
+		began := time.Now()
+		m := p.Probe(ctx, t.url, t.method, t.accepts)
+		if ctx.Err() != nil {
+			return
+		}
+		p.cfg.Metrics.LivenessProbe(outcome(m), time.Since(began))
+		err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+			return store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(t.host), Type: store.EventHostProbed, Data: m})
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		rep.Probed++
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case m.Status != nil && *m.Status == http.StatusTooManyRequests:
+			rep.Later++
+		case m.Live != nil && *m.Live:
+			rep.Live++
+		default:
+			rep.Dead++
+		}
+	}); err != nil {
+		return rep, err
+	}
+	return rep, errors.Join(errs...)
+}
+
+// eachBounded calls fn for each item, at most n at a time, and waits for
+// the calls it started. Once ctx is done it starts no more and returns
+// ctx.Err().
+func eachBounded[T any](ctx context.Context, n int, items []T, fn func(T)) error {
+	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
-	for _, t := range targets {
+	defer wg.Wait()
+	for _, item := range items {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			wg.Wait()
-			return rep, ctx.Err()
+			return ctx.Err()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-slots }()
-			began := time.Now()
-			m := p.Probe(ctx, t.url, t.method, t.accepts)
-			if ctx.Err() != nil {
-				return
-			}
-			p.cfg.Metrics.LivenessProbe(outcome(m), time.Since(began))
-			err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
-				return store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(t.host), Type: store.EventHostProbed, Data: m})
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			rep.Probed++
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case m.Status != nil && *m.Status == http.StatusTooManyRequests:
-				rep.Later++
-			case m.Live != nil && *m.Live:
-				rep.Live++
-			default:
-				rep.Dead++
-			}
-		}()
+			fn(item)
+		})
 	}
-	wg.Wait()
-	return rep, errors.Join(errs...)
+	return nil
 }
 
 // outcome names a measurement for metrics: live, dead or later (429).

@@ -183,37 +183,25 @@ func (d *Discoverer) Run(ctx context.Context) (*DiscoverReport, error) {
 	rep := &DiscoverReport{Found: map[string]int{}}
 	var mu sync.Mutex
 	var errs []error
-	slots := make(chan struct{}, d.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for _, o := range origins {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return rep, ctx.Err()
+	if err := eachBounded(ctx, d.cfg.Concurrency, origins, func(o string) {
+		via, indexed, err := d.Origin(ctx, o)
+		mu.Lock()
+		defer mu.Unlock()
+		rep.Origins++
+		if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrConflict) {
+			d.cfg.Logger.WarnContext(ctx, "index: origin not read", "origin", o, "error", err)
+			var oe *originError
+			if !errors.As(err, &oe) {
+				errs = append(errs, err)
+			}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			via, indexed, err := d.Origin(ctx, o)
-			mu.Lock()
-			defer mu.Unlock()
-			rep.Origins++
-			if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrConflict) {
-				d.cfg.Logger.WarnContext(ctx, "index: origin not read", "origin", o, "error", err)
-				var oe *originError
-				if !errors.As(err, &oe) {
-					errs = append(errs, err)
-				}
-			}
-			if via != "" {
-				rep.Found[via]++
-			}
-			rep.Indexed += indexed
-		}()
+		if via != "" {
+			rep.Found[via]++
+		}
+		rep.Indexed += indexed
+	}); err != nil {
+		return rep, err
 	}
-	wg.Wait()
 	return rep, errors.Join(errs...)
 }
 
