@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -24,8 +25,8 @@ type xindex struct {
 // register mounts the index's routes on e.
 func (x *xindex) register(e *echo.Echo) {
 	e.GET("/api/xindex/summary", x.summary)
-	e.GET("/api/xindex/hosts", x.hosts)
-	e.GET("/api/xindex/changes", x.changes)
+	e.GET("/api/xindex/hosts", queryJSON(hostQuery, x.reader.Search))
+	e.GET("/api/xindex/changes", queryJSON(changesQuery, x.reader.Changes))
 	e.GET("/api/xindex/changes.atom", x.changesAtom)
 	e.GET("/api/xindex/hosts/:host", x.host)
 	e.GET("/x402-index", x.htmlPage)
@@ -101,16 +102,20 @@ func hostQuery(c echo.Context) (index.HostQuery, error) {
 	return q, nil
 }
 
-func (x *xindex) hosts(c echo.Context) error {
-	q, err := hostQuery(c)
-	if err != nil {
-		return err
+// queryJSON is the handler of an index document read by a query: parse
+// reads the query (a refusal is its 400), read answers it as JSON.
+func queryJSON[Q, A any](parse func(echo.Context) (Q, error), read func(context.Context, Q) (A, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		q, err := parse(c)
+		if err != nil {
+			return err
+		}
+		answer, err := read(c.Request().Context(), q)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, answer)
 	}
-	answer, err := x.reader.Search(c.Request().Context(), q)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, answer)
 }
 
 func (x *xindex) htmlPage(c echo.Context) error {
@@ -157,18 +162,6 @@ func queryError(err error) error {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: qe.Field, Message: qe.Message}
 	}
 	return err
-}
-
-func (x *xindex) changes(c echo.Context) error {
-	q, err := changesQuery(c)
-	if err != nil {
-		return err
-	}
-	answer, err := x.reader.Changes(c.Request().Context(), q)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, answer)
 }
 
 func (x *xindex) changesAtom(c echo.Context) error {
