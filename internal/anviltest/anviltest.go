@@ -37,6 +37,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/internal/nodetest"
 	"github.com/x402d/x402d/x402/devchain"
 )
 
@@ -80,24 +81,19 @@ type Node struct {
 // Binary returns the path of compat's anvil, found from the working
 // directory up, or an error saying how to install it.
 func Binary() (string, error) {
-	dir, err := os.Getwd()
+	compat, err := nodetest.Compat()
 	if err != nil {
 		return "", err
 	}
-	for {
-		bin := filepath.Join(dir, "compat", "node_modules", "@foundry-rs", "anvil-linux-amd64", "bin", "anvil")
-		if st, err := os.Stat(bin); err == nil {
-			if st.Mode()&0o111 == 0 {
-				return "", fmt.Errorf("%s is not executable: run `go tool task npm` (it sets the run bit)", bin)
-			}
-			return bin, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("anvil is not installed in compat/node_modules: run `go tool task npm`")
-		}
-		dir = parent
+	bin := filepath.Join(compat, "node_modules", "@foundry-rs", "anvil-linux-amd64", "bin", "anvil")
+	st, err := os.Stat(bin)
+	if err != nil {
+		return "", errors.New("anvil is not installed in compat/node_modules: run `go tool task npm`")
 	}
+	if st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not executable: run `go tool task npm` (it sets the run bit)", bin)
+	}
+	return bin, nil
 }
 
 // Start starts anvil for t, places the contracts and funds the development

@@ -1,14 +1,47 @@
 // Package nodetest runs, from Go benchmarks, the Node.js scripts that time
 // a reference implementation (V8's RegExp, the npm csv-parse) on the same
-// input, so that the two are measured in the same run.
+// input, so that the two are measured in the same run; and finds compat/,
+// where the Node.js scripts and their npm packages are.
 package nodetest
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
+
+// Root returns the module's directory (the one holding go.mod), found from
+// the working directory up.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Compat returns the module's compat directory: the Node.js scripts of the
+// tests, and the npm packages `go tool task npm` installs there.
+func Compat() (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "compat"), nil
+}
 
 // Bench runs node script with args and then b.N: the script does its work
 // b.N times and prints {"ns": <nanoseconds a pass took>, "count": <what the

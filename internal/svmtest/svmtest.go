@@ -37,6 +37,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/nodetest"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -83,24 +84,18 @@ func Script() (string, error) {
 	if _, err := exec.LookPath("node"); err != nil {
 		return "", errors.New("node (v20+) is needed for the Solana node: apt-get install -y nodejs npm, then go tool task npm")
 	}
-	dir, err := os.Getwd()
+	compat, err := nodetest.Compat()
 	if err != nil {
 		return "", err
 	}
-	for {
-		script := filepath.Join(dir, "compat", "svm_node.mjs")
-		if _, err := os.Stat(script); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "compat", "node_modules", "litesvm")); err != nil {
-				return "", errors.New("litesvm is not installed in compat/node_modules: run `go tool task npm`")
-			}
-			return script, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("compat/svm_node.mjs not found above the working directory")
-		}
-		dir = parent
+	script := filepath.Join(compat, "svm_node.mjs")
+	if _, err := os.Stat(script); err != nil {
+		return "", errors.New("compat/svm_node.mjs not found in the module")
 	}
+	if _, err := os.Stat(filepath.Join(compat, "node_modules", "litesvm")); err != nil {
+		return "", errors.New("litesvm is not installed in compat/node_modules: run `go tool task npm`")
+	}
+	return script, nil
 }
 
 // Start starts the node for t; it is stopped when t ends.

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/nodetest"
 )
 
 // oracleCase is one CSV text of the differential corpus and the delimiter a
@@ -120,16 +122,9 @@ func oracleCorpus() []oracleCase {
 // repoRoot returns the directory holding go.mod.
 func repoRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := nodetest.Root()
 	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, parent, dir, "go.mod not found above the test directory")
-		dir = parent
-	}
+	return root
 }
 
 type oracleResult struct {
