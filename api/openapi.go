@@ -138,7 +138,7 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}},
 			"404": errResp("the index has never listed the host")}}}
 	paths["/x402-index/changes"] = obj{"get": obj{"operationId": "indexChangesPage", "summary": "The latest changes of the market as a web page, newest first.",
-		"parameters": []any{query("limit", "number of changes", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100})},
+		"parameters": []any{query("limit", "number of changes", obj{"type": "integer", "minimum": 1, "maximum": index.MaxChangesLimit, "default": index.DefaultChangesLimit})},
 		"responses": obj{"200": obj{"description": "HTML", "content": obj{"text/html": obj{"schema": str}}},
 			"400": errResp("a query parameter is out of range")}}}
 	paths["/api/xindex/changes"] = get("indexChanges", "Changes of the market, oldest first, a page after a cursor: services added and retired, prices and networks changed, hosts gone live or dead.", "IndexChanges",

@@ -34,12 +34,19 @@ func (x *xindex) register(e *echo.Echo) {
 	e.GET("/x402-index/changes", x.changesPage)
 }
 
-func (x *xindex) changesPage(c echo.Context) error {
-	limit, err := queryInt(c, "limit", 100, 1, 500)
+// latestChanges reads the newest changes, as many as the request's limit
+// asks within the changes feed's bounds, for the changes page and the Atom
+// feed.
+func (x *xindex) latestChanges(c echo.Context) ([]index.Change, error) {
+	limit, err := queryInt(c, "limit", index.DefaultChangesLimit, 1, index.MaxChangesLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	changes, err := x.reader.LatestChanges(c.Request().Context(), "", limit)
+	return x.reader.LatestChanges(c.Request().Context(), "", limit)
+}
+
+func (x *xindex) changesPage(c echo.Context) error {
+	changes, err := x.latestChanges(c)
 	if err != nil {
 		return err
 	}
@@ -142,11 +149,11 @@ func (x *xindex) htmlPage(c echo.Context) error {
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())
 }
 
-// changesQuery reads since, host and limit (1-500, default 100).
+// changesQuery reads since, host and limit (index.ChangesQuery's bounds).
 func changesQuery(c echo.Context) (index.ChangesQuery, error) {
 	q := index.ChangesQuery{Since: c.QueryParam("since"), Host: c.QueryParam("host")}
 	var err error
-	if q.Limit, err = queryInt(c, "limit", 100, 1, 500); err != nil {
+	if q.Limit, err = queryInt(c, "limit", index.DefaultChangesLimit, 1, index.MaxChangesLimit); err != nil {
 		return q, err
 	}
 	if err := q.Check(); err != nil {
@@ -165,11 +172,7 @@ func queryError(err error) error {
 }
 
 func (x *xindex) changesAtom(c echo.Context) error {
-	limit, err := queryInt(c, "limit", 100, 1, 500)
-	if err != nil {
-		return err
-	}
-	changes, err := x.reader.LatestChanges(c.Request().Context(), "", limit)
+	changes, err := x.latestChanges(c)
 	if err != nil {
 		return err
 	}

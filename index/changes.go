@@ -29,6 +29,14 @@ type Change struct {
 	To       json.RawMessage `json:"to"`
 }
 
+// The bounds of a page of changes.
+const (
+	// DefaultChangesLimit is a page's number of changes when none is asked.
+	DefaultChangesLimit = 100
+	// MaxChangesLimit is the most changes a page holds.
+	MaxChangesLimit = 500
+)
+
 // ChangesQuery is a query of the changes feed (/api/xindex/changes).
 type ChangesQuery struct {
 	// Since is where the page starts: a cursor (the next of an earlier
@@ -37,7 +45,8 @@ type ChangesQuery struct {
 	Since string `json:"since,omitempty"`
 	// Host keeps only the changes of one host.
 	Host string `json:"host,omitempty"`
-	// Limit is the number of changes, 1 to 500. Defaults to 100.
+	// Limit is the number of changes, 1 to MaxChangesLimit. Defaults to
+	// DefaultChangesLimit.
 	Limit int `json:"limit,omitempty"`
 
 	after int64
@@ -48,10 +57,10 @@ type ChangesQuery struct {
 // *QueryError for the first field out of them.
 func (q *ChangesQuery) Check() error {
 	if q.Limit == 0 {
-		q.Limit = 100
+		q.Limit = DefaultChangesLimit
 	}
-	if q.Limit < 1 || q.Limit > 500 {
-		return &QueryError{Field: "limit", Message: "limit must be between 1 and 500"}
+	if q.Limit < 1 || q.Limit > MaxChangesLimit {
+		return &QueryError{Field: "limit", Message: fmt.Sprintf("limit must be between 1 and %d", MaxChangesLimit)}
 	}
 	if len(q.Host) > 253 {
 		return &QueryError{Field: "host", Message: "host is at most 253 characters"}

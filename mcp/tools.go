@@ -179,7 +179,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 			"properties": map[string]any{
 				"since": map[string]any{"type": "string", "description": "a cursor (the next of an earlier page) or an RFC 3339 time; empty: from the first change"},
 				"host":  map[string]any{"type": "string", "maxLength": 253, "description": "only the changes of this host"},
-				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": index.MaxChangesLimit, "default": index.DefaultChangesLimit},
 			},
 			"additionalProperties": false,
 		},
