@@ -125,7 +125,7 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 	paths["/api/xindex/summary"] = get("indexSummary", "Summary of the index of x402 sellers (xindex-1.0).", "IndexSummary")
 	paths["/api/xindex/hosts"] = get("indexHosts", "Indexed seller hosts.", "IndexHosts",
 		query("q", "text filter on host names and descriptions (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
-		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
+		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": index.MaxHostsLimit, "default": index.DefaultHostsLimit}),
 		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}),
 		query("quote_matches_listing", "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)", obj{"type": "string", "enum": []string{"true", "false", "null"}}))
 	hostParam := obj{"name": "host", "in": "path", "required": true, "description": "the host name, as in the hosts list", "schema": str}
@@ -144,9 +144,9 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 	paths["/api/xindex/changes"] = get("indexChanges", "Changes of the market, oldest first, a page after a cursor: services added and retired, prices and networks changed, hosts gone live or dead.", "IndexChanges",
 		query("since", "a cursor (the next of an earlier page) or an RFC 3339 time; empty: from the first change", obj{"type": "string"}),
 		query("host", "only the changes of this host", obj{"type": "string", "maxLength": 253}),
-		query("limit", "number of changes", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100}))
+		query("limit", "number of changes", obj{"type": "integer", "minimum": 1, "maximum": index.MaxChangesLimit, "default": index.DefaultChangesLimit}))
 	paths["/api/xindex/changes.atom"] = obj{"get": obj{"operationId": "indexChangesAtom", "summary": "The latest changes of the market as an Atom feed, newest first.",
-		"parameters": []any{query("limit", "number of entries", obj{"type": "integer", "minimum": 1, "maximum": 500, "default": 100})},
+		"parameters": []any{query("limit", "number of entries", obj{"type": "integer", "minimum": 1, "maximum": index.MaxChangesLimit, "default": index.DefaultChangesLimit})},
 		"responses": obj{"200": obj{"description": "Atom 1.0", "content": obj{"application/atom+xml": obj{"schema": str}}},
 			"400": errResp("a query parameter is out of range")}}}
 	paths["/x402-index"] = obj{"get": obj{"operationId": "indexPage", "summary": "The index as a web page.",

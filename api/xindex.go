@@ -96,11 +96,11 @@ func (x *xindex) summary(c echo.Context) error {
 }
 
 // hostQuery reads q, sort (a key of index.Sorts, default services) and
-// limit (1-500, default 50).
+// limit (index.HostQuery's bounds).
 func hostQuery(c echo.Context) (index.HostQuery, error) {
 	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort"), QuoteMatchesListing: c.QueryParam("quote_matches_listing")}
 	var err error
-	if q.Limit, err = queryInt(c, "limit", 50, 1, 500); err != nil {
+	if q.Limit, err = queryInt(c, "limit", index.DefaultHostsLimit, 1, index.MaxHostsLimit); err != nil {
 		return q, err
 	}
 	if err := q.Check(); err != nil {
@@ -131,7 +131,7 @@ func (x *xindex) htmlPage(c echo.Context) error {
 		return err
 	}
 	if c.QueryParam("limit") == "" {
-		q.Limit = 500
+		q.Limit = index.MaxHostsLimit
 	}
 	ctx := c.Request().Context()
 	s, err := x.reader.Summary(ctx)

@@ -278,6 +278,14 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 	return s, nil
 }
 
+// The bounds of a page of hosts.
+const (
+	// DefaultHostsLimit is a page's number of hosts when none is asked.
+	DefaultHostsLimit = 50
+	// MaxHostsLimit is the most hosts a page holds.
+	MaxHostsLimit = 500
+)
+
 // HostQuery is a query of the hosts list, as the HTTP API
 // (/api/xindex/hosts) and the MCP tool index_search take it.
 type HostQuery struct {
@@ -285,7 +293,8 @@ type HostQuery struct {
 	Q string `json:"q,omitempty"`
 	// Sort is a key of Sorts. Defaults to "services".
 	Sort string `json:"sort,omitempty"`
-	// Limit is the number of hosts, 1 to 500. Defaults to 50.
+	// Limit is the number of hosts, 1 to MaxHostsLimit. Defaults to
+	// DefaultHostsLimit.
 	Limit int `json:"limit,omitempty"`
 	// QuoteMatchesListing keeps the hosts whose last quote matched their
 	// listing ("true"), did not ("false"), or was not compared ("null").
@@ -310,10 +319,10 @@ func (q *HostQuery) Check() error {
 		return &QueryError{Field: "sort", Message: "sort must be one of " + strings.Join(SortKeys, ", ")}
 	}
 	if q.Limit == 0 {
-		q.Limit = 50
+		q.Limit = DefaultHostsLimit
 	}
-	if q.Limit < 1 || q.Limit > 500 {
-		return &QueryError{Field: "limit", Message: "limit must be between 1 and 500"}
+	if q.Limit < 1 || q.Limit > MaxHostsLimit {
+		return &QueryError{Field: "limit", Message: fmt.Sprintf("limit must be between 1 and %d", MaxHostsLimit)}
 	}
 	if len(q.Q) > 200 {
 		return &QueryError{Field: "q", Message: "q is at most 200 characters"}

@@ -122,7 +122,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 			"properties": map[string]any{
 				"q":     map[string]any{"type": "string", "maxLength": 200, "description": "text filter on host names, resource URLs and descriptions"},
 				"sort":  map[string]any{"type": "string", "enum": sorts, "default": "services"},
-				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": index.MaxHostsLimit, "default": index.DefaultHostsLimit},
 				"quote_matches_listing": map[string]any{"type": "string", "enum": []any{"true", "false", "null"},
 					"description": "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)"},
 			},
