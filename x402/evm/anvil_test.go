@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -219,7 +220,7 @@ func TestAnvil_LostTransactionBehindOthers(t *testing.T) {
 		defer close(done)
 		settleAllOK(t, payments, r)
 	}()
-	require.Eventually(t, func() bool { return dropper.dropped.Load() }, 20*time.Second, 10*time.Millisecond, "the transaction is lost")
+	require.Eventually(t, func() bool { return dropper.dropped.Load() }, 60*time.Second, 10*time.Millisecond, "the transaction is lost")
 	lost := time.Now()
 	require.Eventually(t, func() bool {
 		st, err := b.node.TxPool(ctx)
@@ -269,17 +270,26 @@ type dropNonce struct {
 	nonce   uint64
 	dropped atomic.Bool
 	hash    atomic.Pointer[common.Hash]
+	later   sync.Map // nonces above nonce+2 that were sent
 }
 
+// SendTransaction sends tx and, once the transaction of the chosen nonce
+// and one of a nonce at least three above it have both been sent (in
+// whichever order the relayer's concurrent sends made), drops the former.
 func (d *dropNonce) SendTransaction(ctx context.Context, tx *types.Transaction) error {
 	if err := d.Backend.SendTransaction(ctx, tx); err != nil {
 		return err
 	}
-	if tx.Nonce() == d.nonce {
+	switch n := tx.Nonce(); {
+	case n == d.nonce:
 		h := tx.Hash()
 		d.hash.CompareAndSwap(nil, &h)
+	case n > d.nonce+2:
+		d.later.Store(n, true)
 	}
-	if h := d.hash.Load(); h != nil && tx.Nonce() > d.nonce+2 && !d.dropped.Swap(true) {
+	laterSent := false
+	d.later.Range(func(any, any) bool { laterSent = true; return false })
+	if h := d.hash.Load(); h != nil && laterSent && !d.dropped.Swap(true) {
 		return d.node.Call(ctx, nil, "anvil_dropTransaction", *h)
 	}
 	return nil
