@@ -590,13 +590,15 @@ func TestEndpoints_OutAndBack(t *testing.T) {
 	}{
 		{name: "ServerError", fail: func(n *fakeNode) { n.status = http.StatusServiceUnavailable }, wantKind: evm.EndpointFailed},
 		{name: "ConnectionCut", fail: func(n *fakeNode) { n.cut = true }, wantKind: evm.EndpointFailed},
-		{name: "Timeout", fail: func(n *fakeNode) { n.delay = time.Second }, wantKind: evm.EndpointTimeout},
+		{name: "Timeout", fail: func(n *fakeNode) { n.delay = 5 * time.Second }, wantKind: evm.EndpointTimeout},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			failing, other := newFakeNode(t, 100), newFakeNode(t, 100)
 			b := startEndpoints(t, []*fakeNode{failing, other}, func(cfg *evm.EndpointsConfig) {
-				cfg.CallTimeout = 100 * time.Millisecond
+				// Long enough for a loopback answer on a loaded machine,
+				// far shorter than the failing node's delay.
+				cfg.CallTimeout = time.Second
 				cfg.ProbeEvery = 100 * time.Millisecond
 			})
 			failing.set(tt.fail)
