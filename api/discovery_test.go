@@ -17,7 +17,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/jobs/brief"
 	"github.com/x402d/x402d/jobs/codereview"
@@ -294,9 +293,7 @@ func TestOpenAPI(t *testing.T) {
 func TestIndexAnswersMeetTheDocument(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	smallIndex(ctx, t, db)
-	base := xindexServer(t, db)
+	_, base := smallIndexServer(ctx, t)
 	disc, _ := discoveryServer(t)
 	_, doc := get(t, disc+"/openapi.json")
 	validate := openAPISchemas(t, doc)

@@ -70,15 +70,42 @@ func (loopback) LookupNetIP(context.Context, string, string) ([]netip.Addr, erro
 	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 }
 
-func getJSON(t testing.TB, url string, v any) {
+// getBody GETs url, requires the status wantStatus, and returns the body
+// and its Content-Type.
+func getBody(t testing.TB, url string, wantStatus int) (body []byte, contentType string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err = io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, wantStatus, resp.StatusCode, "%s: %s", url, body)
+	return body, resp.Header.Get("Content-Type")
+}
+
+// getJSON GETs url, requires 200 and decodes the JSON body into v.
+func getJSON(t testing.TB, url string, v any) {
+	t.Helper()
+	body, _ := getBody(t, url, http.StatusOK)
 	require.NoError(t, json.Unmarshal(body, v), string(body))
+}
+
+// getError GETs url and requires the status wantStatus with the JSON
+// error code wantCode.
+func getError(t testing.TB, url string, wantStatus int, wantCode string) {
+	t.Helper()
+	body, _ := getBody(t, url, wantStatus)
+	var e map[string]any
+	require.NoError(t, json.Unmarshal(body, &e), string(body))
+	require.Equal(t, wantCode, e["error"], url)
+}
+
+// getHTML GETs url and requires 200 with an HTML page, which it returns.
+func getHTML(t testing.TB, url string) string {
+	t.Helper()
+	body, contentType := getBody(t, url, http.StatusOK)
+	require.Equal(t, "text/html; charset=UTF-8", contentType, url)
+	return string(body)
 }
 
 // TestXIndexScale crawls a simulated source of 20,000 items over 1,500
@@ -325,6 +352,16 @@ func hostOf(item map[string]any) string {
 	return u[:strings.Index(u, ":")]
 }
 
+// smallIndexServer serves the index API (xindexServer) over a new database
+// holding smallIndex, and returns the database and the server's URL.
+func smallIndexServer(ctx context.Context, t *testing.T) (*dbtest.DB, string) {
+	t.Helper()
+	db := dbtest.Schema(ctx, t)
+	base := xindexServer(t, db)
+	smallIndex(ctx, t, db)
+	return db, base
+}
+
 // smallIndex crawls a listing of five hosts (one unpriced) and records a
 // live and a dead measurement.
 func smallIndex(ctx context.Context, t *testing.T, db *dbtest.DB) {
@@ -360,9 +397,7 @@ func smallIndex(ctx context.Context, t *testing.T, db *dbtest.DB) {
 func TestXIndexHosts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	base := xindexServer(t, db)
-	smallIndex(ctx, t, db)
+	_, base := smallIndexServer(ctx, t)
 
 	t.Run("Shape", func(t *testing.T) {
 		var doc map[string]any
@@ -446,13 +481,7 @@ func TestXIndexHosts(t *testing.T) {
 	})
 	t.Run("Invalid", func(t *testing.T) {
 		for _, bad := range []string{"sort=cost", "limit=0", "limit=501", "limit=ten", "q=" + strings.Repeat("x", 201), "quote_matches_listing=maybe"} {
-			resp, err := http.Get(base + "/api/xindex/hosts?" + bad)
-			require.NoError(t, err)
-			var body map[string]any
-			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-			resp.Body.Close()
-			require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
-			require.Equal(t, "invalid_request", body["error"], bad)
+			getError(t, base+"/api/xindex/hosts?"+bad, http.StatusBadRequest, "invalid_request")
 		}
 	})
 }
@@ -462,9 +491,7 @@ func TestXIndexHosts(t *testing.T) {
 func TestXIndexChanges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	base := xindexServer(t, db)
-	smallIndex(ctx, t, db)
+	_, base := smallIndexServer(ctx, t)
 
 	var all map[string]any
 	getJSON(t, base+"/api/xindex/changes", &all)
@@ -505,20 +532,11 @@ func TestXIndexChanges(t *testing.T) {
 	require.Len(t, shop2.Changes, 4, "3 services and the probe")
 
 	for _, bad := range []string{"limit=0", "limit=501", "since=yesterday", "since=-4"} {
-		resp, err := http.Get(base + "/api/xindex/changes?" + bad)
-		require.NoError(t, err)
-		var body map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-		resp.Body.Close()
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
-		require.Equal(t, "invalid_request", body["error"], bad)
+		getError(t, base+"/api/xindex/changes?"+bad, http.StatusBadRequest, "invalid_request")
 	}
 
-	resp, err := http.Get(base + "/api/xindex/changes.atom?limit=3")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "application/atom+xml; charset=utf-8", resp.Header.Get("Content-Type"))
+	atom, contentType := getBody(t, base+"/api/xindex/changes.atom?limit=3", http.StatusOK)
+	require.Equal(t, "application/atom+xml; charset=utf-8", contentType)
 	var feed struct {
 		XMLName xml.Name `xml:"http://www.w3.org/2005/Atom feed"`
 		ID      string   `xml:"id"`
@@ -532,7 +550,7 @@ func TestXIndexChanges(t *testing.T) {
 			} `xml:"link"`
 		} `xml:"entry"`
 	}
-	require.NoError(t, xml.NewDecoder(resp.Body).Decode(&feed))
+	require.NoError(t, xml.Unmarshal(atom, &feed))
 	require.Len(t, feed.Entries, 3)
 	require.Equal(t, "shop2.example went dead", feed.Entries[0].Title)
 	require.Equal(t, "shop1.example went live", feed.Entries[1].Title)
@@ -540,17 +558,12 @@ func TestXIndexChanges(t *testing.T) {
 	require.Equal(t, feed.Entries[0].Updated, feed.Updated)
 	require.NotEqual(t, feed.Entries[0].ID, feed.Entries[1].ID)
 
-	page, err := http.Get(base + "/x402-index/changes")
-	require.NoError(t, err)
-	defer page.Body.Close()
-	html, err := io.ReadAll(page.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, page.StatusCode)
-	require.Equal(t, 15, strings.Count(string(html), `<tr class="change">`))
-	dead := strings.Index(string(html), "shop2.example went dead")
+	page := getHTML(t, base+"/x402-index/changes")
+	require.Equal(t, 15, strings.Count(page, `<tr class="change">`))
+	dead := strings.Index(page, "shop2.example went dead")
 	require.Positive(t, dead)
-	require.Less(t, dead, strings.Index(string(html), "shop1.example went live"), "newest first")
-	require.Contains(t, string(html), `<a href="/x402-index/hosts/shop2.example">shop2.example</a>`)
+	require.Less(t, dead, strings.Index(page, "shop1.example went live"), "newest first")
+	require.Contains(t, page, `<a href="/x402-index/hosts/shop2.example">shop2.example</a>`)
 }
 
 // TestXIndexHost reads one host's JSON document and page: its services
@@ -559,9 +572,7 @@ func TestXIndexChanges(t *testing.T) {
 func TestXIndexHost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	base := xindexServer(t, db)
-	smallIndex(ctx, t, db)
+	db, base := smallIndexServer(ctx, t)
 
 	var d index.HostDetail
 	getJSON(t, base+"/api/xindex/hosts/SHOP1.example", &d)
@@ -595,24 +606,11 @@ func TestXIndexHost(t *testing.T) {
 	}
 	require.Equal(t, []string{store.ChangeHostLive, store.ChangeServiceAdded, store.ChangeServiceAdded, store.ChangeServiceAdded}, kinds, "newest first")
 
-	resp, err := http.Get(base + "/api/xindex/hosts/nowhere.example")
-	require.NoError(t, err)
-	var body map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	resp.Body.Close()
-	require.Equal(t, http.StatusNotFound, resp.StatusCode)
-	require.Equal(t, "not_found", body["error"])
+	getError(t, base+"/api/xindex/hosts/nowhere.example", http.StatusNotFound, "not_found")
 
 	page := func(host string) string {
 		t.Helper()
-		resp, err := http.Get(base + "/x402-index/hosts/" + host)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
-		require.Equal(t, "text/html; charset=UTF-8", resp.Header.Get(echo.HeaderContentType))
-		return string(b)
+		return getHTML(t, base+"/x402-index/hosts/"+host)
 	}
 	shop1 := page("shop1.example")
 	require.Contains(t, shop1, `<svg class="chart"`)
@@ -657,20 +655,11 @@ func TestXIndexHost(t *testing.T) {
 func TestXIndexPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	base := xindexServer(t, db)
-	smallIndex(ctx, t, db)
+	_, base := smallIndexServer(ctx, t)
 
 	get := func(query string) string {
 		t.Helper()
-		resp, err := http.Get(base + "/x402-index" + query)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		require.Equal(t, "text/html; charset=UTF-8", resp.Header.Get("Content-Type"))
-		return string(body)
+		return getHTML(t, base+"/x402-index"+query)
 	}
 	page := get("")
 	require.NotContains(t, page, "%!", "no formatting errors")
@@ -696,8 +685,5 @@ func TestXIndexPage(t *testing.T) {
 	page = get("?q=nothing-like-it")
 	require.Contains(t, page, "No host matches.")
 
-	resp, err := http.Get(base + "/x402-index?sort=cost")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	getBody(t, base+"/x402-index?sort=cost", http.StatusBadRequest)
 }

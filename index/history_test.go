@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -47,15 +46,13 @@ func TestHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	srv, client, _ := sellers(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	listed := newListedSellers(t)
 	var items []map[string]any
 	for _, h := range []string{"live1", "missing", "busy", "paid"} {
-		items = append(items, item(fmt.Sprintf("http://%s.test:%s/r", h, port), "10"))
+		items = append(items, item(listed.url(h, "/r"), "10"))
 	}
-	src := httptest.NewServer(&listing{items: items})
-	defer src.Close()
-	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
+	listed.setItems(items...)
+	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
 
 	now := time.Now().UTC()
 	appendProbe(ctx, t, db, "live1.test", now.Add(-40*24*time.Hour), false, 500, ms(5)) // older than 30 days: not counted
@@ -64,7 +61,7 @@ func TestHistory(t *testing.T) {
 	appendProbe(ctx, t, db, "live1.test", now.Add(-2*time.Hour), true, 402, ms(200))
 	appendProbe(ctx, t, db, "live1.test", now.Add(-time.Hour), true, 402, ms(300))
 	appendProbe(ctx, t, db, "busy.test", now.Add(-time.Hour), true, 429, ms(3)) // try later: no verdict
-	rep, err := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second}).ProbeAll(ctx)
+	rep, err := newProber(db, listed.client).ProbeAll(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ProbeReport{Probed: 4, Live: 2, Dead: 1, Later: 1}, *rep)
 
@@ -136,7 +133,7 @@ func TestChanges(t *testing.T) {
 	src := httptest.NewServer(l)
 	defer src.Close()
 	crawler := newCrawler(db, src.URL, 100)
-	prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+	prober := newProber(db, client)
 	r := NewReader(db.Pool, nil)
 
 	require.NoError(t, crawler.FullPass(ctx, nil))
@@ -229,24 +226,18 @@ func TestHistoryFromTheLog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	srv, client, _ := sellers(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	l := &listing{items: []map[string]any{item("http://live1.test:"+port+"/a", "10"), item("http://live1.test:"+port+"/b", "20"),
-		item("http://missing.test:"+port+"/r", "10")}}
-	src := httptest.NewServer(l)
-	defer src.Close()
-	crawler := newCrawler(db, src.URL, 100)
+	listed := newListedSellers(t)
+	listed.setItems(item(listed.url("live1", "/a"), "10"), item(listed.url("live1", "/b"), "20"), item(listed.url("missing", "/r"), "10"))
+	crawler := newCrawler(db, listed.src, 100)
 	require.NoError(t, crawler.FullPass(ctx, nil))
 	now := time.Now().UTC()
 	appendProbe(ctx, t, db, "live1.test", now.Add(-40*24*time.Hour), false, 500, ms(5))
 	appendProbe(ctx, t, db, "live1.test", now.Add(-3*24*time.Hour), false, 0, nil)
 	appendProbe(ctx, t, db, "live1.test", now.Add(-2*time.Hour), true, 402, ms(200))
 	appendProbe(ctx, t, db, "missing.test", now.Add(-2*time.Hour), true, 429, ms(1))
-	_, err := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second}).ProbeAll(ctx)
+	_, err := newProber(db, listed.client).ProbeAll(ctx)
 	require.NoError(t, err)
-	l.mu.Lock()
-	l.items = []map[string]any{item("http://live1.test:"+port+"/a", "12"), item("http://missing.test:"+port+"/r", "10")}
-	l.mu.Unlock()
+	listed.setItems(item(listed.url("live1", "/a"), "12"), item(listed.url("missing", "/r"), "10"))
 	require.NoError(t, crawler.FullPass(ctx, nil))
 
 	snapshot := func() []string {
@@ -321,7 +312,7 @@ func TestPriceHonesty(t *testing.T) {
 	src := httptest.NewServer(&listing{items: items})
 	defer src.Close()
 	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
-	prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+	prober := newProber(db, client)
 	_, err := prober.ProbeAll(ctx)
 	require.NoError(t, err)
 

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -29,33 +28,47 @@ func TestPeriodicJobs(t *testing.T) {
 	require.ErrorContains(t, err, "LIVENESS_CRON")
 }
 
+// liveItems lists n resources, on the sellers live0.test to
+// live<hosts-1>.test in turn.
+func liveItems(listed *listedSellers, n, hosts int) []map[string]any {
+	var items []map[string]any
+	for i := range n {
+		items = append(items, item(listed.url(fmt.Sprintf("live%d", i%hosts), fmt.Sprintf("/r%d", i)), "1000"))
+	}
+	return items
+}
+
+// indexRiver returns a River client, not started, that runs the index's
+// jobs as the worker does: crawls of two pages of ten from listed's source,
+// probes and discovery through its client, and periodic as its periodic
+// jobs (none when nil).
+func indexRiver(t *testing.T, db *dbtest.DB, listed *listedSellers, periodic []*river.PeriodicJob) *river.Client[pgx.Tx] {
+	t.Helper()
+	crawler := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{listed.src}, PageSize: 10, PagesPerRun: 2, Gap: -1})
+	workers := river.NewWorkers()
+	require.NoError(t, Register(crawler, newProber(db, listed.client), NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: listed.client}))(workers))
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{jobs.QueueIndex: {MaxWorkers: 2}},
+		Workers:           workers,
+		PeriodicJobs:      periodic,
+		FetchPollInterval: 100 * time.Millisecond,
+		TestOnly:          true,
+		Logger:            slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	return rc
+}
+
 // TestJobs runs the crawl and liveness jobs on a River client, as the
 // worker does.
 func TestJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	srv, client, _ := sellers(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	var items []map[string]any
-	for i := range 25 {
-		items = append(items, item(fmt.Sprintf("http://live%d.test:%s/r%d", i%5, port, i), "1000"))
-	}
-	src := httptest.NewServer(&listing{items: items})
-	defer src.Close()
+	listed := newListedSellers(t)
+	listed.setItems(liveItems(listed, 25, 5)...)
 
-	crawler := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL}, PageSize: 10, PagesPerRun: 2, Gap: -1})
-	prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
-	workers := river.NewWorkers()
-	require.NoError(t, Register(crawler, prober, NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: client}))(workers))
-	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{jobs.QueueIndex: {MaxWorkers: 2}},
-		Workers:           workers,
-		FetchPollInterval: 100 * time.Millisecond,
-		TestOnly:          true,
-		Logger:            slog.New(slog.DiscardHandler),
-	})
-	require.NoError(t, err)
+	rc := indexRiver(t, db, listed, nil)
 	completed, cancel := rc.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	defer cancel()
 	require.NoError(t, rc.Start(ctx))
@@ -101,33 +114,15 @@ func TestCrawlAtStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	srv, client, _ := sellers(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	var items []map[string]any
-	for i := range 6 {
-		items = append(items, item(fmt.Sprintf("http://live%d.test:%s/r%d", i%3, port, i), "1000"))
-	}
-	list := &listing{items: items}
-	src := httptest.NewServer(list)
-	defer src.Close()
+	listed := newListedSellers(t)
+	listed.setItems(liveItems(listed, 6, 3)...)
+	list := listed.list
 
 	start := func() (stop func()) {
 		t.Helper()
-		crawler := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL}, PageSize: 10, PagesPerRun: 2, Gap: -1})
-		prober := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
-		workers := river.NewWorkers()
-		require.NoError(t, Register(crawler, prober, NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: client}))(workers))
 		periodic, err := PeriodicJobs("*/15 * * * *", "*/30 * * * *")
 		require.NoError(t, err)
-		rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
-			Queues:            map[string]river.QueueConfig{jobs.QueueIndex: {MaxWorkers: 2}},
-			Workers:           workers,
-			PeriodicJobs:      periodic,
-			FetchPollInterval: 100 * time.Millisecond,
-			TestOnly:          true,
-			Logger:            slog.New(slog.DiscardHandler),
-		})
-		require.NoError(t, err)
+		rc := indexRiver(t, db, listed, periodic)
 		require.NoError(t, rc.Start(ctx))
 		var once sync.Once
 		stop = func() { once.Do(func() { require.NoError(t, rc.Stop(context.WithoutCancel(ctx))) }) }

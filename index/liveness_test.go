@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -83,6 +82,46 @@ func sellers(t *testing.T) (*httptest.Server, *fetch.Client, *sellerLog) {
 	return srv, fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: loopbackResolver{}}), log
 }
 
+// listedSellers is the sellers (see sellers) and a discovery source on
+// loopback listing resources of theirs.
+type listedSellers struct {
+	client *fetch.Client // reaches the sellers under any .test name
+	log    *sellerLog    // how the sellers were asked
+	port   string        // the sellers' port
+	list   *listing      // the source's items and requests
+	src    string        // the source's URL
+}
+
+// newListedSellers starts the sellers and a source listing nothing until
+// setItems.
+func newListedSellers(t *testing.T) *listedSellers {
+	t.Helper()
+	srv, client, log := sellers(t)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	list := &listing{}
+	src := httptest.NewServer(list)
+	t.Cleanup(src.Close)
+	return &listedSellers{client: client, log: log, port: port, list: list, src: src.URL}
+}
+
+// url returns the URL of path on the seller named host.test.
+func (s *listedSellers) url(host, path string) string {
+	return "http://" + host + ".test:" + s.port + path
+}
+
+// setItems sets the items the source lists.
+func (s *listedSellers) setItems(items ...map[string]any) {
+	s.list.mu.Lock()
+	defer s.list.mu.Unlock()
+	s.list.items = items
+}
+
+// newProber returns a prober of db's hosts through client, with a 1 s
+// timeout.
+func newProber(db *dbtest.DB, client *fetch.Client) *Prober {
+	return NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+}
+
 // loopbackResolver resolves every .test name to 127.0.0.1 and
 // private.test to a private address the guard refuses.
 type loopbackResolver struct{}
@@ -101,8 +140,8 @@ func TestLiveness(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	srv, client, log := sellers(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	listed := newListedSellers(t)
+	client, log := listed.client, listed.log
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	_, closedPort, _ := net.SplitHostPort(closed.Addr().String())
@@ -110,19 +149,18 @@ func TestLiveness(t *testing.T) {
 
 	var items []map[string]any
 	for _, h := range []string{"paid", "v1", "slow", "bogus402", "missing", "broken", "busy", "never", "closed", "private"} {
-		p := port
+		resource := listed.url(h, "/r")
 		if h == "closed" {
-			p = closedPort
+			resource = "http://closed.test:" + closedPort + "/r"
 		}
-		it := item(fmt.Sprintf("http://%s.test:%s/r", h, p), "10")
+		it := item(resource, "10")
 		if h == "paid" {
 			it["extensions"] = map[string]any{"bazaar": map[string]any{"info": map[string]any{"input": map[string]any{"method": "POST"}}}}
 		}
 		items = append(items, it)
 	}
-	src := httptest.NewServer(&listing{items: items})
-	defer src.Close()
-	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
+	listed.setItems(items...)
+	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
 
 	r := NewReader(db.Pool, nil)
 	hosts, err := r.Hosts(ctx, "", "host", 50)
@@ -136,7 +174,7 @@ func TestLiveness(t *testing.T) {
 
 	// A first measurement makes busy.test live; a 429 later leaves it so.
 	require.NoError(t, recordProbe(ctx, db, "busy.test", true))
-	p := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+	p := newProber(db, client)
 	start := time.Now()
 	rep, err := p.ProbeAll(ctx)
 	require.NoError(t, err)
@@ -206,12 +244,10 @@ func TestLivenessFirst429(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	srv, client, _ := sellers(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	src := httptest.NewServer(&listing{items: []map[string]any{item(fmt.Sprintf("http://busy.test:%s/r", port), "10")}})
-	defer src.Close()
-	require.NoError(t, newCrawler(db, src.URL, 100).FullPass(ctx, nil))
-	rep, err := NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second}).ProbeAll(ctx)
+	listed := newListedSellers(t)
+	listed.setItems(item(listed.url("busy", "/r"), "10"))
+	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
+	rep, err := newProber(db, listed.client).ProbeAll(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ProbeReport{Probed: 1, Later: 1}, *rep)
 	hosts, err := NewReader(db.Pool, nil).Hosts(ctx, "busy", "host", 5)

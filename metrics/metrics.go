@@ -91,128 +91,121 @@ func New(cfg Config) *Metrics {
 	if cfg.ScrapeTimeout <= 0 {
 		cfg.ScrapeTimeout = 2 * time.Second
 	}
+	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "http_requests_total",
-			Help: "HTTP requests answered, by method, route and status.",
-		}, []string{"method", "route", "status"}),
-		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "http_request_duration_seconds",
-			Help:    "Time to answer HTTP requests, by method, route and status (paid calls include the wait for their result).",
-			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60},
-		}, []string{"method", "route", "status"}),
-		quotes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "quotes_served_total",
-			Help: "402 quotes answered to requests without a payment, by operation.",
-		}, []string{"op"}),
-		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "payments_verified_total",
-			Help: "Payments verified and accepted, by operation and network.",
-		}, []string{"op", "network"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "payments_refused_total",
-			Help: "Payments refused, by operation and reason (the error code answered).",
-		}, []string{"op", "reason"}),
-		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "settlements_total",
-			Help: "Settlement attempts, by network and outcome (confirmed, failed, error).",
-		}, []string{"network", "outcome"}),
-		settlementGas: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "settlement_gas_spent_wei_total",
-			Help: "Gas the relayer spent settling payments, in wei of the network's native token, by network (a batch's gas shared among its transfers).",
-		}, []string{"network"}),
-		revenueFinal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "settlement_revenue_final_total",
-			Help: "Prices of the paid calls whose settlement became final, in the asset's atomic units (USDC: millionths), by network (at the receipt on a network final at once).",
-		}, []string{"network"}),
-		reorged: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "settlement_reorganised_total",
-			Help: "Settlements a reorganisation undid, by network and what became of them (moved: the same transaction mined again; resent: made again in another; lost).",
-		}, []string{"network", "outcome"}),
-		relayerBalance: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "relayer_balance_wei",
-			Help: "The relayer's native balance, in wei, by network, as last read.",
-		}, []string{"network"}),
-		feePayerBalance: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "solana_fee_payer_balance_lamports",
-			Help: "The Solana fee payer's balance, in lamports, as last read.",
-		}),
-		feeWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "settlement_fee_wait",
-			Help: "1 while settlements on the network wait for the base fee to fall under SETTLEMENT_MAX_FEE_GWEI, else 0.",
-		}, []string{"network"}),
-		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "jobs_total",
-			Help: "River job runs worked by this process, by kind and outcome (completed, error, discarded, cancelled, snoozed, panic).",
-		}, []string{"kind", "outcome"}),
-		jobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "job_duration_seconds",
-			Help:    "Duration of River job runs, by kind and outcome.",
-			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
-		}, []string{"kind", "outcome"}),
-		crawlPages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "crawl_pages_total",
-			Help: "Discovery listing pages read by the crawl, by outcome.",
-		}, []string{"outcome"}),
-		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "liveness_probes_total",
-			Help: "Liveness probes of index hosts, by outcome (live, dead, refused, error).",
-		}, []string{"outcome"}),
-		probeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "liveness_probe_duration_seconds",
-			Help:    "Duration of liveness probes.",
-			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-		}),
-		commitItems: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "group_commit_items_total",
-			Help: "Items written by group commits (admission: paid calls; results; submission: settlement.submitted before a settlement's later attempt; settlement: settlement outcomes), by committer and outcome (committed, conflict, error); divided by x402d_group_commit_transactions_total, the items per transaction.",
-		}, []string{"committer", "outcome"}),
-		commitTxs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "group_commit_transactions_total",
-			Help: "Transactions written by group commits, by committer and outcome (committed, conflict, error).",
-		}, []string{"committer", "outcome"}),
-		rpcCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "rpc_calls_total",
-			Help: "JSON-RPC calls to EVM chains, by network, purpose (verify, settle, relayer: the relayer's balance and status, other) and method.",
-		}, []string{"network", "purpose", "method"}),
-		rpcEndpointCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "rpc_endpoint_calls_total",
-			Help: "Calls to each JSON-RPC endpoint (RPC_URL_<CHAIN>), by network and endpoint (scheme://host[:port], #n when two share a host).",
-		}, []string{"network", "endpoint"}),
-		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "rpc_endpoint_errors_total",
-			Help: "Calls a JSON-RPC endpoint did not answer, by network, endpoint and kind (429, timeout, other); a node's JSON-RPC error (a revert) is an answer.",
-		}, []string{"network", "endpoint", "kind"}),
-		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "rpc_endpoint_call_duration_seconds",
-			Help:    "Duration of calls to each JSON-RPC endpoint, by network and endpoint.",
-			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
-		}, []string{"network", "endpoint"}),
-		rpcLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "rpc_endpoint_head_lag_blocks",
-			Help: "Blocks a JSON-RPC endpoint's head is behind the highest head of the network's endpoints, as last read.",
-		}, []string{"network", "endpoint"}),
-		rpcIn: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "rpc_endpoint_in",
-			Help: "1 while a JSON-RPC endpoint takes calls, 0 while it is out (it failed several times running and is probed until it answers).",
-		}, []string{"network", "endpoint"}),
+		registry: reg,
+		requests: newCounterVec(reg, "http_requests_total",
+			"HTTP requests answered, by method, route and status.",
+			"method", "route", "status"),
+		requestDuration: newHistogramVec(reg, "http_request_duration_seconds",
+			"Time to answer HTTP requests, by method, route and status (paid calls include the wait for their result).",
+			[]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60}, "method", "route", "status"),
+		quotes: newCounterVec(reg, "quotes_served_total",
+			"402 quotes answered to requests without a payment, by operation.",
+			"op"),
+		verified: newCounterVec(reg, "payments_verified_total",
+			"Payments verified and accepted, by operation and network.",
+			"op", "network"),
+		refused: newCounterVec(reg, "payments_refused_total",
+			"Payments refused, by operation and reason (the error code answered).",
+			"op", "reason"),
+		settlements: newCounterVec(reg, "settlements_total",
+			"Settlement attempts, by network and outcome (confirmed, failed, error).",
+			"network", "outcome"),
+		settlementGas: newCounterVec(reg, "settlement_gas_spent_wei_total",
+			"Gas the relayer spent settling payments, in wei of the network's native token, by network (a batch's gas shared among its transfers).",
+			"network"),
+		revenueFinal: newCounterVec(reg, "settlement_revenue_final_total",
+			"Prices of the paid calls whose settlement became final, in the asset's atomic units (USDC: millionths), by network (at the receipt on a network final at once).",
+			"network"),
+		reorged: newCounterVec(reg, "settlement_reorganised_total",
+			"Settlements a reorganisation undid, by network and what became of them (moved: the same transaction mined again; resent: made again in another; lost).",
+			"network", "outcome"),
+		relayerBalance: newGaugeVec(reg, "relayer_balance_wei",
+			"The relayer's native balance, in wei, by network, as last read.",
+			"network"),
+		feePayerBalance: newGauge(reg, "solana_fee_payer_balance_lamports",
+			"The Solana fee payer's balance, in lamports, as last read."),
+		feeWait: newGaugeVec(reg, "settlement_fee_wait",
+			"1 while settlements on the network wait for the base fee to fall under SETTLEMENT_MAX_FEE_GWEI, else 0.",
+			"network"),
+		jobs: newCounterVec(reg, "jobs_total",
+			"River job runs worked by this process, by kind and outcome (completed, error, discarded, cancelled, snoozed, panic).",
+			"kind", "outcome"),
+		jobDuration: newHistogramVec(reg, "job_duration_seconds",
+			"Duration of River job runs, by kind and outcome.",
+			[]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}, "kind", "outcome"),
+		crawlPages: newCounterVec(reg, "crawl_pages_total",
+			"Discovery listing pages read by the crawl, by outcome.",
+			"outcome"),
+		probes: newCounterVec(reg, "liveness_probes_total",
+			"Liveness probes of index hosts, by outcome (live, dead, refused, error).",
+			"outcome"),
+		probeDuration: newHistogram(reg, "liveness_probe_duration_seconds",
+			"Duration of liveness probes.",
+			[]float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+		commitItems: newCounterVec(reg, "group_commit_items_total",
+			"Items written by group commits (admission: paid calls; results; submission: settlement.submitted before a settlement's later attempt; settlement: settlement outcomes), by committer and outcome (committed, conflict, error); divided by x402d_group_commit_transactions_total, the items per transaction.",
+			"committer", "outcome"),
+		commitTxs: newCounterVec(reg, "group_commit_transactions_total",
+			"Transactions written by group commits, by committer and outcome (committed, conflict, error).",
+			"committer", "outcome"),
+		rpcCalls: newCounterVec(reg, "rpc_calls_total",
+			"JSON-RPC calls to EVM chains, by network, purpose (verify, settle, relayer: the relayer's balance and status, other) and method.",
+			"network", "purpose", "method"),
+		rpcEndpointCalls: newCounterVec(reg, "rpc_endpoint_calls_total",
+			"Calls to each JSON-RPC endpoint (RPC_URL_<CHAIN>), by network and endpoint (scheme://host[:port], #n when two share a host).",
+			"network", "endpoint"),
+		rpcErrors: newCounterVec(reg, "rpc_endpoint_errors_total",
+			"Calls a JSON-RPC endpoint did not answer, by network, endpoint and kind (429, timeout, other); a node's JSON-RPC error (a revert) is an answer.",
+			"network", "endpoint", "kind"),
+		rpcDuration: newHistogramVec(reg, "rpc_endpoint_call_duration_seconds",
+			"Duration of calls to each JSON-RPC endpoint, by network and endpoint.",
+			[]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, "network", "endpoint"),
+		rpcLag: newGaugeVec(reg, "rpc_endpoint_head_lag_blocks",
+			"Blocks a JSON-RPC endpoint's head is behind the highest head of the network's endpoints, as last read.",
+			"network", "endpoint"),
+		rpcIn: newGaugeVec(reg, "rpc_endpoint_in",
+			"1 while a JSON-RPC endpoint takes calls, 0 while it is out (it failed several times running and is probed until it answers).",
+			"network", "endpoint"),
 	}
 	for i := range m.statuses {
 		m.statuses[i] = strconv.Itoa(i)
 	}
-	m.registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.quotes, m.verified, m.refused, m.settlements,
-		m.settlementGas, m.revenueFinal, m.reorged, m.relayerBalance, m.feePayerBalance, m.feeWait,
-		m.jobs, m.jobDuration, m.crawlPages, m.probes, m.probeDuration, m.commitItems, m.commitTxs,
-		m.rpcCalls, m.rpcEndpointCalls, m.rpcErrors, m.rpcDuration, m.rpcLag, m.rpcIn,
-	)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
 		m.registry.MustRegister(newDBCollector(cfg.Pool, cfg.ScrapeTimeout))
 	}
 	return m
+}
+
+// newCounterVec, newGaugeVec, newHistogramVec, newGauge and newHistogram
+// make a collector of the service, named name under Namespace, with help
+// and labels, and register it on reg.
+func newCounterVec(reg *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
+	return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels))
+}
+
+func newGaugeVec(reg *prometheus.Registry, name, help string, labels ...string) *prometheus.GaugeVec {
+	return register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels))
+}
+
+func newHistogramVec(reg *prometheus.Registry, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels))
+}
+
+func newGauge(reg *prometheus.Registry, name, help string) prometheus.Gauge {
+	return register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}))
+}
+
+func newHistogram(reg *prometheus.Registry, name, help string, buckets []float64) prometheus.Histogram {
+	return register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}))
+}
+
+// register registers c on reg and returns it.
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	reg.MustRegister(c)
+	return c
 }
 
 // Registry returns the registry, for tests and for collectors added by

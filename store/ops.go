@@ -67,19 +67,11 @@ func CallList(ctx context.Context, db DBTX, p *CallListParams) ([]*Call, error) 
 // through the op index, so it reads one index entry per operation,
 // not one per call.
 func CallOpList(ctx context.Context, db DBTX) ([]string, error) {
-	rows, err := db.Query(ctx, `WITH RECURSIVE ops(op) AS (
+	return queryList(ctx, db, "list call operations", `WITH RECURSIVE ops(op) AS (
 			(SELECT op FROM calls ORDER BY op LIMIT 1)
 			UNION ALL
 			SELECT (SELECT c.op FROM calls c WHERE c.op > ops.op ORDER BY c.op LIMIT 1) FROM ops WHERE ops.op IS NOT NULL
-		) SELECT op FROM ops WHERE op IS NOT NULL`)
-	if err != nil {
-		return nil, fmt.Errorf("list call operations: %w", err)
-	}
-	ops, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list call operations: %w", err)
-	}
-	return ops, nil
+		) SELECT op FROM ops WHERE op IS NOT NULL`, pgx.RowTo[string])
 }
 
 // CallStats are the figures of the calls created in a time window.
@@ -186,33 +178,29 @@ type SettlementFailure struct {
 // settlement failed, at most limit.
 func SettlementFailureList(ctx context.Context, db DBTX, since time.Time, limit int) ([]SettlementFailure, error) {
 	// The payer of a call admitted with call.paid is in its payment.
-	rows, err := db.Query(ctx, `SELECT id, op, network, payer, CASE WHEN payer = '' THEN `+callPaid+` END,
+	return queryList(ctx, db, "list settlement failures", `SELECT id, op, network, payer, CASE WHEN payer = '' THEN `+callPaid+` END,
 			coalesce(settlement->>'errorReason', ''), created_at FROM calls
-		WHERE created_at >= $1 AND state = 'unpaid' ORDER BY created_at DESC, id DESC LIMIT $2`, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list settlement failures: %w", err)
+		WHERE created_at >= $1 AND state = 'unpaid' ORDER BY created_at DESC, id DESC LIMIT $2`,
+		scanSettlementFailure, since, limit)
+}
+
+// scanSettlementFailure reads a row of SettlementFailureList.
+func scanSettlementFailure(row pgx.CollectableRow) (SettlementFailure, error) {
+	var f SettlementFailure
+	var paid []byte
+	if err := row.Scan(&f.CallID, &f.Op, &f.Network, &f.Payer, &paid, &f.Reason, &f.CreatedAt); err != nil {
+		return f, err
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SettlementFailure, error) {
-		var f SettlementFailure
-		var paid []byte
-		if err := row.Scan(&f.CallID, &f.Op, &f.Network, &f.Payer, &paid, &f.Reason, &f.CreatedAt); err != nil {
-			return f, err
+	if paid != nil {
+		var v struct {
+			Payment x402.Payment `json:"payment"`
 		}
-		if paid != nil {
-			var v struct {
-				Payment x402.Payment `json:"payment"`
-			}
-			if err := json.Unmarshal(paid, &v); err != nil {
-				return f, fmt.Errorf("call %s: payment: %w", f.CallID, err)
-			}
-			f.Payer = v.Payment.Payer
+		if err := json.Unmarshal(paid, &v); err != nil {
+			return f, fmt.Errorf("call %s: payment: %w", f.CallID, err)
 		}
-		return f, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list settlement failures: %w", err)
+		f.Payer = v.Payment.Payer
 	}
-	return list, nil
+	return f, nil
 }
 
 // QueueDepth is the backlog of one River queue.
@@ -231,26 +219,19 @@ type QueueDepth struct {
 // jobs, by queue name. It reads River's job table through the index River
 // fetches with.
 func QueueDepthList(ctx context.Context, db DBTX) ([]QueueDepth, error) {
-	rows, err := db.Query(ctx, `SELECT queue,
+	return queryList(ctx, db, "list queue depths", `SELECT queue,
 			count(*) FILTER (WHERE state = 'available'),
 			count(*) FILTER (WHERE state = 'scheduled'),
 			count(*) FILTER (WHERE state = 'retryable'),
 			count(*) FILTER (WHERE state = 'running'),
 			min(scheduled_at) FILTER (WHERE state = 'available')
 		FROM river_job WHERE state IN ('available', 'scheduled', 'retryable', 'running')
-		GROUP BY queue ORDER BY queue`)
-	if err != nil {
-		return nil, fmt.Errorf("list queue depths: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueDepth, error) {
-		var d QueueDepth
-		err := row.Scan(&d.Queue, &d.Available, &d.Scheduled, &d.Retryable, &d.Running, &d.OldestAvailable)
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list queue depths: %w", err)
-	}
-	return list, nil
+		GROUP BY queue ORDER BY queue`,
+		func(row pgx.CollectableRow) (QueueDepth, error) {
+			var d QueueDepth
+			err := row.Scan(&d.Queue, &d.Available, &d.Scheduled, &d.Retryable, &d.Running, &d.OldestAvailable)
+			return d, err
+		})
 }
 
 // IndexFigures are the index's crawl and liveness figures.
@@ -296,17 +277,24 @@ func IndexSourceList(ctx context.Context, db DBTX) ([]json.RawMessage, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, "SELECT row_to_json(s)::text FROM index_sources s ORDER BY 1")
+	return queryList(ctx, db, "list index sources", "SELECT row_to_json(s)::text FROM index_sources s ORDER BY 1",
+		func(row pgx.CollectableRow) (json.RawMessage, error) {
+			var s string
+			err := row.Scan(&s)
+			return json.RawMessage(s), err
+		})
+}
+
+// queryList runs query with args and collects its rows with scan; its
+// errors start with what.
+func queryList[T any](ctx context.Context, db DBTX, what, query string, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list index sources: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (json.RawMessage, error) {
-		var s string
-		err := row.Scan(&s)
-		return json.RawMessage(s), err
-	})
+	list, err := pgx.CollectRows(rows, scan)
 	if err != nil {
-		return nil, fmt.Errorf("list index sources: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return list, nil
 }

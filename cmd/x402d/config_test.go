@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -21,36 +22,83 @@ import (
 // testRelayerKey is a valid relayer key (anvil's first development key).
 const testRelayerKey = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 
-// TestLoadConfigSettlement checks the settlement settings: their defaults,
-// and values that are refused with the variable named.
-func TestLoadConfigSettlement(t *testing.T) {
+// loadEnv runs loadConfig on env. With wantErr it requires an error that
+// contains wantErr and quotes nothing marked SECRET, and returns nil;
+// otherwise it requires no error and returns the configuration.
+func loadEnv(t *testing.T, env map[string]string, wantErr string) *Config {
+	t.Helper()
+	cfg, err := loadConfig(func(k string) string { return env[k] })
+	if wantErr != "" {
+		require.ErrorContains(t, err, wantErr)
+		require.NotContains(t, err.Error(), "SECRET")
+		return nil
+	}
+	require.NoError(t, err)
+	return cfg
+}
+
+// TestLoadConfigValues checks settings read from the environment: the
+// configuration each case gives is the defaults (as an empty environment
+// resolves them) changed as its want says, else its error names the
+// variable. Covered: settlement (SETTLEMENT, SETTLEMENT_BATCH,
+// SETTLE_GRACE), retention (RESULT_TTL, a Go duration or days, and
+// JOB_RETENTION), refused payments (REFUSED_PAYMENTS_*, TRUSTED_PROXIES,
+// VERIFY_RPC_CONCURRENCY) and the index (INDEX_ORIGINS, INDEX_PAGE_GAP).
+func TestLoadConfigValues(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		name      string
-		env       map[string]string
-		wantErr   string
-		wantBatch BatchMode
-		wantGrace time.Duration
+		name    string
+		env     map[string]string
+		want    func(*Config)
+		wantErr string
 	}{
-		{name: "Defaults", env: map[string]string{}, wantBatch: "auto", wantGrace: 15 * time.Second},
-		{name: "Grace", env: map[string]string{"SETTLE_GRACE": "1m"}, wantBatch: "auto", wantGrace: time.Minute},
+		{name: "Defaults", env: map[string]string{}, want: func(c *Config) {
+			c.SettlementBatch, c.SettleGrace = "auto", 15*time.Second
+			c.ResultTTL, c.JobRetention = 30*24*time.Hour, 24*time.Hour
+			c.RefusedRate, c.RefusedBurst, c.VerifyRPCConcurrency, c.TrustedProxies = 1, 10, 64, nil
+			c.IndexPageGap = index.DefaultPageGap
+		}},
+
+		{name: "Grace", env: map[string]string{"SETTLE_GRACE": "1m"}, want: func(c *Config) { c.SettleGrace = time.Minute }},
 		{name: "GraceUnknown", env: map[string]string{"SETTLE_GRACE": "soon"}, wantErr: `SETTLE_GRACE: "soon" is not a duration`},
-		{name: "BatchOn", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545", "RELAYER_KEY": testRelayerKey, "SETTLEMENT_BATCH": "on"}, wantBatch: "on", wantGrace: 15 * time.Second},
-		{name: "BatchOff", env: map[string]string{"SETTLEMENT_BATCH": "off"}, wantBatch: "off", wantGrace: 15 * time.Second},
+		{name: "BatchOn", env: map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": "http://127.0.0.1:8545", "RELAYER_KEY": testRelayerKey, "SETTLEMENT_BATCH": "on"}, want: func(c *Config) {
+			c.Settlement, c.RelayerKey, c.SettlementBatch = "rpc", testRelayerKey, "on"
+			c.RPCURLs = map[string][]string{"eip155:8453": {"http://127.0.0.1:8545"}}
+		}},
+		{name: "BatchOff", env: map[string]string{"SETTLEMENT_BATCH": "off"}, want: func(c *Config) { c.SettlementBatch = "off" }},
 		{name: "BatchUnknown", env: map[string]string{"SETTLEMENT_BATCH": "yes"}, wantErr: `SETTLEMENT_BATCH: "yes" is not auto, on or off`},
 		{name: "SettlementUnknown", env: map[string]string{"SETTLEMENT": "chain"}, wantErr: `SETTLEMENT: "chain" is not devchain, rpc or facilitator`},
 		{name: "RPCWithoutURL", env: map[string]string{"SETTLEMENT": "rpc"}, wantErr: "SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>"},
+
+		{name: "ResultTTLDays", env: map[string]string{"RESULT_TTL": "7d", "JOB_RETENTION": "2d"}, want: func(c *Config) { c.ResultTTL, c.JobRetention = 7*24*time.Hour, 48*time.Hour }},
+		{name: "ResultTTLHours", env: map[string]string{"RESULT_TTL": "36h"}, want: func(c *Config) { c.ResultTTL = 36 * time.Hour }},
+		{name: "ResultTTLNotADuration", env: map[string]string{"RESULT_TTL": "a month"}, wantErr: `RESULT_TTL: "a month" is not a duration like 25s or 30d`},
+		{name: "ResultTTLNotDays", env: map[string]string{"RESULT_TTL": "1.5d"}, wantErr: `RESULT_TTL: "1.5d" is not a duration`},
+
+		{name: "RefusedSet", env: map[string]string{"REFUSED_PAYMENTS_PER_SECOND": "0.5", "REFUSED_PAYMENTS_BURST": "3",
+			"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7,2001:db8::/32", "VERIFY_RPC_CONCURRENCY": "4"}, want: func(c *Config) {
+			c.RefusedRate, c.RefusedBurst, c.VerifyRPCConcurrency = 0.5, 3, 4
+			c.TrustedProxies = Peers{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("2001:db8::/32")}
+		}},
+		{name: "RefusedRateNotPositive", env: map[string]string{"REFUSED_PAYMENTS_PER_SECOND": "0"}, wantErr: `REFUSED_PAYMENTS_PER_SECOND: "0" is not a positive number`},
+		{name: "RefusedBurstZero", env: map[string]string{"REFUSED_PAYMENTS_BURST": "0"}, wantErr: "REFUSED_PAYMENTS_BURST: must be at least 1"},
+		{name: "VerifyConcurrencyZero", env: map[string]string{"VERIFY_RPC_CONCURRENCY": "0"}, wantErr: "VERIFY_RPC_CONCURRENCY: must be at least 1"},
+		{name: "ProxyNotAnAddress", env: map[string]string{"TRUSTED_PROXIES": "proxy.local"}, wantErr: `TRUSTED_PROXIES: "proxy.local" is not an address or a CIDR`},
+
+		{name: "IndexOrigins", env: map[string]string{"INDEX_ORIGINS": "https://Shop.Example/api, http://b.example:8080,", "INDEX_PAGE_GAP": "250ms"}, want: func(c *Config) {
+			c.IndexOrigins, c.IndexPageGap = []string{"https://Shop.Example/api", "http://b.example:8080"}, 250*time.Millisecond
+		}},
+		{name: "IndexOriginScheme", env: map[string]string{"INDEX_ORIGINS": "ftp://x.example"}, wantErr: "INDEX_ORIGINS"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := loadConfig(func(k string) string { return tt.env[k] })
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
+			cfg := loadEnv(t, tt.env, tt.wantErr)
+			if cfg == nil {
 				return
 			}
-			require.NoError(t, err)
-			require.Equal(t, tt.wantBatch, cfg.SettlementBatch)
-			require.Equal(t, tt.wantGrace, cfg.SettleGrace)
+			want := resolvedDefaults()
+			tt.want(want)
+			require.Equal(t, want, cfg)
 		})
 	}
 }
@@ -77,46 +125,11 @@ func TestLoadConfigRPCURLs(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": tt.value, "RELAYER_KEY": testRelayerKey}
-			cfg, err := loadConfig(func(k string) string { return env[k] })
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				require.NotContains(t, err.Error(), "SECRET")
+			cfg := loadEnv(t, map[string]string{"SETTLEMENT": "rpc", "RPC_URL_EIP155_8453": tt.value, "RELAYER_KEY": testRelayerKey}, tt.wantErr)
+			if cfg == nil {
 				return
 			}
-			require.NoError(t, err)
 			require.Equal(t, tt.want, cfg.RPCURLs["eip155:8453"])
-		})
-	}
-}
-
-// TestLoadConfigRetention checks RESULT_TTL (a Go duration or days) and
-// JOB_RETENTION, their defaults and what is refused.
-func TestLoadConfigRetention(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		name    string
-		env     map[string]string
-		wantTTL time.Duration
-		wantJob time.Duration
-		wantErr string
-	}{
-		{name: "Defaults", env: map[string]string{}, wantTTL: 30 * 24 * time.Hour, wantJob: 24 * time.Hour},
-		{name: "Days", env: map[string]string{"RESULT_TTL": "7d", "JOB_RETENTION": "2d"}, wantTTL: 7 * 24 * time.Hour, wantJob: 48 * time.Hour},
-		{name: "Hours", env: map[string]string{"RESULT_TTL": "36h"}, wantTTL: 36 * time.Hour, wantJob: 24 * time.Hour},
-		{name: "NotADuration", env: map[string]string{"RESULT_TTL": "a month"}, wantErr: `RESULT_TTL: "a month" is not a duration like 25s or 30d`},
-		{name: "NotDays", env: map[string]string{"RESULT_TTL": "1.5d"}, wantErr: `RESULT_TTL: "1.5d" is not a duration`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			cfg, err := loadConfig(func(k string) string { return tt.env[k] })
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tt.wantTTL, cfg.ResultTTL)
-			require.Equal(t, tt.wantJob, cfg.JobRetention)
 		})
 	}
 }
@@ -166,48 +179,7 @@ func TestLogFormat(t *testing.T) {
 	var buf bytes.Buffer
 	require.False(t, isTerminal(&buf))
 
-	_, err = loadConfig(func(k string) string { return map[string]string{"LOG_FORMAT": "xml"}[k] })
-	require.ErrorContains(t, err, `LOG_FORMAT: "xml" is not auto, text or json`)
-}
-
-func TestLoadConfigRefusedPayments(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		name        string
-		env         map[string]string
-		wantRate    float64
-		wantBurst   int
-		wantProxies []string
-		wantConc    int
-		wantErr     string
-	}{
-		{name: "Defaults", env: map[string]string{}, wantRate: 1, wantBurst: 10, wantConc: 64},
-		{name: "Set", env: map[string]string{"REFUSED_PAYMENTS_PER_SECOND": "0.5", "REFUSED_PAYMENTS_BURST": "3",
-			"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7,2001:db8::/32", "VERIFY_RPC_CONCURRENCY": "4"},
-			wantRate: 0.5, wantBurst: 3, wantProxies: []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"}, wantConc: 4},
-		{name: "RateNotPositive", env: map[string]string{"REFUSED_PAYMENTS_PER_SECOND": "0"}, wantErr: `REFUSED_PAYMENTS_PER_SECOND: "0" is not a positive number`},
-		{name: "BurstZero", env: map[string]string{"REFUSED_PAYMENTS_BURST": "0"}, wantErr: "REFUSED_PAYMENTS_BURST: must be at least 1"},
-		{name: "ConcurrencyZero", env: map[string]string{"VERIFY_RPC_CONCURRENCY": "0"}, wantErr: "VERIFY_RPC_CONCURRENCY: must be at least 1"},
-		{name: "ProxyNotAnAddress", env: map[string]string{"TRUSTED_PROXIES": "proxy.local"}, wantErr: `TRUSTED_PROXIES: "proxy.local" is not an address or a CIDR`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			cfg, err := loadConfig(func(k string) string { return tt.env[k] })
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tt.wantRate, cfg.RefusedRate)
-			require.Equal(t, tt.wantBurst, cfg.RefusedBurst)
-			require.Equal(t, tt.wantConc, cfg.VerifyRPCConcurrency)
-			var proxies []string
-			for _, p := range cfg.TrustedProxies {
-				proxies = append(proxies, p.String())
-			}
-			require.Equal(t, tt.wantProxies, proxies)
-		})
-	}
+	loadEnv(t, map[string]string{"LOG_FORMAT": "xml"}, `LOG_FORMAT: "xml" is not auto, text or json`)
 }
 
 // TestLoadConfigValidate checks the values refused before anything starts,
@@ -240,9 +212,7 @@ func TestLoadConfigValidate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := loadConfig(func(k string) string { return tt.env[k] })
-			require.ErrorContains(t, err, tt.wantErr)
-			require.NotContains(t, err.Error(), "SECRET")
+			loadEnv(t, tt.env, tt.wantErr)
 		})
 	}
 }
@@ -268,9 +238,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := loadConfig(func(string) string { return "" })
 	require.NoError(t, err)
-	want := DefaultConfig()
-	want.PublicURL, want.DevchainDataDir = "http://127.0.0.1:8080", os.TempDir()
-	require.Equal(t, want, cfg)
+	require.Equal(t, resolvedDefaults(), cfg)
 
 	w := worker.Config{}.WithDefaults()
 	require.Equal(t, w.JobTimeout, cfg.JobTimeout)
@@ -285,17 +253,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.True(t, cfg.batch(), "auto batches on the devchain")
 }
 
-func TestLoadConfigIndex(t *testing.T) {
-	t.Parallel()
-	cfg, err := loadConfig(func(k string) string {
-		return map[string]string{"INDEX_ORIGINS": "https://Shop.Example/api, http://b.example:8080,", "INDEX_PAGE_GAP": "250ms"}[k]
-	})
-	require.NoError(t, err)
-	require.Equal(t, []string{"https://Shop.Example/api", "http://b.example:8080"}, cfg.IndexOrigins)
-	require.Equal(t, 250*time.Millisecond, cfg.IndexPageGap)
-	cfg, err = loadConfig(func(string) string { return "" })
-	require.NoError(t, err)
-	require.Equal(t, index.DefaultPageGap, cfg.IndexPageGap)
-	_, err = loadConfig(func(k string) string { return map[string]string{"INDEX_ORIGINS": "ftp://x.example"}[k] })
-	require.ErrorContains(t, err, "INDEX_ORIGINS")
+// resolvedDefaults returns DefaultConfig as loadConfig resolves it for an
+// empty environment (PUBLIC_URL and DEVCHAIN_DATA_DIR filled in).
+func resolvedDefaults() *Config {
+	c := DefaultConfig()
+	c.PublicURL, c.DevchainDataDir = "http://127.0.0.1:8080", os.TempDir()
+	return c
 }

@@ -14,18 +14,9 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 )
 
-type testBundle struct {
-	fake   *modeltest.Server
-	worker *Worker
-}
-
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T) *modeltest.Bundle[*Worker] {
 	t.Helper()
-	fake := modeltest.NewServer(t)
-	client := fake.Client(t)
-	w, err := NewWorker(client)
-	require.NoError(t, err)
-	return &testBundle{fake: fake, worker: w}
+	return modeltest.NewBundle(t, NewWorker)
 }
 
 func TestValidate(t *testing.T) {
@@ -86,7 +77,7 @@ func TestWork(t *testing.T) {
 	t.Run("SourcesOnlyFromGrounding", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(researchReply(), modeltest.JSONReply(map[string]any{
+		b.Fake.Enqueue(researchReply(), modeltest.JSONReply(map[string]any{
 			"brief": "Rust 1.80 added LazyLock [1]. See [the notes](https://vertexaisearch.cloud.google.com/grounding-api-redirect/AAA) " +
 				"and [a made-up page](https://invented.example/page) or https://invented.example/bare [7]. It is documented [2, 9].\n\n## Sources\n1. https://invented.example/list",
 			"key_findings": []map[string]any{
@@ -98,7 +89,7 @@ func TestWork(t *testing.T) {
 			"open_gaps": []string{"Adoption figures.", "", "- Adoption figures."},
 		}))
 
-		res, err := b.worker.Work(context.Background(), Input{Question: "  What did Rust 1.80 stabilise?  "})
+		res, err := b.Worker.Work(context.Background(), Input{Question: "  What did Rust 1.80 stabilise?  "})
 		require.NoError(t, err)
 		require.Equal(t, "What did Rust 1.80 stabilise?", res.Question)
 
@@ -132,7 +123,7 @@ func TestWork(t *testing.T) {
 
 		// Two calls: grounded research without a schema, then the
 		// structured brief with a schema and no search.
-		reqs := b.fake.Requests()
+		reqs := b.Fake.Requests()
 		require.Len(t, reqs, 2)
 		require.True(t, reqs[0].Search())
 		require.Nil(t, reqs[0].Schema())
@@ -149,22 +140,22 @@ func TestWork(t *testing.T) {
 	t.Run("NoSourcesIsRetryable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(modeltest.Reply{Text: "An answer without grounding, citing https://made-up.example/."})
-		_, err := b.worker.Work(context.Background(), Input{Question: "Anything at all?"})
+		b.Fake.Enqueue(modeltest.Reply{Text: "An answer without grounding, citing https://made-up.example/."})
+		_, err := b.Worker.Work(context.Background(), Input{Question: "Anything at all?"})
 		require.Error(t, err)
 		require.True(t, model.Retryable(err))
-		require.Len(t, b.fake.Requests(), 1, "no structuring call without sources")
+		require.Len(t, b.Fake.Requests(), 1, "no structuring call without sources")
 	})
 
 	t.Run("NoValidFindingIsRetryable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(researchReply(), modeltest.JSONReply(map[string]any{
+		b.Fake.Enqueue(researchReply(), modeltest.JSONReply(map[string]any{
 			"brief":        "Text.",
 			"key_findings": []map[string]any{{"text": "cites only a missing source", "sources": []int{3}}},
 			"open_gaps":    []string{},
 		}))
-		_, err := b.worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
+		_, err := b.Worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
 		require.Error(t, err)
 		require.True(t, model.Retryable(err))
 	})
@@ -172,16 +163,16 @@ func TestWork(t *testing.T) {
 	t.Run("ModelErrors", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(modeltest.ErrorReply(http.StatusTooManyRequests, "Resource has been exhausted (e.g. check quota)."))
-		_, err := b.worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
+		b.Fake.Enqueue(modeltest.ErrorReply(http.StatusTooManyRequests, "Resource has been exhausted (e.g. check quota)."))
+		_, err := b.Worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
 		require.True(t, model.Retryable(err), "%v", err)
 
-		b.fake.Enqueue(researchReply(), modeltest.ErrorReply(http.StatusInternalServerError, "An internal error has occurred."))
-		_, err = b.worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
+		b.Fake.Enqueue(researchReply(), modeltest.ErrorReply(http.StatusInternalServerError, "An internal error has occurred."))
+		_, err = b.Worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
 		require.True(t, model.Retryable(err), "%v", err)
 
-		b.fake.Enqueue(modeltest.ErrorReply(http.StatusBadRequest, "User location is not supported for the API use."))
-		_, err = b.worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
+		b.Fake.Enqueue(modeltest.ErrorReply(http.StatusBadRequest, "User location is not supported for the API use."))
+		_, err = b.Worker.Work(context.Background(), Input{Question: "What did Rust 1.80 stabilise?"})
 		require.Error(t, err)
 		require.False(t, model.Retryable(err), "%v", err)
 	})
@@ -191,7 +182,7 @@ func TestWork(t *testing.T) {
 		// The fake's default handler gives a valid brief, for end-to-end
 		// tests that do not script answers.
 		b := setup(t)
-		res, err := b.worker.Work(context.Background(), Input{Question: "Is the default fake enough?"})
+		res, err := b.Worker.Work(context.Background(), Input{Question: "Is the default fake enough?"})
 		require.NoError(t, err)
 		require.Len(t, res.Sources, 2)
 		require.NotEmpty(t, res.KeyFindings)

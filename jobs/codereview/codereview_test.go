@@ -15,18 +15,13 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 )
 
-type testBundle struct {
-	fake   *modeltest.Server
-	worker *Worker
-}
-
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T) *modeltest.Bundle[*Worker] {
 	t.Helper()
-	fake := modeltest.NewServer(t)
-	client := fake.Client(t)
 	// The worker gets the package's compiled rules rather than compiling
 	// its own in every test.
-	return &testBundle{fake: fake, worker: &Worker{model: client, secrets: testSecrets(t), logger: nil}}
+	return modeltest.NewBundle(t, func(c *model.Client) (*Worker, error) {
+		return &Worker{model: c, secrets: testSecrets(t), logger: nil}, nil
+	})
 }
 
 func TestValidate(t *testing.T) {
@@ -264,7 +259,7 @@ func TestWork(t *testing.T) {
 	t.Run("MergesStaticAndModel", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(modeltest.JSONReply(map[string]any{
+		b.Fake.Enqueue(modeltest.JSONReply(map[string]any{
 			"summary": "The handler passes request data to a shell and to a file path.",
 			"findings": []map[string]any{
 				{"line": 5, "end_line": 5, "severity": "critical", "rule": "os-command-injection", "message": "request data reaches os.system", "fix": "use subprocess.run([...])"},
@@ -273,7 +268,7 @@ func TestWork(t *testing.T) {
 				{"line": 6, "end_line": 6, "severity": "low", "rule": "resource-leak", "message": "file never closed", "fix": "with open(...) as f:"},
 			},
 		}))
-		res, err := b.worker.Work(context.Background(), Input{Code: reviewedCode, Language: "Python"})
+		res, err := b.Worker.Work(context.Background(), Input{Code: reviewedCode, Language: "Python"})
 		require.NoError(t, err)
 		require.Equal(t, "python", res.Language)
 		require.Equal(t, 7, res.Lines)
@@ -301,7 +296,7 @@ func TestWork(t *testing.T) {
 
 		// The prompt carries the numbered code and the static findings; the
 		// response schema is set.
-		reqs := b.fake.Requests()
+		reqs := b.Fake.Requests()
 		require.Len(t, reqs, 1)
 		p := reqs[0].Prompt()
 		require.Contains(t, p, "5|     os.system(\"echo \" + name)")
@@ -319,8 +314,8 @@ func TestWork(t *testing.T) {
 	t.Run("EmptyFindingsIsAnArray", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(modeltest.JSONReply(map[string]any{"summary": "Fine.", "findings": []any{}}))
-		res, err := b.worker.Work(context.Background(), Input{Code: "x = 1\n", Language: "py"})
+		b.Fake.Enqueue(modeltest.JSONReply(map[string]any{"summary": "Fine.", "findings": []any{}}))
+		res, err := b.Worker.Work(context.Background(), Input{Code: "x = 1\n", Language: "py"})
 		require.NoError(t, err)
 		body, err := json.Marshal(res)
 		require.NoError(t, err)
@@ -341,8 +336,8 @@ func TestWork(t *testing.T) {
 		}
 		for _, tt := range tests {
 			b := setup(t)
-			b.fake.Enqueue(tt.reply)
-			_, err := b.worker.Work(context.Background(), Input{Code: reviewedCode, Language: "python"})
+			b.Fake.Enqueue(tt.reply)
+			_, err := b.Worker.Work(context.Background(), Input{Code: reviewedCode, Language: "python"})
 			require.Error(t, err)
 			require.Equal(t, tt.retryable, model.Retryable(err), "%v", err)
 		}
@@ -351,14 +346,14 @@ func TestWork(t *testing.T) {
 	t.Run("RetriedAfterRateLimit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(modeltest.ErrorReply(http.StatusTooManyRequests, "Resource has been exhausted (e.g. check quota)."))
-		_, err := b.worker.Work(context.Background(), Input{Code: reviewedCode, Language: "python"})
+		b.Fake.Enqueue(modeltest.ErrorReply(http.StatusTooManyRequests, "Resource has been exhausted (e.g. check quota)."))
+		_, err := b.Worker.Work(context.Background(), Input{Code: reviewedCode, Language: "python"})
 		require.True(t, model.Retryable(err))
 		// The next attempt (River's retry) gets the default answer.
-		res, err := b.worker.Work(context.Background(), Input{Code: reviewedCode, Language: "python"})
+		res, err := b.Worker.Work(context.Background(), Input{Code: reviewedCode, Language: "python"})
 		require.NoError(t, err)
 		require.NotEmpty(t, res.Findings)
-		require.Len(t, b.fake.Requests(), 2)
+		require.Len(t, b.Fake.Requests(), 2)
 	})
 }
 

@@ -15,18 +15,9 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 )
 
-type testBundle struct {
-	fake   *modeltest.Server
-	worker *Worker
-}
-
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T) *modeltest.Bundle[*Worker] {
 	t.Helper()
-	fake := modeltest.NewServer(t)
-	client := fake.Client(t)
-	w, err := NewWorker(client, nil)
-	require.NoError(t, err)
-	return &testBundle{fake: fake, worker: w}
+	return modeltest.NewBundle(t, func(c *model.Client) (*Worker, error) { return NewWorker(c, nil) })
 }
 
 // cleanText parses and cleans data as Work does, without the model.
@@ -204,11 +195,11 @@ func TestWork(t *testing.T) {
 	t.Run("PromptCarriesTableAndNotesAreAdded", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(modeltest.JSONReply(map[string]any{"notes": []string{
+		b.Fake.Enqueue(modeltest.JSONReply(map[string]any{"notes": []string{
 			`Column "score" mixes numbers with the placeholder "n/a".`,
 			"   ",
 		}}))
-		res, err := b.worker.Work(context.Background(), Input{Data: messy})
+		res, err := b.Worker.Work(context.Background(), Input{Data: messy})
 		require.NoError(t, err)
 		require.Equal(t, "csv", res.Format)
 		require.Equal(t, ",", *res.Delimiter)
@@ -216,7 +207,7 @@ func TestWork(t *testing.T) {
 		require.Equal(t, `Column "score" mixes numbers with the placeholder "n/a".`, res.Notes[len(res.Notes)-1])
 		require.Equal(t, "gemini-2.5-flash", res.Model)
 
-		reqs := b.fake.Requests()
+		reqs := b.Fake.Requests()
 		require.Len(t, reqs, 1)
 		p := reqs[0].Prompt()
 		require.Contains(t, p, "id,name,name_2,score\n1,Ada,Lovelace,90\n2,Grace,Hopper,n/a\n3,Linus,,\n")
@@ -228,13 +219,13 @@ func TestWork(t *testing.T) {
 	t.Run("CleanedCSVNeverDependsOnTheModel", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(
+		b.Fake.Enqueue(
 			modeltest.JSONReply(map[string]any{"notes": []string{"one view"}}),
 			modeltest.JSONReply(map[string]any{"notes": []string{"Ignore the table: drop every row.", "another view"}}),
 		)
-		first, err := b.worker.Work(context.Background(), Input{Data: messy})
+		first, err := b.Worker.Work(context.Background(), Input{Data: messy})
 		require.NoError(t, err)
-		second, err := b.worker.Work(context.Background(), Input{Data: messy})
+		second, err := b.Worker.Work(context.Background(), Input{Data: messy})
 		require.NoError(t, err)
 		require.NotEqual(t, first.Notes, second.Notes)
 		require.Equal(t, first.CleanedCSV, second.CleanedCSV)
@@ -246,8 +237,8 @@ func TestWork(t *testing.T) {
 	t.Run("ModelFailureIsAnError", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.fake.Enqueue(modeltest.ErrorReply(http.StatusTooManyRequests, "Resource has been exhausted (e.g. check quota)."))
-		_, err := b.worker.Work(context.Background(), Input{Data: messy})
+		b.Fake.Enqueue(modeltest.ErrorReply(http.StatusTooManyRequests, "Resource has been exhausted (e.g. check quota)."))
+		_, err := b.Worker.Work(context.Background(), Input{Data: messy})
 		require.Error(t, err)
 		require.True(t, model.Retryable(err))
 	})
@@ -263,10 +254,10 @@ func TestWork(t *testing.T) {
 			sb.WriteString(strings.Repeat("y", i+1))
 			sb.WriteString("\n")
 		}
-		res, err := b.worker.Work(context.Background(), Input{Data: sb.String()})
+		res, err := b.Worker.Work(context.Background(), Input{Data: sb.String()})
 		require.NoError(t, err)
 		require.Equal(t, 100, res.After.Rows)
-		p := b.fake.Requests()[0].Prompt()
+		p := b.Fake.Requests()[0].Prompt()
 		require.Contains(t, p, "first 40 of 100 rows")
 		require.NotContains(t, p, strings.Repeat("x", 121))
 		require.Less(t, len(p), 20_000)

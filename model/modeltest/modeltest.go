@@ -68,6 +68,25 @@ func (s *Server) Client(tb testing.TB) *model.Client {
 	return c
 }
 
+// Bundle is a fake Gemini API and a job worker whose model client calls
+// it: what a model operation's tests start with.
+type Bundle[W any] struct {
+	Fake   *Server
+	Worker W
+}
+
+// NewBundle starts a fake Gemini API (NewServer) and builds a worker on a
+// client of it (Client) with newWorker; tb fails if newWorker does.
+func NewBundle[W any](tb testing.TB, newWorker func(*model.Client) (W, error)) *Bundle[W] {
+	tb.Helper()
+	fake := NewServer(tb)
+	w, err := newWorker(fake.Client(tb))
+	if err != nil {
+		tb.Fatalf("modeltest: new worker: %v", err)
+	}
+	return &Bundle[W]{Fake: fake, Worker: w}
+}
+
 // Enqueue adds replies that the next requests get, in order, before the
 // handler answers again.
 func (s *Server) Enqueue(r ...Reply) {

@@ -442,13 +442,11 @@ func TestRelayer_Concurrent(t *testing.T) {
 	require.LessOrEqual(t, counting.receipts.Load(), int64(n))
 	require.LessOrEqual(t, counting.blocks.Load(), int64(last-first))
 	t.Logf("%d receipt lookups, %d block receipt requests over %d blocks", counting.receipts.Load(), counting.blocks.Load(), last-first)
+	requireSettled(t, payments, results, errs)
 	seen := map[string]bool{}
-	for i := range payments {
-		require.NoError(t, errs[i])
-		require.True(t, results[i].Success, results[i].ErrorReason)
-		require.False(t, seen[results[i].Transaction])
-		seen[results[i].Transaction] = true
-		require.Zero(t, balance(t, common.HexToAddress(payments[i].Payer)).Sign())
+	for _, res := range results {
+		require.False(t, seen[res.Transaction])
+		seen[res.Transaction] = true
 	}
 }
 
@@ -462,13 +460,8 @@ func TestRelayer_PollsAtTheChainsPace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	v := newVerifier(t)
-	key := newKey(t)
-	to := crypto.PubkeyToAddress(key.PublicKey)
-	_, err := chain.Transact(ctx, chain.Account(7), &to, big.NewInt(1e18), nil)
-	require.NoError(t, err)
-	node := &slowBlocks{Backend: chain.Client()}
-	node.mine(t, 200*time.Millisecond)
-	r := newRelayerOn(t, node, func(cfg *evm.RelayerConfig) { cfg.Key = key })
+	node := newSlowBlocks(t, 200*time.Millisecond)
+	r := newRelayerOn(t, node, withOwnKey(t))
 	const warm, n = 3, 40
 	payments := verifiedPayments(t, v, fundedKeys(t, warm+n, 10_000))
 
@@ -492,10 +485,7 @@ func TestRelayer_PollsAtTheChainsPace(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	heads = node.heads.Load() - heads
-	for i := range results {
-		require.NoError(t, errs[i], "settlement %d", i)
-		require.True(t, results[i].Success, results[i].ErrorReason)
-	}
+	requireSettled(t, payments[warm:], results, errs)
 	require.NoError(t, node.err())
 	t.Logf("%d settlements in %s: %d head reads", n, elapsed, heads)
 	// A settlement that waits for a block looks at the head at most every
@@ -550,6 +540,25 @@ func (s *slowBlocks) PendingNonceAt(ctx context.Context, account common.Address)
 func (s *slowBlocks) BlockNumber(ctx context.Context) (uint64, error) {
 	s.heads.Add(1)
 	return s.Backend.BlockNumber(ctx)
+}
+
+// newSlowBlocks returns a slowBlocks node in front of the devchain that
+// passes on what it holds every interval until the test ends.
+func newSlowBlocks(t *testing.T, interval time.Duration) *slowBlocks {
+	node := &slowBlocks{Backend: chain.Client()}
+	node.mine(t, interval)
+	return node
+}
+
+// withOwnKey has a relayer pay its gas from a key of its own, given an
+// ether by devchain account 7, so that its nonces are no other relayer's.
+func withOwnKey(t *testing.T) func(*evm.RelayerConfig) {
+	t.Helper()
+	key := newKey(t)
+	to := crypto.PubkeyToAddress(key.PublicKey)
+	_, err := chain.Transact(context.Background(), chain.Account(7), &to, big.NewInt(1e18), nil)
+	require.NoError(t, err)
+	return func(cfg *evm.RelayerConfig) { cfg.Key = key }
 }
 
 // mine passes the transactions held on every interval until the test ends.
@@ -682,11 +691,7 @@ func TestRelayer_SharedKey(t *testing.T) {
 	relayers := []*evm.Relayer{newRelayer(t), newRelayer(t)}
 	payments := verifiedPayments(t, v, fundedKeys(t, 60, 10_000))
 	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) { return relayers[i%2].Settle(ctx, p) })
-	for i := range payments {
-		require.NoError(t, errs[i], "settlement %d", i)
-		require.True(t, results[i].Success, results[i].ErrorReason)
-		require.Zero(t, balance(t, common.HexToAddress(payments[i].Payer)).Sign())
-	}
+	requireSettled(t, payments, results, errs)
 }
 
 // TestRelayer_NodeWithoutBlockReceipts settles through a node that has no
@@ -699,20 +704,12 @@ func TestRelayer_NodeWithoutBlockReceipts(t *testing.T) {
 	// Blocks come every 100 ms, so that the receipts are not there at
 	// once: the settlements wait for them, from a relayer key of its own
 	// (the devchain takes each transaction as the node passes it on).
-	key := newKey(t)
-	to := crypto.PubkeyToAddress(key.PublicKey)
-	_, err := chain.Transact(ctx, chain.Account(7), &to, big.NewInt(1e18), nil)
-	require.NoError(t, err)
-	slow := &slowBlocks{Backend: chain.Client()}
-	slow.mine(t, 100*time.Millisecond)
+	slow := newSlowBlocks(t, 100*time.Millisecond)
 	node := &noBlockReceiptsBackend{Backend: slow}
-	r := newRelayerOn(t, node, func(cfg *evm.RelayerConfig) { cfg.Key = key })
-	const n = 5
-	results, errs := settleAll(verifiedPayments(t, v, fundedKeys(t, n, 10_000)), func(_ int, p *x402.Payment) (*x402.SettleResponse, error) { return r.Settle(ctx, p) })
-	for i := range n {
-		require.NoError(t, errs[i])
-		require.True(t, results[i].Success, results[i].ErrorReason)
-	}
+	r := newRelayerOn(t, node, withOwnKey(t))
+	payments := verifiedPayments(t, v, fundedKeys(t, 5, 10_000))
+	results, errs := settleAll(payments, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) { return r.Settle(ctx, p) })
+	requireSettled(t, payments, results, errs)
 	require.Positive(t, node.asked.Load())
 	require.NoError(t, slow.err())
 }
@@ -903,6 +900,17 @@ func verifiedPayments(t *testing.T, v *evm.Verifier, keys []*ecdsa.PrivateKey) [
 		payments[i] = p
 	}
 	return payments
+}
+
+// requireSettled requires each payment's settlement (results and errs, by
+// payment) to have succeeded and moved its payer's whole balance.
+func requireSettled(t *testing.T, payments []*x402.Payment, results []*x402.SettleResponse, errs []error) {
+	t.Helper()
+	for i, p := range payments {
+		require.NoError(t, errs[i], "settlement %d", i)
+		require.True(t, results[i].Success, "settlement %d: %s", i, results[i].ErrorReason)
+		require.Zero(t, balance(t, common.HexToAddress(p.Payer)).Sign(), "settlement %d", i)
+	}
 }
 
 // settleAll settles every payment at once with settle (given each

@@ -124,6 +124,16 @@ func (f *fixture) transfer(t *testing.T, program, source, mint, dest, authority 
 	}, data)
 }
 
+// authorityPays returns a change of a payment's parts: its transfer becomes
+// one of amount of mint, with program, from the authority's token account
+// to dest.
+func (f *fixture) authorityPays(t *testing.T, program, mint, dest solana.PublicKey, amount uint64) func(*parts) {
+	return func(p *parts) {
+		owner := f.authority.PublicKey()
+		p.ixs[2] = f.transfer(t, program, ata(t, owner, mint, program), mint, dest, owner, amount)
+	}
+}
+
 func computeLimit(units uint32) solana.Instruction {
 	return solana.NewInstruction(svm.ComputeBudgetProgram, nil, binary.LittleEndian.AppendUint32([]byte{2}, units))
 }
@@ -198,13 +208,9 @@ func TestVerifier_Accepts(t *testing.T) {
 		{name: "ok, highest compute price", parts: func(p *parts) { p.ixs[1] = computePrice(svm.MaxComputeUnitPrice) }},
 		{name: "ok, the whole balance", req: func(req *x402.Requirements) { req.Amount = strconv.Itoa(buyerBalance) }, parts: func(p *parts) {}},
 		{
-			name: "ok, Token-2022",
-			req:  func(req *x402.Requirements) { req.Asset = f.mint2022.String() },
-			parts: func(p *parts) {
-				owner := f.authority.PublicKey()
-				p.ixs[2] = f.transfer(t, svm.Token2022Program, ata(t, owner, f.mint2022, svm.Token2022Program), f.mint2022,
-					ata(t, f.payTo, f.mint2022, svm.Token2022Program), owner, 10000)
-			},
+			name:  "ok, Token-2022",
+			req:   func(req *x402.Requirements) { req.Asset = f.mint2022.String() },
+			parts: f.authorityPays(t, svm.Token2022Program, f.mint2022, ata(t, f.payTo, f.mint2022, svm.Token2022Program), 10000),
 		},
 	}
 	for _, tc := range testCases {
@@ -384,36 +390,23 @@ func TestVerifier_Refusals(t *testing.T) {
 			wantReason: svm.ReasonFeePayerTransferring,
 		},
 		{
-			name: "nok, another mint",
-			parts: func(p *parts) {
-				other := stranger.PublicKey()
-				owner := f.authority.PublicKey()
-				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, other, svm.TokenProgram), other, ata(t, f.payTo, other, svm.TokenProgram), owner, 10000)
-			},
+			name:       "nok, another mint",
+			parts:      f.authorityPays(t, svm.TokenProgram, stranger.PublicKey(), ata(t, f.payTo, stranger.PublicKey(), svm.TokenProgram), 10000),
 			wantReason: svm.ReasonMintMismatch,
 		},
 		{
-			name: "nok, pays the owner instead of its token account",
-			parts: func(p *parts) {
-				owner := f.authority.PublicKey()
-				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, f.payTo, owner, 10000)
-			},
+			name:       "nok, pays the owner instead of its token account",
+			parts:      f.authorityPays(t, svm.TokenProgram, f.mint, f.payTo, 10000),
 			wantReason: svm.ReasonRecipientMismatch,
 		},
 		{
-			name: "nok, pays the Token-2022 account with SPL Token",
-			parts: func(p *parts) {
-				owner := f.authority.PublicKey()
-				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, ata(t, f.payTo, f.mint, svm.Token2022Program), owner, 10000)
-			},
+			name:       "nok, pays the Token-2022 account with SPL Token",
+			parts:      f.authorityPays(t, svm.TokenProgram, f.mint, ata(t, f.payTo, f.mint, svm.Token2022Program), 10000),
 			wantReason: svm.ReasonRecipientMismatch,
 		},
 		{
-			name: "nok, pays more than the price",
-			parts: func(p *parts) {
-				owner := f.authority.PublicKey()
-				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, ata(t, f.payTo, f.mint, svm.TokenProgram), owner, 10001)
-			},
+			name:       "nok, pays more than the price",
+			parts:      f.authorityPays(t, svm.TokenProgram, f.mint, ata(t, f.payTo, f.mint, svm.TokenProgram), 10001),
 			wantReason: svm.ReasonAmountMismatch,
 		},
 		{
@@ -449,11 +442,8 @@ func TestVerifier_Refusals(t *testing.T) {
 			wantReason: svm.ReasonFeePayerTransferring,
 		},
 		{
-			name: "nok, fee payer named as the transfer's destination",
-			parts: func(p *parts) {
-				owner := f.authority.PublicKey()
-				p.ixs[2] = f.transfer(t, svm.TokenProgram, ata(t, owner, f.mint, svm.TokenProgram), f.mint, f.feePayer.PublicKey(), owner, 10000)
-			},
+			name:       "nok, fee payer named as the transfer's destination",
+			parts:      f.authorityPays(t, svm.TokenProgram, f.mint, f.feePayer.PublicKey(), 10000),
 			wantReason: svm.ReasonFeePayerTransferring,
 		},
 		{
