@@ -43,19 +43,13 @@ func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time) ([]P
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("prune probes: read mark: %w", err)
 	}
-	tx, err := pool.Begin(ctx)
+	parts, err := endedBy(ctx, pool, before)
 	if err != nil {
 		return nil, fmt.Errorf("prune probes: %w", err)
 	}
-	parts, err := schema.EventPartitions(ctx, tx)
-	_ = tx.Rollback(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("prune probes: %w", err)
-	}
-	now := time.Now()
 	var done []PrunedPartition
 	for _, p := range parts {
-		if p.To.After(before) || p.To.After(now) || !p.To.After(mark) {
+		if !p.To.After(mark) {
 			continue
 		}
 		pruned, err := pruneProbesOf(ctx, pool, p)
