@@ -242,12 +242,12 @@ func BenchmarkXIndexHistory(b *testing.B) {
 	perProbe := func(before, after int64) float64 { return float64(after-before) / float64(st.Probes) }
 	b.Logf("%d hosts (reused: %v, made %s ago): crawl %.0f s, %d probe events written in %.0f s, history rebuilt from the log in %.0f s",
 		hosts, cached.Reused, time.Since(cached.FilledAt).Round(time.Minute), st.CrawlS, st.Probes, st.ProbesS, st.RebuildS)
-	b.Logf("probe events on disk: %.0f bytes each (heap %.0f, indexes %.0f), %d MB in all",
-		perProbe(st.AllBefore, st.AllAfter), perProbe(st.HeapBefore, st.HeapAfter), perProbe(st.IndexBefore, st.IndexAfter), (st.AllAfter-st.AllBefore)>>20)
+	b.Logf("probe events on disk: %.0f bytes each (heap %.0f, indexes %.0f), %.0f MB in all",
+		perProbe(st.AllBefore, st.AllAfter), perProbe(st.HeapBefore, st.HeapAfter), perProbe(st.IndexBefore, st.IndexAfter), float64(st.AllAfter-st.AllBefore)/1e6)
 	var rollup, rollupRows, changes, changeRows int64
 	require.NoError(b, db.Pool.QueryRow(ctx, `SELECT pg_total_relation_size('index_probe_hours'), (SELECT count(*) FROM index_probe_hours),
 		pg_total_relation_size('index_changes'), (SELECT count(*) FROM index_changes)`).Scan(&rollup, &rollupRows, &changes, &changeRows))
-	b.Logf("probes by hour: %d rows, %d MB; changes: %d rows, %d MB", rollupRows, rollup>>20, changeRows, changes>>20)
+	b.Logf("probes by hour: %d rows, %.0f MB; changes: %d rows, %.0f MB", rollupRows, float64(rollup)/1e6, changeRows, float64(changes)/1e6)
 
 	// The history rebuilt from the log is the one its events say, counted
 	// directly.
