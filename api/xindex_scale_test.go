@@ -102,12 +102,11 @@ FROM index_hosts WHERE host = $1`
 // its history was rebuilt as of), how long each step took, and the event
 // log's size before and after the probes were written.
 type scaleStats struct {
-	AsOf                            time.Time
-	Probes                          int64
-	CrawlS, ProbesS, RebuildS       float64
-	HeapBefore, IndexBefore         int64
-	HeapAfter, IndexAfter, AllAfter int64
-	AllBefore                       int64
+	AsOf                               time.Time
+	Probes                             int64
+	CrawlS, ProbesS, RebuildS          float64
+	HeapBefore, IndexBefore, AllBefore int64
+	HeapAfter, IndexAfter, AllAfter    int64
 }
 
 // logSize is the event log's partitions' heap, index and total sizes.
