@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs"
-	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 )
 
@@ -101,13 +99,9 @@ func TestLoadConfigRetention(t *testing.T) {
 		env     map[string]string
 		wantTTL time.Duration
 		wantJob time.Duration
-		// wantProbes is INDEX_PROBE_RETENTION; zero means the default.
-		wantProbes time.Duration
-		wantErr    string
+		wantErr string
 	}{
 		{name: "Defaults", env: map[string]string{}, wantTTL: 30 * 24 * time.Hour, wantJob: 24 * time.Hour},
-		{name: "Probes", env: map[string]string{"INDEX_PROBE_RETENTION": "60d"}, wantTTL: 30 * 24 * time.Hour, wantJob: 24 * time.Hour, wantProbes: 60 * 24 * time.Hour},
-		{name: "ProbesNegative", env: map[string]string{"INDEX_PROBE_RETENTION": "-1h"}, wantErr: `INDEX_PROBE_RETENTION: "-1h" is not a duration`},
 		{name: "Days", env: map[string]string{"RESULT_TTL": "7d", "JOB_RETENTION": "2d"}, wantTTL: 7 * 24 * time.Hour, wantJob: 48 * time.Hour},
 		{name: "Hours", env: map[string]string{"RESULT_TTL": "36h"}, wantTTL: 36 * time.Hour, wantJob: 24 * time.Hour},
 		{name: "NotADuration", env: map[string]string{"RESULT_TTL": "a month"}, wantErr: `RESULT_TTL: "a month" is not a duration like 25s or 30d`},
@@ -123,7 +117,6 @@ func TestLoadConfigRetention(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.wantTTL, cfg.ResultTTL)
 			require.Equal(t, tt.wantJob, cfg.JobRetention)
-			require.Equal(t, cmp.Or(tt.wantProbes, store.ProbeHoursKept), cfg.IndexProbeRetention)
 		})
 	}
 }
