@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,13 +31,14 @@ type PrunedPartition struct {
 // events, and returns those it rewrote. The index's liveness probes are
 // measurements, not the ledger: the history the index answers is kept in
 // its own tables (index_probe_hours, index_changes), and none of them is
-// read back from a probe older than 31 days. The partition's other events
-// are copied, with their ids, into a table of the log's layout (its keys,
-// indexes and the partition's bound) outside any lock; then, in one
-// transaction, they are counted again in the partition, which is detached
-// and dropped, and the copy takes its name and place, with the append-only
-// rule, as Restore attaches a partition. A partition is read once: the
-// mark (retention_marks, "probes") remembers where the last rewrite ended.
+// read back from a probe older than 31 days (store.ProbeHoursKept). The
+// partition's other events are copied, with their ids, into a table of the
+// log's layout (its keys, indexes and the partition's bound) outside any
+// lock; then, in one transaction, they are counted again in the partition,
+// which is detached and dropped, and the copy takes its name (its indexes
+// theirs) and its place, with the append-only rule, as Restore attaches a
+// partition. A partition is read once: the mark (retention_marks,
+// "probes") remembers where the last rewrite ended.
 func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time) ([]PrunedPartition, error) {
 	var mark time.Time
 	err := pool.QueryRow(ctx, `SELECT done_to FROM retention_marks WHERE name = 'probes'`).Scan(&mark)
@@ -119,10 +121,26 @@ func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition) 
 		if _, err := tx.Exec(ctx, "ALTER TABLE "+keptID+" RENAME TO "+id); err != nil {
 			return err
 		}
+		// Its indexes take the names the partition's had.
+		rows, err := tx.Query(ctx, "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = $1::regclass", id)
+		if err != nil {
+			return err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if rest, ok := strings.CutPrefix(name, kept); ok {
+				if _, err := tx.Exec(ctx, "ALTER INDEX "+pgx.Identifier{name}.Sanitize()+" RENAME TO "+pgx.Identifier{p.Name + rest}.Sanitize()); err != nil {
+					return err
+				}
+			}
+		}
 		if err := schema.AttachEventPartition(ctx, tx, p); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "ALTER TABLE "+id+" DROP CONSTRAINT bound")
+		_, err = tx.Exec(ctx, "ALTER TABLE "+id+" DROP CONSTRAINT bound")
 		return err
 	})
 	if err != nil {

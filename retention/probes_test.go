@@ -146,6 +146,15 @@ func TestPruneProbes(t *testing.T) {
 	require.Equal(t, beforeNow, between(current, now.Add(time.Hour)))
 	require.Contains(t, partitionNames(ctx, t, db), p3)
 	require.Contains(t, partitionNames(ctx, t, db), p2)
+	indexes := func(partition string) []string {
+		t.Helper()
+		rows, err := db.Pool.Query(ctx, `SELECT replace(indexname, $1, '') FROM pg_indexes WHERE tablename = $1 AND schemaname = current_schema() ORDER BY 1`, partition)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return names
+	}
+	require.Equal(t, indexes(p1), indexes(p3), "the indexes of a partition never rewritten, by the same names")
 
 	// The history is the same, as the index keeps it and rebuilt from the
 	// log.
