@@ -95,7 +95,7 @@ func (x *xindex) summary(c echo.Context) error {
 	return c.JSON(http.StatusOK, s)
 }
 
-// hostQuery reads q, sort (a key of index.Sorts, default services) and
+// hostQuery reads q, sort (one of index.SortKeys, default services) and
 // limit (index.HostQuery's bounds).
 func hostQuery(c echo.Context) (index.HostQuery, error) {
 	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort"), QuoteMatchesListing: c.QueryParam("quote_matches_listing")}

@@ -19,12 +19,15 @@
 // latency percentiles; each change of the market (a service added or
 // retired, a price or networks changed, a host gone live or dead) is a row
 // of index_changes, the changes feed and each host's timeline. Migration 011
-// filled them from the log written before.
+// filled them from the log written before. The probes themselves stay in
+// the log INDEX_PROBE_RETENTION (31 days; retention.PruneProbes), since
+// nothing reads back an older one.
 //
 // Quality: the figures of use a listing reports of a resource (Bazaar's
 // quality object: paid calls and distinct payers over 30 days, last call)
 // travel in resource.indexed and are summed per host (calls summed, payers
-// the most of any one service); null wherever no listing reports them.
+// the most of any one service); null wherever no listing reports them. The
+// hosts sort by them (sort=calls, the unreported last).
 //
 // Price honesty: a probe compares the 402 of the host's sample resource with
 // the options its listing asks (network, asset, amount, payTo).

@@ -108,18 +108,36 @@ type Summary struct {
 // Honesty is the note the summary and the page carry.
 const Honesty = "null means not measured; 0 is used only for a measured zero. Live means an unpaid request to the host's sample resource answered 402 with a valid x402 quote; nothing was paid. Prices are the listings' own, in USDC; entries without a USDC atomic amount are unpriced."
 
-// SortKeys are the hosts query's sorts, in the order they are offered.
-var SortKeys = []string{"services", "price", "latency", "uptime", "host", "checked"}
+// hostSorts are the hosts query's sorts, in the order they are offered,
+// each with its order. A figure not measured (null) sorts last.
+var hostSorts = []struct{ key, order string }{
+	{"services", "services DESC, host"},
+	{"price", "price_min_usdc ASC NULLS LAST, host"},
+	{"latency", "latency_p50_ms ASC NULLS LAST, latency_ms ASC NULLS LAST, host"},
+	{"uptime", "uptime_30d DESC NULLS LAST, probes_30d DESC, host"},
+	{"calls", "calls_30d DESC NULLS LAST, host"},
+	{"host", "host"},
+	{"checked", "checked_at DESC NULLS LAST, host"},
+}
 
-// Sorts are the allowed values of the hosts query's sort (SortKeys) and
-// their order.
-var Sorts = map[string]string{
-	"services": "services DESC, host",
-	"price":    "price_min_usdc ASC NULLS LAST, host",
-	"latency":  "latency_p50_ms ASC NULLS LAST, latency_ms ASC NULLS LAST, host",
-	"uptime":   "uptime_30d DESC NULLS LAST, probes_30d DESC, host",
-	"host":     "host",
-	"checked":  "checked_at DESC NULLS LAST, host",
+// SortKeys are the values of the hosts query's sort, in the order they are
+// offered (the API, its OpenAPI document, the MCP tool and the page).
+var SortKeys = func() []string {
+	keys := make([]string, len(hostSorts))
+	for i, s := range hostSorts {
+		keys[i] = s.key
+	}
+	return keys
+}()
+
+// sortOrder returns the ORDER BY of the hosts query's sort key.
+func sortOrder(key string) (string, bool) {
+	for _, s := range hostSorts {
+		if s.key == key {
+			return s.order, true
+		}
+	}
+	return "", false
 }
 
 // Reader answers the index's queries.
@@ -162,7 +180,7 @@ func scanHosts(rows pgx.Rows) ([]Host, error) {
 }
 
 // Hosts returns up to limit hosts matching q, in sort order (a key of
-// Sorts). q matches, case-insensitively, the host name, its sample, and the
+// SortKeys). q matches, case-insensitively, the host name, its sample, and the
 // URL and description of any of its resources.
 func (r *Reader) Hosts(ctx context.Context, q, sort string, limit int) ([]Host, error) {
 	return r.Find(ctx, HostQuery{Q: q, Sort: sort, Limit: limit})
@@ -178,7 +196,7 @@ var quoteFilters = map[string]string{
 
 // Find returns the hosts q asks for (see Hosts), which Check has accepted.
 func (r *Reader) Find(ctx context.Context, q HostQuery) ([]Host, error) {
-	order, ok := Sorts[q.Sort]
+	order, ok := sortOrder(q.Sort)
 	if !ok {
 		return nil, fmt.Errorf("index: unknown sort %q", q.Sort)
 	}
@@ -291,7 +309,7 @@ const (
 type HostQuery struct {
 	// Q filters hosts by text (at most 200 characters).
 	Q string `json:"q,omitempty"`
-	// Sort is a key of Sorts. Defaults to "services".
+	// Sort is one of SortKeys. Defaults to "services".
 	Sort string `json:"sort,omitempty"`
 	// Limit is the number of hosts, 1 to MaxHostsLimit. Defaults to
 	// DefaultHostsLimit.
@@ -315,7 +333,7 @@ func (q *HostQuery) Check() error {
 	if q.Sort == "" {
 		q.Sort = "services"
 	}
-	if _, ok := Sorts[q.Sort]; !ok {
+	if _, ok := sortOrder(q.Sort); !ok {
 		return &QueryError{Field: "sort", Message: "sort must be one of " + strings.Join(SortKeys, ", ")}
 	}
 	if q.Limit == 0 {

@@ -105,13 +105,6 @@ func paidTool(op jobs.Operation, payments x402.Verifier) (*mcp.Tool, error) {
 
 // addIndexTools adds the free tools over the index of x402 sellers.
 func addIndexTools(server *mcp.Server, reader *index.Reader) error {
-	var sorts []any
-	for _, s := range index.SortKeys {
-		if _, ok := index.Sorts[s]; !ok {
-			return fmt.Errorf("mcp: index sort %q is not known", s)
-		}
-		sorts = append(sorts, s)
-	}
 	free := &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), IdempotentHint: true, OpenWorldHint: new(false)}
 	server.AddTool(&mcp.Tool{
 		Name:        toolIndexSearch,
@@ -121,7 +114,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 			"type": "object",
 			"properties": map[string]any{
 				"q":     map[string]any{"type": "string", "maxLength": 200, "description": "text filter on host names, resource URLs and descriptions"},
-				"sort":  map[string]any{"type": "string", "enum": sorts, "default": "services"},
+				"sort":  map[string]any{"type": "string", "enum": index.SortKeys, "default": "services"},
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": index.MaxHostsLimit, "default": index.DefaultHostsLimit},
 				"quote_matches_listing": map[string]any{"type": "string", "enum": []any{"true", "false", "null"},
 					"description": "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)"},

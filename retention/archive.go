@@ -64,21 +64,12 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, dir string, before time.Ti
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
-	tx, err := pool.Begin(ctx)
+	parts, err := endedBy(ctx, pool, before)
 	if err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
-	parts, err := schema.EventPartitions(ctx, tx)
-	_ = tx.Rollback(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
-	}
-	now := time.Now()
 	var done []Manifest
 	for _, p := range parts {
-		if p.To.After(before) || p.To.After(now) {
-			continue
-		}
 		m, err := archivePartition(ctx, pool, dir, p)
 		if err != nil {
 			return done, err
@@ -86,6 +77,23 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, dir string, before time.Ti
 		done = append(done, *m)
 	}
 	return done, nil
+}
+
+// endedBy returns the partitions of the event log whose whole range ends
+// on or before before, and before now, in order.
+func endedBy(ctx context.Context, pool *pgxpool.Pool, before time.Time) ([]schema.Partition, error) {
+	var parts []schema.Partition
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		all, err := schema.EventPartitions(ctx, tx)
+		now := time.Now()
+		for _, p := range all {
+			if !p.To.After(before) && !p.To.After(now) {
+				parts = append(parts, p)
+			}
+		}
+		return err
+	})
+	return parts, err
 }
 
 // archivePartition archives one partition (Archive).

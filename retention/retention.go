@@ -4,8 +4,10 @@
 // fields stay, and a poll of such a call answers 410 result_expired. The
 // event log is partitioned by time (EVENTS_PARTITION): the same job creates
 // its partitions ahead, and Archive writes whole old partitions to files and
-// drops them (x402d archive), Restore brings one back. River removes its
-// own completed jobs after JOB_RETENTION (worker.Config.JobRetention).
+// drops them (x402d archive), Restore brings one back; the job also rewrites
+// the partitions older than INDEX_PROBE_RETENTION without the index's
+// liveness probes (PruneProbes). River removes its own completed jobs after
+// JOB_RETENTION (worker.Config.JobRetention).
 package retention
 
 import (
@@ -74,6 +76,9 @@ func Register(pool *pgxpool.Pool, logger *slog.Logger) func(*river.Workers) erro
 		if err := river.AddWorkerSafely(workers, &resultsWorker{pool: pool, logger: logger}); err != nil {
 			return err
 		}
+		if err := river.AddWorkerSafely(workers, &probesWorker{pool: pool, logger: logger}); err != nil {
+			return err
+		}
 		return river.AddWorkerSafely(workers, &partitionsWorker{pool: pool, logger: logger})
 	}
 }
@@ -123,11 +128,13 @@ func EnsurePartitions(ctx context.Context, pool *pgxpool.Pool, period schema.Per
 	return nil
 }
 
-// PeriodicJobs returns the results sweep and the creation of the event
-// log's partitions of period, on schedule (a standard cron expression,
-// RETENTION_CRON) and when the leader starts; the sweep lets go of the
-// results older than ttl.
-func PeriodicJobs(schedule string, ttl time.Duration, period schema.Period) ([]*river.PeriodicJob, error) {
+// PeriodicJobs returns the results sweep, the creation of the event log's
+// partitions of period and, unless probes is 0, the removal of the index's
+// probes from the log (PruneProbes), on schedule (a standard cron
+// expression, RETENTION_CRON) and when the leader starts; the sweep lets go
+// of the results older than ttl, the removal of the probes older than
+// probes.
+func PeriodicJobs(schedule string, ttl time.Duration, period schema.Period, probes time.Duration) ([]*river.PeriodicJob, error) {
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
 		return nil, fmt.Errorf("RETENTION_CRON %q: %w", schedule, err)
@@ -135,10 +142,18 @@ func PeriodicJobs(schedule string, ttl time.Duration, period schema.Period) ([]*
 	if ttl <= 0 {
 		return nil, fmt.Errorf("RESULT_TTL %s: must be positive", ttl)
 	}
+	if probes < 0 {
+		return nil, fmt.Errorf("INDEX_PROBE_RETENTION %s: must not be negative", probes)
+	}
 	args := ResultsArgs{TTLSeconds: int64(ttl / time.Second)}
 	parts := PartitionsArgs{Period: period}
-	return []*river.PeriodicJob{
+	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return args, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return parts, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
-	}, nil
+	}
+	if probes > 0 {
+		pruned := ProbesArgs{RetentionSeconds: int64(probes / time.Second)}
+		periodic = append(periodic, river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return pruned, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	return periodic, nil
 }

@@ -123,9 +123,12 @@ const (
 	ChangeHostDead        = "host.dead"
 )
 
-// probeHoursKept is how long the probes by hour are kept: the longest
-// window of the history figures (30 days) and a day.
-const probeHoursKept = "31 days"
+// ProbeHoursKept is how long the probes by hour are kept: the longest
+// window of the history figures (30 days) and a day. No probe older than
+// that is read back (migration 011 filled the probes by hour from the log's
+// last 31 days), so it is also how long the event log keeps the probes
+// unless configured (INDEX_PROBE_RETENTION).
+const ProbeHoursKept = 31 * 24 * time.Hour
 
 // CrawlPage is one page of a source read: the cursor moves from Offset to
 // Offset+Count (a page read by another crawler meanwhile makes the append
@@ -310,7 +313,8 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 				ON CONFLICT (host, hour) DO UPDATE SET probes = x.probes + 1, live = x.live + EXCLUDED.live,
 					latencies = x.latencies || EXCLUDED.latencies`,
 				host, checkedAt, live, v.LatencyMS)
-			b.Queue("DELETE FROM index_probe_hours WHERE host = $1 AND hour < $2::timestamptz - interval '"+probeHoursKept+"'", host, checkedAt)
+			b.Queue("DELETE FROM index_probe_hours WHERE host = $1 AND hour < $2::timestamptz - $3::integer * interval '1 hour'",
+				host, checkedAt, int(ProbeHoursKept/time.Hour))
 			b.Queue("SELECT index_host_history(ARRAY[$1::text], $2::timestamptz)", host, checkedAt)
 		}
 		return false, nil

@@ -184,7 +184,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	if err != nil {
 		return err
 	}
-	sweeps, err := retention.PeriodicJobs(a.cfg.RetentionCron, a.cfg.ResultTTL, a.cfg.EventsPartition)
+	sweeps, err := retention.PeriodicJobs(a.cfg.RetentionCron, a.cfg.ResultTTL, a.cfg.EventsPartition, a.cfg.IndexProbeRetention)
 	if err != nil {
 		return err
 	}

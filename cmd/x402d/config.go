@@ -25,6 +25,7 @@ import (
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/model"
 	"github.com/x402d/x402d/schema"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
@@ -263,6 +264,13 @@ type Config struct {
 	// start and by the retention job), and x402d archive moves whole old
 	// ones to files.
 	EventsPartition schema.Period `env:"EVENTS_PARTITION"`
+	// IndexProbeRetention is how long the index's liveness probes
+	// (host.probed events) stay in the event log: the retention job
+	// rewrites each partition whose whole range is older without them
+	// (so a probe stays until its partition has ended that long ago). The
+	// index's history is kept apart and reads none older than 31 days,
+	// the default. 0 keeps them as long as their partition.
+	IndexProbeRetention time.Duration `env:"INDEX_PROBE_RETENTION"`
 }
 
 // DefaultConfig returns the configuration of an empty environment. The
@@ -309,6 +317,7 @@ func DefaultConfig() *Config {
 		RetentionCron:           "17 * * * *",
 		JobRetention:            24 * time.Hour,
 		EventsPartition:         schema.PeriodMonth,
+		IndexProbeRetention:     store.ProbeHoursKept,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs/diff"
 	"github.com/x402d/x402d/store"
@@ -129,6 +130,13 @@ func TestMCP(t *testing.T) {
 		for _, name := range []string{"brief", "code-review", "data-clean"} {
 			require.NotContains(t, tools, name)
 		}
+		search, err := json.Marshal(tools["index_search"].InputSchema)
+		require.NoError(t, err)
+		var schema struct {
+			Properties struct{ Sort struct{ Enum []string } }
+		}
+		require.NoError(t, json.Unmarshal(search, &schema))
+		require.Equal(t, index.SortKeys, schema.Properties.Sort.Enum, "the sorts the API takes")
 		d := tools["diff"]
 		input, err := x402.EmbeddableSchema(diff.Op.InputSchema)
 		require.NoError(t, err)
@@ -228,6 +236,8 @@ func TestMCP(t *testing.T) {
 		body := requireToolFailure(t, callTool(ctx, t, session, "index_search", map[string]any{"sort": "cheapest"}, nil), "invalid_request")
 		require.Equal(t, "sort", body["field"])
 		res = callTool(ctx, t, session, "index_search", map[string]any{"sort": "uptime", "quote_matches_listing": "false"}, nil)
+		require.False(t, res.IsError, toolText(t, res))
+		res = callTool(ctx, t, session, "index_search", map[string]any{"sort": "calls"}, nil)
 		require.False(t, res.IsError, toolText(t, res))
 
 		// A host's history and the feed of changes, read by an agent.

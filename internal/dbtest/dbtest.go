@@ -5,7 +5,8 @@
 // postgres://postgres@127.0.0.1:5432/x402_test. The database is created when
 // missing. Each call of Schema makes a fresh schema and drops it when the test
 // ends, so tests can commit, LISTEN and run River clients in parallel;
-// Database does the same in a database of its own.
+// Database does the same in a database of its own. Cache keeps a database
+// filled once between runs, for the scale benchmarks.
 package dbtest
 
 import (
