@@ -128,13 +128,17 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	if len(ixs) < 3 || len(ixs) > maxInstructions {
 		return nil, refuse(ReasonInstructionsLength, "%d instructions, want 3 to %d", len(ixs), maxInstructions)
 	}
-	if ix := ixs[0]; ix.program != ComputeBudgetProgram || len(ix.data) != 5 || ix.data[0] != discSetComputeUnitLimit || len(ix.accounts) != 0 {
+	// The compute budget instructions are read as the official facilitator
+	// reads them (its codecs decode the leading discriminator and integer
+	// and ignore what follows; the runtime does the same), and the price is
+	// capped at MaxComputeUnitPrice, inclusive.
+	if ix := ixs[0]; ix.program != ComputeBudgetProgram || len(ix.data) < 5 || ix.data[0] != discSetComputeUnitLimit {
 		return nil, refuse(ReasonComputeLimit, "instruction 0 is not SetComputeUnitLimit")
 	}
-	if ix := ixs[1]; ix.program != ComputeBudgetProgram || len(ix.data) != 9 || ix.data[0] != discSetComputeUnitPrice || len(ix.accounts) != 0 {
+	if ix := ixs[1]; ix.program != ComputeBudgetProgram || len(ix.data) < 9 || ix.data[0] != discSetComputeUnitPrice {
 		return nil, refuse(ReasonComputePrice, "instruction 1 is not SetComputeUnitPrice")
 	}
-	if price := binary.LittleEndian.Uint64(ixs[1].data[1:]); price > MaxComputeUnitPrice {
+	if price := binary.LittleEndian.Uint64(ixs[1].data[1:9]); price > MaxComputeUnitPrice {
 		return nil, refuse(ReasonComputePriceTooHigh, "compute unit price %d µlamports is over %d", price, MaxComputeUnitPrice)
 	}
 	tr, ok := parseTransfer(ixs[2])
