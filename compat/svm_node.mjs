@@ -25,7 +25,10 @@
 // litesvm_drop {method, count} (the next count answers of method are lost
 // after the work is done), litesvm_ignore {count} (the next count
 // sendTransaction calls answer the signature and land nothing, as a
-// transaction a leader dropped), litesvm_pause {ms} (no new slot for ms).
+// transaction a leader dropped), litesvm_pause {ms} (no new slot for ms),
+// litesvm_hold {count, ms} (the next count sendTransaction calls are held
+// ms before they are handled) and litesvm_held (the signatures of the sends
+// held now).
 import { createServer } from "node:http";
 import { createHash, createPrivateKey, createPublicKey } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -284,6 +287,8 @@ function status(sig) {
 const drops = {}; // method -> answers still to lose
 let ignoreSends = 0; // sendTransaction calls still to drop silently
 let pausedUntil = 0;
+const hold = { count: 0, ms: 0 }; // sendTransaction calls still to hold, and for how long
+const held = new Set(); // signatures of the sends held now
 
 const methods = {
   getHealth: () => "ok",
@@ -344,8 +349,14 @@ const methods = {
       value: { err: r.err, logs: r.logs, accounts: null, unitsConsumed: r.units, returnData: null, replacementBlockhash: replacement, innerInstructions: cfg.innerInstructions ? [] : null },
     };
   },
-  sendTransaction: (encoded, cfg = {}) => {
+  sendTransaction: async (encoded, cfg = {}) => {
     const d = decodeTx(encoded, cfg.encoding ?? "base58");
+    if (hold.count > 0) {
+      hold.count--;
+      held.add(d.signature);
+      await new Promise((resolve) => setTimeout(resolve, hold.ms));
+      held.delete(d.signature);
+    }
     if (!cfg.skipPreflight) {
       verifyNotAlreadyProcessed(d);
       const sim = run(d, { simulate: true, sigVerify: true });
@@ -387,6 +398,12 @@ const methods = {
     ignoreSends += count;
     return true;
   },
+  litesvm_hold: ({ count, ms }) => {
+    hold.count += count;
+    hold.ms = ms;
+    return true;
+  },
+  litesvm_held: () => [...held],
   litesvm_pause: ({ ms }) => {
     pausedUntil = Date.now() + ms;
     return true;

@@ -158,7 +158,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.WithDefaults()
 	workers := river.NewWorkers()
-	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace)
+	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler)
 	commits.expiry = cfg.ExpiryMargin
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
@@ -248,7 +248,8 @@ type completed struct {
 	payment   *x402.Payment
 }
 
-func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *commits {
+func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, settler x402.Settler) *commits {
+	namer, _ := settler.(x402.TransactionNamer)
 	return &commits{
 		grace: grace,
 		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
@@ -270,21 +271,23 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *co
 			if err != nil {
 				return err
 			}
+			if err := readPayments(ctx, tx, runs); err != nil {
+				return err
+			}
 			// Each settlement's first attempt, the run's, is recorded
-			// here with the result, in its job.succeeded: durable before
-			// any transfer, and no write of its own. A later attempt
-			// records itself (settleWorker).
+			// here with the result, in its job.succeeded, with the
+			// transaction it sends when that is named beforehand:
+			// durable before any transfer, and no write of its own. A
+			// later attempt records itself (settleWorker).
 			events := make([]store.NewEvent, len(runs))
 			for i, run := range runs {
 				run.settleJob = settleJobs[run.callID]
 				succeeded := run.succeeded
 				succeeded.SettleJobID = run.settleJob
+				succeeded.Transaction = transactionOf(namer, run.payment)
 				events[i] = store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded}
 			}
-			if err := store.Append(ctx, tx, events...); err != nil {
-				return err
-			}
-			return readPayments(ctx, tx, runs)
+			return store.Append(ctx, tx, events...)
 		}),
 		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents),
 		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, writeOutcomes),
@@ -312,6 +315,21 @@ func readPayments(ctx context.Context, tx pgx.Tx, runs []*completed) error {
 		}
 	}
 	return nil
+}
+
+// transactionOf returns the transaction that settles payment, when namer
+// (nil: none) names it before it is sent; "" otherwise. A payment it cannot
+// name is one its settler cannot settle either: the settlement reports that
+// itself.
+func transactionOf(namer x402.TransactionNamer, payment *x402.Payment) string {
+	if namer == nil {
+		return ""
+	}
+	name, err := namer.Transaction(payment)
+	if err != nil {
+		return ""
+	}
+	return name
 }
 
 // settleJobIDs maps each call to the id of the settlement job inserted for

@@ -355,6 +355,58 @@ func TestSolanaSettlementFaults(t *testing.T) {
 	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
+// TestSolanaSignatureRecordedBeforeSend holds the node's first
+// sendTransaction of a paid call before handling it: while the settlement
+// waits for the node's answer, the ledger already names the transaction
+// held (its fee payer's signature, in the call's job.succeeded) and nothing
+// has landed; once the node lets it go, the call is answered with that very
+// transaction, settled once.
+func TestSolanaSignatureRecordedBeforeSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, nil)
+	payer := svmtest.PayerKey(7)
+	payToBefore := s.node.TokenBalance(ctx, svmtest.ATA(t, s.payTo, svmtest.USDC))
+	req := solanaRequirement(t, s.base, "diff")
+	header := svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, payer, "held"))
+
+	s.node.HoldSends(ctx, 1, 3*time.Second)
+	type answer struct {
+		status  int
+		body    string
+		settled *x402.SettleResponse
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		status, body, settled := postPaid(t, s.base, "diff", `{"a":"x\n","b":"y\n"}`, header)
+		answered <- answer{status, body, settled}
+	}()
+	var held []string
+	require.Eventually(t, func() bool {
+		held = s.node.Held(ctx)
+		return len(held) > 0
+	}, 30*time.Second, 20*time.Millisecond, "no send reached the node")
+	require.Len(t, held, 1)
+	var recorded []string
+	rows, err := s.db.Pool.Query(ctx, "SELECT coalesce(data->>'tx', '') FROM events WHERE type = $1", store.EventJobSucceeded)
+	require.NoError(t, err)
+	for rows.Next() {
+		var tx string
+		require.NoError(t, rows.Scan(&tx))
+		recorded = append(recorded, tx)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, held, recorded, "the ledger names the transaction while its send is held")
+	status, _ := s.node.SignatureStatus(ctx, held[0])
+	require.Empty(t, status, "nothing landed while the send is held")
+
+	a := <-answered
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.True(t, a.settled.Success)
+	require.Equal(t, held[0], a.settled.Transaction)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
+}
+
 // TestSolanaQuoteRenewsBlockhash checks that the Solana option of the
 // quotes (HTTP and the fast path alike) hands out the node's newest
 // blockhash, renewed as blocks pass, and that a payment naming it is
@@ -575,9 +627,10 @@ func killBeforeCommitment(t *testing.T, commitment string, payer solana.PrivateK
 // checkSolanaLedger waits for every call on db to reach a final state and
 // checks the ledger against the node: each paid call has one
 // settlement.confirmed naming its own transaction, which succeeded on the
-// node at confirmed or finalized; no other call has one; and the paid
-// calls' amounts add up to what payTo's USDC account received since it
-// held payToBefore. It returns the transaction of each paid call.
+// node at confirmed or finalized, and which its job.succeeded and every
+// settlement.submitted recorded before sending; no other call has one; and
+// the paid calls' amounts add up to what payTo's USDC account received
+// since it held payToBefore. It returns the transaction of each paid call.
 func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *svmtest.Node, payTo solana.PublicKey, payToBefore uint64) map[string]string {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -597,6 +650,17 @@ func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *s
 	}
 	require.NoError(t, rows.Err())
 
+	recorded := map[string][]string{} // call id -> transactions its attempts recorded before sending
+	rows, err = db.Pool.Query(ctx, "SELECT stream, coalesce(data->>'tx', '') FROM events WHERE type IN ($1, $2)",
+		store.EventJobSucceeded, store.EventSettlementSubmitted)
+	require.NoError(t, err)
+	for rows.Next() {
+		var stream, tx string
+		require.NoError(t, rows.Scan(&stream, &tx))
+		recorded[store.CallOfStream(stream)] = append(recorded[store.CallOfStream(stream)], tx)
+	}
+	require.NoError(t, rows.Err())
+
 	rows, err = db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
 	require.NoError(t, err)
 	var paid uint64
@@ -612,6 +676,10 @@ func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *s
 		tx := confirmed[id][0]
 		require.NotContains(t, seen, tx, "transaction %s settles calls %s and %s", tx, seen[tx], id)
 		seen[tx] = id
+		require.NotEmpty(t, recorded[id], "paid call %s recorded no settlement attempt", id)
+		for _, r := range recorded[id] {
+			require.Equal(t, tx, r, "the transaction paid call %s recorded before sending", id)
+		}
 		status, txErr := node.SignatureStatus(ctx, tx)
 		require.Contains(t, []string{"confirmed", "finalized"}, status, "transaction %s of paid call %s", tx, id)
 		require.Empty(t, txErr, "transaction %s of paid call %s", tx, id)

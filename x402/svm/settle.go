@@ -120,22 +120,13 @@ const (
 // that fails on chain is a SettleResponse with Success false; an
 // unreachable node or an unconfirmed transaction is an error (try again).
 func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
-	var payload x402.PaymentPayload
-	if err := json.Unmarshal(p.Payload, &payload); err != nil {
-		return nil, fmt.Errorf("settle: payment payload: %w", err)
-	}
-	ptx, err := decodeTransaction(payload.Payload)
+	ptx, sig, reason, err := s.sign(p)
 	if err != nil {
-		return &x402.SettleResponse{Success: false, ErrorReason: ReasonCouldNotBeDecoded, Network: p.Network, Payer: p.Payer}, nil
+		return nil, fmt.Errorf("settle: %w", err)
 	}
-	if ptx.feePayer() != s.cfg.Key.PublicKey() {
-		return &x402.SettleResponse{Success: false, ErrorReason: ReasonFeePayerNotManaged, Network: p.Network, Payer: p.Payer}, nil
+	if reason != "" {
+		return &x402.SettleResponse{Success: false, ErrorReason: reason, Network: p.Network, Payer: p.Payer}, nil
 	}
-	sig, err := s.cfg.Key.Sign(ptx.message)
-	if err != nil {
-		return nil, fmt.Errorf("settle: sign: %w", err)
-	}
-	ptx.tx.Signatures[0] = sig
 	var raw bytes.Buffer
 	raw.WriteByte(byte(len(ptx.tx.Signatures))) // < 128: one compact-u16 byte
 	for _, sg := range ptx.tx.Signatures {
@@ -213,6 +204,44 @@ func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		}
 	}
 	return nil, fmt.Errorf("settle: transaction %s not confirmed after %d checks", id, s.cfg.Polls)
+}
+
+// Transaction returns the id of the transaction that settles p: the fee
+// payer's signature of its message (ed25519 signatures are deterministic),
+// the one Settle sends and looks up. It is "" for a payment Settle refuses
+// without sending anything. It implements x402.TransactionNamer.
+func (s *Settler) Transaction(p *x402.Payment) (string, error) {
+	_, sig, reason, err := s.sign(p)
+	if err != nil || reason != "" {
+		return "", err
+	}
+	return sig.String(), nil
+}
+
+var _ x402.TransactionNamer = (*Settler)(nil)
+
+// sign decodes the payment's transaction and signs it as fee payer,
+// filling in the fee payer's signature. A transaction that cannot be
+// settled is a refusal reason (nothing is sent); an error means the payment
+// is not one.
+func (s *Settler) sign(p *x402.Payment) (ptx *paymentTx, sig solana.Signature, reason string, err error) {
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return nil, sig, "", fmt.Errorf("payment payload: %w", err)
+	}
+	ptx, err = decodeTransaction(payload.Payload)
+	if err != nil {
+		return nil, sig, ReasonCouldNotBeDecoded, nil
+	}
+	if ptx.feePayer() != s.cfg.Key.PublicKey() {
+		return nil, sig, ReasonFeePayerNotManaged, nil
+	}
+	sig, err = s.cfg.Key.Sign(ptx.message)
+	if err != nil {
+		return nil, sig, "", fmt.Errorf("sign: %w", err)
+	}
+	ptx.tx.Signatures[0] = sig
+	return ptx, sig, "", nil
 }
 
 // FeePayer returns the fee payer's address.
