@@ -129,7 +129,9 @@ type Config struct {
 	// before its settlement job, recorded with the result, takes it up (at
 	// once when the job's attempt failed). Keep it above the slowest
 	// healthy settlement: past it a transfer may be sent twice (the second
-	// reverts, and costs gas).
+	// reverts, and costs gas). Solana settlements at
+	// SOLANA_COMMITMENT=finalized have finalization's 32 slots (12.8 s) on
+	// top of it.
 	SettleGrace time.Duration `env:"SETTLE_GRACE"`
 	// VerifyRPCConcurrency is how many RPC calls may be in flight on an
 	// EVM chain (settlement's included) for one of verification's to
@@ -161,7 +163,10 @@ type Config struct {
 	// SolanaCommitment is how far a Solana settlement's transaction must
 	// have come before the call is answered: confirmed (voted on by a
 	// supermajority, about a block after it lands) or finalized (rooted,
-	// about 32 blocks, 13 s, later; it cannot be rolled back).
+	// about 32 blocks, 13 s, later; it cannot be rolled back). At
+	// finalized a Solana call's settlement grace is SETTLE_GRACE plus
+	// those 32 slots, so that its settlement job does not start while the
+	// first attempt still waits.
 	SolanaCommitment svm.Commitment `env:"SOLANA_COMMITMENT"`
 	// DevchainRPCAddr is where the devchain serves JSON-RPC (x402d serve's
 	// embedded one, or x402d devchain's), and where x402d api and x402d

@@ -439,15 +439,17 @@ func TestSolanaQuoteRenewsBlockhash(t *testing.T) {
 
 // TestSolanaSettlesAtCommitment pays a call on Solana with
 // SOLANA_COMMITMENT unset and set to finalized: the call is answered once
-// its transaction is confirmed, or finalized (32 blocks later on the
-// LiteSVM node), and its price moves once.
+// its transaction is confirmed, or finalized (32 blocks, 12.8 s, later on
+// the LiteSVM node), and its price moves once. SETTLE_GRACE is 8 s, shorter
+// than finalization: the run's attempt has finalization's time on top of
+// it, so that no second attempt starts while it waits.
 func TestSolanaSettlesAtCommitment(t *testing.T) {
 	t.Parallel()
 	for i, commitment := range []string{"", "finalized"} {
 		t.Run("commitment="+commitment, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := startSolanaService(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment})
+			s := startSolanaService(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment, "SETTLE_GRACE": "8s"})
 			payer := svmtest.PayerKey(1 + i)
 			payerATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC)
 			before := s.node.TokenBalance(ctx, payerATA)
@@ -463,6 +465,9 @@ func TestSolanaSettlesAtCommitment(t *testing.T) {
 			require.Equal(t, want, confirmation, "the transaction when the call was answered")
 			require.Equal(t, uint64(10_000), before-s.node.TokenBalance(ctx, payerATA))
 			checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, 0)
+			var again int
+			require.NoError(t, s.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventSettlementSubmitted).Scan(&again))
+			require.Zero(t, again, "a second settlement attempt started while the first waited for %s", want)
 			t.Logf("answered at %s after %s", want, time.Since(start).Round(time.Millisecond))
 		})
 	}

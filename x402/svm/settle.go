@@ -220,6 +220,18 @@ func (s *Settler) Transaction(p *x402.Payment) (string, error) {
 
 var _ x402.TransactionNamer = (*Settler)(nil)
 
+// ExtraWait returns how much longer than at CommitmentConfirmed a
+// settlement waits: at CommitmentFinalized, FinalizationSlots slots. It
+// implements x402.SlowSettler.
+func (s *Settler) ExtraWait(*x402.Payment) time.Duration {
+	if s.cfg.Commitment == CommitmentFinalized {
+		return FinalizationSlots * x402.SolanaSlotTime
+	}
+	return 0
+}
+
+var _ x402.SlowSettler = (*Settler)(nil)
+
 // sign decodes the payment's transaction and signs it as fee payer,
 // filling in the fee payer's signature. A transaction that cannot be
 // settled is a refusal reason (nothing is sent); an error means the payment
