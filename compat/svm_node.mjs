@@ -13,7 +13,9 @@
 // exists (a node operator's restart).
 //
 // Methods: getLatestBlockhash, getAccountInfo, getMultipleAccounts,
-// simulateTransaction (sigVerify, replaceRecentBlockhash), sendTransaction
+// simulateTransaction (sigVerify, replaceRecentBlockhash, innerInstructions:
+// SPL Token's TransferChecked parsed, the others partially decoded, as a
+// node answers them), sendTransaction
 // (preflight unless skipPreflight), getSignatureStatuses (processed, then
 // confirmed one slot later, finalized 32 slots later), isBlockhashValid,
 // getBlockHeight, getSlot, getBalance, getTokenAccountBalance,
@@ -260,10 +262,40 @@ function run(d, { simulate, sigVerify }) {
     // An instruction that failed lands (its fee is paid); a transaction
     // refused before it ran does not.
     const landed = typeof err === "object" && err !== null && ("InstructionError" in err || "DuplicateInstruction" in err || "InsufficientFundsForRent" in err);
-    return { err, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed };
+    return { err, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed, meta, keys: d.msg.staticAccounts };
   }
   const meta = simulate ? out.meta() : out;
-  return { err: null, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed: true };
+  return { err: null, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed: true, meta, keys: d.msg.staticAccounts };
+}
+
+// innerInstructions returns the inner instructions of a transaction run
+// (r, from run) as a node answers them in simulateTransaction: for each
+// instruction that made some, its index and those it made, SPL Token's
+// TransferChecked parsed (as jsonParsed), the others partially decoded.
+function innerInstructions(r) {
+  const out = [];
+  r.meta.innerInstructions().forEach((group, index) => {
+    if (group.length === 0) return;
+    out.push({ index, instructions: group.map((inner) => uiInstruction(inner.instruction(), inner.stackHeight(), r.keys)) });
+  });
+  return out;
+}
+
+function uiInstruction(ix, stackHeight, keys) {
+  const programId = keys[ix.programIdIndex()];
+  const accounts = [...ix.accounts()].map((i) => keys[i]);
+  const data = ix.data();
+  if (TOKEN_PROGRAMS.includes(programId) && data.length === 10 && data[0] === 12 && accounts.length >= 4) {
+    const amount = new DataView(data.buffer, data.byteOffset).getBigUint64(1, true);
+    const decimals = data[9];
+    const ui = Number(amount) / 10 ** decimals;
+    return {
+      program: programId === TOKEN_PROGRAM_ADDRESS ? "spl-token" : "spl-token-2022", programId, stackHeight,
+      parsed: { type: "transferChecked", info: { source: accounts[0], mint: accounts[1], destination: accounts[2], authority: accounts[3],
+        tokenAmount: { amount: amount.toString(), decimals, uiAmount: ui, uiAmountString: String(ui) } } },
+    };
+  }
+  return { programId, accounts, data: b58dec.decode(data), stackHeight };
 }
 
 function encodeAccount(address, encoding) {
@@ -346,7 +378,7 @@ const methods = {
     if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
     return {
       context: ctx(cfg.commitment),
-      value: { err: r.err, logs: r.logs, accounts: null, unitsConsumed: r.units, returnData: null, replacementBlockhash: replacement, innerInstructions: cfg.innerInstructions ? [] : null },
+      value: { err: r.err, logs: r.logs, accounts: null, unitsConsumed: r.units, returnData: null, replacementBlockhash: replacement, innerInstructions: cfg.innerInstructions && r.meta ? innerInstructions(r) : null },
     };
   },
   sendTransaction: async (encoded, cfg = {}) => {
