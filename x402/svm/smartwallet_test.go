@@ -95,7 +95,9 @@ func TestVerifier_SmartWallet(t *testing.T) {
 		{name: "nok, pays another receiver", amounts: []uint64{price}, smart: &nested,
 			req: func(req *x402.Requirements) { req.PayTo = f.payTo.String() }, wantReason: svm.ReasonSmartWalletTransferMismatch},
 		{name: "nok, pays the price twice", amounts: []uint64{price, price}, smart: &nested, wantReason: svm.ReasonSmartWalletMultipleTransfers,
-			ixs: func(w *nestedWallet) []solana.Instruction { return []solana.Instruction{w.recover(t, f, 0), w.recover(t, f, 1)} }},
+			ixs: func(w *nestedWallet) []solana.Instruction {
+				return []solana.Instruction{w.recover(t, f, 0), w.recover(t, f, 1)}
+			}},
 		{name: "nok, no transfer in the simulation", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletNoTransfer,
 			ixs: func(w *nestedWallet) []solana.Instruction {
 				wallet := w.key.PublicKey()
