@@ -17,7 +17,8 @@
 // SPL Token's TransferChecked parsed, the others partially decoded, as a
 // node answers them), sendTransaction
 // (preflight unless skipPreflight), getSignatureStatuses (processed, then
-// confirmed one slot later, finalized 32 slots later), isBlockhashValid,
+// confirmed one slot later, finalized 32 slots later), getTransaction
+// (its meta's err and innerInstructions only), isBlockhashValid,
 // getBlockHeight, getSlot, getBalance, getTokenAccountBalance,
 // getMinimumBalanceForRentExemption, getHealth, getVersion, getGenesisHash;
 // for the tests: litesvm_fund {address, lamports, amount, mint} (SOL and an
@@ -349,6 +350,13 @@ const methods = {
     return { context: ctx(cfg?.commitment), value: { amount: amount.toString(), decimals, uiAmount: ui, uiAmountString: String(ui) } };
   },
   getSignatureStatuses: (sigs) => ({ context: ctx("processed"), value: sigs.map(status) }),
+  getTransaction: (sig, cfg = {}) => {
+    const st = status(sig);
+    const order = ["processed", "confirmed", "finalized"];
+    if (!st || order.indexOf(st.confirmationStatus) < order.indexOf(cfg.commitment ?? "finalized")) return null;
+    const { slot, err, inner } = chain.statuses[sig];
+    return { slot, blockTime: null, transaction: { signatures: [sig] }, meta: { err, status: st.status, fee: 5000, innerInstructions: inner ?? [] } };
+  },
   simulateTransaction: (encoded, cfg = {}) => {
     const encoding = cfg.encoding ?? "base58";
     if (cfg.sigVerify && cfg.replaceRecentBlockhash) {
@@ -404,7 +412,11 @@ const methods = {
       return d.signature;
     }
     const r = run(d, { simulate: false, sigVerify: true });
-    if (r.landed) chain.statuses[d.signature] = { slot: chain.slot, err: r.err };
+    if (r.landed) {
+      chain.statuses[d.signature] = { slot: chain.slot, err: r.err };
+      const inner = innerInstructions(r);
+      if (inner.length > 0) chain.statuses[d.signature].inner = inner; // for getTransaction
+    }
     else if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
     return d.signature;
   },

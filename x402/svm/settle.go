@@ -119,7 +119,17 @@ const (
 // Settle signs, sends and confirms the payment's transaction. A transaction
 // that fails on chain is a SettleResponse with Success false; an
 // unreachable node or an unconfirmed transaction is an error (try again).
+// A smart wallet's transaction that succeeded is checked to have made its
+// transfer (checkTransfer).
 func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	res, err := s.settle(ctx, p)
+	if err != nil || !res.Success {
+		return res, err
+	}
+	return s.checkTransfer(ctx, p, res)
+}
+
+func (s *Settler) settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
 	ptx, sig, reason, err := s.sign(p)
 	if err != nil {
 		return nil, fmt.Errorf("settle: %w", err)

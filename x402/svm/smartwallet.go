@@ -194,9 +194,9 @@ func (v *Verifier) verifySmartWallet(ctx context.Context, req *x402.Requirements
 	return v.payment(ctx, req, payload, ptx, m.AccountKeys[1], match.amount, r.mint)
 }
 
-// matchTransfer returns the one transfer of transfers that pays r: its
-// mint, to the associated token account of r.payTo, exactly r.amount. A
-// transfer from the fee payer, or none or several that pay r, is refused.
+// matchTransfer returns the one transfer of transfers that pays r
+// (paysPrice). A transfer from the fee payer, or none or several that pay
+// r, is refused.
 func (v *Verifier) matchTransfer(transfers []*transfer, r *requirement) (*transfer, error) {
 	var matches []*transfer
 	for _, t := range transfers {
@@ -207,11 +207,11 @@ func (v *Verifier) matchTransfer(transfers []*transfer, r *requirement) (*transf
 		if t.authority == v.feePayer || t.source == feePayerATA {
 			return nil, refuse(ReasonFeePayerTransferring, "a transfer moves the fee payer's funds")
 		}
-		dest, err := AssociatedTokenAddress(r.payTo, r.mint, t.program)
+		ok, err := t.paysPrice(r.mint, r.payTo, r.amount)
 		if err != nil {
 			return nil, fmt.Errorf("verify: %w", err)
 		}
-		if t.mint == r.mint && t.destination == dest && t.amount == r.amount {
+		if ok {
 			matches = append(matches, t)
 		}
 	}
@@ -225,6 +225,93 @@ func (v *Verifier) matchTransfer(transfers []*transfer, r *requirement) (*transf
 	}
 	return nil, refuse(ReasonSmartWalletTransferMismatch, "none of the %d transfers moves %d of %s to the token account of %s",
 		len(transfers), r.amount, r.mint, r.payTo)
+}
+
+// paysPrice reports whether t moves exactly amount of mint to the
+// associated token account of payTo (under t's token program), as the
+// exact scheme's own transfer must.
+func (t *transfer) paysPrice(mint, payTo solana.PublicKey, amount uint64) (bool, error) {
+	dest, err := AssociatedTokenAddress(payTo, mint, t.program)
+	if err != nil {
+		return false, err
+	}
+	return t.mint == mint && t.destination == dest && t.amount == amount, nil
+}
+
+// staticLayout reports whether ixs are laid out as the exact scheme's
+// (instruction 2 is its TransferChecked), rather than a smart wallet's.
+func staticLayout(ixs []instruction) bool {
+	if len(ixs) < 3 {
+		return false
+	}
+	_, ok := parseTransfer(ixs[2])
+	return ok
+}
+
+// checkTransfer checks, once a smart wallet's settlement (a transaction
+// not laid out as the exact scheme's) has succeeded on chain, that the
+// transaction did make the transfer its simulation made: between the
+// simulation and the settlement the wallet's program may have gone another
+// way, as the official facilitator's post-settlement check guards against.
+// The transaction's TransferChecked instructions, top-level and inner (from
+// getTransaction), must hold one of the price to the seller's token
+// account; otherwise the settlement fails with ReasonTransferNotConfirmed.
+func (s *Settler) checkTransfer(ctx context.Context, p *x402.Payment, res *x402.SettleResponse) (*x402.SettleResponse, error) {
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return nil, fmt.Errorf("settle: payment payload: %w", err)
+	}
+	ptx, err := decodeTransaction(payload.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	ixs := ptx.instructions()
+	if staticLayout(ixs) {
+		return res, nil
+	}
+	mint, err := solana.PublicKeyFromBase58(p.Asset)
+	if err != nil {
+		return nil, fmt.Errorf("settle: asset %q: %w", p.Asset, err)
+	}
+	payTo, err := solana.PublicKeyFromBase58(payload.Accepted.PayTo)
+	if err != nil {
+		return nil, fmt.Errorf("settle: payTo %q: %w", payload.Accepted.PayTo, err)
+	}
+	amount, err := strconv.ParseUint(p.Amount, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("settle: amount %q: %w", p.Amount, err)
+	}
+	var landed *struct {
+		Meta struct {
+			InnerInstructions []InnerInstructions `json:"innerInstructions"`
+		} `json:"meta"`
+	}
+	err = s.rpc.call(ctx, "getTransaction", []any{res.Transaction, map[string]any{
+		"encoding": "jsonParsed", "commitment": "confirmed", "maxSupportedTransactionVersion": 0,
+	}}, &landed)
+	if err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	if landed == nil {
+		return nil, fmt.Errorf("settle: transaction %s not found by getTransaction", res.Transaction)
+	}
+	var transfers []*transfer
+	for _, ix := range ixs {
+		if tr, ok := parseTransfer(ix); ok {
+			transfers = append(transfers, tr)
+		}
+	}
+	transfers = append(transfers, innerTransfers(landed.Meta.InnerInstructions, ptx.tx.Message.AccountKeys)...)
+	for _, t := range transfers {
+		ok, err := t.paysPrice(mint, payTo, amount)
+		if err != nil {
+			return nil, fmt.Errorf("settle: %w", err)
+		}
+		if ok {
+			return res, nil
+		}
+	}
+	return &x402.SettleResponse{Success: false, ErrorReason: ReasonTransferNotConfirmed, Transaction: res.Transaction, Network: p.Network, Payer: p.Payer}, nil
 }
 
 // checkComputeBudget checks the Compute Budget instructions of a smart

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
@@ -175,4 +176,56 @@ func TestVerifier_SmartWallet(t *testing.T) {
 
 	_, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey(), SmartWallets: &nested})
 	require.ErrorContains(t, err, "smart wallets need a simulator of inner instructions")
+}
+
+// TestSettler_SmartWallet settles smart wallets' payments on the LiteSVM
+// node: one whose transaction makes the transfer it simulated is settled,
+// and the seller's USDC moves by the price; one whose wallet changed
+// between the simulation and the settlement (its nested account holds one
+// more, so the transaction moves more than the price) succeeds on chain but
+// is a failed settlement, ReasonTransferNotConfirmed: the call is not
+// taken for paid.
+func TestSettler_SmartWallet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	const price = 10_000
+	v, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey(), Simulator: svm.NewRPCSimulator(f.node.URL, nil),
+		SmartWallets: &svm.SmartWallets{Programs: []solana.PublicKey{svm.AssociatedTokenProgram}}})
+	require.NoError(t, err)
+	settler, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200})
+	require.NoError(t, err)
+	for _, changed := range []bool{false, true} {
+		w := newNestedWallet(t, f, price)
+		req := f.requirement()
+		req.PayTo = w.key.PublicKey().String()
+		p := &parts{
+			feePayer:  f.feePayer.PublicKey(),
+			blockhash: f.node.LatestBlockhash(ctx, "confirmed").Hash,
+			ixs:       []solana.Instruction{computeLimit(200_000), computePrice(1), w.recover(t, f, 0), memo("m")},
+			signers:   []solana.PrivateKey{w.key},
+		}
+		_, b64 := p.build(t)
+		payment, err := v.Verify(ctx, req, paymentPayload(req, b64))
+		require.NoError(t, err)
+		if changed {
+			ownerATA := ata(t, w.key.PublicKey(), w.mints[0], svm.TokenProgram)
+			f.node.Fund(ctx, ownerATA, 0, price+1, f.mint)
+		}
+
+		res, err := settler.Settle(ctx, payment)
+
+		require.NoError(t, err)
+		status, txErr := f.node.SignatureStatus(ctx, res.Transaction)
+		require.NotEmpty(t, status, "the transaction landed")
+		require.Empty(t, txErr, "and succeeded")
+		if !changed {
+			require.True(t, res.Success, res.ErrorReason)
+			require.Equal(t, uint64(price), f.node.TokenBalance(ctx, w.usdc))
+			continue
+		}
+		require.False(t, res.Success)
+		require.Equal(t, svm.ReasonTransferNotConfirmed, res.ErrorReason)
+		require.Equal(t, uint64(price+1), f.node.TokenBalance(ctx, w.usdc), "the wallet moved more than the price")
+	}
 }
