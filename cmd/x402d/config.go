@@ -168,6 +168,17 @@ type Config struct {
 	// those 32 slots, so that its settlement job does not start while the
 	// first attempt still waits.
 	SolanaCommitment svm.Commitment `env:"SOLANA_COMMITMENT"`
+	// SolanaSmartWalletPrograms are the smart wallet programs whose
+	// payments are accepted on Solana, as the official facilitator's smart
+	// wallet verification: a transaction calling only them (and Compute
+	// Budget, Memo), whose transfer, made in the program's inner
+	// instructions, is exactly the price to PAY_TO_SOLANA's USDC account
+	// in simulation, checked again once settled. Comma-separated program
+	// addresses; "official" stands for the official facilitator's list
+	// (Squads Multisig v4 and Smart Account, Swig, SPL Governance,
+	// Metaplex Core, Lighthouse). Unset: only the exact scheme's own
+	// layout is accepted.
+	SolanaSmartWalletPrograms []string `env:"SOLANA_SMART_WALLET_PROGRAMS"`
 	// DevchainRPCAddr is where the devchain serves JSON-RPC (x402d serve's
 	// embedded one, or x402d devchain's), and where x402d api and x402d
 	// worker reach it in devchain mode.
@@ -597,6 +608,9 @@ func (c *Config) validate() error {
 		if _, err := evm.ParseKey(c.RelayerKey); err != nil {
 			fail("RELAYER_KEY: not a hex private key")
 		}
+	}
+	if _, err := svm.ParseSmartWalletPrograms(c.SolanaSmartWalletPrograms); err != nil {
+		fail("SOLANA_SMART_WALLET_PROGRAMS: %w", err)
 	}
 	if c.SolanaFeePayer != "" {
 		if _, err := svm.ParsePrivateKey(c.SolanaFeePayer); err != nil {

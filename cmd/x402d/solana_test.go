@@ -26,6 +26,7 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/svm"
 )
 
 // solanaService is `x402d serve` offering Solana next to its devchain, with
@@ -404,6 +405,74 @@ func TestSolanaSignatureRecordedBeforeSend(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.body)
 	require.True(t, a.settled.Success)
 	require.Equal(t, held[0], a.settled.Transaction)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
+}
+
+// TestSolanaSmartWalletPays pays a call with a smart wallet's transaction,
+// SOLANA_SMART_WALLET_PROGRAMS naming the Associated Token Account program
+// as the stand-in smart wallet (x402/svm's nestedWallet: its RecoverNested
+// moves, in an inner TransferChecked the program signs for, the USDC a
+// token account of the seller's wallet holds to the wallet's USDC account):
+// the call is answered 200, settled once with the price moved by the inner
+// transfer, the same payment resent gets the same answer, and a service
+// accepting no smart wallet refuses it with nothing sent.
+func TestSolanaSmartWalletPays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, map[string]string{"SOLANA_SMART_WALLET_PROGRAMS": "official," + svm.AssociatedTokenProgram.String()})
+	// The seller's own wallet signs (its key is a development key): the
+	// token account the program empties is one of its own.
+	wallet := svmtest.PayerKey(1001)
+	require.Equal(t, s.payTo, wallet.PublicKey())
+	s.node.FundSOL(ctx, wallet.PublicKey(), 1_000_000_000)
+	ownerMint := svmtest.PayerKey(2001).PublicKey()
+	s.node.Mint(ctx, ownerMint, svm.TokenProgram, 0)
+	ownerATA := s.node.Fund(ctx, wallet.PublicKey(), 0, 0, ownerMint)
+	nested := s.node.Fund(ctx, ownerATA, 0, 10_000, solana.PublicKey{})
+	payToATA := svmtest.ATA(t, s.payTo, svmtest.USDC)
+	payToBefore := s.node.TokenBalance(ctx, payToATA)
+
+	req := solanaRequirement(t, s.base, "diff")
+	var extra x402.SVMExtra
+	require.NoError(t, json.Unmarshal(req.Extra, &extra))
+	tx, err := solana.NewTransaction([]solana.Instruction{
+		solana.NewInstruction(svm.ComputeBudgetProgram, nil, []byte{2, 0x40, 0x0d, 0x03, 0}), // 200,000 units
+		solana.NewInstruction(svm.ComputeBudgetProgram, nil, []byte{3, 1, 0, 0, 0, 0, 0, 0, 0}),
+		solana.NewInstruction(svm.AssociatedTokenProgram, solana.AccountMetaSlice{
+			solana.Meta(nested).WRITE(), solana.Meta(svmtest.USDC), solana.Meta(payToATA).WRITE(),
+			solana.Meta(ownerATA), solana.Meta(ownerMint), solana.Meta(wallet.PublicKey()).WRITE().SIGNER(), solana.Meta(svm.TokenProgram),
+		}, []byte{2}),
+		solana.NewInstruction(svm.MemoProgram, nil, []byte("smart wallet")),
+	}, solana.MustHashFromBase58(extra.RecentBlockhash), solana.TransactionPayer(solana.MustPublicKeyFromBase58(extra.FeePayer)))
+	require.NoError(t, err)
+	tx.Message.SetVersion(solana.MessageVersionV0)
+	_, err = tx.PartialSign(func(k solana.PublicKey) *solana.PrivateKey {
+		if k == wallet.PublicKey() {
+			return &wallet
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	header := svmtest.PaymentHeader(t, req, tx)
+
+	// A service accepting no smart wallet refuses it, nothing sent.
+	plain := startSolanaService(ctx, t, nil)
+	status, refused, _ := postPaid(t, plain.base, "diff", `{"a":"1\n","b":"2\n"}`, header)
+	require.Equal(t, http.StatusPaymentRequired, status, refused)
+
+	status, result, settled := postPaid(t, s.base, "diff", `{"a":"1\n","b":"2\n"}`, header)
+	require.Equal(t, http.StatusOK, status, result)
+	require.True(t, settled.Success)
+	require.Equal(t, wallet.PublicKey().String(), settled.Payer)
+	require.Equal(t, uint64(10_000), s.node.TokenBalance(ctx, payToATA)-payToBefore, "the inner transfer paid the price")
+	var account struct{ Value json.RawMessage }
+	require.NoError(t, s.node.Call(ctx, &account, "getAccountInfo", nested.String(), map[string]string{"encoding": "base64"}))
+	require.Equal(t, "null", string(account.Value), "the wallet's nested account emptied and closed")
+
+	status, again, resent := postPaid(t, s.base, "diff", `{"a":"1\n","b":"2\n"}`, header)
+	require.Equal(t, http.StatusOK, status, again)
+	require.JSONEq(t, result, again)
+	require.Equal(t, settled.Transaction, resent.Transaction)
 	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 

@@ -55,6 +55,24 @@ func DefaultSmartWalletPrograms() []solana.PublicKey {
 	}
 }
 
+// ParseSmartWalletPrograms reads program addresses (base58), the word
+// "official" standing for DefaultSmartWalletPrograms.
+func ParseSmartWalletPrograms(list []string) ([]solana.PublicKey, error) {
+	var out []solana.PublicKey
+	for _, s := range list {
+		if s == "official" {
+			out = append(out, DefaultSmartWalletPrograms()...)
+			continue
+		}
+		key, err := solana.PublicKeyFromBase58(s)
+		if err != nil {
+			return nil, fmt.Errorf("smart wallet program %q: %w", s, err)
+		}
+		out = append(out, key)
+	}
+	return out, nil
+}
+
 // SmartWallets configures the verification of payments made by smart
 // wallets: a transaction that calls a smart wallet program, which moves the
 // tokens from an account of its own (its vault) in an inner instruction.
