@@ -388,16 +388,11 @@ func TestSolanaSignatureRecordedBeforeSend(t *testing.T) {
 		return len(held) > 0
 	}, 30*time.Second, 20*time.Millisecond, "no send reached the node")
 	require.Len(t, held, 1)
-	var recorded []string
-	rows, err := s.db.Pool.Query(ctx, "SELECT coalesce(data->>'tx', '') FROM events WHERE type = $1", store.EventJobSucceeded)
-	require.NoError(t, err)
-	for rows.Next() {
-		var tx string
-		require.NoError(t, rows.Scan(&tx))
-		recorded = append(recorded, tx)
+	recorded := transactionsByCall(ctx, t, s.db, "coalesce(data->>'tx', '')", store.EventJobSucceeded)
+	require.Len(t, recorded, 1)
+	for _, txs := range recorded {
+		require.Equal(t, held, txs, "the ledger names the transaction while its send is held")
 	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, held, recorded, "the ledger names the transaction while its send is held")
 	status, _ := s.node.SignatureStatus(ctx, held[0])
 	require.Empty(t, status, "nothing landed while the send is held")
 
@@ -698,6 +693,22 @@ func killBeforeCommitment(t *testing.T, commitment string, payer solana.PrivateK
 	s.checkPaidOnce(ctx, t, r.rep, payer.PublicKey(), payerBefore, payToBefore)
 }
 
+// transactionsByCall returns, for each call, the value of field (a SQL
+// expression over data) in its events of types, in order.
+func transactionsByCall(ctx context.Context, t *testing.T, db *dbtest.DB, field string, types ...string) map[string][]string {
+	t.Helper()
+	rows, err := db.Pool.Query(ctx, "SELECT stream, "+field+" FROM events WHERE type = ANY($1) ORDER BY id", types)
+	require.NoError(t, err)
+	byCall := map[string][]string{}
+	for rows.Next() {
+		var stream, tx string
+		require.NoError(t, rows.Scan(&stream, &tx))
+		byCall[store.CallOfStream(stream)] = append(byCall[store.CallOfStream(stream)], tx)
+	}
+	require.NoError(t, rows.Err())
+	return byCall
+}
+
 // checkSolanaLedger waits for every call on db to reach a final state and
 // checks the ledger against the node: each paid call has one
 // settlement.confirmed naming its own transaction, which succeeded on the
@@ -714,28 +725,12 @@ func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *s
 		return open == 0
 	}, 90*time.Second, 200*time.Millisecond, "calls still open")
 
-	confirmed := map[string][]string{} // call id -> transactions of its settlement.confirmed
-	rows, err := db.Pool.Query(ctx, "SELECT stream, data->'response'->>'transaction' FROM events WHERE type = $1", store.EventSettlementConfirmed)
-	require.NoError(t, err)
-	for rows.Next() {
-		var stream, tx string
-		require.NoError(t, rows.Scan(&stream, &tx))
-		confirmed[store.CallOfStream(stream)] = append(confirmed[store.CallOfStream(stream)], tx)
-	}
-	require.NoError(t, rows.Err())
+	// call id -> transactions of its settlement.confirmed
+	confirmed := transactionsByCall(ctx, t, db, "data->'response'->>'transaction'", store.EventSettlementConfirmed)
+	// call id -> transactions its attempts recorded before sending
+	recorded := transactionsByCall(ctx, t, db, "coalesce(data->>'tx', '')", store.EventJobSucceeded, store.EventSettlementSubmitted)
 
-	recorded := map[string][]string{} // call id -> transactions its attempts recorded before sending
-	rows, err = db.Pool.Query(ctx, "SELECT stream, coalesce(data->>'tx', '') FROM events WHERE type IN ($1, $2)",
-		store.EventJobSucceeded, store.EventSettlementSubmitted)
-	require.NoError(t, err)
-	for rows.Next() {
-		var stream, tx string
-		require.NoError(t, rows.Scan(&stream, &tx))
-		recorded[store.CallOfStream(stream)] = append(recorded[store.CallOfStream(stream)], tx)
-	}
-	require.NoError(t, rows.Err())
-
-	rows, err = db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
+	rows, err := db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
 	require.NoError(t, err)
 	var paid uint64
 	seen := map[string]string{} // transaction -> call id
