@@ -21,7 +21,10 @@ import (
 const (
 	ReasonSmartWalletProgramNotAllowed   = "invalid_exact_svm_smart_wallet_program_not_allowed"
 	ReasonSmartWalletFeePayerNotIsolated = "invalid_exact_svm_smart_wallet_fee_payer_not_isolated"
-	ReasonSmartWalletComputeBudget       = "invalid_exact_svm_smart_wallet_compute_budget_violation"
+	ReasonSmartWalletMalformedBudget     = "invalid_exact_svm_smart_wallet_malformed_compute_budget"
+	ReasonSmartWalletMalformedLimit      = "invalid_exact_svm_smart_wallet_malformed_compute_limit"
+	ReasonSmartWalletMalformedPrice      = "invalid_exact_svm_smart_wallet_malformed_compute_price"
+	ReasonSmartWalletUnsupportedBudget   = "invalid_exact_svm_smart_wallet_unsupported_compute_budget_instruction"
 	ReasonSmartWalletComputeUnits        = "invalid_exact_svm_smart_wallet_compute_units_too_high"
 	ReasonSmartWalletPriorityFee         = "invalid_exact_svm_smart_wallet_priority_fee_too_high"
 	ReasonSmartWalletSimulationFailed    = "invalid_exact_svm_smart_wallet_simulation_failed"
@@ -333,8 +336,8 @@ func (s *Settler) checkTransfer(ctx context.Context, p *x402.Payment, res *x402.
 }
 
 // checkComputeBudget checks the Compute Budget instructions of a smart
-// wallet's transaction: SetComputeUnitLimit and SetComputeUnitPrice within
-// the limits, no other.
+// wallet's transaction as the official facilitator does: SetComputeUnitLimit
+// and SetComputeUnitPrice within the limits, no other.
 func (sw *SmartWallets) checkComputeBudget(ixs []instruction) error {
 	maxUnits := uint64(sw.MaxComputeUnits)
 	if maxUnits == 0 {
@@ -349,16 +352,24 @@ func (sw *SmartWallets) checkComputeBudget(ixs []instruction) error {
 			continue
 		}
 		switch {
-		case len(ix.data) >= 5 && ix.data[0] == discSetComputeUnitLimit:
+		case len(ix.data) == 0:
+			return refuse(ReasonSmartWalletMalformedBudget, "instruction %d: a Compute Budget instruction without data", i)
+		case ix.data[0] == discSetComputeUnitLimit:
+			if len(ix.data) < 5 {
+				return refuse(ReasonSmartWalletMalformedLimit, "instruction %d: SetComputeUnitLimit of %d bytes", i, len(ix.data))
+			}
 			if units := uint64(binary.LittleEndian.Uint32(ix.data[1:5])); units > maxUnits {
 				return refuse(ReasonSmartWalletComputeUnits, "instruction %d: %d compute units, at most %d", i, units, maxUnits)
 			}
-		case len(ix.data) >= 9 && ix.data[0] == discSetComputeUnitPrice:
+		case ix.data[0] == discSetComputeUnitPrice:
+			if len(ix.data) < 9 {
+				return refuse(ReasonSmartWalletMalformedPrice, "instruction %d: SetComputeUnitPrice of %d bytes", i, len(ix.data))
+			}
 			if price := binary.LittleEndian.Uint64(ix.data[1:9]); price > maxPrice {
 				return refuse(ReasonSmartWalletPriorityFee, "instruction %d: compute unit price %d µlamports, at most %d", i, price, maxPrice)
 			}
 		default:
-			return refuse(ReasonSmartWalletComputeBudget, "instruction %d is a Compute Budget instruction other than a well-formed limit or price", i)
+			return refuse(ReasonSmartWalletUnsupportedBudget, "instruction %d: Compute Budget instruction %d", i, ix.data[0])
 		}
 	}
 	return nil

@@ -1,14 +1,21 @@
 package svm_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/nodetest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/svm"
 )
@@ -63,15 +70,28 @@ func (w *nestedWallet) recover(t *testing.T, f *fixture, i int) solana.Instructi
 }
 
 // TestVerifier_SmartWallet checks the smart wallet path against the
-// transfers the runtime makes in inner instructions: one TransferChecked of
-// exactly the price to the seller's token account is accepted, paid by the
-// wallet's key; every other case is refused with the official reason.
+// transfers the runtime makes in inner instructions, and against the
+// official facilitator (@x402/svm's ExactSvmScheme with
+// enableSmartWalletVerification, run by testdata/smart_wallet_oracle.mjs on
+// the same payments and node): one TransferChecked of exactly the price to
+// the seller's token account is accepted, paid by the wallet's key; every
+// other case is refused with the official reason. Where the official
+// facilitator answers otherwise, the case says so (official).
 func TestVerifier_SmartWallet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
 	const price = 10_000
 	nested := svm.SmartWallets{Programs: []solana.PublicKey{svm.AssociatedTokenProgram}}
+	budget := func(data ...[]byte) []solana.Instruction {
+		var ixs []solana.Instruction
+		for _, d := range data {
+			ixs = append(ixs, solana.NewInstruction(svm.ComputeBudgetProgram, nil, d))
+		}
+		return ixs
+	}
+	limit := func(units uint32) []byte { return binary.LittleEndian.AppendUint32([]byte{2}, units) }
+	cuPrice := func(microLamports uint64) []byte { return binary.LittleEndian.AppendUint64([]byte{3}, microLamports) }
 	testCases := []struct {
 		name string
 		// amounts are the wallet's nested accounts' balances.
@@ -84,6 +104,9 @@ func TestVerifier_SmartWallet(t *testing.T) {
 		ixs        func(w *nestedWallet) []solana.Instruction
 		budget     []solana.Instruction
 		wantReason string
+		// official is the official facilitator's answer when it is not
+		// ours: "valid", or its reason.
+		official string
 	}{
 		{name: "ok, the transfer in an inner instruction", amounts: []uint64{price}, smart: &nested},
 		{name: "ok, without a memo", amounts: []uint64{price}, smart: &nested,
@@ -91,7 +114,8 @@ func TestVerifier_SmartWallet(t *testing.T) {
 		{name: "nok, smart wallets not accepted", amounts: []uint64{price}, wantReason: svm.ReasonNoTransfer},
 		{name: "nok, a program not on the default list", amounts: []uint64{price}, smart: &svm.SmartWallets{},
 			wantReason: svm.ReasonSmartWalletProgramNotAllowed},
-		{name: "nok, more than the price", amounts: []uint64{price + 1}, smart: &nested, wantReason: svm.ReasonSmartWalletTransferMismatch},
+		// The official facilitator takes a smart wallet's overpayment.
+		{name: "nok, more than the price", amounts: []uint64{price + 1}, smart: &nested, wantReason: svm.ReasonSmartWalletTransferMismatch, official: "valid"},
 		{name: "nok, less than the price", amounts: []uint64{price - 1}, smart: &nested, wantReason: svm.ReasonSmartWalletTransferMismatch},
 		{name: "nok, pays another receiver", amounts: []uint64{price}, smart: &nested,
 			req: func(req *x402.Requirements) { req.PayTo = f.payTo.String() }, wantReason: svm.ReasonSmartWalletTransferMismatch},
@@ -118,64 +142,135 @@ func TestVerifier_SmartWallet(t *testing.T) {
 			ixs: func(w *nestedWallet) []solana.Instruction {
 				return []solana.Instruction{w.recover(t, f, 0), solana.NewInstruction(svm.MemoProgram, solana.AccountMetaSlice{solana.Meta(f.feePayer.PublicKey())}, []byte("m"))}
 			}},
-		{name: "nok, compute price over the smart wallets' cap", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletPriorityFee,
-			budget: []solana.Instruction{computeLimit(200_000), computePrice(svm.DefaultSmartWalletMaxComputeUnitPrice + 1)}},
 		{name: "ok, compute price at the smart wallets' cap", amounts: []uint64{price}, smart: &nested,
-			budget: []solana.Instruction{computeLimit(200_000), computePrice(svm.DefaultSmartWalletMaxComputeUnitPrice)}},
+			budget: budget(limit(200_000), cuPrice(svm.DefaultSmartWalletMaxComputeUnitPrice))},
+		{name: "nok, compute price over the smart wallets' cap", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletPriorityFee,
+			budget: budget(limit(200_000), cuPrice(svm.DefaultSmartWalletMaxComputeUnitPrice+1))},
 		{name: "nok, compute units over the cap", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletComputeUnits,
-			budget: []solana.Instruction{computeLimit(svm.DefaultSmartWalletMaxComputeUnits + 1), computePrice(1)}},
-		{name: "nok, another compute budget instruction", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletComputeBudget,
-			budget: []solana.Instruction{computeLimit(200_000), solana.NewInstruction(svm.ComputeBudgetProgram, nil, binary.LittleEndian.AppendUint32([]byte{1}, 64*1024))}},
+			budget: budget(limit(svm.DefaultSmartWalletMaxComputeUnits+1), cuPrice(1))},
+		{name: "nok, a compute limit of 4 bytes", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletMalformedLimit,
+			budget: budget(limit(200_000)[:4], cuPrice(1))},
+		{name: "nok, a compute price of 8 bytes", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletMalformedPrice,
+			budget: budget(limit(200_000), cuPrice(1)[:8])},
+		{name: "nok, a compute budget instruction without data", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletMalformedBudget,
+			budget: budget(limit(200_000), []byte{})},
+		{name: "nok, another compute budget instruction", amounts: []uint64{price}, smart: &nested, wantReason: svm.ReasonSmartWalletUnsupportedBudget,
+			budget: budget(limit(200_000), binary.LittleEndian.AppendUint32([]byte{1}, 64*1024))},
 		{name: "nok, memo required and another given", amounts: []uint64{price}, smart: &nested,
 			req: func(req *x402.Requirements) { setMemo(f, req, "order-1") }, wantReason: svm.ReasonMemoMismatch},
 	}
-	for _, tc := range testCases {
+	type built struct {
+		wallet  *nestedWallet
+		req     *x402.Requirements
+		payload *x402.PaymentPayload
+	}
+	payments := make([]built, len(testCases))
+	oracle := make([]smartWalletCase, len(testCases))
+	for i, tc := range testCases {
+		w := newNestedWallet(t, f, tc.amounts...)
+		req := f.requirement()
+		req.PayTo = w.key.PublicKey().String()
+		if tc.req != nil {
+			tc.req(req)
+		}
+		ixs := []solana.Instruction{w.recover(t, f, 0), memo("0123456789abcdef")}
+		if tc.ixs != nil {
+			ixs = tc.ixs(w)
+		}
+		head := tc.budget
+		if head == nil {
+			head = budget(limit(200_000), cuPrice(1))
+		}
+		p := &parts{
+			feePayer:  f.feePayer.PublicKey(),
+			blockhash: f.node.LatestBlockhash(ctx, "confirmed").Hash,
+			ixs:       append(head, ixs...),
+			signers:   []solana.PrivateKey{w.key},
+		}
+		_, b64 := p.build(t)
+		payments[i] = built{wallet: w, req: req, payload: paymentPayload(req, b64)}
+		oracle[i] = smartWalletCase{Payload: payments[i].payload, Requirements: req, Enabled: tc.smart != nil}
+		if tc.smart != nil {
+			oracle[i].Programs = tc.smart.Programs
+		}
+	}
+	official := smartWalletOracle(t, f, oracle)
+	require.Len(t, official, len(testCases))
+
+	for i, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newNestedWallet(t, f, tc.amounts...)
-			req := f.requirement()
-			req.PayTo = w.key.PublicKey().String()
-			if tc.req != nil {
-				tc.req(req)
-			}
-			ixs := []solana.Instruction{w.recover(t, f, 0), memo("0123456789abcdef")}
-			if tc.ixs != nil {
-				ixs = tc.ixs(w)
-			}
-			budget := []solana.Instruction{computeLimit(200_000), computePrice(1)}
-			if tc.budget != nil {
-				budget = tc.budget
-			}
-			p := &parts{
-				feePayer:  f.feePayer.PublicKey(),
-				blockhash: f.node.LatestBlockhash(ctx, "confirmed").Hash,
-				ixs:       append(budget, ixs...),
-				signers:   []solana.PrivateKey{w.key},
-			}
-			_, b64 := p.build(t)
-			payload := paymentPayload(req, b64)
+			b := payments[i]
 			v, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey(), Simulator: svm.NewRPCSimulator(f.node.URL, nil), SmartWallets: tc.smart})
 			require.NoError(t, err)
 
-			payment, err := v.Verify(ctx, req, payload)
+			payment, err := v.Verify(ctx, b.req, b.payload)
 
+			got := "valid"
 			if tc.wantReason != "" {
 				var refusal *x402.Refusal
 				require.ErrorAs(t, err, &refusal)
 				require.Equal(t, tc.wantReason, refusal.Reason, refusal.Message)
-				return
+				got = refusal.Reason
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, b.wallet.key.PublicKey().String(), payment.Payer, "the wallet's key pays")
+				require.Equal(t, b.req.Amount, payment.Amount)
+				payer, nonce, err := svm.Identify(b.payload)
+				require.NoError(t, err)
+				require.Equal(t, payment.Payer, payer)
+				require.Equal(t, payment.Nonce, nonce)
+				// The official facilitator names the transfer's authority
+				// (here the wallet's owner token account) as the payer.
+				require.Equal(t, ata(t, b.wallet.key.PublicKey(), b.wallet.mints[0], svm.TokenProgram).String(), official[i].Payer)
 			}
-			require.NoError(t, err)
-			require.Equal(t, w.key.PublicKey().String(), payment.Payer, "the wallet's key pays")
-			require.Equal(t, req.Amount, payment.Amount)
-			payer, nonce, err := svm.Identify(payload)
-			require.NoError(t, err)
-			require.Equal(t, payment.Payer, payer)
-			require.Equal(t, payment.Nonce, nonce)
+			want := cmp.Or(tc.official, got)
+			if official[i].IsValid {
+				require.Equal(t, want, "valid", "the official facilitator accepts it")
+			} else {
+				reason, _, _ := strings.Cut(official[i].InvalidReason, ":")
+				require.Equal(t, want, reason, "the official facilitator's reason: %s", official[i].InvalidReason)
+			}
 		})
 	}
 
 	_, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey(), SmartWallets: &nested})
 	require.ErrorContains(t, err, "smart wallets need a simulator of inner instructions")
+}
+
+// smartWalletCase is a payment for testdata/smart_wallet_oracle.mjs.
+type smartWalletCase struct {
+	Payload      *x402.PaymentPayload `json:"payload"`
+	Requirements *x402.Requirements   `json:"requirements"`
+	// Enabled turns the official smart wallet verification on, with
+	// Programs (nil: its default list).
+	Enabled  bool               `json:"enabled"`
+	Programs []solana.PublicKey `json:"programs"`
+}
+
+// smartWalletOracle returns the official facilitator's answer to each of
+// cases, verified on the fixture's node with its fee payer.
+func smartWalletOracle(t *testing.T, f *fixture, cases []smartWalletCase) []x402.VerifyResponse {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "node (v20+) is needed for the comparison with the official facilitator; run: go tool task npm")
+	compat, err := nodetest.Compat()
+	require.NoError(t, err)
+	script, err := filepath.Abs(filepath.Join("testdata", "smart_wallet_oracle.mjs"))
+	require.NoError(t, err)
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	for _, c := range cases {
+		require.NoError(t, enc.Encode(c))
+	}
+	cmd := exec.Command(node, script, compat, f.node.URL, f.feePayer.String())
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node smart_wallet_oracle.mjs (run: go tool task npm): %s", stderr.String())
+	var answers []x402.VerifyResponse
+	require.NoError(t, json.Unmarshal(out, &answers), string(out))
+	return answers
 }
 
 // TestSettler_SmartWallet settles smart wallets' payments on the LiteSVM
