@@ -94,25 +94,33 @@ func TestVerifier_ComputeBudget(t *testing.T) {
 // ("" when it passes them).
 func computeBudgetOracle(t *testing.T, cases func(yield func(limit, price []byte) bool)) []string {
 	t.Helper()
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	for limit, price := range cases {
+		require.NoError(t, enc.Encode(map[string]string{"limit": hex.EncodeToString(limit), "price": hex.EncodeToString(price)}))
+	}
+	var reasons []string
+	require.NoError(t, json.Unmarshal(runOfficial(t, "compute_budget_oracle.mjs", in.Bytes()), &reasons))
+	return reasons
+}
+
+// runOfficial runs testdata/script, a Node.js script calling the official
+// x402 packages, with compat/ (where `go tool task npm` installs them) and
+// args as its arguments and in on its standard input, and returns what it
+// prints.
+func runOfficial(t *testing.T, script string, in []byte, args ...string) []byte {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	require.NoError(t, err, "node (v20+) is needed for the comparison with the official facilitator; run: go tool task npm")
 	compat, err := nodetest.Compat()
 	require.NoError(t, err)
-	script, err := filepath.Abs(filepath.Join("testdata", "compute_budget_oracle.mjs"))
+	path, err := filepath.Abs(filepath.Join("testdata", script))
 	require.NoError(t, err)
-	var in bytes.Buffer
-	for limit, price := range cases {
-		line, err := json.Marshal(map[string]string{"limit": hex.EncodeToString(limit), "price": hex.EncodeToString(price)})
-		require.NoError(t, err)
-		in.Write(append(line, '\n'))
-	}
-	cmd := exec.Command(node, script, compat)
-	cmd.Stdin = &in
+	cmd := exec.Command(node, append([]string{path, compat}, args...)...)
+	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "node compute_budget_oracle.mjs (run: go tool task npm): %s", stderr.String())
-	var reasons []string
-	require.NoError(t, json.Unmarshal(out, &reasons))
-	return reasons
+	require.NoError(t, err, "node %s (run: go tool task npm): %s", script, stderr.String())
+	return out
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x402d/x402d/internal/nodetest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/svm"
 )
@@ -251,23 +248,12 @@ type smartWalletCase struct {
 // cases, verified on the fixture's node with its fee payer.
 func smartWalletOracle(t *testing.T, f *fixture, cases []smartWalletCase) []x402.VerifyResponse {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "node (v20+) is needed for the comparison with the official facilitator; run: go tool task npm")
-	compat, err := nodetest.Compat()
-	require.NoError(t, err)
-	script, err := filepath.Abs(filepath.Join("testdata", "smart_wallet_oracle.mjs"))
-	require.NoError(t, err)
 	var in bytes.Buffer
 	enc := json.NewEncoder(&in)
 	for _, c := range cases {
 		require.NoError(t, enc.Encode(c))
 	}
-	cmd := exec.Command(node, script, compat, f.node.URL, f.feePayer.String())
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "node smart_wallet_oracle.mjs (run: go tool task npm): %s", stderr.String())
+	out := runOfficial(t, "smart_wallet_oracle.mjs", in.Bytes(), f.node.URL, f.feePayer.String())
 	var answers []x402.VerifyResponse
 	require.NoError(t, json.Unmarshal(out, &answers), string(out))
 	return answers
