@@ -254,60 +254,64 @@ type completed struct {
 
 func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, settler x402.Settler) *commits {
 	namer, _ := settler.(x402.TransactionNamer)
-	c := &commits{grace: grace}
-	c.slow, _ = settler.(x402.SlowSettler)
-	c.results = store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
-		if err := readPayments(ctx, tx, runs); err != nil {
-			return err
-		}
-		// The runs settle their payments themselves: their
-		// settlement jobs wait their grace, as a safety net.
-		now := time.Now()
-		params := make([]river.InsertManyParams, len(runs))
-		for i, run := range runs {
-			params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}, InsertOpts: &river.InsertOpts{ScheduledAt: now.Add(c.graceOf(run.payment))}}
-		}
-		// The workers' client, from the context of the job whose
-		// run writes this transaction.
-		client := river.ClientFromContext[pgx.Tx](ctx)
-		inserted, err := client.InsertManyTx(ctx, tx, params)
-		if err != nil {
-			return fmt.Errorf("insert %d settle jobs: %w", len(runs), err)
-		}
-		settleJobs, err := settleJobIDs(inserted)
-		if err != nil {
-			return err
-		}
-		// Each settlement's first attempt, the run's, is recorded
-		// here with the result, in its job.succeeded, with the
-		// transaction it sends when that is named beforehand:
-		// durable before any transfer, and no write of its own. A
-		// later attempt records itself (settleWorker).
-		events := make([]store.NewEvent, len(runs))
-		for i, run := range runs {
-			run.settleJob = settleJobs[run.callID]
-			succeeded := run.succeeded
-			succeeded.SettleJobID = run.settleJob
-			succeeded.Transaction = transactionOf(namer, run.payment)
-			events[i] = store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded}
-		}
-		return store.Append(ctx, tx, events...)
-	})
-	c.submissions = store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents)
-	c.outcomes = store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, writeOutcomes)
-	return c
+	slow, _ := settler.(x402.SlowSettler)
+	return &commits{
+		grace: grace,
+		slow:  slow,
+		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
+			if err := readPayments(ctx, tx, runs); err != nil {
+				return err
+			}
+			// The runs settle their payments themselves: their
+			// settlement jobs wait their grace, as a safety net.
+			now := time.Now()
+			params := make([]river.InsertManyParams, len(runs))
+			for i, run := range runs {
+				opts := &river.InsertOpts{ScheduledAt: now.Add(graceOf(grace, slow, run.payment))}
+				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}, InsertOpts: opts}
+			}
+			// The workers' client, from the context of the job whose
+			// run writes this transaction.
+			client := river.ClientFromContext[pgx.Tx](ctx)
+			inserted, err := client.InsertManyTx(ctx, tx, params)
+			if err != nil {
+				return fmt.Errorf("insert %d settle jobs: %w", len(runs), err)
+			}
+			settleJobs, err := settleJobIDs(inserted)
+			if err != nil {
+				return err
+			}
+			// Each settlement's first attempt, the run's, is recorded
+			// here with the result, in its job.succeeded, with the
+			// transaction it sends when that is named beforehand:
+			// durable before any transfer, and no write of its own. A
+			// later attempt records itself (settleWorker).
+			events := make([]store.NewEvent, len(runs))
+			for i, run := range runs {
+				run.settleJob = settleJobs[run.callID]
+				succeeded := run.succeeded
+				succeeded.SettleJobID = run.settleJob
+				succeeded.Transaction = transactionOf(namer, run.payment)
+				events[i] = store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded}
+			}
+			return store.Append(ctx, tx, events...)
+		}),
+		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents),
+		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, writeOutcomes),
+	}
 }
 
 // graceOf returns how long the run that recorded a result has to settle
-// payment before its settlement job takes it up: the grace, and as much
-// longer as the payment's settlement waits beyond an ordinary one (a
-// Solana block's finalization at SOLANA_COMMITMENT=finalized), so that the
-// job does not start while the run's attempt still waits.
-func (c *commits) graceOf(payment *x402.Payment) time.Duration {
-	if c.slow == nil {
-		return c.grace
+// payment before its settlement job takes it up: grace, and as much longer
+// as slow (nil: none) says the payment's settlement waits beyond an
+// ordinary one (a Solana block's finalization at
+// SOLANA_COMMITMENT=finalized), so that the job does not start while the
+// run's attempt still waits.
+func graceOf(grace time.Duration, slow x402.SlowSettler, payment *x402.Payment) time.Duration {
+	if slow == nil {
+		return grace
 	}
-	return c.grace + c.slow.ExtraWait(payment)
+	return grace + slow.ExtraWait(payment)
 }
 
 // readPayments sets the payment of each of runs, read in one statement
