@@ -13,9 +13,12 @@
 // exists (a node operator's restart).
 //
 // Methods: getLatestBlockhash, getAccountInfo, getMultipleAccounts,
-// simulateTransaction (sigVerify, replaceRecentBlockhash), sendTransaction
+// simulateTransaction (sigVerify, replaceRecentBlockhash, innerInstructions:
+// SPL Token's TransferChecked parsed, the others partially decoded, as a
+// node answers them), sendTransaction
 // (preflight unless skipPreflight), getSignatureStatuses (processed, then
-// confirmed one slot later, finalized 32 slots later), isBlockhashValid,
+// confirmed one slot later, finalized 32 slots later), getTransaction
+// (its meta's err and innerInstructions only), isBlockhashValid,
 // getBlockHeight, getSlot, getBalance, getTokenAccountBalance,
 // getMinimumBalanceForRentExemption, getHealth, getVersion, getGenesisHash;
 // for the tests: litesvm_fund {address, lamports, amount, mint} (SOL and an
@@ -25,7 +28,10 @@
 // litesvm_drop {method, count} (the next count answers of method are lost
 // after the work is done), litesvm_ignore {count} (the next count
 // sendTransaction calls answer the signature and land nothing, as a
-// transaction a leader dropped), litesvm_pause {ms} (no new slot for ms).
+// transaction a leader dropped), litesvm_pause {ms} (no new slot for ms),
+// litesvm_hold {count, ms} (the next count sendTransaction calls are held
+// ms before they are handled) and litesvm_held (the signatures of the sends
+// held now).
 import { createServer } from "node:http";
 import { createHash, createPrivateKey, createPublicKey } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -257,10 +263,40 @@ function run(d, { simulate, sigVerify }) {
     // An instruction that failed lands (its fee is paid); a transaction
     // refused before it ran does not.
     const landed = typeof err === "object" && err !== null && ("InstructionError" in err || "DuplicateInstruction" in err || "InsufficientFundsForRent" in err);
-    return { err, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed };
+    return { err, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed, meta, keys: d.msg.staticAccounts };
   }
   const meta = simulate ? out.meta() : out;
-  return { err: null, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed: true };
+  return { err: null, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed: true, meta, keys: d.msg.staticAccounts };
+}
+
+// innerInstructions returns the inner instructions of a transaction run
+// (r, from run) as a node answers them in simulateTransaction: for each
+// instruction that made some, its index and those it made, SPL Token's
+// TransferChecked parsed (as jsonParsed), the others partially decoded.
+function innerInstructions(r) {
+  const out = [];
+  r.meta.innerInstructions().forEach((group, index) => {
+    if (group.length === 0) return;
+    out.push({ index, instructions: group.map((inner) => uiInstruction(inner.instruction(), inner.stackHeight(), r.keys)) });
+  });
+  return out;
+}
+
+function uiInstruction(ix, stackHeight, keys) {
+  const programId = keys[ix.programIdIndex()];
+  const accounts = [...ix.accounts()].map((i) => keys[i]);
+  const data = ix.data();
+  if (TOKEN_PROGRAMS.includes(programId) && data.length === 10 && data[0] === 12 && accounts.length >= 4) {
+    const amount = new DataView(data.buffer, data.byteOffset).getBigUint64(1, true);
+    const decimals = data[9];
+    const ui = Number(amount) / 10 ** decimals;
+    return {
+      program: programId === TOKEN_PROGRAM_ADDRESS ? "spl-token" : "spl-token-2022", programId, stackHeight,
+      parsed: { type: "transferChecked", info: { source: accounts[0], mint: accounts[1], destination: accounts[2], authority: accounts[3],
+        tokenAmount: { amount: amount.toString(), decimals, uiAmount: ui, uiAmountString: String(ui) } } },
+    };
+  }
+  return { programId, accounts, data: b58dec.decode(data), stackHeight };
 }
 
 function encodeAccount(address, encoding) {
@@ -284,6 +320,8 @@ function status(sig) {
 const drops = {}; // method -> answers still to lose
 let ignoreSends = 0; // sendTransaction calls still to drop silently
 let pausedUntil = 0;
+const hold = { count: 0, ms: 0 }; // sendTransaction calls still to hold, and for how long
+const held = new Set(); // signatures of the sends held now
 
 const methods = {
   getHealth: () => "ok",
@@ -312,6 +350,13 @@ const methods = {
     return { context: ctx(cfg?.commitment), value: { amount: amount.toString(), decimals, uiAmount: ui, uiAmountString: String(ui) } };
   },
   getSignatureStatuses: (sigs) => ({ context: ctx("processed"), value: sigs.map(status) }),
+  getTransaction: (sig, cfg = {}) => {
+    const st = status(sig);
+    const order = ["processed", "confirmed", "finalized"];
+    if (!st || order.indexOf(st.confirmationStatus) < order.indexOf(cfg.commitment ?? "finalized")) return null;
+    const { slot, err, inner } = chain.statuses[sig];
+    return { slot, blockTime: null, transaction: { signatures: [sig] }, meta: { err, status: st.status, fee: 5000, innerInstructions: inner ?? [] } };
+  },
   simulateTransaction: (encoded, cfg = {}) => {
     const encoding = cfg.encoding ?? "base58";
     if (cfg.sigVerify && cfg.replaceRecentBlockhash) {
@@ -341,11 +386,17 @@ const methods = {
     if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
     return {
       context: ctx(cfg.commitment),
-      value: { err: r.err, logs: r.logs, accounts: null, unitsConsumed: r.units, returnData: null, replacementBlockhash: replacement, innerInstructions: cfg.innerInstructions ? [] : null },
+      value: { err: r.err, logs: r.logs, accounts: null, unitsConsumed: r.units, returnData: null, replacementBlockhash: replacement, innerInstructions: cfg.innerInstructions && r.meta ? innerInstructions(r) : null },
     };
   },
-  sendTransaction: (encoded, cfg = {}) => {
+  sendTransaction: async (encoded, cfg = {}) => {
     const d = decodeTx(encoded, cfg.encoding ?? "base58");
+    if (hold.count > 0) {
+      hold.count--;
+      held.add(d.signature);
+      await new Promise((resolve) => setTimeout(resolve, hold.ms));
+      held.delete(d.signature);
+    }
     if (!cfg.skipPreflight) {
       verifyNotAlreadyProcessed(d);
       const sim = run(d, { simulate: true, sigVerify: true });
@@ -361,7 +412,11 @@ const methods = {
       return d.signature;
     }
     const r = run(d, { simulate: false, sigVerify: true });
-    if (r.landed) chain.statuses[d.signature] = { slot: chain.slot, err: r.err };
+    if (r.landed) {
+      chain.statuses[d.signature] = { slot: chain.slot, err: r.err };
+      const inner = innerInstructions(r);
+      if (inner.length > 0) chain.statuses[d.signature].inner = inner; // for getTransaction
+    }
     else if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
     return d.signature;
   },
@@ -387,6 +442,12 @@ const methods = {
     ignoreSends += count;
     return true;
   },
+  litesvm_hold: ({ count, ms }) => {
+    hold.count += count;
+    hold.ms = ms;
+    return true;
+  },
+  litesvm_held: () => [...held],
   litesvm_pause: ({ ms }) => {
     pausedUntil = Date.now() + ms;
     return true;

@@ -160,6 +160,11 @@ type JobSucceeded struct {
 	// call's network. Zero in streams written before call.paid, which
 	// record it in a settlement.submitted of its own.
 	SettleJobID int64 `json:"settle_job_id,omitempty"`
+	// Transaction is the id of the transaction that settlement sends, when
+	// its settler names it before sending (x402.TransactionNamer: on
+	// Solana the fee payer's signature): recorded before the transaction
+	// exists anywhere else, for an attempt after a crash to look it up.
+	Transaction string `json:"tx,omitempty"`
 }
 
 // MarshalJSON encodes the event's data: the size and digest of Result,
@@ -185,6 +190,9 @@ type SettlementSubmitted struct {
 	JobID   int64  `json:"job_id"`
 	Network string `json:"network"`
 	Attempt int    `json:"attempt"`
+	// Transaction is the id of the transaction the attempt sends, when
+	// named before sending (JobSucceeded.Transaction).
+	Transaction string `json:"tx,omitempty"`
 }
 
 // SettlementDone is the data of settlement.confirmed and settlement.failed.

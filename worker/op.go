@@ -140,7 +140,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 // database cannot be reached); should that fail too, the job still runs
 // once its grace ends.
 func (w *opWorker[In, Out]) settleRun(ctx context.Context, run *completed, log *slog.Logger) {
-	sctx, cancel := context.WithTimeout(ctx, w.commits.grace)
+	sctx, cancel := context.WithTimeout(ctx, graceOf(w.commits.grace, w.commits.slow, run.payment))
 	err := settle(sctx, w.deps, w.commits, log, run.callID, run.payment, run.settleJob)
 	cancel()
 	if err == nil {

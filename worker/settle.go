@@ -69,8 +69,12 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	// Postgres crash must not lose once its payment moves (its admission,
 	// its result and this job) are durable already: the result's commit
 	// waited for the disk, which flushed the admission before it.
+	// The transaction it sends, when named beforehand, is recorded with
+	// it: the same as the first attempt's (JobSucceeded.Transaction), which
+	// the settler looks up before sending anything.
+	namer, _ := w.deps.Settler.(x402.TransactionNamer)
 	submitted := store.NewEvent{Stream: store.CallStream(callID), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
-		JobID: job.ID, Network: call.Network, Attempt: job.Attempt + 1,
+		JobID: job.ID, Network: call.Network, Attempt: job.Attempt + 1, Transaction: transactionOf(namer, &call.Payment),
 	}}
 	if err := w.commits.submissions.Commit(ctx, submitted); err != nil {
 		if errors.Is(err, store.ErrConflict) {

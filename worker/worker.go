@@ -99,6 +99,8 @@ type Config struct {
 	// and should exceed the slowest settlement on a healthy chain: past
 	// it a transfer may be sent twice (the second reverts, costing gas,
 	// and the settlement finds the first). Defaults to DefaultSettleGrace.
+	// A payment whose settler is an x402.SlowSettler has its ExtraWait on
+	// top.
 	SettleGrace time.Duration
 	// ExpiryMargin is how long before its payment's validBefore a call's
 	// run must end for its settlement to go out in time: an attempt that
@@ -158,7 +160,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.WithDefaults()
 	workers := river.NewWorkers()
-	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace)
+	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler)
 	commits.expiry = cfg.ExpiryMargin
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
@@ -204,8 +206,10 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 // (settlements mined in one block end together) write together.
 type commits struct {
 	// grace is how far ahead the settlement jobs are scheduled
-	// (Config.SettleGrace).
+	// (Config.SettleGrace), lengthened for slow settlements (graceOf).
 	grace time.Duration
+	// slow tells how much longer some settlements wait (nil: none).
+	slow x402.SlowSettler
 	// expiry is Config.ExpiryMargin: the runs of a call end at least this
 	// long before its payment's validBefore.
 	expiry time.Duration
@@ -248,15 +252,22 @@ type completed struct {
 	payment   *x402.Payment
 }
 
-func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *commits {
+func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, settler x402.Settler) *commits {
+	namer, _ := settler.(x402.TransactionNamer)
+	slow, _ := settler.(x402.SlowSettler)
 	return &commits{
 		grace: grace,
+		slow:  slow,
 		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
+			if err := readPayments(ctx, tx, runs); err != nil {
+				return err
+			}
 			// The runs settle their payments themselves: their
-			// settlement jobs wait the grace, as a safety net.
-			opts := &river.InsertOpts{ScheduledAt: time.Now().Add(grace)}
+			// settlement jobs wait their grace, as a safety net.
+			now := time.Now()
 			params := make([]river.InsertManyParams, len(runs))
 			for i, run := range runs {
+				opts := &river.InsertOpts{ScheduledAt: now.Add(graceOf(grace, slow, run.payment))}
 				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}, InsertOpts: opts}
 			}
 			// The workers' client, from the context of the job whose
@@ -271,24 +282,36 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration) *co
 				return err
 			}
 			// Each settlement's first attempt, the run's, is recorded
-			// here with the result, in its job.succeeded: durable before
-			// any transfer, and no write of its own. A later attempt
-			// records itself (settleWorker).
+			// here with the result, in its job.succeeded, with the
+			// transaction it sends when that is named beforehand:
+			// durable before any transfer, and no write of its own. A
+			// later attempt records itself (settleWorker).
 			events := make([]store.NewEvent, len(runs))
 			for i, run := range runs {
 				run.settleJob = settleJobs[run.callID]
 				succeeded := run.succeeded
 				succeeded.SettleJobID = run.settleJob
+				succeeded.Transaction = transactionOf(namer, run.payment)
 				events[i] = store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded}
 			}
-			if err := store.Append(ctx, tx, events...); err != nil {
-				return err
-			}
-			return readPayments(ctx, tx, runs)
+			return store.Append(ctx, tx, events...)
 		}),
 		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents),
 		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, writeOutcomes),
 	}
+}
+
+// graceOf returns how long the run that recorded a result has to settle
+// payment before its settlement job takes it up: grace, and as much longer
+// as slow (nil: none) says the payment's settlement waits beyond an
+// ordinary one (a Solana block's finalization at
+// SOLANA_COMMITMENT=finalized), so that the job does not start while the
+// run's attempt still waits.
+func graceOf(grace time.Duration, slow x402.SlowSettler, payment *x402.Payment) time.Duration {
+	if slow == nil {
+		return grace
+	}
+	return grace + slow.ExtraWait(payment)
 }
 
 // readPayments sets the payment of each of runs, read in one statement
@@ -312,6 +335,21 @@ func readPayments(ctx context.Context, tx pgx.Tx, runs []*completed) error {
 		}
 	}
 	return nil
+}
+
+// transactionOf returns the transaction that settles payment, when namer
+// (nil: none) names it before it is sent; "" otherwise. A payment it cannot
+// name is one its settler cannot settle either: the settlement reports that
+// itself.
+func transactionOf(namer x402.TransactionNamer, payment *x402.Payment) string {
+	if namer == nil {
+		return ""
+	}
+	name, err := namer.Transaction(payment)
+	if err != nil {
+		return ""
+	}
+	return name
 }
 
 // settleJobIDs maps each call to the id of the settlement job inserted for

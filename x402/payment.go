@@ -403,6 +403,29 @@ type Settler interface {
 	Settle(ctx context.Context, p *Payment) (*SettleResponse, error)
 }
 
+// TransactionNamer is a Settler that knows, before it sends anything, the
+// id of the transaction that settles a payment (on Solana the fee payer's
+// signature, deterministic), so that the id is recorded before the
+// transaction is sent and an attempt after a crash looks it up rather than
+// guessing whether it was sent.
+type TransactionNamer interface {
+	// Transaction returns the id of the transaction that settles p, ""
+	// when it is not known before it is sent (the settlement will fail
+	// without sending anything, or its settler cannot tell).
+	Transaction(p *Payment) (string, error)
+}
+
+// SlowSettler is a Settler some of whose settlements wait longer than an
+// ordinary one on a healthy chain, by a known time: on Solana at
+// SOLANA_COMMITMENT=finalized, the block's finalization. A payment's
+// settlement grace is extended by it, so that a later attempt does not
+// start while the first one still waits.
+type SlowSettler interface {
+	// ExtraWait returns how much longer than an ordinary settlement the
+	// settlement of p waits on a healthy chain (0: no longer).
+	ExtraWait(p *Payment) time.Duration
+}
+
 // SchemeVerifier verifies payloads of one scheme family (exact on EVM
 // networks, exact on Solana) against the seller's own requirement.
 type SchemeVerifier interface {
@@ -425,4 +448,25 @@ func (s Settlers) Settle(ctx context.Context, p *Payment) (*SettleResponse, erro
 		return nil, fmt.Errorf("settle: no settler for %s", p.Network)
 	}
 	return settler.Settle(ctx, p)
+}
+
+// ExtraWait returns how much longer than an ordinary settlement the
+// settlement of p waits, when the settler of its namespace is a
+// SlowSettler; 0 otherwise.
+func (s Settlers) ExtraWait(p *Payment) time.Duration {
+	namespace, _, _ := strings.Cut(p.Network, ":")
+	if slow, ok := s[namespace].(SlowSettler); ok {
+		return slow.ExtraWait(p)
+	}
+	return 0
+}
+
+// Transaction returns the id of the transaction that settles p, when the
+// settler of its namespace is a TransactionNamer; "" otherwise.
+func (s Settlers) Transaction(p *Payment) (string, error) {
+	namespace, _, _ := strings.Cut(p.Network, ":")
+	if namer, ok := s[namespace].(TransactionNamer); ok {
+		return namer.Transaction(p)
+	}
+	return "", nil
 }

@@ -130,7 +130,9 @@ type Config struct {
 	// before its settlement job, recorded with the result, takes it up (at
 	// once when the job's attempt failed). Keep it above the slowest
 	// healthy settlement: past it a transfer may be sent twice (the second
-	// reverts, and costs gas).
+	// reverts, and costs gas). Solana settlements at
+	// SOLANA_COMMITMENT=finalized have finalization's 32 slots (12.8 s) on
+	// top of it.
 	SettleGrace time.Duration `env:"SETTLE_GRACE"`
 	// VerifyRPCConcurrency is how many RPC calls may be in flight on an
 	// EVM chain (settlement's included) for one of verification's to
@@ -162,8 +164,22 @@ type Config struct {
 	// SolanaCommitment is how far a Solana settlement's transaction must
 	// have come before the call is answered: confirmed (voted on by a
 	// supermajority, about a block after it lands) or finalized (rooted,
-	// about 32 blocks, 13 s, later; it cannot be rolled back).
+	// about 32 blocks, 13 s, later; it cannot be rolled back). At
+	// finalized a Solana call's settlement grace is SETTLE_GRACE plus
+	// those 32 slots, so that its settlement job does not start while the
+	// first attempt still waits.
 	SolanaCommitment svm.Commitment `env:"SOLANA_COMMITMENT"`
+	// SolanaSmartWalletPrograms are the smart wallet programs whose
+	// payments are accepted on Solana, as the official facilitator's smart
+	// wallet verification: a transaction calling only them (and Compute
+	// Budget, Memo), whose transfer, made in the program's inner
+	// instructions, is exactly the price to PAY_TO_SOLANA's USDC account
+	// in simulation, checked again once settled. Comma-separated program
+	// addresses; "official" stands for the official facilitator's list
+	// (Squads Multisig v4 and Smart Account, Swig, SPL Governance,
+	// Metaplex Core, Lighthouse). Unset: only the exact scheme's own
+	// layout is accepted.
+	SolanaSmartWalletPrograms []string `env:"SOLANA_SMART_WALLET_PROGRAMS"`
 	// DevchainRPCAddr is where the devchain serves JSON-RPC (x402d serve's
 	// embedded one, or x402d devchain's), and where x402d api and x402d
 	// worker reach it in devchain mode.
@@ -601,6 +617,9 @@ func (c *Config) validate() error {
 		if _, err := evm.ParseKey(c.RelayerKey); err != nil {
 			fail("RELAYER_KEY: not a hex private key")
 		}
+	}
+	if _, err := svm.ParseSmartWalletPrograms(c.SolanaSmartWalletPrograms); err != nil {
+		fail("SOLANA_SMART_WALLET_PROGRAMS: %w", err)
 	}
 	if c.SolanaFeePayer != "" {
 		if _, err := svm.ParsePrivateKey(c.SolanaFeePayer); err != nil {

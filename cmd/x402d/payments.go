@@ -88,8 +88,17 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 			return nil, fmt.Errorf("SOLANA_FEE_PAYER_KEY: %w", err)
 		}
 		blockhashes = svm.NewBlockhashes(cfg.RPCURLSolana, nil)
+		var smartWallets *svm.SmartWallets
+		if len(cfg.SolanaSmartWalletPrograms) > 0 {
+			programs, err := svm.ParseSmartWalletPrograms(cfg.SolanaSmartWalletPrograms)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("SOLANA_SMART_WALLET_PROGRAMS: %w", err)
+			}
+			smartWallets = &svm.SmartWallets{Programs: programs}
+		}
 		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil),
-			Blockhashes: blockhashes})
+			Blockhashes: blockhashes, SmartWallets: smartWallets})
 		if err != nil {
 			closeAll()
 			return nil, err

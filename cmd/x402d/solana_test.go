@@ -26,6 +26,7 @@ import (
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/svm"
 )
 
 // solanaService is `x402d serve` offering Solana next to its devchain, with
@@ -355,6 +356,121 @@ func TestSolanaSettlementFaults(t *testing.T) {
 	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 }
 
+// TestSolanaSignatureRecordedBeforeSend holds the node's first
+// sendTransaction of a paid call before handling it: while the settlement
+// waits for the node's answer, the ledger already names the transaction
+// held (its fee payer's signature, in the call's job.succeeded) and nothing
+// has landed; once the node lets it go, the call is answered with that very
+// transaction, settled once.
+func TestSolanaSignatureRecordedBeforeSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, nil)
+	payer := svmtest.PayerKey(7)
+	payToBefore := s.node.TokenBalance(ctx, svmtest.ATA(t, s.payTo, svmtest.USDC))
+	req := solanaRequirement(t, s.base, "diff")
+	header := svmtest.PaymentHeader(t, req, s.node.PaymentTransaction(ctx, req, payer, "held"))
+
+	s.node.HoldSends(ctx, 1, 3*time.Second)
+	type answer struct {
+		status  int
+		body    string
+		settled *x402.SettleResponse
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		status, body, settled := postPaid(t, s.base, "diff", `{"a":"x\n","b":"y\n"}`, header)
+		answered <- answer{status, body, settled}
+	}()
+	var held []string
+	require.Eventually(t, func() bool {
+		held = s.node.Held(ctx)
+		return len(held) > 0
+	}, 30*time.Second, 20*time.Millisecond, "no send reached the node")
+	require.Len(t, held, 1)
+	recorded := transactionsByCall(ctx, t, s.db, "coalesce(data->>'tx', '')", store.EventJobSucceeded)
+	require.Len(t, recorded, 1)
+	for _, txs := range recorded {
+		require.Equal(t, held, txs, "the ledger names the transaction while its send is held")
+	}
+	status, _ := s.node.SignatureStatus(ctx, held[0])
+	require.Empty(t, status, "nothing landed while the send is held")
+
+	a := <-answered
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.True(t, a.settled.Success)
+	require.Equal(t, held[0], a.settled.Transaction)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
+}
+
+// TestSolanaSmartWalletPays pays a call with a smart wallet's transaction,
+// SOLANA_SMART_WALLET_PROGRAMS naming the Associated Token Account program
+// as the stand-in smart wallet (x402/svm's nestedWallet: its RecoverNested
+// moves, in an inner TransferChecked the program signs for, the USDC a
+// token account of the seller's wallet holds to the wallet's USDC account):
+// the call is answered 200, settled once with the price moved by the inner
+// transfer, the same payment resent gets the same answer, and a service
+// accepting no smart wallet refuses it with nothing sent.
+func TestSolanaSmartWalletPays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startSolanaService(ctx, t, map[string]string{"SOLANA_SMART_WALLET_PROGRAMS": "official," + svm.AssociatedTokenProgram.String()})
+	// The seller's own wallet signs (its key is a development key): the
+	// token account the program empties is one of its own.
+	wallet := svmtest.PayerKey(1001)
+	require.Equal(t, s.payTo, wallet.PublicKey())
+	s.node.FundSOL(ctx, wallet.PublicKey(), 1_000_000_000)
+	ownerMint := svmtest.PayerKey(2001).PublicKey()
+	s.node.Mint(ctx, ownerMint, svm.TokenProgram, 0)
+	ownerATA := s.node.Fund(ctx, wallet.PublicKey(), 0, 0, ownerMint)
+	nested := s.node.Fund(ctx, ownerATA, 0, 10_000, solana.PublicKey{})
+	payToATA := svmtest.ATA(t, s.payTo, svmtest.USDC)
+	payToBefore := s.node.TokenBalance(ctx, payToATA)
+
+	req := solanaRequirement(t, s.base, "diff")
+	var extra x402.SVMExtra
+	require.NoError(t, json.Unmarshal(req.Extra, &extra))
+	tx, err := solana.NewTransaction([]solana.Instruction{
+		solana.NewInstruction(svm.ComputeBudgetProgram, nil, []byte{2, 0x40, 0x0d, 0x03, 0}), // 200,000 units
+		solana.NewInstruction(svm.ComputeBudgetProgram, nil, []byte{3, 1, 0, 0, 0, 0, 0, 0, 0}),
+		solana.NewInstruction(svm.AssociatedTokenProgram, solana.AccountMetaSlice{
+			solana.Meta(nested).WRITE(), solana.Meta(svmtest.USDC), solana.Meta(payToATA).WRITE(),
+			solana.Meta(ownerATA), solana.Meta(ownerMint), solana.Meta(wallet.PublicKey()).WRITE().SIGNER(), solana.Meta(svm.TokenProgram),
+		}, []byte{2}),
+		solana.NewInstruction(svm.MemoProgram, nil, []byte("smart wallet")),
+	}, solana.MustHashFromBase58(extra.RecentBlockhash), solana.TransactionPayer(solana.MustPublicKeyFromBase58(extra.FeePayer)))
+	require.NoError(t, err)
+	tx.Message.SetVersion(solana.MessageVersionV0)
+	_, err = tx.PartialSign(func(k solana.PublicKey) *solana.PrivateKey {
+		if k == wallet.PublicKey() {
+			return &wallet
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	header := svmtest.PaymentHeader(t, req, tx)
+
+	// A service accepting no smart wallet refuses it, nothing sent.
+	plain := startSolanaService(ctx, t, nil)
+	status, refused, _ := postPaid(t, plain.base, "diff", `{"a":"1\n","b":"2\n"}`, header)
+	require.Equal(t, http.StatusPaymentRequired, status, refused)
+
+	status, result, settled := postPaid(t, s.base, "diff", `{"a":"1\n","b":"2\n"}`, header)
+	require.Equal(t, http.StatusOK, status, result)
+	require.True(t, settled.Success)
+	require.Equal(t, wallet.PublicKey().String(), settled.Payer)
+	require.Equal(t, uint64(10_000), s.node.TokenBalance(ctx, payToATA)-payToBefore, "the inner transfer paid the price")
+	var account struct{ Value json.RawMessage }
+	require.NoError(t, s.node.Call(ctx, &account, "getAccountInfo", nested.String(), map[string]string{"encoding": "base64"}))
+	require.Equal(t, "null", string(account.Value), "the wallet's nested account emptied and closed")
+
+	status, again, resent := postPaid(t, s.base, "diff", `{"a":"1\n","b":"2\n"}`, header)
+	require.Equal(t, http.StatusOK, status, again)
+	require.JSONEq(t, result, again)
+	require.Equal(t, settled.Transaction, resent.Transaction)
+	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
+}
+
 // TestSolanaQuoteRenewsBlockhash checks that the Solana option of the
 // quotes (HTTP and the fast path alike) hands out the node's newest
 // blockhash, renewed as blocks pass, and that a payment naming it is
@@ -387,15 +503,17 @@ func TestSolanaQuoteRenewsBlockhash(t *testing.T) {
 
 // TestSolanaSettlesAtCommitment pays a call on Solana with
 // SOLANA_COMMITMENT unset and set to finalized: the call is answered once
-// its transaction is confirmed, or finalized (32 blocks later on the
-// LiteSVM node), and its price moves once.
+// its transaction is confirmed, or finalized (32 blocks, 12.8 s, later on
+// the LiteSVM node), and its price moves once. SETTLE_GRACE is 8 s, shorter
+// than finalization: the run's attempt has finalization's time on top of
+// it, so that no second attempt starts while it waits.
 func TestSolanaSettlesAtCommitment(t *testing.T) {
 	t.Parallel()
 	for i, commitment := range []string{"", "finalized"} {
 		t.Run("commitment="+commitment, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := startSolanaService(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment})
+			s := startSolanaService(ctx, t, map[string]string{"SOLANA_COMMITMENT": commitment, "SETTLE_GRACE": "8s"})
 			payer := svmtest.PayerKey(1 + i)
 			payerATA := svmtest.ATA(t, payer.PublicKey(), svmtest.USDC)
 			before := s.node.TokenBalance(ctx, payerATA)
@@ -411,6 +529,9 @@ func TestSolanaSettlesAtCommitment(t *testing.T) {
 			require.Equal(t, want, confirmation, "the transaction when the call was answered")
 			require.Equal(t, uint64(10_000), before-s.node.TokenBalance(ctx, payerATA))
 			checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, 0)
+			var again int
+			require.NoError(t, s.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventSettlementSubmitted).Scan(&again))
+			require.Zero(t, again, "a second settlement attempt started while the first waited for %s", want)
 			t.Logf("answered at %s after %s", want, time.Since(start).Round(time.Millisecond))
 		})
 	}
@@ -572,12 +693,29 @@ func killBeforeCommitment(t *testing.T, commitment string, payer solana.PrivateK
 	s.checkPaidOnce(ctx, t, r.rep, payer.PublicKey(), payerBefore, payToBefore)
 }
 
+// transactionsByCall returns, for each call, the value of field (a SQL
+// expression over data) in its events of types, in order.
+func transactionsByCall(ctx context.Context, t *testing.T, db *dbtest.DB, field string, types ...string) map[string][]string {
+	t.Helper()
+	rows, err := db.Pool.Query(ctx, "SELECT stream, "+field+" FROM events WHERE type = ANY($1) ORDER BY id", types)
+	require.NoError(t, err)
+	byCall := map[string][]string{}
+	for rows.Next() {
+		var stream, tx string
+		require.NoError(t, rows.Scan(&stream, &tx))
+		byCall[store.CallOfStream(stream)] = append(byCall[store.CallOfStream(stream)], tx)
+	}
+	require.NoError(t, rows.Err())
+	return byCall
+}
+
 // checkSolanaLedger waits for every call on db to reach a final state and
 // checks the ledger against the node: each paid call has one
 // settlement.confirmed naming its own transaction, which succeeded on the
-// node at confirmed or finalized; no other call has one; and the paid
-// calls' amounts add up to what payTo's USDC account received since it
-// held payToBefore. It returns the transaction of each paid call.
+// node at confirmed or finalized, and which its job.succeeded and every
+// settlement.submitted recorded before sending; no other call has one; and
+// the paid calls' amounts add up to what payTo's USDC account received
+// since it held payToBefore. It returns the transaction of each paid call.
 func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *svmtest.Node, payTo solana.PublicKey, payToBefore uint64) map[string]string {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -587,17 +725,12 @@ func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *s
 		return open == 0
 	}, 90*time.Second, 200*time.Millisecond, "calls still open")
 
-	confirmed := map[string][]string{} // call id -> transactions of its settlement.confirmed
-	rows, err := db.Pool.Query(ctx, "SELECT stream, data->'response'->>'transaction' FROM events WHERE type = $1", store.EventSettlementConfirmed)
-	require.NoError(t, err)
-	for rows.Next() {
-		var stream, tx string
-		require.NoError(t, rows.Scan(&stream, &tx))
-		confirmed[store.CallOfStream(stream)] = append(confirmed[store.CallOfStream(stream)], tx)
-	}
-	require.NoError(t, rows.Err())
+	// call id -> transactions of its settlement.confirmed
+	confirmed := transactionsByCall(ctx, t, db, "data->'response'->>'transaction'", store.EventSettlementConfirmed)
+	// call id -> transactions its attempts recorded before sending
+	recorded := transactionsByCall(ctx, t, db, "coalesce(data->>'tx', '')", store.EventJobSucceeded, store.EventSettlementSubmitted)
 
-	rows, err = db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
+	rows, err := db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
 	require.NoError(t, err)
 	var paid uint64
 	seen := map[string]string{} // transaction -> call id
@@ -612,6 +745,10 @@ func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *s
 		tx := confirmed[id][0]
 		require.NotContains(t, seen, tx, "transaction %s settles calls %s and %s", tx, seen[tx], id)
 		seen[tx] = id
+		require.NotEmpty(t, recorded[id], "paid call %s recorded no settlement attempt", id)
+		for _, r := range recorded[id] {
+			require.Equal(t, tx, r, "the transaction paid call %s recorded before sending", id)
+		}
 		status, txErr := node.SignatureStatus(ctx, tx)
 		require.Contains(t, []string{"confirmed", "finalized"}, status, "transaction %s of paid call %s", tx, id)
 		require.Empty(t, txErr, "transaction %s of paid call %s", tx, id)

@@ -345,6 +345,23 @@ func (n *Node) Pause(ctx context.Context, d time.Duration) {
 	require.NoError(n.t, n.Call(ctx, nil, "litesvm_pause", map[string]any{"ms": d.Milliseconds()}))
 }
 
+// HoldSends makes the node hold each of the next count sendTransaction
+// calls for d before it handles them: the sender waits for its answer
+// meanwhile, and Held names them.
+func (n *Node) HoldSends(ctx context.Context, count int, d time.Duration) {
+	n.t.Helper()
+	require.NoError(n.t, n.Call(ctx, nil, "litesvm_hold", map[string]any{"count": count, "ms": d.Milliseconds()}))
+}
+
+// Held returns the signatures of the sendTransaction calls the node holds
+// now (HoldSends).
+func (n *Node) Held(ctx context.Context) []string {
+	n.t.Helper()
+	var held []string
+	require.NoError(n.t, n.Call(ctx, &held, "litesvm_held"))
+	return held
+}
+
 // PayerKey returns development payer i's key: an ed25519 key whose seed is
 // SHA-256("x402d svm development payer <i>"), as the node derives it. The
 // first Config.Payers of them hold SOL and USDC.

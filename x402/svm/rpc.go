@@ -170,28 +170,45 @@ func NewRPCSimulator(url string, client *http.Client) *RPCSimulator {
 // without signature verification (the fee payer signs at settlement) and
 // with the transaction's own blockhash, so that an expired blockhash fails.
 func (s *RPCSimulator) Simulate(ctx context.Context, txBase64 string) error {
+	_, err := s.simulate(ctx, txBase64, false)
+	return err
+}
+
+// SimulateInner simulates the base64 transaction as Simulate does, and
+// returns the inner instructions its instructions made. It implements
+// innerSimulator.
+func (s *RPCSimulator) SimulateInner(ctx context.Context, txBase64 string) ([]InnerInstructions, error) {
+	return s.simulate(ctx, txBase64, true)
+}
+
+func (s *RPCSimulator) simulate(ctx context.Context, txBase64 string, inner bool) ([]InnerInstructions, error) {
 	var out struct {
 		Value struct {
-			Err  json.RawMessage `json:"err"`
-			Logs []string        `json:"logs"`
+			Err               json.RawMessage     `json:"err"`
+			Logs              []string            `json:"logs"`
+			InnerInstructions []InnerInstructions `json:"innerInstructions"`
 		} `json:"value"`
 	}
-	err := s.rpc.call(ctx, "simulateTransaction", []any{txBase64, map[string]any{
+	cfg := map[string]any{
 		"encoding":               "base64",
 		"commitment":             "confirmed",
 		"sigVerify":              false,
 		"replaceRecentBlockhash": false,
-	}}, &out)
+	}
+	if inner {
+		cfg["innerInstructions"] = true
+	}
+	err := s.rpc.call(ctx, "simulateTransaction", []any{txBase64, cfg}, &out)
 	if rerr, ok := errors.AsType[*rpcCallError](err); ok && txErrorCodes[rerr.Code] {
-		return &SimulationError{Err: rerr.Message}
+		return nil, &SimulationError{Err: rerr.Message}
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if e := out.Value.Err; len(e) > 0 && !bytes.Equal(e, []byte("null")) {
-		return &SimulationError{Err: string(e), Logs: out.Value.Logs}
+		return nil, &SimulationError{Err: string(e), Logs: out.Value.Logs}
 	}
-	return nil
+	return out.Value.InnerInstructions, nil
 }
 
 func truncate(b []byte, n int) string {

@@ -119,23 +119,24 @@ const (
 // Settle signs, sends and confirms the payment's transaction. A transaction
 // that fails on chain is a SettleResponse with Success false; an
 // unreachable node or an unconfirmed transaction is an error (try again).
+// A smart wallet's transaction that succeeded is checked to have made its
+// transfer (checkTransfer).
 func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
-	var payload x402.PaymentPayload
-	if err := json.Unmarshal(p.Payload, &payload); err != nil {
-		return nil, fmt.Errorf("settle: payment payload: %w", err)
+	res, err := s.settle(ctx, p)
+	if err != nil || !res.Success {
+		return res, err
 	}
-	ptx, err := decodeTransaction(payload.Payload)
+	return s.checkTransfer(ctx, p, res)
+}
+
+func (s *Settler) settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	ptx, sig, reason, err := s.sign(p)
 	if err != nil {
-		return &x402.SettleResponse{Success: false, ErrorReason: ReasonCouldNotBeDecoded, Network: p.Network, Payer: p.Payer}, nil
+		return nil, fmt.Errorf("settle: %w", err)
 	}
-	if ptx.feePayer() != s.cfg.Key.PublicKey() {
-		return &x402.SettleResponse{Success: false, ErrorReason: ReasonFeePayerNotManaged, Network: p.Network, Payer: p.Payer}, nil
+	if reason != "" {
+		return &x402.SettleResponse{Success: false, ErrorReason: reason, Network: p.Network, Payer: p.Payer}, nil
 	}
-	sig, err := s.cfg.Key.Sign(ptx.message)
-	if err != nil {
-		return nil, fmt.Errorf("settle: sign: %w", err)
-	}
-	ptx.tx.Signatures[0] = sig
 	var raw bytes.Buffer
 	raw.WriteByte(byte(len(ptx.tx.Signatures))) // < 128: one compact-u16 byte
 	for _, sg := range ptx.tx.Signatures {
@@ -213,6 +214,56 @@ func (s *Settler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		}
 	}
 	return nil, fmt.Errorf("settle: transaction %s not confirmed after %d checks", id, s.cfg.Polls)
+}
+
+// Transaction returns the id of the transaction that settles p: the fee
+// payer's signature of its message (ed25519 signatures are deterministic),
+// the one Settle sends and looks up. It is "" for a payment Settle refuses
+// without sending anything. It implements x402.TransactionNamer.
+func (s *Settler) Transaction(p *x402.Payment) (string, error) {
+	_, sig, reason, err := s.sign(p)
+	if err != nil || reason != "" {
+		return "", err
+	}
+	return sig.String(), nil
+}
+
+var _ x402.TransactionNamer = (*Settler)(nil)
+
+// ExtraWait returns how much longer than at CommitmentConfirmed a
+// settlement waits: at CommitmentFinalized, FinalizationSlots slots. It
+// implements x402.SlowSettler.
+func (s *Settler) ExtraWait(*x402.Payment) time.Duration {
+	if s.cfg.Commitment == CommitmentFinalized {
+		return FinalizationSlots * x402.SolanaSlotTime
+	}
+	return 0
+}
+
+var _ x402.SlowSettler = (*Settler)(nil)
+
+// sign decodes the payment's transaction and signs it as fee payer,
+// filling in the fee payer's signature. A transaction that cannot be
+// settled is a refusal reason (nothing is sent); an error means the payment
+// is not one.
+func (s *Settler) sign(p *x402.Payment) (ptx *paymentTx, sig solana.Signature, reason string, err error) {
+	var payload x402.PaymentPayload
+	if err := json.Unmarshal(p.Payload, &payload); err != nil {
+		return nil, sig, "", fmt.Errorf("payment payload: %w", err)
+	}
+	ptx, err = decodeTransaction(payload.Payload)
+	if err != nil {
+		return nil, sig, ReasonCouldNotBeDecoded, nil
+	}
+	if ptx.feePayer() != s.cfg.Key.PublicKey() {
+		return nil, sig, ReasonFeePayerNotManaged, nil
+	}
+	sig, err = s.cfg.Key.Sign(ptx.message)
+	if err != nil {
+		return nil, sig, "", fmt.Errorf("sign: %w", err)
+	}
+	ptx.tx.Signatures[0] = sig
+	return ptx, sig, "", nil
 }
 
 // FeePayer returns the fee payer's address.

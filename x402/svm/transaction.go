@@ -168,25 +168,34 @@ func parseTransfer(ix instruction) (*transfer, bool) {
 // Identify returns the payer (transfer authority, base58) and nonce (the
 // base58 SHA-256 of the transaction's message) of an exact Solana payment,
 // with no check of the payment and no I/O: what Verifier.Verify returns for
-// it.
+// it. A transaction whose instruction 2 is no TransferChecked is taken for
+// a smart wallet's (verifySmartWallet): its payer is its first signer after
+// the fee payer.
 func Identify(p *x402.PaymentPayload) (payer, nonce string, err error) {
 	ptx, err := decodeTransaction(p.Payload)
 	if err != nil {
 		return "", "", refuse(ReasonCouldNotBeDecoded, "%v", err)
 	}
 	ixs := ptx.instructions()
-	if len(ixs) < 3 {
-		return "", "", refuse(ReasonInstructionsLength, "%d instructions, want 3 to %d", len(ixs), maxInstructions)
+	var tr *transfer
+	ok := len(ixs) >= 3
+	if ok {
+		tr, ok = parseTransfer(ixs[2])
 	}
-	tr, ok := parseTransfer(ixs[2])
-	if !ok {
-		return "", "", refuse(ReasonNoTransfer, "instruction 2 is not a TransferChecked of SPL Token or Token-2022")
+	authority := ptx.tx.Message.AccountKeys[0]
+	switch {
+	case ok:
+		authority = tr.authority
+	case ptx.tx.Message.Header.NumRequiredSignatures >= 2:
+		authority = ptx.tx.Message.AccountKeys[1]
+	default:
+		return "", "", refuse(ReasonNoTransfer, "instruction 2 is not a TransferChecked of SPL Token or Token-2022, and no wallet signs")
 	}
-	sig, ok := ptx.signature(tr.authority)
+	sig, ok := ptx.signature(authority)
 	if !ok || sig.IsZero() {
-		return "", "", refuse(ReasonSignatureInvalid, "the transfer authority %s has not signed", tr.authority)
+		return "", "", refuse(ReasonSignatureInvalid, "the transfer authority %s has not signed", authority)
 	}
-	return tr.authority.String(), ptx.messageHash(), nil
+	return authority.String(), ptx.messageHash(), nil
 }
 
 // refuse returns a *x402.Refusal.

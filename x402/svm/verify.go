@@ -47,14 +47,21 @@ type VerifierConfig struct {
 	// payment's ValidBefore is when it dies. Nil leaves ValidBefore zero
 	// (no deadline).
 	Blockhashes *Blockhashes
+	// SmartWallets, when set, accepts payments made by smart wallets
+	// (verifySmartWallet), as the official facilitator does with
+	// enableSmartWalletVerification. It needs a Simulator that reports
+	// inner instructions (RPCSimulator). Nil accepts only the exact
+	// scheme's layout.
+	SmartWallets *SmartWallets
 }
 
 // Verifier verifies exact Solana payments. It implements
 // x402.SchemeVerifier.
 type Verifier struct {
-	feePayer    solana.PublicKey
-	simulator   Simulator
-	blockhashes *Blockhashes
+	feePayer     solana.PublicKey
+	simulator    Simulator
+	blockhashes  *Blockhashes
+	smartWallets *SmartWallets
 }
 
 var _ x402.SchemeVerifier = (*Verifier)(nil)
@@ -64,7 +71,12 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 	if cfg.FeePayer.IsZero() {
 		return nil, errors.New("svm verifier: no fee payer configured")
 	}
-	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes}, nil
+	if cfg.SmartWallets != nil {
+		if _, ok := cfg.Simulator.(innerSimulator); !ok {
+			return nil, errors.New("svm verifier: smart wallets need a simulator of inner instructions")
+		}
+	}
+	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes, smartWallets: cfg.SmartWallets}, nil
 }
 
 // FeePayer returns the fee payer payments must name.
@@ -75,47 +87,73 @@ func (v *Verifier) FeePayer() solana.PublicKey { return v.feePayer }
 // facilitator, and returns the payment. A payment that is not acceptable is
 // a *x402.Refusal; another error means the requirement is malformed or the
 // node could not be asked (try again).
+//
+// With VerifierConfig.SmartWallets, a payment whose transaction is not laid
+// out as the exact scheme's (a refusal of layoutReasons) is checked again as
+// a smart wallet's (verifySmartWallet), as the official facilitator does
+// with enableSmartWalletVerification.
 func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
 	p, err := v.verify(ctx, req, payload)
-	if r, ok := errors.AsType[*x402.Refusal](err); ok && r.Reason != ReasonSimulationFailed {
+	r, refused := errors.AsType[*x402.Refusal](err)
+	if refused && r.Reason != ReasonSimulationFailed {
 		// Refused before the simulation, for the transaction's own
 		// content: it could not have been accepted at any time.
 		r.NeverValid = true
 	}
+	if refused && v.smartWallets != nil && layoutReasons[r.Reason] {
+		return v.verifySmartWallet(ctx, req, payload)
+	}
 	return p, err
 }
 
-func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
+// requirement is what a Verifier reads of the seller's requirement.
+type requirement struct {
+	extra  x402.SVMExtra
+	mint   solana.PublicKey
+	payTo  solana.PublicKey
+	amount uint64
+}
+
+// requirementOf checks the scheme, the network and the fee payer of a
+// payment against req, the seller's requirement, and reads the rest.
+func (v *Verifier) requirementOf(req *x402.Requirements, payload *x402.PaymentPayload) (*requirement, error) {
 	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
 		return nil, refuse(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
 	}
 	if payload.Accepted.Network != req.Network {
 		return nil, refuse(ReasonNetworkMismatch, "payment is for %s, not %s", payload.Accepted.Network, req.Network)
 	}
-	var extra x402.SVMExtra
+	var r requirement
 	if len(req.Extra) > 0 {
-		if err := json.Unmarshal(req.Extra, &extra); err != nil {
+		if err := json.Unmarshal(req.Extra, &r.extra); err != nil {
 			return nil, fmt.Errorf("verify: requirement extra: %w", err)
 		}
 	}
-	if extra.FeePayer == "" {
+	if r.extra.FeePayer == "" {
 		return nil, refuse(ReasonMissingFeePayer, "the requirement names no fee payer")
 	}
-	if extra.FeePayer != v.feePayer.String() {
-		return nil, refuse(ReasonFeePayerNotManaged, "fee payer %s is not %s", extra.FeePayer, v.feePayer)
+	if r.extra.FeePayer != v.feePayer.String() {
+		return nil, refuse(ReasonFeePayerNotManaged, "fee payer %s is not %s", r.extra.FeePayer, v.feePayer)
 	}
-	mint, err := solana.PublicKeyFromBase58(req.Asset)
-	if err != nil {
+	var err error
+	if r.mint, err = solana.PublicKeyFromBase58(req.Asset); err != nil {
 		return nil, fmt.Errorf("verify: requirement asset %q: %w", req.Asset, err)
 	}
-	payTo, err := solana.PublicKeyFromBase58(req.PayTo)
-	if err != nil {
+	if r.payTo, err = solana.PublicKeyFromBase58(req.PayTo); err != nil {
 		return nil, fmt.Errorf("verify: requirement payTo %q: %w", req.PayTo, err)
 	}
-	amount, err := strconv.ParseUint(req.Amount, 10, 64)
-	if err != nil {
+	if r.amount, err = strconv.ParseUint(req.Amount, 10, 64); err != nil {
 		return nil, fmt.Errorf("verify: requirement amount %q: %w", req.Amount, err)
 	}
+	return &r, nil
+}
+
+func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
+	r, err := v.requirementOf(req, payload)
+	if err != nil {
+		return nil, err
+	}
+	extra, mint, payTo, amount := r.extra, r.mint, r.payTo, r.amount
 
 	ptx, err := decodeTransaction(payload.Payload)
 	if err != nil {
@@ -128,13 +166,17 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	if len(ixs) < 3 || len(ixs) > maxInstructions {
 		return nil, refuse(ReasonInstructionsLength, "%d instructions, want 3 to %d", len(ixs), maxInstructions)
 	}
-	if ix := ixs[0]; ix.program != ComputeBudgetProgram || len(ix.data) != 5 || ix.data[0] != discSetComputeUnitLimit || len(ix.accounts) != 0 {
+	// The compute budget instructions are read as the official facilitator
+	// reads them (its codecs decode the leading discriminator and integer
+	// and ignore what follows; the runtime does the same), and the price is
+	// capped at MaxComputeUnitPrice, inclusive.
+	if ix := ixs[0]; ix.program != ComputeBudgetProgram || len(ix.data) < 5 || ix.data[0] != discSetComputeUnitLimit {
 		return nil, refuse(ReasonComputeLimit, "instruction 0 is not SetComputeUnitLimit")
 	}
-	if ix := ixs[1]; ix.program != ComputeBudgetProgram || len(ix.data) != 9 || ix.data[0] != discSetComputeUnitPrice || len(ix.accounts) != 0 {
+	if ix := ixs[1]; ix.program != ComputeBudgetProgram || len(ix.data) < 9 || ix.data[0] != discSetComputeUnitPrice {
 		return nil, refuse(ReasonComputePrice, "instruction 1 is not SetComputeUnitPrice")
 	}
-	if price := binary.LittleEndian.Uint64(ixs[1].data[1:]); price > MaxComputeUnitPrice {
+	if price := binary.LittleEndian.Uint64(ixs[1].data[1:9]); price > MaxComputeUnitPrice {
 		return nil, refuse(ReasonComputePriceTooHigh, "compute unit price %d µlamports is over %d", price, MaxComputeUnitPrice)
 	}
 	tr, ok := parseTransfer(ixs[2])
@@ -210,6 +252,14 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 			return nil, fmt.Errorf("verify: %w", err)
 		}
 	}
+	return v.payment(ctx, req, payload, ptx, tr.authority, tr.amount, mint)
+}
+
+// payment returns the payment of a transaction ptx that passed its checks,
+// paid by payer: its deadline is when its blockhash dies (refused with
+// ReasonSimulationFailed when it is dead already).
+func (v *Verifier) payment(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload, ptx *paymentTx,
+	payer solana.PublicKey, amount uint64, mint solana.PublicKey) (*x402.Payment, error) {
 	var validBefore time.Time
 	if v.blockhashes != nil {
 		if err := x402.GuardChain(ctx); err != nil {
@@ -231,9 +281,9 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 	}
 	return &x402.Payment{
 		Network: req.Network,
-		Payer:   tr.authority.String(),
+		Payer:   payer.String(),
 		Nonce:   ptx.messageHash(),
-		Amount:  strconv.FormatUint(tr.amount, 10),
+		Amount:  strconv.FormatUint(amount, 10),
 		Asset:   mint.String(),
 		Payload: raw,
 		// The run and settlement of the call end before the transaction
