@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -48,14 +49,32 @@ func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 
 	sellers := []struct{ name, base string }{{"x402d", s.base}, {"official", official}}
 	for _, sl := range sellers {
+		s.node.Stats(ctx, true)
 		r := solanaLoad(ctx, t, s.node, sl.base, inFlight, 0, dur)
 		t.Logf("%s: %d in flight for %s: %d paid in %s (%.1f/s), %d not paid %v; p50 %s, p99 %s; quote's blockhash had %d blocks left at least",
 			sl.name, inFlight, dur, r.paid, r.elapsed.Round(time.Millisecond), float64(r.paid)/r.elapsed.Seconds(), r.failed, r.why, r.quantile(0.5), r.quantile(0.99), r.minLeft)
+		logNodeStats(t, sl.name, s.node.Stats(ctx, false), r.paid+r.failed)
 	}
 	for _, sl := range sellers {
+		s.node.Stats(ctx, true)
 		r := solanaLoad(ctx, t, s.node, sl.base, 0, rate, dur)
 		t.Logf("%s: steady %d/s for %s: %d paid, %d not paid %v; p50 %s, p99 %s; quote's blockhash had %d blocks left at least",
 			sl.name, rate, dur, r.paid, r.failed, r.why, r.quantile(0.5), r.quantile(0.99), r.minLeft)
+		logNodeStats(t, sl.name, s.node.Stats(ctx, false), r.paid+r.failed)
+	}
+}
+
+// logNodeStats logs what the node did for a seller's calls: its use, and
+// the JSON-RPC calls per call by method with the node's time in each.
+func logNodeStats(t *testing.T, seller string, st svmtest.Stats, calls int) {
+	t.Helper()
+	per := func(n float64) float64 { return n / float64(max(calls, 1)) }
+	t.Logf("%s: node busy %.0f%% of %.1f s, %d HTTP requests (%.2f a call), JSON %.0f ms (%.2f ms a call)",
+		seller, 100*st.EventLoopUtilization, st.Seconds, st.Requests, per(float64(st.Requests)), st.JSONMs, per(st.JSONMs))
+	names := slices.Sorted(maps.Keys(st.Methods))
+	for _, m := range names {
+		ms := st.Methods[m]
+		t.Logf("%s:   %-34s %7d calls (%5.2f a call) %8.0f ms (%.3f ms each)", seller, m, ms.Calls, per(float64(ms.Calls)), ms.Ms, ms.Ms/float64(max(ms.Calls, 1)))
 	}
 }
 

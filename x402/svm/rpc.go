@@ -18,13 +18,21 @@ type rpcClient struct {
 }
 
 // newRPCClient returns a client of the endpoint at url; a nil client is an
-// http.Client with a 15-second timeout.
+// http.Client with a 15-second timeout keeping up to rpcIdleConns
+// connections to the node open between calls.
 func newRPCClient(url string, client *http.Client) *rpcClient {
 	if client == nil {
-		client = &http.Client{Timeout: 15 * time.Second}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = rpcIdleConns
+		client = &http.Client{Timeout: 15 * time.Second, Transport: t}
 	}
 	return &rpcClient{url: url, client: client}
 }
+
+// rpcIdleConns is how many connections to the node a client keeps open
+// between calls: as many as its calls in flight under load, so that a
+// busy service does not open (and the node accept) a connection a call.
+const rpcIdleConns = 64
 
 // maxRPCResponse bounds a JSON-RPC answer read.
 const maxRPCResponse = 4 << 20
