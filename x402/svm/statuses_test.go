@@ -70,6 +70,13 @@ func TestStatuses(t *testing.T) {
 			s := &statuses{rpc: newRPCClient(srv.URL, nil)}
 			ctx := context.Background()
 
+			defer func() {
+				select {
+				case <-release:
+				default:
+					close(release) // a failed test does not leave the server waiting
+				}
+			}()
 			first := make(chan error, 1)
 			go func() {
 				st, err := s.get(ctx, "sig-first")
