@@ -26,13 +26,14 @@ import (
 
 // TestLoadSolanaBesideOfficialSeller measures paid diff calls on Solana,
 // settled on one LiteSVM node (400 ms blocks), on x402d serve and on a
-// seller built only from the official packages (compat/official_svm_seller.mjs:
-// @x402/express with the official SVM facilitator code in-process), in the
-// same run: paid calls a second with LOAD_C in flight (default 1000) for
-// LOAD_T (default 20s), then p50 and p99 at a steady LOAD_RATE a second
-// (default 150). Payments are built as the official client builds them, on
-// each seller's current quote. `go tool task load:solana` runs it; the
-// figures are in docs/performance.md.
+// seller built only from the official packages (compat/official_seller.mjs
+// with NETWORK=solana: @x402/express with the official SVM facilitator code
+// in-process), in the same run: paid calls a second with LOAD_C in flight
+// (default 1000) for LOAD_T (default 20s), then p50 and p99 at a steady
+// LOAD_RATE a second (default 150), each with the node's JSON-RPC calls per
+// paid call by method. Payments are built as the official client builds
+// them, on each seller's current quote. `go tool task load:solana` runs it;
+// the figures are in docs/performance.md.
 func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 	ctx := context.Background()
 	inFlight, rate, dur := envInt(t, "LOAD_C", 1000), envInt(t, "LOAD_RATE", 150), 20*time.Second
@@ -45,7 +46,7 @@ func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 	feePayer, payTo := svmtest.PayerKey(2000), svmtest.PayerKey(2001).PublicKey()
 	s.node.FundSOL(ctx, feePayer.PublicKey(), 100_000_000_000)
 	s.node.Fund(ctx, payTo, 0, 0, solana.PublicKey{})
-	official := startCompatServer(t, "official_svm_seller.mjs", "RPC_URL="+s.node.URL, "FEE_PAYER_KEY="+feePayer.String(), "PAY_TO="+payTo.String())
+	official := startCompatServer(t, "official_seller.mjs", "NETWORK=solana", "RPC_URL="+s.node.URL, "FEE_PAYER_KEY="+feePayer.String(), "PAY_TO="+payTo.String())
 
 	sellers := []struct{ name, base string }{{"x402d", s.base}, {"official", official}}
 	for _, sl := range sellers {
