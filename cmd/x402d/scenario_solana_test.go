@@ -42,7 +42,10 @@ func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 		require.NoError(t, err)
 		dur = d
 	}
-	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "warn"})
+	// The service's own database pool (DefaultConfig), not the tests'
+	// testMaxConns: a call holds a connection while it is recorded, and
+	// five bound a service answering hundreds a second.
+	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "warn", "DB_MAX_CONNS": strconv.Itoa(DefaultConfig().DBMaxConns)})
 	feePayer, payTo := svmtest.PayerKey(2000), svmtest.PayerKey(2001).PublicKey()
 	s.node.FundSOL(ctx, feePayer.PublicKey(), 100_000_000_000)
 	s.node.Fund(ctx, payTo, 0, 0, solana.PublicKey{})
