@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -20,10 +19,7 @@ import (
 type rpcClient struct {
 	url    string
 	client *http.Client
-
-	mu      sync.Mutex
-	queue   []queuedCall
-	senders int // goroutines sending the queue
+	queue  sendQueue[queuedCall]
 }
 
 // queuedCall is a call waiting for a request.
@@ -99,13 +95,9 @@ type rpcCall struct {
 // *rpcCallError.
 func (c *rpcClient) call(ctx context.Context, method string, params []any, out any) error {
 	done := make(chan error, 1)
-	c.mu.Lock()
-	c.queue = append(c.queue, queuedCall{call: rpcCall{Method: method, Params: params, Out: out}, done: done})
-	if c.senders < maxRequests {
-		c.senders++
+	if c.queue.push(queuedCall{call: rpcCall{Method: method, Params: params, Out: out}, done: done}, maxRequests) {
 		go c.send()
 	}
-	c.mu.Unlock()
 	select {
 	case err := <-done:
 		return err
@@ -121,18 +113,7 @@ func (c *rpcClient) call(ctx context.Context, method string, params []any, out a
 // the same (its channel is buffered), and its Out written: a caller reads
 // Out only once answered.
 func (c *rpcClient) send() {
-	for {
-		c.mu.Lock()
-		if len(c.queue) == 0 {
-			c.senders--
-			c.mu.Unlock()
-			return
-		}
-		n := min(len(c.queue), maxBatch)
-		queued := c.queue[:n:n]
-		c.queue = append([]queuedCall(nil), c.queue[n:]...)
-		c.mu.Unlock()
-
+	for queued := c.queue.take(maxBatch); queued != nil; queued = c.queue.take(maxBatch) {
 		calls := make([]rpcCall, len(queued))
 		for i, q := range queued {
 			calls[i] = q.call

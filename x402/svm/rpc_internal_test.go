@@ -103,7 +103,7 @@ func TestRPCClient_Coalesces(t *testing.T) {
 		}
 		wg.Go(func() { errs[i] = c.call(ctx, method, []any{i}, &outs[i]) })
 	}
-	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == queued }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { n, _ := c.queue.state(); return n == queued }, 10*time.Second, 5*time.Millisecond)
 	close(release)
 	wg.Wait()
 
@@ -123,7 +123,6 @@ func TestRPCClient_Coalesces(t *testing.T) {
 			require.Equal(t, i, outs[i], "call "+strconv.Itoa(i))
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	require.Zero(t, c.senders, "the senders end once the queue is empty")
+	// A sender ends once it finds the queue empty, after its last answers.
+	require.Eventually(t, func() bool { _, senders := c.queue.state(); return senders == 0 }, 10*time.Second, time.Millisecond)
 }

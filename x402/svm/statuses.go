@@ -23,11 +23,8 @@ type signatureStatus struct {
 // call a round trip however many settlements are in flight, and a lone
 // settlement's call leaves at once. It is safe for concurrent use.
 type statuses struct {
-	rpc *rpcClient
-
-	mu      sync.Mutex
-	queue   []statusWaiter
-	running bool // a goroutine is sending the queue
+	rpc   *rpcClient
+	queue sendQueue[statusWaiter]
 }
 
 type statusWaiter struct {
@@ -44,13 +41,9 @@ type statusAnswer struct {
 // the node has not seen it.
 func (s *statuses) get(ctx context.Context, signature string) (*signatureStatus, error) {
 	answer := make(chan statusAnswer, 1)
-	s.mu.Lock()
-	s.queue = append(s.queue, statusWaiter{signature: signature, answer: answer})
-	if !s.running {
-		s.running = true
+	if s.queue.push(statusWaiter{signature: signature, answer: answer}, 1) {
 		go s.send()
 	}
-	s.mu.Unlock()
 	select {
 	case a := <-answer:
 		return a.status, a.err
@@ -63,18 +56,7 @@ func (s *statuses) get(ctx context.Context, signature string) (*signatureStatus,
 // none is queued. A waiter that gave up is answered all the same (its
 // channel is buffered).
 func (s *statuses) send() {
-	for {
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.running = false
-			s.mu.Unlock()
-			return
-		}
-		n := min(len(s.queue), maxStatuses)
-		batch := s.queue[:n:n]
-		s.queue = append([]statusWaiter(nil), s.queue[n:]...)
-		s.mu.Unlock()
-
+	for batch := s.queue.take(maxStatuses); batch != nil; batch = s.queue.take(maxStatuses) {
 		sigs := make([]string, len(batch))
 		for i, w := range batch {
 			sigs[i] = w.signature
@@ -96,4 +78,49 @@ func (s *statuses) send() {
 			w.answer <- statusAnswer{status: out.Value[i]}
 		}
 	}
+}
+
+// sendQueue is what waits to be sent to a node, and the goroutines sending
+// it: a sender takes all that waits (up to a bound) each time, so that
+// what was queued while it was busy leaves together. It is safe for
+// concurrent use.
+type sendQueue[T any] struct {
+	mu      sync.Mutex
+	items   []T
+	senders int
+}
+
+// push queues item, and reports whether the caller is to start a sender
+// (fewer than senders are running; the caller's counts among them).
+func (q *sendQueue[T]) push(item T, senders int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.items = append(q.items, item)
+	if q.senders < senders {
+		q.senders++
+		return true
+	}
+	return false
+}
+
+// take returns up to n queued items, oldest first; when none is queued it
+// returns nil, and the sender asking is no longer counted.
+func (q *sendQueue[T]) take(n int) []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		q.senders--
+		return nil
+	}
+	n = min(len(q.items), n)
+	taken := q.items[:n:n]
+	q.items = append([]T(nil), q.items[n:]...)
+	return taken
+}
+
+// state returns how many items are queued and senders running.
+func (q *sendQueue[T]) state() (queued, senders int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items), q.senders
 }

@@ -100,7 +100,7 @@ func TestStatuses(t *testing.T) {
 					}
 				})
 			}
-			require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.queue) == queued }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { n, _ := s.queue.state(); return n == queued }, 10*time.Second, 5*time.Millisecond)
 			close(release)
 			wg.Wait()
 			require.NoError(t, <-first)
@@ -116,9 +116,8 @@ func TestStatuses(t *testing.T) {
 					require.NoError(t, err, "waiter %d", i)
 				}
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			require.False(t, s.running, "the sender ends once the queue is empty")
+			// A sender ends once it finds the queue empty, after its last answers.
+			require.Eventually(t, func() bool { _, senders := s.queue.state(); return senders == 0 }, 10*time.Second, time.Millisecond)
 		})
 	}
 }
