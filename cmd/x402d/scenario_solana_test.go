@@ -44,8 +44,10 @@ func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 	}
 	// The service's own database pool (DefaultConfig), not the tests'
 	// testMaxConns: a call holds a connection while it is recorded, and
-	// five bound a service answering hundreds a second.
-	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "warn", "DB_MAX_CONNS": strconv.Itoa(DefaultConfig().DBMaxConns)})
+	// five bound a service answering hundreds a second. PPROF_ADDR, when
+	// set, serves the test process's profiles.
+	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "warn", "DB_MAX_CONNS": strconv.Itoa(DefaultConfig().DBMaxConns),
+		"PPROF_ADDR": os.Getenv("PPROF_ADDR")})
 	feePayer, payTo := svmtest.PayerKey(2000), svmtest.PayerKey(2001).PublicKey()
 	s.node.FundSOL(ctx, feePayer.PublicKey(), 100_000_000_000)
 	s.node.Fund(ctx, payTo, 0, 0, solana.PublicKey{})
