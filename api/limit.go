@@ -79,13 +79,16 @@ func (l *refusedLimiter) begin(ctx context.Context, addr string) (reserved bool,
 	for {
 		var ok bool
 		var retry time.Duration
+		// Read once: a payment that waited its time is checked if the
+		// address has a token, never refused for the time alone.
+		waited := time.Now().After(deadline)
 		l.buckets.Update(addr, func(b bucket, found bool) bucket {
 			now := l.now()
 			b = l.refill(b, found, now)
 			switch {
 			case b.tokens >= 1 && !b.verified.IsZero() && now.Sub(b.verified) < trustVerifiedFor:
 				ok = true
-			case b.tokens-float64(b.pending) >= 1 || (b.tokens >= 1 && time.Now().After(deadline)):
+			case b.tokens-float64(b.pending) >= 1 || (b.tokens >= 1 && waited):
 				ok, reserved = true, true
 				b.pending++
 			case b.pending == 0 || b.tokens < 1:
@@ -96,7 +99,7 @@ func (l *refusedLimiter) begin(ctx context.Context, addr string) (reserved bool,
 		switch {
 		case ok:
 			return reserved, nil
-		case retry > 0 || time.Now().After(deadline):
+		case retry > 0:
 			return false, rateLimited(retry)
 		}
 		select {

@@ -1,31 +1,39 @@
 // A seller built only from the official packages, for the comparisons in
 // docs/performance.md: @x402/express guarding POST /api/x402/diff at
-// x402d's price of diff on Base, paid to the devchain's receiving account.
+// x402d's price of diff ($0.01), on Base or, with NETWORK=solana, on Solana
+// mainnet (USDC).
 //
-// With RPC_URL it is paid: the official facilitator code (@x402/core's
-// x402Facilitator and @x402/evm's exact scheme) runs in-process and settles
-// on the chain at RPC_URL with development account FACILITATOR_ACCOUNT
-// (viem's nonce manager, so that concurrent settlements do not reuse a
-// nonce). Without it, it only quotes (the unpaid-quote comparison; no
-// network needed).
+// On Base, with RPC_URL it is paid: the official facilitator code
+// (@x402/core's x402Facilitator and @x402/evm's exact scheme) runs
+// in-process and settles on the chain at RPC_URL with development account
+// FACILITATOR_ACCOUNT (viem's nonce manager, so that concurrent settlements
+// do not reuse a nonce), paid to the devchain's receiving account. Without
+// it, it only quotes (the unpaid-quote comparison; no network needed).
+//
+// On Solana the official facilitator code (@x402/core's x402Facilitator and
+// @x402/svm's exact scheme) runs in-process, co-signing as FEE_PAYER_KEY and
+// settling on the Solana node at RPC_URL, paid to PAY_TO.
 //
 //   RPC_URL=http://127.0.0.1:8545 FACILITATOR_ACCOUNT=7 node compat/official_seller.mjs [PORT]
 //   node compat/official_seller.mjs [PORT]   (quotes only)
+//   NETWORK=solana RPC_URL=http://127.0.0.1:8899 FEE_PAYER_KEY=<base58 of 64 bytes> PAY_TO=<base58> node compat/official_seller.mjs [PORT]
 import express from "express";
 import { paymentMiddleware, x402ResourceServer } from "@x402/express";
-import { ExactEvmScheme } from "@x402/evm/exact/server";
-import { registerExactEvmScheme } from "@x402/evm/exact/facilitator";
-import { toFacilitatorEvmSigner } from "@x402/evm";
 import { x402Facilitator } from "@x402/core/facilitator";
-import { createWalletClient, defineChain, http, nonceManager, publicActions } from "viem";
-import { mnemonicToAccount } from "viem/accounts";
 
-const network = "eip155:8453";
 const rpc = process.env.RPC_URL;
-const facilitator = rpc ? payingFacilitator(rpc) : quotingFacilitator();
+const seller = process.env.NETWORK === "solana" ? await solanaSeller(rpc) : await baseSeller(rpc);
 
-// payingFacilitator verifies and settles in-process on the chain at rpc.
-function payingFacilitator(rpc) {
+// baseSeller is the seller on Base: paid when rpc is set, else quoting only.
+async function baseSeller(rpc) {
+  const network = "eip155:8453";
+  const { ExactEvmScheme } = await import("@x402/evm/exact/server");
+  const payTo = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720";
+  if (!rpc) return { network, scheme: new ExactEvmScheme(), payTo, facilitator: quotingFacilitator(network) };
+  const { registerExactEvmScheme } = await import("@x402/evm/exact/facilitator");
+  const { toFacilitatorEvmSigner } = await import("@x402/evm");
+  const { createWalletClient, defineChain, http, nonceManager, publicActions } = await import("viem");
+  const { mnemonicToAccount } = await import("viem/accounts");
   const account = mnemonicToAccount("test test test test test test test test test test test junk", {
     addressIndex: Number(process.env.FACILITATOR_ACCOUNT ?? 7),
     nonceManager,
@@ -48,6 +56,24 @@ function payingFacilitator(rpc) {
   });
   const local = new x402Facilitator();
   registerExactEvmScheme(local, { signer, networks: network });
+  return { network, scheme: new ExactEvmScheme(), payTo, facilitator: inProcess(local) };
+}
+
+// solanaSeller is the seller on Solana mainnet, settling on the node at rpc.
+async function solanaSeller(rpc) {
+  const { ExactSvmScheme } = await import("@x402/svm/exact/server");
+  const { registerExactSvmScheme } = await import("@x402/svm/exact/facilitator");
+  const { toFacilitatorSvmSigner, SOLANA_MAINNET_CAIP2 } = await import("@x402/svm");
+  const { createKeyPairSignerFromBytes, getBase58Encoder } = await import("@solana/kit");
+  const network = SOLANA_MAINNET_CAIP2;
+  const feePayer = await createKeyPairSignerFromBytes(getBase58Encoder().encode(process.env.FEE_PAYER_KEY));
+  const local = new x402Facilitator();
+  registerExactSvmScheme(local, { signer: toFacilitatorSvmSigner(feePayer, { defaultRpcUrl: rpc }), networks: network });
+  return { network, scheme: new ExactSvmScheme(), payTo: process.env.PAY_TO, facilitator: inProcess(local) };
+}
+
+// inProcess is the facilitator client of a facilitator in this process.
+function inProcess(local) {
   return {
     getSupported: async () => local.getSupported(),
     verify: (payload, requirements) => local.verify(payload, requirements),
@@ -56,7 +82,7 @@ function payingFacilitator(rpc) {
 }
 
 // quotingFacilitator only says which kinds it supports: enough for quotes.
-function quotingFacilitator() {
+function quotingFacilitator(network) {
   return {
     getSupported: async () => ({ kinds: [{ x402Version: 2, scheme: "exact", network }], extensions: [], signers: {} }),
     verify: async () => {
@@ -68,19 +94,14 @@ function quotingFacilitator() {
   };
 }
 
-const server = new x402ResourceServer(facilitator).register(network, new ExactEvmScheme());
+const server = new x402ResourceServer(seller.facilitator).register(seller.network, seller.scheme);
 const app = express();
 app.use(express.json());
 app.use(
   paymentMiddleware(
     {
       "POST /api/x402/diff": {
-        accepts: {
-          scheme: "exact",
-          price: "$0.01",
-          network,
-          payTo: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720",
-        },
+        accepts: { scheme: "exact", price: "$0.01", network: seller.network, payTo: seller.payTo },
         description: "Unified diff of two texts",
       },
     },

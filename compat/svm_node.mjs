@@ -30,8 +30,10 @@
 // sendTransaction calls answer the signature and land nothing, as a
 // transaction a leader dropped), litesvm_pause {ms} (no new slot for ms),
 // litesvm_hold {count, ms} (the next count sendTransaction calls are held
-// ms before they are handled) and litesvm_held (the signatures of the sends
-// held now).
+// ms before they are handled), litesvm_held (the signatures of the sends
+// held now) and litesvm_stats {reset} (the calls and time per method, the
+// slots made and their time as "(slot)", HTTP requests, JSON time and event
+// loop use since the last reset).
 import { createServer } from "node:http";
 import { createHash, createPrivateKey, createPublicKey } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -42,7 +44,7 @@ const { LiteSVM } = require("litesvm");
 const internal = require("litesvm/dist/internal.js");
 const {
   getAddressEncoder, getAddressDecoder, getBase58Encoder, getBase58Decoder, getBase64Encoder,
-  getBase64Decoder, getTransactionDecoder, getCompiledTransactionMessageDecoder,
+  getBase64Decoder,
 } = require("@solana/kit");
 const { getMintEncoder, getTokenEncoder, findAssociatedTokenPda, TOKEN_PROGRAM_ADDRESS, AccountState } = require("@solana-program/token");
 
@@ -218,42 +220,59 @@ class RPCError extends Error {
   }
 }
 
-// decodeTx decodes a wire transaction (base64 or base58).
+// decodeTx reads what the node needs of a wire transaction (base64 or
+// base58): its bytes, first signature, version, blockhash and where the
+// blockhash sits; LiteSVM reads the rest. It is read by hand, not with
+// @solana/kit's decoders, which spell out every account key in base58: a
+// node under load spent most of its time there.
 function decodeTx(encoded, encoding) {
   let bytes;
   try {
-    bytes = encoding === "base64" ? b64enc.encode(encoded) : b58enc.encode(encoded);
+    bytes = encoding === "base64" ? new Uint8Array(Buffer.from(encoded, "base64")) : b58enc.encode(encoded);
   } catch (e) {
     throw new RPCError(-32602, `invalid transaction: ${e.message}`);
   }
-  let tx, msg;
-  try {
-    tx = getTransactionDecoder().decode(bytes);
-    msg = getCompiledTransactionMessageDecoder().decode(tx.messageBytes);
-  } catch (e) {
-    throw new RPCError(-32602, `failed to deserialize VersionedTransaction: ${e.message}`);
-  }
-  const signatures = Object.values(tx.signatures);
-  if (signatures.length !== msg.header.numSignerAccounts) {
+  const bad = (why) => new RPCError(-32602, `failed to deserialize VersionedTransaction: ${why}`);
+  const shortVec = (off) => {
+    let n = 0;
+    for (let shift = 0; ; shift += 7) {
+      if (off >= bytes.length || shift > 14) throw bad("truncated length");
+      const b = bytes[off++];
+      n |= (b & 0x7f) << shift;
+      if (!(b & 0x80)) return [n, off];
+    }
+  };
+  const [numSignatures, sigStart] = shortVec(0);
+  const msgStart = sigStart + 64 * numSignatures;
+  if (msgStart + 4 > bytes.length) throw bad("truncated signatures");
+  const versioned = (bytes[msgStart] & 0x80) !== 0;
+  if (versioned && (bytes[msgStart] & 0x7f) !== 0) throw new RPCError(-32015, "Transaction version is not supported");
+  const header = msgStart + (versioned ? 1 : 0);
+  const [numKeys, keysStart] = shortVec(header + 3);
+  const blockhashOffset = keysStart + 32 * numKeys;
+  if (blockhashOffset + 32 > bytes.length) throw bad("truncated message");
+  if (numSignatures !== bytes[header]) {
     throw new RPCError(-32602, "invalid transaction: Transaction failed to sanitize accounts offsets correctly");
   }
-  const first = signatures[0] ? b58dec.decode(signatures[0]) : "1111111111111111111111111111111111111111111111111111111111111111";
-  return { bytes, tx, msg, signature: first, version: msg.version };
+  const signature = b58dec.decode(bytes.subarray(sigStart, sigStart + 64));
+  const blockhash = b58dec.decode(bytes.subarray(blockhashOffset, blockhashOffset + 32));
+  return { bytes, signature, blockhash, blockhashOffset, versioned, numKeys, keysStart };
 }
 
 // run simulates or executes tx on LiteSVM. It returns {err, logs, units}
 // for a transaction that ran (err null when it succeeded), or throws an
 // RPCError for one that cannot (signature, blockhash).
 function run(d, { simulate, sigVerify }) {
-  if (!blockhashValid(d.msg.lifetimeToken)) {
+  if (!blockhashValid(d.blockhash)) {
     return { err: "BlockhashNotFound", logs: [], units: 0, landed: false };
   }
   svm.inner.setSigverify(sigVerify);
   let out;
   try {
-    const versioned = d.version !== "legacy";
-    if (simulate) out = versioned ? svm.inner.simulateVersionedTransaction(d.bytes) : svm.inner.simulateLegacyTransaction(d.bytes);
-    else out = versioned ? svm.inner.sendVersionedTransaction(d.bytes) : svm.inner.sendLegacyTransaction(d.bytes);
+    if (simulate) out = d.versioned ? svm.inner.simulateVersionedTransaction(d.bytes) : svm.inner.simulateLegacyTransaction(d.bytes);
+    else out = d.versioned ? svm.inner.sendVersionedTransaction(d.bytes) : svm.inner.sendLegacyTransaction(d.bytes);
+  } catch (e) {
+    throw new RPCError(-32602, `failed to deserialize VersionedTransaction: ${e?.message ?? e}`);
   } finally {
     svm.inner.setSigverify(true);
   }
@@ -263,10 +282,19 @@ function run(d, { simulate, sigVerify }) {
     // An instruction that failed lands (its fee is paid); a transaction
     // refused before it ran does not.
     const landed = typeof err === "object" && err !== null && ("InstructionError" in err || "DuplicateInstruction" in err || "InsufficientFundsForRent" in err);
-    return { err, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed, meta, keys: d.msg.staticAccounts };
+    return { err, logs: simulate ? meta.logs() : [], units: Number(meta.computeUnitsConsumed()), landed, meta, keys: () => staticKeys(d) };
   }
+  // A sent transaction's logs are not answered: not read.
   const meta = simulate ? out.meta() : out;
-  return { err: null, logs: meta.logs(), units: Number(meta.computeUnitsConsumed()), landed: true, meta, keys: d.msg.staticAccounts };
+  return { err: null, logs: simulate ? meta.logs() : [], units: simulate ? Number(meta.computeUnitsConsumed()) : 0, landed: true, meta, keys: () => staticKeys(d) };
+}
+
+// staticKeys returns the account keys a transaction's message lists, in
+// base58: read only when they are needed (base58 is slow).
+function staticKeys(d) {
+  const keys = [];
+  for (let i = 0; i < d.numKeys; i++) keys.push(b58dec.decode(d.bytes.subarray(d.keysStart + 32 * i, d.keysStart + 32 * (i + 1))));
+  return keys;
 }
 
 // innerInstructions returns the inner instructions of a transaction run
@@ -275,9 +303,11 @@ function run(d, { simulate, sigVerify }) {
 // TransferChecked parsed (as jsonParsed), the others partially decoded.
 function innerInstructions(r) {
   const out = [];
+  let keys;
   r.meta.innerInstructions().forEach((group, index) => {
     if (group.length === 0) return;
-    out.push({ index, instructions: group.map((inner) => uiInstruction(inner.instruction(), inner.stackHeight(), r.keys)) });
+    keys ??= r.keys();
+    out.push({ index, instructions: group.map((inner) => uiInstruction(inner.instruction(), inner.stackHeight(), keys)) });
   });
   return out;
 }
@@ -367,18 +397,8 @@ const methods = {
     if (cfg.replaceRecentBlockhash) {
       const b = blockAt("processed");
       const bytes = new Uint8Array(d.bytes);
-      const hashBytes = b58enc.encode(d.msg.lifetimeToken);
-      const msgStart = bytes.length - d.tx.messageBytes.length;
-      // The blockhash follows the header and the static keys.
-      const m = d.tx.messageBytes;
-      let off = m[0] & 0x80 ? 1 : 0;
-      off += 3;
-      let n = 0, shift = 0, byte;
-      do { byte = m[off++]; n |= (byte & 0x7f) << shift; shift += 7; } while (byte & 0x80);
-      off += 32 * n;
-      if (b58dec.decode(m.subarray(off, off + 32)) !== b58dec.decode(hashBytes)) throw new RPCError(-32602, "blockhash not found in message");
-      bytes.set(b58enc.encode(b.hash), msgStart + off);
-      Object.assign(d, decodeTx(b64dec.decode(bytes), "base64"));
+      bytes.set(b58enc.encode(b.hash), d.blockhashOffset);
+      Object.assign(d, decodeTx(Buffer.from(bytes).toString("base64"), "base64"));
       replacement = { blockhash: b.hash, lastValidBlockHeight: b.height + MAX_PROCESSING_AGE };
     }
     if (cfg.sigVerify) verifyNotAlreadyProcessed(d);
@@ -452,6 +472,7 @@ const methods = {
     pausedUntil = Date.now() + ms;
     return true;
   },
+  litesvm_stats: ({ reset } = {}) => statsReport(Boolean(reset)),
 };
 
 function verifyNotAlreadyProcessed(d) {
@@ -460,22 +481,54 @@ function verifyNotAlreadyProcessed(d) {
   }
 }
 
+function count(method, started) {
+  const m = (stats.methods[method] ??= { calls: 0, ms: 0 });
+  m.calls++;
+  m.ms += performance.now() - started;
+}
+
 function replacer(_, v) {
   return typeof v === "bigint" ? Number(v) : v;
+}
+
+// What the node has done since the last litesvm_stats that reset it: the
+// JSON-RPC calls and the time spent in each method (the test controls
+// litesvm_* apart), the HTTP requests, the time spent reading and writing
+// their JSON, and the event loop's use.
+function newStats() {
+  return { since: Date.now(), elu: performance.eventLoopUtilization(), requests: 0, jsonMs: 0, methods: {} };
+}
+let stats = newStats();
+function statsReport(reset) {
+  const out = {
+    seconds: (Date.now() - stats.since) / 1000,
+    eventLoopUtilization: performance.eventLoopUtilization(stats.elu).utilization,
+    requests: stats.requests,
+    jsonMs: stats.jsonMs,
+    methods: stats.methods,
+  };
+  if (reset) stats = newStats();
+  return out;
 }
 
 async function handle(req) {
   const { id = null, method, params = [] } = req ?? {};
   const fn = methods[method];
   if (!fn) return { jsonrpc: "2.0", id, error: { code: -32601, message: "Method not found" } };
+  const counted = !method.startsWith("litesvm_");
+  const started = counted ? performance.now() : 0;
   try {
-    const result = await fn(...params);
+    // The method's own time: a batch's other calls run while it awaits.
+    let result = fn(...params);
+    if (counted) count(method, started);
+    if (result instanceof Promise) result = await result;
     if (drops[method] > 0) {
       drops[method]--;
       return undefined;
     }
     return { jsonrpc: "2.0", id, result };
   } catch (e) {
+    if (counted) count(method, started);
     if (e instanceof RPCError) {
       return { jsonrpc: "2.0", id, error: { code: e.code, message: e.message, ...(e.data ? { data: e.data } : {}) } };
     }
@@ -487,16 +540,22 @@ if (statePath && existsSync(statePath)) await restore();
 else await genesis();
 
 const timer = setInterval(() => {
-  if (Date.now() >= pausedUntil) tick();
+  if (Date.now() < pausedUntil) return;
+  const started = performance.now();
+  tick();
+  count("(slot)", started);
 }, slotMs);
 
 const server = createServer((req, res) => {
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
   req.on("end", async () => {
+    stats.requests++;
+    let t = performance.now();
     let body;
     try {
       body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      stats.jsonMs += performance.now() - t;
     } catch {
       res.writeHead(200, { "Content-Type": "application/json" });
       res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } }));
@@ -510,8 +569,11 @@ const server = createServer((req, res) => {
       req.socket.destroy();
       return;
     }
+    t = performance.now();
+    const text = JSON.stringify(out, replacer);
+    stats.jsonMs += performance.now() - t;
     res.writeHead(200, { "Content-Type": "application/json" });
-    res.end(JSON.stringify(out, replacer));
+    res.end(text);
   });
 });
 server.listen(port, "127.0.0.1", () => {

@@ -103,7 +103,9 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 			closeAll()
 			return nil, err
 		}
-		ss, err := svm.NewSettler(svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment})
+		// The verifier simulates every payment: the settler sends it
+		// without the node simulating it again.
+		ss, err := svm.NewSettler(svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment, SkipPreflight: true})
 		if err != nil {
 			closeAll()
 			return nil, err

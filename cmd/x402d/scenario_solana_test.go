@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -25,13 +26,14 @@ import (
 
 // TestLoadSolanaBesideOfficialSeller measures paid diff calls on Solana,
 // settled on one LiteSVM node (400 ms blocks), on x402d serve and on a
-// seller built only from the official packages (compat/official_svm_seller.mjs:
-// @x402/express with the official SVM facilitator code in-process), in the
-// same run: paid calls a second with LOAD_C in flight (default 1000) for
-// LOAD_T (default 20s), then p50 and p99 at a steady LOAD_RATE a second
-// (default 150). Payments are built as the official client builds them, on
-// each seller's current quote. `go tool task load:solana` runs it; the
-// figures are in docs/performance.md.
+// seller built only from the official packages (compat/official_seller.mjs
+// with NETWORK=solana: @x402/express with the official SVM facilitator code
+// in-process), in the same run: paid calls a second with LOAD_C in flight
+// (default 1000) for LOAD_T (default 20s), then p50 and p99 at a steady
+// LOAD_RATE a second (default 150), each with the node's JSON-RPC calls per
+// paid call by method. Payments are built as the official client builds
+// them, on each seller's current quote. `go tool task load:solana` runs it;
+// the figures are in docs/performance.md.
 func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 	ctx := context.Background()
 	inFlight, rate, dur := envInt(t, "LOAD_C", 1000), envInt(t, "LOAD_RATE", 150), 20*time.Second
@@ -40,22 +42,45 @@ func TestLoadSolanaBesideOfficialSeller(t *testing.T) {
 		require.NoError(t, err)
 		dur = d
 	}
-	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "warn"})
+	// The service's own database pool (DefaultConfig), not the tests'
+	// testMaxConns: a call holds a connection while it is recorded, and
+	// five bound a service answering hundreds a second. PPROF_ADDR, when
+	// set, serves the test process's profiles.
+	s := startSolanaService(ctx, t, map[string]string{"LOG_LEVEL": "warn", "DB_MAX_CONNS": strconv.Itoa(DefaultConfig().DBMaxConns),
+		"PPROF_ADDR": os.Getenv("PPROF_ADDR")})
 	feePayer, payTo := svmtest.PayerKey(2000), svmtest.PayerKey(2001).PublicKey()
 	s.node.FundSOL(ctx, feePayer.PublicKey(), 100_000_000_000)
 	s.node.Fund(ctx, payTo, 0, 0, solana.PublicKey{})
-	official := startCompatServer(t, "official_svm_seller.mjs", "RPC_URL="+s.node.URL, "FEE_PAYER_KEY="+feePayer.String(), "PAY_TO="+payTo.String())
+	official := startCompatServer(t, "official_seller.mjs", "NETWORK=solana", "RPC_URL="+s.node.URL, "FEE_PAYER_KEY="+feePayer.String(), "PAY_TO="+payTo.String())
 
 	sellers := []struct{ name, base string }{{"x402d", s.base}, {"official", official}}
 	for _, sl := range sellers {
+		s.node.Stats(ctx, true)
 		r := solanaLoad(ctx, t, s.node, sl.base, inFlight, 0, dur)
 		t.Logf("%s: %d in flight for %s: %d paid in %s (%.1f/s), %d not paid %v; p50 %s, p99 %s; quote's blockhash had %d blocks left at least",
 			sl.name, inFlight, dur, r.paid, r.elapsed.Round(time.Millisecond), float64(r.paid)/r.elapsed.Seconds(), r.failed, r.why, r.quantile(0.5), r.quantile(0.99), r.minLeft)
+		logNodeStats(t, sl.name, s.node.Stats(ctx, false), r.paid+r.failed)
 	}
 	for _, sl := range sellers {
+		s.node.Stats(ctx, true)
 		r := solanaLoad(ctx, t, s.node, sl.base, 0, rate, dur)
 		t.Logf("%s: steady %d/s for %s: %d paid, %d not paid %v; p50 %s, p99 %s; quote's blockhash had %d blocks left at least",
 			sl.name, rate, dur, r.paid, r.failed, r.why, r.quantile(0.5), r.quantile(0.99), r.minLeft)
+		logNodeStats(t, sl.name, s.node.Stats(ctx, false), r.paid+r.failed)
+	}
+}
+
+// logNodeStats logs what the node did for a seller's calls: its use, and
+// the JSON-RPC calls per call by method with the node's time in each.
+func logNodeStats(t *testing.T, seller string, st svmtest.Stats, calls int) {
+	t.Helper()
+	per := func(n float64) float64 { return n / float64(max(calls, 1)) }
+	t.Logf("%s: node busy %.0f%% of %.1f s, %d HTTP requests (%.2f a call), JSON %.0f ms (%.2f ms a call)",
+		seller, 100*st.EventLoopUtilization, st.Seconds, st.Requests, per(float64(st.Requests)), st.JSONMs, per(st.JSONMs))
+	names := slices.Sorted(maps.Keys(st.Methods))
+	for _, m := range names {
+		ms := st.Methods[m]
+		t.Logf("%s:   %-34s %7d calls (%5.2f a call) %8.0f ms (%.3f ms each)", seller, m, ms.Calls, per(float64(ms.Calls)), ms.Ms, ms.Ms/float64(max(ms.Calls, 1)))
 	}
 }
 

@@ -559,3 +559,34 @@ func PaymentHeader(t testing.TB, req *x402.Requirements, tx *solana.Transaction)
 	require.NoError(t, err)
 	return h
 }
+
+// Stats is what the node has done since its stats were last reset.
+type Stats struct {
+	// Seconds is the time since the reset.
+	Seconds float64
+	// EventLoopUtilization is the share of that time the node's single
+	// thread was busy (0 to 1).
+	EventLoopUtilization float64
+	// Requests is the number of HTTP requests (a batch is one).
+	Requests int
+	// JSONMs is the time spent parsing requests and writing answers.
+	JSONMs float64
+	// Methods are the JSON-RPC calls by method, and "(slot)" the blocks
+	// made: how many and the time spent in them.
+	Methods map[string]MethodStats
+}
+
+// MethodStats is the calls of one method and the time spent in them.
+type MethodStats struct {
+	Calls int
+	Ms    float64
+}
+
+// Stats returns what the node has done since its stats were last reset,
+// and resets them when reset is set.
+func (n *Node) Stats(ctx context.Context, reset bool) Stats {
+	n.t.Helper()
+	var s Stats
+	require.NoError(n.t, n.Call(ctx, &s, "litesvm_stats", map[string]any{"reset": reset}))
+	return s
+}

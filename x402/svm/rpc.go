@@ -11,23 +11,50 @@ import (
 	"time"
 )
 
-// rpcClient makes JSON-RPC calls to a Solana node.
+// rpcClient makes JSON-RPC calls to a Solana node. Single calls made while
+// maxRequests of its requests are on their way wait, and go together in
+// the next request as one JSON-RPC batch (up to maxBatch calls): a busy
+// service makes a request a round trip, not one a call, and a lone call
+// leaves at once. It is safe for concurrent use.
 type rpcClient struct {
 	url    string
 	client *http.Client
+	queue  sendQueue[queuedCall]
+}
+
+// queuedCall is a call waiting for a request.
+type queuedCall struct {
+	call rpcCall
+	done chan<- error
 }
 
 // newRPCClient returns a client of the endpoint at url; a nil client is an
-// http.Client with a 15-second timeout.
+// http.Client with a 15-second timeout keeping up to rpcIdleConns
+// connections to the node open between calls.
 func newRPCClient(url string, client *http.Client) *rpcClient {
 	if client == nil {
-		client = &http.Client{Timeout: 15 * time.Second}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = rpcIdleConns
+		client = &http.Client{Timeout: 15 * time.Second, Transport: t}
 	}
 	return &rpcClient{url: url, client: client}
 }
 
+// rpcIdleConns is how many connections to the node a client keeps open
+// between calls, more than it has requests on their way (maxRequests), so
+// that a busy service does not open (and the node accept) a connection a
+// request.
+const rpcIdleConns = 16
+
+// maxRequests is how many requests of single calls a client has on their
+// way at once; calls made meanwhile wait for the next.
+const maxRequests = 4
+
+// maxBatch is the most calls a client sends in one JSON-RPC batch.
+const maxBatch = 64
+
 // maxRPCResponse bounds a JSON-RPC answer read.
-const maxRPCResponse = 4 << 20
+const maxRPCResponse = 16 << 20
 
 // JSON-RPC error codes that mean the transaction itself is bad, not the
 // node: invalid params (a transaction that does not deserialize or
@@ -63,17 +90,62 @@ type rpcCall struct {
 	Out    any
 }
 
-// call makes one JSON-RPC call and decodes its result into out. An error
-// answer is a *rpcCallError.
+// call makes one JSON-RPC call, in a request of its own or with the calls
+// made meanwhile, and decodes its result into out. An error answer is a
+// *rpcCallError.
 func (c *rpcClient) call(ctx context.Context, method string, params []any, out any) error {
-	return c.batch(ctx, rpcCall{Method: method, Params: params, Out: out})
+	done := make(chan error, 1)
+	if c.queue.push(queuedCall{call: rpcCall{Method: method, Params: params, Out: out}, done: done}, maxRequests) {
+		go c.send()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		// The call may still be made: its answer is dropped.
+		return fmt.Errorf("%s: %w", method, ctx.Err())
+	}
 }
 
-// batch makes calls in one request (one call is sent alone, not as a
-// batch) and decodes each result. The first error answer is returned, as a
-// *rpcCallError wrapped with its method.
+// send sends the queued calls, up to maxBatch a request, until none is
+// queued. No caller's context: a request answers every call in it, and
+// the client's timeout bounds it. A caller that gave up is answered all
+// the same (its channel is buffered), and its Out written: a caller reads
+// Out only once answered.
+func (c *rpcClient) send() {
+	for queued := c.queue.take(maxBatch); queued != nil; queued = c.queue.take(maxBatch) {
+		calls := make([]rpcCall, len(queued))
+		for i, q := range queued {
+			calls[i] = q.call
+		}
+		for i, err := range c.do(context.Background(), calls) {
+			queued[i].done <- err
+		}
+	}
+}
+
+// batch makes calls in one request of their own (one call is sent alone,
+// not as a batch) and decodes each result. The first error is returned.
 func (c *rpcClient) batch(ctx context.Context, calls ...rpcCall) error {
-	name := calls[0].Method
+	for _, err := range c.do(ctx, calls) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// do makes calls in one request (one call is sent alone, not as a batch)
+// and decodes each result: it returns each call's error, an error answer
+// as a *rpcCallError wrapped with its method.
+func (c *rpcClient) do(ctx context.Context, calls []rpcCall) []error {
+	errs := make([]error, len(calls))
+	all := func(err error) []error {
+		for i := range errs {
+			errs[i] = fmt.Errorf("%s: %w", calls[i].Method, err)
+		}
+		return errs
+	}
 	reqs := make([]rpcRequest, len(calls))
 	for i, cl := range calls {
 		reqs[i] = rpcRequest{JSONRPC: "2.0", ID: i, Method: cl.Method, Params: cl.Params}
@@ -86,24 +158,24 @@ func (c *rpcClient) batch(ctx context.Context, calls ...rpcCall) error {
 		body, err = json.Marshal(reqs)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return all(err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return all(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return all(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCResponse))
 	if err != nil {
-		return fmt.Errorf("%s: read answer: %w", name, err)
+		return all(fmt.Errorf("read answer: %w", err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d: %s", name, resp.StatusCode, truncate(raw, 200))
+		return all(fmt.Errorf("HTTP %d: %s", resp.StatusCode, truncate(raw, 200)))
 	}
 	type answer struct {
 		ID     int             `json:"id"`
@@ -114,11 +186,11 @@ func (c *rpcClient) batch(ctx context.Context, calls ...rpcCall) error {
 	if len(calls) == 1 {
 		var a answer
 		if err := json.Unmarshal(raw, &a); err != nil {
-			return fmt.Errorf("%s: answer is not JSON-RPC: %w", name, err)
+			return all(fmt.Errorf("answer is not JSON-RPC: %w", err))
 		}
 		answers = []answer{a}
 	} else if err := json.Unmarshal(raw, &answers); err != nil {
-		return fmt.Errorf("%s: answer is not a JSON-RPC batch: %w", name, err)
+		return all(fmt.Errorf("answer is not a JSON-RPC batch: %w", err))
 	}
 	seen := make([]bool, len(calls))
 	for _, a := range answers {
@@ -126,29 +198,28 @@ func (c *rpcClient) batch(ctx context.Context, calls ...rpcCall) error {
 		if len(calls) == 1 {
 			i = 0 // a single call's answer is its own, whatever its id
 		}
-		if i < 0 || i >= len(calls) {
-			return fmt.Errorf("%s: answer to an unknown id %d", name, a.ID)
-		}
-		cl := calls[i]
-		if a.Error != nil {
-			return fmt.Errorf("%s: %w", cl.Method, &rpcCallError{Code: a.Error.Code, Message: a.Error.Message})
-		}
-		if len(a.Result) == 0 {
-			return fmt.Errorf("%s: answer has neither result nor error", cl.Method)
-		}
-		if cl.Out != nil {
-			if err := json.Unmarshal(a.Result, cl.Out); err != nil {
-				return fmt.Errorf("%s: result: %w", cl.Method, err)
-			}
+		if i < 0 || i >= len(calls) || seen[i] {
+			return all(fmt.Errorf("answer to an unknown id %d", a.ID))
 		}
 		seen[i] = true
+		cl := calls[i]
+		switch {
+		case a.Error != nil:
+			errs[i] = fmt.Errorf("%s: %w", cl.Method, &rpcCallError{Code: a.Error.Code, Message: a.Error.Message})
+		case len(a.Result) == 0:
+			errs[i] = fmt.Errorf("%s: answer has neither result nor error", cl.Method)
+		case cl.Out != nil:
+			if err := json.Unmarshal(a.Result, cl.Out); err != nil {
+				errs[i] = fmt.Errorf("%s: result: %w", cl.Method, err)
+			}
+		}
 	}
 	for i, ok := range seen {
 		if !ok {
-			return fmt.Errorf("%s: no answer", calls[i].Method)
+			errs[i] = fmt.Errorf("%s: no answer", calls[i].Method)
 		}
 	}
-	return nil
+	return errs
 }
 
 // RPCSimulator simulates transactions with the simulateTransaction method

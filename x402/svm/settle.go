@@ -36,6 +36,12 @@ type SettlerConfig struct {
 	// before the payment counts as settled (SOLANA_COMMITMENT). Defaults
 	// to CommitmentConfirmed.
 	Commitment Commitment
+	// SkipPreflight sends transactions without the node's preflight
+	// simulation: set it when every payment was simulated at verification
+	// (a Verifier with a Simulator), as the official facilitator does. A
+	// transaction that fails then lands failed, its fee paid by the fee
+	// payer, and the settlement fails as it would have.
+	SkipPreflight bool
 }
 
 // Commitment is the commitment a settlement waits for: how many of the
@@ -79,8 +85,9 @@ func (c *Commitment) UnmarshalText(b []byte) error {
 // (ed25519), so it names the transaction before it is sent; a retried
 // Settle first asks for that signature's status and does not send twice.
 type Settler struct {
-	cfg SettlerConfig
-	rpc *rpcClient
+	cfg      SettlerConfig
+	rpc      *rpcClient
+	statuses *statuses
 }
 
 var _ x402.Settler = (*Settler)(nil)
@@ -89,9 +96,6 @@ var _ x402.Settler = (*Settler)(nil)
 func NewSettler(cfg SettlerConfig) (*Settler, error) {
 	if len(cfg.Key) != 64 || cfg.URL == "" {
 		return nil, errors.New("svm settler: a 64-byte fee payer key and an RPC URL are required")
-	}
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 15 * time.Second}
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = x402.SolanaSlotTime
@@ -108,7 +112,8 @@ func NewSettler(cfg SettlerConfig) (*Settler, error) {
 			cfg.Polls += FinalizationSlots
 		}
 	}
-	return &Settler{cfg: cfg, rpc: newRPCClient(cfg.URL, cfg.Client)}, nil
+	rpc := newRPCClient(cfg.URL, cfg.Client)
+	return &Settler{cfg: cfg, rpc: rpc, statuses: &statuses{rpc: rpc}}, nil
 }
 
 // Reasons of failed settlements.
@@ -290,23 +295,18 @@ const (
 	statusFailed
 )
 
-// status asks getSignatureStatuses (searching the transaction history): a
-// transaction that succeeded is statusConfirmed once it reaches the
-// settler's commitment, statusPending until then.
+// status asks getSignatureStatuses (searching the transaction history),
+// in one call with the other settlements' signatures: a transaction that
+// succeeded is statusConfirmed once it reaches the settler's commitment,
+// statusPending until then.
 func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
-	var out struct {
-		Value []*struct {
-			Err                json.RawMessage `json:"err"`
-			ConfirmationStatus string          `json:"confirmationStatus"`
-		} `json:"value"`
-	}
-	if err := s.rpc.call(ctx, "getSignatureStatuses", []any{[]string{id}, map[string]bool{"searchTransactionHistory": true}}, &out); err != nil {
+	v, err := s.statuses.get(ctx, id)
+	if err != nil {
 		return statusUnknown, err
 	}
-	if len(out.Value) == 0 || out.Value[0] == nil {
+	if v == nil {
 		return statusUnknown, nil
 	}
-	v := out.Value[0]
 	if len(v.Err) > 0 && string(v.Err) != "null" {
 		return statusFailed, nil
 	}
@@ -321,7 +321,9 @@ func (s *Settler) status(ctx context.Context, id string) (txStatus, error) {
 // *SimulationError; "already processed" is success.
 func (s *Settler) send(ctx context.Context, txBase64 string) error {
 	var id string
-	err := s.rpc.call(ctx, "sendTransaction", []any{txBase64, map[string]any{"encoding": "base64", "preflightCommitment": "confirmed"}}, &id)
+	err := s.rpc.call(ctx, "sendTransaction", []any{txBase64, map[string]any{
+		"encoding": "base64", "skipPreflight": s.cfg.SkipPreflight, "preflightCommitment": "confirmed",
+	}}, &id)
 	var rerr *rpcCallError
 	if errors.As(err, &rerr) {
 		if strings.Contains(strings.ToLower(rerr.Message), "already been processed") {

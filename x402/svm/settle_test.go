@@ -14,7 +14,8 @@ import (
 
 // TestSettler settles payments on the LiteSVM node: the transfer lands
 // once, a retried Settle finds it, a transfer the chain refuses is a failed
-// settlement, and an unreachable node is an error.
+// settlement (with the node's preflight or without), and an unreachable
+// node is an error.
 func TestSettler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -54,6 +55,20 @@ func TestSettler(t *testing.T) {
 	require.False(t, failed.Success)
 	require.Equal(t, svm.ReasonTransactionFailed, failed.ErrorReason)
 
+	// Sent without preflight (the verifier simulated it): the transfer
+	// lands once; one the chain refuses lands failed, a failed settlement.
+	direct, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200, SkipPreflight: true})
+	require.NoError(t, err)
+	res, err = direct.Settle(ctx, pay(7_000))
+	require.NoError(t, err)
+	require.True(t, res.Success, res.ErrorReason)
+	require.Equal(t, uint64(17_000), f.node.TokenBalance(ctx, dest))
+	failed, err = direct.Settle(ctx, pay(buyerBalance-1))
+	require.NoError(t, err)
+	require.False(t, failed.Success)
+	require.Equal(t, svm.ReasonTransactionFailed, failed.ErrorReason)
+	require.Equal(t, uint64(17_000), f.node.TokenBalance(ctx, dest))
+
 	// Another fee payer's transaction is not ours to sign.
 	other, err := svm.NewSettler(svm.SettlerConfig{Key: newKey(t), URL: f.node.URL, Poll: time.Millisecond})
 	require.NoError(t, err)
@@ -61,7 +76,7 @@ func TestSettler(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, refused.Success)
 	require.Equal(t, svm.ReasonFeePayerNotManaged, refused.ErrorReason)
-	require.Equal(t, uint64(10_000), f.node.TokenBalance(ctx, dest), "nothing else moved")
+	require.Equal(t, uint64(17_000), f.node.TokenBalance(ctx, dest), "nothing else moved")
 
 	// An unreachable node is an error: River tries again.
 	down, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: "http://127.0.0.1:1", Poll: time.Millisecond})
