@@ -3,6 +3,7 @@ package x402
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,9 @@ type ledgerPayment struct {
 // nonce, amount and validBefore are in its option and authorization) are
 // left out when equal to it, and UnmarshalJSON restores them from it; the
 // others are kept. An exact EVM payload is kept in its compact form
-// (ledgerEVM) when that gives it back whole.
+// (ledgerEVM) when that gives it back whole, and the payment then as one
+// packed binary value (packPayment), a base64 JSON string; any other
+// payment as a JSON object. UnmarshalJSON reads every form written so far.
 func (p Payment) MarshalJSON() ([]byte, error) {
 	if s, ok := stated(p.Payload); ok {
 		if s.Network == p.Network {
@@ -93,6 +96,9 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 	} else {
 		l.Payload = p.Payload
 	}
+	if packable(&l) {
+		return json.Marshal(base64.RawStdEncoding.EncodeToString(packPayment(&l)))
+	}
 	return json.Marshal(&l)
 }
 
@@ -102,7 +108,21 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 func (p *Payment) UnmarshalJSON(b []byte) error {
 	*p = Payment{}
 	var l ledgerPayment
-	if err := json.Unmarshal(b, &l); err != nil {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		packed, err := base64.RawStdEncoding.DecodeString(s)
+		if err != nil {
+			return fmt.Errorf("decode ledger payment: %w", err)
+		}
+		u, err := unpackPayment(packed)
+		if err != nil {
+			return err
+		}
+		l = *u
+	} else if err := json.Unmarshal(b, &l); err != nil {
 		return err
 	}
 	*p = Payment{Network: l.Network, Payer: l.Payer, Nonce: l.Nonce, Amount: l.Amount, Asset: l.Asset,
