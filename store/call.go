@@ -197,12 +197,59 @@ type SettlementSubmitted struct {
 
 // SettlementDone is the data of settlement.confirmed and settlement.failed.
 type SettlementDone struct {
+	// Response is the settlement's response. The event keeps it without
+	// what the call's payment states or its type implies
+	// (MarshalJSON): its payer, and its success when it succeeded. The
+	// calls row keeps it whole, as the payer is answered.
 	Response x402.SettleResponse `json:"response"`
 	// Cost is the gas the settlement spent, when it sent a transaction.
 	Cost *x402.SettleCost `json:"cost,omitempty"`
 	// Block is the block its transaction was mined in, when it is followed
 	// until final (settlement_watch).
 	Block *x402.SettledBlock `json:"block,omitempty"`
+}
+
+// ledgerResponse is a settlement's response as settlement.confirmed and
+// settlement.failed keep it (SettlementDone.MarshalJSON): success only when
+// false, no payer (read from the events written before, which kept both).
+type ledgerResponse struct {
+	Success     *bool  `json:"success,omitempty"`
+	ErrorReason string `json:"errorReason,omitempty"`
+	Payer       string `json:"payer,omitempty"`
+	Transaction string `json:"transaction"`
+	Network     string `json:"network"`
+}
+
+type settlementDoneJSON struct {
+	Response ledgerResponse     `json:"response"`
+	Cost     *x402.SettleCost   `json:"cost,omitempty"`
+	Block    *x402.SettledBlock `json:"block,omitempty"`
+}
+
+// MarshalJSON encodes the event's data without the response's payer, which
+// the call's payment states (a settler answers the payment's payer), and
+// its success when true; UnmarshalJSON reads a missing success as true
+// (the events written before kept both). Readers wanting the payer take
+// the call's (Call.Payer).
+func (d SettlementDone) MarshalJSON() ([]byte, error) {
+	r := ledgerResponse{ErrorReason: d.Response.ErrorReason, Transaction: d.Response.Transaction, Network: d.Response.Network}
+	if !d.Response.Success {
+		r.Success = new(bool)
+	}
+	return json.Marshal(settlementDoneJSON{Response: r, Cost: d.Cost, Block: d.Block})
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote, and the whole response of
+// the events written before it.
+func (d *SettlementDone) UnmarshalJSON(b []byte) error {
+	var v settlementDoneJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = SettlementDone{Response: x402.SettleResponse{Success: v.Response.Success == nil || *v.Response.Success,
+		ErrorReason: v.Response.ErrorReason, Payer: v.Response.Payer, Transaction: v.Response.Transaction, Network: v.Response.Network},
+		Cost: v.Cost, Block: v.Block}
+	return nil
 }
 
 // SettlementResent is the data of settlement.resent.
@@ -286,11 +333,22 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 	case EventSettlementSubmitted:
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'settling'", id, now)
 		return true, nil
-	case EventSettlementConfirmed:
-		b.Queue("UPDATE calls SET state = 'paid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
-		return true, nil
-	case EventSettlementFailed:
-		b.Queue("UPDATE calls SET state = 'unpaid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
+	case EventSettlementConfirmed, EventSettlementFailed:
+		v, ok := e.Data.(SettlementDone)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want SettlementDone", e.Data)
+		}
+		// The row keeps the response whole (the event leaves out its
+		// payer): it is what the call is answered with.
+		response, err := json.Marshal(v.Response)
+		if err != nil {
+			return false, fmt.Errorf("marshal settlement: %w", err)
+		}
+		state := CallPaid
+		if e.Type == EventSettlementFailed {
+			state = CallUnpaid
+		}
+		b.Queue("UPDATE calls SET state = $2, settlement = $3::jsonb, updated_at = $4 WHERE id = $1 AND state = 'settling'", id, state, response, now)
 		return true, nil
 	case EventSettlementResent:
 		b.Queue("UPDATE calls SET settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'paid'", id, data, now)
