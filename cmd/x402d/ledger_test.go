@@ -57,7 +57,34 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 	rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: paidRegex, Payer: payer, Concurrency: 8, Duration: time.Second})
 	require.NoError(t, err)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
-	events0, calls0 := ledgerBytes(ctx, t, db, true)
+	// A snapshot taken before a run's last update keeps its dead row
+	// versions, whichever database its session is in (a long transaction
+	// elsewhere on the server holds back every snapshot's horizon):
+	// compacted figures are the least of several tries, each once no
+	// session of the server holds a transaction or snapshot as old as the
+	// newest row version of calls (or after a minute), the warm-up's as
+	// the run's.
+	quiet := func() {
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			var holding int
+			require.NoError(t, db.Pool.QueryRow(ctx, `WITH newest AS (SELECT max(xmin::text::bigint) AS xid FROM calls)
+				SELECT count(*) FROM pg_stat_activity, newest WHERE pid <> pg_backend_pid()
+					AND (backend_xmin::text::bigint <= newest.xid OR backend_xid::text::bigint <= newest.xid)`).Scan(&holding))
+			if holding == 0 {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("a transaction older than the run's last update is still open: dead row versions may be counted as compacted")
+	}
+	var events0, calls0 int64
+	for i := range 3 {
+		quiet()
+		if e, c := ledgerBytes(ctx, t, db, true); i == 0 || e+c < events0+calls0 {
+			events0, calls0 = e, c
+		}
+	}
 
 	if b, ok := t.(*testing.B); ok {
 		b.ResetTimer()
@@ -72,22 +99,6 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 		return [2]float64{float64(events-events0) / float64(rep.Calls), float64(calls-calls0) / float64(rep.Calls)}
 	}
 	written = perCall(ledgerBytes(ctx, t, db, false))
-	// A transaction of the service's that began before the run's last
-	// update keeps its dead row versions: the least of ten tries, each
-	// once no other session of the database holds a snapshot (or after
-	// two seconds).
-	quiet := func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			var holding int
-			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL`).Scan(&holding))
-			if holding == 0 {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	quiet()
 	compacted = perCall(ledgerBytes(ctx, t, db, true))
 	for range 9 {
