@@ -222,13 +222,36 @@ type ledgerResponse struct {
 
 type settlementDoneJSON struct {
 	Response ledgerResponse     `json:"response"`
-	Cost     *x402.SettleCost   `json:"cost,omitempty"`
+	Cost     *ledgerCost        `json:"cost,omitempty"`
 	Block    *x402.SettledBlock `json:"block,omitempty"`
+}
+
+// ledgerCost is a settlement's cost as settlement.confirmed keeps it: one
+// string, "<gas used> <gas price in wei> <batch>", about 60 bytes less
+// than the object the events written before kept (which it reads too).
+// CallStatsSince sums either.
+type ledgerCost x402.SettleCost
+
+// MarshalJSON encodes the cost as its string.
+func (c *ledgerCost) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fmt.Sprintf("%d %s %d", c.GasUsed, c.GasPriceWei, c.Batch))
+}
+
+// UnmarshalJSON decodes the string, or the object written before.
+func (c *ledgerCost) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return json.Unmarshal(b, (*x402.SettleCost)(c))
+	}
+	if _, err := fmt.Sscanf(s, "%d %s %d", &c.GasUsed, &c.GasPriceWei, &c.Batch); err != nil {
+		return fmt.Errorf("settlement cost %q: %w", s, err)
+	}
+	return nil
 }
 
 // MarshalJSON encodes the event's data without the response's payer, which
 // the call's payment states (a settler answers the payment's payer), and
-// its success when true; UnmarshalJSON reads a missing success as true
+// its success when true, and its cost as one string (ledgerCost); UnmarshalJSON reads a missing success as true
 // (the events written before kept both). Readers wanting the payer take
 // the call's (Call.Payer).
 func (d SettlementDone) MarshalJSON() ([]byte, error) {
@@ -236,7 +259,7 @@ func (d SettlementDone) MarshalJSON() ([]byte, error) {
 	if !d.Response.Success {
 		r.Success = new(bool)
 	}
-	return json.Marshal(settlementDoneJSON{Response: r, Cost: d.Cost, Block: d.Block})
+	return json.Marshal(settlementDoneJSON{Response: r, Cost: (*ledgerCost)(d.Cost), Block: d.Block})
 }
 
 // UnmarshalJSON decodes what MarshalJSON wrote, and the whole response of
@@ -248,7 +271,7 @@ func (d *SettlementDone) UnmarshalJSON(b []byte) error {
 	}
 	*d = SettlementDone{Response: x402.SettleResponse{Success: v.Response.Success == nil || *v.Response.Success,
 		ErrorReason: v.Response.ErrorReason, Payer: v.Response.Payer, Transaction: v.Response.Transaction, Network: v.Response.Network},
-		Cost: v.Cost, Block: v.Block}
+		Cost: (*x402.SettleCost)(v.Cost), Block: v.Block}
 	return nil
 }
 

@@ -25,7 +25,7 @@ func TestSettlementDoneJSON(t *testing.T) {
 		back SettlementDone
 	}{
 		{"confirmed", SettlementDone{Response: x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x1", Network: "eip155:8453"}, Cost: cost, Block: block},
-			`{"response":{"transaction":"0x1","network":"eip155:8453"},"cost":{"gas_used":45031,"gas_price_wei":"9","batch":5},"block":{"number":10,"hash":"0xb10"}}`,
+			`{"response":{"transaction":"0x1","network":"eip155:8453"},"cost":"45031 9 5","block":{"number":10,"hash":"0xb10"}}`,
 			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "eip155:8453"}, Cost: cost, Block: block}},
 		{"failed", SettlementDone{Response: x402.SettleResponse{ErrorReason: "insufficient_funds", Payer: "0xabc", Network: "eip155:8453"}},
 			`{"response":{"success":false,"errorReason":"insufficient_funds","transaction":"","network":"eip155:8453"}}`,
@@ -40,8 +40,10 @@ func TestSettlementDoneJSON(t *testing.T) {
 			require.Equal(t, tc.back, back)
 		})
 	}
-	// The whole response, as written before.
+	// The whole response and the cost as an object, as written before.
 	var old SettlementDone
+	require.NoError(t, json.Unmarshal([]byte(`{"response":{"success":true,"transaction":"0x1","network":"n"},"cost":{"gas_used":45031,"gas_price_wei":"9","batch":5}}`), &old))
+	require.Equal(t, SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "n"}, Cost: cost}, old)
 	require.NoError(t, json.Unmarshal([]byte(`{"response":{"payer":"0xabc","network":"eip155:8453","success":true,"transaction":"0x1"}}`), &old))
 	require.Equal(t, SettlementDone{Response: x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x1", Network: "eip155:8453"}}, old)
 	require.NoError(t, json.Unmarshal([]byte(`{"response":{"payer":"0xabc","network":"eip155:8453","success":false,"errorReason":"x","transaction":""}}`), &old))
