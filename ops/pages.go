@@ -15,7 +15,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/store"
-	"github.com/x402d/x402d/x402"
 )
 
 // windows are the periods the overview's figures can cover.
@@ -331,11 +330,7 @@ func eventFields(e store.Event, payer string) []field {
 	switch e.Type {
 	case store.EventCallPaid, store.EventPaymentVerified:
 		// call.paid is payment.verified with its job (job.queued's).
-		var v struct {
-			Op      string       `json:"op"`
-			Payment x402.Payment `json:"payment"`
-			JobID   int64        `json:"job_id"`
-		}
+		var v store.PaidCall
 		if json.Unmarshal(e.Data, &v) == nil {
 			fs := []field{
 				{Name: "op", Value: v.Op},

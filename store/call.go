@@ -110,7 +110,8 @@ type PaymentVerified struct {
 
 // PaidCall is the data of a call.paid event: the verified payment (its
 // payment in the ledger's compact form, x402.Payment.MarshalJSON) and the
-// job queued for it (its queue is its operation's).
+// job queued for it (its queue is its operation's). It is written packed
+// when its payment packs (MarshalJSON).
 type PaidCall struct {
 	PaymentVerified
 	JobID int64 `json:"job_id"`
@@ -475,10 +476,9 @@ func scanCall(row pgx.Row) (*Call, error) {
 		return nil, interpretError(err)
 	}
 	if paid != nil {
-		var v struct {
-			RequestHash []byte       `json:"request_hash"`
-			Payment     x402.Payment `json:"payment"`
-		}
+		// call.paid's data, or payment.verified's, or {"payment": ...} of
+		// a row that kept its own.
+		var v PaidCall
 		if err := json.Unmarshal(paid, &v); err != nil {
 			return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)
 		}

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/x402d/x402d/x402"
 )
 
 // CallListParams selects calls for CallList.
@@ -194,9 +192,7 @@ func scanSettlementFailure(row pgx.CollectableRow) (SettlementFailure, error) {
 		return f, err
 	}
 	if paid != nil {
-		var v struct {
-			Payment x402.Payment `json:"payment"`
-		}
+		var v PaidCall
 		if err := json.Unmarshal(paid, &v); err != nil {
 			return f, fmt.Errorf("call %s: payment: %w", f.CallID, err)
 		}

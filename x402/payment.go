@@ -69,6 +69,36 @@ type ledgerPayment struct {
 // packed binary value (packPayment), a base64 JSON string; any other
 // payment as a JSON object. UnmarshalJSON reads every form written so far.
 func (p Payment) MarshalJSON() ([]byte, error) {
+	l := p.ledger()
+	if packable(&l) {
+		return json.Marshal(base64.RawStdEncoding.EncodeToString(packPayment(&l)))
+	}
+	return json.Marshal(&l)
+}
+
+// MarshalLedgerBinary returns the packed form MarshalJSON keeps p in (before
+// its base64), and whether p has one: for a record that packs its other
+// fields with it (store's call.paid). UnmarshalLedgerBinary reads it.
+func (p Payment) MarshalLedgerBinary() ([]byte, bool) {
+	l := p.ledger()
+	if !packable(&l) {
+		return nil, false
+	}
+	return packPayment(&l), true
+}
+
+// UnmarshalLedgerBinary decodes what MarshalLedgerBinary returned.
+func (p *Payment) UnmarshalLedgerBinary(b []byte) error {
+	l, err := unpackPayment(b)
+	if err != nil {
+		return err
+	}
+	return p.fromLedger(l)
+}
+
+// ledger returns the ledger form of p: the fields its payload does not
+// state, and its payload compact when it can be.
+func (p Payment) ledger() ledgerPayment {
 	if s, ok := stated(p.Payload); ok {
 		if s.Network == p.Network {
 			p.Network = ""
@@ -96,10 +126,7 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 	} else {
 		l.Payload = p.Payload
 	}
-	if packable(&l) {
-		return json.Marshal(base64.RawStdEncoding.EncodeToString(packPayment(&l)))
-	}
-	return json.Marshal(&l)
+	return l
 }
 
 // UnmarshalJSON decodes a Payment, restoring its payload from its compact
@@ -117,14 +144,16 @@ func (p *Payment) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return fmt.Errorf("decode ledger payment: %w", err)
 		}
-		u, err := unpackPayment(packed)
-		if err != nil {
-			return err
-		}
-		l = *u
-	} else if err := json.Unmarshal(b, &l); err != nil {
+		return p.UnmarshalLedgerBinary(packed)
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
 		return err
 	}
+	return p.fromLedger(&l)
+}
+
+// fromLedger sets p from its ledger form l.
+func (p *Payment) fromLedger(l *ledgerPayment) error {
 	*p = Payment{Network: l.Network, Payer: l.Payer, Nonce: l.Nonce, Amount: l.Amount, Asset: l.Asset,
 		Payload: l.Payload, VerifiedAt: l.VerifiedAt, ValidBefore: l.ValidBefore}
 	if l.EVM != nil {
