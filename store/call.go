@@ -169,14 +169,50 @@ type JobSucceeded struct {
 }
 
 // MarshalJSON encodes the event's data: the size and digest of Result,
-// without it.
+// without it, in one string under "s": "<bytes> <job id> <attempt>
+// <settle job id> <digest in unpadded base64url>", about 110 bytes a call
+// less than the same fields under their keys (which the events written
+// before have). A digest that is not 32 bytes of hex is written as fields.
 func (j JobSucceeded) MarshalJSON() ([]byte, error) {
 	type data JobSucceeded
 	if j.Result != nil {
 		sum := sha256.Sum256(j.Result)
 		j.Bytes, j.SHA256 = len(j.Result), hex.EncodeToString(sum[:])
 	}
-	return json.Marshal(data(j))
+	sum, err := hex.DecodeString(j.SHA256)
+	if err != nil || len(sum) != sha256.Size || hex.EncodeToString(sum) != j.SHA256 {
+		return json.Marshal(data(j))
+	}
+	return json.Marshal(struct {
+		S string `json:"s"`
+	}{fmt.Sprintf("%d %d %d %d %s", j.Bytes, j.JobID, j.Attempt, j.SettleJobID, base64.RawURLEncoding.EncodeToString(sum))})
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote, in either form.
+func (j *JobSucceeded) UnmarshalJSON(b []byte) error {
+	type data JobSucceeded
+	var v struct {
+		S string `json:"s"`
+		data
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.S == "" {
+		*j = JobSucceeded(v.data)
+		return nil
+	}
+	*j = JobSucceeded{}
+	var digest string
+	if _, err := fmt.Sscanf(v.S, "%d %d %d %d %s", &j.Bytes, &j.JobID, &j.Attempt, &j.SettleJobID, &digest); err != nil {
+		return fmt.Errorf("decode job.succeeded %q: %w", v.S, err)
+	}
+	sum, err := base64.RawURLEncoding.DecodeString(digest)
+	if err != nil {
+		return fmt.Errorf("decode job.succeeded %q: %w", v.S, err)
+	}
+	j.SHA256 = hex.EncodeToString(sum)
+	return nil
 }
 
 // JobFailed is the data of a job.failed event.

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"testing"
 	"time"
@@ -108,4 +110,27 @@ func TestPaidCallJSON(t *testing.T) {
 	require.Equal(t, []any{"diff", "tok", []byte{1}, exact.Key(), int64(0)}, []any{back.Op, back.Token, back.RequestHash, back.Payment.Key(), back.JobID})
 	// A packed value cut short is an error, not a call without payment.
 	require.Error(t, json.Unmarshal([]byte(`{"p":"AQ"}`), &back))
+}
+
+// TestJobSucceededJSON: job.succeeded keeps its fields in one string, and
+// reads the fields the events written before kept.
+func TestJobSucceededJSON(t *testing.T) {
+	t.Parallel()
+	result := json.RawMessage(`{"call_id":"c1","op":"diff","x":1}`)
+	raw, err := json.Marshal(JobSucceeded{JobID: 602, Result: result, Attempt: 1, SettleJobID: 603})
+	require.NoError(t, err)
+	var keys map[string]string
+	require.NoError(t, json.Unmarshal(raw, &keys))
+	require.Regexp(t, `^34 602 1 603 [A-Za-z0-9_-]{43}$`, keys["s"])
+	var back JobSucceeded
+	require.NoError(t, json.Unmarshal(raw, &back))
+	want := JobSucceeded{JobID: 602, Bytes: 34, SHA256: "", Attempt: 1, SettleJobID: 603}
+	sum := sha256.Sum256(result)
+	want.SHA256 = hex.EncodeToString(sum[:])
+	require.Equal(t, want, back)
+
+	old := `{"bytes":268,"job_id":71,"sha256":"` + want.SHA256 + `"}`
+	require.NoError(t, json.Unmarshal([]byte(old), &back))
+	require.Equal(t, JobSucceeded{JobID: 71, Bytes: 268, SHA256: want.SHA256}, back)
+	require.Error(t, json.Unmarshal([]byte(`{"s":"1 2"}`), &back))
 }
