@@ -253,8 +253,12 @@ type ledgerResponse struct {
 	Success     *bool  `json:"success,omitempty"`
 	ErrorReason string `json:"errorReason,omitempty"`
 	Payer       string `json:"payer,omitempty"`
-	Transaction string `json:"transaction"`
-	Network     string `json:"network"`
+	Transaction string `json:"transaction,omitempty"`
+	// Tx is a transaction hash of 32 bytes, 0x-prefixed lower-case hex,
+	// as its bytes (Transaction is then empty): 44 characters of base64
+	// against 66.
+	Tx      []byte `json:"tx,omitempty"`
+	Network string `json:"network"`
 }
 
 type settlementDoneJSON struct {
@@ -288,13 +292,17 @@ func (c *ledgerCost) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON encodes the event's data without the response's payer, which
 // the call's payment states (a settler answers the payment's payer), and
-// its success when true, and its cost as one string (ledgerCost); UnmarshalJSON reads a missing success as true
+// its success when true, with a transaction hash of 32 bytes as its bytes
+// and its cost as one string (ledgerCost); UnmarshalJSON reads a missing success as true
 // (the events written before kept both). Readers wanting the payer take
 // the call's (Call.Payer).
 func (d SettlementDone) MarshalJSON() ([]byte, error) {
 	r := ledgerResponse{ErrorReason: d.Response.ErrorReason, Transaction: d.Response.Transaction, Network: d.Response.Network}
 	if !d.Response.Success {
 		r.Success = new(bool)
+	}
+	if tx, err := hex.DecodeString(strings.TrimPrefix(r.Transaction, "0x")); err == nil && len(tx) == 32 && r.Transaction == "0x"+hex.EncodeToString(tx) {
+		r.Transaction, r.Tx = "", tx
 	}
 	return json.Marshal(settlementDoneJSON{Response: r, Cost: (*ledgerCost)(d.Cost), Block: d.Block})
 }
@@ -305,6 +313,9 @@ func (d *SettlementDone) UnmarshalJSON(b []byte) error {
 	var v settlementDoneJSON
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
+	}
+	if v.Response.Tx != nil {
+		v.Response.Transaction = "0x" + hex.EncodeToString(v.Response.Tx)
 	}
 	*d = SettlementDone{Response: x402.SettleResponse{Success: v.Response.Success == nil || *v.Response.Success,
 		ErrorReason: v.Response.ErrorReason, Payer: v.Response.Payer, Transaction: v.Response.Transaction, Network: v.Response.Network},

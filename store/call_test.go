@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,8 +33,14 @@ func TestSettlementDoneJSON(t *testing.T) {
 		{"confirmed", SettlementDone{Response: x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x1", Network: "eip155:8453"}, Cost: cost, Block: block},
 			`{"response":{"transaction":"0x1","network":"eip155:8453"},"cost":"45031 9 5","block":{"number":10,"hash":"0xb10"}}`,
 			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "eip155:8453"}, Cost: cost, Block: block}},
+		{"an EVM transaction", SettlementDone{Response: x402.SettleResponse{Success: true, Payer: "0xabc", Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}},
+			`{"response":{"tx":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{15}, 32)) + `","network":"eip155:8453"}}`,
+			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}}},
+		{"a hash in upper case", SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0F", 32), Network: "eip155:8453"}},
+			`{"response":{"transaction":"0x` + strings.Repeat("0F", 32) + `","network":"eip155:8453"}}`,
+			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0F", 32), Network: "eip155:8453"}}},
 		{"failed", SettlementDone{Response: x402.SettleResponse{ErrorReason: "insufficient_funds", Payer: "0xabc", Network: "eip155:8453"}},
-			`{"response":{"success":false,"errorReason":"insufficient_funds","transaction":"","network":"eip155:8453"}}`,
+			`{"response":{"success":false,"errorReason":"insufficient_funds","network":"eip155:8453"}}`,
 			SettlementDone{Response: x402.SettleResponse{ErrorReason: "insufficient_funds", Network: "eip155:8453"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
