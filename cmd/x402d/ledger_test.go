@@ -62,10 +62,10 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 	// elsewhere on the server holds back every snapshot's horizon):
 	// compacted figures are the least of several tries, each once no
 	// session of the server holds a transaction or snapshot as old as the
-	// newest row version of calls (or after a minute), the warm-up's as
-	// the run's.
+	// newest row version of calls (waiting a minute at most in all), the
+	// warm-up's as the run's.
+	deadline := time.Now().Add(time.Minute)
 	quiet := func() {
-		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
 			var holding int
 			require.NoError(t, db.Pool.QueryRow(ctx, `WITH newest AS (SELECT max(xmin::text::bigint) AS xid FROM calls)
@@ -76,7 +76,7 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Logf("a transaction older than the run's last update is still open: dead row versions may be counted as compacted")
+		t.Logf("a transaction older than calls' newest row is still open: dead row versions may be counted as compacted")
 	}
 	var events0, calls0 int64
 	for i := range 3 {
@@ -120,19 +120,19 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	require.Equal(t, paidCalls, n)
 	t.Logf("%d paid regex calls, bytes each: as written %.0f in events + %.0f in calls = %.0f; compacted %.0f + %.0f = %.0f",
 		n, written[0], written[1], written[0]+written[1], compacted[0], compacted[1], compacted[0]+compacted[1])
-	// What is left, compacted: three event rows (call.paid,
-	// job.succeeded with the run's start and its settlement's
-	// submission, settlement.confirmed), each about 100 bytes before its
-	// data with an entry in the key's index and a share of the stream's;
-	// call.paid's data (the payment in its compact form, the token and
-	// the request's hash); the calls row with its result and settlement,
-	// and its four indexes. These bounds keep what was won (before: about
-	// 9,600 as written, 4,490 compacted; 4,500 and 3,950 with six events
-	// and the payment as hex in JSON).
-	require.LessOrEqual(t, compacted[0]+compacted[1], 2900.0, "bytes per paid call, compacted")
-	// As written depends on how the run's updates and autovacuum fell on
-	// calls' pages, which the machine's load moves by up to 800 bytes.
-	require.LessOrEqual(t, written[0]+written[1], 4400.0, "bytes per paid call, as written")
+	// What is left, compacted: three event rows (call.paid packed into
+	// one value, job.succeeded as one string, settlement.confirmed
+	// without what the payment states), each about 100 bytes before its
+	// data with a share of the stream's index; the calls row with its
+	// result and settlement, and its four indexes. These bounds keep what
+	// was won (docs/performance.md, The ledger).
+	require.LessOrEqual(t, compacted[0]+compacted[1], 2000.0, "bytes per paid call, compacted")
+	// As written depends on how the run's updates fell on calls' pages
+	// (a row moves to another page as it grows), which the machine's
+	// load moves by a few hundred bytes, and a long transaction elsewhere
+	// on the server during the run (it keeps pages from being pruned)
+	// by a few hundred more.
+	require.LessOrEqual(t, written[0]+written[1], 3000.0, "bytes per paid call, as written")
 }
 
 // BenchmarkLedgerBytes pays b.N regex calls (16 in flight) and reports what
