@@ -526,7 +526,7 @@ func scanCall(row pgx.Row) (*Call, error) {
 		// call.paid's data, or payment.verified's, or {"payment": ...} of
 		// a row that kept its own.
 		var v PaidCall
-		if err := json.Unmarshal(paid, &v); err != nil {
+		if err := decodePaidCall(paid, &v); err != nil {
 			return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)
 		}
 		c.Payment = v.Payment

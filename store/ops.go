@@ -193,7 +193,7 @@ func scanSettlementFailure(row pgx.CollectableRow) (SettlementFailure, error) {
 	}
 	if paid != nil {
 		var v PaidCall
-		if err := json.Unmarshal(paid, &v); err != nil {
+		if err := decodePaidCall(paid, &v); err != nil {
 			return f, fmt.Errorf("call %s: payment: %w", f.CallID, err)
 		}
 		f.Payer = v.Payment.Payer

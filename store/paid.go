@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -22,10 +23,9 @@ const paidPackedVersion = 1
 // their JSON keys. Any other payment is written as fields
 // (PaymentVerified's, and job_id). UnmarshalJSON reads both.
 func (c PaidCall) MarshalJSON() ([]byte, error) {
-	type fields PaidCall
 	payment, ok := c.Payment.MarshalLedgerBinary()
 	if !ok || c.JobID < 0 {
-		return json.Marshal(fields(c))
+		return json.Marshal(paidFields(c))
 	}
 	b := make([]byte, 0, len(payment)+96)
 	b = append(b, paidPackedVersion)
@@ -47,18 +47,26 @@ func (c PaidCall) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes call.paid's data, packed or as fields, and the data
 // of payment.verified (PaymentVerified's fields).
-func (c *PaidCall) UnmarshalJSON(data []byte) error {
-	type fields PaidCall
+func (c *PaidCall) UnmarshalJSON(data []byte) error { return decodePaidCall(data, c) }
+
+// paidFields is PaidCall without its methods: its fields' JSON.
+type paidFields PaidCall
+
+// decodePaidCall is PaidCall.UnmarshalJSON, which the readers of a call's
+// payment (scanCall) call directly: data is parsed once.
+func decodePaidCall(data []byte, c *PaidCall) error {
+	*c = PaidCall{}
+	// The packed form is an object of one key, "p"; the fields' first
+	// key is another, whoever wrote them (Go keeps their order, jsonb
+	// puts shorter keys first).
+	if !bytes.HasPrefix(bytes.TrimLeft(data, "{ \t\r\n"), []byte(`"p"`)) {
+		return json.Unmarshal(data, (*paidFields)(c))
+	}
 	var v struct {
 		Packed string `json:"p"`
-		fields
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
-	}
-	if v.Packed == "" {
-		*c = PaidCall(v.fields)
-		return nil
 	}
 	if err := c.unpack(v.Packed); err != nil {
 		return fmt.Errorf("decode call.paid: %w", err)
