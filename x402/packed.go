@@ -171,14 +171,14 @@ func (r *packedReader) uvarint() uint64 {
 	return v
 }
 
+// varint reads what binary.AppendVarint wrote: a zig-zag uvarint.
 func (r *packedReader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("number")
-		return 0
+	u := r.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	r.b = r.b[n:]
-	return v
+	return x
 }
 
 func (r *packedReader) bytes() []byte {
