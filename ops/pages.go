@@ -2,6 +2,7 @@ package ops
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/store"
-	"github.com/x402d/x402d/x402"
 )
 
 // windows are the periods the overview's figures can cover.
@@ -287,7 +287,7 @@ func (d *dashboard) call(c echo.Context) error {
 	}
 	steps := make([]step, 0, len(events))
 	for _, e := range events {
-		s := step{Type: e.Type, At: e.CreatedAt, Fields: eventFields(e), Class: strings.ReplaceAll(e.Type, ".", "-")}
+		s := step{Type: e.Type, At: e.CreatedAt, Fields: eventFields(e, call.Payer), Class: strings.ReplaceAll(e.Type, ".", "-")}
 		if len(events) > 0 {
 			s.Offset = "+" + formatDuration(e.CreatedAt.Sub(events[0].CreatedAt))
 		}
@@ -322,18 +322,15 @@ func (d *dashboard) call(c echo.Context) error {
 
 // eventFields picks what an operator needs from an event's data. The
 // call's poll token (a capability) and the signed payment are never shown.
-func eventFields(e store.Event) []field {
+// payer is the call's, which a settlement's event leaves out.
+func eventFields(e store.Event, payer string) []field {
 	jobLink := func(id int64) field {
 		return field{Name: "job", Value: strconv.FormatInt(id, 10), Link: fmt.Sprintf("%s/jobs/%d", JobsPrefix, id)}
 	}
 	switch e.Type {
 	case store.EventCallPaid, store.EventPaymentVerified:
 		// call.paid is payment.verified with its job (job.queued's).
-		var v struct {
-			Op      string       `json:"op"`
-			Payment x402.Payment `json:"payment"`
-			JobID   int64        `json:"job_id"`
-		}
+		var v store.PaidCall
 		if json.Unmarshal(e.Data, &v) == nil {
 			fs := []field{
 				{Name: "op", Value: v.Op},
@@ -389,7 +386,7 @@ func eventFields(e store.Event) []field {
 			fs := []field{
 				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
 				{Name: "network", Value: v.Response.Network},
-				{Name: "payer", Value: v.Response.Payer, Mono: true},
+				{Name: "payer", Value: cmp.Or(v.Response.Payer, payer), Mono: true},
 			}
 			if v.Response.ErrorReason != "" {
 				fs = append(fs, field{Name: "reason", Value: v.Response.ErrorReason})

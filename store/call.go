@@ -110,7 +110,8 @@ type PaymentVerified struct {
 
 // PaidCall is the data of a call.paid event: the verified payment (its
 // payment in the ledger's compact form, x402.Payment.MarshalJSON) and the
-// job queued for it (its queue is its operation's).
+// job queued for it (its queue is its operation's). It is written packed
+// when its payment packs (MarshalJSON).
 type PaidCall struct {
 	PaymentVerified
 	JobID int64 `json:"job_id"`
@@ -168,14 +169,50 @@ type JobSucceeded struct {
 }
 
 // MarshalJSON encodes the event's data: the size and digest of Result,
-// without it.
+// without it, in one string under "s": "<bytes> <job id> <attempt>
+// <settle job id> <digest in unpadded base64url>", about 110 bytes a call
+// less than the same fields under their keys (which the events written
+// before have). A digest that is not 32 bytes of hex is written as fields.
 func (j JobSucceeded) MarshalJSON() ([]byte, error) {
 	type data JobSucceeded
 	if j.Result != nil {
 		sum := sha256.Sum256(j.Result)
 		j.Bytes, j.SHA256 = len(j.Result), hex.EncodeToString(sum[:])
 	}
-	return json.Marshal(data(j))
+	sum, err := hex.DecodeString(j.SHA256)
+	if err != nil || len(sum) != sha256.Size || hex.EncodeToString(sum) != j.SHA256 {
+		return json.Marshal(data(j))
+	}
+	return json.Marshal(struct {
+		S string `json:"s"`
+	}{fmt.Sprintf("%d %d %d %d %s", j.Bytes, j.JobID, j.Attempt, j.SettleJobID, base64.RawURLEncoding.EncodeToString(sum))})
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote, in either form.
+func (j *JobSucceeded) UnmarshalJSON(b []byte) error {
+	type data JobSucceeded
+	var v struct {
+		S string `json:"s"`
+		data
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.S == "" {
+		*j = JobSucceeded(v.data)
+		return nil
+	}
+	*j = JobSucceeded{}
+	var digest string
+	if _, err := fmt.Sscanf(v.S, "%d %d %d %d %s", &j.Bytes, &j.JobID, &j.Attempt, &j.SettleJobID, &digest); err != nil {
+		return fmt.Errorf("decode job.succeeded %q: %w", v.S, err)
+	}
+	sum, err := base64.RawURLEncoding.DecodeString(digest)
+	if err != nil {
+		return fmt.Errorf("decode job.succeeded %q: %w", v.S, err)
+	}
+	j.SHA256 = hex.EncodeToString(sum)
+	return nil
 }
 
 // JobFailed is the data of a job.failed event.
@@ -197,12 +234,93 @@ type SettlementSubmitted struct {
 
 // SettlementDone is the data of settlement.confirmed and settlement.failed.
 type SettlementDone struct {
+	// Response is the settlement's response. The event keeps it without
+	// what the call's payment states or its type implies
+	// (MarshalJSON): its payer, and its success when it succeeded. The
+	// calls row keeps it whole, as the payer is answered.
 	Response x402.SettleResponse `json:"response"`
 	// Cost is the gas the settlement spent, when it sent a transaction.
 	Cost *x402.SettleCost `json:"cost,omitempty"`
 	// Block is the block its transaction was mined in, when it is followed
 	// until final (settlement_watch).
 	Block *x402.SettledBlock `json:"block,omitempty"`
+}
+
+// ledgerResponse is a settlement's response as settlement.confirmed and
+// settlement.failed keep it (SettlementDone.MarshalJSON): success only when
+// false, no payer (read from the events written before, which kept both).
+type ledgerResponse struct {
+	Success     *bool  `json:"success,omitempty"`
+	ErrorReason string `json:"errorReason,omitempty"`
+	Payer       string `json:"payer,omitempty"`
+	Transaction string `json:"transaction,omitempty"`
+	// Tx is a transaction hash of 32 bytes, 0x-prefixed lower-case hex,
+	// as its bytes (Transaction is then empty): 44 characters of base64
+	// against 66.
+	Tx      []byte `json:"tx,omitempty"`
+	Network string `json:"network"`
+}
+
+type settlementDoneJSON struct {
+	Response ledgerResponse     `json:"response"`
+	Cost     *ledgerCost        `json:"cost,omitempty"`
+	Block    *x402.SettledBlock `json:"block,omitempty"`
+}
+
+// ledgerCost is a settlement's cost as settlement.confirmed keeps it: one
+// string, "<gas used> <gas price in wei> <batch>", about 60 bytes less
+// than the object the events written before kept (which it reads too).
+// CallStatsSince sums either.
+type ledgerCost x402.SettleCost
+
+// MarshalJSON encodes the cost as its string.
+func (c *ledgerCost) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fmt.Sprintf("%d %s %d", c.GasUsed, c.GasPriceWei, c.Batch))
+}
+
+// UnmarshalJSON decodes the string, or the object written before.
+func (c *ledgerCost) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return json.Unmarshal(b, (*x402.SettleCost)(c))
+	}
+	if _, err := fmt.Sscanf(s, "%d %s %d", &c.GasUsed, &c.GasPriceWei, &c.Batch); err != nil {
+		return fmt.Errorf("settlement cost %q: %w", s, err)
+	}
+	return nil
+}
+
+// MarshalJSON encodes the event's data without the response's payer, which
+// the call's payment states (a settler answers the payment's payer), and
+// its success when true, with a transaction hash of 32 bytes as its bytes
+// and its cost as one string (ledgerCost); UnmarshalJSON reads a missing success as true
+// (the events written before kept both). Readers wanting the payer take
+// the call's (Call.Payer).
+func (d SettlementDone) MarshalJSON() ([]byte, error) {
+	r := ledgerResponse{ErrorReason: d.Response.ErrorReason, Transaction: d.Response.Transaction, Network: d.Response.Network}
+	if !d.Response.Success {
+		r.Success = new(bool)
+	}
+	if tx, err := hex.DecodeString(strings.TrimPrefix(r.Transaction, "0x")); err == nil && len(tx) == 32 && r.Transaction == "0x"+hex.EncodeToString(tx) {
+		r.Transaction, r.Tx = "", tx
+	}
+	return json.Marshal(settlementDoneJSON{Response: r, Cost: (*ledgerCost)(d.Cost), Block: d.Block})
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote, and the whole response of
+// the events written before it.
+func (d *SettlementDone) UnmarshalJSON(b []byte) error {
+	var v settlementDoneJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.Response.Tx != nil {
+		v.Response.Transaction = "0x" + hex.EncodeToString(v.Response.Tx)
+	}
+	*d = SettlementDone{Response: x402.SettleResponse{Success: v.Response.Success == nil || *v.Response.Success,
+		ErrorReason: v.Response.ErrorReason, Payer: v.Response.Payer, Transaction: v.Response.Transaction, Network: v.Response.Network},
+		Cost: (*x402.SettleCost)(v.Cost), Block: v.Block}
+	return nil
 }
 
 // SettlementResent is the data of settlement.resent.
@@ -286,11 +404,22 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 	case EventSettlementSubmitted:
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'settling'", id, now)
 		return true, nil
-	case EventSettlementConfirmed:
-		b.Queue("UPDATE calls SET state = 'paid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
-		return true, nil
-	case EventSettlementFailed:
-		b.Queue("UPDATE calls SET state = 'unpaid', settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'settling'", id, data, now)
+	case EventSettlementConfirmed, EventSettlementFailed:
+		v, ok := e.Data.(SettlementDone)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want SettlementDone", e.Data)
+		}
+		// The row keeps the response whole (the event leaves out its
+		// payer): it is what the call is answered with.
+		response, err := json.Marshal(v.Response)
+		if err != nil {
+			return false, fmt.Errorf("marshal settlement: %w", err)
+		}
+		state := CallPaid
+		if e.Type == EventSettlementFailed {
+			state = CallUnpaid
+		}
+		b.Queue("UPDATE calls SET state = $2, settlement = $3::jsonb, updated_at = $4 WHERE id = $1 AND state = 'settling'", id, state, response, now)
 		return true, nil
 	case EventSettlementResent:
 		b.Queue("UPDATE calls SET settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'paid'", id, data, now)
@@ -394,11 +523,10 @@ func scanCall(row pgx.Row) (*Call, error) {
 		return nil, interpretError(err)
 	}
 	if paid != nil {
-		var v struct {
-			RequestHash []byte       `json:"request_hash"`
-			Payment     x402.Payment `json:"payment"`
-		}
-		if err := json.Unmarshal(paid, &v); err != nil {
+		// call.paid's data, or payment.verified's, or {"payment": ...} of
+		// a row that kept its own.
+		var v PaidCall
+		if err := decodePaidCall(paid, &v); err != nil {
 			return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)
 		}
 		c.Payment = v.Payment

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/x402d/x402d/x402"
 )
 
 // CallListParams selects calls for CallList.
@@ -112,7 +110,9 @@ func CallStatsSince(ctx context.Context, db DBTX, since time.Time, now time.Time
 	b.Queue(`SELECT c.network, count(*), sum(c.amount::numeric)::text, coalesce(max(g.wei), '0') FROM calls c
 		LEFT JOIN (
 			SELECT data->'response'->>'network' AS network,
-				sum((data->'cost'->>'gas_used')::numeric * (data->'cost'->>'gas_price_wei')::numeric)::text AS wei
+				sum(CASE WHEN jsonb_typeof(data->'cost') = 'string'
+					THEN split_part(data->>'cost', ' ', 1)::numeric * split_part(data->>'cost', ' ', 2)::numeric
+					ELSE (data->'cost'->>'gas_used')::numeric * (data->'cost'->>'gas_price_wei')::numeric END)::text AS wei
 			FROM events WHERE type = 'settlement.confirmed' AND created_at >= $1 AND data ? 'cost' GROUP BY 1
 		) g ON g.network = c.network
 		WHERE c.created_at >= $1 AND c.state = 'paid' GROUP BY c.network ORDER BY sum(c.amount::numeric) DESC, c.network`, since)
@@ -192,10 +192,8 @@ func scanSettlementFailure(row pgx.CollectableRow) (SettlementFailure, error) {
 		return f, err
 	}
 	if paid != nil {
-		var v struct {
-			Payment x402.Payment `json:"payment"`
-		}
-		if err := json.Unmarshal(paid, &v); err != nil {
+		var v PaidCall
+		if err := decodePaidCall(paid, &v); err != nil {
 			return f, fmt.Errorf("call %s: payment: %w", f.CallID, err)
 		}
 		f.Payer = v.Payment.Payer

@@ -49,7 +49,7 @@ func opsCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, op, network, 
 		steps = append(steps,
 			[]store.NewEvent{{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Result: json.RawMessage(`{"call_id":"` + id + `","op":"` + op + `"}`)}}},
 			[]store.NewEvent{{Stream: s, Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{JobID: 2, Network: network, Attempt: 1}}},
-			[]store.NewEvent{{Stream: s, Type: done, Data: store.SettlementDone{Response: resp}}},
+			[]store.NewEvent{{Stream: s, Type: done, Data: store.SettlementDone{Response: resp, Cost: &x402.SettleCost{GasUsed: 100, GasPriceWei: "3", Batch: 2}}}},
 		)
 	}
 	for _, events := range steps {
@@ -71,6 +71,10 @@ func TestOpsReads(t *testing.T) {
 	// An old call, outside a one-hour window.
 	opsCall(ctx, t, db, "c00", "diff", base, "0xold", "10000", store.CallPaid)
 	_, err := db.Pool.Exec(ctx, "UPDATE calls SET created_at = now() - interval '2 hours' WHERE id = 'c00'")
+	require.NoError(t, err)
+	// A settlement's cost as the events written before kept it, an object.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data) VALUES ('call/cold', 'settlement.confirmed',
+		'{"response":{"success":true,"network":"eip155:8453","transaction":"0xcold"},"cost":{"gas_used":1000,"gas_price_wei":"2","batch":1}}')`)
 	require.NoError(t, err)
 
 	t.Run("CallListNewestFirstFilteredAndPaged", func(t *testing.T) {
@@ -123,7 +127,7 @@ func TestOpsReads(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[string]int64{"paid": 3, "failed": 1, "unpaid": 1, "queued": 1}, s.States)
 		require.Equal(t, []store.Revenue{{Key: "diff", Calls: 2, Amount: "20000"}, {Key: "regex", Calls: 1, Amount: "10000"}}, s.RevenueByOp)
-		require.Equal(t, []store.Revenue{{Key: base, Calls: 2, Amount: "20000", GasWei: "0"}, {Key: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", Calls: 1, Amount: "10000", GasWei: "0"}}, s.RevenueByNetwork)
+		require.Equal(t, []store.Revenue{{Key: base, Calls: 2, Amount: "20000", GasWei: "2900"}, {Key: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", Calls: 1, Amount: "10000", GasWei: "300"}}, s.RevenueByNetwork)
 		require.Len(t, s.PerMinute, 60)
 		var sum int64
 		for _, n := range s.PerMinute {

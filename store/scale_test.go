@@ -23,9 +23,11 @@ const scaleHistory = 120 * 24 * time.Hour
 // generateLedger fills db with n paid calls spread over the scaleHistory
 // before now, each with the four events of a paid call whose run took
 // longer than a moment (call.paid with a payment of the size real ones
-// have, in the ledger's compact form, job.started, job.succeeded naming its
-// settlement job, settlement.confirmed; a quicker run has no job.started of
-// its own) and its calls row as call.paid writes it, in monthly partitions.
+// have, job.started, job.succeeded naming its settlement job,
+// settlement.confirmed; a quicker run has no job.started of its own) in
+// the forms of the release before the packed ones (larger rows, which
+// every reader reads), and its calls row as call.paid writes it, in
+// monthly partitions.
 func generateLedger(ctx context.Context, b *testing.B, db *dbtest.DB, n int) {
 	b.Helper()
 	start := schema.PeriodMonth.Start(time.Now().Add(-scaleHistory))

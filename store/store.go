@@ -9,6 +9,19 @@
 // woken only once the change is committed. Writes that many callers make at
 // once (the api's admissions, the workers' results and settlement events)
 // share transactions through [GroupCommitter].
+//
+// A paid call is, in the common case, three events (call.paid,
+// job.succeeded, settlement.confirmed) and one calls row. The events keep
+// their data compact, each fact once: call.paid packs the payment with the
+// call's other fields into one binary value ([PaidCall.MarshalJSON]),
+// job.succeeded its fields into one string ([JobSucceeded.MarshalJSON]),
+// settlement.confirmed leaves out what the payment states
+// ([SettlementDone.MarshalJSON]); each reads the forms written before too.
+// The calls row keeps what answering a call needs (its state, result and
+// settlement response) and the replay key's digest its unique index guards.
+// The event log is found by stream (events_stream) and has no key of its
+// own; a call's id begins with its time, so that the indexes on it grow at
+// their end.
 package store
 
 import (

@@ -3,6 +3,7 @@ package x402
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -64,8 +65,40 @@ type ledgerPayment struct {
 // nonce, amount and validBefore are in its option and authorization) are
 // left out when equal to it, and UnmarshalJSON restores them from it; the
 // others are kept. An exact EVM payload is kept in its compact form
-// (ledgerEVM) when that gives it back whole.
+// (ledgerEVM) when that gives it back whole, and the payment then as one
+// packed binary value (packPayment), a base64 JSON string; any other
+// payment as a JSON object. UnmarshalJSON reads every form written so far.
 func (p Payment) MarshalJSON() ([]byte, error) {
+	l := p.ledger()
+	if packable(&l) {
+		return json.Marshal(base64.RawStdEncoding.EncodeToString(packPayment(&l)))
+	}
+	return json.Marshal(&l)
+}
+
+// MarshalLedgerBinary returns the packed form MarshalJSON keeps p in (before
+// its base64), and whether p has one: for a record that packs its other
+// fields with it (store's call.paid). UnmarshalLedgerBinary reads it.
+func (p Payment) MarshalLedgerBinary() ([]byte, bool) {
+	l := p.ledger()
+	if !packable(&l) {
+		return nil, false
+	}
+	return packPayment(&l), true
+}
+
+// UnmarshalLedgerBinary decodes what MarshalLedgerBinary returned.
+func (p *Payment) UnmarshalLedgerBinary(b []byte) error {
+	l, err := unpackPayment(b)
+	if err != nil {
+		return err
+	}
+	return p.fromLedger(l)
+}
+
+// ledger returns the ledger form of p: the fields its payload does not
+// state, and its payload compact when it can be.
+func (p Payment) ledger() ledgerPayment {
 	if s, ok := stated(p.Payload); ok {
 		if s.Network == p.Network {
 			p.Network = ""
@@ -93,7 +126,7 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 	} else {
 		l.Payload = p.Payload
 	}
-	return json.Marshal(&l)
+	return l
 }
 
 // UnmarshalJSON decodes a Payment, restoring its payload from its compact
@@ -102,9 +135,25 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 func (p *Payment) UnmarshalJSON(b []byte) error {
 	*p = Payment{}
 	var l ledgerPayment
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		packed, err := base64.RawStdEncoding.DecodeString(s)
+		if err != nil {
+			return fmt.Errorf("decode ledger payment: %w", err)
+		}
+		return p.UnmarshalLedgerBinary(packed)
+	}
 	if err := json.Unmarshal(b, &l); err != nil {
 		return err
 	}
+	return p.fromLedger(&l)
+}
+
+// fromLedger sets p from its ledger form l.
+func (p *Payment) fromLedger(l *ledgerPayment) error {
 	*p = Payment{Network: l.Network, Payer: l.Payer, Nonce: l.Nonce, Amount: l.Amount, Asset: l.Asset,
 		Payload: l.Payload, VerifiedAt: l.VerifiedAt, ValidBefore: l.ValidBefore}
 	if l.EVM != nil {

@@ -1,6 +1,7 @@
 package x402
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -47,8 +48,7 @@ func TestPaymentJSON(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			raw, err := json.Marshal(tc.payment)
 			require.NoError(t, err)
-			var keys map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal(raw, &keys))
+			keys := ledgerKeys(t, raw)
 			var kept []string
 			for k := range keys {
 				if k != "payload" && k != "evm" && k != "verifiedAt" {
@@ -73,6 +73,25 @@ func TestPaymentJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(whole), &p))
 	require.Equal(t, Payment{Network: "eip155:8453", Payer: payer, Nonce: nonce, Amount: "10000", Asset: usdc, Payload: evm(payer, nonce),
 		VerifiedAt: verified, ValidBefore: time.Date(2026, 11, 25, 3, 52, 17, 0, time.UTC)}, p)
+}
+
+// ledgerKeys returns the keys of the ledger form raw (a packed form
+// unpacked into its fields).
+func ledgerKeys(t *testing.T, raw []byte) map[string]json.RawMessage {
+	t.Helper()
+	if raw[0] == '"' {
+		var s string
+		require.NoError(t, json.Unmarshal(raw, &s))
+		packed, err := base64.RawStdEncoding.DecodeString(s)
+		require.NoError(t, err)
+		l, err := unpackPayment(packed)
+		require.NoError(t, err)
+		raw, err = json.Marshal(l)
+		require.NoError(t, err)
+	}
+	var keys map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &keys))
+	return keys
 }
 
 // TestPaymentLedgerCompact: an exact EVM payload is kept in its compact form
@@ -110,9 +129,10 @@ func TestPaymentLedgerCompact(t *testing.T) {
 			p := Payment{Network: "eip155:8453", Payer: payer, Nonce: nonce, Amount: "10000", Payload: tc.payload}
 			raw, err := json.Marshal(p)
 			require.NoError(t, err)
-			var keys map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal(raw, &keys))
+			keys := ledgerKeys(t, raw)
 			_, compact := keys["evm"]
+			// The compact form is packed, and only it.
+			require.Equal(t, compact, raw[0] == '"', string(raw))
 			require.Equal(t, tc.compact, compact, string(raw))
 			var back Payment
 			require.NoError(t, json.Unmarshal(raw, &back))
@@ -129,4 +149,49 @@ func TestPaymentLedgerCompact(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPaymentPacked: the packed form gives back exactly what it was given,
+// addresses in any letter case and numbers in any spelling included, and
+// refuses a value cut short.
+func TestPaymentPacked(t *testing.T) {
+	t.Parallel()
+	sig := bytesOf(65, 7)
+	nonce := bytesOf(32, 9)
+	verified := time.Date(2026, 11, 25, 3, 47, 17, 600026248, time.UTC)
+	for _, tc := range []struct {
+		name string
+		l    ledgerPayment
+	}{
+		{"checksummed addresses, canonical numbers", ledgerPayment{VerifiedAt: verified, EVM: &ledgerEVM{Version: 2, Network: "eip155:8453",
+			Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Timeout: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`),
+			From: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", To: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720",
+			Value: "10000", ValidAfter: "0", ValidBefore: "1795578737", Nonce: nonce, Signature: sig}}},
+		{"lower and upper case, odd numbers, fields kept beside", ledgerPayment{Payer: "0xABCDEF", Amount: "7", ValidBefore: verified.Add(time.Hour),
+			EVM: &ledgerEVM{Version: 1, Network: "eip155:84532",
+				Asset: "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913", From: "0xABCDEF0123456789ABCDEF0123456789ABCDEF01", To: "not an address",
+				Value: "010", ValidAfter: "115792089237316195423570985008687907853269984665640564039457584007913129639935", ValidBefore: "-1",
+				Nonce: nonce, Signature: sig[:64]}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			packed := packPayment(&tc.l)
+			back, err := unpackPayment(packed)
+			require.NoError(t, err)
+			require.Equal(t, tc.l, *back)
+			for i := range len(packed) - 1 {
+				_, err := unpackPayment(packed[:i])
+				require.Error(t, err, "cut at %d", i)
+			}
+			_, err = unpackPayment(append(packed, 0))
+			require.Error(t, err, "a byte too many")
+		})
+	}
+}
+
+func bytesOf(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i)*31
+	}
+	return b
 }

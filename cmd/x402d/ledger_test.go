@@ -57,7 +57,34 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 	rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: paidRegex, Payer: payer, Concurrency: 8, Duration: time.Second})
 	require.NoError(t, err)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
-	events0, calls0 := ledgerBytes(ctx, t, db, true)
+	// A snapshot taken before a run's last update keeps its dead row
+	// versions, whichever database its session is in (a long transaction
+	// elsewhere on the server holds back every snapshot's horizon):
+	// compacted figures are the least of several tries, each once no
+	// session of the server holds a transaction or snapshot as old as the
+	// newest row version of calls (waiting a minute at most in all), the
+	// warm-up's as the run's.
+	deadline := time.Now().Add(time.Minute)
+	quiet := func() {
+		for time.Now().Before(deadline) {
+			var holding int
+			require.NoError(t, db.Pool.QueryRow(ctx, `WITH newest AS (SELECT max(xmin::text::bigint) AS xid FROM calls)
+				SELECT count(*) FROM pg_stat_activity, newest WHERE pid <> pg_backend_pid()
+					AND (backend_xmin::text::bigint <= newest.xid OR backend_xid::text::bigint <= newest.xid)`).Scan(&holding))
+			if holding == 0 {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("a transaction older than calls' newest row is still open: dead row versions may be counted as compacted")
+	}
+	var events0, calls0 int64
+	for i := range 3 {
+		quiet()
+		if e, c := ledgerBytes(ctx, t, db, true); i == 0 || e+c < events0+calls0 {
+			events0, calls0 = e, c
+		}
+	}
 
 	if b, ok := t.(*testing.B); ok {
 		b.ResetTimer()
@@ -72,22 +99,6 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 		return [2]float64{float64(events-events0) / float64(rep.Calls), float64(calls-calls0) / float64(rep.Calls)}
 	}
 	written = perCall(ledgerBytes(ctx, t, db, false))
-	// A transaction of the service's that began before the run's last
-	// update keeps its dead row versions: the least of ten tries, each
-	// once no other session of the database holds a snapshot (or after
-	// two seconds).
-	quiet := func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			var holding int
-			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL`).Scan(&holding))
-			if holding == 0 {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	quiet()
 	compacted = perCall(ledgerBytes(ctx, t, db, true))
 	for range 9 {
@@ -109,19 +120,19 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	require.Equal(t, paidCalls, n)
 	t.Logf("%d paid regex calls, bytes each: as written %.0f in events + %.0f in calls = %.0f; compacted %.0f + %.0f = %.0f",
 		n, written[0], written[1], written[0]+written[1], compacted[0], compacted[1], compacted[0]+compacted[1])
-	// What is left, compacted: three event rows (call.paid,
-	// job.succeeded with the run's start and its settlement's
-	// submission, settlement.confirmed), each about 100 bytes before its
-	// data with an entry in the key's index and a share of the stream's;
-	// call.paid's data (the payment in its compact form, the token and
-	// the request's hash); the calls row with its result and settlement,
-	// and its four indexes. These bounds keep what was won (before: about
-	// 9,600 as written, 4,490 compacted; 4,500 and 3,950 with six events
-	// and the payment as hex in JSON).
-	require.LessOrEqual(t, compacted[0]+compacted[1], 2900.0, "bytes per paid call, compacted")
-	// As written depends on how the run's updates and autovacuum fell on
-	// calls' pages, which the machine's load moves by up to 800 bytes.
-	require.LessOrEqual(t, written[0]+written[1], 4400.0, "bytes per paid call, as written")
+	// What is left, compacted: three event rows (call.paid packed into
+	// one value, job.succeeded as one string, settlement.confirmed
+	// without what the payment states), each about 100 bytes before its
+	// data with a share of the stream's index; the calls row with its
+	// result and settlement, and its four indexes. These bounds keep what
+	// was won (docs/performance.md, The ledger).
+	require.LessOrEqual(t, compacted[0]+compacted[1], 2000.0, "bytes per paid call, compacted")
+	// As written depends on how the run's updates fell on calls' pages
+	// (a row moves to another page as it grows), which the machine's
+	// load moves by a few hundred bytes, and a long transaction elsewhere
+	// on the server during the run (it keeps pages from being pruned)
+	// by a few hundred more.
+	require.LessOrEqual(t, written[0]+written[1], 3000.0, "bytes per paid call, as written")
 }
 
 // BenchmarkLedgerBytes pays b.N regex calls (16 in flight) and reports what

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// paidPackedVersion is the first byte of call.paid's packed data
+// (PaidCall.MarshalJSON).
+const paidPackedVersion = 1
+
+// MarshalJSON encodes call.paid's data. A payment with a packed ledger form
+// (x402.Payment.MarshalLedgerBinary, an exact EVM payment) is packed with
+// the call's other fields into one binary value, {"p": its base64}: the
+// payment's packed form, the operation, the poll token (its 24 bytes when it
+// is the base64url of 24 bytes, as the api makes them), the request's hash
+// and the job's id; about 80 bytes a call less than the same fields under
+// their JSON keys. Any other payment is written as fields
+// (PaymentVerified's, and job_id). UnmarshalJSON reads both.
+func (c PaidCall) MarshalJSON() ([]byte, error) {
+	payment, ok := c.Payment.MarshalLedgerBinary()
+	if !ok || c.JobID < 0 {
+		return json.Marshal(paidFields(c))
+	}
+	b := make([]byte, 0, len(payment)+96)
+	b = append(b, paidPackedVersion)
+	b = appendPackedBytes(b, payment)
+	b = appendPackedBytes(b, []byte(c.Op))
+	if raw, err := base64.RawURLEncoding.DecodeString(c.Token); err == nil && len(raw) == 24 && base64.RawURLEncoding.EncodeToString(raw) == c.Token {
+		b = append(b, 0)
+		b = append(b, raw...)
+	} else {
+		b = append(b, 1)
+		b = appendPackedBytes(b, []byte(c.Token))
+	}
+	b = appendPackedBytes(b, c.RequestHash)
+	b = binary.AppendUvarint(b, uint64(c.JobID))
+	return json.Marshal(struct {
+		Packed string `json:"p"`
+	}{base64.RawStdEncoding.EncodeToString(b)})
+}
+
+// UnmarshalJSON decodes call.paid's data, packed or as fields, and the data
+// of payment.verified (PaymentVerified's fields).
+func (c *PaidCall) UnmarshalJSON(data []byte) error { return decodePaidCall(data, c) }
+
+// paidFields is PaidCall without its methods: its fields' JSON.
+type paidFields PaidCall
+
+// decodePaidCall is PaidCall.UnmarshalJSON, which the readers of a call's
+// payment (scanCall) call directly: data is parsed once.
+func decodePaidCall(data []byte, c *PaidCall) error {
+	*c = PaidCall{}
+	// The packed form is an object of one key, "p"; the fields' first
+	// key is another, whoever wrote them (Go keeps their order, jsonb
+	// puts shorter keys first).
+	if !bytes.HasPrefix(bytes.TrimLeft(data, "{ \t\r\n"), []byte(`"p"`)) {
+		return json.Unmarshal(data, (*paidFields)(c))
+	}
+	var v struct {
+		Packed string `json:"p"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	if err := c.unpack(v.Packed); err != nil {
+		return fmt.Errorf("decode call.paid: %w", err)
+	}
+	return nil
+}
+
+func (c *PaidCall) unpack(s string) error {
+	b, err := base64.RawStdEncoding.DecodeString(s)
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 || b[0] != paidPackedVersion {
+		return errors.New("packed form unknown")
+	}
+	b = b[1:]
+	next := func() []byte {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			err = cmpErr(err, errors.New("truncated"))
+			b = nil
+			return nil
+		}
+		v := b[k : k+int(n) : k+int(n)]
+		b = b[k+int(n):]
+		return v
+	}
+	*c = PaidCall{}
+	payment := next()
+	c.Op = string(next())
+	switch {
+	case len(b) >= 25 && b[0] == 0:
+		c.Token = base64.RawURLEncoding.EncodeToString(b[1:25])
+		b = b[25:]
+	case len(b) >= 1 && b[0] == 1:
+		b = b[1:]
+		c.Token = string(next())
+	default:
+		return errors.New("truncated at its token")
+	}
+	if h := next(); len(h) > 0 {
+		c.RequestHash = h
+	}
+	job, k := binary.Uvarint(b)
+	if k <= 0 || job > math.MaxInt64 {
+		err = cmpErr(err, errors.New("truncated at its job"))
+	} else if len(b) != k {
+		err = cmpErr(err, errors.New("trailing bytes"))
+	}
+	if err != nil {
+		return err
+	}
+	c.JobID = int64(job)
+	return c.Payment.UnmarshalLedgerBinary(payment)
+}
+
+// cmpErr returns err, or next when err is nil.
+func cmpErr(err, next error) error {
+	if err != nil {
+		return err
+	}
+	return next
+}
+
+func appendPackedBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}

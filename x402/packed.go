@@ -1,0 +1,234 @@
+package x402
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// packedVersion is the first byte of a packed ledger payment (packPayment).
+const packedVersion = 1
+
+// packPayment returns the packed form of a ledger payment whose payload is
+// in its compact exact EVM form (l.EVM set, l.Payload empty): one binary
+// value that the ledger keeps as a base64 string, about half the size of
+// the same fields as a JSON object. Addresses are their 20 bytes and the
+// case of their letters (a bit a hex digit), decimal strings that are
+// canonical uint64 a varint, times their unix seconds and nanoseconds;
+// anything else is kept as its string, so that the form gives back exactly
+// what it was given (unpackPayment).
+func packPayment(l *ledgerPayment) []byte {
+	e := l.EVM
+	b := make([]byte, 0, 256)
+	b = append(b, packedVersion)
+	b = binary.AppendUvarint(b, uint64(e.Version))
+	b = appendString(b, e.Network)
+	b = appendAddress(b, e.Asset)
+	b = binary.AppendUvarint(b, uint64(e.Timeout))
+	b = appendBytes(b, e.Extra)
+	b = appendAddress(b, e.From)
+	b = appendAddress(b, e.To)
+	b = appendDecimal(b, e.Value)
+	b = appendDecimal(b, e.ValidAfter)
+	b = appendDecimal(b, e.ValidBefore)
+	b = appendBytes(b, e.Nonce)
+	b = appendBytes(b, e.Signature)
+	b = appendTime(b, l.VerifiedAt)
+	// The fields kept beside the payload when it does not state them as
+	// they are (empty in the common case: a byte each).
+	for _, s := range []string{l.Network, l.Payer, l.Nonce, l.Amount, l.Asset} {
+		b = appendString(b, s)
+	}
+	return appendTime(b, l.ValidBefore)
+}
+
+// packable reports whether l can be packed: its payload in the compact
+// exact EVM form, and numbers the form holds.
+func packable(l *ledgerPayment) bool {
+	return l.EVM != nil && len(l.Payload) == 0 && l.EVM.Version >= 0 && l.EVM.Timeout >= 0
+}
+
+// unpackPayment decodes what packPayment wrote.
+func unpackPayment(b []byte) (*ledgerPayment, error) {
+	r := &packedReader{b: b}
+	if v := r.byte(); v != packedVersion {
+		return nil, fmt.Errorf("decode ledger payment: packed form %d unknown", v)
+	}
+	e := &ledgerEVM{}
+	e.Version = int(r.uvarint())
+	e.Network = r.string()
+	e.Asset = r.address()
+	e.Timeout = int(r.uvarint())
+	if extra := r.bytes(); len(extra) > 0 {
+		e.Extra = extra
+	}
+	e.From = r.address()
+	e.To = r.address()
+	e.Value = r.decimal()
+	e.ValidAfter = r.decimal()
+	e.ValidBefore = r.decimal()
+	e.Nonce = r.bytes()
+	e.Signature = r.bytes()
+	l := &ledgerPayment{EVM: e, VerifiedAt: r.time()}
+	for _, s := range []*string{&l.Network, &l.Payer, &l.Nonce, &l.Amount, &l.Asset} {
+		*s = r.string()
+	}
+	l.ValidBefore = r.time()
+	if r.err == nil && len(r.b) != 0 {
+		r.err = errors.New("trailing bytes")
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("decode ledger payment: %w", r.err)
+	}
+	return l, nil
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendAddress appends an EVM address: 0 then its 20 bytes and five bytes
+// of letter case (bit i set: hex digit i is upper case), or, for a string
+// that is not a 0x-prefixed address of 40 hex digits, 1 then the string.
+func appendAddress(b []byte, s string) []byte {
+	raw, err := hex.DecodeString(strings.TrimPrefix(s, "0x"))
+	if len(s) != 42 || !strings.HasPrefix(s, "0x") || err != nil {
+		return appendString(append(b, 1), s)
+	}
+	var upper [5]byte
+	for i, c := range s[2:] {
+		if c >= 'A' && c <= 'F' {
+			upper[i/8] |= 1 << (i % 8)
+		}
+	}
+	b = append(b, 0)
+	b = append(b, raw...)
+	return append(b, upper[:]...)
+}
+
+// appendDecimal appends a decimal string: its value plus one as a varint
+// when it is a canonical uint64 (the form most amounts and times have), 0
+// then the string otherwise.
+func appendDecimal(b []byte, s string) []byte {
+	if v, err := strconv.ParseUint(s, 10, 64); err == nil && v < 1<<63 && strconv.FormatUint(v, 10) == s {
+		return binary.AppendUvarint(b, v+1)
+	}
+	return appendString(append(b, 0), s)
+}
+
+// appendTime appends a time: 0 for the zero time, otherwise its unix
+// seconds (zig-zag varint) plus one and its nanoseconds. Times are read
+// back in UTC, as the ledger's JSON form reads them.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendVarint(b, t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+}
+
+// packedReader reads a packed payment, keeping the first error.
+type packedReader struct {
+	b   []byte
+	err error
+}
+
+func (r *packedReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("truncated at its %s", what)
+	}
+	r.b = nil
+}
+
+func (r *packedReader) byte() byte {
+	if len(r.b) < 1 {
+		r.fail("kind")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *packedReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("number")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// varint reads what binary.AppendVarint wrote: a zig-zag uvarint.
+func (r *packedReader) varint() int64 {
+	u := r.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (r *packedReader) bytes() []byte {
+	n := r.uvarint()
+	if uint64(len(r.b)) < n {
+		r.fail("bytes")
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *packedReader) string() string { return string(r.bytes()) }
+
+func (r *packedReader) address() string {
+	if r.byte() != 0 {
+		return r.string()
+	}
+	if len(r.b) < 25 {
+		r.fail("address")
+		return ""
+	}
+	digits := []byte(hex.EncodeToString(r.b[:20]))
+	for i := range digits {
+		if r.b[20+i/8]&(1<<(i%8)) != 0 && digits[i] >= 'a' {
+			digits[i] -= 'a' - 'A'
+		}
+	}
+	r.b = r.b[25:]
+	return "0x" + string(digits)
+}
+
+func (r *packedReader) decimal() string {
+	v := r.uvarint()
+	if v == 0 {
+		return r.string()
+	}
+	return strconv.FormatUint(v-1, 10)
+}
+
+func (r *packedReader) time() time.Time {
+	if r.byte() == 0 {
+		return time.Time{}
+	}
+	sec := r.varint()
+	nsec := r.uvarint()
+	if nsec >= 1e9 {
+		r.fail("time")
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}
