@@ -172,7 +172,8 @@ type JobSucceeded struct {
 // without it, in one string under "s": "<bytes> <job id> <attempt>
 // <settle job id> <digest in unpadded base64url>", about 110 bytes a call
 // less than the same fields under their keys (which the events written
-// before have). A digest that is not 32 bytes of hex is written as fields.
+// before have), beside the transaction it names (tx) when there is one. A
+// digest that is not 32 bytes of hex is written as fields.
 func (j JobSucceeded) MarshalJSON() ([]byte, error) {
 	type data JobSucceeded
 	if j.Result != nil {
@@ -184,8 +185,9 @@ func (j JobSucceeded) MarshalJSON() ([]byte, error) {
 		return json.Marshal(data(j))
 	}
 	return json.Marshal(struct {
-		S string `json:"s"`
-	}{fmt.Sprintf("%d %d %d %d %s", j.Bytes, j.JobID, j.Attempt, j.SettleJobID, base64.RawURLEncoding.EncodeToString(sum))})
+		S  string `json:"s"`
+		Tx string `json:"tx,omitempty"`
+	}{fmt.Sprintf("%d %d %d %d %s", j.Bytes, j.JobID, j.Attempt, j.SettleJobID, base64.RawURLEncoding.EncodeToString(sum)), j.Transaction})
 }
 
 // UnmarshalJSON decodes what MarshalJSON wrote, in either form.
@@ -202,7 +204,7 @@ func (j *JobSucceeded) UnmarshalJSON(b []byte) error {
 		*j = JobSucceeded(v.data)
 		return nil
 	}
-	*j = JobSucceeded{}
+	*j = JobSucceeded{Transaction: v.Transaction}
 	var digest string
 	if _, err := fmt.Sscanf(v.S, "%d %d %d %d %s", &j.Bytes, &j.JobID, &j.Attempt, &j.SettleJobID, &digest); err != nil {
 		return fmt.Errorf("decode job.succeeded %q: %w", v.S, err)

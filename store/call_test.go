@@ -142,4 +142,15 @@ func TestJobSucceededJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(old), &back))
 	require.Equal(t, JobSucceeded{JobID: 71, Bytes: 268, SHA256: want.SHA256}, back)
 	require.Error(t, json.Unmarshal([]byte(`{"s":"1 2"}`), &back))
+
+	// A settlement's transaction named before it is sent stays beside the
+	// packed fields.
+	named := JobSucceeded{JobID: 602, Result: result, Attempt: 1, SettleJobID: 603, Transaction: "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnb"}
+	raw, err = json.Marshal(named)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &keys))
+	require.Equal(t, named.Transaction, keys["tx"])
+	require.NoError(t, json.Unmarshal(raw, &back))
+	want.Transaction = named.Transaction
+	require.Equal(t, want, back)
 }
