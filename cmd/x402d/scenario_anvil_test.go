@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -93,8 +94,11 @@ func TestLoadOnAnvil(t *testing.T) {
 				layout, pace.Throughput, pace.Sustained, pace.P50.Round(time.Millisecond), pace.P99.Round(time.Millisecond))
 			requireNodeClean(t, node)
 			var gas, batch float64
-			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT avg((data->'cost'->>'gas_used')::numeric), avg((data->'cost'->>'batch')::numeric)
-				FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost'`).Scan(&gas, &batch))
+			costs := settlementCosts(ctx, t, db.Pool)
+			for _, c := range costs {
+				gas += float64(c.GasUsed) / float64(len(costs))
+				batch += float64(c.Batch) / float64(len(costs))
+			}
 			t.Logf("anvil %s: gas per batched settlement %.0f (%.1f transfers a batch on average)", layout, gas, batch)
 			logBatches(ctx, t, db.Pool)
 		})
@@ -216,17 +220,24 @@ func logPhases(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 // logBatches logs the gas of the settlements by the size of their batch.
 func logBatches(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	rows, err := pool.Query(ctx, `SELECT width_bucket((data->'cost'->>'batch')::int, ARRAY[2, 5, 10, 20, 40, 80]) AS b,
-			min((data->'cost'->>'batch')::int), max((data->'cost'->>'batch')::int), count(*),
-			avg((data->'cost'->>'gas_used')::numeric)::bigint
-		FROM events WHERE type = 'settlement.confirmed' AND data ? 'cost' GROUP BY b ORDER BY b`)
-	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var bucket, lo, hi, n int
-		var gas int64
-		require.NoError(t, rows.Scan(&bucket, &lo, &hi, &n, &gas))
-		t.Logf("batches of %d-%d: %d settlements, %d gas each", lo, hi, n, gas)
+	type group struct {
+		lo, hi, n int
+		gas       uint64
 	}
-	require.NoError(t, rows.Err())
+	bounds := []int{2, 5, 10, 20, 40, 80}
+	groups := make([]group, len(bounds)+1)
+	for _, c := range settlementCosts(ctx, t, pool) {
+		g := &groups[sort.SearchInts(bounds, c.Batch+1)]
+		if g.n == 0 || c.Batch < g.lo {
+			g.lo = c.Batch
+		}
+		g.hi = max(g.hi, c.Batch)
+		g.n++
+		g.gas += c.GasUsed
+	}
+	for _, g := range groups {
+		if g.n > 0 {
+			t.Logf("batches of %d-%d: %d settlements, %d gas each", g.lo, g.hi, g.n, g.gas/uint64(g.n))
+		}
+	}
 }

@@ -699,6 +699,7 @@ func transactionsByCall(ctx context.Context, t *testing.T, db *dbtest.DB, field 
 	t.Helper()
 	rows, err := db.Pool.Query(ctx, "SELECT stream, "+field+" FROM events WHERE type = ANY($1) ORDER BY id", types)
 	require.NoError(t, err)
+	defer rows.Close()
 	byCall := map[string][]string{}
 	for rows.Next() {
 		var stream, tx string
@@ -732,6 +733,7 @@ func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *s
 
 	rows, err := db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
 	require.NoError(t, err)
+	defer rows.Close() // a failed check must not keep the pool's connection
 	var paid uint64
 	seen := map[string]string{} // transaction -> call id
 	for rows.Next() {
