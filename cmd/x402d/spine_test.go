@@ -173,10 +173,12 @@ func TestPaidCall(t *testing.T) {
 		}, eventTypes(ctx, t, b.db, callID))
 		// The result's event names the settlement job of its first
 		// submission.
-		var settleJob int64
-		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT (data->>'settle_job_id')::bigint FROM events WHERE stream = $1 AND type = $2",
-			store.CallStream(callID), store.EventJobSucceeded).Scan(&settleJob))
-		require.NotZero(t, settleJob)
+		var raw []byte
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT data FROM events WHERE stream = $1 AND type = $2",
+			store.CallStream(callID), store.EventJobSucceeded).Scan(&raw))
+		var succeeded store.JobSucceeded
+		require.NoError(t, json.Unmarshal(raw, &succeeded))
+		require.NotZero(t, succeeded.SettleJobID)
 	})
 
 	t.Run("ReplaySameRequestGetsStoredResult", func(t *testing.T) {
