@@ -16,6 +16,7 @@ import (
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 )
 
@@ -56,7 +57,7 @@ func TestLoadConfigValues(t *testing.T) {
 			c.SettlementBatch, c.SettleGrace = "auto", 15*time.Second
 			c.ResultTTL, c.JobRetention = 30*24*time.Hour, 24*time.Hour
 			c.RefusedRate, c.RefusedBurst, c.VerifyRPCConcurrency, c.TrustedProxies = 1, 10, 64, nil
-			c.IndexPageGap = index.DefaultPageGap
+			c.IndexPageGap, c.IndexProbeRetention = index.DefaultPageGap, store.ProbeHoursKept
 		}},
 
 		{name: "Grace", env: map[string]string{"SETTLE_GRACE": "1m"}, want: func(c *Config) { c.SettleGrace = time.Minute }},
@@ -89,6 +90,12 @@ func TestLoadConfigValues(t *testing.T) {
 			c.IndexOrigins, c.IndexPageGap = []string{"https://Shop.Example/api", "http://b.example:8080"}, 250*time.Millisecond
 		}},
 		{name: "IndexOriginScheme", env: map[string]string{"INDEX_ORIGINS": "ftp://x.example"}, wantErr: "INDEX_ORIGINS"},
+
+		{name: "ProbeRetentionDays", env: map[string]string{"INDEX_PROBE_RETENTION": "60d"}, want: func(c *Config) { c.IndexProbeRetention = 60 * 24 * time.Hour }},
+		{name: "ProbeRetentionHours", env: map[string]string{"INDEX_PROBE_RETENTION": "36h"}, want: func(c *Config) { c.IndexProbeRetention = 36 * time.Hour }},
+		{name: "ProbeRetentionKeep", env: map[string]string{"INDEX_PROBE_RETENTION": "0"}, want: func(c *Config) { c.IndexProbeRetention = 0 }},
+		{name: "ProbeRetentionNegative", env: map[string]string{"INDEX_PROBE_RETENTION": "-1h"}, wantErr: `INDEX_PROBE_RETENTION: "-1h" is not a duration`},
+		{name: "ProbeRetentionNotADuration", env: map[string]string{"INDEX_PROBE_RETENTION": "a month"}, wantErr: `INDEX_PROBE_RETENTION: "a month" is not a duration`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
