@@ -183,19 +183,7 @@ func TestSolanaPaymentExpires(t *testing.T) {
 	out := payOnSolanaWithOfficialClient(ctx, t, s.base, s.node.URL, payer, []map[string]string{{"op": "brief", "body": `{"question":"What is the x402 protocol?"}`}})
 	c := out.Calls[0]
 	require.Equal(t, x402.SolanaMaxTimeoutSeconds, c.MaxTimeoutSeconds)
-	status, body := c.Status, c.Body
-	if status == http.StatusAccepted {
-		var running struct{ Poll string }
-		require.NoError(t, json.Unmarshal([]byte(body), &running), body)
-		for status == http.StatusAccepted && time.Since(start) < 2*time.Minute {
-			resp, err := http.Get(s.base + running.Poll + "&wait=30")
-			require.NoError(t, err)
-			raw, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.NoError(t, err)
-			status, body = resp.StatusCode, string(raw)
-		}
-	}
+	status, body := awaitAnswer(t, s.base, c.Status, c.Body, 2*time.Minute)
 	require.Equal(t, http.StatusBadGateway, status, body)
 	require.Contains(t, body, `"payment_expired"`)
 	elapsed := time.Since(start)
@@ -203,6 +191,25 @@ func TestSolanaPaymentExpires(t *testing.T) {
 	require.Less(t, elapsed, time.Duration(x402.SolanaMaxTimeoutSeconds)*time.Second, "ended before the blockhash died, not when the model answered")
 	require.Equal(t, before, s.node.TokenBalance(ctx, payerATA), "nothing charged")
 	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
+}
+
+// awaitAnswer follows a call answered 202 (still running) through its poll
+// URL until it ends or limit passes, and returns its last status and body;
+// any other answer is returned as it is.
+func awaitAnswer(t *testing.T, base string, status int, body string, limit time.Duration) (int, string) {
+	t.Helper()
+	start := time.Now()
+	for status == http.StatusAccepted && time.Since(start) < limit {
+		var running struct{ Poll string }
+		require.NoError(t, json.Unmarshal([]byte(body), &running), body)
+		resp, err := http.Get(base + running.Poll + "&wait=30")
+		require.NoError(t, err)
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		status, body = resp.StatusCode, string(raw)
+	}
+	return status, body
 }
 
 // solanaRequirement returns the Solana option of op's quote.
@@ -336,17 +343,7 @@ func TestSolanaSettlementFaults(t *testing.T) {
 		f.before()
 		body := `{"a":"` + strconv.Itoa(i) + `\n","b":"y\n"}`
 		status, result, _ := postPaid(t, s.base, "diff", body, header)
-		start := time.Now()
-		for status == http.StatusAccepted && time.Since(start) < time.Minute {
-			var running struct{ Poll string }
-			require.NoError(t, json.Unmarshal([]byte(result), &running), result)
-			resp, err := http.Get(s.base + running.Poll + "&wait=30")
-			require.NoError(t, err)
-			raw, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.NoError(t, err)
-			status, result = resp.StatusCode, string(raw)
-		}
+		status, result = awaitAnswer(t, s.base, status, result, time.Minute)
 		require.Equal(t, http.StatusOK, status, "%s: %s", f.name, result)
 		t.Logf("%s: answered", f.name)
 	}
