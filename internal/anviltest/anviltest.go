@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -367,13 +366,7 @@ func (n *Node) stop() {
 		n.Client.Close()
 	}
 	// SIGTERM lets anvil write --dump-state.
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
+	nodetest.Terminate(cmd.Process, exited, 10*time.Second)
 }
 
 // Call calls one of the node's RPC methods (anvil_*, evm_*, txpool_*).

@@ -1,7 +1,8 @@
 // Package nodetest runs, from Go benchmarks, the Node.js scripts that time
 // a reference implementation (V8's RegExp, the npm csv-parse) on the same
-// input, so that the two are measured in the same run; and finds compat/,
-// where the Node.js scripts and their npm packages are.
+// input, so that the two are measured in the same run; finds compat/,
+// where the Node.js scripts and their npm packages are; and ends the test
+// nodes (anvil, LiteSVM) that the harnesses start.
 package nodetest
 
 import (

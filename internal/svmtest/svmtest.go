@@ -30,7 +30,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -173,13 +172,7 @@ func (n *Node) stop() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
+	nodetest.Terminate(cmd.Process, exited, 10*time.Second)
 }
 
 // Restart stops the node and starts it again on the same port from the
