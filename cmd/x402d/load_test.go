@@ -65,18 +65,24 @@ func checkLedger(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.
 	require.Equal(t, paid, chain, "payments on chain and paid calls differ")
 }
 
-// checkCalls waits for every call to reach a final state and checks the
-// ledger rules that hold whatever settles the payments: every 200 carries
-// a settled PAYMENT-RESPONSE and its call is paid, no header made two
-// calls, no call is settled twice.
-func checkCalls(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.Report) {
+// awaitCallsFinal waits until every call on db is paid, failed or unpaid.
+func awaitCallsFinal(ctx context.Context, t *testing.T, db *dbtest.DB) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var open int
 		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state NOT IN ($1, $2, $3)",
 			store.CallPaid, store.CallFailed, store.CallUnpaid).Scan(&open))
 		return open == 0
-	}, 90*time.Second, 200*time.Millisecond, "calls still open after the run")
+	}, 90*time.Second, 200*time.Millisecond, "calls still open")
+}
+
+// checkCalls waits for every call to reach a final state and checks the
+// ledger rules that hold whatever settles the payments: every 200 carries
+// a settled PAYMENT-RESPONSE and its call is paid, no header made two
+// calls, no call is settled twice.
+func checkCalls(ctx context.Context, t *testing.T, db *dbtest.DB, rep *loadgen.Report) {
+	t.Helper()
+	awaitCallsFinal(ctx, t, db)
 
 	logStages(ctx, t, db)
 

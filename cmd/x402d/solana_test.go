@@ -716,12 +716,7 @@ func transactionsByCall(ctx context.Context, t *testing.T, db *dbtest.DB, field 
 // since it held payToBefore. It returns the transaction of each paid call.
 func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *svmtest.Node, payTo solana.PublicKey, payToBefore uint64) map[string]string {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		var open int
-		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls WHERE state NOT IN ($1, $2, $3)",
-			store.CallPaid, store.CallFailed, store.CallUnpaid).Scan(&open))
-		return open == 0
-	}, 90*time.Second, 200*time.Millisecond, "calls still open")
+	awaitCallsFinal(ctx, t, db)
 
 	// call id -> transactions of its settlement.confirmed
 	confirmed := transactionsByCall(ctx, t, db, "data->'response'->>'transaction'", store.EventSettlementConfirmed)
