@@ -146,6 +146,13 @@ type JobSucceeded struct {
 	// records its size and digest (Bytes, SHA256), so that a result can
 	// be let go after its time (RESULT_TTL) while the log stays whole.
 	Result json.RawMessage `json:"-"`
+	// Op is the call's operation, whose name the result object states
+	// after the call's id: the row keeps the result without the two
+	// (ResultObject), unless PreviousRow.
+	Op string `json:"-"`
+	// PreviousRow writes the row as the previous release did: the result
+	// whole (worker.Config.LedgerPreviousForm).
+	PreviousRow bool `json:"-"`
 	// Bytes is the result's size.
 	Bytes int `json:"bytes"`
 	// SHA256 is the hex SHA-256 of the result's bytes.
@@ -246,6 +253,10 @@ type SettlementDone struct {
 	// Block is the block its transaction was mined in, when it is followed
 	// until final (settlement_watch).
 	Block *x402.SettledBlock `json:"block,omitempty"`
+	// PreviousRow writes the row as the previous release did: a
+	// settlement's response as the JSON object of the settlement column,
+	// not packed in receipt (worker.Config.LedgerPreviousForm).
+	PreviousRow bool `json:"-"`
 }
 
 // ledgerResponse is a settlement's response as settlement.confirmed and
@@ -333,6 +344,9 @@ type SettlementResent struct {
 	Response x402.SettleResponse `json:"response"`
 	Cost     *x402.SettleCost    `json:"cost,omitempty"`
 	Block    *x402.SettledBlock  `json:"block,omitempty"`
+	// PreviousRow writes the row as the previous release did
+	// (SettlementDone.PreviousRow).
+	PreviousRow bool `json:"-"`
 }
 
 // SettlementLost is the data of settlement.lost.
@@ -358,6 +372,13 @@ type SettlementFinal struct {
 	Calls  int    `json:"calls"`
 	Amount string `json:"amount"`
 }
+
+// receiptOf is the packed settlement response a settled call's row keeps
+// (x402.SettleResponse.MarshalLedgerBinary), from the statement's
+// arguments $2 (packed for the response's own network, $4, which the row's
+// network column then states) and $5 (packed stating it, for a row of
+// another network).
+const receiptOf = "CASE WHEN network = $4 THEN $2::bytea ELSE $5::bytea END"
 
 // projectCall updates the calls row of a call event.
 func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, error) {
@@ -397,8 +418,14 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 			return false, fmt.Errorf("data is %T, want JobSucceeded", e.Data)
 		}
 		// The result keeps its bytes (a json column): key order and
-		// spacing are the operation's, and nothing is re-parsed to serve it.
-		b.Queue("UPDATE calls SET state = 'settling', result = $2::json, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, string(v.Result), now)
+		// spacing are the operation's, and nothing is re-parsed to serve
+		// it. The call's id and op, which its columns state, are left
+		// out (callResult puts them back).
+		result, err := rowResult(v.Result, id, v.Op, v.PreviousRow)
+		if err != nil {
+			return false, err
+		}
+		b.Queue("UPDATE calls SET state = 'settling', result = $2::json, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, string(result), now)
 		return true, nil
 	case EventJobFailed:
 		b.Queue("UPDATE calls SET state = 'failed', failure = $2, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", id, data, now)
@@ -412,7 +439,14 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 			return false, fmt.Errorf("data is %T, want SettlementDone", e.Data)
 		}
 		// The row keeps the response whole (the event leaves out its
-		// payer): it is what the call is answered with.
+		// payer): it is what the call is answered with. A settled
+		// call's is packed (receipt); a refused one's is the settlement
+		// column's JSON object, whose reason /ops lists.
+		if e.Type == EventSettlementConfirmed && !v.PreviousRow {
+			b.Queue("UPDATE calls SET state = 'paid', receipt = "+receiptOf+", updated_at = $3 WHERE id = $1 AND state = 'settling'",
+				id, v.Response.MarshalLedgerBinary(v.Response.Network), now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
+			return true, nil
+		}
 		response, err := json.Marshal(v.Response)
 		if err != nil {
 			return false, fmt.Errorf("marshal settlement: %w", err)
@@ -424,6 +458,15 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		b.Queue("UPDATE calls SET state = $2, settlement = $3::jsonb, updated_at = $4 WHERE id = $1 AND state = 'settling'", id, state, response, now)
 		return true, nil
 	case EventSettlementResent:
+		v, ok := e.Data.(SettlementResent)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want SettlementResent", e.Data)
+		}
+		if !v.PreviousRow {
+			b.Queue("UPDATE calls SET receipt = "+receiptOf+", settlement = NULL, updated_at = $3 WHERE id = $1 AND state = 'paid'",
+				id, v.Response.MarshalLedgerBinary(v.Response.Network), now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
+			return true, nil
+		}
 		b.Queue("UPDATE calls SET settlement = $2::jsonb->'response', updated_at = $3 WHERE id = $1 AND state = 'paid'", id, data, now)
 		return true, nil
 	case EventSettlementLost:
@@ -495,7 +538,7 @@ type Call struct {
 // result in the columns scanCall reads.
 const (
 	callColumnsBefore = "id, op, state, token, request_hash, payment_key, network, payer, amount, "
-	callColumnsAfter  = ", failure, settlement, result_expired_at, created_at, updated_at"
+	callColumnsAfter  = ", failure, settlement, receipt, result_expired_at, created_at, updated_at"
 )
 
 // callPaid reads the data of the event that created a call, call.paid or
@@ -519,9 +562,9 @@ const settleColumns = callColumnsBefore + callPaid + ", NULL::json" + callColumn
 
 func scanCall(row pgx.Row) (*Call, error) {
 	var c Call
-	var paid, result, failure, settlement []byte
+	var paid, result, failure, settlement, receipt []byte
 	if err := row.Scan(&c.ID, &c.Op, &c.State, &c.Token, &c.RequestHash, &c.PaymentKey, &c.Network, &c.Payer, &c.Amount,
-		&paid, &result, &failure, &settlement, &c.ResultExpiredAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		&paid, &result, &failure, &settlement, &receipt, &c.ResultExpiredAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	if paid != nil {
@@ -540,7 +583,11 @@ func scanCall(row pgx.Row) (*Call, error) {
 		}
 	}
 	if result != nil {
-		c.Result = result
+		r, err := callResult(result, c.ID, c.Op)
+		if err != nil {
+			return nil, err
+		}
+		c.Result = r
 	}
 	if failure != nil {
 		c.Failure = &JobFailed{}
@@ -548,7 +595,12 @@ func scanCall(row pgx.Row) (*Call, error) {
 			return nil, fmt.Errorf("call %s: failure: %w", c.ID, err)
 		}
 	}
-	if settlement != nil {
+	if receipt != nil {
+		c.Settlement = &x402.SettleResponse{}
+		if err := c.Settlement.UnmarshalLedgerBinary(receipt, c.Network); err != nil {
+			return nil, fmt.Errorf("call %s: %w", c.ID, err)
+		}
+	} else if settlement != nil {
 		c.Settlement = &x402.SettleResponse{}
 		if err := json.Unmarshal(settlement, c.Settlement); err != nil {
 			return nil, fmt.Errorf("call %s: settlement: %w", c.ID, err)

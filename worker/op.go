@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,7 +113,8 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	// at the same time (commits.results). The job itself is completed by
 	// River's batched completer once Work returns: a run repeated because
 	// its completion was lost finds the call past running and stops.
-	succeeded := &completed{callID: callID, succeeded: store.JobSucceeded{JobID: job.ID, Result: result}}
+	succeeded := &completed{callID: callID, succeeded: store.JobSucceeded{JobID: job.ID, Result: result,
+		Op: w.binding.op.Name, PreviousRow: w.commits.previousRow}}
 	if len(pending) > 0 {
 		// The start of a run that ended before it was recorded commits
 		// with its success: one event.
@@ -267,30 +267,15 @@ func permanent(cause error) bool {
 }
 
 // resultObject encodes out as the call's result object: its fields after
-// "call_id" and "op".
+// "call_id" and "op" (store.ResultObject).
 func resultObject(callID, op string, out any) (json.RawMessage, error) {
 	body, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	body = bytes.TrimSpace(body)
-	if len(body) < 2 || body[0] != '{' {
-		return nil, fmt.Errorf("encode result: %T is not a JSON object", out)
-	}
-	head, err := json.Marshal(struct {
-		CallID string `json:"call_id"`
-		Op     string `json:"op"`
-	}{callID, op})
+	result, err := store.ResultObject(callID, op, body)
 	if err != nil {
-		return nil, fmt.Errorf("encode result: %w", err)
+		return nil, fmt.Errorf("encode result of %T: %w", out, err)
 	}
-	rest := bytes.TrimSpace(body[1:])
-	var buf bytes.Buffer
-	buf.Grow(len(head) + len(body) + 1)
-	buf.Write(head[:len(head)-1])
-	if len(rest) > 0 && rest[0] != '}' {
-		buf.WriteByte(',')
-	}
-	buf.Write(rest)
-	return buf.Bytes(), nil
+	return result, nil
 }

@@ -112,6 +112,11 @@ type Config struct {
 	// JobRetention is how long River keeps a completed job before its
 	// maintenance removes it. Defaults to River's 24 hours.
 	JobRetention time.Duration
+	// LedgerPreviousForm writes the calls rows as the previous release
+	// did (a result whole, a settlement's response as a JSON object), so
+	// that its apis answer from them while its processes are replaced
+	// (docs/operating.md, Upgrades).
+	LedgerPreviousForm bool
 }
 
 // WithDefaults returns a copy of c with its defaults applied.
@@ -162,6 +167,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	workers := river.NewWorkers()
 	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler)
 	commits.expiry = cfg.ExpiryMargin
+	commits.previousRow = cfg.LedgerPreviousForm
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
@@ -213,6 +219,8 @@ type commits struct {
 	// expiry is Config.ExpiryMargin: the runs of a call end at least this
 	// long before its payment's validBefore.
 	expiry time.Duration
+	// previousRow is Config.LedgerPreviousForm.
+	previousRow bool
 	// results records operation results and their settlement jobs,
 	// durably. (They once committed without waiting for the disk, on the
 	// argument that a crash losing them would make the job run again; but

@@ -197,14 +197,15 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Ops:      bindings,
 		Register: []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger)},
 	}, worker.Config{
-		PeriodicJobs:      periodic,
-		Work:              withWorker,
-		Concurrency:       a.cfg.concurrency(),
-		JobTimeout:        a.cfg.JobTimeout,
-		FetchPollInterval: a.cfg.FetchPollInterval,
-		RescueAfter:       a.cfg.RescueAfter,
-		SettleGrace:       a.cfg.SettleGrace,
-		JobRetention:      a.cfg.JobRetention,
+		PeriodicJobs:       periodic,
+		Work:               withWorker,
+		Concurrency:        a.cfg.concurrency(),
+		JobTimeout:         a.cfg.JobTimeout,
+		FetchPollInterval:  a.cfg.FetchPollInterval,
+		RescueAfter:        a.cfg.RescueAfter,
+		SettleGrace:        a.cfg.SettleGrace,
+		JobRetention:       a.cfg.JobRetention,
+		LedgerPreviousForm: a.cfg.LedgerPreviousForm,
 	})
 	if err != nil {
 		return err
@@ -235,7 +236,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			go watchRelayer(ctx, payments.relayer, a.cfg.RelayerLowBalance, m, a.logger)
 			// Settlements are followed until final.
 			follower, err := worker.NewFollower(worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
-				Logger: a.logger, Metrics: m})
+				Logger: a.logger, Metrics: m, LedgerPreviousForm: a.cfg.LedgerPreviousForm})
 			if err != nil {
 				return err
 			}

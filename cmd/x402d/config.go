@@ -58,6 +58,12 @@ type Config struct {
 	// ShutdownTimeout is how long a stopping process waits for its
 	// requests and jobs to end.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
+	// LedgerPreviousForm makes the workers write the calls rows as the
+	// previous release did (a result with its call_id and op, a
+	// settlement's response as a JSON object), which its apis answer
+	// from: true while a previous release's processes are replaced, then
+	// unset (docs/operating.md, Upgrades).
+	LedgerPreviousForm bool `env:"LEDGER_PREVIOUS_FORM"`
 	// LogLevel is the least level logged: debug, info, warn or error.
 	LogLevel LogLevel `env:"LOG_LEVEL"`
 	// LogFormat is the logs' format: text (lines a person reads), json (one
@@ -501,6 +507,12 @@ func setValue(fv reflect.Value, tag reflect.StructTag, s string) error {
 		return p.UnmarshalText([]byte(s))
 	case *string:
 		*p = s
+	case *bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		*p = b
 	case *int:
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {

@@ -1,0 +1,118 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+)
+
+// TestCallRowForms: a worker writes a settled call's row in this release's
+// form (the result without its call_id and op, the response packed in
+// receipt) or, with LedgerPreviousForm, in the previous release's (the
+// result whole, the response as the settlement column's JSON object, which
+// an api of that release answers from); every reader of this release reads
+// both alike, and a refused settlement keeps its JSON object in either.
+func TestCallRowForms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const hash = "0x6e903cbc43593f02da852e18c9d8988cf9e22542bde8e1e4356ff630739b092c"
+	const moved = "0x1111111111111111111111111111111111111111111111111111111111111111"
+	settled := x402.SettleResponse{Success: true, Payer: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", Transaction: hash, Network: "eip155:8453"}
+	refused := x402.SettleResponse{ErrorReason: "invalid_exact_evm_nonce_used", Payer: "0xabc", Network: "eip155:8453"}
+
+	// row is a call's row as stored, and as read.
+	type row struct {
+		result, settlement string
+		receipt            []byte
+	}
+	stored := func(t *testing.T, id string) row {
+		t.Helper()
+		var r row
+		var result, settlement *string
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT result::text, settlement::text, receipt FROM calls WHERE id = $1", id).Scan(&result, &settlement, &r.receipt))
+		if result != nil {
+			r.result = *result
+		}
+		if settlement != nil {
+			r.settlement = *settlement
+		}
+		return r
+	}
+	run := func(t *testing.T, id string, previous bool, outcome string, response x402.SettleResponse) *store.Call {
+		t.Helper()
+		s := store.CallStream(id)
+		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified(id)}))
+		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded,
+			Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, `"x":[1,2]`), Op: "diff", PreviousRow: previous}}))
+		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: outcome,
+			Data: store.SettlementDone{Response: response, PreviousRow: previous}}))
+		c, err := store.CallGetByID(ctx, db.Pool, id)
+		require.NoError(t, err)
+		a, err := store.CallGetAnswer(ctx, db.Pool, id)
+		require.NoError(t, err)
+		require.Equal(t, c.Result, a.Result)
+		require.Equal(t, c.Settlement, a.Settlement)
+		return c
+	}
+
+	for _, previous := range []bool{false, true} {
+		id := map[bool]string{false: "now", true: "previous"}[previous]
+		t.Run(id, func(t *testing.T) {
+			t.Parallel()
+			c := run(t, id, previous, store.EventSettlementConfirmed, settled)
+			require.Equal(t, store.CallPaid, c.State)
+			require.Equal(t, string(resultOf(id, `"x":[1,2]`)), string(c.Result), "the result, byte for byte")
+			require.Equal(t, &settled, c.Settlement)
+
+			r := stored(t, id)
+			if previous {
+				require.Equal(t, string(resultOf(id, `"x":[1,2]`)), r.result)
+				var s x402.SettleResponse
+				require.NoError(t, json.Unmarshal([]byte(r.settlement), &s))
+				require.Equal(t, settled, s, "the settlement column answers as before")
+				require.Nil(t, r.receipt)
+			} else {
+				require.Equal(t, `{"x":[1,2]}`, r.result)
+				require.Empty(t, r.settlement)
+				require.Len(t, r.receipt, 61)
+			}
+
+			// A reorganisation's new settlement replaces the old in either form.
+			again := settled
+			again.Transaction = moved
+			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
+				Data: store.SettlementResent{Previous: hash, Response: again, PreviousRow: previous}}))
+			c, err := store.CallGetAnswer(ctx, db.Pool, id)
+			require.NoError(t, err)
+			require.Equal(t, &again, c.Settlement)
+
+			refusedID := id + "-refused"
+			c = run(t, refusedID, previous, store.EventSettlementFailed, refused)
+			require.Equal(t, store.CallUnpaid, c.State)
+			require.Equal(t, &refused, c.Settlement)
+			require.Nil(t, stored(t, refusedID).receipt, "a refusal keeps its JSON object, whose reason /ops lists")
+		})
+	}
+
+	// A row written whole reads back whole (the rows of releases before).
+	t.Run("resent over previous", func(t *testing.T) {
+		t.Parallel()
+		id := "mixed"
+		run(t, id, true, store.EventSettlementConfirmed, settled)
+		again := settled
+		again.Transaction = moved
+		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
+			Data: store.SettlementResent{Previous: hash, Response: again}}))
+		c, err := store.CallGetByID(ctx, db.Pool, id)
+		require.NoError(t, err)
+		require.Equal(t, &again, c.Settlement, "the packed response replaces the JSON object")
+		require.Empty(t, stored(t, id).settlement)
+	})
+}
