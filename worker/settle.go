@@ -108,7 +108,7 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 		typ, outcome = store.EventSettlementFailed, metrics.SettlementFailed
 	}
 	err = commits.outcomes.Commit(ctx, settled{
-		event:     store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost, Block: resp.Block,
+		event: store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost, Block: resp.Block,
 			PreviousRow: commits.previousRow}},
 		safetyNet: safetyNet,
 	})
