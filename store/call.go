@@ -521,11 +521,15 @@ type Call struct {
 	Payer   string
 	Amount  string
 	Payment x402.Payment
-	// Result is the operation's result object, kept from job.succeeded on.
+	// Result is the operation's result object, kept from job.succeeded on
+	// (the row keeps its fields without the call's id and op, which
+	// callResult puts back, or, as written before migration 016, whole).
 	Result json.RawMessage
 	// Failure is the job.failed event's data when the operation failed.
 	Failure *JobFailed
-	// Settlement is the settlement's response once settled or refused.
+	// Settlement is the settlement's response once settled or refused
+	// (the row keeps a settled call's packed in receipt, a refused one's,
+	// and any written before migration 016, as a JSON object).
 	Settlement *x402.SettleResponse
 	// ResultExpiredAt is when the result was let go (RESULT_TTL); Result
 	// is nil from then on.
