@@ -10,8 +10,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -76,34 +74,14 @@ func solanaSellerEnv(node *svmtest.Node, feePayer solana.PrivateKey, payTo solan
 	return map[string]string{"SOLANA_FEE_PAYER_KEY": feePayer.String(), "RPC_URL_SOLANA": node.URL, "PAY_TO_SOLANA": payTo.String()}
 }
 
-// officialSolanaPayments is what compat/svm_pay_ops.mjs reports.
-type officialSolanaPayments struct {
-	Address string
-	Calls   []struct {
-		Op, QuoteError, Amount, Body string
-		QuoteStatus, Status, MS      int
-		MaxTimeoutSeconds            int
-		Extra                        map[string]any
-		QuoteValid, HasBazaar        bool
-		Settlement                   *x402.SettleResponse
-	}
-}
-
 // payOnSolanaWithOfficialClient has the official x402 packages
-// (compat/svm_pay_ops.mjs: @x402/fetch, @x402/svm) pay calls of the service
-// at base on Solana with payer, reading the chain at rpcURL.
-func payOnSolanaWithOfficialClient(ctx context.Context, t *testing.T, base, rpcURL string, payer solana.PrivateKey, calls []map[string]string) officialSolanaPayments {
+// (compat/pay_ops.mjs with NETWORK=solana: @x402/fetch, @x402/svm) pay
+// calls of the service at base on Solana with payer, reading the chain at
+// rpcURL.
+func payOnSolanaWithOfficialClient(ctx context.Context, t *testing.T, base, rpcURL string, payer solana.PrivateKey, calls []map[string]string) officialPayments {
 	t.Helper()
 	compat := compatDir(t, "@x402/fetch", "@x402/svm", "litesvm")
-	raw, err := json.Marshal(calls)
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "svm_pay_ops.mjs"), base, rpcURL, payer.String(), string(raw))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "node svm_pay_ops.mjs: %s", stderr.String())
-	var out officialSolanaPayments
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
-	return out
+	return runPayOps(ctx, t, compat, []string{"NETWORK=solana"}, base, []string{rpcURL, payer.String()}, calls)
 }
 
 // TestOfficialClientPaysEveryOperationOnSolana has the official x402

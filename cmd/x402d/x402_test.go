@@ -172,12 +172,15 @@ func compatDir(t *testing.T, pkgs ...string) string {
 }
 
 // officialPayments is what compat/pay_ops.mjs reports: the paying address
-// and, per call, the quote as @x402/core read it and the paid answer.
+// and, per call, the quote as @x402/core read it (its option on the paying
+// network) and the paid answer.
 type officialPayments struct {
 	Address string
 	Calls   []struct {
 		Op, QuoteError, Amount, Body string
-		QuoteStatus, Status          int
+		QuoteStatus, Status, MS      int
+		MaxTimeoutSeconds            int
+		Extra                        map[string]any
 		QuoteValid, HasBazaar        bool
 		Settlement                   *x402.SettleResponse
 	}
@@ -187,9 +190,18 @@ type officialPayments struct {
 // pay calls of the service at base with development account account.
 func payWithOfficialClient(ctx context.Context, t *testing.T, compat, base string, account int, calls []map[string]string) officialPayments {
 	t.Helper()
+	return runPayOps(ctx, t, compat, nil, base, []string{strconv.Itoa(account)}, calls)
+}
+
+// runPayOps runs compat/pay_ops.mjs with the environment env added, its
+// arguments the base URL, args (the payer's) and calls, and returns its
+// report.
+func runPayOps(ctx context.Context, t *testing.T, compat string, env []string, base string, args []string, calls []map[string]string) officialPayments {
+	t.Helper()
 	raw, err := json.Marshal(calls)
 	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "pay_ops.mjs"), base, strconv.Itoa(account), string(raw))
+	cmd := exec.CommandContext(ctx, "node", append(append([]string{filepath.Join(compat, "pay_ops.mjs"), base}, args...), string(raw))...)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "node pay_ops.mjs: %s", stderr.String())
