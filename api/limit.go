@@ -75,13 +75,13 @@ func (l *refusedLimiter) refill(b bucket, ok bool, now time.Time) bucket {
 // may be (reserved: it counts among the checks under way until end), or
 // the 429 answer when the address is past its limit.
 func (l *refusedLimiter) begin(ctx context.Context, addr string) (reserved bool, err error) {
-	deadline := time.Now().Add(pendingWait)
+	deadline := l.now().Add(pendingWait)
 	for {
 		var ok bool
 		var retry time.Duration
 		// Read once: a payment that waited its time is checked if the
 		// address has a token, never refused for the time alone.
-		waited := time.Now().After(deadline)
+		waited := l.now().After(deadline)
 		l.buckets.Update(addr, func(b bucket, found bool) bucket {
 			now := l.now()
 			b = l.refill(b, found, now)

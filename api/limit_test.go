@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,6 +140,70 @@ func TestRefusedLimiter_AtOnce(t *testing.T) {
 			}
 			wg.Wait()
 			require.Equal(t, tc.wantChecked, checked)
+		})
+	}
+}
+
+// TestRefusedLimiter_Waited: a payment waiting for the checks under way of
+// its address is checked once it has waited pendingWait if the address
+// still has a token, never answered 429 for the time alone; when the check
+// it waits for ends refused and takes the last token, it is answered 429.
+func TestRefusedLimiter_Waited(t *testing.T) {
+	t.Parallel()
+	testCases := []struct {
+		name string
+		// refuse ends the check under way refused (else the clock passes
+		// pendingWait while it runs).
+		refuse  bool
+		wantErr bool
+	}{
+		{name: "ok, waited with a token left"},
+		{name: "nok, the last token taken", refuse: true, wantErr: true},
+	}
+	for _, tc := range testCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var clock atomic.Int64
+			start := time.Unix(1_800_000_000, 0)
+			now := func() time.Time { return start.Add(time.Duration(clock.Load())) }
+			// One token, refilled too slowly to matter (one a day).
+			l := newRefusedLimiter(1.0/86400, 1, now)
+			first, err := l.begin(context.Background(), "192.0.2.1")
+			require.NoError(t, err)
+			require.True(t, first)
+			done := make(chan error, 1)
+			go func() {
+				reserved, err := l.begin(context.Background(), "192.0.2.1")
+				if err == nil {
+					l.end("192.0.2.1", reserved, false, false)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				t.Fatalf("answered while the check under way holds the token: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if tc.refuse {
+				l.end("192.0.2.1", first, true, false)
+			} else {
+				clock.Add(int64(pendingWait + time.Millisecond))
+			}
+			select {
+			case err := <-done:
+				if tc.wantErr {
+					var e *Error
+					require.ErrorAs(t, err, &e)
+					require.Equal(t, 429, e.Status)
+				} else {
+					require.NoError(t, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("still waiting")
+			}
+			if !tc.refuse {
+				l.end("192.0.2.1", first, false, false)
+			}
 		})
 	}
 }
