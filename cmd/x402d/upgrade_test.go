@@ -103,8 +103,8 @@ func migrateWith(ctx context.Context, t *testing.T, exe string, base []string, e
 	require.NoError(t, err, "%s migrate: %s", exe, out)
 }
 
-// with returns env with the pairs kv added.
-func with(env map[string]string, kv ...string) map[string]string {
+// withEnv returns env with the pairs kv added.
+func withEnv(env map[string]string, kv ...string) map[string]string {
 	out := make(map[string]string, len(env)+len(kv)/2)
 	for k, v := range env {
 		out[k] = v
@@ -262,7 +262,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	env, chain := startDevchainProcess(ctx, t, db)
 	// A generous wait: most calls are answered at once; a loaded machine's
 	// are followed through their poll URL.
-	env = with(env, "CALL_WAIT", "20s", "JOB_TIMEOUT", "30s", "JOB_RESCUE_AFTER", "60s")
+	env = withEnv(env, "CALL_WAIT", "20s", "JOB_TIMEOUT", "30s", "JOB_RESCUE_AFTER", "60s")
 	payer := devPayer(t, 6)
 	payTo := devAddress(t, devchain.PayToAccount)
 	payerBefore, payToBefore := usdcBalance(ctx, t, chain, payer.Address()), usdcBalance(ctx, t, chain, payTo)
@@ -290,7 +290,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 
 	// (c) A new worker writing the previous form replaces the old one; the
 	// old api answers the calls it settles.
-	previousForm := with(env, "LEDGER_PREVIOUS_FORM", "true")
+	previousForm := withEnv(env, "LEDGER_PREVIOUS_FORM", "true")
 	newWorker := startChild(t, "worker", previousForm)
 	oldWorker.stop(t)
 	first := len(calls)
@@ -298,13 +298,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	for _, c := range calls[first:] {
 		requireRowForm(ctx, t, db, c)
 	}
-	var token string
-	c := calls[len(calls)-1]
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT token FROM calls WHERE id = $1", c.id).Scan(&token))
-	status, header, body := getAnswer(ctx, t, oldAPI.addr+"/api/x402/calls/"+c.id+"?token="+token)
-	require.Equal(t, http.StatusOK, status, string(body))
-	require.Equal(t, c.answer, string(body))
-	require.Equal(t, c.settlement, settlementOf(t, header))
+	requireSameAnswer(ctx, t, db, payer, oldAPI.addr, calls[len(calls)-1])
 	t.Logf("(c) new worker, old api: %d calls paid (%s)", len(calls), time.Since(start).Round(time.Millisecond))
 
 	// (d) A new api replaces the old one: every call answers as it did.
