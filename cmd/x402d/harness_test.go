@@ -189,8 +189,18 @@ func startChild(t testing.TB, command string, env map[string]string) *child {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
+	return startProcess(t, exe, command, append(os.Environ(), "X402D_TEST_CHILD=1"), env)
+}
+
+// startProcess starts `exe <cmd>`, an x402d binary (this test binary as
+// startChild runs it, or another release's), with the environment base and
+// env, and waits until it is ready: it logs (as JSON) that its api listens,
+// that its workers started, or that its devchain serves. It is stopped at
+// cleanup.
+func startProcess(t testing.TB, exe, command string, base []string, env map[string]string) *child {
+	t.Helper()
 	cmd := exec.Command(exe, command)
-	cmd.Env = append(os.Environ(), "X402D_TEST_CHILD=1", "LOG_LEVEL=info", "DB_MAX_CONNS="+testMaxConns)
+	cmd.Env = append(base, "LOG_LEVEL=info", "DB_MAX_CONNS="+testMaxConns)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -5,7 +5,8 @@
 // postgres://postgres@127.0.0.1:5432/x402_test. The database is created when
 // missing. Each call of Schema makes a fresh schema and drops it when the test
 // ends, so tests can commit, LISTEN and run River clients in parallel;
-// Database does the same in a database of its own. Cache keeps a database
+// Database does the same in a database of its own; Unmigrated leaves the
+// schema empty, for processes that migrate it themselves. Cache keeps a database
 // filled once between runs, for the scale benchmarks.
 package dbtest
 
@@ -55,7 +56,17 @@ func Schema(ctx context.Context, t testing.TB) *DB {
 	t.Helper()
 	base := URL()
 	require.NoError(t, schema.EnsureDatabase(ctx, base), "the tests need Postgres: run `go tool task db` or set TEST_DATABASE_URL")
-	return schemaIn(ctx, t, base, uniqueName(t))
+	return schemaIn(ctx, t, base, uniqueName(t), true)
+}
+
+// Unmigrated is Schema without the migrations: an empty schema, for a test
+// whose processes migrate it themselves (an older release's binary, which
+// applies its own).
+func Unmigrated(ctx context.Context, t testing.TB) *DB {
+	t.Helper()
+	base := URL()
+	require.NoError(t, schema.EnsureDatabase(ctx, base), "the tests need Postgres: run `go tool task db` or set TEST_DATABASE_URL")
+	return schemaIn(ctx, t, base, uniqueName(t), false)
 }
 
 // Database is Schema in a database of its own, created for t and dropped
@@ -88,7 +99,7 @@ func Database(ctx context.Context, t testing.TB) *DB {
 	u, err := url.Parse(base)
 	require.NoError(t, err)
 	u.Path = "/" + name
-	return schemaIn(ctx, t, u.String(), name)
+	return schemaIn(ctx, t, u.String(), name, true)
 }
 
 // uniqueName returns a short name for t's schema or database.
@@ -104,9 +115,9 @@ func uniqueName(t testing.TB) string {
 	return "t_" + strings.Trim(short, "_") + "_" + hex.EncodeToString(b[:])
 }
 
-// schemaIn creates the migrated schema name in the database at base and
-// drops it at cleanup.
-func schemaIn(ctx context.Context, t testing.TB, base, name string) *DB {
+// schemaIn creates the schema name in the database at base, migrated when
+// migrate is true, and drops it at cleanup.
+func schemaIn(ctx context.Context, t testing.TB, base, name string, migrate bool) *DB {
 	t.Helper()
 	admin, err := pgx.Connect(ctx, base)
 	require.NoError(t, err)
@@ -125,9 +136,11 @@ func schemaIn(ctx context.Context, t testing.TB, base, name string) *DB {
 	require.NoError(t, err)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	require.NoError(t, err)
-	require.NoError(t, schema.Migrate(ctx, pool, slog.New(slog.DiscardHandler)))
-	_, err = schema.EnsureEventPartitions(ctx, pool, schema.PeriodMonth, time.Now().AddDate(0, 1, 0))
-	require.NoError(t, err)
+	if migrate {
+		require.NoError(t, schema.Migrate(ctx, pool, slog.New(slog.DiscardHandler)))
+		_, err = schema.EnsureEventPartitions(ctx, pool, schema.PeriodMonth, time.Now().AddDate(0, 1, 0))
+		require.NoError(t, err)
+	}
 
 	t.Cleanup(func() {
 		pool.Close()
