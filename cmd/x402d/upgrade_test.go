@@ -48,8 +48,17 @@ func buildPreviousRelease(ctx context.Context, t *testing.T) string {
 			previousRelease, err, out)
 	}
 	top := strings.TrimSpace(string(out))
-	if out, err := exec.CommandContext(ctx, "git", "-C", top, "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
-		t.Fatalf("the previous release's commit %s is not in the clone at %s (a shallow clone? git fetch --unshallow): %v: %s", previousRelease, top, err, out)
+	has := func() error {
+		return exec.CommandContext(ctx, "git", "-C", top, "cat-file", "-e", previousRelease+"^{commit}").Run()
+	}
+	if has() != nil {
+		// A shallow clone: the commit is fetched from where it was
+		// cloned from.
+		out, err := exec.CommandContext(ctx, "git", "-C", top, "fetch", "--quiet", "origin", previousRelease).CombinedOutput()
+		if err != nil || has() != nil {
+			t.Fatalf("the previous release's commit %s is not in the clone at %s, nor fetched from its origin (git fetch origin %s): %v: %s",
+				previousRelease, top, previousRelease, err, out)
+		}
 	}
 
 	src := t.TempDir()
