@@ -549,15 +549,17 @@ const (
 // payment.verified, the one place its payment is kept: found by the
 // stream's index, at the call's own creation time (the event and the row
 // are written at the same instant). Rows written before migration 005
-// carry their own copy of the payment, which stands for it.
-const callPaid = `CASE WHEN calls.payment IS NOT NULL THEN jsonb_build_object('payment', calls.payment) ELSE (SELECT e.data FROM events e
+// carry their own copy of the payment, which stands for it. It is bytes
+// (decodePaidCall): call.paid's binary form (bin, migration 017) as it is,
+// or the JSON text of data.
+const callPaid = `CASE WHEN calls.payment IS NOT NULL THEN convert_to(jsonb_build_object('payment', calls.payment)::text, 'UTF8') ELSE (SELECT coalesce(e.bin, convert_to(e.data::text, 'UTF8')) FROM events e
 	WHERE e.stream = 'call/' || calls.id AND e.type IN ('call.paid', 'payment.verified') AND e.created_at = calls.created_at) END`
 
 const callColumns = callColumnsBefore + callPaid + ", result" + callColumnsAfter
 
 // answerColumns are callColumns without the payment, which answering a call
 // does not need: Postgres does not render it and nothing decodes it.
-const answerColumns = callColumnsBefore + "NULL::jsonb, result" + callColumnsAfter
+const answerColumns = callColumnsBefore + "NULL::bytea, result" + callColumnsAfter
 
 // settleColumns are callColumns without the result, which settling a call
 // does not need: it may run to megabytes, and the call's job has just
@@ -572,8 +574,8 @@ func scanCall(row pgx.Row) (*Call, error) {
 		return nil, interpretError(err)
 	}
 	if paid != nil {
-		// call.paid's data, or payment.verified's, or {"payment": ...} of
-		// a row that kept its own.
+		// call.paid's binary form or data, or payment.verified's, or
+		// {"payment": ...} of a row that kept its own.
 		var v PaidCall
 		if err := decodePaidCall(paid, &v); err != nil {
 			return nil, fmt.Errorf("call %s: payment: %w", c.ID, err)

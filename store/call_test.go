@@ -63,9 +63,10 @@ func TestSettlementDoneJSON(t *testing.T) {
 }
 
 // TestPaidCallJSON: call.paid's data is packed into one value when its
-// payment packs (an exact EVM payment), with a token of any form, and
-// written as fields otherwise; both read back whole, as does the data of
-// payment.verified.
+// payment packs (an exact EVM payment), with a token of any form, kept as
+// bytes (MarshalEventBinary) or as JSON ({"p": their base64}), and written
+// as fields otherwise; every form reads back whole (decodePaidCall, as
+// callPaid reads them), as does the data of payment.verified.
 func TestPaidCallJSON(t *testing.T) {
 	t.Parallel()
 	const payer = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f"
@@ -101,6 +102,26 @@ func TestPaidCallJSON(t *testing.T) {
 			require.True(t, x402.SameJSON(tc.call.Payment.Payload, back.Payment.Payload))
 			back.Payment.Payload = tc.call.Payment.Payload
 			require.Equal(t, tc.call, back)
+			var column PaidCall
+			require.NoError(t, decodePaidCall(raw, &column))
+			column.Payment.Payload = tc.call.Payment.Payload
+			require.Equal(t, tc.call, column, "the JSON form as callPaid reads it")
+
+			bin, ok := tc.call.MarshalEventBinary()
+			require.Equal(t, tc.packed, ok)
+			if ok {
+				require.JSONEq(t, `{"p":"`+base64.RawStdEncoding.EncodeToString(bin)+`"}`, string(raw), "the JSON form is the binary one's base64")
+				unmarshal := func(b []byte, c *PaidCall) error { return c.UnmarshalEventBinary(b) }
+				for _, decode := range []func([]byte, *PaidCall) error{decodePaidCall, unmarshal} {
+					var fromBin PaidCall
+					require.NoError(t, decode(bin, &fromBin))
+					fromBin.Payment.Payload = tc.call.Payment.Payload
+					require.Equal(t, tc.call, fromBin)
+				}
+				for i := range len(bin) - 1 {
+					require.Error(t, back.UnmarshalEventBinary(bin[:i]), "cut at %d", i)
+				}
+			}
 			if packed {
 				fields, err := json.Marshal(struct {
 					PaymentVerified

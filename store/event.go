@@ -10,6 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// emptyData is the JSON data of an event kept in its binary form: data
+// stays NOT NULL, and a release that does not read bin sees an empty
+// object (blank fields) rather than a NULL it cannot decode.
+const emptyData = "{}"
+
 // NotifyChannel is the Postgres channel Append notifies on. The payload is
 // the stream, a tab, and the event type.
 const NotifyChannel = "x402d_events"
@@ -23,13 +28,45 @@ type Event struct {
 	Stream string `json:"stream"`
 	// Type is what happened, e.g. "payment.verified".
 	Type string `json:"type"`
-	// Data is the event's payload.
+	// Data is the event's payload as JSON: {} when it is kept in its
+	// binary form (Bin). Decode reads either.
 	Data json.RawMessage `json:"data"`
+	// Bin is the payload's binary form (BinaryData), when it was written
+	// in one (migration 017), and nil otherwise.
+	Bin []byte `json:"bin,omitempty"`
 	// CreatedAt is when the event was appended (its transaction's time).
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// NewEvent is an event to append. Data is marshalled to JSON.
+// BinaryData is event data with a binary form, which Append keeps in the
+// event's bin column (data is then {}): bytes in place of a base64 string
+// inside jsonb. ok is false for a value that has none; it is then
+// marshalled to JSON. The type's BinaryDataUnmarshaler reads the form back
+// (Event.Decode).
+type BinaryData interface {
+	MarshalEventBinary() (b []byte, ok bool)
+}
+
+// BinaryDataUnmarshaler decodes what BinaryData.MarshalEventBinary wrote.
+type BinaryDataUnmarshaler interface {
+	UnmarshalEventBinary(b []byte) error
+}
+
+// Decode decodes the event's payload into v: its binary form when it has
+// one (v must then be a BinaryDataUnmarshaler), its JSON otherwise.
+func (e *Event) Decode(v any) error {
+	if e.Bin == nil {
+		return json.Unmarshal(e.Data, v)
+	}
+	u, ok := v.(BinaryDataUnmarshaler)
+	if !ok {
+		return fmt.Errorf("event %d %s: binary data, and %T does not decode it", e.ID, e.Type, v)
+	}
+	return u.UnmarshalEventBinary(e.Bin)
+}
+
+// NewEvent is an event to append. Data is marshalled to JSON, or kept in
+// its binary form when it has one (BinaryData).
 type NewEvent struct {
 	Stream string
 	Type   string
@@ -38,7 +75,9 @@ type NewEvent struct {
 
 // projector turns an event into the projection statement it implies. It
 // returns the statement and whether it must touch exactly one row (a state
-// move that is refused when the row is not in an allowed state).
+// move that is refused when the row is not in an allowed state). data is
+// the event's JSON, {} for an event kept in its binary form: a projector
+// of such an event reads e.Data.
 type projector func(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (mustTouch bool, err error)
 
 // projectorFor returns the projection that events of a stream kind update.
@@ -86,20 +125,29 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 	streams := make([]string, len(events))
 	types := make([]string, len(events))
 	datas := make([][]byte, len(events))
+	// bins[i] is nil (NULL) for an event kept as JSON.
+	bins := make([][]byte, len(events))
 	for i := range events {
 		e := &events[i]
+		streams[i], types[i] = e.Stream, e.Type
+		if v, ok := e.Data.(BinaryData); ok {
+			if bin, ok := v.MarshalEventBinary(); ok {
+				datas[i], bins[i] = []byte(emptyData), bin
+				continue
+			}
+		}
 		data, err := json.Marshal(e.Data)
 		if err != nil {
 			return fmt.Errorf("append %s %s: marshal: %w", e.Stream, e.Type, err)
 		}
-		streams[i], types[i], datas[i] = e.Stream, e.Type, data
+		datas[i] = data
 	}
 	if len(events) == 1 {
-		b.Queue("INSERT INTO events (stream, type, data, created_at) VALUES ($1, $2, $3, $4)", streams[0], types[0], datas[0], now)
+		b.Queue("INSERT INTO events (stream, type, data, bin, created_at) VALUES ($1, $2, $3, $4, $5)", streams[0], types[0], datas[0], bins[0], now)
 	} else {
-		b.Queue(`INSERT INTO events (stream, type, data, created_at)
-			SELECT s, t, d, $4 FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS u(s, t, d, n) ORDER BY n`,
-			streams, types, datas, now)
+		b.Queue(`INSERT INTO events (stream, type, data, bin, created_at)
+			SELECT s, t, d, x, $5 FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::bytea[]) WITH ORDINALITY AS u(s, t, d, x, n) ORDER BY n`,
+			streams, types, datas, bins, now)
 	}
 	checks = append(checks, check{event: &events[0]})
 	for i := range events {
@@ -159,15 +207,16 @@ func superseded(events []NewEvent, i int) bool {
 	return supersededCall(e.Type, prev, next)
 }
 
-// EventListByStream returns the events of stream in order.
+// EventListByStream returns the events of stream in order, each with its
+// JSON data and its binary form when it has one (Event.Decode reads both).
 func EventListByStream(ctx context.Context, db DBTX, stream string) ([]Event, error) {
-	rows, err := db.Query(ctx, "SELECT id, stream, type, data, created_at FROM events WHERE stream = $1 ORDER BY id", stream)
+	rows, err := db.Query(ctx, "SELECT id, stream, type, data, bin, created_at FROM events WHERE stream = $1 ORDER BY id", stream)
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", stream, err)
 	}
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
 		var e Event
-		err := row.Scan(&e.ID, &e.Stream, &e.Type, &e.Data, &e.CreatedAt)
+		err := row.Scan(&e.ID, &e.Stream, &e.Type, &e.Data, &e.Bin, &e.CreatedAt)
 		return e, err
 	})
 	if err != nil {

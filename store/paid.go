@@ -10,22 +10,22 @@ import (
 	"math"
 )
 
-// paidPackedVersion is the first byte of call.paid's packed data
-// (PaidCall.MarshalJSON).
+// paidPackedVersion is the first byte of call.paid's binary form
+// (PaidCall.MarshalEventBinary).
 const paidPackedVersion = 1
 
-// MarshalJSON encodes call.paid's data. A payment with a packed ledger form
-// (x402.Payment.MarshalLedgerBinary, an exact EVM payment) is packed with
-// the call's other fields into one binary value, {"p": its base64}: the
-// payment's packed form, the operation, the poll token (its 24 bytes when it
-// is the base64url of 24 bytes, as the api makes them), the request's hash
-// and the job's id; about 80 bytes a call less than the same fields under
-// their JSON keys. Any other payment is written as fields
-// (PaymentVerified's, and job_id). UnmarshalJSON reads both.
-func (c PaidCall) MarshalJSON() ([]byte, error) {
+// MarshalEventBinary returns call.paid's data in its binary form, which
+// Append keeps in the event's bin column: when its payment has a packed
+// ledger form (x402.Payment.MarshalLedgerBinary, an exact EVM payment),
+// that form packed with the call's other fields into one value: the
+// payment, the operation, the poll token (its 24 bytes when it is the
+// base64url of 24 bytes, as the api makes them), the request's hash and
+// the job's id. ok is false for any other payment, which is written as
+// JSON fields (MarshalJSON). UnmarshalEventBinary reads it.
+func (c PaidCall) MarshalEventBinary() ([]byte, bool) {
 	payment, ok := c.Payment.MarshalLedgerBinary()
 	if !ok || c.JobID < 0 {
-		return json.Marshal(paidFields(c))
+		return nil, false
 	}
 	b := make([]byte, 0, len(payment)+96)
 	b = append(b, paidPackedVersion)
@@ -40,6 +40,27 @@ func (c PaidCall) MarshalJSON() ([]byte, error) {
 	}
 	b = appendPackedBytes(b, c.RequestHash)
 	b = binary.AppendUvarint(b, uint64(c.JobID))
+	return b, true
+}
+
+// UnmarshalEventBinary decodes what MarshalEventBinary wrote.
+func (c *PaidCall) UnmarshalEventBinary(b []byte) error {
+	if err := c.unpack(b); err != nil {
+		return fmt.Errorf("decode call.paid: %w", err)
+	}
+	return nil
+}
+
+// MarshalJSON encodes call.paid's data as JSON: the binary form
+// (MarshalEventBinary) as {"p": its base64}, the form call.paid's data
+// had before the event log kept binary data (migration 017), or, for a
+// payment without a packed form, as fields (PaymentVerified's, and
+// job_id). UnmarshalJSON reads both.
+func (c PaidCall) MarshalJSON() ([]byte, error) {
+	b, ok := c.MarshalEventBinary()
+	if !ok {
+		return json.Marshal(paidFields(c))
+	}
 	return json.Marshal(struct {
 		Packed string `json:"p"`
 	}{base64.RawStdEncoding.EncodeToString(b)})
@@ -47,14 +68,25 @@ func (c PaidCall) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes call.paid's data, packed or as fields, and the data
 // of payment.verified (PaymentVerified's fields).
-func (c *PaidCall) UnmarshalJSON(data []byte) error { return decodePaidCall(data, c) }
+func (c *PaidCall) UnmarshalJSON(data []byte) error { return decodePaidJSON(data, c) }
 
 // paidFields is PaidCall without its methods: its fields' JSON.
 type paidFields PaidCall
 
-// decodePaidCall is PaidCall.UnmarshalJSON, which the readers of a call's
-// payment (scanCall) call directly: data is parsed once.
+// decodePaidCall decodes a call's payment as callPaid reads it: call.paid's
+// binary form (its first byte paidPackedVersion), or JSON, call.paid's or
+// payment.verified's data or {"payment": ...} of a row that kept its own
+// (decodePaidJSON). Each is parsed once.
 func decodePaidCall(data []byte, c *PaidCall) error {
+	if len(data) > 0 && data[0] == paidPackedVersion {
+		*c = PaidCall{}
+		return c.UnmarshalEventBinary(data)
+	}
+	return decodePaidJSON(data, c)
+}
+
+// decodePaidJSON is PaidCall.UnmarshalJSON.
+func decodePaidJSON(data []byte, c *PaidCall) error {
 	*c = PaidCall{}
 	// The packed form is an object of one key, "p"; the fields' first
 	// key is another, whoever wrote them (Go keeps their order, jsonb
@@ -68,17 +100,16 @@ func decodePaidCall(data []byte, c *PaidCall) error {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
-	if err := c.unpack(v.Packed); err != nil {
+	b, err := base64.RawStdEncoding.DecodeString(v.Packed)
+	if err != nil {
 		return fmt.Errorf("decode call.paid: %w", err)
 	}
-	return nil
+	return c.UnmarshalEventBinary(b)
 }
 
-func (c *PaidCall) unpack(s string) error {
-	b, err := base64.RawStdEncoding.DecodeString(s)
-	if err != nil {
-		return err
-	}
+// unpack decodes the binary form (MarshalEventBinary).
+func (c *PaidCall) unpack(b []byte) error {
+	var err error
 	if len(b) == 0 || b[0] != paidPackedVersion {
 		return errors.New("packed form unknown")
 	}

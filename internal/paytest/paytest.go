@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -148,4 +149,23 @@ func (p *Payments) Settle(ctx context.Context, pay *x402.Payment) (*x402.SettleR
 		}
 	}
 	return &x402.SettleResponse{Success: true, Transaction: TxHash(pay.Nonce), Network: pay.Network, Payer: pay.Payer, Cost: p.Cost}, nil
+}
+
+// ExactEVM returns an exact EVM payment on Base of 0.01 USDC from payer (an
+// address, 0x and 40 hex digits) with an authorization nonce derived from
+// nonce, as the EVM verifier returns it: a payload whose ledger form packs
+// (x402.Payment.MarshalLedgerBinary), for tests of the ledger's binary
+// forms, which the payments of Identify (a payload of one header) never
+// take.
+func ExactEVM(payer, nonce string) x402.Payment {
+	n := sha256.Sum256([]byte(nonce))
+	sig := sha256.Sum256([]byte("sig:" + nonce))
+	const usdc, payTo = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "0x0000000000000000000000000000000000000009"
+	authNonce := "0x" + hex.EncodeToString(n[:])
+	payload := `{"x402Version":2,"accepted":{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"` + usdc +
+		`","payTo":"` + payTo + `","maxTimeoutSeconds":300,"extra":{"name":"USD Coin","version":"2"}},` +
+		`"payload":{"signature":"0x` + hex.EncodeToString(sig[:]) + hex.EncodeToString(sig[:]) + `1b","authorization":{"from":"` + payer +
+		`","to":"` + payTo + `","value":"10000","validAfter":"0","validBefore":"4102444800","nonce":"` + authNonce + `"}}}`
+	return x402.Payment{Network: "eip155:8453", Payer: payer, Nonce: authNonce, Amount: "10000", Asset: usdc,
+		Payload: json.RawMessage(payload), ValidBefore: time.Unix(4102444800, 0).UTC()}
 }
