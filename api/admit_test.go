@@ -75,7 +75,7 @@ func TestAdmitter(t *testing.T) {
 		require.Len(t, events, 1)
 		require.Equal(t, store.EventCallPaid, events[0].Type)
 		var paid store.PaidCall
-		require.NoError(t, json.Unmarshal(events[0].Data, &paid))
+		require.NoError(t, events[0].Decode(&paid))
 		var arg int
 		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT (args->>'n')::int FROM river_job WHERE id = $1", paid.JobID).Scan(&arg))
 		require.Equal(t, i, arg, "call %d names its own job", i)

@@ -505,8 +505,8 @@ func TestTimelineOldAndFoldedStreams(t *testing.T) {
 	require.NoError(t, err)
 	var paid store.PaidCall
 	var succeeded store.JobSucceeded
-	require.NoError(t, json.Unmarshal(events[0].Data, &paid))
-	require.NoError(t, json.Unmarshal(events[1].Data, &succeeded))
+	require.NoError(t, events[0].Decode(&paid))
+	require.NoError(t, events[1].Decode(&succeeded))
 	resp, body = s.get(t, "/ops/calls/"+id, auth)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	page = string(body)
@@ -516,4 +516,51 @@ func TestTimelineOldAndFoldedStreams(t *testing.T) {
 	}
 	require.NotContains(t, page, `data-event="job.queued"`)
 	require.NotContains(t, page, `data-event="job.started"`, "a quick run's start is in its job.succeeded")
+}
+
+// TestTimelineCallPaidForms: a call.paid kept in its binary form (bin,
+// migration 017) and one in the form written before ({"p": base64} in
+// data) show the same fields in their calls' timelines.
+func TestTimelineCallPaidForms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	auth := map[string]string{"Authorization": "Bearer " + testToken}
+	const payer = "0xB1Ba000000000000000000000000000000000001"
+	paid := func(nonce string, job int64) store.PaidCall {
+		return store.PaidCall{PaymentVerified: store.PaymentVerified{Op: "diff", Token: "tok-" + nonce, RequestHash: []byte{1},
+			Payment: paytest.ExactEVM(payer, nonce)}, JobID: job}
+	}
+
+	binary := paid("binary-1", 81)
+	tx, err := s.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream("binary1"), Type: store.EventCallPaid, Data: binary}))
+	require.NoError(t, tx.Commit(ctx))
+	var hasBin bool
+	require.NoError(t, s.DB.Pool.QueryRow(ctx, "SELECT bin IS NOT NULL FROM events WHERE stream = 'call/binary1'").Scan(&hasBin))
+	require.True(t, hasBin)
+
+	// As an api of the previous release wrote it: the data, and the row.
+	previous := paid("previous-1", 82)
+	data, err := json.Marshal(previous)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(data), `{"p":"`), string(data))
+	at := time.Now().UTC()
+	_, err = s.DB.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, created_at) VALUES ('call/previous1', 'call.paid', $1, $2)`, data, at)
+	require.NoError(t, err)
+	p := previous.Payment
+	_, err = s.DB.Pool.Exec(ctx, `INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, created_at, updated_at)
+		VALUES ('previous1', 'diff', 'queued', 'tok', '', $1, $2, '', $3, $4, $4)`, store.PaymentDigest(p.Key()), p.Network, p.Amount, at)
+	require.NoError(t, err)
+
+	for id, v := range map[string]store.PaidCall{"binary1": binary, "previous1": previous} {
+		resp, body := s.get(t, "/ops/calls/"+id, auth)
+		require.Equal(t, http.StatusOK, resp.StatusCode, id)
+		page := string(body)
+		for _, want := range []string{`data-event="call.paid"`, payer, v.Payment.Nonce, "0.010000 USDC", "eip155:8453",
+			fmt.Sprintf("/ops/jobs/jobs/%d", v.JobID)} {
+			require.Contains(t, page, want, id)
+		}
+	}
 }

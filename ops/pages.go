@@ -331,7 +331,7 @@ func eventFields(e store.Event, payer string) []field {
 	case store.EventCallPaid, store.EventPaymentVerified:
 		// call.paid is payment.verified with its job (job.queued's).
 		var v store.PaidCall
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			fs := []field{
 				{Name: "op", Value: v.Op},
 				{Name: "payer", Value: v.Payment.Payer, Mono: true},
@@ -347,17 +347,17 @@ func eventFields(e store.Event, payer string) []field {
 		}
 	case store.EventJobQueued:
 		var v store.JobQueued
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			return []field{jobLink(v.JobID), {Name: "queue", Value: v.Queue}}
 		}
 	case store.EventJobStarted:
 		var v store.JobStarted
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			return []field{jobLink(v.JobID), {Name: "attempt", Value: strconv.Itoa(v.Attempt)}}
 		}
 	case store.EventJobSucceeded:
 		var v store.JobSucceeded
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			fs := []field{jobLink(v.JobID), {Name: "result", Value: fmt.Sprintf("%d bytes", v.Bytes)}}
 			if v.Attempt != 0 {
 				// The run's start, recorded with its success.
@@ -372,17 +372,17 @@ func eventFields(e store.Event, payer string) []field {
 		}
 	case store.EventJobFailed:
 		var v store.JobFailed
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			return []field{jobLink(v.JobID), {Name: "error", Value: v.Error}, {Name: "message", Value: v.Message}}
 		}
 	case store.EventSettlementSubmitted:
 		var v store.SettlementSubmitted
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			return []field{jobLink(v.JobID), {Name: "network", Value: v.Network}, {Name: "attempt", Value: strconv.Itoa(v.Attempt)}}
 		}
 	case store.EventSettlementConfirmed, store.EventSettlementFailed:
 		var v store.SettlementDone
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			fs := []field{
 				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
 				{Name: "network", Value: v.Response.Network},
@@ -398,7 +398,7 @@ func eventFields(e store.Event, payer string) []field {
 		}
 	case store.EventSettlementResent:
 		var v store.SettlementResent
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			fs := []field{
 				{Name: "undone", Value: v.Previous, Mono: true},
 				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
@@ -411,7 +411,7 @@ func eventFields(e store.Event, payer string) []field {
 		}
 	case store.EventSettlementLost:
 		var v store.SettlementLost
-		if json.Unmarshal(e.Data, &v) == nil {
+		if e.Decode(&v) == nil {
 			return []field{
 				{Name: "undone", Value: v.Previous, Mono: true},
 				{Name: "network", Value: v.Network},
@@ -419,6 +419,9 @@ func eventFields(e store.Event, payer string) []field {
 				{Name: "reason", Value: v.Reason},
 			}
 		}
+	}
+	if e.Bin != nil {
+		return []field{{Name: "data", Value: fmt.Sprintf("%d bytes, binary", len(e.Bin)), Mono: true}}
 	}
 	return []field{{Name: "data", Value: string(e.Data), Mono: true}}
 }
