@@ -21,8 +21,20 @@ import (
 	"github.com/x402d/x402d/schema"
 )
 
-// ArchiveFormat names the layout of an archive's file: JSON lines, gzip.
-const ArchiveFormat = "x402d-events/1"
+// ArchiveFormat names the layout of an archive's file: JSON lines, gzip,
+// each event with its binary data (bin) when it has some. Restore reads it
+// and archiveFormatJSON.
+const ArchiveFormat = "x402d-events/2"
+
+// archiveFormatJSON is the layout written before the log kept binary data
+// (migration 017): the same lines without bin. A release that reads only
+// it refuses an archive of ArchiveFormat rather than losing its bin.
+const archiveFormatJSON = "x402d-events/1"
+
+// eventColumns are the columns of the event log, in the order an archive
+// reads and restores them and a partition rewritten without its probes
+// (PruneProbes) copies them.
+const eventColumns = "id, stream, type, data, bin, created_at"
 
 // Manifest describes an archived partition of the event log, beside its
 // file (<partition>.manifest.json next to <partition>.jsonl.gz).
@@ -47,11 +59,13 @@ type Manifest struct {
 
 // archivedEvent is a line of an archive.
 type archivedEvent struct {
-	ID        int64           `json:"id"`
-	Stream    string          `json:"stream"`
-	Type      string          `json:"type"`
-	Data      json.RawMessage `json:"data"`
-	CreatedAt time.Time       `json:"created_at"`
+	ID     int64           `json:"id"`
+	Stream string          `json:"stream"`
+	Type   string          `json:"type"`
+	Data   json.RawMessage `json:"data"`
+	// Bin is the event's binary data (store.Event.Bin), base64.
+	Bin       []byte    `json:"bin,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Archive writes every partition of the event log whose range ends on or
@@ -118,14 +132,14 @@ func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p sch
 	buffered := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<16)
 	gz := gzip.NewWriter(buffered)
 	enc := json.NewEncoder(gz)
-	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT id, stream, type, data, created_at FROM %s ORDER BY id", pgx.Identifier{p.Name}.Sanitize()))
+	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY id", eventColumns, pgx.Identifier{p.Name}.Sanitize()))
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
 	}
 	for rows.Next() {
 		var e archivedEvent
 		var data []byte
-		if err := rows.Scan(&e.ID, &e.Stream, &e.Type, &data, &e.CreatedAt); err != nil {
+		if err := rows.Scan(&e.ID, &e.Stream, &e.Type, &data, &e.Bin, &e.CreatedAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
 		}
@@ -240,8 +254,8 @@ func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (*Manifest, e
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("restore: manifest %s: %w", manifestPath, err)
 	}
-	if m.Format != ArchiveFormat {
-		return nil, fmt.Errorf("restore: %s is format %q, not %q", manifestPath, m.Format, ArchiveFormat)
+	if m.Format != ArchiveFormat && m.Format != archiveFormatJSON {
+		return nil, fmt.Errorf("restore: %s is format %q, not %q or %q", manifestPath, m.Format, ArchiveFormat, archiveFormatJSON)
 	}
 	file := filepath.Join(filepath.Dir(manifestPath), m.File)
 	if err := checkSum(file, m.SHA256); err != nil {
@@ -267,7 +281,7 @@ func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (*Manifest, e
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	var decodeErr error
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{m.Partition}, []string{"id", "stream", "type", "data", "created_at"},
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{m.Partition}, strings.Split(eventColumns, ", "),
 		pgx.CopyFromFunc(func() ([]any, error) {
 			var e archivedEvent
 			if err := dec.Decode(&e); err != nil {
@@ -277,7 +291,7 @@ func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (*Manifest, e
 				}
 				return nil, nil
 			}
-			return []any{e.ID, e.Stream, e.Type, []byte(e.Data), e.CreatedAt}, nil
+			return []any{e.ID, e.Stream, e.Type, []byte(e.Data), e.Bin, e.CreatedAt}, nil
 		}))
 	if decodeErr != nil {
 		return nil, fmt.Errorf("restore %s: read %s: %w", m.Partition, m.File, decodeErr)

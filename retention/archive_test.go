@@ -35,13 +35,14 @@ func addPartition(ctx context.Context, t *testing.T, db *dbtest.DB, from, to tim
 type eventRow struct {
 	ID                 int64
 	Stream, Type, Data string
+	Bin                []byte
 	CreatedAt          time.Time
 }
 
 // eventsBetween reads the log's events created in [from, to).
 func eventsBetween(ctx context.Context, t *testing.T, db *dbtest.DB, from, to time.Time) []eventRow {
 	t.Helper()
-	rows, err := db.Pool.Query(ctx, `SELECT id, stream, type, data::text, created_at FROM events
+	rows, err := db.Pool.Query(ctx, `SELECT id, stream, type, data::text, bin, created_at FROM events
 		WHERE created_at >= $1 AND created_at < $2 ORDER BY id`, from, to)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[eventRow])
@@ -93,8 +94,12 @@ func TestArchiveAndRestore(t *testing.T) {
 		_, err = db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, created_at) VALUES ('host/oct', 'host.seen', '{}', $1)`, oct.Add(time.Duration(i)*time.Minute))
 		require.NoError(t, err)
 	}
+	// An event kept in its binary form (migration 017).
+	_, err = db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, bin, created_at) VALUES ('call/bin', 'call.paid', '{}', '\x01ff00', $1)`, sep.Add(2*time.Hour))
+	require.NoError(t, err)
 	september := eventsBetween(ctx, t, db, sep, oct)
-	require.Len(t, september, 41)
+	require.Len(t, september, 42)
+	require.Equal(t, []byte{1, 0xff, 0}, september[41].Bin)
 	october := eventsBetween(ctx, t, db, oct, nov)
 
 	dir := t.TempDir()
@@ -104,9 +109,9 @@ func TestArchiveAndRestore(t *testing.T) {
 	m := done[0]
 	require.Equal(t, sepName, m.Partition)
 	require.Equal(t, retention.ArchiveFormat, m.Format)
-	require.Equal(t, int64(41), m.Rows)
+	require.Equal(t, int64(42), m.Rows)
 	require.Equal(t, september[0].ID, m.FirstID)
-	require.Equal(t, september[40].ID, m.LastID)
+	require.Equal(t, september[41].ID, m.LastID)
 	require.Equal(t, sep, *m.From)
 	require.Equal(t, oct, m.To)
 	require.FileExists(t, filepath.Join(dir, sepName+".jsonl.gz"))
@@ -139,9 +144,9 @@ func TestArchiveAndRestore(t *testing.T) {
 
 	back, err := retention.Restore(ctx, db.Pool, filepath.Join(dir, sepName+".manifest.json"))
 	require.NoError(t, err)
-	require.Equal(t, int64(41), back.Rows)
+	require.Equal(t, int64(42), back.Rows)
 	require.Contains(t, partitionNames(ctx, t, db), sepName)
-	require.Equal(t, september, eventsBetween(ctx, t, db, sep, oct), "restored equal")
+	require.Equal(t, september, eventsBetween(ctx, t, db, sep, oct), "restored equal, binary data included")
 
 	// The restored partition keeps the append-only rule.
 	_, err = db.Pool.Exec(ctx, `UPDATE events SET type = 'x' WHERE created_at >= $1 AND created_at < $2`, sep, oct)

@@ -53,6 +53,9 @@ func TestPruneProbes(t *testing.T) {
 		insert("host/a.test", store.EventHostProbed, probe(at, i != 2), at)
 		if i == 2 {
 			insert("call/old", "job.started", `{"job_id":1,"attempt":1}`, at.Add(time.Second))
+			// An event kept in its binary form (migration 017).
+			_, err := db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, bin, created_at) VALUES ('call/bin', 'call.paid', '{}', '\x01ff00', $1)`, at.Add(2*time.Second))
+			require.NoError(t, err)
 		}
 	}
 	for i := range 3 {
@@ -76,11 +79,12 @@ func TestPruneProbes(t *testing.T) {
 	type row struct {
 		ID                 int64
 		Stream, Type, Data string
+		Bin                []byte
 		CreatedAt          time.Time
 	}
 	between := func(from, to time.Time) []row {
 		t.Helper()
-		rows, err := db.Pool.Query(ctx, `SELECT id, stream, type, data::text, created_at FROM events WHERE created_at >= $1 AND created_at < $2 ORDER BY id`, from, to)
+		rows, err := db.Pool.Query(ctx, `SELECT id, stream, type, data::text, bin, created_at FROM events WHERE created_at >= $1 AND created_at < $2 ORDER BY id`, from, to)
 		require.NoError(t, err)
 		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 		require.NoError(t, err)
@@ -133,14 +137,15 @@ func TestPruneProbes(t *testing.T) {
 	require.Len(t, hosts[0].Probes, 4)
 	before3, before1, beforeNow := between(m3, m2), between(m1, current), between(current, now.Add(time.Hour))
 	require.Len(t, between(m2, m1), 3)
-	require.Len(t, before3, 7)
+	require.Len(t, before3, 8)
+	require.Equal(t, []byte{1, 0xff, 0}, before3[5].Bin)
 
 	// The cutoff: last month's start. The partitions of three and two
 	// months back end by it; last month's does not.
 	done, err := retention.PruneProbes(ctx, db.Pool, m1)
 	require.NoError(t, err)
-	require.Equal(t, []retention.PrunedPartition{{Partition: p3, Probes: 5, Kept: 2}, {Partition: p2, Probes: 3, Kept: 0}}, done)
-	require.Equal(t, notProbes(before3), between(m3, m2), "the other events stay, with their ids")
+	require.Equal(t, []retention.PrunedPartition{{Partition: p3, Probes: 5, Kept: 3}, {Partition: p2, Probes: 3, Kept: 0}}, done)
+	require.Equal(t, notProbes(before3), between(m3, m2), "the other events stay, with their ids and binary data")
 	require.Empty(t, between(m2, m1))
 	require.Equal(t, before1, between(m1, current), "a newer partition stays whole")
 	require.Equal(t, beforeNow, between(current, now.Add(time.Hour)))
