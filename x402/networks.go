@@ -1,6 +1,7 @@
 package x402
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -15,7 +16,11 @@ type Network struct {
 	// Decimals of the asset: 6 for USDC everywhere.
 	Decimals int
 	// Name and Version are the token's EIP-712 domain (EVM only), sent as
-	// Requirements.extra.
+	// Requirements.extra (AssetExtra). The ledger's packed payments leave
+	// out an extra equal to AssetExtra and restore it from here
+	// (packPayment): a change to either must come with a new packed form
+	// that reads the payments packed before with the values they were
+	// packed under.
 	Name, Version string
 	// Finality is when a settlement on the network counts as final by
 	// default (EVM only; FINALITY_<CHAIN> overrides it): "safe" or
@@ -26,6 +31,18 @@ type Network struct {
 	// finality of their own (Polygon's milestones, Avalanche, Sei) take
 	// "finalized".
 	Finality string
+}
+
+// AssetExtra returns the Requirements.extra that the network's option
+// states, the asset's EIP-712 domain as JSON ({"name":...,"version":...}),
+// and whether it has one (EVM networks; Solana's extra is the seller's).
+func (n Network) AssetExtra() (json.RawMessage, bool) {
+	if n.Name == "" && n.Version == "" {
+		return nil, false
+	}
+	// Two strings: json.Marshal cannot fail.
+	extra, _ := json.Marshal(EVMExtra{Name: n.Name, Version: n.Version})
+	return extra, true
 }
 
 // Namespace returns the CAIP-2 namespace of the network ("eip155",

@@ -1,6 +1,7 @@
 package x402
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -10,17 +11,25 @@ import (
 	"time"
 )
 
-// packedVersion is the first byte of a packed ledger payment (packPayment).
-const packedVersion = 1
+// The first byte of a packed ledger payment: packedVersion is the form
+// packPayment writes; unpackPayment also reads packedVersionExtra, the
+// form written before, which kept the option's extra whole.
+const (
+	packedVersion      = 2
+	packedVersionExtra = 1
+)
 
 // packPayment returns the packed form of a ledger payment whose payload is
 // in its compact exact EVM form (l.EVM set, l.Payload empty): one binary
 // value that the ledger keeps as a base64 string, about half the size of
 // the same fields as a JSON object. Addresses are their 20 bytes and the
 // case of their letters (a bit a hex digit), decimal strings that are
-// canonical uint64 a varint, times their unix seconds and nanoseconds;
-// anything else is kept as its string, so that the form gives back exactly
-// what it was given (unpackPayment).
+// canonical uint64 a varint, times their unix seconds and nanoseconds,
+// the accepted option's extra a byte when it is, byte for byte, what the
+// network's asset states (Network.AssetExtra: {"name":"USD Coin",
+// "version":"2"}, 33 bytes); anything else is kept as its string or
+// bytes, so that the form gives back exactly what it was given
+// (unpackPayment).
 func packPayment(l *ledgerPayment) []byte {
 	e := l.EVM
 	b := make([]byte, 0, 256)
@@ -29,7 +38,7 @@ func packPayment(l *ledgerPayment) []byte {
 	b = appendString(b, e.Network)
 	b = appendAddress(b, e.Asset)
 	b = binary.AppendUvarint(b, uint64(e.Timeout))
-	b = appendBytes(b, e.Extra)
+	b = appendExtra(b, e.Network, e.Extra)
 	b = appendAddress(b, e.From)
 	b = appendAddress(b, e.To)
 	b = appendDecimal(b, e.Value)
@@ -55,15 +64,22 @@ func packable(l *ledgerPayment) bool {
 // unpackPayment decodes what packPayment wrote.
 func unpackPayment(b []byte) (*ledgerPayment, error) {
 	r := &packedReader{b: b}
-	if v := r.byte(); v != packedVersion {
-		return nil, fmt.Errorf("decode ledger payment: packed form %d unknown", v)
+	version := r.byte()
+	if version != packedVersion && version != packedVersionExtra {
+		return nil, fmt.Errorf("decode ledger payment: packed form %d unknown", version)
 	}
 	e := &ledgerEVM{}
 	e.Version = int(r.uvarint())
 	e.Network = r.string()
 	e.Asset = r.address()
 	e.Timeout = int(r.uvarint())
-	if extra := r.bytes(); len(extra) > 0 {
+	var extra []byte
+	if version == packedVersionExtra {
+		extra = r.bytes()
+	} else {
+		extra = r.extra(e.Network)
+	}
+	if len(extra) > 0 {
 		e.Extra = extra
 	}
 	e.From = r.address()
@@ -90,6 +106,19 @@ func unpackPayment(b []byte) (*ledgerPayment, error) {
 func appendBytes(b, v []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
+}
+
+// appendExtra appends the accepted option's extra: 0 when it is, byte for
+// byte, what network's asset states (Network.AssetExtra), otherwise its
+// length plus one and its bytes.
+func appendExtra(b []byte, network string, extra []byte) []byte {
+	if n, ok := NetworkByID(network); ok {
+		if stated, ok := n.AssetExtra(); ok && bytes.Equal(extra, stated) {
+			return append(b, 0)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(extra))+1)
+	return append(b, extra...)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -193,6 +222,31 @@ func (r *packedReader) bytes() []byte {
 }
 
 func (r *packedReader) string() string { return string(r.bytes()) }
+
+// extra reads what appendExtra wrote, the option's extra on network.
+func (r *packedReader) extra(network string) []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n == 0 {
+		if net, ok := NetworkByID(network); ok {
+			if extra, ok := net.AssetExtra(); ok {
+				return extra
+			}
+		}
+		r.err = fmt.Errorf("extra of network %q, whose asset states none", network)
+		r.b = nil
+		return nil
+	}
+	if uint64(len(r.b)) < n-1 {
+		r.fail("extra")
+		return nil
+	}
+	v := r.b[: n-1 : n-1]
+	r.b = r.b[n-1:]
+	return v
+}
 
 func (r *packedReader) address() string {
 	if r.byte() != 0 {

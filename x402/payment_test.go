@@ -152,32 +152,67 @@ func TestPaymentLedgerCompact(t *testing.T) {
 }
 
 // TestPaymentPacked: the packed form gives back exactly what it was given,
-// addresses in any letter case and numbers in any spelling included, and
-// refuses a value cut short.
+// addresses in any letter case, numbers in any spelling and the option's
+// extra in any bytes included, keeps an extra that is byte for byte what
+// the network's asset states (Network.AssetExtra) in one byte, and refuses
+// a value cut short.
 func TestPaymentPacked(t *testing.T) {
 	t.Parallel()
 	sig := bytesOf(65, 7)
 	nonce := bytesOf(32, 9)
 	verified := time.Date(2026, 11, 25, 3, 47, 17, 600026248, time.UTC)
+	base := func(network, extra string) ledgerPayment {
+		l := ledgerPayment{VerifiedAt: verified, EVM: &ledgerEVM{Version: 2, Network: network,
+			Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Timeout: 300,
+			From: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", To: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720",
+			Value: "10000", ValidAfter: "0", ValidBefore: "1795578737", Nonce: nonce, Signature: sig}}
+		if extra != "" {
+			l.EVM.Extra = json.RawMessage(extra)
+		}
+		return l
+	}
+	const usdCoin = `{"name":"USD Coin","version":"2"}`
 	for _, tc := range []struct {
 		name string
 		l    ledgerPayment
+		// extraKept: the extra's bytes are in the packed form.
+		extraKept bool
 	}{
-		{"checksummed addresses, canonical numbers", ledgerPayment{VerifiedAt: verified, EVM: &ledgerEVM{Version: 2, Network: "eip155:8453",
-			Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Timeout: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`),
-			From: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", To: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720",
-			Value: "10000", ValidAfter: "0", ValidBefore: "1795578737", Nonce: nonce, Signature: sig}}},
+		{"checksummed addresses, canonical numbers, Base's extra", base("eip155:8453", usdCoin), false},
+		{"Sei's extra on Sei", base("eip155:1329", `{"name":"USDC","version":"2"}`), false},
+		{"Sei's extra on Base", base("eip155:8453", `{"name":"USDC","version":"2"}`), true},
+		{"Base's extra spaced otherwise", base("eip155:8453", `{"name": "USD Coin", "version": "2"}`), true},
+		{"Base's extra, keys in another order", base("eip155:8453", `{"version":"2","name":"USD Coin"}`), true},
+		{"Base's extra with another version", base("eip155:8453", `{"name":"USD Coin","version":"1"}`), true},
+		{"Base's extra with a field more", base("eip155:8453", `{"name":"USD Coin","version":"2","x":1}`), true},
+		{"USD Coin on a network not listed", base("eip155:84532", usdCoin), true},
+		{"USD Coin on Solana, whose asset states no extra", base(SolanaMainnet, usdCoin), true},
+		{"no extra", base("eip155:8453", ""), false},
 		{"lower and upper case, odd numbers, fields kept beside", ledgerPayment{Payer: "0xABCDEF", Amount: "7", ValidBefore: verified.Add(time.Hour),
 			EVM: &ledgerEVM{Version: 1, Network: "eip155:84532",
 				Asset: "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913", From: "0xABCDEF0123456789ABCDEF0123456789ABCDEF01", To: "not an address",
 				Value: "010", ValidAfter: "115792089237316195423570985008687907853269984665640564039457584007913129639935", ValidBefore: "-1",
-				Nonce: nonce, Signature: sig[:64]}}},
+				Nonce: nonce, Signature: sig[:64]}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			packed := packPayment(&tc.l)
+			require.Equal(t, byte(packedVersion), packed[0])
 			back, err := unpackPayment(packed)
 			require.NoError(t, err)
 			require.Equal(t, tc.l, *back)
+			if tc.l.EVM.Extra != nil {
+				require.Equal(t, []byte(tc.l.EVM.Extra), []byte(back.EVM.Extra), "the payer's bytes")
+			}
+			noExtra := tc.l
+			evm := *tc.l.EVM
+			evm.Extra = nil
+			noExtra.EVM = &evm
+			kept := len(packed) - len(packPayment(&noExtra))
+			if tc.extraKept {
+				require.Equal(t, len(tc.l.EVM.Extra), kept)
+			} else {
+				require.Zero(t, kept)
+			}
 			for i := range len(packed) - 1 {
 				_, err := unpackPayment(packed[:i])
 				require.Error(t, err, "cut at %d", i)
@@ -186,6 +221,32 @@ func TestPaymentPacked(t *testing.T) {
 			require.Error(t, err, "a byte too many")
 		})
 	}
+
+	// The form written before (1), which kept the extra whole, reads the
+	// same.
+	v1, err := base64.StdEncoding.DecodeString("AQILZWlwMTU1Ojg0NTMAgzWJ/NbttuCPTHwy1PcbVL2gKROASSABBKwCIXsibmFtZSI6IlVTRCBDb2luIiwidmVyc2lvbiI6IjIifQAjYY6B4/XN9/VMPWX3+8Cr9bIejwBBCIwkAKDuehQtJnwfNnFOSo91YS8gp5cgJCAgggCRTgHytpnYBiAJKEdmhaTD4gEgP159nLva+Rg3VnWUs9LxEC9ObYyrykEHJkVkg6LB4P8ePVx7mrnY9xY1VHOSsdDvDi1Ma4qpyOcGJURjgqHA3/4dPFt6mbjX9hU0U3KRsM/uDSxLaomoxwGK6bKwDYjZjp4CAAAAAAAA")
+	require.NoError(t, err)
+	back, err := unpackPayment(v1)
+	require.NoError(t, err)
+	require.Equal(t, base("eip155:8453", usdCoin), *back)
+	require.Len(t, packPayment(back), len(v1)-len(usdCoin), "the same payment packed now")
+	for i := range len(v1) - 1 {
+		_, err := unpackPayment(v1[:i])
+		require.Error(t, err, "cut at %d", i)
+	}
+	_, err = unpackPayment(append([]byte{3}, v1[1:]...))
+	require.ErrorContains(t, err, "packed form 3 unknown")
+
+	// The asset's extra named on a network whose asset states none is
+	// refused, not read as no extra. Its byte follows the version, the
+	// payload's version, the network, the asset and the timeout.
+	unlisted := base("eip155:84532", "")
+	packed := packPayment(&unlisted)
+	at := 1 + 1 + 1 + len("eip155:84532") + 26 + 2
+	require.Equal(t, byte(1), packed[at], "no extra: its length plus one")
+	packed[at] = 0
+	_, err = unpackPayment(packed)
+	require.ErrorContains(t, err, "states none")
 }
 
 func bytesOf(n int, seed byte) []byte {

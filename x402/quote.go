@@ -287,10 +287,7 @@ func accepts(amount string, cfg *CatalogConfig) ([]Requirements, error) {
 	out := make([]Requirements, 0, len(cfg.EVMNetworks)+1)
 	for _, id := range cfg.EVMNetworks {
 		n, _ := NetworkByID(id)
-		extra, err := json.Marshal(EVMExtra{Name: n.Name, Version: n.Version})
-		if err != nil {
-			return nil, fmt.Errorf("requirement extra: %w", err)
-		}
+		extra, _ := n.AssetExtra()
 		out = append(out, Requirements{Scheme: "exact", Network: n.ID, Amount: amount, Asset: n.Asset,
 			PayTo: cfg.PayToEVM, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, Extra: extra})
 	}
