@@ -36,8 +36,9 @@ const admissionLinger = 20 * time.Millisecond
 //
 // Nothing is charged before the settlement, and the run's result, which
 // commits durably, makes these records durable too (WAL is flushed in
-// order): they need not wait for the disk (store.InRelaxedTx).
-func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics) *store.GroupCommitter[*admission] {
+// order): they need not wait for the disk (store.InRelaxedTx). previous
+// writes call.paid as the previous release did (Config.LedgerPreviousForm).
+func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool) *store.GroupCommitter[*admission] {
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission")}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
 		params := make([]river.InsertManyParams, len(batch))
@@ -51,7 +52,7 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 		events := make([]store.NewEvent, len(batch))
 		for i, adm := range batch {
 			events[i] = store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventCallPaid,
-				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID}}
+				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID, PreviousForm: previous}}
 		}
 		return store.Append(ctx, tx, events...)
 	})

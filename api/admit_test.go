@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 )
@@ -31,7 +34,7 @@ func TestAdmitter(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	admit := newAdmitter(db.Pool, rc, nil)
+	admit := newAdmitter(db.Pool, rc, nil, false)
 
 	const n = 300
 	errs := make([]error, n+1)
@@ -79,5 +82,51 @@ func TestAdmitter(t *testing.T) {
 		var arg int
 		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT (args->>'n')::int FROM river_job WHERE id = $1", paid.JobID).Scan(&arg))
 		require.Equal(t, i, arg, "call %d names its own job", i)
+	}
+}
+
+// TestAdmitterForms: call.paid is kept as bytes (bin), its payment packed
+// in form 2, and with Config.LedgerPreviousForm as the previous release
+// wrote it, which its workers read: {"p": base64} in data, the payment in
+// form 1; the settle path reads both.
+func TestAdmitterForms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		previous bool
+		// paymentForm is the first byte of the packed payment.
+		paymentForm byte
+	}{{false, 2}, {true, 1}} {
+		id := fmt.Sprintf("previous-%t", tc.previous)
+		payment := paytest.ExactEVM("0xA11ce00000000000000000000000000000000001", id)
+		require.NoError(t, newAdmitter(db.Pool, rc, nil, tc.previous).Commit(ctx, &admission{callID: id,
+			verified: store.PaymentVerified{Op: "diff", Token: "tok", RequestHash: []byte{1}, Payment: payment},
+			job:      river.InsertManyParams{Args: admitTestArgs{N: 1}, InsertOpts: &river.InsertOpts{Queue: "pure"}}}))
+
+		var bin []byte
+		var data string
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT bin, data::text FROM events WHERE stream = $1", store.CallStream(id)).Scan(&bin, &data))
+		if tc.previous {
+			require.Nil(t, bin, data)
+			var v struct {
+				P string `json:"p"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(data), &v))
+			bin, err = base64.RawStdEncoding.DecodeString(v.P)
+			require.NoError(t, err)
+		} else {
+			require.Equal(t, "{}", data)
+		}
+		_, k := binary.Uvarint(bin[1:])
+		require.Positive(t, k)
+		require.Equal(t, tc.paymentForm, bin[1+k], "the payment's packed form")
+
+		calls, err := store.CallListToSettle(ctx, db.Pool, []string{id})
+		require.NoError(t, err)
+		require.Len(t, calls, 1)
+		require.Equal(t, payment, calls[0].Payment)
 	}
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// ProgressEvery is how often a waiting MCP tool call sends a progress
 	// notification, when the client asked for them. Defaults to 5 s.
 	ProgressEvery time.Duration
+	// LedgerPreviousForm writes call.paid as the previous release did
+	// (store.PaidCall.PreviousForm), so that its workers settle the calls
+	// this api admits while its processes are replaced (docs/operating.md,
+	// Upgrades).
+	LedgerPreviousForm bool
 	// Version is the service's version, announced to MCP clients.
 	Version string
 	// Logger receives one line per request.
@@ -133,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics),
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm),
 		refused: newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now)}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)

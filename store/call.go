@@ -115,6 +115,11 @@ type PaymentVerified struct {
 type PaidCall struct {
 	PaymentVerified
 	JobID int64 `json:"job_id"`
+	// PreviousForm writes the event as the release before migration 017
+	// did, which its workers settle from: its packed form in base64
+	// inside data ({"p": ...}), the payment in its previous packed form,
+	// bin NULL (api.Config.LedgerPreviousForm).
+	PreviousForm bool `json:"-"`
 }
 
 // PaymentDigest returns what the calls row of a call admitted with call.paid

@@ -23,13 +23,21 @@ const paidPackedVersion = 1
 // the job's id. ok is false for any other payment, which is written as
 // JSON fields (MarshalJSON). UnmarshalEventBinary reads it.
 func (c PaidCall) MarshalEventBinary() ([]byte, bool) {
-	payment, ok := c.Payment.MarshalLedgerBinary()
+	if c.PreviousForm {
+		return nil, false
+	}
+	return c.pack(c.Payment.MarshalLedgerBinary)
+}
+
+// pack packs c with its payment packed by payment.
+func (c PaidCall) pack(payment func() ([]byte, bool)) ([]byte, bool) {
+	packed, ok := payment()
 	if !ok || c.JobID < 0 {
 		return nil, false
 	}
-	b := make([]byte, 0, len(payment)+96)
+	b := make([]byte, 0, len(packed)+96)
 	b = append(b, paidPackedVersion)
-	b = appendPackedBytes(b, payment)
+	b = appendPackedBytes(b, packed)
 	b = appendPackedBytes(b, []byte(c.Op))
 	if raw, err := base64.RawURLEncoding.DecodeString(c.Token); err == nil && len(raw) == 24 && base64.RawURLEncoding.EncodeToString(raw) == c.Token {
 		b = append(b, 0)
@@ -55,9 +63,15 @@ func (c *PaidCall) UnmarshalEventBinary(b []byte) error {
 // (MarshalEventBinary) as {"p": its base64}, the form call.paid's data
 // had before the event log kept binary data (migration 017), or, for a
 // payment without a packed form, as fields (PaymentVerified's, and
-// job_id). UnmarshalJSON reads both.
+// job_id). UnmarshalJSON reads both. With PreviousForm the payment is
+// packed as the release before packed it
+// (x402.Payment.MarshalLedgerBinaryPrevious).
 func (c PaidCall) MarshalJSON() ([]byte, error) {
-	b, ok := c.MarshalEventBinary()
+	payment := c.Payment.MarshalLedgerBinary
+	if c.PreviousForm {
+		payment = c.Payment.MarshalLedgerBinaryPrevious
+	}
+	b, ok := c.pack(payment)
 	if !ok {
 		return json.Marshal(paidFields(c))
 	}

@@ -30,15 +30,24 @@ const (
 // "version":"2"}, 33 bytes); anything else is kept as its string or
 // bytes, so that the form gives back exactly what it was given
 // (unpackPayment).
-func packPayment(l *ledgerPayment) []byte {
+func packPayment(l *ledgerPayment) []byte { return packPaymentForm(l, packedVersion) }
+
+// packPaymentForm is packPayment in form version: packedVersion, or
+// packedVersionExtra (the extra kept whole), which the release before
+// reads.
+func packPaymentForm(l *ledgerPayment, version byte) []byte {
 	e := l.EVM
 	b := make([]byte, 0, 256)
-	b = append(b, packedVersion)
+	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(e.Version))
 	b = appendString(b, e.Network)
 	b = appendAddress(b, e.Asset)
 	b = binary.AppendUvarint(b, uint64(e.Timeout))
-	b = appendExtra(b, e.Network, e.Extra)
+	if version == packedVersionExtra {
+		b = appendBytes(b, e.Extra)
+	} else {
+		b = appendExtra(b, e.Network, e.Extra)
+	}
 	b = appendAddress(b, e.From)
 	b = appendAddress(b, e.To)
 	b = appendDecimal(b, e.Value)

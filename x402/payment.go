@@ -87,7 +87,19 @@ func (p Payment) MarshalLedgerBinary() ([]byte, bool) {
 	return packPayment(&l), true
 }
 
-// UnmarshalLedgerBinary decodes what MarshalLedgerBinary returned.
+// MarshalLedgerBinaryPrevious is MarshalLedgerBinary in the packed form
+// the release before wrote and reads (the option's extra kept whole), for
+// a record written while that release's processes still run.
+func (p Payment) MarshalLedgerBinaryPrevious() ([]byte, bool) {
+	l := p.ledger()
+	if !packable(&l) {
+		return nil, false
+	}
+	return packPaymentForm(&l, packedVersionExtra), true
+}
+
+// UnmarshalLedgerBinary decodes what MarshalLedgerBinary or
+// MarshalLedgerBinaryPrevious returned.
 func (p *Payment) UnmarshalLedgerBinary(b []byte) error {
 	l, err := unpackPayment(b)
 	if err != nil {

@@ -61,8 +61,9 @@ type Config struct {
 	// LedgerPreviousForm makes the workers write the calls rows as the
 	// previous release did (a result with its call_id and op, a
 	// settlement's response as a JSON object), which its apis answer
-	// from: true while a previous release's processes are replaced, then
-	// unset (docs/operating.md, Upgrades).
+	// from, and the apis write call.paid as it did (in data, not bin),
+	// which its workers settle from: true while a previous release's
+	// processes are replaced, then unset (docs/operating.md, Upgrades).
 	LedgerPreviousForm bool `env:"LEDGER_PREVIOUS_FORM"`
 	// LogLevel is the least level logged: debug, info, warn or error.
 	LogLevel LogLevel `env:"LOG_LEVEL"`
