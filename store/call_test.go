@@ -39,6 +39,18 @@ func TestSettlementDoneJSON(t *testing.T) {
 		{"a hash in upper case", SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0F", 32), Network: "eip155:8453"}},
 			`{"response":{"transaction":"0x` + strings.Repeat("0F", 32) + `","network":"eip155:8453"}}`,
 			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0F", 32), Network: "eip155:8453"}}},
+		{"an EVM transaction with its cost: one string", SettlementDone{Response: x402.SettleResponse{Success: true, Payer: "0xabc",
+			Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}, Cost: cost, Block: block},
+			`{"s":"eip155:8453 ` + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{15}, 32)) + ` 45031 9 5","block":{"number":10,"hash":"0xb10"}}`,
+			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}, Cost: cost, Block: block}},
+		{"the same as the previous release wrote it (PreviousRow)", SettlementDone{Response: x402.SettleResponse{Success: true,
+			Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}, Cost: cost, PreviousRow: true},
+			`{"response":{"tx":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{15}, 32)) + `","network":"eip155:8453"},"cost":"45031 9 5"}`,
+			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}, Cost: cost}},
+		{"a gas price that is not a canonical decimal", SettlementDone{Response: x402.SettleResponse{Success: true,
+			Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}, Cost: &x402.SettleCost{GasUsed: 1, GasPriceWei: "09", Batch: 1}},
+			`{"response":{"tx":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{15}, 32)) + `","network":"eip155:8453"},"cost":"1 09 1"}`,
+			SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x" + strings.Repeat("0f", 32), Network: "eip155:8453"}, Cost: &x402.SettleCost{GasUsed: 1, GasPriceWei: "09", Batch: 1}}},
 		{"failed", SettlementDone{Response: x402.SettleResponse{ErrorReason: "insufficient_funds", Payer: "0xabc", Network: "eip155:8453"}},
 			`{"response":{"success":false,"errorReason":"insufficient_funds","network":"eip155:8453"}}`,
 			SettlementDone{Response: x402.SettleResponse{ErrorReason: "insufficient_funds", Network: "eip155:8453"}}},
@@ -52,6 +64,8 @@ func TestSettlementDoneJSON(t *testing.T) {
 			require.Equal(t, tc.back, back)
 		})
 	}
+	// A string cut short is an error.
+	require.Error(t, json.Unmarshal([]byte(`{"s":"eip155:8453 AAAA 1 2"}`), &SettlementDone{}))
 	// The whole response and the cost as an object, as written before.
 	var old SettlementDone
 	require.NoError(t, json.Unmarshal([]byte(`{"response":{"success":true,"transaction":"0x1","network":"n"},"cost":{"gas_used":45031,"gas_price_wei":"9","batch":5}}`), &old))

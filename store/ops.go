@@ -109,11 +109,13 @@ func CallStatsSince(ctx context.Context, db DBTX, since time.Time, now time.Time
 		WHERE created_at >= $1 AND state = 'paid' GROUP BY op ORDER BY sum(amount::numeric) DESC, op`, since)
 	b.Queue(`SELECT c.network, count(*), sum(c.amount::numeric)::text, coalesce(max(g.wei), '0') FROM calls c
 		LEFT JOIN (
-			SELECT data->'response'->>'network' AS network,
-				sum(CASE WHEN jsonb_typeof(data->'cost') = 'string'
+			SELECT CASE WHEN data ? 's' THEN split_part(data->>'s', ' ', 1) ELSE data->'response'->>'network' END AS network,
+				sum(CASE WHEN data ? 's'
+					THEN split_part(data->>'s', ' ', 3)::numeric * split_part(data->>'s', ' ', 4)::numeric
+					WHEN jsonb_typeof(data->'cost') = 'string'
 					THEN split_part(data->>'cost', ' ', 1)::numeric * split_part(data->>'cost', ' ', 2)::numeric
 					ELSE (data->'cost'->>'gas_used')::numeric * (data->'cost'->>'gas_price_wei')::numeric END)::text AS wei
-			FROM events WHERE type = 'settlement.confirmed' AND created_at >= $1 AND data ? 'cost' GROUP BY 1
+			FROM events WHERE type = 'settlement.confirmed' AND created_at >= $1 AND (data ? 's' OR data ? 'cost') GROUP BY 1
 		) g ON g.network = c.network
 		WHERE c.created_at >= $1 AND c.state = 'paid' GROUP BY c.network ORDER BY sum(c.amount::numeric) DESC, c.network`, since)
 	start := now.Truncate(time.Minute).Add(-time.Duration(minutes-1) * time.Minute)

@@ -2,8 +2,11 @@ package store_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +45,11 @@ func opsCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, op, network, 
 	case store.CallPaid, store.CallUnpaid:
 		done := store.EventSettlementConfirmed
 		resp := x402.SettleResponse{Success: true, Transaction: "0xtx" + id, Network: network, Payer: payer}
+		if (id[len(id)-1]-'0')%2 == 1 && strings.HasPrefix(network, "eip155:") {
+			// An EVM transaction: settlement.confirmed as one string.
+			sum := sha256.Sum256([]byte(id))
+			resp.Transaction = "0x" + hex.EncodeToString(sum[:])
+		}
 		if final == store.CallUnpaid {
 			done = store.EventSettlementFailed
 			resp = x402.SettleResponse{ErrorReason: "invalid_exact_evm_insufficient_balance", Network: network, Payer: payer}
@@ -72,6 +80,11 @@ func TestOpsReads(t *testing.T) {
 	opsCall(ctx, t, db, "c00", "diff", base, "0xold", "10000", store.CallPaid)
 	_, err := db.Pool.Exec(ctx, "UPDATE calls SET created_at = now() - interval '2 hours' WHERE id = 'c00'")
 	require.NoError(t, err)
+	// c01's settlement is one string, c02's and c00's its fields: the gas
+	// sum reads both.
+	var oneString bool
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT data ? 's' FROM events WHERE stream = 'call/c01' AND type = 'settlement.confirmed'").Scan(&oneString))
+	require.True(t, oneString)
 	// A settlement's cost as the events written before kept it, an object.
 	_, err = db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data) VALUES ('call/cold', 'settlement.confirmed',
 		'{"response":{"success":true,"network":"eip155:8453","transaction":"0xcold"},"cost":{"gas_used":1000,"gas_price_wei":"2","batch":1}}')`)

@@ -13,7 +13,8 @@
 // A paid call is, in the common case, three events (call.paid,
 // job.succeeded, settlement.confirmed) and one calls row. The events keep
 // their data compact, each fact once: call.paid packs the payment with the
-// call's other fields into one binary value ([PaidCall.MarshalJSON]),
+// call's other fields into one binary value, kept as bytes in the event's
+// bin column ([PaidCall.MarshalEventBinary], [BinaryData]),
 // job.succeeded its fields into one string ([JobSucceeded.MarshalJSON]),
 // settlement.confirmed leaves out what the payment states
 // ([SettlementDone.MarshalJSON]); each reads the forms written before too.
