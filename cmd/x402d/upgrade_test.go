@@ -224,7 +224,7 @@ func requireSameAnswer(ctx context.Context, t *testing.T, db *dbtest.DB, payer *
 // requireRowForm checks how the calls row of c is written: the previous
 // release's form (the result whole, the settlement's response as JSON, no
 // receipt) or this one's (the result without its call_id and op, the
-// response packed in receipt).
+// response packed in receipt), and its events' forms.
 func requireRowForm(ctx context.Context, t *testing.T, db *dbtest.DB, c upgradeCall) {
 	t.Helper()
 	var state, result string
@@ -232,6 +232,14 @@ func requireRowForm(ctx context.Context, t *testing.T, db *dbtest.DB, c upgradeC
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT state, result::text, settlement IS NOT NULL, receipt IS NOT NULL FROM calls WHERE id = $1", c.id).
 		Scan(&state, &result, &hasSettlement, &hasReceipt))
 	require.Equal(t, store.CallPaid, state, c.id)
+	// Its events (migration 017): call.paid's value in bin, not in data,
+	// and settlement.confirmed as one string, in the new form only.
+	var paidInBin, settledOneString bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT
+		(SELECT bin IS NOT NULL FROM events WHERE stream = $1 AND type = 'call.paid'),
+		(SELECT data ? 's' FROM events WHERE stream = $1 AND type = 'settlement.confirmed')`, store.CallStream(c.id)).
+		Scan(&paidInBin, &settledOneString))
+	require.Equal(t, []bool{c.form == "new", c.form == "new"}, []bool{paidInBin, settledOneString}, "call %s: call.paid in bin, settlement.confirmed one string", c.id)
 	whole := strings.HasPrefix(result, `{"call_id"`)
 	switch c.form {
 	case "previous":
