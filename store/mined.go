@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// EventSettlementMined is appended to a network's stream (ChainStream) with
+// the settlement.confirmed events of the calls a transaction settled, in
+// the same Append and before them: the block the transaction was mined in,
+// once for all of its calls (a batch carries dozens), which their
+// settlement.confirmed events then leave out. Each of those names the
+// transaction (its response's), which links the call to it. Several
+// transactions of the database may each record one for the same
+// settlement transaction, each with the calls it records.
+const EventSettlementMined = "settlement.mined"
+
+// SettlementMined is the data of settlement.mined.
+type SettlementMined struct {
+	// Transaction is the settlement transaction's hash.
+	Transaction string `json:"tx"`
+	// Block is the block it was mined in.
+	Block x402.SettledBlock `json:"block"`
+	// Calls are the calls it settled whose settlement.confirmed the same
+	// Append records. The event does not keep them (each call's event
+	// names its transaction): its projection adds them to the
+	// transaction's row of settlement_watch at once, as the confirmed
+	// events after it each would add its own.
+	Calls []string `json:"-"`
+}
+
+// projectChain updates the projection of an event of a network's stream
+// (ChainStream): settlement.mined creates its transaction's row of
+// settlement_watch, or adds its calls to the row another settlement.mined
+// of the transaction created (the row keeps that one's block: a
+// reorganisation moves it, WatchMove); settlement.final changes nothing
+// here (WatchFinal deletes the rows it names as it records it).
+func projectChain(b *pgx.Batch, e *NewEvent, _ []byte, _ time.Time) (bool, error) {
+	network := strings.TrimPrefix(e.Stream, "chain/")
+	switch e.Type {
+	case EventSettlementMined:
+		v, ok := e.Data.(SettlementMined)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want SettlementMined", e.Data)
+		}
+		b.Queue(`INSERT INTO settlement_watch AS s (network, tx_hash, block, block_hash, calls, amount)
+			SELECT $1, $2, $3, $4, coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(sum(c.amount::numeric), 0)
+			FROM calls c WHERE c.id = ANY($5::text[])
+			ON CONFLICT (network, tx_hash) DO UPDATE SET calls = s.calls || EXCLUDED.calls, amount = s.amount + EXCLUDED.amount`,
+			network, v.Transaction, int64(v.Block.Number), v.Block.Hash, v.Calls)
+		return false, nil
+	case EventSettlementFinal:
+		return false, nil
+	}
+	return false, fmt.Errorf("unknown chain event type %q", e.Type)
+}
+
+// SettlementMinedGet returns the block that settlement.mined records for
+// transaction hash of network, appended at at (the instant of the
+// settlement.confirmed events it was recorded with, which share their
+// transaction's time). It returns ErrNotFound when none was: a settlement
+// recorded with its block in its own event, or none to follow.
+func SettlementMinedGet(ctx context.Context, db DBTX, network, hash string, at time.Time) (x402.SettledBlock, error) {
+	var data []byte
+	err := db.QueryRow(ctx, `SELECT data FROM events WHERE stream = $1 AND type = $2 AND created_at = $3 AND data->>'tx' = $4 LIMIT 1`,
+		ChainStream(network), EventSettlementMined, at, hash).Scan(&data)
+	if err != nil {
+		return x402.SettledBlock{}, fmt.Errorf("block of settlement %s: %w", hash, interpretError(err))
+	}
+	var v SettlementMined
+	if err := json.Unmarshal(data, &v); err != nil {
+		return x402.SettledBlock{}, fmt.Errorf("block of settlement %s: %w", hash, err)
+	}
+	return v.Block, nil
+}
