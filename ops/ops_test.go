@@ -517,3 +517,54 @@ func TestTimelineOldAndFoldedStreams(t *testing.T) {
 	require.NotContains(t, page, `data-event="job.queued"`)
 	require.NotContains(t, page, `data-event="job.started"`, "a quick run's start is in its job.succeeded")
 }
+
+// TestCallTimelineBlock shows the block of a settlement followed until
+// final in the call's timeline, whether its settlement.confirmed keeps it
+// (as the previous release wrote it) or its transaction's settlement.mined,
+// recorded once for the transaction's calls, does.
+func TestCallTimelineBlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	const network = "eip155:8453"
+	tests := []struct {
+		name, id, tx string
+		mined        bool
+		block        uint64
+	}{
+		{name: "in its settlement.confirmed", id: "b10cc0ffee0b10cc0ffee0b10cc0ffee", tx: "0xb1", block: 4711},
+		{name: "in its transaction's settlement.mined", id: "b10cc0ffee0b10cc0ffee0b10cc0ffef", tx: "0xb2", mined: true, block: 4712},
+	}
+	for i, tt := range tests {
+		stream := store.CallStream(tt.id)
+		payment := x402.Payment{Network: network, Payer: "0xa11ce", Nonce: fmt.Sprintf("n-block-%d", i), Amount: "10000", Payload: json.RawMessage(`{}`)}
+		block := &x402.SettledBlock{Number: tt.block, Hash: fmt.Sprintf("0xh%d", tt.block)}
+		settled := []store.NewEvent{{Stream: stream, Type: store.EventSettlementConfirmed,
+			Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: tt.tx, Network: network}, Block: block}}}
+		if tt.mined {
+			settled[0].Data = store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: tt.tx, Network: network}}
+			settled = append([]store.NewEvent{{Stream: store.ChainStream(network), Type: store.EventSettlementMined,
+				Data: store.SettlementMined{Transaction: tt.tx, Block: *block, Calls: []string{tt.id}}}}, settled...)
+		}
+		for _, events := range [][]store.NewEvent{
+			{{Stream: stream, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: store.PaymentVerified{Op: "diff", Token: "tok", RequestHash: []byte{1}, Payment: payment}, JobID: 81}},
+				{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 81, Attempt: 1, Op: "diff", Result: json.RawMessage(`{"call_id":"` + tt.id + `","op":"diff"}`), SettleJobID: 82}}},
+			settled,
+		} {
+			tx, err := s.DB.Pool.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, store.Append(ctx, tx, events...))
+			require.NoError(t, tx.Commit(ctx))
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := s.get(t, "/ops/calls/"+tt.id, map[string]string{"Authorization": "Bearer " + testToken})
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			page := string(body)
+			require.Contains(t, page, tt.tx)
+			require.Contains(t, page, fmt.Sprintf("<dt>block</dt><dd>%d</dd>", tt.block))
+			require.Equal(t, 1, strings.Count(page, "<dt>block</dt>"))
+		})
+	}
+}
