@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -22,18 +24,69 @@ import (
 // settlement transaction, each with the calls it records.
 const EventSettlementMined = "settlement.mined"
 
-// SettlementMined is the data of settlement.mined.
+// SettlementMined is the data of settlement.mined, written with its hashes
+// of 32 bytes as their bytes (MarshalJSON).
 type SettlementMined struct {
 	// Transaction is the settlement transaction's hash.
-	Transaction string `json:"tx"`
+	Transaction string `json:"transaction,omitempty"`
 	// Block is the block it was mined in.
-	Block x402.SettledBlock `json:"block"`
+	Block x402.SettledBlock `json:"-"`
 	// Calls are the calls it settled whose settlement.confirmed the same
 	// Append records. The event does not keep them (each call's event
 	// names its transaction): its projection adds them to the
 	// transaction's row of settlement_watch at once, as the confirmed
 	// events after it each would add its own.
 	Calls []string `json:"-"`
+}
+
+// minedJSON is the JSON form of SettlementMined: the transaction's hash and
+// the block's, when 0x-prefixed lower-case hex of 32 bytes, as their bytes
+// (44 characters of base64 against 66; Transaction and BlockHash are then
+// empty), and the block's number.
+type minedJSON struct {
+	Tx          []byte `json:"tx,omitempty"`
+	Transaction string `json:"transaction,omitempty"`
+	Block       uint64 `json:"block"`
+	Hash        []byte `json:"hash,omitempty"`
+	BlockHash   string `json:"block_hash,omitempty"`
+}
+
+// hash32 returns the bytes of h when it is a hash of 32 bytes as
+// 0x-prefixed lower-case hex, else nil.
+func hash32(h string) []byte {
+	b, err := hex.DecodeString(strings.TrimPrefix(h, "0x"))
+	if err != nil || len(b) != 32 || h != "0x"+hex.EncodeToString(b) {
+		return nil
+	}
+	return b
+}
+
+// MarshalJSON encodes the transaction and the block (minedJSON).
+func (m SettlementMined) MarshalJSON() ([]byte, error) {
+	v := minedJSON{Transaction: m.Transaction, Block: m.Block.Number, BlockHash: m.Block.Hash}
+	if v.Tx = hash32(m.Transaction); v.Tx != nil {
+		v.Transaction = ""
+	}
+	if v.Hash = hash32(m.Block.Hash); v.Hash != nil {
+		v.BlockHash = ""
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (m *SettlementMined) UnmarshalJSON(b []byte) error {
+	var v minedJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*m = SettlementMined{Transaction: v.Transaction, Block: x402.SettledBlock{Number: v.Block, Hash: v.BlockHash}}
+	if v.Tx != nil {
+		m.Transaction = "0x" + hex.EncodeToString(v.Tx)
+	}
+	if v.Hash != nil {
+		m.Block.Hash = "0x" + hex.EncodeToString(v.Hash)
+	}
+	return nil
 }
 
 // projectChain updates the projection of an event of a network's stream
@@ -68,9 +121,13 @@ func projectChain(b *pgx.Batch, e *NewEvent, _ []byte, _ time.Time) (bool, error
 // transaction's time). It returns ErrNotFound when none was: a settlement
 // recorded with its block in its own event, or none to follow.
 func SettlementMinedGet(ctx context.Context, db DBTX, network, hash string, at time.Time) (x402.SettledBlock, error) {
+	key, value := "transaction", hash
+	if b := hash32(hash); b != nil {
+		key, value = "tx", base64.StdEncoding.EncodeToString(b)
+	}
 	var data []byte
-	err := db.QueryRow(ctx, `SELECT data FROM events WHERE stream = $1 AND type = $2 AND created_at = $3 AND data->>'tx' = $4 LIMIT 1`,
-		ChainStream(network), EventSettlementMined, at, hash).Scan(&data)
+	err := db.QueryRow(ctx, `SELECT data FROM events WHERE stream = $1 AND type = $2 AND created_at = $3 AND data->>$4 = $5 LIMIT 1`,
+		ChainStream(network), EventSettlementMined, at, key, value).Scan(&data)
 	if err != nil {
 		return x402.SettledBlock{}, fmt.Errorf("block of settlement %s: %w", hash, interpretError(err))
 	}

@@ -191,7 +191,7 @@ func TestWatchMined(t *testing.T) {
 	minedData, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Len(t, minedData, 2)
-	require.JSONEq(t, `{"tx":"0xt1","block":{"number":10,"hash":"0xb1"}}`, minedData[0])
+	require.JSONEq(t, `{"transaction":"0xt1","block":10,"block_hash":"0xb1"}`, minedData[0], "hashes not of 32 bytes kept as they are")
 	for id, want := range map[string]*x402.SettledBlock{"c0": &b1, "c2": {Number: 11, Hash: "0xb2"}, "c3": nil} {
 		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
 		require.NoError(t, err)
