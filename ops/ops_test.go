@@ -533,7 +533,7 @@ func TestCallTimelineBlock(t *testing.T) {
 		block        uint64
 	}{
 		{name: "in its settlement.confirmed", id: "b10cc0ffee0b10cc0ffee0b10cc0ffee", tx: "0xb1", block: 4711},
-		{name: "in its transaction's settlement.mined", id: "b10cc0ffee0b10cc0ffee0b10cc0ffef", tx: "0xb2", mined: true, block: 4712},
+		{name: "in its transaction's settlement.mined", id: "b10cc0ffee0b10cc0ffee0b10cc0ffef", tx: "0x5e7a11ed00000000000000000000000000000000000000000000000000c0ffee", mined: true, block: 4712},
 	}
 	for i, tt := range tests {
 		stream := store.CallStream(tt.id)
