@@ -11,8 +11,9 @@ import (
 )
 
 // Watched is a paid call's settlement to follow until final: the call and
-// the transaction and block its settlement.confirmed (or
-// settlement.resent) names.
+// the transaction and block its settlement.resent names (or its
+// settlement.confirmed, as written before settlement.mined, whose
+// projection now writes the rows of the settlements it records).
 type Watched struct {
 	CallID      string
 	Network     string
