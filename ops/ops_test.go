@@ -519,9 +519,10 @@ func TestTimelineOldAndFoldedStreams(t *testing.T) {
 }
 
 // TestCallTimelineBlock shows the block of a settlement followed until
-// final in the call's timeline, whether its settlement.confirmed keeps it
-// (as the previous release wrote it) or its transaction's settlement.mined,
-// recorded once for the transaction's calls, does.
+// final in the call's timeline: the one its settlement.confirmed keeps (as
+// the previous release wrote it), or, when its transaction's
+// settlement.mined keeps it, the one its transaction awaits finality in;
+// once final, its transaction alone.
 func TestCallTimelineBlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -529,11 +530,15 @@ func TestCallTimelineBlock(t *testing.T) {
 	const network = "eip155:8453"
 	tests := []struct {
 		name, id, tx string
-		mined        bool
+		mined, final bool
 		block        uint64
+		want         string
 	}{
-		{name: "in its settlement.confirmed", id: "b10cc0ffee0b10cc0ffee0b10cc0ffee", tx: "0xb1", block: 4711},
-		{name: "in its transaction's settlement.mined", id: "b10cc0ffee0b10cc0ffee0b10cc0ffef", tx: "0x5e7a11ed00000000000000000000000000000000000000000000000000c0ffee", mined: true, block: 4712},
+		{name: "in its settlement.confirmed", id: "b10cc0ffee0b10cc0ffee0b10cc0ffee", tx: "0xb1", block: 4711, want: "<dt>block</dt><dd>4711</dd>"},
+		{name: "awaiting finality", id: "b10cc0ffee0b10cc0ffee0b10cc0ffef", tx: "0x5e7a11ed00000000000000000000000000000000000000000000000000c0ffee",
+			mined: true, block: 4712, want: "<dt>block</dt><dd>4712 (awaiting finality)</dd>"},
+		{name: "final", id: "b10cc0ffee0b10cc0ffee0b10cc0ff00", tx: "0x5e7a11ed00000000000000000000000000000000000000000000000000c0ff00",
+			mined: true, final: true, block: 4713},
 	}
 	for i, tt := range tests {
 		stream := store.CallStream(tt.id)
@@ -556,6 +561,12 @@ func TestCallTimelineBlock(t *testing.T) {
 			require.NoError(t, store.Append(ctx, tx, events...))
 			require.NoError(t, tx.Commit(ctx))
 		}
+		if tt.final {
+			tx, err := s.DB.Pool.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, store.WatchFinal(ctx, tx, network, tt.block+10, []store.WatchedTx{{FollowedTx: x402.FollowedTx{Transaction: tt.tx}, Network: network}}))
+			require.NoError(t, tx.Commit(ctx))
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -563,7 +574,11 @@ func TestCallTimelineBlock(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			page := string(body)
 			require.Contains(t, page, tt.tx)
-			require.Contains(t, page, fmt.Sprintf("<dt>block</dt><dd>%d</dd>", tt.block))
+			if tt.want == "" {
+				require.NotContains(t, page, "<dt>block</dt>")
+				return
+			}
+			require.Contains(t, page, tt.want)
 			require.Equal(t, 1, strings.Count(page, "<dt>block</dt>"))
 		})
 	}

@@ -290,12 +290,12 @@ func (d *dashboard) call(c echo.Context) error {
 	steps := make([]step, 0, len(events))
 	for _, e := range events {
 		s := step{Type: e.Type, At: e.CreatedAt, Fields: eventFields(e, call.Payer), Class: strings.ReplaceAll(e.Type, ".", "-")}
-		block, ok, err := d.minedBlock(ctx, e)
+		block, ok, err := d.watchedBlock(ctx, e)
 		if err != nil {
 			return err
 		}
 		if ok {
-			s.Fields = append(s.Fields, field{Name: "block", Value: strconv.FormatUint(block.Number, 10)})
+			s.Fields = append(s.Fields, field{Name: "block", Value: strconv.FormatUint(block.Number, 10) + " (awaiting finality)"})
 		}
 		if len(events) > 0 {
 			s.Offset = "+" + formatDuration(e.CreatedAt.Sub(events[0].CreatedAt))
@@ -329,11 +329,13 @@ func (d *dashboard) call(c echo.Context) error {
 	})
 }
 
-// minedBlock returns the block of the transaction that settlement.confirmed
-// event e names, when the settlement.mined recorded with it keeps it (the
-// events written before keep it in their own data, which eventFields
-// shows).
-func (d *dashboard) minedBlock(ctx context.Context, e store.Event) (x402.SettledBlock, bool, error) {
+// watchedBlock returns the block of the transaction that
+// settlement.confirmed event e names, when the event leaves it out (its
+// transaction's settlement.mined keeps it) and the transaction awaits
+// finality (settlement_watch); once final the timeline shows its
+// transaction. The events written before keep their block, which
+// eventFields shows.
+func (d *dashboard) watchedBlock(ctx context.Context, e store.Event) (x402.SettledBlock, bool, error) {
 	if e.Type != store.EventSettlementConfirmed {
 		return x402.SettledBlock{}, false, nil
 	}
@@ -341,7 +343,7 @@ func (d *dashboard) minedBlock(ctx context.Context, e store.Event) (x402.Settled
 	if json.Unmarshal(e.Data, &v) != nil || v.Block != nil || v.Response.Transaction == "" {
 		return x402.SettledBlock{}, false, nil
 	}
-	block, err := store.SettlementMinedGet(ctx, d.cfg.Pool, v.Response.Network, v.Response.Transaction, e.CreatedAt)
+	block, err := store.WatchBlockGet(ctx, d.cfg.Pool, v.Response.Network, v.Response.Transaction)
 	if errors.Is(err, store.ErrNotFound) {
 		return x402.SettledBlock{}, false, nil
 	}

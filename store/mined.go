@@ -1,8 +1,6 @@
 package store
 
 import (
-	"context"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -113,27 +111,4 @@ func projectChain(b *pgx.Batch, e *NewEvent, _ []byte, _ time.Time) (bool, error
 		return false, nil
 	}
 	return false, fmt.Errorf("unknown chain event type %q", e.Type)
-}
-
-// SettlementMinedGet returns the block that settlement.mined records for
-// transaction hash of network, appended at at (the instant of the
-// settlement.confirmed events it was recorded with, which share their
-// transaction's time). It returns ErrNotFound when none was: a settlement
-// recorded with its block in its own event, or none to follow.
-func SettlementMinedGet(ctx context.Context, db DBTX, network, hash string, at time.Time) (x402.SettledBlock, error) {
-	key, value := "transaction", hash
-	if b := hash32(hash); b != nil {
-		key, value = "tx", base64.StdEncoding.EncodeToString(b)
-	}
-	var data []byte
-	err := db.QueryRow(ctx, `SELECT data FROM events WHERE stream = $1 AND type = $2 AND created_at = $3 AND data->>$4 = $5 LIMIT 1`,
-		ChainStream(network), EventSettlementMined, at, key, value).Scan(&data)
-	if err != nil {
-		return x402.SettledBlock{}, fmt.Errorf("block of settlement %s: %w", hash, interpretError(err))
-	}
-	var v SettlementMined
-	if err := json.Unmarshal(data, &v); err != nil {
-		return x402.SettledBlock{}, fmt.Errorf("block of settlement %s: %w", hash, err)
-	}
-	return v.Block, nil
 }

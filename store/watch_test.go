@@ -143,7 +143,8 @@ func TestWatch(t *testing.T) {
 // one row, with the first block recorded, the four calls and their prices;
 // the confirmed events of the new form keep no block, the mined events no
 // calls, and each confirmed event finds its block in the mined event
-// appended with it.
+// appended with it; WatchBlockGet answers the row's block until the
+// transaction is final.
 func TestWatchMined(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -184,29 +185,33 @@ func TestWatchMined(t *testing.T) {
 		return nil
 	})
 
-	var minedData []string
-	rows, err := db.Pool.Query(ctx, `SELECT data::text FROM events WHERE stream = $1 AND type = $2 ORDER BY created_at`,
-		store.ChainStream(network), store.EventSettlementMined)
+	chain, err := store.EventListByStream(ctx, db.Pool, store.ChainStream(network))
 	require.NoError(t, err)
-	minedData, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	require.Len(t, minedData, 2)
-	require.JSONEq(t, `{"transaction":"0xt1","block":10,"block_hash":"0xb1"}`, minedData[0], "hashes not of 32 bytes kept as they are")
-	for id, want := range map[string]*x402.SettledBlock{"c0": &b1, "c2": {Number: 11, Hash: "0xb2"}, "c3": nil} {
+	require.Len(t, chain, 2)
+	require.JSONEq(t, `{"transaction":"0xt1","block":10,"block_hash":"0xb1"}`, string(chain[0].Data), "hashes not of 32 bytes kept as they are")
+	for id, want := range map[string]*store.Event{"c0": &chain[0], "c2": &chain[1], "c3": nil} {
 		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
 		require.NoError(t, err)
 		e := events[len(events)-1]
 		require.Equal(t, store.EventSettlementConfirmed, e.Type)
 		var done store.SettlementDone
 		require.NoError(t, json.Unmarshal(e.Data, &done))
-		block, err := store.SettlementMinedGet(ctx, db.Pool, network, hash, e.CreatedAt)
 		if want == nil {
 			require.Equal(t, &b1, done.Block, "%s: the previous release's form keeps its block", id)
-			require.ErrorIs(t, err, store.ErrNotFound, id)
 			continue
 		}
 		require.Nil(t, done.Block, id)
-		require.NoError(t, err, id)
-		require.Equal(t, *want, block, id)
+		require.Equal(t, want.CreatedAt, e.CreatedAt, "%s: recorded with its transaction's settlement.mined", id)
 	}
+
+	block, err := store.WatchBlockGet(ctx, db.Pool, network, hash)
+	require.NoError(t, err)
+	require.Equal(t, b1, block)
+	inTx(ctx, t, db, func(tx pgx.Tx) error {
+		list, err := store.WatchList(ctx, tx, network, 10)
+		require.NoError(t, err)
+		return store.WatchFinal(ctx, tx, network, 20, list)
+	})
+	_, err = store.WatchBlockGet(ctx, db.Pool, network, hash)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

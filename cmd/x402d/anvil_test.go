@@ -280,14 +280,33 @@ func settlementBlocks(ctx context.Context, t *testing.T, pool *pgxpool.Pool) min
 	})
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
+	// The blocks of the settlement.mined events, by transaction and time
+	// (the events of one Append share it).
+	type key struct {
+		tx string
+		at time.Time
+	}
+	rows, err = pool.Query(ctx, `SELECT data, created_at FROM events WHERE type = $1`, store.EventSettlementMined)
+	require.NoError(t, err)
+	mined, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (event, error) {
+		var e event
+		return e, row.Scan(&e.data, &e.at)
+	})
+	require.NoError(t, err)
+	blocks := map[key]x402.SettledBlock{}
+	for _, e := range mined {
+		var m store.SettlementMined
+		require.NoError(t, json.Unmarshal(e.data, &m))
+		blocks[key{m.Transaction, e.at}] = m.Block
+	}
 	withBlock := make([]string, len(events))
 	txs := map[string]bool{}
 	for i, e := range events {
 		var done store.SettlementDone
 		require.NoError(t, json.Unmarshal(e.data, &done))
 		require.Nil(t, done.Block, "a settlement.confirmed keeps its block")
-		block, err := store.SettlementMinedGet(ctx, pool, done.Response.Network, done.Response.Transaction, e.at)
-		require.NoError(t, err, "the block of settlement %s", done.Response.Transaction)
+		block, ok := blocks[key{done.Response.Transaction, e.at}]
+		require.True(t, ok, "no settlement.mined recorded with the settlement of %s", done.Response.Transaction)
 		done.Block = &block
 		b, err := json.Marshal(done)
 		require.NoError(t, err)
@@ -298,10 +317,10 @@ func settlementBlocks(ctx context.Context, t *testing.T, pool *pgxpool.Pool) min
 	require.NoError(t, pool.QueryRow(ctx, `SELECT avg(pg_column_size(data))::float8, avg(pg_column_size(e.*))::float8 FROM events e WHERE type = $1`,
 		store.EventSettlementConfirmed).Scan(&f.ConfirmedBytes, &f.ConfirmedRow))
 	require.NoError(t, pool.QueryRow(ctx, `SELECT avg(pg_column_size(d))::float8 FROM unnest($1::jsonb[]) d`, withBlock).Scan(&f.WithBlockBytes))
-	var mined, minedRows int64
+	var minedData, minedRows int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(pg_column_size(data)), 0), coalesce(sum(pg_column_size(e.*)), 0) FROM events e WHERE type = $1`,
-		store.EventSettlementMined).Scan(&f.Mined, &mined, &minedRows))
-	f.MinedBytes, f.MinedRow = float64(mined)/float64(f.Confirmed), float64(minedRows)/float64(f.Confirmed)
+		store.EventSettlementMined).Scan(&f.Mined, &minedData, &minedRows))
+	f.MinedBytes, f.MinedRow = float64(minedData)/float64(f.Confirmed), float64(minedRows)/float64(f.Confirmed)
 	t.Logf("%d settlement.confirmed of %d transactions, %d settlement.mined; a call: settlement.confirmed %.1f bytes of data (%.1f with the block inside), row %.1f; settlement.mined %.1f of data, rows %.1f",
 		f.Confirmed, f.Transactions, f.Mined, f.ConfirmedBytes, f.WithBlockBytes, f.ConfirmedRow, f.MinedBytes, f.MinedRow)
 	return f
