@@ -26,9 +26,9 @@ const EventSettlementMined = "settlement.mined"
 // of 32 bytes as their bytes (MarshalJSON).
 type SettlementMined struct {
 	// Transaction is the settlement transaction's hash.
-	Transaction string `json:"transaction,omitempty"`
+	Transaction string
 	// Block is the block it was mined in.
-	Block x402.SettledBlock `json:"-"`
+	Block x402.SettledBlock
 	// Calls are the calls it settled whose settlement.confirmed the same
 	// Append records. The event does not keep them (each call's event
 	// names its transaction): its projection adds them to the

@@ -145,7 +145,7 @@ type settled struct {
 // out; its projection adds the calls to the transaction's row of
 // settlement_watch.
 func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
-	events := make([]store.NewEvent, 0, len(outcomes)+1)
+	events := make([]store.NewEvent, 0, len(outcomes))
 	ids := make([]int64, 0, len(outcomes))
 	var mined []store.NewEvent
 	at := map[[2]string]int{}
