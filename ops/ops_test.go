@@ -564,3 +564,69 @@ func TestTimelineCallPaidForms(t *testing.T) {
 		}
 	}
 }
+
+// TestCallTimelineBlock shows the block of a settlement followed until
+// final in the call's timeline: the one its settlement.confirmed keeps (as
+// the previous release wrote it), or, when its transaction's
+// settlement.mined keeps it, the one its transaction awaits finality in;
+// once final, its transaction alone.
+func TestCallTimelineBlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startService(ctx, t, testToken)
+	const network = "eip155:8453"
+	tests := []struct {
+		name, id, tx string
+		mined, final bool
+		block        uint64
+		want         string
+	}{
+		{name: "in its settlement.confirmed", id: "b10cc0ffee0b10cc0ffee0b10cc0ffee", tx: "0xb1", block: 4711, want: "<dt>block</dt><dd>4711</dd>"},
+		{name: "awaiting finality", id: "b10cc0ffee0b10cc0ffee0b10cc0ffef", tx: "0x5e7a11ed00000000000000000000000000000000000000000000000000c0ffee",
+			mined: true, block: 4712, want: "<dt>block</dt><dd>4712 (awaiting finality)</dd>"},
+		{name: "final", id: "b10cc0ffee0b10cc0ffee0b10cc0ff00", tx: "0x5e7a11ed00000000000000000000000000000000000000000000000000c0ff00",
+			mined: true, final: true, block: 4713},
+	}
+	for i, tt := range tests {
+		stream := store.CallStream(tt.id)
+		payment := x402.Payment{Network: network, Payer: "0xa11ce", Nonce: fmt.Sprintf("n-block-%d", i), Amount: "10000", Payload: json.RawMessage(`{}`)}
+		block := &x402.SettledBlock{Number: tt.block, Hash: fmt.Sprintf("0xh%d", tt.block)}
+		settled := []store.NewEvent{{Stream: stream, Type: store.EventSettlementConfirmed,
+			Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: tt.tx, Network: network}, Block: block}}}
+		if tt.mined {
+			settled[0].Data = store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: tt.tx, Network: network}}
+			settled = append([]store.NewEvent{{Stream: store.ChainStream(network), Type: store.EventSettlementMined,
+				Data: store.SettlementMined{Transaction: tt.tx, Block: *block, Calls: []string{tt.id}}}}, settled...)
+		}
+		for _, events := range [][]store.NewEvent{
+			{{Stream: stream, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: store.PaymentVerified{Op: "diff", Token: "tok", RequestHash: []byte{1}, Payment: payment}, JobID: 81}},
+				{Stream: stream, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 81, Attempt: 1, Op: "diff", Result: json.RawMessage(`{"call_id":"` + tt.id + `","op":"diff"}`), SettleJobID: 82}}},
+			settled,
+		} {
+			tx, err := s.DB.Pool.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, store.Append(ctx, tx, events...))
+			require.NoError(t, tx.Commit(ctx))
+		}
+		if tt.final {
+			tx, err := s.DB.Pool.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, store.WatchFinal(ctx, tx, network, tt.block+10, []store.WatchedTx{{FollowedTx: x402.FollowedTx{Transaction: tt.tx}, Network: network}}))
+			require.NoError(t, tx.Commit(ctx))
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := s.get(t, "/ops/calls/"+tt.id, map[string]string{"Authorization": "Bearer " + testToken})
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			page := string(body)
+			require.Contains(t, page, tt.tx)
+			if tt.want == "" {
+				require.NotContains(t, page, "<dt>block</dt>")
+				return
+			}
+			require.Contains(t, page, tt.want)
+			require.Equal(t, 1, strings.Count(page, "<dt>block</dt>"))
+		})
+	}
+}

@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
 )
 
 // windows are the periods the overview's figures can cover.
@@ -288,6 +290,13 @@ func (d *dashboard) call(c echo.Context) error {
 	steps := make([]step, 0, len(events))
 	for _, e := range events {
 		s := step{Type: e.Type, At: e.CreatedAt, Fields: eventFields(e, call.Payer), Class: strings.ReplaceAll(e.Type, ".", "-")}
+		block, ok, err := d.watchedBlock(ctx, e)
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.Fields = append(s.Fields, field{Name: "block", Value: strconv.FormatUint(block.Number, 10) + " (awaiting finality)"})
+		}
 		if len(events) > 0 {
 			s.Offset = "+" + formatDuration(e.CreatedAt.Sub(events[0].CreatedAt))
 		}
@@ -318,6 +327,27 @@ func (d *dashboard) call(c echo.Context) error {
 		"Result": result,
 		"Took":   took,
 	})
+}
+
+// watchedBlock returns the block of the transaction that
+// settlement.confirmed event e names, when the event leaves it out (its
+// transaction's settlement.mined keeps it) and the transaction awaits
+// finality (settlement_watch); once final the timeline shows its
+// transaction. The events written before keep their block, which
+// eventFields shows.
+func (d *dashboard) watchedBlock(ctx context.Context, e store.Event) (x402.SettledBlock, bool, error) {
+	if e.Type != store.EventSettlementConfirmed {
+		return x402.SettledBlock{}, false, nil
+	}
+	var v store.SettlementDone
+	if json.Unmarshal(e.Data, &v) != nil || v.Block != nil || v.Response.Transaction == "" {
+		return x402.SettledBlock{}, false, nil
+	}
+	block, err := store.WatchBlockGet(ctx, d.cfg.Pool, v.Response.Network, v.Response.Transaction)
+	if errors.Is(err, store.ErrNotFound) {
+		return x402.SettledBlock{}, false, nil
+	}
+	return block, err == nil, err
 }
 
 // eventFields picks what an operator needs from an event's data. The

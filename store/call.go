@@ -256,7 +256,9 @@ type SettlementDone struct {
 	// Cost is the gas the settlement spent, when it sent a transaction.
 	Cost *x402.SettleCost `json:"cost,omitempty"`
 	// Block is the block its transaction was mined in, when it is followed
-	// until final (settlement_watch).
+	// until final (settlement_watch), in the events written before
+	// settlement.mined, which now records it once for the transaction's
+	// calls (EventSettlementMined): nil then.
 	Block *x402.SettledBlock `json:"block,omitempty"`
 	// PreviousRow writes the row as the previous release did: a
 	// settlement's response as the JSON object of the settlement column,

@@ -24,7 +24,7 @@ type Event struct {
 	// ID orders events; it only grows.
 	ID int64 `json:"id"`
 	// Stream names what the event is about: "call/<id>", "host/<name>",
-	// "crawl/<source>".
+	// "crawl/<source>", "chain/<network>".
 	Stream string `json:"stream"`
 	// Type is what happened, e.g. "payment.verified".
 	Type string `json:"type"`
@@ -89,6 +89,8 @@ func projectorFor(kind string) (projector, bool) {
 		return projectHost, true
 	case "crawl":
 		return projectCrawl, true
+	case "chain":
+		return projectChain, true
 	}
 	return nil, false
 }

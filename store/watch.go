@@ -11,8 +11,9 @@ import (
 )
 
 // Watched is a paid call's settlement to follow until final: the call and
-// the transaction and block its settlement.confirmed (or
-// settlement.resent) names.
+// the transaction and block its settlement.resent names (or its
+// settlement.confirmed, as written before settlement.mined, whose
+// projection now writes the rows of the settlements it records).
 type Watched struct {
 	CallID      string
 	Network     string
@@ -81,6 +82,19 @@ func WatchList(ctx context.Context, tx pgx.Tx, network string, limit int) ([]Wat
 		return nil, fmt.Errorf("list watched settlements on %s: %w", network, interpretError(err))
 	}
 	return out, nil
+}
+
+// WatchBlockGet returns the block of transaction hash of network while it
+// awaits finality (its row of settlement_watch), or ErrNotFound.
+func WatchBlockGet(ctx context.Context, db DBTX, network, hash string) (x402.SettledBlock, error) {
+	var b x402.SettledBlock
+	var number int64
+	err := db.QueryRow(ctx, `SELECT block, block_hash FROM settlement_watch WHERE network = $1 AND tx_hash = $2`, network, hash).Scan(&number, &b.Hash)
+	if err != nil {
+		return x402.SettledBlock{}, fmt.Errorf("block of watched settlement %s: %w", hash, interpretError(err))
+	}
+	b.Number = uint64(number)
+	return b, nil
 }
 
 // WatchNetworkList returns the networks with settlements awaiting

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -132,4 +133,85 @@ func TestWatch(t *testing.T) {
 	networks, err = store.WatchNetworkList(ctx, db.Pool)
 	require.NoError(t, err)
 	require.Empty(t, networks)
+}
+
+// TestWatchMined records the settlements of four calls carried by one
+// transaction: two in one transaction of the database with one
+// settlement.mined, one in another with its own (a second group of the same
+// batch), one as the previous release did (its block in its
+// settlement.confirmed, its row written by WatchAdd). The transaction has
+// one row, with the first block recorded, the four calls and their prices;
+// the confirmed events of the new form keep no block, the mined events no
+// calls, and each confirmed event finds its block in the mined event
+// appended with it; WatchBlockGet answers the row's block until the
+// transaction is final.
+func TestWatchMined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network, hash = "eip155:8453", "0xt1"
+	b1 := x402.SettledBlock{Number: 10, Hash: "0xb1"}
+	for _, id := range []string{"c0", "c1", "c2", "c3"} {
+		s := store.CallStream(id)
+		require.NoError(t, appendTx(ctx, t, db,
+			store.NewEvent{Stream: s, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verified(id), JobID: 1}},
+			store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Attempt: 1, Result: resultOf(id, ""), SettleJobID: 2}}))
+	}
+	confirmed := func(id string, block *x402.SettledBlock) store.NewEvent {
+		return store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementConfirmed,
+			Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: hash, Network: network}, Block: block}}
+	}
+	mined := func(block x402.SettledBlock, calls ...string) store.NewEvent {
+		return store.NewEvent{Stream: store.ChainStream(network), Type: store.EventSettlementMined,
+			Data: store.SettlementMined{Transaction: hash, Block: block, Calls: calls}}
+	}
+	require.NoError(t, appendTx(ctx, t, db, mined(b1, "c1", "c0"), confirmed("c0", nil), confirmed("c1", nil)))
+	require.NoError(t, appendTx(ctx, t, db, mined(x402.SettledBlock{Number: 11, Hash: "0xb2"}, "c2"), confirmed("c2", nil)))
+	inTx(ctx, t, db, func(tx pgx.Tx) error {
+		if err := store.Append(ctx, tx, confirmed("c3", &b1)); err != nil {
+			return err
+		}
+		return store.WatchAdd(ctx, tx, []store.Watched{{CallID: "c3", Network: network, Transaction: hash, Block: b1}})
+	})
+
+	inTx(ctx, t, db, func(tx pgx.Tx) error {
+		list, err := store.WatchList(ctx, tx, network, 10)
+		require.NoError(t, err)
+		require.Len(t, list, 1, "one row a transaction")
+		require.Equal(t, hash, list[0].Transaction)
+		require.Equal(t, b1, list[0].Block, "the first block recorded")
+		require.Equal(t, []string{"c0", "c1", "c2", "c3"}, list[0].Calls)
+		require.Equal(t, "40000", list[0].Amount)
+		return nil
+	})
+
+	chain, err := store.EventListByStream(ctx, db.Pool, store.ChainStream(network))
+	require.NoError(t, err)
+	require.Len(t, chain, 2)
+	require.JSONEq(t, `{"transaction":"0xt1","block":10,"block_hash":"0xb1"}`, string(chain[0].Data), "hashes not of 32 bytes kept as they are")
+	for id, want := range map[string]*store.Event{"c0": &chain[0], "c2": &chain[1], "c3": nil} {
+		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
+		require.NoError(t, err)
+		e := events[len(events)-1]
+		require.Equal(t, store.EventSettlementConfirmed, e.Type)
+		var done store.SettlementDone
+		require.NoError(t, json.Unmarshal(e.Data, &done))
+		if want == nil {
+			require.Equal(t, &b1, done.Block, "%s: the previous release's form keeps its block", id)
+			continue
+		}
+		require.Nil(t, done.Block, id)
+		require.Equal(t, want.CreatedAt, e.CreatedAt, "%s: recorded with its transaction's settlement.mined", id)
+	}
+
+	block, err := store.WatchBlockGet(ctx, db.Pool, network, hash)
+	require.NoError(t, err)
+	require.Equal(t, b1, block)
+	inTx(ctx, t, db, func(tx pgx.Tx) error {
+		list, err := store.WatchList(ctx, tx, network, 10)
+		require.NoError(t, err)
+		return store.WatchFinal(ctx, tx, network, 20, list)
+	})
+	_, err = store.WatchBlockGet(ctx, db.Pool, network, hash)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

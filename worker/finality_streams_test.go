@@ -46,7 +46,8 @@ func (f *scriptedFinality) Keep(context.Context, string) {}
 // TestFinalityReadsBothStreams follows a settlement transaction that
 // carried two calls, one whose stream the previous release wrote
 // (payment.verified … settlement.submitted) and one written now (call.paid,
-// folded job.succeeded): a reorganisation mines it again elsewhere, still
+// folded job.succeeded, its block recorded once for the transaction in a
+// settlement.mined): a reorganisation mines it again elsewhere, still
 // carrying the first call's transfer (settlement.resent names it there, with
 // the payer read from payment.verified) but not the second's, which is
 // settled again with the payment read from call.paid; the transaction's
@@ -75,15 +76,21 @@ func TestFinalityReadsBothStreams(t *testing.T) {
 			store.NewEvent{Stream: folded, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verifiedNew, JobID: 3}},
 			store.NewEvent{Stream: folded, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 3, Attempt: 1, Result: result("folded"), SettleJobID: 4}})
 	}))
+	// The old call's settlement as the previous release recorded it (its
+	// block in its settlement.confirmed, its row written by WatchAdd), the
+	// other's as recorded now (the block in the transaction's
+	// settlement.mined).
+	minedNow := confirmed
+	minedNow.Block = nil
 	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if err := store.Append(ctx, tx, store.NewEvent{Stream: old, Type: store.EventSettlementConfirmed, Data: confirmed},
-			store.NewEvent{Stream: folded, Type: store.EventSettlementConfirmed, Data: confirmed}); err != nil {
+		if err := store.Append(ctx, tx,
+			store.NewEvent{Stream: store.ChainStream(network), Type: store.EventSettlementMined,
+				Data: store.SettlementMined{Transaction: batch, Block: *confirmed.Block, Calls: []string{"folded"}}},
+			store.NewEvent{Stream: old, Type: store.EventSettlementConfirmed, Data: confirmed},
+			store.NewEvent{Stream: folded, Type: store.EventSettlementConfirmed, Data: minedNow}); err != nil {
 			return err
 		}
-		return store.WatchAdd(ctx, tx, []store.Watched{
-			{CallID: "old", Network: network, Transaction: batch, Block: *confirmed.Block},
-			{CallID: "folded", Network: network, Transaction: batch, Block: *confirmed.Block},
-		})
+		return store.WatchAdd(ctx, tx, []store.Watched{{CallID: "old", Network: network, Transaction: batch, Block: *confirmed.Block}})
 	}))
 	watchRows := func() int {
 		var n int

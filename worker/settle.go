@@ -139,26 +139,39 @@ type settled struct {
 
 // writeOutcomes appends the outcomes of a group of settlements and deletes
 // their settlement jobs that are not running (a running one finds its call
-// final and stops).
+// final and stops). The block of a transaction to follow until final is
+// recorded once for the group's calls it settled, in a settlement.mined
+// appended before their settlement.confirmed events, which then leave it
+// out; its projection adds the calls to the transaction's row of
+// settlement_watch.
 func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
-	events := make([]store.NewEvent, len(outcomes))
+	events := make([]store.NewEvent, 0, len(outcomes))
 	ids := make([]int64, 0, len(outcomes))
-	var watch []store.Watched
-	for i, o := range outcomes {
-		events[i] = o.event
+	var mined []store.NewEvent
+	at := map[[2]string]int{}
+	for _, o := range outcomes {
 		if o.safetyNet != 0 {
 			ids = append(ids, o.safetyNet)
 		}
 		// A settlement whose block is to be followed until final.
 		if done, ok := o.event.Data.(store.SettlementDone); ok && done.Response.Success && done.Block != nil {
-			watch = append(watch, store.Watched{CallID: store.CallOfStream(o.event.Stream), Network: done.Response.Network,
-				Transaction: done.Response.Transaction, Block: *done.Block})
+			key := [2]string{done.Response.Network, done.Response.Transaction}
+			i, ok := at[key]
+			if !ok {
+				i = len(mined)
+				at[key] = i
+				mined = append(mined, store.NewEvent{Stream: store.ChainStream(done.Response.Network), Type: store.EventSettlementMined,
+					Data: store.SettlementMined{Transaction: done.Response.Transaction, Block: *done.Block}})
+			}
+			m := mined[i].Data.(store.SettlementMined)
+			m.Calls = append(m.Calls, store.CallOfStream(o.event.Stream))
+			mined[i].Data = m
+			done.Block = nil
+			o.event.Data = done
 		}
+		events = append(events, o.event)
 	}
-	if err := store.Append(ctx, tx, events...); err != nil {
-		return err
-	}
-	if err := store.WatchAdd(ctx, tx, watch); err != nil {
+	if err := store.Append(ctx, tx, append(mined, events...)...); err != nil {
 		return err
 	}
 	if len(ids) == 0 {

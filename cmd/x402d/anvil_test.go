@@ -111,8 +111,9 @@ func TestAnvil_OfficialClientPaysEveryOperation(t *testing.T) {
 // database) under paid load with 1,000 calls in flight, SIGKILLing a
 // worker every 3 s for 10 s (between a batch's send and its receipt, on
 // 2-second blocks) and starting another: every call is answered 200, none is settled
-// twice, the payer paid exactly the calls answered, and the node holds no
-// transaction behind a nonce gap.
+// twice, the payer paid exactly the calls answered, the node holds no
+// transaction behind a nonce gap, and each transaction's block is recorded
+// once for many of its calls (settlementBlocks).
 func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -145,6 +146,9 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	requirePaidOnce(ctx, t, db, rep, price, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, node.Client, payer.Address())))
 	requireNodeClean(t, node)
 	t.Logf("%d calls settled in %d transactions on anvil with two workers sharing one key", rep.Calls, txs)
+	blocks := settlementBlocks(ctx, t, db.Pool)
+	require.Equal(t, rep.Calls, blocks.Confirmed)
+	require.LessOrEqual(t, blocks.Mined, blocks.Confirmed/2, "a transaction's block recorded once for its calls")
 }
 
 // TestAnvil_ServeThroughEndpoints runs `x402d serve` settling on anvil
@@ -242,4 +246,82 @@ func settlementCosts(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []x4
 		}
 	}
 	return costs
+}
+
+// minedFigures are what settlementBlocks finds of a run's settlements.
+type minedFigures struct {
+	// Confirmed is the number of settlement.confirmed events, Mined that
+	// of settlement.mined, Transactions that of the transactions they name.
+	Confirmed, Mined, Transactions int
+	// ConfirmedBytes is the mean size of a settlement.confirmed's data as
+	// stored (pg_column_size), WithBlockBytes that of the same data with
+	// the block inside, as the release before wrote it, and MinedBytes the
+	// size of every settlement.mined's data over the confirmed events;
+	// ConfirmedRow and MinedRow are the same of their whole rows
+	// (pg_column_size of the row: without its tuple header and its index
+	// entry).
+	ConfirmedBytes, WithBlockBytes, MinedBytes, ConfirmedRow, MinedRow float64
+}
+
+// settlementBlocks requires every settlement.confirmed of the ledger to
+// find the block of its transaction in the settlement.mined appended with
+// it, none keeping it in its own data, and returns the figures.
+func settlementBlocks(ctx context.Context, t *testing.T, pool *pgxpool.Pool) minedFigures {
+	t.Helper()
+	rows, err := pool.Query(ctx, `SELECT data, created_at FROM events WHERE type = $1`, store.EventSettlementConfirmed)
+	require.NoError(t, err)
+	type event struct {
+		data []byte
+		at   time.Time
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (event, error) {
+		var e event
+		return e, row.Scan(&e.data, &e.at)
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, events)
+	// The blocks of the settlement.mined events, by transaction and time
+	// (the events of one Append share it).
+	type key struct {
+		tx string
+		at time.Time
+	}
+	rows, err = pool.Query(ctx, `SELECT data, created_at FROM events WHERE type = $1`, store.EventSettlementMined)
+	require.NoError(t, err)
+	mined, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (event, error) {
+		var e event
+		return e, row.Scan(&e.data, &e.at)
+	})
+	require.NoError(t, err)
+	blocks := map[key]x402.SettledBlock{}
+	for _, e := range mined {
+		var m store.SettlementMined
+		require.NoError(t, json.Unmarshal(e.data, &m))
+		blocks[key{m.Transaction, e.at}] = m.Block
+	}
+	withBlock := make([]string, len(events))
+	txs := map[string]bool{}
+	for i, e := range events {
+		var done store.SettlementDone
+		require.NoError(t, json.Unmarshal(e.data, &done))
+		require.Nil(t, done.Block, "a settlement.confirmed keeps its block")
+		block, ok := blocks[key{done.Response.Transaction, e.at}]
+		require.True(t, ok, "no settlement.mined recorded with the settlement of %s", done.Response.Transaction)
+		done.Block = &block
+		b, err := json.Marshal(done)
+		require.NoError(t, err)
+		withBlock[i] = string(b)
+		txs[done.Response.Transaction] = true
+	}
+	f := minedFigures{Confirmed: len(events), Transactions: len(txs)}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT avg(pg_column_size(data))::float8, avg(pg_column_size(e.*))::float8 FROM events e WHERE type = $1`,
+		store.EventSettlementConfirmed).Scan(&f.ConfirmedBytes, &f.ConfirmedRow))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT avg(pg_column_size(d))::float8 FROM unnest($1::jsonb[]) d`, withBlock).Scan(&f.WithBlockBytes))
+	var minedData, minedRows int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(pg_column_size(data)), 0), coalesce(sum(pg_column_size(e.*)), 0) FROM events e WHERE type = $1`,
+		store.EventSettlementMined).Scan(&f.Mined, &minedData, &minedRows))
+	f.MinedBytes, f.MinedRow = float64(minedData)/float64(f.Confirmed), float64(minedRows)/float64(f.Confirmed)
+	t.Logf("%d settlement.confirmed of %d transactions, %d settlement.mined; a call: settlement.confirmed %.1f bytes of data (%.1f with the block inside), row %.1f; settlement.mined %.1f of data, rows %.1f",
+		f.Confirmed, f.Transactions, f.Mined, f.ConfirmedBytes, f.WithBlockBytes, f.ConfirmedRow, f.MinedBytes, f.MinedRow)
+	return f
 }

@@ -46,7 +46,10 @@
 // one call.paid → job.started → job.failed. Streams written before call.paid
 // read payment.verified → job.queued → job.started → job.succeeded →
 // settlement.submitted → …, and every reader understands both. A confirmed
-// settlement is then final (settlement.final), or undone by a reorganisation
+// settlement followed until final has its transaction's block recorded once
+// for the transaction's calls (settlement.mined, on the network's stream
+// chain/<network>, with their settlement.confirmed events); it is then
+// final (settlement.final), or undone by a reorganisation
 // and made again (settlement.resent) or lost (settlement.lost): see
 // docs/operating.md.
 //

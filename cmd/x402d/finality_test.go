@@ -80,8 +80,9 @@ func reorgWatched(ctx context.Context, t *testing.T, node *anviltest.Node, db *d
 // every call is answered 200, every settlement is made again and becomes
 // final, the receiver holds every price once and the payer paid each once,
 // the ledger says that each of the 40 was undone and made again and that
-// every call's settlement is final, and the node holds nothing behind a
-// nonce gap.
+// every call's settlement is final (each settlement.confirmed finding its
+// block in its transaction's settlement.mined), and the node holds nothing
+// behind a nonce gap.
 func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -146,6 +147,7 @@ func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 	require.GreaterOrEqual(t, resent, first, "every settlement undone was made again")
 	require.Zero(t, lost)
 	require.Equal(t, calls, final)
+	require.Equal(t, calls, settlementBlocks(ctx, t, db.Pool).Confirmed, "each call's block in its transaction's settlement.mined")
 	requireNodeClean(t, node)
 }
 

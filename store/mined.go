@@ -1,0 +1,114 @@
+package store
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/x402"
+)
+
+// EventSettlementMined is appended to a network's stream (ChainStream) with
+// the settlement.confirmed events of the calls a transaction settled, in
+// the same Append and before them: the block the transaction was mined in,
+// once for all of its calls (a batch carries dozens), which their
+// settlement.confirmed events then leave out. Each of those names the
+// transaction (its response's), which links the call to it. Several
+// transactions of the database may each record one for the same
+// settlement transaction, each with the calls it records.
+const EventSettlementMined = "settlement.mined"
+
+// SettlementMined is the data of settlement.mined, written with its hashes
+// of 32 bytes as their bytes (MarshalJSON).
+type SettlementMined struct {
+	// Transaction is the settlement transaction's hash.
+	Transaction string
+	// Block is the block it was mined in.
+	Block x402.SettledBlock
+	// Calls are the calls it settled whose settlement.confirmed the same
+	// Append records. The event does not keep them (each call's event
+	// names its transaction): its projection adds them to the
+	// transaction's row of settlement_watch at once, as the confirmed
+	// events after it each would add its own.
+	Calls []string `json:"-"`
+}
+
+// minedJSON is the JSON form of SettlementMined: the transaction's hash and
+// the block's, when 0x-prefixed lower-case hex of 32 bytes, as their bytes
+// (44 characters of base64 against 66; Transaction and BlockHash are then
+// empty), and the block's number.
+type minedJSON struct {
+	Tx          []byte `json:"tx,omitempty"`
+	Transaction string `json:"transaction,omitempty"`
+	Block       uint64 `json:"block"`
+	Hash        []byte `json:"hash,omitempty"`
+	BlockHash   string `json:"block_hash,omitempty"`
+}
+
+// hash32 returns the bytes of h when it is a hash of 32 bytes as
+// 0x-prefixed lower-case hex, else nil.
+func hash32(h string) []byte {
+	b, err := hex.DecodeString(strings.TrimPrefix(h, "0x"))
+	if err != nil || len(b) != 32 || h != "0x"+hex.EncodeToString(b) {
+		return nil
+	}
+	return b
+}
+
+// MarshalJSON encodes the transaction and the block (minedJSON).
+func (m SettlementMined) MarshalJSON() ([]byte, error) {
+	v := minedJSON{Transaction: m.Transaction, Block: m.Block.Number, BlockHash: m.Block.Hash}
+	if v.Tx = hash32(m.Transaction); v.Tx != nil {
+		v.Transaction = ""
+	}
+	if v.Hash = hash32(m.Block.Hash); v.Hash != nil {
+		v.BlockHash = ""
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (m *SettlementMined) UnmarshalJSON(b []byte) error {
+	var v minedJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*m = SettlementMined{Transaction: v.Transaction, Block: x402.SettledBlock{Number: v.Block, Hash: v.BlockHash}}
+	if v.Tx != nil {
+		m.Transaction = "0x" + hex.EncodeToString(v.Tx)
+	}
+	if v.Hash != nil {
+		m.Block.Hash = "0x" + hex.EncodeToString(v.Hash)
+	}
+	return nil
+}
+
+// projectChain updates the projection of an event of a network's stream
+// (ChainStream): settlement.mined creates its transaction's row of
+// settlement_watch, or adds its calls to the row another settlement.mined
+// of the transaction created (the row keeps that one's block: a
+// reorganisation moves it, WatchMove); settlement.final changes nothing
+// here (WatchFinal deletes the rows it names as it records it).
+func projectChain(b *pgx.Batch, e *NewEvent, _ []byte, _ time.Time) (bool, error) {
+	network := strings.TrimPrefix(e.Stream, "chain/")
+	switch e.Type {
+	case EventSettlementMined:
+		v, ok := e.Data.(SettlementMined)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want SettlementMined", e.Data)
+		}
+		b.Queue(`INSERT INTO settlement_watch AS s (network, tx_hash, block, block_hash, calls, amount)
+			SELECT $1, $2, $3, $4, coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(sum(c.amount::numeric), 0)
+			FROM calls c WHERE c.id = ANY($5::text[])
+			ON CONFLICT (network, tx_hash) DO UPDATE SET calls = s.calls || EXCLUDED.calls, amount = s.amount + EXCLUDED.amount`,
+			network, v.Transaction, int64(v.Block.Number), v.Block.Hash, v.Calls)
+		return false, nil
+	case EventSettlementFinal:
+		return false, nil
+	}
+	return false, fmt.Errorf("unknown chain event type %q", e.Type)
+}
