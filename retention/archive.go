@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/schema"
+	"github.com/x402d/x402d/store"
 )
 
 // ArchiveFormat names the layout of an archive's file: JSON lines, gzip,
@@ -57,16 +58,9 @@ type Manifest struct {
 	ArchivedAt time.Time `json:"archived_at"`
 }
 
-// archivedEvent is a line of an archive.
-type archivedEvent struct {
-	ID     int64           `json:"id"`
-	Stream string          `json:"stream"`
-	Type   string          `json:"type"`
-	Data   json.RawMessage `json:"data"`
-	// Bin is the event's binary data (store.Event.Bin), base64.
-	Bin       []byte    `json:"bin,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-}
+// archivedEvent is a line of an archive: an event as store reads it, its
+// binary data (Bin, written since migration 017) in base64.
+type archivedEvent = store.Event
 
 // Archive writes every partition of the event log whose range ends on or
 // before before (and before now) to dir, as <partition>.jsonl.gz (one event
