@@ -327,7 +327,7 @@ func (d SettlementDone) MarshalJSON() ([]byte, error) {
 	if !d.Response.Success {
 		r.Success = new(bool)
 	}
-	if tx, err := hex.DecodeString(strings.TrimPrefix(r.Transaction, "0x")); err == nil && len(tx) == 32 && r.Transaction == "0x"+hex.EncodeToString(tx) {
+	if tx, ok := x402.HashBytes(r.Transaction); ok {
 		r.Transaction, r.Tx = "", tx
 	}
 	return json.Marshal(settlementDoneJSON{Response: r, Cost: (*ledgerCost)(d.Cost), Block: d.Block})

@@ -49,24 +49,14 @@ type minedJSON struct {
 	BlockHash   string `json:"block_hash,omitempty"`
 }
 
-// hash32 returns the bytes of h when it is a hash of 32 bytes as
-// 0x-prefixed lower-case hex, else nil.
-func hash32(h string) []byte {
-	b, err := hex.DecodeString(strings.TrimPrefix(h, "0x"))
-	if err != nil || len(b) != 32 || h != "0x"+hex.EncodeToString(b) {
-		return nil
-	}
-	return b
-}
-
 // MarshalJSON encodes the transaction and the block (minedJSON).
 func (m SettlementMined) MarshalJSON() ([]byte, error) {
 	v := minedJSON{Transaction: m.Transaction, Block: m.Block.Number, BlockHash: m.Block.Hash}
-	if v.Tx = hash32(m.Transaction); v.Tx != nil {
-		v.Transaction = ""
+	if tx, ok := x402.HashBytes(m.Transaction); ok {
+		v.Tx, v.Transaction = tx, ""
 	}
-	if v.Hash = hash32(m.Block.Hash); v.Hash != nil {
-		v.BlockHash = ""
+	if hash, ok := x402.HashBytes(m.Block.Hash); ok {
+		v.Hash, v.BlockHash = hash, ""
 	}
 	return json.Marshal(v)
 }

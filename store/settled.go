@@ -28,8 +28,8 @@ func settledString(d *SettlementDone) (string, bool) {
 	if !r.Success || r.ErrorReason != "" || d.Cost == nil || d.PreviousRow || r.Network == "" || strings.ContainsRune(r.Network, ' ') || d.Cost.Batch < 0 {
 		return "", false
 	}
-	tx, err := hex.DecodeString(strings.TrimPrefix(r.Transaction, "0x"))
-	if err != nil || len(tx) != 32 || r.Transaction != "0x"+hex.EncodeToString(tx) {
+	tx, ok := x402.HashBytes(r.Transaction)
+	if !ok {
 		return "", false
 	}
 	if p := d.Cost.GasPriceWei; p == "" || strings.TrimLeft(p, "0123456789") != "" || (len(p) > 1 && p[0] == '0') {

@@ -36,7 +36,7 @@ func (r SettleResponse) MarshalLedgerBinary(network string) []byte {
 	if r.Success {
 		b[1] |= receiptSuccess
 	}
-	if tx, ok := txHash(r.Transaction); ok {
+	if tx, ok := HashBytes(r.Transaction); ok {
 		b[1] |= receiptHash
 		b = append(b, tx...)
 	} else {
@@ -87,10 +87,11 @@ func (r *SettleResponse) UnmarshalLedgerBinary(b []byte, network string) error {
 	return nil
 }
 
-// txHash returns the 32 bytes of a transaction hash in the form EVM
-// networks name transactions (0x and 64 lower-case hex digits), and
-// whether s is one.
-func txHash(s string) ([]byte, bool) {
+// HashBytes returns the 32 bytes of a hash in the form EVM networks name
+// transactions and blocks (0x and 64 lower-case hex digits), and whether s
+// is one: the ledger keeps such a hash as its bytes, and gives s back from
+// them.
+func HashBytes(s string) ([]byte, bool) {
 	if len(s) != 66 || !strings.HasPrefix(s, "0x") || strings.ToLower(s) != s {
 		return nil, false
 	}
