@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/x402"
 )
@@ -152,15 +152,19 @@ func BenchmarkLedgerAtScale(b *testing.B) {
 			db := dbtest.Schema(ctx, b)
 			generateLedger(ctx, b, db, size.calls)
 			// Calls admitted now, as the hot paths see them.
+			// Their payments are exact EVM ones, as the api admits them
+			// (their ledger form packs); keys[id] is a payment's replay key.
 			var seq int
+			keys := map[string]string{}
 			admit := func() string {
 				seq++
 				id := fmt.Sprintf("bench%08d", seq)
+				payment := paytest.ExactEVM(fmt.Sprintf("0x%040x", seq), id)
+				keys[id] = payment.Key()
 				tx, err := db.Pool.Begin(ctx)
 				require.NoError(b, err)
 				err = Append(ctx, tx, NewEvent{Stream: CallStream(id), Type: EventCallPaid, Data: PaidCall{PaymentVerified: PaymentVerified{
-					Op: "regex", Token: "tok" + id, RequestHash: []byte(id),
-					Payment: x402.Payment{Network: "eip155:8453", Payer: "0xbench", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{"payload":{}}`)},
+					Op: "regex", Token: "tok" + id, RequestHash: []byte(id), Payment: payment,
 				}, JobID: int64(seq)}})
 				require.NoError(b, err)
 				require.NoError(b, tx.Commit(ctx))
@@ -174,7 +178,7 @@ func BenchmarkLedgerAtScale(b *testing.B) {
 				ids[i] = admit()
 				settleBenchCall(ctx, b, db, ids[i])
 			}
-			explainHot(ctx, b, db, ids[0], "eip155:8453/0xbench/"+ids[0])
+			explainHot(ctx, b, db, ids[0], keys[ids[0]])
 
 			b.Run("Admit", func(b *testing.B) {
 				for b.Loop() {
@@ -196,7 +200,7 @@ func BenchmarkLedgerAtScale(b *testing.B) {
 			})
 			b.Run("Resent", func(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
-					_, err := CallGetByPaymentKey(ctx, db.Pool, "eip155:8453/0xbench/"+ids[i%len(ids)])
+					_, err := CallGetByPaymentKey(ctx, db.Pool, keys[ids[i%len(ids)]])
 					require.NoError(b, err)
 				}
 			})
