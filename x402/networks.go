@@ -11,16 +11,18 @@ type Network struct {
 	// ID is the CAIP-2 identifier ("eip155:8453").
 	ID string
 	// Asset is the USDC token contract (EVM, EIP-55 checksummed) or mint
-	// (Solana, base58).
+	// (Solana, base58). The ledger's packed payments leave out an asset
+	// equal to it and restore it from here (packPayment), as they do
+	// Name and Version.
 	Asset string
 	// Decimals of the asset: 6 for USDC everywhere.
 	Decimals int
 	// Name and Version are the token's EIP-712 domain (EVM only), sent as
 	// Requirements.extra (AssetExtra). The ledger's packed payments leave
 	// out an extra equal to AssetExtra and restore it from here
-	// (packPayment): a change to either must come with a new packed form
-	// that reads the payments packed before with the values they were
-	// packed under.
+	// (packPayment): a change to any of Asset, Name and Version must come
+	// with a new packed form that reads the payments packed before with
+	// the values they were packed under.
 	Name, Version string
 	// Finality is when a settlement on the network counts as final by
 	// default (EVM only; FINALITY_<CHAIN> overrides it): "safe" or

@@ -25,9 +25,11 @@ const (
 // the same fields as a JSON object. Addresses are their 20 bytes and the
 // case of their letters (a bit a hex digit), decimal strings that are
 // canonical uint64 a varint, times their unix seconds and nanoseconds,
-// the accepted option's extra a byte when it is, byte for byte, what the
-// network's asset states (Network.AssetExtra: {"name":"USD Coin",
-// "version":"2"}, 33 bytes); anything else is kept as its string or
+// the accepted option's asset a byte when it is the network's
+// (Network.Asset, 26 bytes packed as an address) and its extra a byte when
+// it is, byte for byte, what the network's asset states
+// (Network.AssetExtra: {"name":"USD Coin", "version":"2"}, 33 bytes);
+// anything else is kept as its string or
 // bytes, so that the form gives back exactly what it was given
 // (unpackPayment).
 func packPayment(l *ledgerPayment) []byte { return packPaymentForm(l, packedVersion) }
@@ -41,7 +43,11 @@ func packPaymentForm(l *ledgerPayment, version byte) []byte {
 	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(e.Version))
 	b = appendString(b, e.Network)
-	b = appendAddress(b, e.Asset)
+	if version == packedVersionExtra {
+		b = appendAddress(b, e.Asset)
+	} else {
+		b = appendAsset(b, e.Network, e.Asset)
+	}
 	b = binary.AppendUvarint(b, uint64(e.Timeout))
 	if version == packedVersionExtra {
 		b = appendBytes(b, e.Extra)
@@ -80,7 +86,11 @@ func unpackPayment(b []byte) (*ledgerPayment, error) {
 	e := &ledgerEVM{}
 	e.Version = int(r.uvarint())
 	e.Network = r.string()
-	e.Asset = r.address()
+	if version == packedVersionExtra {
+		e.Asset = r.address()
+	} else {
+		e.Asset = r.asset(e.Network)
+	}
 	e.Timeout = int(r.uvarint())
 	var extra []byte
 	if version == packedVersionExtra {
@@ -115,6 +125,21 @@ func unpackPayment(b []byte) (*ledgerPayment, error) {
 func appendBytes(b, v []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
+}
+
+// addressOfNetwork is the kind of a packed asset address (after
+// appendAddress's 0, its bytes, and 1, a string) that stands for the
+// network's asset (Network.Asset), 2 bytes where its address takes 26.
+const addressOfNetwork = 2
+
+// appendAsset appends the accepted option's asset: addressOfNetwork when
+// it is, character for character, the network's (Network.Asset: USDC's
+// contract, checksummed), else as appendAddress does.
+func appendAsset(b []byte, network, asset string) []byte {
+	if n, ok := NetworkByID(network); ok && n.Asset != "" && n.Asset == asset {
+		return append(b, addressOfNetwork)
+	}
+	return appendAddress(b, asset)
 }
 
 // appendExtra appends the accepted option's extra: 0 when it is, byte for
@@ -233,6 +258,22 @@ func (r *packedReader) bytes() []byte {
 func (r *packedReader) string() string { return string(r.bytes()) }
 
 // extra reads what appendExtra wrote, the option's extra on network.
+// asset reads what appendAsset wrote.
+func (r *packedReader) asset(network string) string {
+	if len(r.b) == 0 || r.b[0] != addressOfNetwork {
+		return r.address()
+	}
+	r.b = r.b[1:]
+	if n, ok := NetworkByID(network); ok && n.Asset != "" {
+		return n.Asset
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("asset of network %q, which has none", network)
+	}
+	r.b = nil
+	return ""
+}
+
 func (r *packedReader) extra(network string) []byte {
 	n := r.uvarint()
 	if r.err != nil {

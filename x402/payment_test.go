@@ -153,8 +153,9 @@ func TestPaymentLedgerCompact(t *testing.T) {
 
 // TestPaymentPacked: the packed form gives back exactly what it was given,
 // addresses in any letter case, numbers in any spelling and the option's
-// extra in any bytes included, keeps an extra that is byte for byte what
-// the network's asset states (Network.AssetExtra) in one byte, and refuses
+// asset and extra in any form included, keeps an asset that is its
+// network's (Network.Asset) and an extra that is byte for byte what the
+// network's asset states (Network.AssetExtra) in a byte each, and refuses
 // a value cut short.
 func TestPaymentPacked(t *testing.T) {
 	t.Parallel()
@@ -222,14 +223,29 @@ func TestPaymentPacked(t *testing.T) {
 		})
 	}
 
-	// The form written before (1), which kept the extra whole, reads the
-	// same.
+	// The option's asset is a byte when it is, character for character,
+	// its network's; any other spelling or asset is kept as an address.
+	onBase := base("eip155:8453", usdCoin)
+	for _, asset := range []string{"0x833589fcd6edb6e08f4c7c32d4f71b54bda02913", "0xe15fC38F6D8c56aF07bbCBe3BAf5708A2Bf42392"} {
+		other := onBase
+		evm := *onBase.EVM
+		evm.Asset = asset
+		other.EVM = &evm
+		packed := packPayment(&other)
+		require.Len(t, packed, len(packPayment(&onBase))+25, asset)
+		back, err := unpackPayment(packed)
+		require.NoError(t, err)
+		require.Equal(t, other, *back)
+	}
+
+	// The form written before (1), which kept the extra and the asset
+	// whole, reads the same.
 	v1, err := base64.StdEncoding.DecodeString("AQILZWlwMTU1Ojg0NTMAgzWJ/NbttuCPTHwy1PcbVL2gKROASSABBKwCIXsibmFtZSI6IlVTRCBDb2luIiwidmVyc2lvbiI6IjIifQAjYY6B4/XN9/VMPWX3+8Cr9bIejwBBCIwkAKDuehQtJnwfNnFOSo91YS8gp5cgJCAgggCRTgHytpnYBiAJKEdmhaTD4gEgP159nLva+Rg3VnWUs9LxEC9ObYyrykEHJkVkg6LB4P8ePVx7mrnY9xY1VHOSsdDvDi1Ma4qpyOcGJURjgqHA3/4dPFt6mbjX9hU0U3KRsM/uDSxLaomoxwGK6bKwDYjZjp4CAAAAAAAA")
 	require.NoError(t, err)
 	back, err := unpackPayment(v1)
 	require.NoError(t, err)
 	require.Equal(t, base("eip155:8453", usdCoin), *back)
-	require.Len(t, packPayment(back), len(v1)-len(usdCoin), "the same payment packed now")
+	require.Len(t, packPayment(back), len(v1)-len(usdCoin)-25, "the same payment packed now: the extra and the asset a byte each")
 	require.Equal(t, v1, packPaymentForm(back, packedVersionExtra), "form 1 as the release before wrote it")
 	for i := range len(v1) - 1 {
 		_, err := unpackPayment(v1[:i])
