@@ -155,8 +155,9 @@ type JobSucceeded struct {
 	// after the call's id: the row keeps the result without the two
 	// (ResultObject), unless PreviousRow.
 	Op string `json:"-"`
-	// PreviousRow writes the row as the previous release did: the result
-	// whole (worker.Config.LedgerPreviousForm).
+	// PreviousRow writes the row and the event as the previous release
+	// did: the result whole, the event as JSON
+	// (worker.Config.LedgerPreviousForm).
 	PreviousRow bool `json:"-"`
 	// Bytes is the result's size.
 	Bytes int `json:"bytes"`
@@ -180,6 +181,13 @@ type JobSucceeded struct {
 	Transaction string `json:"tx,omitempty"`
 }
 
+// resultDigest returns the size of Result and its SHA-256 in hex, which
+// the event records in its place.
+func (j JobSucceeded) resultDigest() (int, string) {
+	sum := sha256.Sum256(j.Result)
+	return len(j.Result), hex.EncodeToString(sum[:])
+}
+
 // MarshalJSON encodes the event's data: the size and digest of Result,
 // without it, in one string under "s": "<bytes> <job id> <attempt>
 // <settle job id> <digest in unpadded base64url>", about 110 bytes a call
@@ -189,8 +197,7 @@ type JobSucceeded struct {
 func (j JobSucceeded) MarshalJSON() ([]byte, error) {
 	type data JobSucceeded
 	if j.Result != nil {
-		sum := sha256.Sum256(j.Result)
-		j.Bytes, j.SHA256 = len(j.Result), hex.EncodeToString(sum[:])
+		j.Bytes, j.SHA256 = j.resultDigest()
 	}
 	sum, err := hex.DecodeString(j.SHA256)
 	if err != nil || len(sum) != sha256.Size || hex.EncodeToString(sum) != j.SHA256 {

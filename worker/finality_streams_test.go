@@ -114,7 +114,7 @@ func TestFinalityReadsBothStreams(t *testing.T) {
 		require.NoError(t, err)
 		e := events[len(events)-1]
 		var v store.SettlementResent
-		require.NoError(t, json.Unmarshal(e.Data, &v))
+		require.NoError(t, e.Decode(&v))
 		return e.Type, v
 	}
 	typ, resent := last(old)

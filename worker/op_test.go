@@ -181,7 +181,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 		// result inserted, which the run's own settlement deleted with its
 		// outcome, well before its grace.
 		var succeeded store.JobSucceeded
-		require.NoError(t, json.Unmarshal(events[1].Data, &succeeded))
+		require.NoError(t, events[1].Decode(&succeeded))
 		require.Equal(t, 1, succeeded.Attempt)
 		require.NotZero(t, succeeded.SettleJobID)
 		require.NotEqual(t, succeeded.JobID, succeeded.SettleJobID)
@@ -218,8 +218,8 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Less(t, events[3].CreatedAt.Sub(events[1].CreatedAt), 2*time.Second, "the retry waited for the grace")
 		var first store.JobSucceeded
 		var second store.SettlementSubmitted
-		require.NoError(t, json.Unmarshal(events[1].Data, &first))
-		require.NoError(t, json.Unmarshal(events[2].Data, &second))
+		require.NoError(t, events[1].Decode(&first))
+		require.NoError(t, events[2].Decode(&second))
 		require.NotZero(t, first.SettleJobID)
 		require.Equal(t, store.SettlementSubmitted{JobID: first.SettleJobID, Network: "eip155:8453", Attempt: 2}, second)
 		require.Equal(t, 2, settler.calls("retried"))
@@ -258,7 +258,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, store.CallPaid, call.State)
 		require.Equal(t, paytest.TxHash("died"), call.Settlement.Transaction)
 		var second store.SettlementSubmitted
-		require.NoError(t, json.Unmarshal(events[3].Data, &second))
+		require.NoError(t, events[3].Decode(&second))
 		require.Equal(t, 2, second.Attempt)
 		require.Equal(t, 1, settler.calls("died"))
 	})
@@ -274,7 +274,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, store.CallPaid, call.State)
 		require.Equal(t, []string{store.EventCallPaid, store.EventJobStarted, store.EventJobSucceeded, store.EventSettlementConfirmed}, types(events))
 		var succeeded store.JobSucceeded
-		require.NoError(t, json.Unmarshal(events[2].Data, &succeeded))
+		require.NoError(t, events[2].Decode(&succeeded))
 		require.Zero(t, succeeded.Attempt, "the start is recorded once")
 		require.GreaterOrEqual(t, events[2].CreatedAt.Sub(events[1].CreatedAt), 400*time.Millisecond,
 			"job.started was written when the run began, not with its end")
@@ -341,8 +341,8 @@ func TestOpRecordsItsStart(t *testing.T) {
 			store.EventSettlementConfirmed}, types(events))
 		var started store.JobStarted
 		var succeeded store.JobSucceeded
-		require.NoError(t, json.Unmarshal(events[1].Data, &started))
-		require.NoError(t, json.Unmarshal(events[2].Data, &succeeded))
+		require.NoError(t, events[1].Decode(&started))
+		require.NoError(t, events[2].Decode(&succeeded))
 		require.Equal(t, []int{1, 2}, []int{started.Attempt, succeeded.Attempt})
 		require.JSONEq(t, `{"call_id":"flaky","op":"flaky","runs":2}`, string(call.Result))
 	})
@@ -353,7 +353,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, store.CallFailed, call.State)
 		require.Equal(t, []string{store.EventCallPaid, store.EventJobStarted, store.EventJobFailed}, types(events))
 		var failed store.JobFailed
-		require.NoError(t, json.Unmarshal(events[2].Data, &failed))
+		require.NoError(t, events[2].Decode(&failed))
 		require.Contains(t, failed.Message, "nap went wrong")
 		require.Nil(t, call.Settlement, fmt.Sprintf("a failed call was settled: %+v", call.Settlement))
 	})

@@ -112,10 +112,11 @@ type Config struct {
 	// JobRetention is how long River keeps a completed job before its
 	// maintenance removes it. Defaults to River's 24 hours.
 	JobRetention time.Duration
-	// LedgerPreviousForm writes the calls rows as the previous release
-	// did (a result whole, a settlement's response as a JSON object), so
-	// that its apis answer from them while its processes are replaced
-	// (docs/operating.md, Upgrades).
+	// LedgerPreviousForm writes the calls rows and the call events as the
+	// previous release did (a result whole, a settlement's response as a
+	// JSON object, events as JSON), so that its apis answer from them and
+	// show them while its processes are replaced (docs/operating.md,
+	// Upgrades).
 	LedgerPreviousForm bool
 }
 

@@ -58,12 +58,13 @@ type Config struct {
 	// ShutdownTimeout is how long a stopping process waits for its
 	// requests and jobs to end.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
-	// LedgerPreviousForm makes the workers write the calls rows as the
-	// previous release did (a result with its call_id and op, a
-	// settlement's response as a JSON object), which its apis answer
-	// from, and the apis write call.paid as it did (in data, not bin),
-	// which its workers settle from: true while a previous release's
-	// processes are replaced, then unset (docs/operating.md, Upgrades).
+	// LedgerPreviousForm makes this release write the ledger as the
+	// previous release did: the workers the calls rows (a result with its
+	// call_id and op, a settlement's response as a JSON object), which its
+	// apis answer from, and their events as JSON; the apis call.paid in
+	// data, not bin, which its workers settle from. True while a previous
+	// release's processes are replaced, then unset (docs/operating.md,
+	// Upgrades).
 	LedgerPreviousForm bool `env:"LEDGER_PREVIOUS_FORM"`
 	// LogLevel is the least level logged: debug, info, warn or error.
 	LogLevel LogLevel `env:"LOG_LEVEL"`

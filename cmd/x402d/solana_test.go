@@ -363,7 +363,7 @@ func TestSolanaSignatureRecordedBeforeSend(t *testing.T) {
 		return len(held) > 0
 	}, 30*time.Second, 20*time.Millisecond, "no send reached the node")
 	require.Len(t, held, 1)
-	recorded := transactionsByCall(ctx, t, s.db, "coalesce(data->>'tx', '')", store.EventJobSucceeded)
+	recorded := transactionsByCall(ctx, t, s.db, store.EventJobSucceeded)
 	require.Len(t, recorded, 1)
 	for _, txs := range recorded {
 		require.Equal(t, held, txs, "the ledger names the transaction while its send is held")
@@ -668,18 +668,38 @@ func killBeforeCommitment(t *testing.T, commitment string, payer solana.PrivateK
 	s.checkPaidOnce(ctx, t, r.rep, payer.PublicKey(), payerBefore, payToBefore)
 }
 
-// transactionsByCall returns, for each call, the value of field (a SQL
-// expression over data) in its events of types, in order.
-func transactionsByCall(ctx context.Context, t *testing.T, db *dbtest.DB, field string, types ...string) map[string][]string {
+// transactionsByCall returns, for each call, the transaction its events of
+// types name (job.succeeded and settlement.submitted: the one named before
+// sending, "" for none; settlement.confirmed: its response's), in order,
+// each event decoded as the store reads it (Event.Decode), in whichever
+// form it was written.
+func transactionsByCall(ctx context.Context, t *testing.T, db *dbtest.DB, types ...string) map[string][]string {
 	t.Helper()
-	rows, err := db.Pool.Query(ctx, "SELECT stream, "+field+" FROM events WHERE type = ANY($1) ORDER BY id", types)
+	rows, err := db.Pool.Query(ctx, "SELECT stream, type, data, bin FROM events WHERE type = ANY($1) ORDER BY id", types)
 	require.NoError(t, err)
 	defer rows.Close()
 	byCall := map[string][]string{}
 	for rows.Next() {
-		var stream, tx string
-		require.NoError(t, rows.Scan(&stream, &tx))
-		byCall[store.CallOfStream(stream)] = append(byCall[store.CallOfStream(stream)], tx)
+		var e store.Event
+		require.NoError(t, rows.Scan(&e.Stream, &e.Type, &e.Data, &e.Bin))
+		var tx string
+		switch e.Type {
+		case store.EventJobSucceeded:
+			var v store.JobSucceeded
+			require.NoError(t, e.Decode(&v))
+			tx = v.Transaction
+		case store.EventSettlementSubmitted:
+			var v store.SettlementSubmitted
+			require.NoError(t, e.Decode(&v))
+			tx = v.Transaction
+		case store.EventSettlementConfirmed:
+			var v store.SettlementDone
+			require.NoError(t, e.Decode(&v))
+			tx = v.Response.Transaction
+		default:
+			t.Fatalf("no transaction in %s", e.Type)
+		}
+		byCall[store.CallOfStream(e.Stream)] = append(byCall[store.CallOfStream(e.Stream)], tx)
 	}
 	require.NoError(t, rows.Err())
 	return byCall
@@ -697,9 +717,9 @@ func checkSolanaLedger(ctx context.Context, t *testing.T, db *dbtest.DB, node *s
 	awaitCallsFinal(ctx, t, db)
 
 	// call id -> transactions of its settlement.confirmed
-	confirmed := transactionsByCall(ctx, t, db, "data->'response'->>'transaction'", store.EventSettlementConfirmed)
+	confirmed := transactionsByCall(ctx, t, db, store.EventSettlementConfirmed)
 	// call id -> transactions its attempts recorded before sending
-	recorded := transactionsByCall(ctx, t, db, "coalesce(data->>'tx', '')", store.EventJobSucceeded, store.EventSettlementSubmitted)
+	recorded := transactionsByCall(ctx, t, db, store.EventJobSucceeded, store.EventSettlementSubmitted)
 
 	rows, err := db.Pool.Query(ctx, "SELECT id, state, amount FROM calls")
 	require.NoError(t, err)

@@ -173,11 +173,11 @@ func TestPaidCall(t *testing.T) {
 		}, eventTypes(ctx, t, b.db, callID))
 		// The result's event names the settlement job of its first
 		// submission.
-		var raw []byte
-		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT data FROM events WHERE stream = $1 AND type = $2",
-			store.CallStream(callID), store.EventJobSucceeded).Scan(&raw))
+		var e store.Event
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT data, bin FROM events WHERE stream = $1 AND type = $2",
+			store.CallStream(callID), store.EventJobSucceeded).Scan(&e.Data, &e.Bin))
 		var succeeded store.JobSucceeded
-		require.NoError(t, json.Unmarshal(raw, &succeeded))
+		require.NoError(t, e.Decode(&succeeded))
 		require.NotZero(t, succeeded.SettleJobID)
 	})
 
