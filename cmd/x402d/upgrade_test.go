@@ -232,14 +232,18 @@ func requireRowForm(ctx context.Context, t *testing.T, db *dbtest.DB, c upgradeC
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT state, result::text, settlement IS NOT NULL, receipt IS NOT NULL FROM calls WHERE id = $1", c.id).
 		Scan(&state, &result, &hasSettlement, &hasReceipt))
 	require.Equal(t, store.CallPaid, state, c.id)
-	// Its events (migration 017): call.paid's value in bin, not in data,
-	// and settlement.confirmed as one string, in the new form only.
-	var paidInBin, settledOneString bool
+	// Its events (migration 017): call.paid's and job.succeeded's values
+	// in bin, not in data, and settlement.confirmed as one string, in the
+	// new form only.
+	var paidInBin, succeededInBin, settledOneString bool
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT
 		(SELECT bin IS NOT NULL FROM events WHERE stream = $1 AND type = 'call.paid'),
+		(SELECT bin IS NOT NULL FROM events WHERE stream = $1 AND type = 'job.succeeded'),
 		(SELECT data ? 's' FROM events WHERE stream = $1 AND type = 'settlement.confirmed')`, store.CallStream(c.id)).
-		Scan(&paidInBin, &settledOneString))
-	require.Equal(t, []bool{c.form == "new", c.form == "new"}, []bool{paidInBin, settledOneString}, "call %s: call.paid in bin, settlement.confirmed one string", c.id)
+		Scan(&paidInBin, &succeededInBin, &settledOneString))
+	isNew := c.form == "new"
+	require.Equal(t, []bool{isNew, isNew, isNew}, []bool{paidInBin, succeededInBin, settledOneString},
+		"call %s: call.paid in bin, job.succeeded in bin, settlement.confirmed one string", c.id)
 	whole := strings.HasPrefix(result, `{"call_id"`)
 	switch c.form {
 	case "previous":
