@@ -12,11 +12,11 @@ import (
 )
 
 // The first byte of a packed ledger payment: packedVersion is the form
-// packPayment writes; unpackPayment also reads packedVersionExtra, the
-// form written before, which kept the option's extra whole.
+// packPayment writes; unpackPayment also reads packedVersionWhole, the
+// form written before, which kept the option's asset and extra whole.
 const (
 	packedVersion      = 2
-	packedVersionExtra = 1
+	packedVersionWhole = 1
 )
 
 // packPayment returns the packed form of a ledger payment whose payload is
@@ -35,24 +35,23 @@ const (
 func packPayment(l *ledgerPayment) []byte { return packPaymentForm(l, packedVersion) }
 
 // packPaymentForm is packPayment in form version: packedVersion, or
-// packedVersionExtra (the extra kept whole), which the release before
-// reads.
+// packedVersionWhole (the asset and extra kept whole), which the release
+// before reads.
 func packPaymentForm(l *ledgerPayment, version byte) []byte {
 	e := l.EVM
 	b := make([]byte, 0, 256)
 	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(e.Version))
 	b = appendString(b, e.Network)
-	if version == packedVersionExtra {
+	if version == packedVersionWhole {
 		b = appendAddress(b, e.Asset)
-	} else {
-		b = appendAsset(b, e.Network, e.Asset)
-	}
-	b = binary.AppendUvarint(b, uint64(e.Timeout))
-	if version == packedVersionExtra {
+		b = binary.AppendUvarint(b, uint64(e.Timeout))
 		b = appendBytes(b, e.Extra)
 	} else {
-		b = appendExtra(b, e.Network, e.Extra)
+		n, _ := NetworkByID(e.Network)
+		b = appendAsset(b, n, e.Asset)
+		b = binary.AppendUvarint(b, uint64(e.Timeout))
+		b = appendExtra(b, n, e.Extra)
 	}
 	b = appendAddress(b, e.From)
 	b = appendAddress(b, e.To)
@@ -80,23 +79,22 @@ func packable(l *ledgerPayment) bool {
 func unpackPayment(b []byte) (*ledgerPayment, error) {
 	r := &packedReader{b: b}
 	version := r.byte()
-	if version != packedVersion && version != packedVersionExtra {
+	if version != packedVersion && version != packedVersionWhole {
 		return nil, fmt.Errorf("decode ledger payment: packed form %d unknown", version)
 	}
 	e := &ledgerEVM{}
 	e.Version = int(r.uvarint())
 	e.Network = r.string()
-	if version == packedVersionExtra {
-		e.Asset = r.address()
-	} else {
-		e.Asset = r.asset(e.Network)
-	}
-	e.Timeout = int(r.uvarint())
 	var extra []byte
-	if version == packedVersionExtra {
+	if version == packedVersionWhole {
+		e.Asset = r.address()
+		e.Timeout = int(r.uvarint())
 		extra = r.bytes()
 	} else {
-		extra = r.extra(e.Network)
+		n, _ := NetworkByID(e.Network)
+		e.Asset = r.asset(n)
+		e.Timeout = int(r.uvarint())
+		extra = r.extra(n)
 	}
 	if len(extra) > 0 {
 		e.Extra = extra
@@ -133,23 +131,21 @@ func appendBytes(b, v []byte) []byte {
 const addressOfNetwork = 2
 
 // appendAsset appends the accepted option's asset: addressOfNetwork when
-// it is, character for character, the network's (Network.Asset: USDC's
+// it is, character for character, network n's (Network.Asset: USDC's
 // contract, checksummed), else as appendAddress does.
-func appendAsset(b []byte, network, asset string) []byte {
-	if n, ok := NetworkByID(network); ok && n.Asset != "" && n.Asset == asset {
+func appendAsset(b []byte, n Network, asset string) []byte {
+	if n.Asset != "" && n.Asset == asset {
 		return append(b, addressOfNetwork)
 	}
 	return appendAddress(b, asset)
 }
 
 // appendExtra appends the accepted option's extra: 0 when it is, byte for
-// byte, what network's asset states (Network.AssetExtra), otherwise its
+// byte, what network n's asset states (Network.AssetExtra), otherwise its
 // length plus one and its bytes.
-func appendExtra(b []byte, network string, extra []byte) []byte {
-	if n, ok := NetworkByID(network); ok {
-		if stated, ok := n.AssetExtra(); ok && bytes.Equal(extra, stated) {
-			return append(b, 0)
-		}
+func appendExtra(b []byte, n Network, extra []byte) []byte {
+	if stated, ok := n.AssetExtra(); ok && bytes.Equal(extra, stated) {
+		return append(b, 0)
 	}
 	b = binary.AppendUvarint(b, uint64(len(extra))+1)
 	return append(b, extra...)
@@ -257,35 +253,33 @@ func (r *packedReader) bytes() []byte {
 
 func (r *packedReader) string() string { return string(r.bytes()) }
 
-// extra reads what appendExtra wrote, the option's extra on network.
-// asset reads what appendAsset wrote.
-func (r *packedReader) asset(network string) string {
+// asset reads what appendAsset wrote, the option's asset on network n.
+func (r *packedReader) asset(n Network) string {
 	if len(r.b) == 0 || r.b[0] != addressOfNetwork {
 		return r.address()
 	}
 	r.b = r.b[1:]
-	if n, ok := NetworkByID(network); ok && n.Asset != "" {
+	if n.Asset != "" {
 		return n.Asset
 	}
 	if r.err == nil {
-		r.err = fmt.Errorf("asset of network %q, which has none", network)
+		r.err = fmt.Errorf("asset of a network without one (%q)", n.ID)
 	}
 	r.b = nil
 	return ""
 }
 
-func (r *packedReader) extra(network string) []byte {
+// extra reads what appendExtra wrote, the option's extra on network net.
+func (r *packedReader) extra(net Network) []byte {
 	n := r.uvarint()
 	if r.err != nil {
 		return nil
 	}
 	if n == 0 {
-		if net, ok := NetworkByID(network); ok {
-			if extra, ok := net.AssetExtra(); ok {
-				return extra
-			}
+		if extra, ok := net.AssetExtra(); ok {
+			return extra
 		}
-		r.err = fmt.Errorf("extra of network %q, whose asset states none", network)
+		r.err = fmt.Errorf("extra of a network whose asset states none (%q)", net.ID)
 		r.b = nil
 		return nil
 	}

@@ -88,14 +88,14 @@ func (p Payment) MarshalLedgerBinary() ([]byte, bool) {
 }
 
 // MarshalLedgerBinaryPrevious is MarshalLedgerBinary in the packed form
-// the release before wrote and reads (the option's extra kept whole), for
-// a record written while that release's processes still run.
+// the release before wrote and reads (the option's asset and extra kept
+// whole), for a record written while that release's processes still run.
 func (p Payment) MarshalLedgerBinaryPrevious() ([]byte, bool) {
 	l := p.ledger()
 	if !packable(&l) {
 		return nil, false
 	}
-	return packPaymentForm(&l, packedVersionExtra), true
+	return packPaymentForm(&l, packedVersionWhole), true
 }
 
 // UnmarshalLedgerBinary decodes what MarshalLedgerBinary or
