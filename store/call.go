@@ -153,12 +153,12 @@ type JobSucceeded struct {
 	Result json.RawMessage `json:"-"`
 	// Op is the call's operation, whose name the result object states
 	// after the call's id: the row keeps the result without the two
-	// (ResultObject), unless PreviousRow.
+	// (ResultObject), unless PreviousForm.
 	Op string `json:"-"`
-	// PreviousRow writes the row and the event as the previous release
+	// PreviousForm writes the row and the event as the previous release
 	// did: the result whole, the event as JSON
 	// (worker.Config.LedgerPreviousForm).
-	PreviousRow bool `json:"-"`
+	PreviousForm bool `json:"-"`
 	// Bytes is the result's size.
 	Bytes int `json:"bytes"`
 	// SHA256 is the hex SHA-256 of the result's bytes.
@@ -267,10 +267,11 @@ type SettlementDone struct {
 	// settlement.mined, which now records it once for the transaction's
 	// calls (EventSettlementMined): nil then.
 	Block *x402.SettledBlock `json:"block,omitempty"`
-	// PreviousRow writes the row as the previous release did: a
-	// settlement's response as the JSON object of the settlement column,
-	// not packed in receipt (worker.Config.LedgerPreviousForm).
-	PreviousRow bool `json:"-"`
+	// PreviousForm writes the row and the event as the previous release
+	// did: a settlement's response as the JSON object of the settlement
+	// column, not packed in receipt, and the event as fields, not one
+	// string (worker.Config.LedgerPreviousForm).
+	PreviousForm bool `json:"-"`
 }
 
 // ledgerResponse is a settlement's response as settlement.confirmed and
@@ -370,9 +371,9 @@ type SettlementResent struct {
 	Response x402.SettleResponse `json:"response"`
 	Cost     *x402.SettleCost    `json:"cost,omitempty"`
 	Block    *x402.SettledBlock  `json:"block,omitempty"`
-	// PreviousRow writes the row as the previous release did
-	// (SettlementDone.PreviousRow).
-	PreviousRow bool `json:"-"`
+	// PreviousForm writes the row as the previous release did
+	// (SettlementDone.PreviousForm).
+	PreviousForm bool `json:"-"`
 }
 
 // SettlementLost is the data of settlement.lost.
@@ -447,7 +448,7 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		// spacing are the operation's, and nothing is re-parsed to serve
 		// it. The call's id and op, which its columns state, are left
 		// out (callResult puts them back).
-		result, err := rowResult(v.Result, id, v.Op, v.PreviousRow)
+		result, err := rowResult(v.Result, id, v.Op, v.PreviousForm)
 		if err != nil {
 			return false, err
 		}
@@ -468,7 +469,7 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		// payer): it is what the call is answered with. A settled
 		// call's is packed (receipt); a refused one's is the settlement
 		// column's JSON object, whose reason /ops lists.
-		if e.Type == EventSettlementConfirmed && !v.PreviousRow {
+		if e.Type == EventSettlementConfirmed && !v.PreviousForm {
 			b.Queue("UPDATE calls SET state = 'paid', receipt = "+receiptOf+", updated_at = $3 WHERE id = $1 AND state = 'settling'",
 				id, v.Response.MarshalLedgerBinary(v.Response.Network), now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
 			return true, nil
@@ -488,7 +489,7 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		if !ok {
 			return false, fmt.Errorf("data is %T, want SettlementResent", e.Data)
 		}
-		if !v.PreviousRow {
+		if !v.PreviousForm {
 			b.Queue("UPDATE calls SET receipt = "+receiptOf+", settlement = NULL, updated_at = $3 WHERE id = $1 AND state = 'paid'",
 				id, v.Response.MarshalLedgerBinary(v.Response.Network), now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
 			return true, nil

@@ -50,9 +50,9 @@ func TestCallRowForms(t *testing.T) {
 		s := store.CallStream(id)
 		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified(id)}))
 		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded,
-			Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, `"x":[1,2]`), Op: "diff", PreviousRow: previous}}))
+			Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, `"x":[1,2]`), Op: "diff", PreviousForm: previous}}))
 		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: outcome,
-			Data: store.SettlementDone{Response: response, PreviousRow: previous}}))
+			Data: store.SettlementDone{Response: response, PreviousForm: previous}}))
 		c, err := store.CallGetByID(ctx, db.Pool, id)
 		require.NoError(t, err)
 		a, err := store.CallGetAnswer(ctx, db.Pool, id)
@@ -88,7 +88,7 @@ func TestCallRowForms(t *testing.T) {
 			again := settled
 			again.Transaction = moved
 			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
-				Data: store.SettlementResent{Previous: hash, Response: again, PreviousRow: previous}}))
+				Data: store.SettlementResent{Previous: hash, Response: again, PreviousForm: previous}}))
 			c, err := store.CallGetAnswer(ctx, db.Pool, id)
 			require.NoError(t, err)
 			require.Equal(t, &again, c.Settlement)

@@ -29,7 +29,7 @@ func TestJobSucceededBinary(t *testing.T) {
 		{"with the transaction named before sending", JobSucceeded{JobID: 602, Result: result, Attempt: 1, SettleJobID: 603,
 			Transaction: "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnb"}, true, 84},
 		{"the digest only", JobSucceeded{JobID: 71, Bytes: 268, SHA256: digest}, true, 0},
-		{"the previous release's form", JobSucceeded{JobID: 602, Result: result, PreviousRow: true}, false, 0},
+		{"the previous release's form", JobSucceeded{JobID: 602, Result: result, PreviousForm: true}, false, 0},
 		{"a digest in upper case", JobSucceeded{JobID: 71, Bytes: 268, SHA256: "AB" + digest[2:]}, false, 0},
 		{"a negative job", JobSucceeded{JobID: -1, Result: result}, false, 0},
 	}

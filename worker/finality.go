@@ -225,7 +225,7 @@ func (f *Follower) moved(ctx context.Context, tx pgx.Tx, w store.WatchedTx, bloc
 		resp := x402.SettleResponse{Success: true, Transaction: w.Transaction, Network: w.Network, Payer: c.Payment.Payer}
 		if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(c.ID), Type: store.EventSettlementResent,
 			Data: store.SettlementResent{Previous: w.Transaction, Response: resp, Block: &block,
-				PreviousRow: f.cfg.LedgerPreviousForm}}); err != nil {
+				PreviousForm: f.cfg.LedgerPreviousForm}}); err != nil {
 			return err
 		}
 		f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgMoved)
@@ -258,7 +258,7 @@ func (f *Follower) settleAgain(ctx context.Context, tx pgx.Tx, w store.WatchedTx
 	if resp.Success {
 		if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
 			Data: store.SettlementResent{Previous: w.Transaction, Response: *resp, Cost: resp.Cost, Block: resp.Block,
-				PreviousRow: f.cfg.LedgerPreviousForm}}); err != nil {
+				PreviousForm: f.cfg.LedgerPreviousForm}}); err != nil {
 			return err
 		}
 		if resp.Block != nil {

@@ -109,7 +109,7 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 	}
 	err = commits.outcomes.Commit(ctx, settled{
 		event: store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost, Block: resp.Block,
-			PreviousRow: commits.previousRow}},
+			PreviousForm: commits.previousForm}},
 		safetyNet: safetyNet,
 	})
 	if errors.Is(err, store.ErrConflict) {

@@ -168,7 +168,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	workers := river.NewWorkers()
 	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler)
 	commits.expiry = cfg.ExpiryMargin
-	commits.previousRow = cfg.LedgerPreviousForm
+	commits.previousForm = cfg.LedgerPreviousForm
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
@@ -220,8 +220,8 @@ type commits struct {
 	// expiry is Config.ExpiryMargin: the runs of a call end at least this
 	// long before its payment's validBefore.
 	expiry time.Duration
-	// previousRow is Config.LedgerPreviousForm.
-	previousRow bool
+	// previousForm is Config.LedgerPreviousForm.
+	previousForm bool
 	// results records operation results and their settlement jobs,
 	// durably. (They once committed without waiting for the disk, on the
 	// argument that a crash losing them would make the job run again; but
