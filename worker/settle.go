@@ -145,10 +145,16 @@ type settled struct {
 // out; its projection adds the calls to the transaction's row of
 // settlement_watch.
 func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
-	events := make([]store.NewEvent, 0, len(outcomes))
 	ids := make([]int64, 0, len(outcomes))
-	var mined []store.NewEvent
+	// mined are the group's settlement.mined, one a transaction (network,
+	// hash) in the order first seen.
+	type minedTx struct {
+		network string
+		data    store.SettlementMined
+	}
+	var mined []minedTx
 	at := map[[2]string]int{}
+	calls := make([]store.NewEvent, 0, len(outcomes))
 	for _, o := range outcomes {
 		if o.safetyNet != 0 {
 			ids = append(ids, o.safetyNet)
@@ -160,18 +166,20 @@ func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
 			if !ok {
 				i = len(mined)
 				at[key] = i
-				mined = append(mined, store.NewEvent{Stream: store.ChainStream(done.Response.Network), Type: store.EventSettlementMined,
-					Data: store.SettlementMined{Transaction: done.Response.Transaction, Block: *done.Block}})
+				mined = append(mined, minedTx{network: done.Response.Network,
+					data: store.SettlementMined{Transaction: done.Response.Transaction, Block: *done.Block}})
 			}
-			m := mined[i].Data.(store.SettlementMined)
-			m.Calls = append(m.Calls, store.CallOfStream(o.event.Stream))
-			mined[i].Data = m
+			mined[i].data.Calls = append(mined[i].data.Calls, store.CallOfStream(o.event.Stream))
 			done.Block = nil
 			o.event.Data = done
 		}
-		events = append(events, o.event)
+		calls = append(calls, o.event)
 	}
-	if err := store.Append(ctx, tx, append(mined, events...)...); err != nil {
+	events := make([]store.NewEvent, 0, len(mined)+len(calls))
+	for _, m := range mined {
+		events = append(events, store.NewEvent{Stream: store.ChainStream(m.network), Type: store.EventSettlementMined, Data: m.data})
+	}
+	if err := store.Append(ctx, tx, append(events, calls...)...); err != nil {
 		return err
 	}
 	if len(ids) == 0 {
