@@ -340,7 +340,7 @@ func (d *dashboard) watchedBlock(ctx context.Context, e store.Event) (x402.Settl
 		return x402.SettledBlock{}, false, nil
 	}
 	var v store.SettlementDone
-	if json.Unmarshal(e.Data, &v) != nil || v.Block != nil || v.Response.Transaction == "" {
+	if e.Decode(&v) != nil || v.Block != nil || v.Response.Transaction == "" {
 		return x402.SettledBlock{}, false, nil
 	}
 	block, err := store.WatchBlockGet(ctx, d.cfg.Pool, v.Response.Network, v.Response.Transaction)
