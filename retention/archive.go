@@ -23,19 +23,14 @@ import (
 )
 
 // ArchiveFormat names the layout of an archive's file: JSON lines, gzip,
-// each event with its binary data (bin) when it has some. Restore reads it
-// and archiveFormatJSON.
+// each a store.Event, with its binary data (bin, in base64) when it has
+// some. Restore reads it and archiveFormatJSON.
 const ArchiveFormat = "x402d-events/2"
 
 // archiveFormatJSON is the layout written before the log kept binary data
 // (migration 017): the same lines without bin. A release that reads only
 // it refuses an archive of ArchiveFormat rather than losing its bin.
 const archiveFormatJSON = "x402d-events/1"
-
-// eventColumns are the columns of the event log, in the order an archive
-// reads and restores them and a partition rewritten without its probes
-// (PruneProbes) copies them.
-const eventColumns = "id, stream, type, data, bin, created_at"
 
 // Manifest describes an archived partition of the event log, beside its
 // file (<partition>.manifest.json next to <partition>.jsonl.gz).
@@ -57,10 +52,6 @@ type Manifest struct {
 	SHA256     string    `json:"sha256"`
 	ArchivedAt time.Time `json:"archived_at"`
 }
-
-// archivedEvent is a line of an archive: an event as store reads it, its
-// binary data (Bin, written since migration 017) in base64.
-type archivedEvent = store.Event
 
 // Archive writes every partition of the event log whose range ends on or
 // before before (and before now) to dir, as <partition>.jsonl.gz (one event
@@ -126,18 +117,17 @@ func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p sch
 	buffered := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<16)
 	gz := gzip.NewWriter(buffered)
 	enc := json.NewEncoder(gz)
-	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY id", eventColumns, pgx.Identifier{p.Name}.Sanitize()))
+	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY id", store.EventColumns, pgx.Identifier{p.Name}.Sanitize()))
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
 	}
 	for rows.Next() {
-		var e archivedEvent
-		var data []byte
-		if err := rows.Scan(&e.ID, &e.Stream, &e.Type, &data, &e.Bin, &e.CreatedAt); err != nil {
+		e, err := store.ScanEvent(rows)
+		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
 		}
-		e.Data, e.CreatedAt = data, e.CreatedAt.UTC()
+		e.CreatedAt = e.CreatedAt.UTC()
 		if m.Rows == 0 {
 			m.FirstID = e.ID
 		}
@@ -275,9 +265,9 @@ func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (*Manifest, e
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	var decodeErr error
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{m.Partition}, strings.Split(eventColumns, ", "),
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{m.Partition}, strings.Split(store.EventColumns, ", "),
 		pgx.CopyFromFunc(func() ([]any, error) {
-			var e archivedEvent
+			var e store.Event
 			if err := dec.Decode(&e); err != nil {
 				if !errors.Is(err, io.EOF) {
 					decodeErr = err

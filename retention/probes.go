@@ -98,7 +98,7 @@ func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition) 
 			ALTER TABLE %s ADD CONSTRAINT bound CHECK (%s)`, keptID, keptID, bound)); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, "INSERT INTO "+keptID+" ("+eventColumns+") SELECT "+eventColumns+" FROM "+id+" WHERE type <> $1 ORDER BY id", store.EventHostProbed)
+		tag, err := tx.Exec(ctx, "INSERT INTO "+keptID+" ("+store.EventColumns+") SELECT "+store.EventColumns+" FROM "+id+" WHERE type <> $1 ORDER BY id", store.EventHostProbed)
 		copied = tag.RowsAffected()
 		return err
 	})

@@ -209,18 +209,26 @@ func superseded(events []NewEvent, i int) bool {
 	return supersededCall(e.Type, prev, next)
 }
 
+// EventColumns are the event log's columns, in the order ScanEvent reads
+// them: what a reader of whole events (an archive, a partition's rewrite)
+// selects or copies.
+const EventColumns = "id, stream, type, data, bin, created_at"
+
+// ScanEvent reads an event from row, whose columns are EventColumns.
+func ScanEvent(row pgx.Row) (Event, error) {
+	var e Event
+	err := row.Scan(&e.ID, &e.Stream, &e.Type, &e.Data, &e.Bin, &e.CreatedAt)
+	return e, err
+}
+
 // EventListByStream returns the events of stream in order, each with its
 // JSON data and its binary form when it has one (Event.Decode reads both).
 func EventListByStream(ctx context.Context, db DBTX, stream string) ([]Event, error) {
-	rows, err := db.Query(ctx, "SELECT id, stream, type, data, bin, created_at FROM events WHERE stream = $1 ORDER BY id", stream)
+	rows, err := db.Query(ctx, "SELECT "+EventColumns+" FROM events WHERE stream = $1 ORDER BY id", stream)
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", stream, err)
 	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
-		var e Event
-		err := row.Scan(&e.ID, &e.Stream, &e.Type, &e.Data, &e.Bin, &e.CreatedAt)
-		return e, err
-	})
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return ScanEvent(row) })
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", stream, err)
 	}
