@@ -54,9 +54,7 @@ type DB struct {
 // Schema creates a fresh, migrated schema for t and drops it at cleanup.
 func Schema(ctx context.Context, t testing.TB) *DB {
 	t.Helper()
-	base := URL()
-	require.NoError(t, schema.EnsureDatabase(ctx, base), "the tests need Postgres: run `go tool task db` or set TEST_DATABASE_URL")
-	return schemaIn(ctx, t, base, uniqueName(t), true)
+	return newSchema(ctx, t, true)
 }
 
 // Unmigrated is Schema without the migrations: an empty schema, for a test
@@ -64,9 +62,16 @@ func Schema(ctx context.Context, t testing.TB) *DB {
 // applies its own).
 func Unmigrated(ctx context.Context, t testing.TB) *DB {
 	t.Helper()
+	return newSchema(ctx, t, false)
+}
+
+// newSchema creates a schema of its own for t in the tests' database,
+// migrated when migrate is true.
+func newSchema(ctx context.Context, t testing.TB, migrate bool) *DB {
+	t.Helper()
 	base := URL()
 	require.NoError(t, schema.EnsureDatabase(ctx, base), "the tests need Postgres: run `go tool task db` or set TEST_DATABASE_URL")
-	return schemaIn(ctx, t, base, uniqueName(t), false)
+	return schemaIn(ctx, t, base, uniqueName(t), migrate)
 }
 
 // Database is Schema in a database of its own, created for t and dropped
