@@ -133,8 +133,8 @@ func explainHot(ctx context.Context, b *testing.B, db *dbtest.DB, id, key string
 // admission (its call.paid event and its calls row, one transaction);
 // Settle reads 16 calls to settle with their payments; Poll reads a call's
 // answer; Resent finds the call of a resent payment (the calls read are
-// settled: settleBenchCall). It logs the
-// statements' plans and fails on a sequential scan of calls or events.
+// settled: settleBenchCall). It logs the statements' plans and fails on a
+// sequential scan of calls or events.
 // Run: go test -run '^$' -bench LedgerAtScale -benchtime 2000x -timeout 60m ./store
 func BenchmarkLedgerAtScale(b *testing.B) {
 	ctx := context.Background()
