@@ -1,0 +1,49 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// LockTimeout is how long the service's swaps of a partition (the
+// probes' removal, x402d archive) wait for each of their locks before they
+// give up with ErrPartitionBusy, the partition left as it was, to be tried
+// again by the next run (Archive, PruneProbes): appends to the event log
+// queue behind a swap's wait for the log's lock, so they wait at most this
+// long.
+const LockTimeout = 5 * time.Second
+
+// ErrPartitionBusy is the error of a partition's swap that gave up waiting
+// for a lock (LockTimeout) held by another transaction, a long reader of
+// the event log for instance. Nothing was changed; a later run tries again.
+var ErrPartitionBusy = errors.New("partition busy")
+
+// lockEnded starts the swap of the ended partition name in tx: every lock
+// tx takes from now on waits at most timeout, and the partition is locked
+// against writes (SHARE), after those under way commit. What tx then counts
+// in the partition is all it will ever hold until tx ends, so the counts a
+// swap checks before it detaches the partition are those it drops.
+func lockEnded(ctx context.Context, tx pgx.Tx, name string, timeout time.Duration) error {
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(timeout.Milliseconds(), 1))); err != nil {
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{name}.Sanitize()+" IN SHARE MODE"); err != nil {
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	return nil
+}
+
+// busy marks err ErrPartitionBusy when it is a lock's timeout, or a
+// deadlock with a transaction writing into the partition.
+func busy(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01") {
+		return fmt.Errorf("%w: %w", ErrPartitionBusy, err)
+	}
+	return err
+}
