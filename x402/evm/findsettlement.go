@@ -212,6 +212,7 @@ func clampUint64(v *big.Int) uint64 {
 // once the head block is stamped at or after its validBefore (no later
 // block can use it), and pending before.
 func (r *Relayer) Reconcile(ctx context.Context, p *x402.Payment) (x402.Reconciliation, *x402.SettleResponse, error) {
+	ctx = WithPurpose(ctx, PurposeSettle)
 	chain := r.chains[p.Network]
 	if chain == nil {
 		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: no chain client for %s", p.Key(), p.Network)
