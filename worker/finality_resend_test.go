@@ -99,3 +99,40 @@ func TestFollowerRecordsEachResend(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT coalesce(array_agg(c ORDER BY c), '{}') FROM settlement_watch, unnest(calls) c WHERE tx_hash = $1`, batch).Scan(&calls))
 	require.Empty(t, calls, "no call is left with the gone transaction")
 }
+
+// TestFollowerOneProcessANetwork: while another session holds a
+// network's follow lock (another worker process following it), a round
+// leaves the network alone; once the lock is let go, the next round
+// records its final transaction.
+func TestFollowerOneProcessANetwork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network = "eip155:8453"
+	block := x402.SettledBlock{Number: 10, Hash: "0xb10"}
+	_, err := db.Pool.Exec(ctx, `INSERT INTO settlement_watch (network, tx_hash, block, block_hash, calls, amount) VALUES ($1, '0xt', 10, '0xb10', '{c}', 10000)`, network)
+	require.NoError(t, err)
+
+	other, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer other.Release()
+	_, err = other.Exec(ctx, "SELECT pg_advisory_lock($1)", worker.FollowLock(network))
+	require.NoError(t, err)
+
+	chain := &scriptedFinality{rounds: []x402.FollowedTx{{State: x402.TxFinal, Block: block}}}
+	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	watched := func() int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM settlement_watch").Scan(&n))
+		return n
+	}
+	require.NoError(t, f.Round(ctx))
+	require.Equal(t, 1, watched(), "followed by the other process")
+	require.Len(t, chain.rounds, 1, "the chain not asked")
+
+	_, err = other.Exec(ctx, "SELECT pg_advisory_unlock($1)", worker.FollowLock(network))
+	require.NoError(t, err)
+	require.NoError(t, f.Round(ctx))
+	require.Zero(t, watched(), "final")
+}
