@@ -16,7 +16,7 @@ import (
 // again by the next run (Archive, PruneProbes): appends to the event log
 // queue behind a swap's wait for the log's lock, so they wait at most this
 // long.
-const LockTimeout = 5 * time.Second
+const LockTimeout = 2 * time.Second
 
 // ErrPartitionBusy is the error of a partition's swap that gave up waiting
 // for a lock (LockTimeout) held by another transaction, a long reader of
