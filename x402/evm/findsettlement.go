@@ -209,8 +209,8 @@ func clampUint64(v *big.Int) uint64 {
 // found (its AuthorizationUsed event; followed until final from its block
 // when the network's policy follows settlements), lost otherwise (its nonce
 // used without a transfer: canceled by the payer); unused, it is refused
-// once the head block is stamped at or after its validBefore (no later
-// block can use it), and pending before.
+// once a block the network's policy holds final is stamped at or after its
+// validBefore (no later block can use it), and pending before.
 func (r *Relayer) Reconcile(ctx context.Context, p *x402.Payment) (x402.Reconciliation, *x402.SettleResponse, error) {
 	ctx = WithPurpose(ctx, PurposeSettle)
 	chain := r.chains[p.Network]
@@ -236,11 +236,18 @@ func (r *Relayer) Reconcile(ctx context.Context, p *x402.Payment) (x402.Reconcil
 		}
 		return x402.ReconcilePaid, resp, nil
 	}
-	head, err := chain.backend.HeaderByNumber(ctx, nil)
+	// Refused only once a block the network's policy holds final is
+	// stamped past the window: a reorganisation could otherwise mine the
+	// transfer in a block of another branch stamped inside it.
+	final, err := chain.finality.finalBlock(ctx, chain.backend)
 	if err != nil {
-		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: read head: %w", p.Key(), err)
+		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: %w", p.Key(), err)
 	}
-	if head.Time >= clampUint64(auth.ValidBefore) {
+	header, err := chain.backend.HeaderByNumber(ctx, new(big.Int).SetUint64(final))
+	if err != nil {
+		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: read block %d: %w", p.Key(), final, err)
+	}
+	if header.Time >= clampUint64(auth.ValidBefore) {
 		return x402.ReconcileRefused, &x402.SettleResponse{ErrorReason: ReasonValidBefore, Network: p.Network, Payer: p.Payer}, nil
 	}
 	return x402.ReconcilePending, nil, nil
