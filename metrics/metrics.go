@@ -64,6 +64,7 @@ type Metrics struct {
 	settlementGas    *prometheus.CounterVec
 	revenueFinal     *prometheus.CounterVec
 	reorged          *prometheus.CounterVec
+	reconciled       *prometheus.CounterVec
 	relayerBalance   *prometheus.GaugeVec
 	feePayerBalance  prometheus.Gauge
 	feeWait          *prometheus.GaugeVec
@@ -120,6 +121,9 @@ func New(cfg Config) *Metrics {
 			"network"),
 		reorged: newCounterVec(reg, "settlement_reorganised_total",
 			"Settlements a reorganisation undid, by network and what became of them (moved: the same transaction mined again; resent: made again in another; lost).",
+			"network", "outcome"),
+		reconciled: newCounterVec(reg, "settlement_reconciled_total",
+			"Calls whose settlement jobs were all exhausted, reconciled from the chain, by network and outcome (paid, lost, refused).",
 			"network", "outcome"),
 		relayerBalance: newGaugeVec(reg, "relayer_balance_wei",
 			"The relayer's native balance, in wei, by network, as last read.",
@@ -366,6 +370,16 @@ func (m *Metrics) SettlementReorganised(network, outcome string) {
 		return
 	}
 	m.reorged.WithLabelValues(network, outcome).Inc()
+}
+
+// SettlementReconciled counts a call on network whose settlement jobs
+// were all exhausted, reconciled from the chain with outcome: "paid",
+// "lost" or "refused" (x402.Reconciliation's names).
+func (m *Metrics) SettlementReconciled(network, outcome string) {
+	if m == nil {
+		return
+	}
+	m.reconciled.WithLabelValues(network, outcome).Inc()
 }
 
 // RelayerState records the relayer's native balance on network (wei) and

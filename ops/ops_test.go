@@ -433,25 +433,31 @@ func TestOverviewFinality(t *testing.T) {
 }
 
 // TestCallTimelineLost shows a lost call's settlement.lost in its timeline
-// with the amount lost and the reason.
+// with the amount lost and the reason: the transaction a reorganisation
+// undid, or, for a call reconciled after its settlement jobs were
+// exhausted, that.
 func TestCallTimelineLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := startService(ctx, t, testToken)
-	id := s.paidCallID(t, "test:0xa11ce:lost-1")
-	tx, err := s.DB.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementLost,
-		Data: store.SettlementLost{Previous: "0xdead", Network: "eip155:8453", Amount: "10000", Reason: "invalid_exact_evm_payload_authorization_valid_before"}}))
-	require.NoError(t, tx.Commit(ctx))
-	resp, body := s.get(t, "/ops/calls/"+id, map[string]string{"Authorization": "Bearer " + testToken})
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	page := string(body)
-	require.Contains(t, page, store.EventSettlementLost)
-	require.Contains(t, page, "0.010000 USDC")
-	require.Contains(t, page, "invalid_exact_evm_payload_authorization_valid_before")
-	require.Contains(t, page, "0xdead")
+	for i, tt := range []struct{ previous, shown string }{
+		{"0xdead", "0xdead"},
+		{"", "settlement jobs exhausted"},
+	} {
+		id := s.paidCallID(t, fmt.Sprintf("test:0xa11ce:lost-%d", i))
+		tx, err := s.DB.Pool.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementLost,
+			Data: store.SettlementLost{Previous: tt.previous, Network: "eip155:8453", Amount: "10000", Reason: "invalid_exact_evm_nonce_already_used"}}))
+		require.NoError(t, tx.Commit(ctx))
+		resp, body := s.get(t, "/ops/calls/"+id, map[string]string{"Authorization": "Bearer " + testToken})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		page := string(body)
+		require.Contains(t, page, store.EventSettlementLost)
+		require.Contains(t, page, "0.010000 USDC")
+		require.Contains(t, page, "invalid_exact_evm_nonce_already_used")
+		require.Contains(t, page, tt.shown)
+	}
 }
 
 // TestTimelineOldAndFoldedStreams: a call whose stream was written before

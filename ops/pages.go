@@ -442,8 +442,14 @@ func eventFields(e store.Event, payer string) []field {
 	case store.EventSettlementLost:
 		var v store.SettlementLost
 		if e.Decode(&v) == nil {
+			// A call reconciled after its settlement jobs were exhausted
+			// has no transaction undone.
+			first := field{Name: "undone", Value: v.Previous, Mono: true}
+			if v.Previous == "" {
+				first = field{Name: "reconciled", Value: "settlement jobs exhausted"}
+			}
 			return []field{
-				{Name: "undone", Value: v.Previous, Mono: true},
+				first,
 				{Name: "network", Value: v.Network},
 				{Name: "amount lost", Value: usdc(v.Amount) + " USDC"},
 				{Name: "reason", Value: v.Reason},

@@ -58,8 +58,11 @@ type Manifest struct {
 // a line, in id order) with <partition>.manifest.json, both synced to disk;
 // then it detaches and drops the partition. It returns the manifests
 // written. A partition is dropped only once its file and manifest are
-// complete and its rows counted again in the dropping transaction.
-func Archive(ctx context.Context, pool *pgxpool.Pool, dir string, before time.Time) ([]Manifest, error) {
+// complete and its rows counted again in the dropping transaction, the
+// partition locked against writes first; each lock waits at most
+// lockTimeout (LockTimeout), else Archive stops with ErrPartitionBusy.
+// Files that turn out not to be their partition's are removed.
+func Archive(ctx context.Context, pool *pgxpool.Pool, dir string, before time.Time, lockTimeout time.Duration) ([]Manifest, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
@@ -69,7 +72,7 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, dir string, before time.Ti
 	}
 	var done []Manifest
 	for _, p := range parts {
-		m, err := archivePartition(ctx, pool, dir, p)
+		m, err := archivePartition(ctx, pool, dir, p, lockTimeout)
 		if err != nil {
 			return done, err
 		}
@@ -96,7 +99,7 @@ func endedBy(ctx context.Context, pool *pgxpool.Pool, before time.Time) ([]schem
 }
 
 // archivePartition archives one partition (Archive).
-func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p schema.Partition) (*Manifest, error) {
+func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p schema.Partition, lockTimeout time.Duration) (*Manifest, error) {
 	m := &Manifest{Format: ArchiveFormat, Partition: p.Name, To: p.To.UTC(), File: p.Name + ".jsonl.gz", ArchivedAt: time.Now().UTC()}
 	if !p.From.IsZero() {
 		from := p.From.UTC()
@@ -165,25 +168,39 @@ func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p sch
 		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
 	}
 
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	var count int64
-	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{p.Name}.Sanitize()).Scan(&count); err != nil {
-		return nil, fmt.Errorf("archive %s: count: %w", p.Name, err)
-	}
-	if count != m.Rows {
-		return nil, fmt.Errorf("archive %s: %d rows now, %d written: not dropped", p.Name, count, m.Rows)
-	}
-	if err := schema.DetachEventPartition(ctx, tx, p.Name); err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := dropArchived(ctx, pool, p.Name, m.Rows, lockTimeout); err != nil {
+		// The files are not the partition's archive: a later run writes
+		// them again.
+		_ = os.Remove(path)
+		_ = os.Remove(filepath.Join(dir, p.Name+".manifest.json"))
 		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
 	}
 	return m, nil
+}
+
+// dropArchived detaches and drops partition name, locked against writes
+// (lockEnded) and its rows counted again: unless they are the rows
+// archived, it is left as it is.
+func dropArchived(ctx context.Context, pool *pgxpool.Pool, name string, rows int64, lockTimeout time.Duration) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := lockEnded(ctx, tx, name, lockTimeout); err != nil {
+		return busy(err)
+	}
+	var count int64
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{name}.Sanitize()).Scan(&count); err != nil {
+		return fmt.Errorf("count: %w", err)
+	}
+	if count != rows {
+		return fmt.Errorf("%d rows now, %d written: not dropped", count, rows)
+	}
+	if err := schema.DetachEventPartition(ctx, tx, name); err != nil {
+		return busy(err)
+	}
+	return tx.Commit(ctx)
 }
 
 // writeManifest writes m to path, synced.

@@ -103,7 +103,7 @@ func TestArchiveAndRestore(t *testing.T) {
 	october := eventsBetween(ctx, t, db, oct, nov)
 
 	dir := t.TempDir()
-	done, err := retention.Archive(ctx, db.Pool, dir, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC))
+	done, err := retention.Archive(ctx, db.Pool, dir, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC), retention.LockTimeout)
 	require.NoError(t, err)
 	require.Len(t, done, 1, "only the partitions whose whole range ends by the date")
 	m := done[0]
@@ -155,7 +155,7 @@ func TestArchiveAndRestore(t *testing.T) {
 	require.ErrorContains(t, err, "append-only")
 
 	// Archiving again does not overwrite the files.
-	_, err = retention.Archive(ctx, db.Pool, dir, oct)
+	_, err = retention.Archive(ctx, db.Pool, dir, oct, retention.LockTimeout)
 	require.ErrorContains(t, err, "exists already")
 	require.Contains(t, partitionNames(ctx, t, db), sepName)
 }

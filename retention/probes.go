@@ -34,12 +34,16 @@ type PrunedPartition struct {
 // read back from a probe older than 31 days (store.ProbeHoursKept). The
 // partition's other events are copied, with their ids, into a table of the
 // log's layout (its keys, indexes and the partition's bound) outside any
-// lock; then, in one transaction, they are counted again in the partition,
-// which is detached and dropped, and the copy takes its name (its indexes
-// theirs) and its place, with the append-only rule, as Restore attaches a
-// partition. A partition is read once: the mark (retention_marks,
-// "probes") remembers where the last rewrite ended.
-func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time) ([]PrunedPartition, error) {
+// lock; then, in one transaction, the partition is locked against writes
+// (an append begun before its range ended may still commit into it), the
+// events committed since the copy are copied too and all are counted
+// again, the partition is detached and dropped, and the copy takes its
+// name (its indexes theirs) and its place, with the append-only rule, as
+// Restore attaches a partition. Each lock waits at most lockTimeout
+// (LockTimeout), else PruneProbes stops with ErrPartitionBusy, the
+// partition as it was. A partition is read once: the mark
+// (retention_marks, "probes") remembers where the last rewrite ended.
+func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time, lockTimeout time.Duration) ([]PrunedPartition, error) {
 	var mark time.Time
 	err := pool.QueryRow(ctx, `SELECT done_to FROM retention_marks WHERE name = 'probes'`).Scan(&mark)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -54,7 +58,7 @@ func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time) ([]P
 		if !p.To.After(mark) {
 			continue
 		}
-		pruned, err := pruneProbesOf(ctx, pool, p)
+		pruned, err := pruneProbesOf(ctx, pool, p, lockTimeout)
 		if err != nil {
 			return done, err
 		}
@@ -71,7 +75,7 @@ func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time) ([]P
 
 // pruneProbesOf rewrites partition p without its probes (PruneProbes), or
 // returns nil when it holds none.
-func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition) (*PrunedPartition, error) {
+func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition, lockTimeout time.Duration) (*PrunedPartition, error) {
 	id := pgx.Identifier{p.Name}.Sanitize()
 	var any bool
 	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+id+" WHERE type = $1)", store.EventHostProbed).Scan(&any); err != nil {
@@ -86,8 +90,8 @@ func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition) 
 	if !p.From.IsZero() {
 		bound = fmt.Sprintf("created_at >= '%s' AND %s", p.From.UTC().Format(time.RFC3339Nano), bound)
 	}
-	// The copy, outside any lock: the partition's range has ended, so no
-	// event is appended to it meanwhile (the count below makes sure).
+	// The copy, outside any lock: the partition's range has ended, so few
+	// events if any are appended to it meanwhile (those are copied below).
 	var copied int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// A copy left by a rewrite cut short is made again.
@@ -107,16 +111,29 @@ func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition) 
 	}
 	pruned := &PrunedPartition{Partition: p.Name, Kept: copied}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockEnded(ctx, tx, p.Name, lockTimeout); err != nil {
+			return busy(err)
+		}
 		var others int64
 		if err := tx.QueryRow(ctx, "SELECT count(*) FILTER (WHERE type <> $1), count(*) FILTER (WHERE type = $1) FROM "+id,
 			store.EventHostProbed).Scan(&others, &pruned.Probes); err != nil {
 			return fmt.Errorf("count: %w", err)
 		}
 		if others != copied {
-			return fmt.Errorf("%d other events now, %d copied: not rewritten", others, copied)
+			// Events committed into the partition since the copy: copied
+			// now, the partition locked.
+			tag, err := tx.Exec(ctx, "INSERT INTO "+keptID+" ("+store.EventColumns+") SELECT "+store.EventColumns+" FROM "+id+
+				" e WHERE type <> $1 AND NOT EXISTS (SELECT 1 FROM "+keptID+" k WHERE k.id = e.id) ORDER BY id", store.EventHostProbed)
+			if err != nil {
+				return fmt.Errorf("copy the events since: %w", err)
+			}
+			if copied += tag.RowsAffected(); others != copied {
+				return fmt.Errorf("%d other events now, %d copied: not rewritten", others, copied)
+			}
+			pruned.Kept = copied
 		}
 		if err := schema.DetachEventPartition(ctx, tx, p.Name); err != nil {
-			return err
+			return busy(err)
 		}
 		if _, err := tx.Exec(ctx, "ALTER TABLE "+keptID+" RENAME TO "+id); err != nil {
 			return err
@@ -174,9 +191,14 @@ type probesWorker struct {
 
 func (w *probesWorker) Work(ctx context.Context, job *river.Job[ProbesArgs]) error {
 	before := time.Now().Add(-time.Duration(job.Args.RetentionSeconds) * time.Second)
-	done, err := PruneProbes(ctx, w.pool, before)
+	done, err := PruneProbes(ctx, w.pool, before, LockTimeout)
 	for _, p := range done {
 		w.logger.InfoContext(ctx, "probes removed from the event log", "partition", p.Partition, "probes", p.Probes, "kept", p.Kept)
+	}
+	if errors.Is(err, ErrPartitionBusy) {
+		// The next run (RETENTION_CRON) takes it up where this one stopped.
+		w.logger.WarnContext(ctx, "probes' removal gave way to a transaction holding the event log", "error", err)
+		return nil
 	}
 	return err
 }

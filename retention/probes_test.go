@@ -142,7 +142,7 @@ func TestPruneProbes(t *testing.T) {
 
 	// The cutoff: last month's start. The partitions of three and two
 	// months back end by it; last month's does not.
-	done, err := retention.PruneProbes(ctx, db.Pool, m1)
+	done, err := retention.PruneProbes(ctx, db.Pool, m1, retention.LockTimeout)
 	require.NoError(t, err)
 	require.Equal(t, []retention.PrunedPartition{{Partition: p3, Probes: 5, Kept: 3}, {Partition: p2, Probes: 3, Kept: 0}}, done)
 	require.Equal(t, notProbes(before3), between(m3, m2), "the other events stay, with their ids and binary data")
@@ -187,10 +187,10 @@ func TestPruneProbes(t *testing.T) {
 
 	// A partition is read once: the next run has nothing to do, and a
 	// later cutoff takes last month's.
-	done, err = retention.PruneProbes(ctx, db.Pool, m1)
+	done, err = retention.PruneProbes(ctx, db.Pool, m1, retention.LockTimeout)
 	require.NoError(t, err)
 	require.Empty(t, done)
-	done, err = retention.PruneProbes(ctx, db.Pool, current)
+	done, err = retention.PruneProbes(ctx, db.Pool, current, retention.LockTimeout)
 	require.NoError(t, err)
 	require.Equal(t, []retention.PrunedPartition{{Partition: p1, Probes: 1, Kept: 1}}, done)
 	require.Equal(t, notProbes(before1), between(m1, current))

@@ -12,6 +12,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -104,7 +105,14 @@ type partitionsWorker struct {
 }
 
 func (w *partitionsWorker) Work(ctx context.Context, job *river.Job[PartitionsArgs]) error {
-	return EnsurePartitions(ctx, w.pool, job.Args.Period, w.logger)
+	err := EnsurePartitions(ctx, w.pool, job.Args.Period, LockTimeout, w.logger)
+	if errors.Is(err, ErrPartitionBusy) {
+		// The partitions are made partitionsAhead periods ahead: the next
+		// run (RETENTION_CRON) has time to make this one.
+		w.logger.WarnContext(ctx, "event log partitions' creation gave way to a transaction holding the event log", "error", err)
+		return nil
+	}
+	return err
 }
 
 // partitionsAhead is how many whole periods after the current one have
@@ -112,15 +120,22 @@ func (w *partitionsWorker) Work(ctx context.Context, job *river.Job[PartitionsAr
 const partitionsAhead = 2
 
 // EnsurePartitions creates the event log's partitions of period up to
-// partitionsAhead periods after the current one.
-func EnsurePartitions(ctx context.Context, pool *pgxpool.Pool, period schema.Period, logger *slog.Logger) error {
+// partitionsAhead periods after the current one. Creating one takes the
+// log's lock, which appends queue behind: unless lockTimeout is 0 (a
+// process starting), each lock waits at most lockTimeout (LockTimeout),
+// else EnsurePartitions gives up with ErrPartitionBusy, nothing created.
+func EnsurePartitions(ctx context.Context, pool *pgxpool.Pool, period schema.Period, lockTimeout time.Duration, logger *slog.Logger) error {
 	until := time.Now()
 	for range partitionsAhead {
 		until = period.Next(until)
 	}
-	created, err := schema.EnsureEventPartitions(ctx, pool, period, until)
+	var db beginner = pool
+	if lockTimeout > 0 {
+		db = lockTimed{pool: pool, timeout: lockTimeout}
+	}
+	created, err := schema.EnsureEventPartitions(ctx, db, period, until)
 	if err != nil {
-		return err
+		return busy(err)
 	}
 	if len(created) > 0 {
 		logger.InfoContext(ctx, "event log partitions created", "partitions", created)

@@ -68,7 +68,9 @@ const (
 	// paid call, and it was made again in another transaction.
 	EventSettlementResent = "settlement.resent"
 	// EventSettlementLost: a reorganisation undid the settlement of a
-	// paid call, and it could not be made again.
+	// paid call, and it could not be made again; or a call's settlement
+	// jobs were exhausted and the chain shows its authorization used by no
+	// transfer found (Previous is empty then).
 	EventSettlementLost = "settlement.lost"
 	// EventSettlementFinal is appended to a network's stream (ChainStream)
 	// once a set of settlement transactions is final: one event for every
@@ -95,7 +97,7 @@ func IsFinal(state string) bool {
 // IsFinalEvent reports whether a call event of type typ moves the call to a
 // final state.
 func IsFinalEvent(typ string) bool {
-	return typ == EventSettlementConfirmed || typ == EventSettlementFailed || typ == EventJobFailed
+	return typ == EventSettlementConfirmed || typ == EventSettlementFailed || typ == EventJobFailed || typ == EventSettlementLost
 }
 
 // PaymentVerified is what the api verified of a paid call: the data of a
@@ -378,7 +380,8 @@ type SettlementResent struct {
 
 // SettlementLost is the data of settlement.lost.
 type SettlementLost struct {
-	// Previous is the transaction the reorganisation undid.
+	// Previous is the transaction the reorganisation undid; empty for a
+	// call reconciled after its settlement jobs were exhausted.
 	Previous string `json:"previous"`
 	Network  string `json:"network"`
 	// Amount is the price lost, in the asset's atomic units.
@@ -503,7 +506,11 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		}
 		b.Queue(`INSERT INTO settlement_losses AS l (network, calls, amount) VALUES ($1, 1, $2::numeric)
 			ON CONFLICT (network) DO UPDATE SET calls = l.calls + 1, amount = l.amount + EXCLUDED.amount`, v.Network, v.Amount)
-		b.Queue("UPDATE calls SET state = 'lost', updated_at = $2 WHERE id = $1 AND state = 'paid'", id, now)
+		// A paid call whose settlement a reorganisation undid, or a call
+		// still settling whose settlement jobs were exhausted and whose
+		// authorization the chain shows used by no transfer found
+		// (worker's reconciliation): its result is released either way.
+		b.Queue("UPDATE calls SET state = 'lost', updated_at = $2 WHERE id = $1 AND state IN ('paid', 'settling')", id, now)
 		return true, nil
 	}
 	return false, fmt.Errorf("unknown call event type %q", e.Type)
@@ -682,6 +689,23 @@ func CallListToSettle(ctx context.Context, db DBTX, ids []string) ([]*Call, erro
 		return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), interpretError(err))
 	}
 	return calls, nil
+}
+
+// CallListExhausted returns, at most limit, the calls still settling whose
+// settlement jobs (River jobs of kind) all ended without settling them:
+// discarded after their last attempt, or cancelled, and none left to run.
+// They are read as CallGetToSettle reads a call. River keeps a discarded
+// job for a week: the search starts from those (river_job's index by
+// state), each call's other jobs found by its args (their GIN index).
+func CallListExhausted(ctx context.Context, db DBTX, kind string, limit int) ([]*Call, error) {
+	return queryList(ctx, db, "list calls whose settlement jobs are exhausted", "SELECT "+settleColumns+` FROM calls
+		WHERE state = 'settling' AND id IN (
+			SELECT j.args->>'call_id' FROM river_job j
+			WHERE j.state IN ('discarded', 'cancelled') AND j.kind = $1 AND NOT EXISTS (
+				SELECT 1 FROM river_job o WHERE o.args @> jsonb_build_object('call_id', j.args->>'call_id') AND o.kind = $1
+					AND o.state NOT IN ('discarded', 'cancelled', 'completed')))
+		ORDER BY created_at LIMIT $2`,
+		func(row pgx.CollectableRow) (*Call, error) { return scanCall(row) }, kind, limit)
 }
 
 // callByID reads columns (callColumns, answerColumns or settleColumns) of

@@ -59,11 +59,11 @@ type WatchedTx struct {
 }
 
 // WatchList returns the watched transactions of network, oldest block
-// first, at most limit, locked until tx ends: rows another transaction
-// holds are skipped, so that several workers follow disjoint sets.
-func WatchList(ctx context.Context, tx pgx.Tx, network string, limit int) ([]WatchedTx, error) {
-	rows, err := tx.Query(ctx, `SELECT tx_hash, block, block_hash, calls, amount::text, gone_since FROM settlement_watch
-		WHERE network = $1 ORDER BY block, tx_hash LIMIT $2 FOR UPDATE SKIP LOCKED`, network, limit)
+// first, at most limit. It locks nothing: the follower of network holds
+// its own lock while it follows them (worker.Follower).
+func WatchList(ctx context.Context, db DBTX, network string, limit int) ([]WatchedTx, error) {
+	rows, err := db.Query(ctx, `SELECT tx_hash, block, block_hash, calls, amount::text, gone_since FROM settlement_watch
+		WHERE network = $1 ORDER BY block, tx_hash LIMIT $2`, network, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list watched settlements on %s: %w", network, interpretError(err))
 	}

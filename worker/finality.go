@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -54,8 +55,10 @@ type FollowerConfig struct {
 // and one in no block for GoneAfter has its calls settled again apart. A
 // settlement that cannot be made again (its authorization expired, its
 // nonce used without a transfer) is recorded lost (settlement.lost), with
-// its amount, and logged as an error. Rows are locked while a round looks
-// at them, so that several worker processes each take their own.
+// its amount, and logged as an error. No database transaction is open
+// while the chain is asked or sent to, and each settlement made again is
+// recorded as soon as it is made; one process at a time follows a network
+// (a session advisory lock), the others skipping it that round.
 type Follower struct {
 	cfg FollowerConfig
 
@@ -136,15 +139,47 @@ func (f *Follower) Round(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// recordTimeout bounds the short transaction that records what the chain
+// was told (a settlement made again): it is written even when the round's
+// context ends meanwhile, since the settlement is on chain.
+const recordTimeout = 30 * time.Second
+
+// followLock is the advisory lock of the follower of network's
+// settlements: the session holding it follows them, the others skip the
+// network that round.
+func followLock(network string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("x402d finality " + network))
+	return int64(h.Sum64())
+}
+
 // follow looks at the settlement transactions of network awaiting
-// finality, in one database transaction that holds their rows.
+// finality. No database transaction is open while the chain is asked or
+// sent to: the rows are read, the chain asked where their transactions
+// are, and each step recorded in its own short transaction (a settlement
+// made again right after it is sent), so that a later error never takes
+// back the record of a settlement on chain. A session advisory lock
+// (followLock) keeps the other processes off the network meanwhile.
 func (f *Follower) follow(ctx context.Context, network string) error {
-	tx, err := f.cfg.Pool.Begin(ctx)
+	conn, err := f.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", network, err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	watched, err := store.WatchList(ctx, tx, network, f.cfg.Batch)
+	defer conn.Release()
+	var mine bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", followLock(network)).Scan(&mine); err != nil {
+		return fmt.Errorf("follow %s: lock: %w", network, err)
+	}
+	if !mine {
+		return nil
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", followLock(network)); err != nil {
+			// The lock goes with its session.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	watched, err := store.WatchList(ctx, conn, network, f.cfg.Batch)
 	if err != nil || len(watched) == 0 {
 		return err
 	}
@@ -162,15 +197,17 @@ func (f *Follower) follow(ctx context.Context, network string) error {
 		case x402.TxFinal:
 			final = append(final, w)
 		case x402.TxMoved:
-			if err := f.moved(ctx, tx, w, txs[i].Block); err != nil {
+			if err := f.moved(ctx, w, txs[i].Block); err != nil {
 				return err
 			}
 		case x402.TxGone:
 			if w.GoneSince.IsZero() {
 				f.cfg.Logger.WarnContext(ctx, "settlement transaction undone by a reorganisation: the keeper gives it to the node again",
 					"network", network, "transaction", w.Transaction, "block", w.Block.Number, "calls", len(w.Calls))
-				if err := store.WatchGone(ctx, tx, network, w.Transaction, time.Now()); err != nil {
-					return err
+				if err := pgx.BeginFunc(ctx, f.cfg.Pool, func(tx pgx.Tx) error {
+					return store.WatchGone(ctx, tx, network, w.Transaction, time.Now())
+				}); err != nil {
+					return fmt.Errorf("follow %s: %w", network, err)
 				}
 				continue
 			}
@@ -178,17 +215,19 @@ func (f *Follower) follow(ctx context.Context, network string) error {
 				continue
 			}
 			for _, id := range w.Calls {
-				if err := f.settleAgain(ctx, tx, w, id); err != nil {
+				if err := f.settleAgain(ctx, w, id); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if err := store.WatchFinal(ctx, tx, network, block, final); err != nil {
-		return err
+	if len(final) == 0 {
+		return nil
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("follow %s: commit: %w", network, err)
+	if err := pgx.BeginFunc(ctx, f.cfg.Pool, func(tx pgx.Tx) error {
+		return store.WatchFinal(ctx, tx, network, block, final)
+	}); err != nil {
+		return fmt.Errorf("follow %s: %w", network, err)
 	}
 	for _, w := range final {
 		f.cfg.Metrics.RevenueFinal(network, w.Amount)
@@ -198,12 +237,10 @@ func (f *Follower) follow(ctx context.Context, network string) error {
 
 // moved follows w, mined again in block after a reorganisation: each call
 // whose transfer it still carries stays with it (settlement.resent names
-// the same transaction and its new block), the others are settled again.
-func (f *Follower) moved(ctx context.Context, tx pgx.Tx, w store.WatchedTx, block x402.SettledBlock) error {
-	if err := store.WatchMove(ctx, tx, w.Network, w.Transaction, block); err != nil {
-		return err
-	}
-	calls, err := store.CallListToSettle(ctx, tx, w.Calls)
+// the same transaction and its new block, recorded with the move), the
+// others are settled again.
+func (f *Follower) moved(ctx context.Context, w store.WatchedTx, block x402.SettledBlock) error {
+	calls, err := store.CallListToSettle(ctx, f.cfg.Pool, w.Calls)
 	if err != nil {
 		return err
 	}
@@ -215,20 +252,37 @@ func (f *Follower) moved(ctx context.Context, tx pgx.Tx, w store.WatchedTx, bloc
 	if err != nil {
 		return err
 	}
-	for i, c := range calls {
-		if !carried[i] {
-			if err := f.settleAgain(ctx, tx, w, c.ID); err != nil {
-				return err
-			}
-			continue
-		}
-		resp := x402.SettleResponse{Success: true, Transaction: w.Transaction, Network: w.Network, Payer: c.Payment.Payer}
-		if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(c.ID), Type: store.EventSettlementResent,
-			Data: store.SettlementResent{Previous: w.Transaction, Response: resp, Block: &block,
-				PreviousForm: f.cfg.LedgerPreviousForm}}); err != nil {
+	stayed := 0
+	err = pgx.BeginFunc(ctx, f.cfg.Pool, func(tx pgx.Tx) error {
+		if err := store.WatchMove(ctx, tx, w.Network, w.Transaction, block); err != nil {
 			return err
 		}
+		for i, c := range calls {
+			if !carried[i] {
+				continue
+			}
+			resp := x402.SettleResponse{Success: true, Transaction: w.Transaction, Network: w.Network, Payer: c.Payment.Payer}
+			if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(c.ID), Type: store.EventSettlementResent,
+				Data: store.SettlementResent{Previous: w.Transaction, Response: resp, Block: &block,
+					PreviousForm: f.cfg.LedgerPreviousForm}}); err != nil {
+				return err
+			}
+			stayed++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s: moved %s: %w", w.Network, w.Transaction, err)
+	}
+	for range stayed {
 		f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgMoved)
+	}
+	for i, c := range calls {
+		if !carried[i] {
+			if err := f.settleAgain(ctx, w, c.ID); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -236,9 +290,11 @@ func (f *Follower) moved(ctx context.Context, tx pgx.Tx, w store.WatchedTx, bloc
 // settleAgain settles the payment of call id again: w, the transaction
 // that settled it, was undone. Made again in another transaction, the call
 // is followed there (settlement.resent); refused, it is lost
-// (settlement.lost). A settler error leaves it for the next round.
-func (f *Follower) settleAgain(ctx context.Context, tx pgx.Tx, w store.WatchedTx, id string) error {
-	call, err := store.CallGetToSettle(ctx, tx, id)
+// (settlement.lost). Either is recorded in its own transaction as soon as
+// the settler answers, the round's context ended or not (recordTimeout). A
+// settler error leaves it for the next round.
+func (f *Follower) settleAgain(ctx context.Context, w store.WatchedTx, id string) error {
+	call, err := store.CallGetToSettle(ctx, f.cfg.Pool, id)
 	if err != nil {
 		return err
 	}
@@ -252,31 +308,40 @@ func (f *Follower) settleAgain(ctx context.Context, tx pgx.Tx, w store.WatchedTx
 		// The same transaction is back: the next round finds it moved.
 		return nil
 	}
-	if err := store.WatchDrop(ctx, tx, w.Network, w.Transaction, id); err != nil {
-		return err
-	}
-	if resp.Success {
-		if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	err = pgx.BeginFunc(rctx, f.cfg.Pool, func(tx pgx.Tx) error {
+		if err := store.WatchDrop(rctx, tx, w.Network, w.Transaction, id); err != nil {
+			return err
+		}
+		if !resp.Success {
+			return store.Append(rctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementLost,
+				Data: store.SettlementLost{Previous: w.Transaction, Network: w.Network, Amount: call.Amount, Reason: resp.ErrorReason}})
+		}
+		if err := store.Append(rctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
 			Data: store.SettlementResent{Previous: w.Transaction, Response: *resp, Cost: resp.Cost, Block: resp.Block,
 				PreviousForm: f.cfg.LedgerPreviousForm}}); err != nil {
 			return err
 		}
 		if resp.Block != nil {
-			if err := store.WatchAdd(ctx, tx, []store.Watched{{CallID: id, Network: w.Network, Transaction: resp.Transaction, Block: *resp.Block}}); err != nil {
-				return err
-			}
-		} else {
-			f.cfg.Metrics.RevenueFinal(w.Network, call.Amount)
+			return store.WatchAdd(rctx, tx, []store.Watched{{CallID: id, Network: w.Network, Transaction: resp.Transaction, Block: *resp.Block}})
 		}
-		log.WarnContext(ctx, "settlement made again after a reorganisation", "transaction", resp.Transaction)
-		f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgResent)
+		return nil
+	})
+	if err != nil {
+		log.ErrorContext(ctx, "settlement after a reorganisation sent but not recorded", "success", resp.Success,
+			"transaction", resp.Transaction, "error", err)
+		return fmt.Errorf("follow %s: record the settlement of %s made again: %w", w.Network, id, err)
+	}
+	if !resp.Success {
+		log.ErrorContext(ctx, "settlement lost: a reorganisation undid it and it cannot be made again", "amount", call.Amount, "reason", resp.ErrorReason)
+		f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgLost)
 		return nil
 	}
-	if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementLost,
-		Data: store.SettlementLost{Previous: w.Transaction, Network: w.Network, Amount: call.Amount, Reason: resp.ErrorReason}}); err != nil {
-		return err
+	if resp.Block == nil {
+		f.cfg.Metrics.RevenueFinal(w.Network, call.Amount)
 	}
-	log.ErrorContext(ctx, "settlement lost: a reorganisation undid it and it cannot be made again", "amount", call.Amount, "reason", resp.ErrorReason)
-	f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgLost)
+	log.WarnContext(ctx, "settlement made again after a reorganisation", "transaction", resp.Transaction)
+	f.cfg.Metrics.SettlementReorganised(w.Network, metrics.ReorgResent)
 	return nil
 }

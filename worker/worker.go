@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -107,8 +108,13 @@ type Config struct {
 	// would start later, or a retry that could not end earlier, fails the
 	// call as payment_expired instead (not charged). Defaults to 10 s.
 	ExpiryMargin time.Duration
-	// PeriodicJobs are scheduled on the elected leader.
+	// PeriodicJobs are scheduled on the elected leader, with the
+	// reconciliation of exhausted settlements (ReconcileArgs).
 	PeriodicJobs []*river.PeriodicJob
+	// ReconcileEvery is how often the calls whose settlement jobs are
+	// exhausted are reconciled from the chain (ReconcileArgs). Defaults to
+	// DefaultReconcileEvery.
+	ReconcileEvery time.Duration
 	// JobRetention is how long River keeps a completed job before its
 	// maintenance removes it. Defaults to River's 24 hours.
 	JobRetention time.Duration
@@ -135,6 +141,7 @@ func (c Config) WithDefaults() Config {
 	c.RescueAfter = cmp.Or(c.RescueAfter, c.JobTimeout+30*time.Second)
 	c.SettleGrace = cmp.Or(c.SettleGrace, DefaultSettleGrace)
 	c.ExpiryMargin = cmp.Or(c.ExpiryMargin, 10*time.Second)
+	c.ReconcileEvery = cmp.Or(c.ReconcileEvery, DefaultReconcileEvery)
 	return c
 }
 
@@ -177,6 +184,9 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	if err := river.AddWorkerSafely(workers, &settleWorker{deps: deps, commits: commits}); err != nil {
 		return nil, fmt.Errorf("worker: register settle: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &reconcileWorker{deps: deps, commits: commits}); err != nil {
+		return nil, fmt.Errorf("worker: register settle.reconcile: %w", err)
+	}
 	for _, register := range deps.Register {
 		if err := register(workers); err != nil {
 			return nil, fmt.Errorf("worker: register: %w", err)
@@ -199,7 +209,8 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 		for q, n := range cfg.Concurrency {
 			rc.Queues[q] = river.QueueConfig{MaxWorkers: n}
 		}
-		rc.PeriodicJobs = cfg.PeriodicJobs
+		rc.PeriodicJobs = append(slices.Clone(cfg.PeriodicJobs), river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil }, nil))
 	}
 	client, err := river.NewClient(riverpgxv5.New(deps.Pool), rc)
 	if err != nil {

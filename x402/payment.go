@@ -464,6 +464,51 @@ type Settler interface {
 	Settle(ctx context.Context, p *Payment) (*SettleResponse, error)
 }
 
+// Reconciliation is what the chain shows of a payment whose settlement
+// attempts all failed (Reconciler).
+type Reconciliation int
+
+// The outcomes of a reconciliation.
+const (
+	// ReconcilePending: nothing is final yet (the authorization is unused
+	// and can still be used); the payment may be settled again.
+	ReconcilePending Reconciliation = iota
+	// ReconcilePaid: a transaction moved the payment; the response names
+	// it.
+	ReconcilePaid
+	// ReconcileLost: the authorization was used, but by no transfer found
+	// (canceled by its payer, or used where the search does not reach):
+	// the payment cannot be settled, and whether it moved is not known.
+	ReconcileLost
+	// ReconcileRefused: the authorization was never used and can no longer
+	// be (expired): nothing was charged.
+	ReconcileRefused
+)
+
+// String returns the outcome's name: pending, paid, lost or refused.
+func (r Reconciliation) String() string {
+	switch r {
+	case ReconcilePaid:
+		return "paid"
+	case ReconcileLost:
+		return "lost"
+	case ReconcileRefused:
+		return "refused"
+	}
+	return "pending"
+}
+
+// Reconciler is a Settler that tells, from the chain alone, what became of
+// a payment whose settlement attempts all failed (its answers lost, its
+// chain unreachable for a while).
+type Reconciler interface {
+	// Reconcile returns what the chain shows of p and, unless it is
+	// ReconcilePending, the settlement's response to record: the
+	// transaction that moved it (paid), or the reason it was not (lost,
+	// refused). An error means the chain could not be read.
+	Reconcile(ctx context.Context, p *Payment) (Reconciliation, *SettleResponse, error)
+}
+
 // TransactionNamer is a Settler that knows, before it sends anything, the
 // id of the transaction that settles a payment (on Solana the fee payer's
 // signature, deterministic), so that the id is recorded before the
@@ -520,6 +565,16 @@ func (s Settlers) ExtraWait(p *Payment) time.Duration {
 		return slow.ExtraWait(p)
 	}
 	return 0
+}
+
+// Reconcile reconciles p with the settler of its namespace when it is a
+// Reconciler; otherwise it answers ReconcilePending (p is settled again).
+func (s Settlers) Reconcile(ctx context.Context, p *Payment) (Reconciliation, *SettleResponse, error) {
+	namespace, _, _ := strings.Cut(p.Network, ":")
+	if r, ok := s[namespace].(Reconciler); ok {
+		return r.Reconcile(ctx, p)
+	}
+	return ReconcilePending, nil, nil
 }
 
 // Transaction returns the id of the transaction that settles p, when the

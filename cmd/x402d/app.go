@@ -119,7 +119,7 @@ func (a *app) open(ctx context.Context, warm bool) (*pgxpool.Pool, error) {
 		pool.Close()
 		return nil, err
 	}
-	if err := retention.EnsurePartitions(ctx, pool, a.cfg.EventsPartition, a.logger); err != nil {
+	if err := retention.EnsurePartitions(ctx, pool, a.cfg.EventsPartition, 0, a.logger); err != nil {
 		pool.Close()
 		return nil, err
 	}

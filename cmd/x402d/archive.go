@@ -52,7 +52,7 @@ func (a *app) archive(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	defer pool.Close()
-	done, err := retention.Archive(ctx, pool, *dir, cutoff)
+	done, err := retention.Archive(ctx, pool, *dir, cutoff, retention.LockTimeout)
 	for _, m := range done {
 		fmt.Fprintf(stdout, "archived %s: %d events to %s\n", m.Partition, m.Rows, m.File)
 	}

@@ -16,6 +16,26 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
+// settledBy returns the successful settlement of p by the transaction
+// that used auth (findUse), with its block when the network's policy
+// follows settlements until final, or nil when no transfer used it.
+func (r *Relayer) settledBy(ctx context.Context, chain *relayChain, p *x402.Payment, asset common.Address, auth *Authorization) (*x402.SettleResponse, error) {
+	hash, err := r.findUse(ctx, chain, p, asset, auth)
+	if err != nil || hash == (common.Hash{}) {
+		return nil, err
+	}
+	resp := &x402.SettleResponse{Success: true, Transaction: hash.Hex(), Network: p.Network, Payer: p.Payer}
+	if !chain.finality.policy.AtReceipt() {
+		// Followed until final as any other: from its block.
+		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
+		if err != nil {
+			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
+		}
+		resp.Block = chain.finality.settledBlock(receipt)
+	}
+	return resp, nil
+}
+
 // findUse returns the transaction that used the authorization of p (its
 // AuthorizationUsed event), or the zero hash.
 func (r *Relayer) findUse(ctx context.Context, chain *relayChain, p *x402.Payment, asset common.Address, auth *Authorization) (common.Hash, error) {
@@ -183,3 +203,54 @@ func clampUint64(v *big.Int) uint64 {
 	}
 	return v.Uint64()
 }
+
+// Reconcile implements x402.Reconciler: what the chain shows of p's
+// authorization. Used, it is paid when the transaction that used it is
+// found (its AuthorizationUsed event; followed until final from its block
+// when the network's policy follows settlements), lost otherwise (its nonce
+// used without a transfer: canceled by the payer); unused, it is refused
+// once a block the network's policy holds final is stamped at or after its
+// validBefore (no later block can use it), and pending before.
+func (r *Relayer) Reconcile(ctx context.Context, p *x402.Payment) (x402.Reconciliation, *x402.SettleResponse, error) {
+	ctx = WithPurpose(ctx, PurposeSettle)
+	chain := r.chains[p.Network]
+	if chain == nil {
+		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: no chain client for %s", p.Key(), p.Network)
+	}
+	asset, ep, err := paymentTransfer(p)
+	if err != nil {
+		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: %w", p.Key(), err)
+	}
+	auth := ep.auth
+	used, err := authorizationState(ctx, chain.backend, asset, auth)
+	if err != nil {
+		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: read authorization state: %w", p.Key(), err)
+	}
+	if used {
+		resp, err := r.settledBy(ctx, chain, p, asset, auth)
+		if err != nil {
+			return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: %w", p.Key(), err)
+		}
+		if resp == nil {
+			return x402.ReconcileLost, &x402.SettleResponse{ErrorReason: ReasonNonceAlreadyUsed, Network: p.Network, Payer: p.Payer}, nil
+		}
+		return x402.ReconcilePaid, resp, nil
+	}
+	// Refused only once a block the network's policy holds final is
+	// stamped past the window: a reorganisation could otherwise mine the
+	// transfer in a block of another branch stamped inside it.
+	final, err := chain.finality.finalBlock(ctx, chain.backend)
+	if err != nil {
+		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: %w", p.Key(), err)
+	}
+	header, err := chain.backend.HeaderByNumber(ctx, new(big.Int).SetUint64(final))
+	if err != nil {
+		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: read block %d: %w", p.Key(), final, err)
+	}
+	if header.Time >= clampUint64(auth.ValidBefore) {
+		return x402.ReconcileRefused, &x402.SettleResponse{ErrorReason: ReasonValidBefore, Network: p.Network, Payer: p.Payer}, nil
+	}
+	return x402.ReconcilePending, nil, nil
+}
+
+var _ x402.Reconciler = (*Relayer)(nil)

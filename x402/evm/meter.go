@@ -19,7 +19,8 @@ const (
 	// PurposeVerify: the reads that verify a payment (Verifier.Verify).
 	PurposeVerify = "verify"
 	// PurposeSettle: what settling a payment sends and reads
-	// (Relayer.Settle), its receipts and nonce keeping included.
+	// (Relayer.Settle), its receipts and nonce keeping included, and the
+	// reconciliation of one whose attempts all failed (Relayer.Reconcile).
 	PurposeSettle = "settle"
 	// PurposeFinality: following settlements until final, and the keeper's
 	// rounds that go with it (Relayer.Follow, Carried, Keep).

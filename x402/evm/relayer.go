@@ -529,20 +529,11 @@ func (r *Relayer) reverted(ctx context.Context, p *x402.Payment, chain *relayCha
 		return nil, fmt.Errorf("settle %s: read authorization state: %w", p.Key(), err)
 	}
 	if used {
-		hash, err := r.findUse(ctx, chain, p, asset, auth)
+		resp, err := r.settledBy(ctx, chain, p, asset, auth)
 		if err != nil {
 			return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 		}
-		if hash != (common.Hash{}) {
-			resp := &x402.SettleResponse{Success: true, Transaction: hash.Hex(), Network: p.Network, Payer: p.Payer}
-			if !chain.finality.policy.AtReceipt() {
-				// Followed until final as any other: from its block.
-				receipt, err := chain.backend.TransactionReceipt(ctx, hash)
-				if err != nil {
-					return nil, fmt.Errorf("settle %s: receipt of %s: %w", p.Key(), hash.Hex(), err)
-				}
-				resp.Block = chain.finality.settledBlock(receipt)
-			}
+		if resp != nil {
 			return resp, nil
 		}
 		return &x402.SettleResponse{ErrorReason: ReasonNonceAlreadyUsed, Transaction: tx, Network: p.Network, Payer: p.Payer}, nil

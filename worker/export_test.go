@@ -1,0 +1,4 @@
+package worker
+
+// FollowLock is followLock, for the tests.
+var FollowLock = followLock
