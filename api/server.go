@@ -77,9 +77,13 @@ type Config struct {
 	Logger *slog.Logger
 	// PublicURL is the service's base URL in discovery documents.
 	PublicURL string
-	// Metrics, when set, counts requests, quotes and payments and is
-	// served at /metrics.
+	// Metrics, when set, counts requests, quotes and payments. Unless
+	// MetricsElsewhere, it is served at /metrics to operators only (the
+	// Dashboard's token), and not at all without a token.
 	Metrics *metrics.Metrics
+	// MetricsElsewhere says Metrics are served on a listener of their own
+	// (METRICS_ADDR): the api does not serve /metrics.
+	MetricsElsewhere bool
 	// Dashboard, when set, mounts the operator dashboard (/ops,
 	// /ops/jobs). Its Pool, River and Logger default to the api's.
 	Dashboard *ops.Config
@@ -224,14 +228,16 @@ func New(cfg Config) (*Server, error) {
 		return nil
 	})
 	xi.register(e, s.limitFree)
-	if cfg.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(cfg.Metrics.Handler()))
-	}
 	if cfg.Dashboard != nil {
 		oc := *cfg.Dashboard
 		oc.Pool = cmp.Or(oc.Pool, cfg.Pool)
 		oc.River = cmp.Or(oc.River, cfg.River)
 		oc.Logger = cmp.Or(oc.Logger, cfg.Logger)
+		oc.Metrics = cmp.Or(oc.Metrics, cfg.Metrics)
+		oc.ServeMetrics = !cfg.MetricsElsewhere
+		if oc.TrustedProxies == nil {
+			oc.TrustedProxies = cfg.TrustedProxies
+		}
 		if err := ops.Mount(e, oc); err != nil {
 			return nil, err
 		}
