@@ -321,7 +321,7 @@ func componentSchemas() obj {
 		}),
 		"IndexHost":   host,
 		"IndexChange": change,
-		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "probes", "timeline", "timeline_limit"}, obj{
+		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "services_limit", "probes", "timeline", "timeline_limit"}, obj{
 			"ok": obj{"type": "boolean"}, "host": ref("IndexHost"),
 			"quote_differences": array(object([]string{"resource", "network", "asset", "field", "listing", "quote"}, obj{
 				"resource": str, "network": str, "asset": str,
@@ -338,7 +338,8 @@ func componentSchemas() obj {
 			"probes": array(object([]string{"hour", "probes", "live", "latency_p50_ms"}, obj{
 				"hour": obj{"type": "string", "format": "date-time"}, "probes": integer, "live": integer, "latency_p50_ms": nullable("integer"),
 			})),
-			"timeline": array(ref("IndexChange")), "timeline_limit": integer,
+			"services_limit": integer,
+			"timeline":       array(ref("IndexChange")), "timeline_limit": integer,
 		}),
 		"IndexChanges": object([]string{"ok", "changes", "next"}, obj{
 			"ok": obj{"type": "boolean"}, "changes": array(ref("IndexChange")),
