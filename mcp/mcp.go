@@ -115,8 +115,8 @@ type Config struct {
 	// end of their request). Defaults to DefaultIndexQueries.
 	IndexQueries int
 	// Admit, when set, is asked before a request is served, with the
-	// number of its messages that are not paid tool calls (a GET or DELETE
-	// counts one): false when it answered the request itself (a client
+	// number of its messages that are not paid tool calls (a GET, a
+	// DELETE or a body that holds no message counts one): false when it answered the request itself (a client
 	// past its rate). It is not asked for a request of paid tool calls
 	// only, which are limited as payments are, by the pipeline.
 	Admit func(w http.ResponseWriter, r *http.Request, free int) bool
@@ -211,7 +211,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			batchTooLarge(w, h.maxBatch)
 			return
 		}
-		free = h.unpaid(msgs)
+		if free = h.unpaid(msgs); len(msgs) == 0 {
+			free = 1 // an empty or unreadable batch, which the SDK refuses
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	if h.admit != nil && free > 0 && !h.admit(w, r, free) {
