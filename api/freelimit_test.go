@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,18 +113,27 @@ func freeServer(ctx context.Context, t *testing.T, cfg Config) string {
 // freeRequest is a request of a free surface from the client address from.
 func freeRequest(ctx context.Context, t testing.TB, method, url, from, body string) *http.Request {
 	t.Helper()
+	req, err := newFreeRequest(ctx, method, url, from, body)
+	require.NoError(t, err)
+	return req
+}
+
+// newFreeRequest is freeRequest for a goroutine of its own.
+func newFreeRequest(ctx context.Context, method, url, from, body string) (*http.Request, error) {
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, r)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("X-Forwarded-For", from)
 	if strings.HasSuffix(url, "/mcp") {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 	}
-	return req
+	return req, nil
 }
 
 // do sends req and returns its response with its body read.
@@ -307,11 +317,13 @@ func TestMCPBatchCapped(t *testing.T) {
 		require.NotEqual(t, true, a["result"].(map[string]any)["isError"], "%v", a)
 	}
 
-	// Eight clients send batches of 10,000 as fast as they are answered,
-	// and batches at the cap; meanwhile another client's requests answer
-	// promptly.
+	// Eight flooders send batches of 10,000 as fast as they are answered,
+	// and batches at the cap, each from an address of its own (so that
+	// the cap's batches run, past the rate limit): meanwhile another
+	// client's requests answer promptly.
 	flood, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var ran, refused atomic.Int64
 	for c := range 8 {
 		wg.Go(func() {
 			for i := 0; flood.Err() == nil; i++ {
@@ -319,10 +331,19 @@ func TestMCPBatchCapped(t *testing.T) {
 				if i%2 == 1 {
 					body = batch(50, "index_search")
 				}
-				req := freeRequest(flood, t, http.MethodPost, base+"/mcp", fmt.Sprintf("192.0.2.%d", c+1), body)
+				req, err := newFreeRequest(flood, http.MethodPost, base+"/mcp", fmt.Sprintf("10.%d.%d.%d", c, i/250%250, i%250), body)
+				if err != nil {
+					return
+				}
 				if resp, err := http.DefaultClient.Do(req); err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
+					switch resp.StatusCode {
+					case http.StatusOK:
+						ran.Add(1)
+					case http.StatusBadRequest:
+						refused.Add(1)
+					}
 				}
 			}
 		})
@@ -342,5 +363,8 @@ func TestMCPBatchCapped(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
+	require.Positive(t, ran.Load(), "batches at the cap ran during the flood")
+	require.Positive(t, refused.Load(), "batches past the cap were refused during the flood")
+	t.Logf("during the flood: %d batches at the cap answered, %d past it refused", ran.Load(), refused.Load())
 	require.Regexp(t, `x402d_free_requests_refused_total\{reason="batch_too_large",surface="mcp"\} [1-9]`, metricsText(m))
 }
