@@ -116,9 +116,10 @@ type Config struct {
 	IndexQueries int
 	// Admit, when set, is asked before a request is served, with the
 	// number of its messages that are not paid tool calls (a GET, a
-	// DELETE or a body that holds no message counts one): false when it answered the request itself (a client
-	// past its rate). It is not asked for a request of paid tool calls
-	// only, which are limited as payments are, by the pipeline.
+	// DELETE or a body that holds no message counts one): false when it
+	// answered the request itself (a client past its rate). It is not
+	// asked for a request of paid tool calls only, which are limited as
+	// payments are, by the pipeline.
 	Admit func(w http.ResponseWriter, r *http.Request, free int) bool
 	// Metrics, when set, counts the batches refused.
 	Metrics *metrics.Metrics

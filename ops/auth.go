@@ -31,8 +31,8 @@ const (
 	loginPath = "/ops/login"
 )
 
-// MinTokenBytes is the shortest operator token (OPS_TOKEN) accepted: 32
-// bytes, e.g. openssl rand -hex 16 and more.
+// MinTokenBytes is the length of the shortest operator token (OPS_TOKEN)
+// accepted, in bytes: openssl rand -hex 32 gives 64.
 const MinTokenBytes = 32
 
 const (

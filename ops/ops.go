@@ -113,7 +113,7 @@ func Mount(e *echo.Echo, cfg Config) error {
 		switch {
 		case cfg.Logger == nil:
 		case cfg.ServeMetrics && cfg.Metrics != nil:
-			cfg.Logger.Info("operator dashboard and /metrics disabled: OPS_TOKEN is not set (METRICS_ADDR serves /metrics on a listener of its own)")
+			cfg.Logger.Info("operator dashboard and /metrics disabled: OPS_TOKEN is not set (METRICS_ADDR would serve /metrics on a listener of its own)")
 		default:
 			cfg.Logger.Info("operator dashboard disabled: OPS_TOKEN is not set")
 		}
