@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/paytest"
+	"github.com/x402d/x402d/ops"
 )
 
 // TestLoginThrottled: a client address that sent five wrong tokens (the
@@ -101,4 +103,14 @@ func TestMetricsOperatorOnly(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), "x402d_http_requests_total")
 	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+}
+
+// TestMountRefusesShortToken: an operator token shorter than
+// ops.MinTokenBytes mounts nothing and says why.
+func TestMountRefusesShortToken(t *testing.T) {
+	t.Parallel()
+	e := echo.New()
+	err := ops.Mount(e, ops.Config{Token: strings.Repeat("t", ops.MinTokenBytes-1)})
+	require.ErrorContains(t, err, "the operator token has 31 bytes, fewer than 32")
+	require.Empty(t, e.Routes())
 }
