@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -66,7 +65,7 @@ func (l *refusedLimiter) refill(b bucket, ok bool, now time.Time) bucket {
 	if !ok {
 		return bucket{tokens: l.burst, at: now}
 	}
-	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
+	b.tokens = refill(b.tokens, b.at, now, l.rate, l.burst)
 	b.at = now
 	return b
 }
@@ -133,7 +132,7 @@ func (l *refusedLimiter) end(addr string, reserved, refused, verified bool) {
 // rateLimited is the answer to a payment from an address past its limit:
 // 429 with Retry-After, nothing charged.
 func rateLimited(wait time.Duration) *Error {
-	secs := max(1, int(math.Ceil(wait.Seconds())))
+	secs := retrySeconds(wait)
 	return &Error{Status: 429, Code: "rate_limited", RetryAfter: secs,
 		Message: "too many payments from this address were refused after a check on chain; nothing was charged: pay again after " + strconv.Itoa(secs) + " s, from a wallet that holds the amount"}
 }

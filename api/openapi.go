@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
@@ -161,10 +162,22 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 			"200": obj{"description": "the JSON-RPC response, as JSON or as a server-sent event stream (with progress notifications while a paid tool runs)",
 				"content": obj{"application/json": obj{"schema": obj{"type": "object"}}, "text/event-stream": obj{"schema": str}}},
 			"202": obj{"description": "a notification or response was accepted"},
-			"400": obj{"description": "not a valid MCP request"},
+			"400": obj{"description": "not a valid MCP request, or a JSON-RPC batch of more than MCP_MAX_BATCH messages (one JSON-RPC error -32600 for the whole batch, data.error batch_too_large; none of it run)"},
 			"405": obj{"description": "only POST is served (stateless)"},
 		},
 	}}
+	// The free surfaces are limited per client address.
+	for path, p := range paths {
+		if path == "/mcp" || strings.HasPrefix(path, "/api/xindex/") || strings.HasPrefix(path, "/x402-index") {
+			for _, op := range p.(obj) {
+				op.(obj)["responses"].(obj)["429"] = obj{
+					"description": "rate_limited: the client address is past FREE_REQUESTS_PER_SECOND (an MCP request counts its messages but paid tool calls); nothing was run",
+					"headers":     obj{"Retry-After": obj{"description": "seconds to wait", "schema": obj{"type": "integer"}}},
+					"content":     jsonContent(ref("Error")),
+				}
+			}
+		}
+	}
 	paths["/healthz"] = get("healthz", "The process is up.", "Health")
 	paths["/readyz"] = obj{"get": obj{"operationId": "readyz", "summary": "The database is reachable.", "responses": obj{
 		"200": obj{"description": "ready", "content": jsonContent(ref("Health"))},
@@ -321,7 +334,7 @@ func componentSchemas() obj {
 		}),
 		"IndexHost":   host,
 		"IndexChange": change,
-		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "probes", "timeline", "timeline_limit"}, obj{
+		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "services_limit", "probes", "timeline", "timeline_limit"}, obj{
 			"ok": obj{"type": "boolean"}, "host": ref("IndexHost"),
 			"quote_differences": array(object([]string{"resource", "network", "asset", "field", "listing", "quote"}, obj{
 				"resource": str, "network": str, "asset": str,
@@ -338,7 +351,8 @@ func componentSchemas() obj {
 			"probes": array(object([]string{"hour", "probes", "live", "latency_p50_ms"}, obj{
 				"hour": obj{"type": "string", "format": "date-time"}, "probes": integer, "live": integer, "latency_p50_ms": nullable("integer"),
 			})),
-			"timeline": array(ref("IndexChange")), "timeline_limit": integer,
+			"services_limit": integer,
+			"timeline":       array(ref("IndexChange")), "timeline_limit": integer,
 		}),
 		"IndexChanges": object([]string{"ok", "changes", "next"}, obj{
 			"ok": obj{"type": "boolean"}, "changes": array(ref("IndexChange")),

@@ -77,9 +77,13 @@ type Config struct {
 	Logger *slog.Logger
 	// PublicURL is the service's base URL in discovery documents.
 	PublicURL string
-	// Metrics, when set, counts requests, quotes and payments and is
-	// served at /metrics.
+	// Metrics, when set, counts requests, quotes and payments. Unless
+	// MetricsElsewhere, it is served at /metrics to operators only (the
+	// Dashboard's token), and not at all without a token.
 	Metrics *metrics.Metrics
+	// MetricsElsewhere says Metrics are served on a listener of their own
+	// (METRICS_ADDR): the api does not serve /metrics.
+	MetricsElsewhere bool
 	// Dashboard, when set, mounts the operator dashboard (/ops,
 	// /ops/jobs). Its Pool, River and Logger default to the api's.
 	Dashboard *ops.Config
@@ -92,6 +96,19 @@ type Config struct {
 	// RefusedBurst is how many such refusals an address may have at once.
 	// Defaults to DefaultRefusedBurst.
 	RefusedBurst int
+	// FreeRate is how many requests a second one client address may make
+	// of the free surfaces: /mcp (each message of a request but paid tool
+	// calls), /api/xindex/* and the index's pages (/x402-index*); past it,
+	// and its burst, they are answered 429 rate_limited with Retry-After.
+	// Paid calls (/api/x402/*) are not counted. Defaults to
+	// DefaultFreeRate.
+	FreeRate float64
+	// FreeBurst is how many such requests an address may make at once.
+	// Defaults to DefaultFreeBurst.
+	FreeBurst int
+	// MCPMaxBatch is the most messages a JSON-RPC batch to /mcp may hold.
+	// Defaults to mcp.DefaultMaxBatch.
+	MCPMaxBatch int
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client's address. Defaults to none: the address the connection
 	// comes from is the client's.
@@ -108,6 +125,10 @@ const (
 	DefaultRefusedRate = 1
 	// DefaultRefusedBurst is Config.RefusedBurst's default.
 	DefaultRefusedBurst = 10
+	// DefaultFreeRate is Config.FreeRate's default.
+	DefaultFreeRate = 10
+	// DefaultFreeBurst is Config.FreeBurst's default.
+	DefaultFreeBurst = 100
 )
 
 // Server is the api's HTTP server.
@@ -119,6 +140,7 @@ type Server struct {
 	logger    *slog.Logger
 	admitter  *store.GroupCommitter[*admission]
 	refused   *refusedLimiter
+	free      *freeLimiter
 }
 
 // New returns the api server for cfg. It precomputes every quote.
@@ -134,12 +156,15 @@ func New(cfg Config) (*Server, error) {
 	cfg.Version = cmp.Or(cfg.Version, "dev")
 	cfg.RefusedRate = cmp.Or(cfg.RefusedRate, DefaultRefusedRate)
 	cfg.RefusedBurst = cmp.Or(cfg.RefusedBurst, DefaultRefusedBurst)
+	cfg.FreeRate = cmp.Or(cfg.FreeRate, DefaultFreeRate)
+	cfg.FreeBurst = cmp.Or(cfg.FreeBurst, DefaultFreeBurst)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 
 	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm),
-		refused: newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now)}
+		refused: newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now),
+		free:    newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Now)}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {
@@ -192,6 +217,7 @@ func New(cfg Config) (*Server, error) {
 	tools, err := mcp.New(mcp.Config{
 		Ops: sold, Payments: cfg.Payments, Calls: toolCalls{s}, Index: xi.reader,
 		Wait: cfg.ToolWait, Logger: cfg.Logger, Version: cfg.Version,
+		MaxBatch: cfg.MCPMaxBatch, Admit: s.admitMCP, Metrics: cfg.Metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -201,15 +227,17 @@ func New(cfg Config) (*Server, error) {
 		tools.ServeHTTP(c.Response(), r.WithContext(withClient(r.Context(), c.RealIP())))
 		return nil
 	})
-	xi.register(e)
-	if cfg.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(cfg.Metrics.Handler()))
-	}
+	xi.register(e, s.limitFree)
 	if cfg.Dashboard != nil {
 		oc := *cfg.Dashboard
 		oc.Pool = cmp.Or(oc.Pool, cfg.Pool)
 		oc.River = cmp.Or(oc.River, cfg.River)
 		oc.Logger = cmp.Or(oc.Logger, cfg.Logger)
+		oc.Metrics = cmp.Or(oc.Metrics, cfg.Metrics)
+		oc.ServeMetrics = !cfg.MetricsElsewhere
+		if oc.TrustedProxies == nil {
+			oc.TrustedProxies = cfg.TrustedProxies
+		}
 		if err := ops.Mount(e, oc); err != nil {
 			return nil, err
 		}

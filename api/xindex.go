@@ -22,16 +22,16 @@ type xindex struct {
 	publicURL string
 }
 
-// register mounts the index's routes on e.
-func (x *xindex) register(e *echo.Echo) {
-	e.GET("/api/xindex/summary", x.summary)
-	e.GET("/api/xindex/hosts", queryJSON(hostQuery, x.reader.Search))
-	e.GET("/api/xindex/changes", queryJSON(changesQuery, x.reader.Changes))
-	e.GET("/api/xindex/changes.atom", x.changesAtom)
-	e.GET("/api/xindex/hosts/:host", x.host)
-	e.GET("/x402-index", x.htmlPage)
-	e.GET("/x402-index/hosts/:host", x.hostPage)
-	e.GET("/x402-index/changes", x.changesPage)
+// register mounts the index's routes on e, behind mw.
+func (x *xindex) register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+	e.GET("/api/xindex/summary", x.summary, mw...)
+	e.GET("/api/xindex/hosts", queryJSON(hostQuery, x.reader.Search), mw...)
+	e.GET("/api/xindex/changes", queryJSON(changesQuery, x.reader.Changes), mw...)
+	e.GET("/api/xindex/changes.atom", x.changesAtom, mw...)
+	e.GET("/api/xindex/hosts/:host", x.host, mw...)
+	e.GET("/x402-index", x.htmlPage, mw...)
+	e.GET("/x402-index/hosts/:host", x.hostPage, mw...)
+	e.GET("/x402-index/changes", x.changesPage, mw...)
 }
 
 // latestChanges reads the newest changes, as many as the request's limit

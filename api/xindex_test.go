@@ -534,6 +534,11 @@ func TestXIndexChanges(t *testing.T) {
 	for _, bad := range []string{"limit=0", "limit=501", "since=yesterday", "since=-4"} {
 		getError(t, base+"/api/xindex/changes?"+bad, http.StatusBadRequest, "invalid_request")
 	}
+	// The Atom feed and the changes page hold at most index.MaxChangesLimit
+	// rows.
+	for _, path := range []string{"/api/xindex/changes.atom", "/x402-index/changes"} {
+		getError(t, base+path+"?limit=501", http.StatusBadRequest, "invalid_request")
+	}
 
 	atom, contentType := getBody(t, base+"/api/xindex/changes.atom?limit=3", http.StatusOK)
 	require.Equal(t, "application/atom+xml; charset=utf-8", contentType)

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
@@ -37,9 +39,15 @@ type CrawlerConfig struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
 	// Client fetches the listings. Sources are operator-configured and
-	// trusted (contract.md), so this is a plain client. Defaults to one
-	// with a 30 s timeout.
+	// trusted (contract.md): a request to the origin (scheme, host and
+	// port) of a source goes out through the client's own transport,
+	// which may reach private addresses. Any other URL, a source's
+	// redirect to another origin, goes through Guard, as every URL that
+	// comes from outside does. Defaults to a client with a 30 s timeout.
 	Client *http.Client
+	// Guard fetches what is not a source's origin. Defaults to
+	// fetch.New(nil): public addresses only.
+	Guard *fetch.Client
 	// Sources are the listing URLs.
 	Sources []string
 	// PageSize is the limit asked of each page. Defaults to 100, the
@@ -77,9 +85,17 @@ type Crawler struct {
 
 // NewCrawler returns a Crawler for cfg.
 func NewCrawler(cfg CrawlerConfig) *Crawler {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 30 * time.Second}
+	client := &http.Client{Timeout: 30 * time.Second}
+	if cfg.Client != nil {
+		c := *cfg.Client
+		client = &c
 	}
+	if cfg.Guard == nil {
+		cfg.Guard = fetch.New(nil)
+	}
+	client.Transport = &sourcesTransport{origins: sourceOrigins(cfg.Sources),
+		trusted: cmp.Or[http.RoundTripper](client.Transport, http.DefaultTransport), guarded: cfg.Guard.Transport()}
+	cfg.Client = client
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 100
 	}
@@ -102,6 +118,37 @@ func NewCrawler(cfg CrawlerConfig) *Crawler {
 		cfg.Logger = slog.Default()
 	}
 	return &Crawler{cfg: cfg}
+}
+
+// sourcesTransport sends a request to the origin of a source through
+// trusted, and any other through guarded.
+type sourcesTransport struct {
+	origins          map[string]bool
+	trusted, guarded http.RoundTripper
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *sourcesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.origins[originKey(req.URL)] {
+		return t.trusted.RoundTrip(req)
+	}
+	return t.guarded.RoundTrip(req)
+}
+
+// sourceOrigins returns the origins of sources, as originKey spells them.
+func sourceOrigins(sources []string) map[string]bool {
+	origins := make(map[string]bool, len(sources))
+	for _, src := range sources {
+		if u, err := url.Parse(src); err == nil && u.Host != "" {
+			origins[originKey(u)] = true
+		}
+	}
+	return origins
+}
+
+// originKey is u's scheme://host[:port], in lower case.
+func originKey(u *url.URL) string {
+	return strings.ToLower(u.Scheme + "://" + u.Host)
 }
 
 // Sources returns the listing URLs the crawler reads.
@@ -365,7 +412,8 @@ func (c *Crawler) record(ctx context.Context, src string, st sourceState, page *
 }
 
 // retryable reports whether waiting may cure a failed page: a 429, a 5xx,
-// or a network error other than a name that does not exist.
+// or a network error other than a name that does not exist or an address
+// the guard refuses.
 func retryable(status int, err error) bool {
 	if status != 0 {
 		return status == http.StatusTooManyRequests || status >= 500
@@ -375,7 +423,7 @@ func retryable(status int, err error) bool {
 		return false
 	}
 	var parseErr *listingError
-	return !errors.As(err, &parseErr)
+	return !errors.As(err, &parseErr) && !errors.Is(err, fetch.ErrRefused)
 }
 
 // listingError is a 200 whose body is not a listing.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/store"
 )
@@ -575,4 +577,72 @@ func TestCrawlQuality(t *testing.T) {
 	busy, err = r.HostDetail(ctx, "busy.example")
 	require.NoError(t, err)
 	require.Equal(t, int64(1300), *busy.Services[0].Quality.Calls30d)
+}
+
+// TestCrawlRedirectGuarded: a source is operator-configured and read as
+// it is, private address included, and so is a redirect within its
+// origin; a redirect to another origin goes through the guarded fetcher,
+// which refuses a private address unless FETCH_ALLOW_CIDRS allows it, and
+// the source is then given up at once, nothing indexed from there.
+func TestCrawlRedirectGuarded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// elsewhere is another origin, on loopback: private.
+	var elsewhereAsked atomic.Int64
+	target := &listing{items: []map[string]any{item("https://elsewhere.example/1", "1000")}}
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhereAsked.Add(1)
+		target.ServeHTTP(w, r)
+	}))
+	defer elsewhere.Close()
+	own := &listing{items: []map[string]any{item("https://own.example/1", "1000")}}
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/moved":
+			http.Redirect(w, r, elsewhere.URL+"/list?"+r.URL.RawQuery, http.StatusFound)
+		case "/renamed":
+			http.Redirect(w, r, "/list?"+r.URL.RawQuery, http.StatusMovedPermanently)
+		default:
+			own.ServeHTTP(w, r)
+		}
+	}))
+	defer src.Close()
+
+	for _, tc := range []struct {
+		name      string
+		path      string
+		guard     *fetch.Client
+		wantHost  string
+		wantAsked int64
+	}{
+		{name: "ok, a source on a private address", path: "/list", wantHost: "own.example"},
+		{name: "ok, a redirect within the source's origin", path: "/renamed", wantHost: "own.example"},
+		{name: "nok, a redirect to a private address elsewhere is refused", path: "/moved"},
+		{name: "ok, unless FETCH_ALLOW_CIDRS allows it", path: "/moved",
+			guard: fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}), wantHost: "elsewhere.example", wantAsked: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := dbtest.Schema(ctx, t)
+			before := elsewhereAsked.Load()
+			c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL + tc.path}, Guard: tc.guard, Gap: -1,
+				Backoff: time.Millisecond, Attempts: 3})
+			err := c.FullPass(ctx, nil)
+			require.Equal(t, tc.wantAsked, elsewhereAsked.Load()-before)
+			s, serr := NewReader(db.Pool, nil).Summary(ctx)
+			require.NoError(t, serr)
+			if tc.wantHost == "" {
+				require.ErrorIs(t, err, fetch.ErrRefused)
+				var pageErr *PageError
+				require.ErrorAs(t, err, &pageErr)
+				require.False(t, pageErr.Retryable, "a refusal is not retried")
+				require.Zero(t, s.ServicesIndexed)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, 1, s.ServicesIndexed)
+			hosts, herr := NewReader(db.Pool, nil).Hosts(ctx, "", "host", 10)
+			require.NoError(t, herr)
+			require.Equal(t, tc.wantHost, hosts[0].Host)
+		})
+	}
 }

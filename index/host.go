@@ -45,24 +45,35 @@ type ProbeHour struct {
 }
 
 // HostDetail is a host's page as JSON (/api/xindex/hosts/<host>): its entry
-// with its history, its services, its probes by hour over 30 days (only the
-// hours with probes), and its timeline of changes, newest first.
+// with its history, its services (the cheapest ServicesLimit), its probes
+// by hour over 30 days (only the hours with probes), and its timeline of
+// changes, newest first.
 type HostDetail struct {
 	OK   bool `json:"ok"`
 	Host Host `json:"host"`
 	// QuoteDifferences are how the sample resource's 402 differed from its
 	// listing at the last probe that compared them.
 	QuoteDifferences []store.QuoteDifference `json:"quote_differences"`
-	Services         []Service               `json:"services"`
-	Probes           []ProbeHour             `json:"probes"`
-	Timeline         []Change                `json:"timeline"`
+	// Services are the host's services, the cheapest first, at most
+	// ServicesLimit of them (Host.Services counts them all).
+	Services []Service `json:"services"`
+	// ServicesLimit is the most services the page holds.
+	ServicesLimit int         `json:"services_limit"`
+	Probes        []ProbeHour `json:"probes"`
+	Timeline      []Change    `json:"timeline"`
 	// TimelineLimit is the most changes the timeline holds; older ones are
 	// in the changes feed (?host=).
 	TimelineLimit int `json:"timeline_limit"`
 }
 
-// timelineLimit bounds a host's timeline on its page.
-const timelineLimit = 200
+// The bounds of a host's page: the rows a listing of many services, or a
+// long history, cannot grow it past.
+const (
+	// timelineLimit bounds a host's timeline.
+	timelineLimit = 200
+	// servicesLimit bounds a host's services.
+	servicesLimit = 500
+)
 
 // HostDetail returns the page of host, or ErrUnknownHost.
 func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, error) {
@@ -77,7 +88,7 @@ func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, erro
 	if len(hosts) == 0 {
 		return nil, ErrUnknownHost
 	}
-	d := &HostDetail{OK: true, Host: hosts[0], TimelineLimit: timelineLimit}
+	d := &HostDetail{OK: true, Host: hosts[0], TimelineLimit: timelineLimit, ServicesLimit: servicesLimit}
 	if err := r.pool.QueryRow(ctx, "SELECT coalesce(quote_differences, '[]') FROM index_hosts WHERE host = $1", host).Scan(&d.QuoteDifferences); err != nil {
 		return nil, fmt.Errorf("index: quote of %s: %w", host, err)
 	}
@@ -85,7 +96,7 @@ func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, erro
 	rows, err = r.pool.Query(ctx, `SELECT r.resource, r.method, r.description, r.price_usdc::float8, r.networks, r.discoverable,
 			coalesce((SELECT array_agg(l.source ORDER BY l.source) FROM index_listings l WHERE l.resource = r.resource), '{}'),
 			coalesce(r.accepts, '[]'), r.updated_at, r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at
-		FROM index_resources r WHERE r.host = $1 AND NOT r.retired ORDER BY r.price_usdc NULLS LAST, r.resource`, host)
+		FROM index_resources r WHERE r.host = $1 AND NOT r.retired ORDER BY r.price_usdc NULLS LAST, r.resource LIMIT $2`, host, servicesLimit)
 	if err != nil {
 		return nil, fmt.Errorf("index: services of %s: %w", host, err)
 	}

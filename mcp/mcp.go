@@ -17,11 +17,14 @@
 package mcp
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -30,6 +33,7 @@ import (
 
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -100,12 +104,44 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is the server version announced at initialization.
 	Version string
+	// MaxBatch is the most messages one JSON-RPC batch may hold (batches
+	// are part of the protocol before 2025-06-18); a larger batch is
+	// refused whole, before any of it runs: HTTP 400 with a JSON-RPC error
+	// -32600 whose data's "error" is "batch_too_large". Defaults to
+	// DefaultMaxBatch.
+	MaxBatch int
+	// IndexQueries is how many calls of the free index tools may query the
+	// database at once in the process; the others wait their turn (or the
+	// end of their request). Defaults to DefaultIndexQueries.
+	IndexQueries int
+	// Admit, when set, is asked before a request is served, with the
+	// number of its messages that are not paid tool calls (a GET, a
+	// DELETE or a body that holds no message counts one): false when it
+	// answered the request itself (a client past its rate). It is not
+	// asked for a request of paid tool calls only, which are limited as
+	// payments are, by the pipeline.
+	Admit func(w http.ResponseWriter, r *http.Request, free int) bool
+	// Metrics, when set, counts the batches refused.
+	Metrics *metrics.Metrics
 }
+
+// Defaults of Config.
+const (
+	// DefaultMaxBatch is Config.MaxBatch's default.
+	DefaultMaxBatch = 50
+	// DefaultIndexQueries is Config.IndexQueries's default.
+	DefaultIndexQueries = 4
+)
 
 // Handler is the MCP endpoint: an http.Handler for Path.
 type Handler struct {
-	http http.Handler
-	wait time.Duration
+	http     http.Handler
+	wait     time.Duration
+	maxBatch int
+	admit    func(w http.ResponseWriter, r *http.Request, free int) bool
+	metrics  *metrics.Metrics
+	// paid are the names of the paid tools.
+	paid map[string]bool
 }
 
 // New returns the MCP endpoint for cfg, with every tool defined.
@@ -117,14 +153,16 @@ func New(cfg Config) (*Handler, error) {
 		Instructions: instructions,
 		Logger:       cfg.Logger,
 	})
+	paid := make(map[string]bool, len(cfg.Ops))
 	for _, op := range cfg.Ops {
 		tool, err := paidTool(op, cfg.Payments)
 		if err != nil {
 			return nil, err
 		}
 		server.AddTool(tool, callHandler(op.Name, cfg.Calls))
+		paid[op.Name] = true
 	}
-	if err := addIndexTools(server, cfg.Index); err != nil {
+	if err := addIndexTools(server, cfg.Index, make(chan struct{}, cmp.Or(cfg.IndexQueries, DefaultIndexQueries))); err != nil {
 		return nil, err
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
@@ -138,7 +176,7 @@ func New(cfg Config) (*Handler, error) {
 		// request.
 		DisableLocalhostProtection: true,
 	})
-	return &Handler{http: h, wait: cfg.Wait}, nil
+	return &Handler{http: h, wait: cfg.Wait, maxBatch: cmp.Or(cfg.MaxBatch, DefaultMaxBatch), admit: cfg.Admit, metrics: cfg.Metrics, paid: paid}, nil
 }
 
 // instructions tell an agent how the tools are paid.
@@ -151,7 +189,37 @@ const instructions = "Paid tools cost a fixed USDC amount per call, paid with x4
 
 // ServeHTTP answers an MCP request. A tool call may wait for its result up
 // to the configured Wait, longer than the api's usual write deadline.
+//
+// A POST's body is read first: a batch larger than MaxBatch is refused
+// whole, and Admit is asked with the number of its messages that are not
+// paid tool calls.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	free := 1
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+			return
+		}
+		msgs, batch := split(body, h.maxBatch)
+		if batch && len(msgs) > h.maxBatch {
+			h.metrics.FreeRefused("mcp", "batch_too_large")
+			batchTooLarge(w, h.maxBatch)
+			return
+		}
+		if free = h.unpaid(msgs); len(msgs) == 0 {
+			free = 1 // an empty or unreadable batch, which the SDK refuses
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	if h.admit != nil && free > 0 && !h.admit(w, r, free) {
+		return
+	}
 	if h.wait > 0 {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.wait + 15*time.Second))
 	}

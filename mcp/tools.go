@@ -103,10 +103,13 @@ func paidTool(op jobs.Operation, payments x402.Verifier) (*mcp.Tool, error) {
 	}, nil
 }
 
-// addIndexTools adds the free tools over the index of x402 sellers.
-func addIndexTools(server *mcp.Server, reader *index.Reader) error {
+// addIndexTools adds the free tools over the index of x402 sellers. Their
+// calls query the database one per slot of queries at most: the others
+// wait for a slot.
+func addIndexTools(server *mcp.Server, reader *index.Reader, queries chan struct{}) error {
 	free := &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), IdempotentHint: true, OpenWorldHint: new(false)}
-	server.AddTool(&mcp.Tool{
+	add := func(tool *mcp.Tool, h mcp.ToolHandler) { server.AddTool(tool, queued(queries, h)) }
+	add(&mcp.Tool{
 		Name:        toolIndexSearch,
 		Title:       "Search the index of x402 sellers",
 		Description: "Free. Hosts selling over x402, from every x402 discovery listing and the sellers' own origins, with their services, prices, networks, measured liveness, uptime and latency over 24 hours, 7 and 30 days, whether their 402 asks what their listing says, and the paid calls, payers and last call over 30 days that Bazaar's listings report (null where none does); filtered and sorted.",
@@ -123,7 +126,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 		},
 		Annotations: free,
 	}, indexQuery(reader.Search))
-	server.AddTool(&mcp.Tool{
+	add(&mcp.Tool{
 		Name:        toolIndexSummary,
 		Title:       "Summary of the index of x402 sellers",
 		Description: "Free. The index's summary: how many sellers and services, how many are live, price bands, networks, and when it was last crawled.",
@@ -136,7 +139,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 		}
 		return structured(s)
 	})
-	server.AddTool(&mcp.Tool{
+	add(&mcp.Tool{
 		Name:        toolIndexHost,
 		Title:       "One seller of the index of x402 sellers",
 		Description: "Free. One host: its entry with its uptime and latency history, its services (price, networks, description, sources, listed payment options, and the use over 30 days their listings report, null where none does), its probes by hour over 30 days, how its 402 differed from its listing, and its timeline of changes.",
@@ -163,7 +166,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 		}
 		return structured(d)
 	})
-	server.AddTool(&mcp.Tool{
+	add(&mcp.Tool{
 		Name:        toolIndexChanges,
 		Title:       "Changes of the x402 market",
 		Description: "Free. The index's feed of changes, oldest first, a page after a cursor: services added and retired, prices and networks changed, hosts gone live or dead. Pass the answer's next as since to follow it.",
@@ -179,6 +182,20 @@ func addIndexTools(server *mcp.Server, reader *index.Reader) error {
 		Annotations: free,
 	}, indexQuery(reader.Changes))
 	return nil
+}
+
+// queued returns h run while it holds a slot of queries: a call waits for
+// a free slot, or ends with its request.
+func queued(queries chan struct{}, h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case queries <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("mcp: wait for an index query slot: %w", ctx.Err())
+		}
+		defer func() { <-queries }()
+		return h(ctx, req)
+	}
 }
 
 // checker is a query whose defaults and bounds Check sets.

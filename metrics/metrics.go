@@ -4,7 +4,8 @@
 // outcome, River jobs by kind and outcome with their durations, the items and
 // transactions of the group commits, the JSON-RPC calls to EVM chains by
 // purpose, each JSON-RPC endpoint's calls, errors, latency, head lag and
-// whether it is in, and, read from
+// whether it is in, the free surfaces' requests and the operator's
+// credentials refused, and, read from
 // the database at each scrape, queue depths and the index's crawl and liveness
 // figures.
 //
@@ -81,6 +82,8 @@ type Metrics struct {
 	rpcDuration      *prometheus.HistogramVec
 	rpcLag           *prometheus.GaugeVec
 	rpcIn            *prometheus.GaugeVec
+	freeRefused      *prometheus.CounterVec
+	opsLogins        *prometheus.CounterVec
 
 	// statuses are the label values of the HTTP statuses, made once.
 	statuses [600]string
@@ -139,6 +142,12 @@ func New(cfg Config) *Metrics {
 		jobDuration: newHistogramVec(reg, "job_duration_seconds",
 			"Duration of River job runs, by kind and outcome.",
 			[]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}, "kind", "outcome"),
+		freeRefused: newCounterVec(reg, "free_requests_refused_total",
+			"Requests of the free surfaces refused before any work, by surface (mcp, xindex, page) and reason (rate_limited: the client address past FREE_REQUESTS_PER_SECOND; batch_too_large: an MCP batch past MCP_MAX_BATCH).",
+			"surface", "reason"),
+		opsLogins: newCounterVec(reg, "ops_auth_failures_total",
+			"Operator credentials refused, by outcome (wrong_token: a wrong token was checked; throttled: a client address past its failures was answered 429 without a check).",
+			"outcome"),
 		crawlPages: newCounterVec(reg, "crawl_pages_total",
 			"Discovery listing pages read by the crawl, by outcome.",
 			"outcome"),
@@ -414,6 +423,24 @@ func (m *Metrics) JobDone(kind, outcome string, d time.Duration) {
 	}
 	m.jobs.WithLabelValues(kind, outcome).Inc()
 	m.jobDuration.WithLabelValues(kind, outcome).Observe(d.Seconds())
+}
+
+// FreeRefused records a request of a free surface (mcp, xindex, page)
+// refused with reason (rate_limited, batch_too_large) before any work.
+func (m *Metrics) FreeRefused(surface, reason string) {
+	if m == nil {
+		return
+	}
+	m.freeRefused.WithLabelValues(surface, reason).Inc()
+}
+
+// OpsAuthFailure records operator credentials refused, with outcome
+// wrong_token or throttled.
+func (m *Metrics) OpsAuthFailure(outcome string) {
+	if m == nil {
+		return
+	}
+	m.opsLogins.WithLabelValues(outcome).Inc()
 }
 
 // CrawlPage records one discovery listing page read by the crawl, with

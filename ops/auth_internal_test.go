@@ -3,10 +3,15 @@ package ops
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,7 +88,7 @@ func TestTokenTiming(t *testing.T) {
 		token := randomToken(t, 4096)
 		nearMiss := token[:len(token)-1] + "g" // right but for the last byte
 		farMiss := "g" + token[1:]             // wrong from the first byte
-		a := newAuth(token, time.Hour, time.Now)
+		a := newAuth(token, time.Hour, time.Now, nil, nil)
 		require.False(t, a.tokenOK(nearMiss))
 		require.False(t, a.tokenOK(farMiss))
 
@@ -100,7 +105,7 @@ func TestTokenTiming(t *testing.T) {
 	t.Run("Length", func(t *testing.T) {
 		short, long := randomToken(t, 16), randomToken(t, 4096)
 		guess := randomToken(t, 4096)
-		as, al := newAuth(short, time.Hour, time.Now), newAuth(long, time.Hour, time.Now)
+		as, al := newAuth(short, time.Hour, time.Now, nil, nil), newAuth(long, time.Hour, time.Now, nil, nil)
 		// One guess checked against a short and a long token: the same time.
 		twoTokens := func(check func(*auth, string) bool) func(string) bool {
 			return func(g string) bool {
@@ -130,7 +135,7 @@ func TestSession(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	a := newAuth("token-one", time.Hour, clock)
+	a := newAuth("token-one", time.Hour, clock, nil, nil)
 	v, exp := a.newSession()
 	require.Equal(t, now.Add(time.Hour), exp)
 
@@ -144,7 +149,7 @@ func TestSession(t *testing.T) {
 		{"ok, fresh", a, v, now, true},
 		{"ok, just before expiry", a, v, now.Add(time.Hour - time.Second), true},
 		{"nok, expired", a, v, now.Add(time.Hour), false},
-		{"nok, token changed", newAuth("token-two", time.Hour, clock), v, now, false},
+		{"nok, token changed", newAuth("token-two", time.Hour, clock, nil, nil), v, now, false},
 		{"nok, expiry moved", a, tamperExpiry(v), now, false},
 		{"nok, signature cut", a, v[:len(v)-2], now, false},
 		{"nok, empty", a, "", now, false},
@@ -218,4 +223,63 @@ func TestTable(t *testing.T) {
 	}, tab.Rows)
 	_, err = newTable([]json.RawMessage{json.RawMessage(`[1]`)})
 	require.Error(t, err)
+}
+
+// TestSecureTrustsProxiesOnly: the session cookie's Secure flag believes
+// X-Forwarded-Proto from the trusted proxies only.
+func TestSecureTrustsProxiesOnly(t *testing.T) {
+	t.Parallel()
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+	for _, tc := range []struct {
+		name   string
+		remote string
+		proto  string
+		tls    bool
+		want   bool
+	}{
+		{"ok, a trusted proxy says https", "10.1.2.3:40000", "https", false, true},
+		{"ok, a trusted IPv6 proxy says https", "[2001:db8::7]:40000", "HTTPS", false, true},
+		{"ok, an IPv4-mapped trusted proxy", "[::ffff:10.1.2.3]:40000", "https", false, true},
+		{"ok, TLS itself", "192.0.2.1:40000", "", true, true},
+		{"nok, anyone else says https", "192.0.2.1:40000", "https", false, false},
+		{"nok, loopback is not trusted unless listed", "127.0.0.1:40000", "https", false, false},
+		{"nok, a trusted proxy says http", "10.1.2.3:40000", "http", false, false},
+		{"nok, a trusted proxy says nothing", "10.1.2.3:40000", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := newAuth(strings.Repeat("t", MinTokenBytes), time.Hour, time.Now, trusted, nil)
+			r := httptest.NewRequest(http.MethodGet, "/ops/login", nil)
+			r.RemoteAddr = tc.remote
+			if tc.proto != "" {
+				r.Header.Set("X-Forwarded-Proto", tc.proto)
+			}
+			if tc.tls {
+				r.TLS = &tls.ConnectionState{}
+			}
+			require.Equal(t, tc.want, a.secure(r))
+		})
+	}
+}
+
+// TestThrottle: an address has failureBurst wrong tokens, then one more
+// each failureRefill; a right token takes nothing; addresses are apart.
+func TestThrottle(t *testing.T) {
+	t.Parallel()
+	token := strings.Repeat("t", MinTokenBytes)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := newAuth(token, time.Hour, func() time.Time { return now }, nil, nil)
+	for range failureBurst {
+		require.Zero(t, a.throttled("a"))
+		require.True(t, a.check("a", token), "a right token takes no try")
+		require.False(t, a.check("a", "guess"))
+	}
+	require.Equal(t, failureRefill, a.throttled("a"))
+	require.Zero(t, a.throttled("b"))
+	now = now.Add(failureRefill / 2)
+	require.Equal(t, failureRefill/2, a.throttled("a"))
+	now = now.Add(failureRefill / 2)
+	require.Zero(t, a.throttled("a"), "one more try after failureRefill")
+	require.False(t, a.check("a", "guess"))
+	require.Equal(t, failureRefill, a.throttled("a"))
 }

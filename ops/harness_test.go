@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ import (
 // double (payments "test:<payer>:<nonce>"), as there is no chain here.
 
 // testToken is the operator token of the tests.
-const testToken = "ops-test-token-7c1f0e9a4b2d"
+const testToken = "ops-test-token-7c1f0e9a4b2d5e8f31a6c0d4"
 
 // flakyArgs is a job that fails on its first attempt and succeeds on any
 // later one: inserted with one attempt, it ends discarded until an operator
@@ -63,6 +64,13 @@ type service struct {
 	Metrics *metrics.Metrics
 	Logs    *logtest.Buffer
 	HTTP    *http.Client
+}
+
+// trustLoopback has the service trust loopback as its reverse proxy: a
+// test speaks as any client address (X-Forwarded-For), over HTTPS or not
+// (X-Forwarded-Proto).
+func trustLoopback(c *ops.Config) {
+	c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 }
 
 // startService runs api + workers with the dashboard behind token (empty:
@@ -110,6 +118,9 @@ func startServiceWith(ctx context.Context, t testing.TB, token string, payments 
 		Logger:    logger,
 		Metrics:   m,
 		Dashboard: dashboard,
+		// The api reads client addresses from the proxies the dashboard
+		// trusts (trustLoopback: any address a test names).
+		TrustedProxies: dashboard.TrustedProxies,
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Echo())

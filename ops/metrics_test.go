@@ -16,7 +16,7 @@ import (
 // scrape reads /metrics with the Prometheus text parser.
 func scrape(t *testing.T, s *service) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, body := s.get(t, "/metrics", nil)
+	resp, body := s.get(t, "/metrics", map[string]string{"Authorization": "Bearer " + testToken})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, resp.Header.Get("Content-Type"), "text/plain")
 	p := expfmt.NewTextParser(model.UTF8Validation)

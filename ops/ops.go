@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
+
+	"github.com/x402d/x402d/metrics"
 )
 
 //go:embed templates static
@@ -67,6 +70,15 @@ type Config struct {
 	// RelayerLowWei is the balance under which the overview warns. Nil:
 	// never.
 	RelayerLowWei *big.Int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto says
+	// whether a request came over HTTPS (the session cookie's Secure
+	// flag); any other peer's is ignored. Empty: none.
+	TrustedProxies []netip.Prefix
+	// Metrics counts the operator credentials refused; nil counts nothing.
+	Metrics *metrics.Metrics
+	// ServeMetrics serves Metrics at /metrics, to operators only (bearer
+	// token or session), as the Prometheus text format.
+	ServeMetrics bool
 }
 
 // RelayerChain is the relayer's state on one chain.
@@ -93,14 +105,22 @@ type dashboard struct {
 
 // Mount adds the dashboard's routes to e: /ops, /ops/login, /ops/logout,
 // /ops/calls, /ops/calls/:id, /ops/index, /ops/static/* and River UI under
-// /ops/jobs. With an empty cfg.Token it adds nothing and the paths answer
-// 404.
+// /ops/jobs, and /metrics when cfg.ServeMetrics. With an empty cfg.Token it
+// adds nothing and the paths answer 404. A token shorter than
+// MinTokenBytes is refused.
 func Mount(e *echo.Echo, cfg Config) error {
 	if cfg.Token == "" {
-		if cfg.Logger != nil {
+		switch {
+		case cfg.Logger == nil:
+		case cfg.ServeMetrics && cfg.Metrics != nil:
+			cfg.Logger.Info("operator dashboard and /metrics disabled: OPS_TOKEN is not set (METRICS_ADDR would serve /metrics on a listener of its own)")
+		default:
 			cfg.Logger.Info("operator dashboard disabled: OPS_TOKEN is not set")
 		}
 		return nil
+	}
+	if len(cfg.Token) < MinTokenBytes {
+		return fmt.Errorf("ops: the operator token has %d bytes, fewer than %d", len(cfg.Token), MinTokenBytes)
 	}
 	if cfg.Pool == nil || cfg.River == nil || cfg.Logger == nil {
 		return errors.New("ops: Pool, River and Logger are required")
@@ -110,7 +130,7 @@ func Mount(e *echo.Echo, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &dashboard{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now)}
+	d := &dashboard{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now, cfg.TrustedProxies, cfg.Metrics)}
 	var err error
 	if d.pages, err = parsePages(); err != nil {
 		return err
@@ -143,6 +163,9 @@ func Mount(e *echo.Echo, cfg Config) error {
 	jobsHandler := echo.WrapHandler(jobs)
 	g.Any("/jobs", jobsHandler, frameDeny)
 	g.Any("/jobs/*", jobsHandler, frameDeny)
+	if cfg.ServeMetrics && cfg.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(cfg.Metrics.Handler()), noStore, d.auth.require)
+	}
 	return nil
 }
 
@@ -194,7 +217,7 @@ func (d *dashboard) renderLogin(c echo.Context, status int, next, problem string
 	csrf := newCSRF()
 	c.SetCookie(&http.Cookie{
 		Name: csrfCookie, Value: csrf, Path: loginPath, MaxAge: 3600,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(c.Request()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: d.auth.secure(c.Request()),
 	})
 	c.Response().Header().Set(echo.HeaderXFrameOptions, "DENY")
 	return d.render(c, status, "login", map[string]any{
@@ -215,11 +238,17 @@ func (d *dashboard) login(c echo.Context) error {
 	if err != nil || form == "" || subtle32(ck.Value, form) != 1 {
 		return d.renderLogin(c, http.StatusForbidden, c.FormValue("next"), "The form expired. Please try again.")
 	}
-	if !d.auth.tokenOK(c.FormValue("token")) {
+	if wait := d.auth.throttled(c.RealIP()); wait > 0 {
+		d.cfg.Metrics.OpsAuthFailure("throttled")
+		secs := retryAfter(c, wait)
+		return d.renderLogin(c, http.StatusTooManyRequests, c.FormValue("next"),
+			fmt.Sprintf("Too many wrong tokens from this address: try again in %d s.", secs))
+	}
+	if !d.auth.check(c.RealIP(), c.FormValue("token")) {
 		d.cfg.Logger.WarnContext(r.Context(), "operator login refused", "remote", c.RealIP())
 		return d.renderLogin(c, http.StatusUnauthorized, c.FormValue("next"), "Wrong token.")
 	}
-	clearCookie(c, csrfCookie, loginPath)
+	d.auth.clearCookie(c, csrfCookie, loginPath)
 	d.auth.setSession(c)
 	d.cfg.Logger.InfoContext(r.Context(), "operator logged in", "remote", c.RealIP())
 	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
@@ -227,7 +256,7 @@ func (d *dashboard) login(c echo.Context) error {
 
 // logout is POST /ops/logout.
 func (d *dashboard) logout(c echo.Context) error {
-	clearCookie(c, sessionCookie, "/ops")
+	d.auth.clearCookie(c, sessionCookie, "/ops")
 	return c.Redirect(http.StatusSeeOther, loginPath)
 }
 

@@ -25,7 +25,7 @@ import (
 func TestDashboardAccess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := startService(ctx, t, testToken)
+	s := startServiceWith(ctx, t, testToken, &paytest.Payments{}, trustLoopback)
 	callID := s.paidCallID(t, "test:0xa11ce5ecret:access-1")
 	data := []string{callID, "0xa11ce5ecret"}
 
@@ -36,12 +36,15 @@ func TestDashboardAccess(t *testing.T) {
 		"/ops/jobs/api/queues",
 	}
 
-	// refused checks that an answer gives nothing away: 401, or a redirect
-	// to the login form, and none of the call's data.
+	// refused checks that an answer gives nothing away: 401, 429 (too
+	// many wrong tokens), or a redirect to the login form, and none of the
+	// call's data.
 	refused := func(t *testing.T, resp *http.Response, body []byte) {
 		t.Helper()
 		switch resp.StatusCode {
 		case http.StatusUnauthorized:
+		case http.StatusTooManyRequests:
+			require.NotEmpty(t, resp.Header.Get("Retry-After"))
 		case http.StatusSeeOther:
 			loc, err := url.Parse(resp.Header.Get("Location"))
 			require.NoError(t, err)
@@ -74,6 +77,8 @@ func TestDashboardAccess(t *testing.T) {
 
 	t.Run("WrongCredentials", func(t *testing.T) {
 		t.Parallel()
+		// From an address of its own: its wrong tokens soon throttle it.
+		from := "203.0.113.50"
 		for _, p := range paths {
 			for _, h := range []map[string]string{
 				{"Authorization": "Bearer " + testToken + "x"},
@@ -83,16 +88,18 @@ func TestDashboardAccess(t *testing.T) {
 				{"Cookie": "x402d_ops=" + testToken},
 				{"Cookie": "x402d_ops=AAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
 			} {
+				h["X-Forwarded-For"] = from
 				resp, body := s.get(t, p, h)
 				refused(t, resp, body)
 			}
-			resp, body := s.get(t, p+sep(p)+"token=wrong", nil)
+			resp, body := s.get(t, p+sep(p)+"token=wrong", map[string]string{"X-Forwarded-For": from})
 			refused(t, resp, body)
 		}
 		// River UI's actions are refused too.
 		req, err := http.NewRequest(http.MethodPost, s.URL+"/ops/jobs/api/jobs/retry", strings.NewReader(`{"ids":["1"]}`))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", from)
 		resp, body := s.do(t, req)
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, string(body))
 	})
@@ -352,7 +359,7 @@ func TestLogsCarryCallID(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, refusals, "the refused payment's line, and no line for the unpaid quotes")
-	_, metricsBody := s.get(t, "/metrics", nil)
+	_, metricsBody := s.get(t, "/metrics", map[string]string{"Authorization": "Bearer " + testToken})
 	for _, line := range strings.Split(string(metricsBody), "\n") {
 		if strings.HasPrefix(line, `x402d_quotes_served_total{op="diff"}`) {
 			_, err := fmt.Sscanf(strings.TrimPrefix(line, `x402d_quotes_served_total{op="diff"}`), "%d", &quotes)

@@ -30,7 +30,8 @@ import (
 )
 
 // anvilEnv is the environment of the service settling in rpc mode on node,
-// batched through Multicall3, with the development relayer and receiver.
+// batched through Multicall3, with the development relayer and receiver,
+// and testOpsToken as its operator token.
 func anvilEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]string {
 	t.Helper()
 	relayer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.RelayerAccount)
@@ -40,6 +41,7 @@ func anvilEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]stri
 		"SETTLEMENT": "rpc", "SETTLEMENT_BATCH": "on", "RPC_URL_EIP155_8453": node.URL,
 		"RELAYER_KEY": common.Bytes2Hex(crypto.FromECDSA(relayer)),
 		"PAY_TO_EVM":  devAddress(t, devchain.PayToAccount).Hex(),
+		"OPS_TOKEN":   testOpsToken,
 	}
 }
 
@@ -192,12 +194,7 @@ func TestAnvil_ServeThroughEndpoints(t *testing.T) {
 	require.True(t, dying.Dead.Load())
 	require.Positive(t, limited.Limited.Load(), "429s were answered")
 	require.Positive(t, lagging.Served.Load())
-	resp, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	figures := string(body)
+	figures := string(getMetrics(ctx, t, base))
 	require.NotContains(t, figures, "SECRETKEY", "metrics name the host, never the URL")
 	name := func(p *anviltest.Proxy) string { return strings.TrimSuffix(p.URL, "/") }
 	require.Contains(t, figures, `x402d_rpc_endpoint_in{endpoint="`+name(dying)+`",network="eip155:8453"} 0`)

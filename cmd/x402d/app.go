@@ -246,8 +246,12 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			defer follower.Stop()
 		}
 	}
+	if err := a.serveMetrics(ctx, m); err != nil {
+		return err
+	}
 	if !withAPI {
-		return a.serveMetrics(ctx, m)
+		<-ctx.Done()
+		return nil
 	}
 
 	listener := store.NewListener(pool.Config().ConnConfig, a.logger)
@@ -269,9 +273,13 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Metrics:            m,
 		PublicURL:          a.cfg.PublicURL,
 		IndexSources:       a.indexSources(),
+		MetricsElsewhere:   a.cfg.MetricsAddr != "",
 		Dashboard:          &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
 		RefusedRate:        a.cfg.RefusedRate,
 		RefusedBurst:       a.cfg.RefusedBurst,
+		FreeRate:           a.cfg.FreeRate,
+		FreeBurst:          a.cfg.FreeBurst,
+		MCPMaxBatch:        a.cfg.MCPMaxBatch,
 		TrustedProxies:     a.cfg.TrustedProxies,
 		LedgerPreviousForm: a.cfg.LedgerPreviousForm,
 	})
@@ -293,11 +301,11 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	return nil
 }
 
-// serveMetrics serves /metrics and /healthz of a worker-only process on
-// METRICS_ADDR until ctx ends (it only waits when METRICS_ADDR is unset).
+// serveMetrics serves /metrics and /healthz on METRICS_ADDR, a listener of
+// their own, until ctx ends (nowhere when METRICS_ADDR is unset). It
+// returns once the address is listened on.
 func (a *app) serveMetrics(ctx context.Context, m *metrics.Metrics) error {
 	if a.cfg.MetricsAddr == "" {
-		<-ctx.Done()
 		return nil
 	}
 	mux := http.NewServeMux()
@@ -311,13 +319,15 @@ func (a *app) serveMetrics(ctx context.Context, m *metrics.Metrics) error {
 	a.logger.InfoContext(ctx, "metrics listening", "addr", ln.Addr().String())
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.logger.Error("metrics stopped serving", "error", err)
+		}
+	}()
 	return nil
 }
 
@@ -332,7 +342,7 @@ func (a *app) indexSources() []string {
 
 // indexer returns the index's crawler, prober and discoverer.
 func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober, *index.Discoverer) {
-	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
+	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Guard: fetcher, Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
 	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
 	discoverer := index.NewDiscoverer(index.DiscovererConfig{Pool: pool, Fetch: fetcher, Origins: a.cfg.IndexOrigins, Gap: a.cfg.IndexPageGap, Logger: a.logger})
 	return crawler, prober, discoverer

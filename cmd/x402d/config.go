@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/big"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -23,7 +24,9 @@ import (
 	"github.com/x402d/x402d/api"
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/mcp"
 	"github.com/x402d/x402d/model"
+	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
@@ -72,14 +75,19 @@ type Config struct {
 	// object a line, for collectors) or auto (text when standard error is a
 	// terminal, JSON otherwise).
 	LogFormat LogFormat `env:"LOG_FORMAT"`
-	// MetricsAddr is where an x402d worker process serves /metrics and
-	// /healthz (the api serves them itself). Unset: nowhere.
+	// MetricsAddr is where any x402d process serves /metrics and /healthz
+	// on a listener of its own, for Prometheus on a private network.
+	// Unset: a worker serves them nowhere, and an api serves /metrics on
+	// LISTEN_ADDR to the operator only (Authorization: Bearer OPS_TOKEN),
+	// not at all without OPS_TOKEN.
 	MetricsAddr string `env:"METRICS_ADDR"`
 	// PprofAddr is where any x402d process serves Go's profiles
 	// (/debug/pprof/; heap?gc=1 collects garbage first) on a listener of
-	// its own; keep it on loopback. Unset: nowhere.
+	// its own: a loopback address (127.0.0.1:6060, [::1]:6060 or
+	// localhost:6060), any other is refused at start. Unset: nowhere.
 	PprofAddr string `env:"PPROF_ADDR"`
-	// OpsToken is the operator's token for the /ops dashboard. Unset: the
+	// OpsToken is the operator's token for the /ops dashboard and the
+	// api's /metrics: at least 32 bytes (openssl rand -hex 32). Unset: the
 	// dashboard is not mounted.
 	OpsToken string `env:"OPS_TOKEN"`
 
@@ -156,9 +164,24 @@ type Config struct {
 	// RefusedBurst is how many such refusals one client address may have
 	// at once (at least 1).
 	RefusedBurst int `env:"REFUSED_PAYMENTS_BURST"`
+	// FreeRate is how many requests a second one client address may make
+	// of the free surfaces: /mcp (each message of a request but paid tool
+	// calls), /api/xindex/* and the index's pages (a token bucket of
+	// FREE_REQUESTS_BURST); past it they are answered 429 rate_limited
+	// with Retry-After. Paid calls are not counted.
+	FreeRate float64 `env:"FREE_REQUESTS_PER_SECOND"`
+	// FreeBurst is how many such requests one client address may make at
+	// once (at least 1).
+	FreeBurst int `env:"FREE_REQUESTS_BURST"`
+	// MCPMaxBatch is the most messages one JSON-RPC batch to /mcp may
+	// hold; a larger batch is refused whole (400, JSON-RPC error -32600,
+	// batch_too_large), none of it run.
+	MCPMaxBatch int `env:"MCP_MAX_BATCH"`
 	// TrustedProxies are the reverse proxies (comma-separated addresses or
-	// CIDRs) whose X-Forwarded-For names the client's address. Unset: the
-	// connection's peer is the client, and the header is ignored.
+	// CIDRs) whose X-Forwarded-For names the client's address, and whose
+	// X-Forwarded-Proto says a request came over HTTPS (the operator
+	// session cookie's Secure flag). Unset: the connection's peer is the
+	// client, and the headers are ignored.
 	TrustedProxies Peers `env:"TRUSTED_PROXIES"`
 	// PayToSolana is the Solana wallet that receives payments. Solana USDC
 	// is offered only when PAY_TO_SOLANA, SOLANA_FEE_PAYER_KEY and
@@ -320,6 +343,9 @@ func DefaultConfig() *Config {
 		VerifyRPCConcurrency:    evm.DefaultVerifyConcurrency,
 		RefusedRate:             api.DefaultRefusedRate,
 		RefusedBurst:            api.DefaultRefusedBurst,
+		FreeRate:                api.DefaultFreeRate,
+		FreeBurst:               api.DefaultFreeBurst,
+		MCPMaxBatch:             mcp.DefaultMaxBatch,
 		DevchainRPCAddr:         "127.0.0.1:8545",
 		CallWait:                api.DefaultCallWait,
 		JobTimeout:              worker.DefaultJobTimeout,
@@ -593,6 +619,23 @@ func setChainValue(fv reflect.Value, network, s string) error {
 	return nil
 }
 
+// loopbackAddr returns nil when addr (host:port) is a loopback address or
+// localhost, else why not.
+func loopbackAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.Unmap().IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return nil
+}
+
 // validate checks what each value cannot show alone: ranges, keys, URLs,
 // schedules, and the settings each settlement mode needs. It reports every
 // problem it finds. Its messages never quote a key or an RPC URL.
@@ -607,6 +650,23 @@ func (c *Config) validate() error {
 	}
 	if c.RefusedBurst < 1 {
 		fail("REFUSED_PAYMENTS_BURST: must be at least 1")
+	}
+	if c.FreeRate <= 0 {
+		fail("FREE_REQUESTS_PER_SECOND: %q is not a positive number", strconv.FormatFloat(c.FreeRate, 'g', -1, 64))
+	}
+	if c.FreeBurst < 1 {
+		fail("FREE_REQUESTS_BURST: must be at least 1")
+	}
+	if c.MCPMaxBatch < 1 {
+		fail("MCP_MAX_BATCH: must be at least 1")
+	}
+	if c.OpsToken != "" && len(c.OpsToken) < ops.MinTokenBytes {
+		fail("OPS_TOKEN: has %d bytes, fewer than %d: use a long random string (openssl rand -hex 32)", len(c.OpsToken), ops.MinTokenBytes)
+	}
+	if c.PprofAddr != "" {
+		if err := loopbackAddr(c.PprofAddr); err != nil {
+			fail("PPROF_ADDR: %v: the profiles show the process's memory, so they are served on loopback only (e.g. 127.0.0.1:6060)", err)
+		}
 	}
 	if c.VerifyRPCConcurrency < 1 {
 		fail("VERIFY_RPC_CONCURRENCY: must be at least 1")

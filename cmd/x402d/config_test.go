@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,23 @@ func TestLoadConfigValues(t *testing.T) {
 		{name: "RefusedBurstZero", env: map[string]string{"REFUSED_PAYMENTS_BURST": "0"}, wantErr: "REFUSED_PAYMENTS_BURST: must be at least 1"},
 		{name: "VerifyConcurrencyZero", env: map[string]string{"VERIFY_RPC_CONCURRENCY": "0"}, wantErr: "VERIFY_RPC_CONCURRENCY: must be at least 1"},
 		{name: "ProxyNotAnAddress", env: map[string]string{"TRUSTED_PROXIES": "proxy.local"}, wantErr: `TRUSTED_PROXIES: "proxy.local" is not an address or a CIDR`},
+
+		{name: "FreeSet", env: map[string]string{"FREE_REQUESTS_PER_SECOND": "2.5", "FREE_REQUESTS_BURST": "20", "MCP_MAX_BATCH": "10"}, want: func(c *Config) {
+			c.FreeRate, c.FreeBurst, c.MCPMaxBatch = 2.5, 20, 10
+		}},
+		{name: "FreeRateNotPositive", env: map[string]string{"FREE_REQUESTS_PER_SECOND": "-1"}, wantErr: `FREE_REQUESTS_PER_SECOND: "-1" is not a positive number`},
+		{name: "FreeBurstZero", env: map[string]string{"FREE_REQUESTS_BURST": "0"}, wantErr: "FREE_REQUESTS_BURST: must be at least 1"},
+		{name: "MCPMaxBatchZero", env: map[string]string{"MCP_MAX_BATCH": "0"}, wantErr: "MCP_MAX_BATCH: must be at least 1"},
+
+		{name: "OpsTokenLong", env: map[string]string{"OPS_TOKEN": strings.Repeat("k", 32)}, want: func(c *Config) { c.OpsToken = strings.Repeat("k", 32) }},
+		{name: "OpsTokenShort", env: map[string]string{"OPS_TOKEN": strings.Repeat("k", 31)}, wantErr: "OPS_TOKEN: has 31 bytes, fewer than 32"},
+		{name: "PprofLoopback4", env: map[string]string{"PPROF_ADDR": "127.0.0.1:6060"}, want: func(c *Config) { c.PprofAddr = "127.0.0.1:6060" }},
+		{name: "PprofLoopback6", env: map[string]string{"PPROF_ADDR": "[::1]:6060"}, want: func(c *Config) { c.PprofAddr = "[::1]:6060" }},
+		{name: "PprofLocalhost", env: map[string]string{"PPROF_ADDR": "localhost:6060"}, want: func(c *Config) { c.PprofAddr = "localhost:6060" }},
+		{name: "PprofEverywhere", env: map[string]string{"PPROF_ADDR": ":6060"}, wantErr: `PPROF_ADDR: ":6060" is not a loopback address`},
+		{name: "PprofAnyAddress", env: map[string]string{"PPROF_ADDR": "0.0.0.0:6060"}, wantErr: `PPROF_ADDR: "0.0.0.0:6060" is not a loopback address`},
+		{name: "PprofPublic", env: map[string]string{"PPROF_ADDR": "192.0.2.1:6060"}, wantErr: `PPROF_ADDR: "192.0.2.1:6060" is not a loopback address`},
+		{name: "PprofNoPort", env: map[string]string{"PPROF_ADDR": "127.0.0.1"}, wantErr: `PPROF_ADDR: "127.0.0.1" is not host:port`},
 
 		{name: "IndexOrigins", env: map[string]string{"INDEX_ORIGINS": "https://Shop.Example/api, http://b.example:8080,", "INDEX_PAGE_GAP": "250ms"}, want: func(c *Config) {
 			c.IndexOrigins, c.IndexPageGap = []string{"https://Shop.Example/api", "http://b.example:8080"}, 250*time.Millisecond

@@ -105,18 +105,40 @@ func sleepWork(ctx context.Context, in sleepInput) (map[string]int, error) {
 // processes at once on one Postgres, whose max_connections is 100.
 const testMaxConns = "5"
 
-// testEnv returns a getenv for a service on db, listening on a free port.
+// testOpsToken is the operator token of the services testEnv configures:
+// /metrics answers a request bearing it (getMetrics).
+const testOpsToken = "x402d-test-operator-token-5f0c2a9e7b41"
+
+// testEnv returns a getenv for a service on db, listening on a free port,
+// with testOpsToken as its operator token.
 func testEnv(db *dbtest.DB, extra map[string]string) func(string) string {
 	env := map[string]string{
 		"DATABASE_URL": db.URL,
 		"LISTEN_ADDR":  "127.0.0.1:0",
 		"LOG_LEVEL":    "warn",
 		"DB_MAX_CONNS": testMaxConns,
+		"OPS_TOKEN":    testOpsToken,
 	}
 	for k, v := range extra {
 		env[k] = v
 	}
 	return func(k string) string { return env[k] }
+}
+
+// getMetrics returns the /metrics of the api at base, as the operator
+// (testOpsToken).
+func getMetrics(ctx context.Context, t testing.TB, base string) []byte {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testOpsToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	return body
 }
 
 // startInProcess runs `x402d <cmd>` in this process with the test double and

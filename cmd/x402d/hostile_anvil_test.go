@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"math/big"
@@ -46,13 +47,9 @@ func payWith(ctx context.Context, key *ecdsa.PrivateKey, network, paymentRequire
 // whose labels contain every one of labels (`purpose="verify"`).
 func scrapeSum(ctx context.Context, t *testing.T, base, metric string, labels ...string) float64 {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
+	body := getMetrics(ctx, t, base)
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 lines:
 	for sc.Scan() {

@@ -114,7 +114,7 @@ func TestMCP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"OPS_TOKEN": "mcp-ops-token"}))
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"OPS_TOKEN": "mcp-ops-token-0123456789abcdef0123"}))
 	session := mcpSession(ctx, t, base, nil)
 
 	t.Run("ToolsListed", func(t *testing.T) {
@@ -197,7 +197,7 @@ func TestMCP(t *testing.T) {
 		// The operator sees the call like any other.
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ops/calls/"+result["call_id"].(string), nil)
 		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer mcp-ops-token")
+		req.Header.Set("Authorization", "Bearer mcp-ops-token-0123456789abcdef0123")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		page, err := io.ReadAll(resp.Body)

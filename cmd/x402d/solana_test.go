@@ -51,7 +51,7 @@ func startSolanaService(ctx context.Context, t *testing.T, env map[string]string
 	all := map[string]string{
 		"DATABASE_URL": s.db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"DEVCHAIN_RPC_ADDR": freeAddr(t), "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
-		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
+		"FETCH_ALLOW_CIDRS": "127.0.0.1/32", "OPS_TOKEN": testOpsToken,
 	}
 	maps.Copy(all, solanaSellerEnv(s.node, s.feePayer, s.payTo))
 	maps.Copy(all, env)
@@ -129,11 +129,7 @@ func TestOfficialClientPaysEveryOperationOnSolana(t *testing.T) {
 	checkSolanaLedger(ctx, t, s.db, s.node, s.payTo, payToBefore)
 
 	// The workers read the fee payer's balance (10 SOL at start).
-	resp, err := http.Get(s.base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	figures, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	figures := getMetrics(ctx, t, s.base)
 	m := regexp.MustCompile(`(?m)^x402d_solana_fee_payer_balance_lamports (\S+)$`).FindSubmatch(figures)
 	require.NotNil(t, m, "no fee payer balance in /metrics")
 	lamports, err := strconv.ParseFloat(string(m[1]), 64)

@@ -468,3 +468,55 @@ func TestWorkerServesMetrics(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Contains(t, string(body), "# TYPE")
 }
+
+// TestAPIMetricsPrivate: an api serves /metrics (revenue, relayer
+// balances) to its operator only: with METRICS_ADDR on that listener alone,
+// without it on LISTEN_ADDR to the OPS_TOKEN bearer, and nowhere without
+// either.
+func TestAPIMetricsPrivate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	get := func(t *testing.T, url, token string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	t.Run("on METRICS_ADDR alone", func(t *testing.T) {
+		t.Parallel()
+		addr := freeAddr(t)
+		base := startInProcess(ctx, t, "serve", testEnv(dbtest.Schema(ctx, t), map[string]string{"METRICS_ADDR": addr}))
+		require.Equal(t, http.StatusNotFound, get(t, base+"/metrics", testOpsToken))
+		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/metrics", ""))
+	})
+	t.Run("behind the token", func(t *testing.T) {
+		t.Parallel()
+		base := startInProcess(ctx, t, "serve", testEnv(dbtest.Schema(ctx, t), nil))
+		require.Equal(t, http.StatusUnauthorized, get(t, base+"/metrics", ""))
+		require.Equal(t, http.StatusOK, get(t, base+"/metrics", testOpsToken))
+	})
+	t.Run("nowhere without a token", func(t *testing.T) {
+		t.Parallel()
+		base := startInProcess(ctx, t, "serve", testEnv(dbtest.Schema(ctx, t), map[string]string{"OPS_TOKEN": ""}))
+		require.Equal(t, http.StatusNotFound, get(t, base+"/metrics", ""))
+	})
+}
+
+// TestPprofOffLoopbackRefused: a process asked to serve its profiles off
+// loopback does not start, and says which setting is wrong.
+func TestPprofOffLoopbackRefused(t *testing.T) {
+	t.Parallel()
+	// Bounded, should the process start after all.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	env := map[string]string{"PPROF_ADDR": "0.0.0.0:0"}
+	err := run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard, nil)
+	require.ErrorContains(t, err, `PPROF_ADDR: "0.0.0.0:0" is not a loopback address`)
+}
