@@ -132,18 +132,19 @@ func (r *refusals) fresh(ctx context.Context, network string, now time.Time, add
 		return common.Address{}, time.Time{}, false, fmt.Errorf("read payer code refusals of %s: %w", network, err)
 	}
 	r.mu.Lock()
-	r.reads[network] = &refusalsRead{refused: refused, readAt: time.Now()}
+	r.reads[network] = &refusalsRead{refused: refused, readAt: now}
 	r.mu.Unlock()
 	a, until, ok := firstRefused(refused, now, addrs)
 	return a, until, ok, nil
 }
 
 // cached returns the first of addrs refused on network at now, as read at
-// most refusalsCacheFor ago, and the end of its refusal.
+// most refusalsCacheFor before now (by the caller's clock: a read stamped
+// after now is read again), and the end of its refusal.
 func (r *refusals) cached(ctx context.Context, network string, now time.Time, addrs ...common.Address) (common.Address, time.Time, bool, error) {
 	r.mu.Lock()
 	read := r.reads[network]
-	if read == nil || (!read.loading && time.Since(read.readAt) >= refusalsCacheFor) {
+	if age := now.Sub(readAt(read)); read == nil || (!read.loading && (age >= refusalsCacheFor || age < 0)) {
 		if read == nil {
 			read = &refusalsRead{}
 			r.reads[network] = read
@@ -157,7 +158,7 @@ func (r *refusals) cached(ctx context.Context, network string, now time.Time, ad
 			r.mu.Unlock()
 			return common.Address{}, time.Time{}, false, fmt.Errorf("read payer code refusals of %s: %w", network, err)
 		}
-		read = &refusalsRead{refused: refused, readAt: time.Now()}
+		read = &refusalsRead{refused: refused, readAt: now}
 		r.reads[network] = read
 	}
 	refused := read.refused
@@ -177,6 +178,14 @@ func (r *refusals) refuse(ctx context.Context, network string, until time.Time, 
 	delete(r.reads, network)
 	r.mu.Unlock()
 	return nil
+}
+
+// readAt returns when read was read (the zero time for none).
+func readAt(read *refusalsRead) time.Time {
+	if read == nil {
+		return time.Time{}
+	}
+	return read.readAt
 }
 
 // firstRefused returns the first of addrs that refused holds at now.
