@@ -90,12 +90,13 @@ func TestAnvil_PayerCodeBounded(t *testing.T) {
 		p.auth.From = w
 		return p.payload(t, requirement())
 	}
-	refusedBy := func(v *evm.Verifier, w common.Address, reason string) {
+	refusedBy := func(v *evm.Verifier, w common.Address, reason string) *x402.Refusal {
 		t.Helper()
 		_, err := v.Verify(ctx, requirement(), pay(w))
 		r, ok := errors.AsType[*x402.Refusal](err)
 		require.True(t, ok, "verification of %s: %v", w.Hex(), err)
 		require.Equal(t, reason, r.Reason, r.Message)
+		return r
 	}
 
 	gasless := wallet(400, true)
@@ -106,7 +107,7 @@ func TestAnvil_PayerCodeBounded(t *testing.T) {
 	attacker := devAccountKey(t, 6)
 	var reverted []uint64
 	var revertedMu sync.Mutex
-	r := b.relayer(t, &flipAfterSimulation{Backend: b.node.Client, wallet: flipper,
+	relayer := b.relayer(t, &flipAfterSimulation{Backend: b.node.Client, wallet: flipper,
 		flip: func() { b.node.Transact(attacker, flipper, setGasless) }}, func(c *evm.RelayerConfig) {
 		c.Refusals, c.PayerCodeGasCap = refusals, gasCap
 		c.Reverted = func(network string, gas uint64) {
@@ -124,7 +125,7 @@ func TestAnvil_PayerCodeBounded(t *testing.T) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		resp, err := r.Settle(sctx, p)
+		resp, err := relayer.Settle(sctx, p)
 		require.NoError(t, err, "a settlement of payer code ends at its first attempt")
 		return resp
 	}
@@ -140,7 +141,8 @@ func TestAnvil_PayerCodeBounded(t *testing.T) {
 	require.Equal(t, before, sent(), "nothing sent for the gasless wallet")
 
 	// Burns more than the cap: refused by verification.
-	refusedBy(verifier, greedy, evm.ReasonSimulationFailed)
+	r := refusedBy(verifier, greedy, evm.ReasonSimulationFailed)
+	require.Contains(t, r.Message, "needs more than 500000 gas")
 
 	// Flips after the simulation: one transaction, reverted under the cap.
 	p, err = verifier.Verify(ctx, requirement(), pay(flipper))

@@ -206,12 +206,12 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 		return nil, err
 	}
-	if err := v.simulate(ctx, reader, asset, auth, ep.signature); err != nil {
+	if err := v.simulate(ctx, reader, asset, auth, ep.signature, v.gasCap); err != nil {
 		if _, ok := errors.AsType[*x402.Refusal](err); ok {
 			return nil, err
 		}
 		if isOutOfGas(err) {
-			return nil, refuse(ReasonSimulationFailed, "the transfer needs more than %d gas, the most this seller gives a payer's code (%v)", v.gasCap, err)
+			return nil, v.overCap(err)
 		}
 		if !isRevert(err) {
 			return nil, fmt.Errorf("verify: simulate transfer: %w", err)
@@ -226,8 +226,17 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 			return nil, err
 		}
 		err = diagnose(ctx, reader, asset, auth, &extra, err)
-		if r, ok := errors.AsType[*x402.Refusal](err); ok && r.Reason == ReasonInsufficientBalance {
+		r, ok := errors.AsType[*x402.Refusal](err)
+		switch {
+		case ok && r.Reason == ReasonInsufficientBalance:
 			v.unpaid.remember(unpaid, auth.Value, now)
+		case ok && r.Reason == ReasonSimulationFailed:
+			// The payer's code may have run out of the cap inside the
+			// token's call (which then reverts): it is, when the
+			// transfer runs without it.
+			if v.simulate(ctx, reader, asset, auth, ep.signature, 0) == nil {
+				return nil, v.overCap(err)
+			}
 		}
 		return nil, err
 	}
@@ -245,6 +254,12 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		VerifiedAt:  now.UTC(),
 		ValidBefore: x402.UnixTime(auth.ValidBefore),
 	}, nil
+}
+
+// overCap is the refusal of a payment whose transfer needs more gas than
+// the cap of a payer's code (err says how it failed under it).
+func (v *Verifier) overCap(err error) error {
+	return refuse(ReasonSimulationFailed, "the transfer needs more than %d gas, the most this seller lets a payer's code use (%v)", v.gasCap, err)
 }
 
 // checkRefused refuses a payment whose payer, or the factory its ERC-6492
@@ -386,11 +401,11 @@ func (v *Verifier) checkDeployed(ctx context.Context, reader Reader, network str
 	return nil
 }
 
-// simulate runs the transfer with eth_call from the relayer, with at most
-// the gas cap of a payer's code: nil when it
+// simulate runs the transfer with eth_call from the relayer, with gas (0:
+// the node's default): nil when it
 // succeeds, the node's error (a revert, isRevert, when the transfer fails)
 // otherwise.
-func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte) error {
+func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte, gas uint64) error {
 	w, err := undeployed6492(ctx, reader, auth.From, &sig)
 	if err != nil {
 		return err
@@ -406,14 +421,14 @@ func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Add
 			return err
 		}
 		multicall := Multicall3
-		_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &multicall, Data: input, Gas: v.gasCap}, nil)
+		_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &multicall, Data: input, Gas: gas}, nil)
 		return err
 	}
 	input, err := transferInput(auth, sig)
 	if err != nil {
 		return err
 	}
-	_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &asset, Data: input, Gas: v.gasCap}, nil)
+	_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &asset, Data: input, Gas: gas}, nil)
 	return err
 }
 
