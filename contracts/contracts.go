@@ -1,7 +1,8 @@
 // Package contracts embeds the compiled Solidity contracts of the development
 // chain: DevUSDC, a USDC-like EIP-3009 token, and DevWallet, a minimal
 // EIP-1271 contract wallet used by tests, with DevWalletFactory, which deploys
-// them at counterfactual addresses (ERC-6492); and DevMulticall, whose aggregate3
+// them at counterfactual addresses (ERC-6492); DevBurnerWallet, a hostile
+// one whose signature check burns gas; and DevMulticall, whose aggregate3
 // (Multicall3's interface) lets the relayer settle many payments in one
 // transaction.
 //
@@ -45,6 +46,12 @@ const (
 	// (CREATE2: deploy(owner, salt), addressOf(owner, salt)), for tests of
 	// ERC-6492 signatures of wallets not deployed yet.
 	DevWalletFactory = "DevWalletFactory"
+	// DevBurnerWallet is a hostile contract wallet (EIP-1271) whose
+	// isValidSignature burns the gas of the rounds given to its
+	// constructor and, while gasless is set (setGasless), accepts only
+	// calls made at a gas price of zero: an eth_call passes, a mined
+	// transaction reverts.
+	DevBurnerWallet = "DevBurnerWallet"
 
 	// FiatTokenV2_2 is Circle's USDC implementation (circlefin/stablecoin-evm,
 	// Apache-2.0), compiled as Circle compiles it; it links SignatureChecker.

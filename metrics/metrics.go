@@ -63,6 +63,7 @@ type Metrics struct {
 	refused          *prometheus.CounterVec
 	settlements      *prometheus.CounterVec
 	settlementGas    *prometheus.CounterVec
+	revertedGas      *prometheus.CounterVec
 	revenueFinal     *prometheus.CounterVec
 	reorged          *prometheus.CounterVec
 	reconciled       *prometheus.CounterVec
@@ -118,6 +119,9 @@ func New(cfg Config) *Metrics {
 			"network", "outcome"),
 		settlementGas: newCounterVec(reg, "settlement_gas_spent_wei_total",
 			"Gas the relayer spent settling payments, in wei of the network's native token, by network (a batch's gas shared among its transfers).",
+			"network"),
+		revertedGas: newCounterVec(reg, "settlement_reverted_gas_total",
+			"Gas used by the relayer's settlement transactions that reverted on chain, by network (a payer's code that answered verification and not its transaction, a transfer whose gas ran out).",
 			"network"),
 		revenueFinal: newCounterVec(reg, "settlement_revenue_final_total",
 			"Prices of the paid calls whose settlement became final, in the asset's atomic units (USDC: millionths), by network (at the receipt on a network final at once).",
@@ -345,6 +349,15 @@ func (m *Metrics) SettlementGas(network string, wei *big.Int) {
 	}
 	f, _ := new(big.Float).SetInt(wei).Float64()
 	m.settlementGas.WithLabelValues(network).Add(f)
+}
+
+// SettlementReverted adds the gas used by a settlement transaction on
+// network that reverted on chain (evm.RelayerConfig.Reverted).
+func (m *Metrics) SettlementReverted(network string, gasUsed uint64) {
+	if m == nil {
+		return
+	}
+	m.revertedGas.WithLabelValues(network).Add(float64(gasUsed))
 }
 
 // What became of a settlement a reorganisation undid, the values of the

@@ -97,3 +97,55 @@ func (s RelayerNonces) OutstandingNonces(ctx context.Context, network string, ad
 	}
 	return out, nil
 }
+
+// PayerCodeRefusals is the relayer's and the verifier's
+// evm.PayerCodeRefusals in Postgres (table payer_code_refusals): a wallet
+// refused by the settlement of one worker is refused by every api's
+// verification and every worker's settlements.
+type PayerCodeRefusals struct {
+	// DB is the pool the statements run on.
+	DB DBTX
+}
+
+var _ evm.PayerCodeRefusals = PayerCodeRefusals{}
+
+// RefusePayerCode refuses addrs on network until until (a refusal already
+// longer is kept), and deletes the refusals that have ended: the table
+// holds what one refusal period brought.
+func (s PayerCodeRefusals) RefusePayerCode(ctx context.Context, network string, addrs []common.Address, until time.Time) error {
+	hexes := make([]string, len(addrs))
+	for i, a := range addrs {
+		hexes[i] = a.Hex()
+	}
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM payer_code_refusals WHERE refused_until <= now()`)
+	b.Queue(`INSERT INTO payer_code_refusals AS r (network, address, refused_until) SELECT $1, a, $3 FROM unnest($2::text[]) AS a
+		ON CONFLICT (network, address) DO UPDATE SET refused_until = GREATEST(r.refused_until, EXCLUDED.refused_until)`,
+		network, hexes, until)
+	if err := s.DB.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("refuse payer code %v on %s: %w", hexes, network, interpretError(err))
+	}
+	return nil
+}
+
+// PayerCodeRefused returns the addresses refused on network at now, each
+// with the end of its refusal.
+func (s PayerCodeRefusals) PayerCodeRefused(ctx context.Context, network string, now time.Time) (map[common.Address]time.Time, error) {
+	rows, err := s.DB.Query(ctx, `SELECT address, refused_until FROM payer_code_refusals WHERE network = $1 AND refused_until > $2`, network, now)
+	if err != nil {
+		return nil, fmt.Errorf("read payer code refusals on %s: %w", network, interpretError(err))
+	}
+	out := map[common.Address]time.Time{}
+	var (
+		addr  string
+		until time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&addr, &until}, func() error {
+		out[common.HexToAddress(addr)] = until
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read payer code refusals on %s: %w", network, interpretError(err))
+	}
+	return out, nil
+}

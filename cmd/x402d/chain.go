@@ -124,11 +124,16 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		finality[network] = p
 	}
 	relayerCfg := &evm.RelayerConfig{Key: key, Chains: backends, Multicall: multicall, Logger: logger,
-		MaxFee: cfg.SettlementMaxFee, BlockGasShare: cfg.SettlementBatchGasShare, Finality: finality}
+		MaxFee: cfg.SettlementMaxFee, BlockGasShare: cfg.SettlementBatchGasShare, Finality: finality,
+		PayerCodeGasCap: uint64(cfg.PayerCodeGasCap), PayerCodeRefuseFor: cfg.PayerCodeRefuseFor, Reverted: m.SettlementReverted}
+	var refusals evm.PayerCodeRefusals
 	if pool != nil {
 		// Every process sending with RELAYER_KEY allocates its nonces in
-		// the one database.
+		// the one database, and every api and worker shares the refusals
+		// of payer code.
 		relayerCfg.Nonces = store.RelayerNonces{DB: pool}
+		refusals = store.PayerCodeRefusals{DB: pool}
+		relayerCfg.Refusals = refusals
 	}
 	relayer, err := evm.NewRelayer(relayerCfg)
 	if err != nil {
@@ -139,7 +144,8 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 		closeFn()
 		return nil, nil, nil, fmt.Errorf("SETTLEMENT_BATCH: %w", err)
 	}
-	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: readers, Relayer: relayer.Address(), Factories6492: cfg.Factories6492})
+	verifier, err := evm.NewVerifier(&evm.VerifierConfig{Chains: readers, Relayer: relayer.Address(), Factories6492: cfg.Factories6492,
+		PayerCodeGasCap: uint64(cfg.PayerCodeGasCap), Refusals: refusals})
 	if err != nil {
 		closeFn()
 		return nil, nil, nil, err

@@ -142,6 +142,20 @@ type Config struct {
 	// factory whose deployment and transfer simulate (the relayer pays the
 	// deployment's gas).
 	Factories6492 []common.Address `env:"EIP6492_FACTORIES"`
+	// PayerCodeGasCap is the most gas a settlement that runs the payer's
+	// code may use (a contract wallet's or an EIP-7702 account's signature
+	// check, an ERC-6492 wallet's deployment), and the gas verification
+	// simulates a transfer with: a payment that needs more is refused. At
+	// least 100,000 (a plain USDC transfer needs about 60,000). Defaults
+	// to 500,000: a deployed contract wallet's settlement uses about
+	// 84,000, one that deploys the wallet about 302,000.
+	PayerCodeGasCap int64 `env:"PAYER_CODE_GAS_CAP"`
+	// PayerCodeRefuseFor is how long a wallet, and the ERC-6492 factory
+	// that deploys it, whose code made a settlement fail after its payment
+	// was verified (its transaction reverted, or its simulation at the
+	// transaction's fees failed) are refused, at verification, before any
+	// work. Defaults to 24h.
+	PayerCodeRefuseFor time.Duration `env:"PAYER_CODE_REFUSE_FOR"`
 	// SettleGrace is how long a call's job has to settle its payment
 	// before its settlement job, recorded with the result, takes it up (at
 	// once when the job's attempt failed). Keep it above the slowest
@@ -336,6 +350,8 @@ func DefaultConfig() *Config {
 		RPCURLs:                 map[string][]string{},
 		Finality:                map[string]evm.FinalityPolicy{},
 		SettlementBatchGasShare: evm.DefaultBlockGasShare,
+		PayerCodeGasCap:         evm.DefaultPayerCodeGasCap,
+		PayerCodeRefuseFor:      evm.DefaultPayerCodeRefuseFor,
 		RelayerLowBalance:       big.NewInt(1e16), // 0.01 ether
 		SolanaLowBalance:        big.NewInt(5e7),  // 0.05 SOL
 		SolanaCommitment:        svm.CommitmentConfirmed,
@@ -670,6 +686,12 @@ func (c *Config) validate() error {
 	}
 	if c.VerifyRPCConcurrency < 1 {
 		fail("VERIFY_RPC_CONCURRENCY: must be at least 1")
+	}
+	if c.PayerCodeGasCap < 100_000 {
+		fail("PAYER_CODE_GAS_CAP: must be at least 100000")
+	}
+	if c.PayerCodeRefuseFor <= 0 {
+		fail("PAYER_CODE_REFUSE_FOR: must be positive")
 	}
 	if c.SettlementBatchGasShare <= 0 || c.SettlementBatchGasShare > 1 {
 		fail("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", strconv.FormatFloat(c.SettlementBatchGasShare, 'g', -1, 64))

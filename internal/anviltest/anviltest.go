@@ -401,6 +401,17 @@ func (n *Node) Transact(key *ecdsa.PrivateKey, to common.Address, data []byte) *
 	return r
 }
 
+// Deploy sends code (creation code and constructor arguments) from key,
+// mines a block and returns the contract's address, failing t if the
+// creation reverted.
+func (n *Node) Deploy(key *ecdsa.PrivateKey, code []byte) common.Address {
+	n.t.Helper()
+	s := newSender(n.t, n, key)
+	addr := s.deploy(code, 3_000_000)
+	s.mined()
+	return addr
+}
+
 // Mine mines one block now.
 func (n *Node) Mine(ctx context.Context) error {
 	return n.Call(ctx, nil, "evm_mine")

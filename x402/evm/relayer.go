@@ -123,6 +123,29 @@ type RelayerConfig struct {
 	// admits a transaction only while its limit fits in the gas left, so
 	// the last batches of a block fill it better when each is small.
 	BlockGasShare float64
+	// PayerCodeGasCap is the most gas a settlement that runs the payer's
+	// code may use: a transfer from a contract wallet (EIP-1271) or an
+	// EIP-7702 account, whose signature check is the payer's code, or one
+	// that deploys the payer's wallet (ERC-6492). Such a settlement is
+	// sent alone, after its gas is estimated and it is run (eth_call) from
+	// the relayer at the fees and with the gas limit of its transaction;
+	// one that needs more, or fails there, is refused without sending.
+	// Defaults to DefaultPayerCodeGasCap.
+	PayerCodeGasCap uint64
+	// PayerCodeRefuseFor is how long the wallet, and the factory that
+	// deploys it, whose code made a settlement fail after its payment was
+	// verified (its transaction reverted on chain, or its simulation at
+	// the transaction's fees failed) are refused: their settlements are
+	// not sent, and the Verifier sharing Refusals refuses their payments.
+	// A settlement of payer code that reverted on chain is never sent
+	// again. Defaults to DefaultPayerCodeRefuseFor.
+	PayerCodeRefuseFor time.Duration
+	// Refusals keeps those refusals, shared with the Verifier and every
+	// other process (store.PayerCodeRefusals). Defaults to memory.
+	Refusals PayerCodeRefusals
+	// Reverted, when set, is told the gas used by each settlement
+	// transaction that reverted on chain.
+	Reverted func(network string, gasUsed uint64)
 	// Logger receives settlement logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -140,6 +163,8 @@ type Relayer struct {
 	chains  map[string]*relayChain
 	logger  *slog.Logger
 	life    lifecycle
+	// refusals are the wallets and factories refused for their code.
+	refusals *refusals
 
 	sentMu sync.Mutex
 	// sent maps a payment's key to the transaction this process sent for
@@ -157,6 +182,9 @@ type sentTx struct {
 	batched bool
 	// batch is the number of transfers the transaction carries.
 	batch int
+	// payerCode is set when the transaction runs the payer's code: it is
+	// not sent again once it reverted.
+	payerCode bool
 }
 
 // receiptCost is a settlement's share of the gas of the transaction of
@@ -223,12 +251,18 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.PayerCodeGasCap = cmp.Or(c.PayerCodeGasCap, DefaultPayerCodeGasCap)
+	c.PayerCodeRefuseFor = cmp.Or(c.PayerCodeRefuseFor, DefaultPayerCodeRefuseFor)
+	if c.Refusals == nil {
+		c.Refusals = newMemRefusals()
+	}
 	r := &Relayer{
-		cfg:     c,
-		address: crypto.PubkeyToAddress(c.Key.PublicKey),
-		chains:  map[string]*relayChain{},
-		logger:  c.Logger,
-		sent:    map[string]sentTx{},
+		cfg:      c,
+		address:  crypto.PubkeyToAddress(c.Key.PublicKey),
+		chains:   map[string]*relayChain{},
+		logger:   c.Logger,
+		sent:     map[string]sentTx{},
+		refusals: newRefusals(c.Refusals),
 	}
 	for network, backend := range c.Chains {
 		id, err := ChainID(network)
@@ -327,6 +361,10 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		if transferred(receipt, prev, asset, auth) {
 			return okCost(receipt.TxHash, receipt, prev.batch), nil
 		}
+		if prev.payerCode {
+			// Never sent again: its code made it revert once.
+			return r.payerCodeReverted(ctx, p, chain, asset, auth, receipt)
+		}
 	}
 
 	// An authorization about to expire is not sent: its transaction could
@@ -361,25 +399,26 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
 	if deploy != nil {
-		return r.settleDeploying(ctx, p, chain, asset, auth, deploy, okCost)
+		return r.settlePayerCode(ctx, p, chain, asset, auth, sig, deploy, okCost)
+	}
+	// A payer with code (a contract wallet, an EIP-7702 delegation) has
+	// the token call its isValidSignature, whose gas only it bounds: its
+	// transfer goes alone, under PayerCodeGasCap (settlePayerCode).
+	code, err := chain.backend.CodeAt(ctx, auth.From, nil)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: read code of %s: %w", p.Key(), auth.From.Hex(), err)
+	}
+	if len(code) > 0 {
+		return r.settlePayerCode(ctx, p, chain, asset, auth, sig, nil, okCost)
 	}
 	input, err := transferInput(auth, sig)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
 	msg := ethereum.CallMsg{From: r.address, To: &asset, Data: input}
+	// The gas limit learnt here is that of transfers from accounts with
+	// no code: one payer's code never sets the limit of the others'.
 	batched := chain.batch != nil
-	if batched {
-		// A payer with code (a contract wallet, an EIP-7702 delegation)
-		// has the token call its isValidSignature, whose gas only it
-		// bounds: inside a batch it could spend the gas of the transfers
-		// after it, so its transfer goes in a transaction of its own.
-		code, err := chain.backend.CodeAt(ctx, auth.From, nil)
-		if err != nil {
-			return nil, fmt.Errorf("settle %s: read code of %s: %w", p.Key(), auth.From.Hex(), err)
-		}
-		batched = len(code) == 0
-	}
 	gas, known := chain.fees.gasLimit(asset)
 	switch {
 	case !known:
@@ -428,6 +467,9 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	if transferred(receipt, sent, asset, auth) {
 		return okCost(receipt.TxHash, receipt, sent.batch), nil
 	}
+	if receipt.Status != types.ReceiptStatusSuccessful && !sent.batched {
+		r.revertedGas(chain, receipt)
+	}
 	if receipt.Status != types.ReceiptStatusSuccessful && receipt.GasUsed >= sent.gas {
 		// Out of gas: the limit learnt is too low for this transfer (the
 		// token was upgraded, or its storage grew). The authorization is
@@ -450,35 +492,88 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	return r.reverted(ctx, p, chain, asset, auth, err, sent.hash.Hex())
 }
 
-// settleDeploying settles p, whose payer is a wallet w deploys: one
-// transaction to Multicall3 deploys it and makes the transfer, both or
-// neither.
-func (r *Relayer) settleDeploying(ctx context.Context, p *x402.Payment, chain *relayChain, asset common.Address, auth *Authorization, w *wrapped6492,
+// settlePayerCode settles p, whose transfer runs the payer's code: its
+// wallet's isValidSignature (a contract wallet, an EIP-7702 account) and,
+// when w is set, the deployment of its wallet by w's factory, in one
+// transaction to Multicall3 that deploys it and makes the transfer, both or
+// neither. The transaction goes alone, under PayerCodeGasCap: its gas is
+// estimated, and it is run, from the relayer at the fees it will be sent
+// with and the gas limit it will have, so that code that answers
+// differently to a transaction than to a free call is caught before
+// sending. A wallet or factory refused (PayerCodeRefuseFor) is not sent;
+// one whose code fails here is refused, and a transaction that reverted is
+// never sent again.
+func (r *Relayer) settlePayerCode(ctx context.Context, p *x402.Payment, chain *relayChain, asset common.Address, auth *Authorization, sig []byte, w *wrapped6492,
 	ok func(common.Hash, *types.Receipt, int) *x402.SettleResponse) (*x402.SettleResponse, error) {
-	input, err := deployAndTransfer(w, asset, auth)
+	suspects := []common.Address{auth.From}
+	to := asset
+	input, err := transferInput(auth, sig)
+	if w != nil {
+		suspects = append(suspects, w.factory)
+		to = Multicall3
+		input, err = deployAndTransfer(w, asset, auth)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
-	multicall := Multicall3
-	gas, err := chain.backend.EstimateGas(ctx, ethereum.CallMsg{From: r.address, To: &multicall, Data: input})
+	log := r.logger.With("payment", p.Key(), "payer", auth.From.Hex())
+	if w != nil {
+		log = log.With("factory", w.factory.Hex())
+	}
+	refused, until, isRefused, err := r.refusals.fresh(ctx, p.Network, time.Now(), suspects...)
 	if err != nil {
-		if !isRevert(err) {
-			return nil, fmt.Errorf("settle %s: run deployment and transfer: %w", p.Key(), err)
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	if isRefused {
+		log.WarnContext(ctx, "settlement not sent: the payer's code is refused", "refused", refused.Hex(), "until", until)
+		return &x402.SettleResponse{ErrorReason: ReasonPayerCodeRefused, Network: p.Network, Payer: p.Payer}, nil
+	}
+	tip, feeCap, err := chain.fees.current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
+	}
+	gasCap := r.cfg.PayerCodeGasCap
+	msg := ethereum.CallMsg{From: r.address, To: &to, Data: input, Gas: gasCap, GasTipCap: tip, GasFeeCap: feeCap}
+	estimate, err := chain.backend.EstimateGas(ctx, msg)
+	if err == nil {
+		// Half as much again, as for a plain transfer (a deployment's
+		// storage, a payee's fresh slot), never above the cap; the
+		// transaction is run once more with that very limit.
+		msg.Gas = min(estimate+estimate/2, gasCap)
+		_, err = chain.backend.CallContract(ctx, msg, nil)
+	}
+	if err != nil {
+		switch {
+		case isRevert(err):
+			resp, rerr := r.reverted(ctx, p, chain, asset, auth, err, "")
+			if rerr != nil || resp.Success {
+				return resp, rerr
+			}
+			switch resp.ErrorReason {
+			case ReasonInsufficientBalance, ReasonValidBefore, ReasonValidAfter, ReasonNonceAlreadyUsed:
+				// Not the code's doing.
+				return resp, nil
+			}
+			// Its verification passed: the code answers a transaction
+			// otherwise than it answered verification.
+			return r.refusePayerCode(ctx, log, p.Network, resp, suspects, "its simulation at the transaction's fees failed: "+revertReason(err))
+		case isOutOfGas(err):
+			resp := &x402.SettleResponse{ErrorReason: ReasonSimulationFailed, Network: p.Network, Payer: p.Payer}
+			return r.refusePayerCode(ctx, log, p.Network, resp, suspects, fmt.Sprintf("it needs more than PAYER_CODE_GAS_CAP (%d gas): %v", gasCap, err))
 		}
-		return r.reverted(ctx, p, chain, asset, auth, err, "")
+		return nil, fmt.Errorf("settle %s: run payer code: %w", p.Key(), err)
 	}
-	// The estimate is that of this very call; a margin for the storage the
-	// deployment writes first.
-	gas += gas / 4
-	tx, err := chain.sender.send(ctx, multicall, input, gas)
+	tx, err := chain.sender.send(ctx, to, input, msg.Gas)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
-	sent := sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: true, batch: 1}
+	// A deployment's transfer is known by its AuthorizationUsed event
+	// (the transaction is Multicall3's).
+	sent := sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: w != nil, batch: 1, payerCode: true}
 	r.sentMu.Lock()
 	r.sent[p.Key()] = sent
 	r.sentMu.Unlock()
-	r.logger.InfoContext(ctx, "settlement deploys the payer's wallet (ERC-6492)", "payment", p.Key(), "factory", w.factory.Hex(), "transaction", tx.Hash().Hex())
+	log.InfoContext(ctx, "settlement runs the payer's code", "transaction", tx.Hash().Hex(), "gas", tx.Gas(), "estimate", estimate)
 	receipt, err := chain.receipts.wait(ctx, tx.Hash())
 	if err != nil {
 		r.forgetIfTimedOut(p.Key(), err)
@@ -488,7 +583,57 @@ func (r *Relayer) settleDeploying(ctx context.Context, p *x402.Payment, chain *r
 	if transferred(receipt, sent, asset, auth) {
 		return ok(receipt.TxHash, receipt, 1), nil
 	}
-	return r.reverted(ctx, p, chain, asset, auth, errors.New("the deployment and transfer reverted"), receipt.TxHash.Hex())
+	return r.payerCodeReverted(ctx, p, chain, asset, auth, receipt)
+}
+
+// payerCodeReverted answers a settlement that ran the payer's code and
+// whose transaction, receipt, did not make the transfer: settled when the
+// authorization was used meanwhile, else refused for good, its payer (and
+// the factory of its wallet, when the transaction deployed it) refused for
+// PayerCodeRefuseFor. It is never sent again.
+func (r *Relayer) payerCodeReverted(ctx context.Context, p *x402.Payment, chain *relayChain, asset common.Address, auth *Authorization, receipt *types.Receipt) (*x402.SettleResponse, error) {
+	if receipt.Status != types.ReceiptStatusSuccessful {
+		r.revertedGas(chain, receipt)
+	}
+	resp, err := r.reverted(ctx, p, chain, asset, auth, errors.New("the transaction of the payer's code reverted"), receipt.TxHash.Hex())
+	if err != nil || resp.Success {
+		return resp, err
+	}
+	suspects := []common.Address{auth.From}
+	_, ep, perr := paymentTransfer(p)
+	if perr == nil {
+		if w, is6492, _ := parse6492(ep.signature); is6492 {
+			suspects = append(suspects, w.factory)
+		}
+	}
+	log := r.logger.With("payment", p.Key(), "payer", auth.From.Hex())
+	return r.refusePayerCode(ctx, log, p.Network, resp, suspects, fmt.Sprintf("its transaction %s reverted on chain after %d gas", receipt.TxHash.Hex(), receipt.GasUsed))
+}
+
+// refusePayerCode refuses suspects on network for PayerCodeRefuseFor,
+// because of why, and returns resp, the settlement's final answer.
+func (r *Relayer) refusePayerCode(ctx context.Context, log *slog.Logger, network string, resp *x402.SettleResponse, suspects []common.Address, why string) (*x402.SettleResponse, error) {
+	until := time.Now().Add(r.cfg.PayerCodeRefuseFor)
+	if err := r.refusals.refuse(ctx, network, until, suspects...); err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	log.WarnContext(ctx, "payer code refused", "refused", suspects, "until", until, "reason", resp.ErrorReason, "why", why)
+	return resp, nil
+}
+
+// revertedGas reports the gas of a settlement transaction that reverted on
+// chain.
+func (r *Relayer) revertedGas(chain *relayChain, receipt *types.Receipt) {
+	if r.cfg.Reverted != nil {
+		r.cfg.Reverted(chain.network, receipt.GasUsed)
+	}
+}
+
+// isOutOfGas reports whether err is a node saying a call or an estimate
+// needs more gas than it was allowed.
+func isOutOfGas(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "out of gas") || strings.Contains(msg, "gas required exceeds")
 }
 
 // transferred reports whether the receipt of a transaction sent for a

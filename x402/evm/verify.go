@@ -45,6 +45,16 @@ type VerifierConfig struct {
 	UnpaidFor time.Duration
 	// UnpaidEntries bounds the payers so remembered. Defaults to 50,000.
 	UnpaidEntries int
+	// PayerCodeGasCap bounds the gas of the simulated transfer, as
+	// RelayerConfig.PayerCodeGasCap bounds its settlement: a payment
+	// whose transfer needs more is refused. Defaults to
+	// DefaultPayerCodeGasCap.
+	PayerCodeGasCap uint64
+	// Refusals are the wallets and factories whose code made a settlement
+	// fail (RelayerConfig.Refusals, shared with the relayer): their
+	// payments are refused before the chain is asked, as read at most a
+	// second ago. Defaults to none.
+	Refusals PayerCodeRefusals
 }
 
 // Verifier verifies exact EVM payments (EIP-3009). It implements
@@ -59,6 +69,10 @@ type Verifier struct {
 	deployed sync.Map
 	// unpaid remembers payers found unable to pay, for a moment.
 	unpaid *unpaidCache
+	// gasCap is VerifierConfig.PayerCodeGasCap.
+	gasCap uint64
+	// refusals are VerifierConfig.Refusals.
+	refusals *refusals
 }
 
 var _ x402.SchemeVerifier = (*Verifier)(nil)
@@ -81,7 +95,9 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 		now = time.Now
 	}
 	return &Verifier{chains: cfg.Chains, relayer: cfg.Relayer, now: now, factories: cfg.Factories6492,
-		unpaid: newUnpaidCache(cmp.Or(cfg.UnpaidFor, 4*time.Second), cmp.Or(cfg.UnpaidEntries, 50_000))}, nil
+		unpaid:   newUnpaidCache(cmp.Or(cfg.UnpaidFor, 4*time.Second), cmp.Or(cfg.UnpaidEntries, 50_000)),
+		gasCap:   cmp.Or(cfg.PayerCodeGasCap, DefaultPayerCodeGasCap),
+		refusals: newRefusals(cfg.Refusals)}, nil
 }
 
 // CheckChains checks each configured chain before the first payment
@@ -164,6 +180,9 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 		return nil, refusal
 	}
+	if err := v.checkRefused(ctx, req.Network, auth.From, ep.signature, now); err != nil {
+		return nil, err
+	}
 	unpaid := unpaidKey{network: req.Network, asset: asset, payer: auth.From}
 	if v.unpaid.cannotPay(unpaid, auth.Value, now) && len(ep.signature) == 65 && recoverSigner(auth.Digest(domain), ep.signature) == auth.From {
 		return nil, refuse(ReasonInsufficientBalance, "%s held less than %s moments ago; fund the wallet and pay again", auth.From.Hex(), auth.Value)
@@ -187,9 +206,12 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 		return nil, err
 	}
-	if err := v.simulate(ctx, reader, asset, auth, ep.signature); err != nil {
+	if err := v.simulate(ctx, reader, asset, auth, ep.signature, v.gasCap); err != nil {
 		if _, ok := errors.AsType[*x402.Refusal](err); ok {
 			return nil, err
+		}
+		if isOutOfGas(err) {
+			return nil, v.overCap(err)
 		}
 		if !isRevert(err) {
 			return nil, fmt.Errorf("verify: simulate transfer: %w", err)
@@ -204,8 +226,17 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 			return nil, err
 		}
 		err = diagnose(ctx, reader, asset, auth, &extra, err)
-		if r, ok := errors.AsType[*x402.Refusal](err); ok && r.Reason == ReasonInsufficientBalance {
+		r, ok := errors.AsType[*x402.Refusal](err)
+		switch {
+		case ok && r.Reason == ReasonInsufficientBalance:
 			v.unpaid.remember(unpaid, auth.Value, now)
+		case ok && r.Reason == ReasonSimulationFailed:
+			// The payer's code may have run out of the cap inside the
+			// token's call (which then reverts): it is, when the
+			// transfer runs without it.
+			if v.simulate(ctx, reader, asset, auth, ep.signature, 0) == nil {
+				return nil, v.overCap(err)
+			}
 		}
 		return nil, err
 	}
@@ -223,6 +254,30 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		VerifiedAt:  now.UTC(),
 		ValidBefore: x402.UnixTime(auth.ValidBefore),
 	}, nil
+}
+
+// overCap is the refusal of a payment whose transfer needs more gas than
+// the cap of a payer's code (err says how it failed under it).
+func (v *Verifier) overCap(err error) error {
+	return refuse(ReasonSimulationFailed, "the transfer needs more than %d gas, the most this seller lets a payer's code use (%v)", v.gasCap, err)
+}
+
+// checkRefused refuses a payment whose payer, or the factory its ERC-6492
+// signature names, is refused for its code (PayerCodeRefusals).
+func (v *Verifier) checkRefused(ctx context.Context, network string, payer common.Address, sig []byte, now time.Time) error {
+	suspects := []common.Address{payer}
+	if w, ok, _ := parse6492(sig); ok && w != nil {
+		suspects = append(suspects, w.factory)
+	}
+	refused, until, ok, err := v.refusals.cached(ctx, network, now, suspects...)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if ok {
+		return refuse(ReasonPayerCodeRefused, "%s's code made a settlement of this seller fail after its payment was verified; its payments are refused until %s",
+			refused.Hex(), until.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // offlineFault returns the refusal of a payment whose recipient, window or
@@ -346,10 +401,11 @@ func (v *Verifier) checkDeployed(ctx context.Context, reader Reader, network str
 	return nil
 }
 
-// simulate runs the transfer with eth_call from the relayer: nil when it
+// simulate runs the transfer with eth_call from the relayer, with gas (0:
+// the node's default): nil when it
 // succeeds, the node's error (a revert, isRevert, when the transfer fails)
 // otherwise.
-func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte) error {
+func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Address, auth *Authorization, sig []byte, gas uint64) error {
 	w, err := undeployed6492(ctx, reader, auth.From, &sig)
 	if err != nil {
 		return err
@@ -365,14 +421,14 @@ func (v *Verifier) simulate(ctx context.Context, reader Reader, asset common.Add
 			return err
 		}
 		multicall := Multicall3
-		_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &multicall, Data: input}, nil)
+		_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &multicall, Data: input, Gas: gas}, nil)
 		return err
 	}
 	input, err := transferInput(auth, sig)
 	if err != nil {
 		return err
 	}
-	_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &asset, Data: input}, nil)
+	_, err = reader.CallContract(ctx, ethereum.CallMsg{From: v.relayer, To: &asset, Data: input, Gas: gas}, nil)
 	return err
 }
 

@@ -32,6 +32,10 @@ import (
 type Config struct {
 	// Key is the paying account's private key. Required.
 	Key *ecdsa.PrivateKey
+	// Wallet, when set, is the contract wallet (EIP-1271) that pays: its
+	// authorizations are signed by Key, and the wallet's isValidSignature
+	// decides whether they are its. Defaults to Key's own address.
+	Wallet common.Address
 	// Network is the CAIP-2 network to pay on. Defaults to eip155:8453.
 	Network string
 	// HTTPClient sends the requests. Defaults to a client with a 2 minute
@@ -73,6 +77,9 @@ func New(cfg *Config) (*Client, error) {
 		chainID: id,
 		http:    cfg.HTTPClient,
 		now:     cfg.Now,
+	}
+	if cfg.Wallet != (common.Address{}) {
+		c.address = cfg.Wallet
 	}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 2 * time.Minute}
