@@ -91,17 +91,25 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error { return store.Append(ctx, tx, started) })
 		if err != nil {
 			stop(err)
-			<-done
+			await(runCtx, done)
 			if errors.Is(err, store.ErrConflict) {
 				log.InfoContext(ctx, "job stopped: call already past running")
 				return nil
 			}
 			return fmt.Errorf("start call %s: %w", callID, err)
 		}
-		run = <-done
+		run = await(runCtx, done)
 	}
 	out, err := run.out, run.err
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The job's timeout (JOB_TIMEOUT): its failure is recorded
+			// all the same, so that the job ends now, with its call,
+			// rather than be tried again or rescued.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordAfterTimeout)
+			defer cancel()
+			return w.fail(fctx, job, err, log, start, pending)
+		}
 		return w.fail(ctx, job, err, log, start, pending)
 	}
 	result, err := resultObject(callID, w.binding.op.Name, out)
@@ -179,6 +187,35 @@ const retryHandOver = 5 * time.Second
 // startedDelay is how long an operation runs before its job.started is
 // recorded on its own rather than with its outcome.
 const startedDelay = 50 * time.Millisecond
+
+// stopGrace is how long a run whose context ended has to return before its
+// job stops waiting for it.
+const stopGrace = time.Second
+
+// recordAfterTimeout bounds the recording of the failure of a run that
+// ended at its job's timeout.
+const recordAfterTimeout = 10 * time.Second
+
+// await returns the result of the run sending on done, or, when runCtx ends
+// first and the run does not return within stopGrace, a failure with
+// runCtx's cause: an operation that ignores its context is left to end
+// alone (its goroutine goes on, its result dropped), and the job returns at
+// its timeout, so that River never starts a parallel attempt while it runs.
+func await[Out any](runCtx context.Context, done <-chan runResult[Out]) runResult[Out] {
+	select {
+	case run := <-done:
+		return run
+	case <-runCtx.Done():
+	}
+	grace := time.NewTimer(stopGrace)
+	defer grace.Stop()
+	select {
+	case run := <-done:
+		return run
+	case <-grace.C:
+		return runResult[Out]{err: fmt.Errorf("operation did not stop within %v of its end: %w", stopGrace, context.Cause(runCtx))}
+	}
+}
 
 // runResult is what one run of an operation returned.
 type runResult[Out any] struct {

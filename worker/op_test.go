@@ -448,3 +448,73 @@ func TestOpValidityWindow(t *testing.T) {
 		require.Equal(t, before, runs.Load(), "an operation ran that could not be settled")
 	})
 }
+
+// stuckInput is a test operation that ignores its context: it returns only
+// when its test ends.
+type stuckInput struct{}
+
+func (stuckInput) Kind() string                { return "stuck" }
+func (stuckInput) Validate(*jobs.Limits) error { return nil }
+
+var stuckOp = jobs.Define[stuckInput](jobs.Spec{Name: "stuck", Price: "0.010000", Queue: jobs.QueuePure})
+
+// TestOpStopsAtJobTimeout checks that an operation's job returns at the
+// job's timeout even when the operation goes on: its call fails (not
+// charged) a moment after JobTimeout, once, and River's job ends, so that
+// no rescue starts a parallel attempt.
+func TestOpStopsAtJobTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	settler := &flakySettler{Settler: &paytest.Payments{}}
+	const timeout = 2 * time.Second
+	client, err := worker.NewClient(&worker.Deps{
+		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
+		Ops: []worker.Op{worker.Bind(stuckOp, func(context.Context, stuckInput) (map[string]int, error) {
+			runs.Add(1)
+			<-release
+			return map[string]int{}, nil
+		}, false)},
+	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, JobTimeout: timeout})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		close(release)
+		require.NoError(t, worker.Stop(client, 5*time.Second))
+	})
+
+	var jobID int64
+	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: "stuck", Amount: "10000", Payload: json.RawMessage(`{}`)}
+		res, err := client.InsertTx(ctx, tx, jobs.Args[stuckInput]{CallID: "stuck", Network: "eip155:8453"}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 3})
+		if err != nil {
+			return err
+		}
+		jobID = res.Job.ID
+		return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream("stuck"), Type: store.EventCallPaid, Data: store.PaidCall{
+			PaymentVerified: store.PaymentVerified{Op: "stuck", Token: "tok", RequestHash: []byte("stuck"), Payment: payment}, JobID: res.Job.ID,
+		}})
+	}))
+	start := time.Now()
+	var call *store.Call
+	require.Eventually(t, func() bool {
+		c, err := store.CallGetByID(ctx, db.Pool, "stuck")
+		require.NoError(t, err)
+		call = c
+		return store.IsFinal(c.State)
+	}, timeout+15*time.Second, 20*time.Millisecond, "the call of an operation past its timeout never ended")
+	t.Logf("call failed %v after it was queued", time.Since(start))
+	require.Equal(t, store.CallFailed, call.State)
+	require.Equal(t, jobs.ErrorOperationFailed, call.Failure.Error)
+	require.Contains(t, call.Failure.Message, "deadline exceeded")
+	require.Nil(t, call.Settlement)
+	require.Zero(t, settler.calls("stuck"))
+	require.Eventually(t, func() bool {
+		j, err := client.JobGet(ctx, jobID)
+		require.NoError(t, err)
+		return j.State == rivertype.JobStateCancelled
+	}, 10*time.Second, 20*time.Millisecond, "the job did not end with its call")
+	require.EqualValues(t, 1, runs.Load(), "the operation was run again")
+}
