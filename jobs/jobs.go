@@ -143,6 +143,11 @@ type Args[In Input] struct {
 	// seconds; 0: never): no attempt starts, and no retry is scheduled,
 	// that could not be settled before it.
 	ValidBefore int64 `json:"valid_before,omitempty"`
+	// Payer and Client are the unpaid-work keys of the call's payer and
+	// client address (store.UnpaidPayerKey, store.UnpaidClientKey): a run
+	// that ends unpaid is recorded under them.
+	Payer  string `json:"payer,omitempty"`
+	Client string `json:"client,omitempty"`
 }
 
 // Kind returns the operation's name, River's job kind for these args.
@@ -158,11 +163,19 @@ func (a Args[In]) PaidOn(network string, validBefore time.Time) JobArgs {
 	return a
 }
 
+// PaidBy returns a copy of a whose run, should it end unpaid, is counted
+// under the unpaid-work keys payer and client.
+func (a Args[In]) PaidBy(payer, client string) JobArgs {
+	a.Payer, a.Client = payer, client
+	return a
+}
+
 // JobArgs is what Decode returns: River job args ready to insert once
 // PaidOn has named the network of the call's verified payment.
 type JobArgs interface {
 	Kind() string
 	PaidOn(network string, validBefore time.Time) JobArgs
+	PaidBy(payer, client string) JobArgs
 }
 
 // Spec describes an operation for the catalogue, quotes and discovery.

@@ -263,18 +263,27 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 		}
 		return cause
 	}
-	// Durable: the caller is told at once that it was not charged.
+	// Durable: the caller is told at once that it was not charged. The
+	// run's work, unpaid, counts against its payer and client address
+	// (the api limits their further calls).
 	err := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
 		msg := cause.Error()
 		if code == jobs.ErrorPaymentExpired && !errors.Is(cause, errPaymentExpired) {
 			msg += "; no retry could end before the payment's validBefore"
 		}
-		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
+		err := store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
 			JobID: job.ID, Error: code, Message: msg,
 		}})...)
+		if err != nil {
+			return err
+		}
+		return store.RecordUnpaidWork(ctx, tx, time.Now(), job.Args.Payer, job.Args.Client)
 	})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("record failure of call %s: %w (cause: %w)", job.Args.CallID, err, cause)
+	}
+	if err == nil {
+		w.deps.Metrics.UnpaidWork(w.binding.op.Name, code, time.Since(start))
 	}
 	return river.JobCancel(cause)
 }

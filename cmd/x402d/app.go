@@ -272,6 +272,8 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Dashboard:          &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
 		RefusedRate:        a.cfg.RefusedRate,
 		RefusedBurst:       a.cfg.RefusedBurst,
+		UnpaidRate:         a.cfg.UnpaidRate,
+		UnpaidBurst:        a.cfg.UnpaidBurst,
 		TrustedProxies:     a.cfg.TrustedProxies,
 		LedgerPreviousForm: a.cfg.LedgerPreviousForm,
 	})

@@ -156,6 +156,17 @@ type Config struct {
 	// RefusedBurst is how many such refusals one client address may have
 	// at once (at least 1).
 	RefusedBurst int `env:"REFUSED_PAYMENTS_BURST"`
+	// UnpaidRate is how many paid calls a second one payer, and one client
+	// address, may have end unpaid: their run failed (502
+	// operation_failed) or could not end before the payment's validBefore
+	// (payment_expired), work done and never charged (a token bucket of
+	// UNPAID_WORK_BURST, shared by every api through Postgres). Past it
+	// their further paid calls are answered 429 unpaid_work_limited with
+	// Retry-After before any work, nothing charged.
+	UnpaidRate float64 `env:"UNPAID_WORK_PER_SECOND"`
+	// UnpaidBurst is how many such calls one payer or client address may
+	// have at once (at least 1).
+	UnpaidBurst int `env:"UNPAID_WORK_BURST"`
 	// TrustedProxies are the reverse proxies (comma-separated addresses or
 	// CIDRs) whose X-Forwarded-For names the client's address. Unset: the
 	// connection's peer is the client, and the header is ignored.
@@ -320,6 +331,8 @@ func DefaultConfig() *Config {
 		VerifyRPCConcurrency:    evm.DefaultVerifyConcurrency,
 		RefusedRate:             api.DefaultRefusedRate,
 		RefusedBurst:            api.DefaultRefusedBurst,
+		UnpaidRate:              api.DefaultUnpaidRate,
+		UnpaidBurst:             api.DefaultUnpaidBurst,
 		DevchainRPCAddr:         "127.0.0.1:8545",
 		CallWait:                api.DefaultCallWait,
 		JobTimeout:              worker.DefaultJobTimeout,
@@ -607,6 +620,12 @@ func (c *Config) validate() error {
 	}
 	if c.RefusedBurst < 1 {
 		fail("REFUSED_PAYMENTS_BURST: must be at least 1")
+	}
+	if c.UnpaidRate <= 0 {
+		fail("UNPAID_WORK_PER_SECOND: %q is not a positive number", strconv.FormatFloat(c.UnpaidRate, 'g', -1, 64))
+	}
+	if c.UnpaidBurst < 1 {
+		fail("UNPAID_WORK_BURST: must be at least 1")
 	}
 	if c.VerifyRPCConcurrency < 1 {
 		fail("VERIFY_RPC_CONCURRENCY: must be at least 1")
