@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"math/big"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -96,4 +99,52 @@ func TestUnpaidWorkLimited(t *testing.T) {
 	require.Equal(t, payerBefore, usdcBalance(ctx, t, chain, payer), "the payer was charged")
 	require.Equal(t, 0, new(big.Int).Sub(usdcBalance(ctx, t, chain, payTo), payToBefore).Cmp(big.NewInt(10_000)),
 		"the receiver got other than the one paid call")
+}
+
+// TestPaidDiffWithinBudget pays on the devchain for diffs of about 900 kB
+// of JSON whose edit search has no short answer (150,000 lines a side:
+// none in common; few distinct lines, each in both): each is answered 200 with a
+// correct diff within a few seconds, and charged once.
+func TestPaidDiffWithinBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, chain := startDevchainService(ctx, t)
+	const account = 7
+	payer := devAddress(t, account)
+	before := usdcBalance(ctx, t, chain, payer)
+	wallet := devPayer(t, account)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name string
+		line func(side, i int) string
+	}{
+		// One character a line, three bytes of JSON: the body's limit.
+		{"no line in common", func(side, i int) string { return string(rune('a' + 13*side + i%13)) }},
+		{"few distinct lines", func(int, int) string { return strconv.Itoa(rng.IntN(8)) }},
+	} {
+		var a, b strings.Builder
+		for i := range 150_000 {
+			a.WriteString(tc.line(0, i) + "\n")
+			b.WriteString(tc.line(1, i) + "\n")
+		}
+		body, err := json.Marshal(map[string]string{"a": a.String(), "b": b.String()})
+		require.NoError(t, err)
+		require.Greater(t, len(body), 900_000, tc.name)
+		start := time.Now()
+		res, err := wallet.Do(ctx, &payclient.Request{Method: http.MethodPost, URL: base + "/api/x402/diff", Body: body})
+		require.NoError(t, err)
+		took := time.Since(start)
+		require.Equal(t, http.StatusOK, res.Status, "%s: %.300s", tc.name, res.Body)
+		require.True(t, res.Settlement.Success, tc.name)
+		var out struct {
+			Stats struct{ Added, Removed, Unchanged int }
+		}
+		require.NoError(t, json.Unmarshal(res.Body, &out))
+		require.Equal(t, 150_000, out.Stats.Removed+out.Stats.Unchanged, tc.name)
+		require.Equal(t, 150_000, out.Stats.Added+out.Stats.Unchanged, tc.name)
+		t.Logf("%s: %d bytes answered in %v, %+v", tc.name, len(body), took, out.Stats)
+		require.Less(t, took, 20*time.Second, "%s: the diff's answer took %v", tc.name, took)
+	}
+	paid := new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer))
+	require.Zero(t, paid.Cmp(big.NewInt(2*10_000)), "paid %s for two diffs", paid)
 }
