@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -517,4 +518,81 @@ func TestOpStopsAtJobTimeout(t *testing.T) {
 		return j.State == rivertype.JobStateCancelled
 	}, 10*time.Second, 20*time.Millisecond, "the job did not end with its call")
 	require.EqualValues(t, 1, runs.Load(), "the operation was run again")
+}
+
+// TestUnpaidWorkRecorded checks that a call whose work ends unpaid is
+// recorded under its payer and client address (store.RecordUnpaidWork),
+// for the api's limit: a run that fails, under both; a result whose
+// settlement is refused, under its payer. A paid call records nothing.
+func TestUnpaidWorkRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	client, err := worker.NewClient(&worker.Deps{
+		Pool: db.Pool, Settler: &refusingSettler{Settler: &paytest.Payments{}, refuse: "refused"}, Logger: slog.New(slog.DiscardHandler),
+		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
+	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
+
+	payerKey := func(id string) string { return store.UnpaidPayerKey("eip155:8453", "0x"+id) }
+	clientKey := func(id string) string { return store.UnpaidClientKey("192.0.2." + strconv.Itoa(len(id))) }
+	queue := func(t *testing.T, id string, in napInput) {
+		t.Helper()
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			payment := x402.Payment{Network: "eip155:8453", Payer: "0x" + id, Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)}
+			args := jobs.Args[napInput]{CallID: id, Input: in}.PaidOn("eip155:8453", time.Time{}).PaidBy(payerKey(id), clientKey(id))
+			res, err := client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
+			if err != nil {
+				return err
+			}
+			return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventCallPaid, Data: store.PaidCall{
+				PaymentVerified: store.PaymentVerified{Op: "nap", Token: "tok", RequestHash: []byte(id), Payment: payment}, JobID: res.Job.ID,
+			}})
+		}))
+	}
+	final := func(t *testing.T, id string) string {
+		t.Helper()
+		var state string
+		require.Eventually(t, func() bool {
+			c, err := store.CallGetByID(ctx, db.Pool, id)
+			require.NoError(t, err)
+			state = c.State
+			return store.IsFinal(c.State)
+		}, 20*time.Second, 10*time.Millisecond, "call %s never ended", id)
+		return state
+	}
+	recorded := func(t *testing.T) map[string]int {
+		t.Helper()
+		runs, err := store.UnpaidWorkSince(ctx, db.Pool, time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, r := range runs {
+			out[r.Key]++
+		}
+		return out
+	}
+
+	queue(t, "paid", napInput{})
+	queue(t, "failed", napInput{Panic: true})
+	queue(t, "refused", napInput{})
+	require.Equal(t, store.CallPaid, final(t, "paid"))
+	require.Equal(t, store.CallFailed, final(t, "failed"))
+	require.Equal(t, store.CallUnpaid, final(t, "refused"))
+	require.Equal(t, map[string]int{payerKey("failed"): 1, clientKey("failed"): 1, payerKey("refused"): 1}, recorded(t))
+}
+
+// refusingSettler refuses the settlement of the payment whose nonce is
+// refuse, as a chain does when the payer's authorization expired.
+type refusingSettler struct {
+	x402.Settler
+	refuse string
+}
+
+func (s *refusingSettler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	if p.Nonce == s.refuse {
+		return &x402.SettleResponse{Success: false, ErrorReason: "invalid_exact_evm_payload_authorization_valid_before", Network: p.Network, Payer: p.Payer}, nil
+	}
+	return s.Settler.Settle(ctx, p)
 }
