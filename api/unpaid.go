@@ -15,14 +15,15 @@ import (
 
 // unpaidLimiter limits the paid calls of the payers and client addresses
 // whose calls' runs ended unpaid (failed, or past their payment's
-// validBefore: work done and never charged): a token bucket per payer and
+// validBefore; for the payer, also a result whose settlement was refused:
+// work done and never charged): a token bucket per payer and
 // per client address of burst tokens, refilled at rate a second, one token
 // taken by each such run. A payer or address without a token has its
 // further paid calls answered 429 with Retry-After after their payment is
 // verified and before any work is queued; nothing is charged.
 //
 // The workers record those runs in Postgres (store.RecordUnpaidWork, in the
-// transaction that fails the call), so every api process sharing it limits
+// transaction that fails the call or records its refused settlement), so every api process sharing it limits
 // alike: each reads the runs of the last burst/rate seconds at start, again
 // whenever one is recorded (a notification on store.UnpaidWorkStream, at
 // most once every minReread), and every reread. A call admitted in the

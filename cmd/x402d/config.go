@@ -159,7 +159,8 @@ type Config struct {
 	// UnpaidRate is how many paid calls a second one payer, and one client
 	// address, may have end unpaid: their run failed (502
 	// operation_failed) or could not end before the payment's validBefore
-	// (payment_expired), work done and never charged (a token bucket of
+	// (payment_expired), or, for the payer, their result's settlement was
+	// refused; work done and never charged (a token bucket of
 	// UNPAID_WORK_BURST, shared by every api through Postgres). Past it
 	// their further paid calls are answered 429 unpaid_work_limited with
 	// Retry-After before any work, nothing charged.
