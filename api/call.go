@@ -72,8 +72,8 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	done(nil)
 	// A payer or address whose calls ended unpaid too often gets no more
 	// work until its tokens come back (unpaidLimiter).
-	payerKey, clientKey := store.UnpaidPayerKey(payment.Network, payment.Payer), store.UnpaidClientKey(clientOf(ctx))
-	if by, limited := s.unpaidWork.check(payerKey, clientKey); limited != nil {
+	client := clientOf(ctx)
+	if by, limited := s.unpaidWork.check(store.UnpaidPayerKey(payment.Network, payment.Payer), store.UnpaidClientKey(client)); limited != nil {
 		s.cfg.Metrics.UnpaidWorkLimited(entry.op.Name, by)
 		s.cfg.Metrics.PaymentRefused(entry.op.Name, limited.Code)
 		return nil, limited
@@ -86,7 +86,7 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		verified: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
 		},
-		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore).PaidBy(payerKey, clientKey), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
+		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore).PaidBy(payment.Payer, client), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
 	})
 	if errors.Is(err, store.ErrConflict) {
 		sub.Close()

@@ -143,9 +143,10 @@ type Args[In Input] struct {
 	// seconds; 0: never): no attempt starts, and no retry is scheduled,
 	// that could not be settled before it.
 	ValidBefore int64 `json:"valid_before,omitempty"`
-	// Payer and Client are the unpaid-work keys of the call's payer and
-	// client address (store.UnpaidPayerKey, store.UnpaidClientKey): a run
-	// that ends unpaid is recorded under them.
+	// Payer and Client are the call's payer (its payment's, on Network)
+	// and client address (the address, or an IPv6 address's /64): a run
+	// that ends unpaid is recorded under them (store.UnpaidPayerKey,
+	// store.UnpaidClientKey).
 	Payer  string `json:"payer,omitempty"`
 	Client string `json:"client,omitempty"`
 }
@@ -163,8 +164,8 @@ func (a Args[In]) PaidOn(network string, validBefore time.Time) JobArgs {
 	return a
 }
 
-// PaidBy returns a copy of a whose run, should it end unpaid, is counted
-// under the unpaid-work keys payer and client.
+// PaidBy returns a copy of a whose call is paid by payer from client
+// address client: should its run end unpaid, it counts against both.
 func (a Args[In]) PaidBy(payer, client string) JobArgs {
 	a.Payer, a.Client = payer, client
 	return a

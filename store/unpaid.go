@@ -18,8 +18,14 @@ const UnpaidWorkStream = "unpaid-work"
 const UnpaidWorkKept = 24 * time.Hour
 
 // UnpaidPayerKey is the key a payer's unpaid work is counted by: its
-// network and address, as its payment names them (x402.Payment).
-func UnpaidPayerKey(network, payer string) string { return "payer:" + network + "/" + payer }
+// network and address, as its payment names them (x402.Payment); "" when
+// payer is.
+func UnpaidPayerKey(network, payer string) string {
+	if payer == "" {
+		return ""
+	}
+	return "payer:" + network + "/" + payer
+}
 
 // UnpaidClientKey is the key a client address's unpaid work is counted by
 // (addr as the api names it: the address, or an IPv6 address's /64); ""

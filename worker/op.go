@@ -277,7 +277,8 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 		if err != nil {
 			return err
 		}
-		return store.RecordUnpaidWork(ctx, tx, time.Now(), job.Args.Payer, job.Args.Client)
+		return store.RecordUnpaidWork(ctx, tx, time.Now(),
+			store.UnpaidPayerKey(job.Args.Network, job.Args.Payer), store.UnpaidClientKey(job.Args.Client))
 	})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("record failure of call %s: %w (cause: %w)", job.Args.CallID, err, cause)

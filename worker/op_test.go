@@ -542,7 +542,7 @@ func TestUnpaidWorkRecorded(t *testing.T) {
 		t.Helper()
 		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 			payment := x402.Payment{Network: "eip155:8453", Payer: "0x" + id, Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)}
-			args := jobs.Args[napInput]{CallID: id, Input: in}.PaidOn("eip155:8453", time.Time{}).PaidBy(payerKey(id), clientKey(id))
+			args := jobs.Args[napInput]{CallID: id, Input: in}.PaidOn("eip155:8453", time.Time{}).PaidBy("0x"+id, "192.0.2."+strconv.Itoa(len(id)))
 			res, err := client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
 			if err != nil {
 				return err
