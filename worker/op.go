@@ -100,16 +100,16 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		}
 		run = await(runCtx, done)
 	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The job's timeout (JOB_TIMEOUT) passed: the run's outcome is
+		// recorded all the same, so that the job ends now, with its call,
+		// rather than be tried again or rescued.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterTimeout)
+		defer cancel()
+	}
 	out, err := run.out, run.err
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The job's timeout (JOB_TIMEOUT): its failure is recorded
-			// all the same, so that the job ends now, with its call,
-			// rather than be tried again or rescued.
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordAfterTimeout)
-			defer cancel()
-			return w.fail(fctx, job, err, log, start, pending)
-		}
 		return w.fail(ctx, job, err, log, start, pending)
 	}
 	result, err := resultObject(callID, w.binding.op.Name, out)

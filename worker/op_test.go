@@ -451,8 +451,11 @@ func TestOpValidityWindow(t *testing.T) {
 }
 
 // stuckInput is a test operation that ignores its context: it returns only
-// when its test ends.
-type stuckInput struct{}
+// when its test ends, or, with Late, a result once its context ended (a
+// run that finished just as its job timed out).
+type stuckInput struct {
+	Late bool `json:"late"`
+}
 
 func (stuckInput) Kind() string                { return "stuck" }
 func (stuckInput) Validate(*jobs.Limits) error { return nil }
@@ -462,7 +465,8 @@ var stuckOp = jobs.Define[stuckInput](jobs.Spec{Name: "stuck", Price: "0.010000"
 // TestOpStopsAtJobTimeout checks that an operation's job returns at the
 // job's timeout even when the operation goes on: its call fails (not
 // charged) a moment after JobTimeout, once, and River's job ends, so that
-// no rescue starts a parallel attempt.
+// no rescue starts a parallel attempt. A result that comes just as the
+// job times out is kept and paid for, not run again.
 func TestOpStopsAtJobTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -473,8 +477,12 @@ func TestOpStopsAtJobTimeout(t *testing.T) {
 	const timeout = 2 * time.Second
 	client, err := worker.NewClient(&worker.Deps{
 		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
-		Ops: []worker.Op{worker.Bind(stuckOp, func(context.Context, stuckInput) (map[string]int, error) {
+		Ops: []worker.Op{worker.Bind(stuckOp, func(ctx context.Context, in stuckInput) (map[string]int, error) {
 			runs.Add(1)
+			if in.Late {
+				<-ctx.Done()
+				return map[string]int{"late": 1}, nil
+			}
 			<-release
 			return map[string]int{}, nil
 		}, false)},
@@ -486,38 +494,69 @@ func TestOpStopsAtJobTimeout(t *testing.T) {
 		require.NoError(t, worker.Stop(client, 5*time.Second))
 	})
 
-	var jobID int64
-	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: "stuck", Amount: "10000", Payload: json.RawMessage(`{}`)}
-		res, err := client.InsertTx(ctx, tx, jobs.Args[stuckInput]{CallID: "stuck", Network: "eip155:8453"}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 3})
-		if err != nil {
-			return err
-		}
-		jobID = res.Job.ID
-		return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream("stuck"), Type: store.EventCallPaid, Data: store.PaidCall{
-			PaymentVerified: store.PaymentVerified{Op: "stuck", Token: "tok", RequestHash: []byte("stuck"), Payment: payment}, JobID: res.Job.ID,
-		}})
-	}))
-	start := time.Now()
-	var call *store.Call
-	require.Eventually(t, func() bool {
-		c, err := store.CallGetByID(ctx, db.Pool, "stuck")
-		require.NoError(t, err)
-		call = c
-		return store.IsFinal(c.State)
-	}, timeout+15*time.Second, 20*time.Millisecond, "the call of an operation past its timeout never ended")
-	t.Logf("call failed %v after it was queued", time.Since(start))
-	require.Equal(t, store.CallFailed, call.State)
-	require.Equal(t, jobs.ErrorOperationFailed, call.Failure.Error)
-	require.Contains(t, call.Failure.Message, "deadline exceeded")
-	require.Nil(t, call.Settlement)
-	require.Zero(t, settler.calls("stuck"))
-	require.Eventually(t, func() bool {
-		j, err := client.JobGet(ctx, jobID)
-		require.NoError(t, err)
-		return j.State == rivertype.JobStateCancelled
-	}, 10*time.Second, 20*time.Millisecond, "the job did not end with its call")
-	require.EqualValues(t, 1, runs.Load(), "the operation was run again")
+	queue := func(t *testing.T, id string, in stuckInput) int64 {
+		t.Helper()
+		var jobID int64
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)}
+			res, err := client.InsertTx(ctx, tx, jobs.Args[stuckInput]{CallID: id, Network: "eip155:8453", Input: in}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 3})
+			if err != nil {
+				return err
+			}
+			jobID = res.Job.ID
+			return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventCallPaid, Data: store.PaidCall{
+				PaymentVerified: store.PaymentVerified{Op: "stuck", Token: "tok", RequestHash: []byte(id), Payment: payment}, JobID: res.Job.ID,
+			}})
+		}))
+		return jobID
+	}
+	final := func(t *testing.T, id string) *store.Call {
+		t.Helper()
+		start := time.Now()
+		var call *store.Call
+		require.Eventually(t, func() bool {
+			c, err := store.CallGetByID(ctx, db.Pool, id)
+			require.NoError(t, err)
+			call = c
+			return store.IsFinal(c.State)
+		}, timeout+15*time.Second, 20*time.Millisecond, "the call of an operation past its timeout never ended")
+		t.Logf("call %s %s %v after it was queued", id, call.State, time.Since(start))
+		return call
+	}
+	jobEnded := func(t *testing.T, jobID int64, state rivertype.JobState) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			j, err := client.JobGet(ctx, jobID)
+			if errors.Is(err, rivertype.ErrNotFound) {
+				return state == rivertype.JobStateCompleted
+			}
+			require.NoError(t, err)
+			return j.State == state
+		}, 10*time.Second, 20*time.Millisecond, "the job did not end with its call")
+	}
+
+	t.Run("Stuck", func(t *testing.T) {
+		before := runs.Load()
+		jobID := queue(t, "stuck", stuckInput{})
+		call := final(t, "stuck")
+		require.Equal(t, store.CallFailed, call.State)
+		require.Equal(t, jobs.ErrorOperationFailed, call.Failure.Error)
+		require.Contains(t, call.Failure.Message, "deadline exceeded")
+		require.Nil(t, call.Settlement)
+		require.Zero(t, settler.calls("stuck"))
+		jobEnded(t, jobID, rivertype.JobStateCancelled)
+		require.EqualValues(t, 1, runs.Load()-before, "the operation was run again")
+	})
+	t.Run("ResultAtTimeout", func(t *testing.T) {
+		before := runs.Load()
+		jobID := queue(t, "late", stuckInput{Late: true})
+		call := final(t, "late")
+		require.Equal(t, store.CallPaid, call.State)
+		require.JSONEq(t, `{"call_id":"late","op":"stuck","late":1}`, string(call.Result))
+		require.Equal(t, 1, settler.calls("late"))
+		jobEnded(t, jobID, rivertype.JobStateCompleted)
+		require.EqualValues(t, 1, runs.Load()-before, "the operation was run again")
+	})
 }
 
 // TestUnpaidWorkRecorded checks that a call whose work ends unpaid is
