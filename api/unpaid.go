@@ -26,7 +26,8 @@ import (
 // transaction that fails the call or records its refused settlement), so every api process sharing it limits
 // alike: each reads the runs of the last burst/rate seconds at start, again
 // whenever one is recorded (a notification on store.UnpaidWorkStream, at
-// most once every minReread), and every reread. A call admitted in the
+// most once every minReread), and every reread, when it also deletes the
+// records older than store.UnpaidWorkKept. A call admitted in the
 // moment between a run's end and that read is let through; its own run is
 // bounded all the same (its operation's budget, JOB_TIMEOUT).
 type unpaidLimiter struct {
@@ -76,6 +77,11 @@ func (l *unpaidLimiter) run(ctx context.Context) {
 			return
 		case <-sub.C:
 		case <-tick.C:
+			// The records no limit reads any more go, should no new
+			// one come to delete them (store.RecordUnpaidWork).
+			if err := store.ForgetUnpaidWork(ctx, l.pool, l.now().Add(-store.UnpaidWorkKept)); err != nil && ctx.Err() == nil {
+				l.logger.WarnContext(ctx, "forget unpaid work", "error", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -107,4 +107,11 @@ func TestUnpaidLimiterReadsPostgres(t *testing.T) {
 	require.Equal(t, "client", by)
 	_, err4 := l.check("payer:other", "client:other")
 	require.Nil(t, err4)
+
+	// Records past UnpaidWorkKept are forgotten.
+	record(time.Now().Add(-store.UnpaidWorkKept-time.Hour), "payer:old")
+	require.NoError(t, store.ForgetUnpaidWork(ctx, db.Pool, time.Now().Add(-store.UnpaidWorkKept)))
+	runs, err := store.UnpaidWorkSince(ctx, db.Pool, time.Time{})
+	require.NoError(t, err)
+	require.Len(t, runs, 8)
 }

@@ -68,6 +68,14 @@ func RecordUnpaidWork(ctx context.Context, tx pgx.Tx, at time.Time, keys ...stri
 	return nil
 }
 
+// ForgetUnpaidWork deletes the unpaid work recorded before before.
+func ForgetUnpaidWork(ctx context.Context, db DBTX, before time.Time) error {
+	if _, err := db.Exec(ctx, "DELETE FROM unpaid_work WHERE at < $1", before); err != nil {
+		return fmt.Errorf("forget unpaid work: %w", interpretError(err))
+	}
+	return nil
+}
+
 // UnpaidWorkSince returns the unpaid work recorded after since, oldest
 // first.
 func UnpaidWorkSince(ctx context.Context, db DBTX, since time.Time) ([]UnpaidRun, error) {
