@@ -94,9 +94,10 @@ type Config struct {
 	RefusedBurst int
 	// UnpaidRate is how many paid calls a second one payer, and one
 	// client address, may have end unpaid (their run failed or passed
-	// the payment's validBefore); past it, and its burst, their further
-	// paid calls are answered 429 with Retry-After before any work.
-	// Defaults to DefaultUnpaidRate.
+	// the payment's validBefore; for the payer, also their result's
+	// settlement refused); past it, and its burst, their further paid
+	// calls are answered 429 with Retry-After before any work. Defaults
+	// to DefaultUnpaidRate.
 	UnpaidRate float64
 	// UnpaidBurst is how many such calls a payer or address may have at
 	// once. Defaults to DefaultUnpaidBurst.

@@ -192,8 +192,9 @@ const startedDelay = 50 * time.Millisecond
 // job stops waiting for it.
 const stopGrace = time.Second
 
-// recordAfterTimeout bounds the recording of the failure of a run that
-// ended at its job's timeout.
+// recordAfterTimeout bounds the recording of the outcome of a run that
+// ended at its job's timeout (its failure, or its result and its first
+// settlement attempt, which its settlement job takes up after that).
 const recordAfterTimeout = 10 * time.Second
 
 // await returns the result of the run sending on done, or, when runCtx ends
