@@ -73,10 +73,23 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	// A payer or address whose calls ended unpaid too often gets no more
 	// work until its tokens come back (unpaidLimiter).
 	client := clientOf(ctx)
-	if by, limited := s.unpaidWork.check(store.UnpaidPayerKey(payment.Network, payment.Payer), store.UnpaidClientKey(client)); limited != nil {
+	held, by, limited := s.unpaidWork.admit(store.UnpaidPayerKey(payment.Network, payment.Payer), store.UnpaidClientKey(client))
+	if limited != nil {
 		s.cfg.Metrics.UnpaidWorkLimited(entry.op.Name, by)
 		s.cfg.Metrics.PaymentRefused(entry.op.Name, limited.Code)
 		return nil, limited
+	}
+	// The tokens a call holds are given back when it ends, followed from
+	// before it is recorded.
+	var follow *store.Subscription
+	if len(held) > 0 {
+		follow = s.cfg.Listener.Subscribe(store.CallStream(callID))
+		defer func() {
+			if follow != nil {
+				follow.Close()
+				s.unpaidWork.release(held)
+			}
+		}()
 	}
 
 	token := newToken()
@@ -104,6 +117,10 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		return nil, fmt.Errorf("queue call: %w", err)
 	}
 	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
+	if follow != nil {
+		go s.unpaidWork.follow(callID, held, follow)
+		follow = nil
+	}
 	return &admitted{id: callID, token: token, sub: sub}, nil
 }
 

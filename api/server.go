@@ -157,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 
 	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm),
 		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now),
-		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Now)}
+		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Now)}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {
@@ -271,6 +271,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
 	uctx, stopUnpaid := context.WithCancel(ctx)
 	unpaidDone := make(chan struct{})
+	s.unpaidWork.ctx = uctx
 	go func() { defer close(unpaidDone); s.unpaidWork.run(uctx) }()
 	defer func() { stopUnpaid(); <-unpaidDone }()
 	srv := &http.Server{

@@ -37,10 +37,18 @@ type unpaidLimiter struct {
 	logger      *slog.Logger
 	now         func() time.Time
 
+	// maxWait is the longest a call can run (Config.ToolWait): a call
+	// counted in flight is no more after it.
+	maxWait time.Duration
+	// ctx is run's: the calls followed (follow) are no more once it ends.
+	ctx context.Context
+
 	mu sync.Mutex
 	// runs are the ends of the unpaid runs of the last window, oldest
 	// first, by key (store.UnpaidPayerKey, store.UnpaidClientKey).
 	runs map[string][]time.Time
+	// inflight counts, by key with runs, the calls admitted and not ended.
+	inflight map[string]int
 }
 
 const (
@@ -52,8 +60,8 @@ const (
 	reread = 30 * time.Second
 )
 
-func newUnpaidLimiter(rate float64, burst int, pool *pgxpool.Pool, listener *store.Listener, logger *slog.Logger, now func() time.Time) *unpaidLimiter {
-	return &unpaidLimiter{rate: rate, burst: float64(burst), pool: pool, listener: listener, logger: logger, now: now}
+func newUnpaidLimiter(rate float64, burst int, maxWait time.Duration, pool *pgxpool.Pool, listener *store.Listener, logger *slog.Logger, now func() time.Time) *unpaidLimiter {
+	return &unpaidLimiter{rate: rate, burst: float64(burst), maxWait: maxWait, pool: pool, listener: listener, logger: logger, now: now}
 }
 
 // window is how far back a run can still weigh: a bucket is full again
@@ -62,7 +70,8 @@ func (l *unpaidLimiter) window() time.Duration {
 	return time.Duration(l.burst / l.rate * float64(time.Second))
 }
 
-// run keeps the limiter's runs read until ctx ends.
+// run keeps the limiter's runs read until ctx ends (l.ctx, set before it
+// starts).
 func (l *unpaidLimiter) run(ctx context.Context) {
 	sub := l.listener.Subscribe(store.UnpaidWorkStream)
 	defer sub.Close()
@@ -125,26 +134,83 @@ func (l *unpaidLimiter) tokens(times []time.Time, now time.Time) float64 {
 	return tokens
 }
 
-// check returns the 429 answer to a paid call of payer (an unpaid-work
-// key) from client (another, "" for none) when either has no token left,
-// and by, what was limited ("payer" or "client"); nil otherwise.
-func (l *unpaidLimiter) check(payer, client string) (by string, err *Error) {
+// admit is asked before a paid call of payer (an unpaid-work key) from
+// client (another, "" for none) is admitted: the 429 answer when either has
+// no token left, with by, what was limited ("payer" or "client"). A key
+// whose runs ended unpaid lately also counts its calls this process
+// admitted that have not ended, each as a token spent, so that calls sent
+// at once when a token comes back run one, not all: held are the keys the
+// call counts under, to give back with release once it ends (follow).
+// Keys without unpaid runs count nothing: an honest client's calls in
+// flight at once never wait for each other.
+func (l *unpaidLimiter) admit(payer, client string) (held []string, by string, err *Error) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.runs) == 0 {
-		return "", nil
+		return nil, "", nil
 	}
 	for _, k := range []struct{ by, key string }{{"payer", payer}, {"client", client}} {
 		times := l.runs[k.key]
 		if k.key == "" || len(times) == 0 {
 			continue
 		}
-		if tokens := l.tokens(times, now); tokens < 1 {
-			return k.by, unpaidLimited(k.by, time.Duration((1-tokens)/l.rate*float64(time.Second)))
+		if tokens := l.tokens(times, now) - float64(l.inflight[k.key]); tokens < 1 {
+			return nil, k.by, unpaidLimited(k.by, time.Duration((1-tokens)/l.rate*float64(time.Second)))
+		}
+		held = append(held, k.key)
+	}
+	if l.inflight == nil {
+		l.inflight = map[string]int{}
+	}
+	for _, k := range held {
+		l.inflight[k]++
+	}
+	return held, "", nil
+}
+
+// release gives back the tokens a call held (admit).
+func (l *unpaidLimiter) release(held []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range held {
+		if l.inflight[k]--; l.inflight[k] <= 0 {
+			delete(l.inflight, k)
 		}
 	}
-	return "", nil
+}
+
+// follow releases the tokens call callID held (admit) once it ends, as sub
+// (its stream's subscription, made before it was recorded) tells, or after
+// l.maxWait at most; it closes sub.
+func (l *unpaidLimiter) follow(callID string, held []string, sub *store.Subscription) {
+	defer sub.Close()
+	defer l.release(held)
+	ctx := l.ctx
+	if ctx == nil {
+		return
+	}
+	timer := time.NewTimer(l.maxWait)
+	defer timer.Stop()
+	for {
+		select {
+		case typ := <-sub.C:
+			if store.IsFinalEvent(typ) {
+				return
+			}
+			if typ == "" {
+				// A reconnect: what ended meanwhile is read.
+				call, err := store.CallGetAnswer(ctx, l.pool, callID)
+				if err == nil && store.IsFinal(call.State) {
+					return
+				}
+			}
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // unpaidLimited is the answer to a paid call of a payer or client address

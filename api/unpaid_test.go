@@ -42,12 +42,12 @@ func TestUnpaidLimiterTokens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			now := at(tc.now)
-			l := newUnpaidLimiter(tc.rate, tc.burst, nil, nil, slog.New(slog.DiscardHandler), func() time.Time { return now })
+			l := newUnpaidLimiter(tc.rate, tc.burst, time.Minute, nil, nil, slog.New(slog.DiscardHandler), func() time.Time { return now })
 			l.runs = map[string][]time.Time{}
 			for _, r := range tc.runs {
 				l.runs["payer:p"] = append(l.runs["payer:p"], at(r))
 			}
-			by, err := l.check("payer:p", "client:c")
+			_, by, err := l.admit("payer:p", "client:c")
 			if tc.wantRetry == 0 {
 				require.Nil(t, err)
 				return
@@ -59,10 +59,45 @@ func TestUnpaidLimiterTokens(t *testing.T) {
 			require.Equal(t, tc.wantRetry, err.RetryAfter)
 			// The same runs under the client address limit it alike.
 			l.runs = map[string][]time.Time{"client:c": l.runs["payer:p"]}
-			by, err = l.check("payer:other", "client:c")
+			_, by, err = l.admit("payer:other", "client:c")
 			require.NotNil(t, err)
 			require.Equal(t, "client", by)
 		})
+	}
+}
+
+// TestUnpaidLimiterInFlight checks that a key with unpaid runs counts its
+// calls in flight as tokens spent: when a token comes back, calls sent at
+// once get one run between them, the others 429, until it ends; a key
+// without runs is never held so.
+func TestUnpaidLimiterInFlight(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	l := newUnpaidLimiter(0.05, 2, time.Minute, nil, nil, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	l.runs = map[string][]time.Time{"payer:p": {start, start}}
+	_, _, err := l.admit("payer:p", "")
+	require.NotNil(t, err, "the burst is spent")
+	now = start.Add(20 * time.Second)
+	held, _, err := l.admit("payer:p", "client:c")
+	require.Nil(t, err, "a token came back")
+	require.Equal(t, []string{"payer:p"}, held)
+	for range 10 {
+		_, by, err := l.admit("payer:p", "client:c")
+		require.NotNil(t, err, "a call past the token admitted while the first runs")
+		require.Equal(t, "payer", by)
+		require.Equal(t, 20, err.RetryAfter)
+	}
+	l.release(held)
+	held2, _, err := l.admit("payer:p", "")
+	require.Nil(t, err, "the first call ended paid: its token is back")
+	l.release(held2)
+	require.Empty(t, l.inflight)
+	// A key without runs: any number at once.
+	for range 100 {
+		held, _, err := l.admit("payer:honest", "client:c")
+		require.Nil(t, err)
+		require.Empty(t, held)
 	}
 }
 
@@ -78,8 +113,9 @@ func TestUnpaidLimiterReadsPostgres(t *testing.T) {
 	listener := store.NewListener(connConfig, slog.New(slog.DiscardHandler))
 	require.NoError(t, listener.Start(ctx))
 	t.Cleanup(listener.Stop)
-	l := newUnpaidLimiter(0.05, 2, db.Pool, listener, slog.New(slog.DiscardHandler), time.Now)
+	l := newUnpaidLimiter(0.05, 2, time.Minute, db.Pool, listener, slog.New(slog.DiscardHandler), time.Now)
 	rctx, stop := context.WithCancel(ctx)
+	l.ctx = rctx
 	done := make(chan struct{})
 	go func() { defer close(done); l.run(rctx) }()
 	t.Cleanup(func() { stop(); <-done })
@@ -95,17 +131,17 @@ func TestUnpaidLimiterReadsPostgres(t *testing.T) {
 	record(time.Now().Add(-time.Minute), payer, client)
 	record(time.Now().Add(-time.Minute), payer, client)
 	record(time.Now(), payer, client)
-	_, err2 := l.check(payer, "")
+	_, _, err2 := l.admit("payer:other", "")
 	require.Nil(t, err2)
 	record(time.Now(), payer, client)
 	require.Eventually(t, func() bool {
-		by, err := l.check(payer, "")
+		_, by, err := l.admit(payer, "")
 		return err != nil && by == "payer"
 	}, 10*time.Second, 10*time.Millisecond, "the limiter never read the runs recorded")
-	by, err3 := l.check("payer:other", client)
+	_, by, err3 := l.admit("payer:other", client)
 	require.NotNil(t, err3)
 	require.Equal(t, "client", by)
-	_, err4 := l.check("payer:other", "client:other")
+	_, _, err4 := l.admit("payer:other", "client:other")
 	require.Nil(t, err4)
 
 	// Records past UnpaidWorkKept are forgotten.
