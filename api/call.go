@@ -70,6 +70,27 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		return nil, s.refusal(ctx, entry, err)
 	}
 	done(nil)
+	// A payer or address whose calls ended unpaid too often gets no more
+	// work until its tokens come back (unpaidLimiter).
+	client := clientOf(ctx)
+	held, by, limited := s.unpaidWork.admit(store.UnpaidPayerKey(payment.Network, payment.Payer), store.UnpaidClientKey(client))
+	if limited != nil {
+		s.cfg.Metrics.UnpaidWorkLimited(entry.op.Name, by)
+		s.cfg.Metrics.PaymentRefused(entry.op.Name, limited.Code)
+		return nil, limited
+	}
+	// The tokens a call holds are given back when it ends, followed from
+	// before it is recorded.
+	var follow *store.Subscription
+	if len(held) > 0 {
+		follow = s.cfg.Listener.Subscribe(store.CallStream(callID))
+		defer func() {
+			if follow != nil {
+				follow.Close()
+				s.unpaidWork.release(held)
+			}
+		}()
+	}
 
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
@@ -78,7 +99,7 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		verified: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
 		},
-		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
+		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore).PaidBy(payment.Payer, client), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
 	})
 	if errors.Is(err, store.ErrConflict) {
 		sub.Close()
@@ -96,6 +117,10 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		return nil, fmt.Errorf("queue call: %w", err)
 	}
 	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
+	if follow != nil {
+		go s.unpaidWork.follow(callID, held, follow)
+		follow = nil
+	}
 	return &admitted{id: callID, token: token, sub: sub}, nil
 }
 

@@ -109,6 +109,16 @@ type Config struct {
 	// MCPMaxBatch is the most messages a JSON-RPC batch to /mcp may hold.
 	// Defaults to mcp.DefaultMaxBatch.
 	MCPMaxBatch int
+	// UnpaidRate is how many paid calls a second one payer, and one
+	// client address, may have end unpaid (their run failed or passed
+	// the payment's validBefore; for the payer, also their result's
+	// settlement refused); past it, and its burst, their further paid
+	// calls are answered 429 with Retry-After before any work. Defaults
+	// to DefaultUnpaidRate.
+	UnpaidRate float64
+	// UnpaidBurst is how many such calls a payer or address may have at
+	// once. Defaults to DefaultUnpaidBurst.
+	UnpaidBurst int
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client's address. Defaults to none: the address the connection
 	// comes from is the client's.
@@ -129,18 +139,23 @@ const (
 	DefaultFreeRate = 10
 	// DefaultFreeBurst is Config.FreeBurst's default.
 	DefaultFreeBurst = 100
+	// DefaultUnpaidRate is Config.UnpaidRate's default: one every 20 s.
+	DefaultUnpaidRate = 0.05
+	// DefaultUnpaidBurst is Config.UnpaidBurst's default.
+	DefaultUnpaidBurst = 5
 )
 
 // Server is the api's HTTP server.
 type Server struct {
-	echo      *echo.Echo
-	discovery *discovery
-	cfg       Config
-	ops       map[string]*opEntry
-	logger    *slog.Logger
-	admitter  *store.GroupCommitter[*admission]
-	refused   *refusedLimiter
-	free      *freeLimiter
+	echo       *echo.Echo
+	discovery  *discovery
+	cfg        Config
+	ops        map[string]*opEntry
+	logger     *slog.Logger
+	admitter   *store.GroupCommitter[*admission]
+	refused    *refusedLimiter
+	free       *freeLimiter
+	unpaidWork *unpaidLimiter
 }
 
 // New returns the api server for cfg. It precomputes every quote.
@@ -158,13 +173,16 @@ func New(cfg Config) (*Server, error) {
 	cfg.RefusedBurst = cmp.Or(cfg.RefusedBurst, DefaultRefusedBurst)
 	cfg.FreeRate = cmp.Or(cfg.FreeRate, DefaultFreeRate)
 	cfg.FreeBurst = cmp.Or(cfg.FreeBurst, DefaultFreeBurst)
+	cfg.UnpaidRate = cmp.Or(cfg.UnpaidRate, DefaultUnpaidRate)
+	cfg.UnpaidBurst = cmp.Or(cfg.UnpaidBurst, DefaultUnpaidBurst)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 
 	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm),
-		refused: newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now),
-		free:    newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Now)}
+		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now),
+		free:       newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Now),
+		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Now)}
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {
@@ -276,8 +294,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Serve accepts connections on ln until ctx ends, then shuts down gracefully
-// (waiting requests get up to shutdownTimeout to finish).
+// (waiting requests get up to shutdownTimeout to finish). While it serves,
+// it follows the unpaid work the workers record (unpaidLimiter).
 func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
+	uctx, stopUnpaid := context.WithCancel(ctx)
+	unpaidDone := make(chan struct{})
+	s.unpaidWork.ctx = uctx
+	go func() { defer close(unpaidDone); s.unpaidWork.run(uctx) }()
+	defer func() { stopUnpaid(); <-unpaidDone }()
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,

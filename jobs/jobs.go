@@ -143,6 +143,12 @@ type Args[In Input] struct {
 	// seconds; 0: never): no attempt starts, and no retry is scheduled,
 	// that could not be settled before it.
 	ValidBefore int64 `json:"valid_before,omitempty"`
+	// Payer and Client are the call's payer (its payment's, on Network)
+	// and client address (the address, or an IPv6 address's /64): a run
+	// that ends unpaid is recorded under them (store.UnpaidPayerKey,
+	// store.UnpaidClientKey).
+	Payer  string `json:"payer,omitempty"`
+	Client string `json:"client,omitempty"`
 }
 
 // Kind returns the operation's name, River's job kind for these args.
@@ -158,11 +164,19 @@ func (a Args[In]) PaidOn(network string, validBefore time.Time) JobArgs {
 	return a
 }
 
+// PaidBy returns a copy of a whose call is paid by payer from client
+// address client: should its run end unpaid, it counts against both.
+func (a Args[In]) PaidBy(payer, client string) JobArgs {
+	a.Payer, a.Client = payer, client
+	return a
+}
+
 // JobArgs is what Decode returns: River job args ready to insert once
 // PaidOn has named the network of the call's verified payment.
 type JobArgs interface {
 	Kind() string
 	PaidOn(network string, validBefore time.Time) JobArgs
+	PaidBy(payer, client string) JobArgs
 }
 
 // Spec describes an operation for the catalogue, quotes and discovery.

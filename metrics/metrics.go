@@ -1,7 +1,8 @@
 // Package metrics exposes the service's figures in the Prometheus text format
 // (client_golang): HTTP requests per route and status with their latency,
 // quotes served, payments verified and refused by reason, settlements by
-// outcome, River jobs by kind and outcome with their durations, the items and
+// outcome, the paid calls whose run ended unpaid and those refused for it,
+// River jobs by kind and outcome with their durations, the items and
 // transactions of the group commits, the JSON-RPC calls to EVM chains by
 // purpose, each JSON-RPC endpoint's calls, errors, latency, head lag and
 // whether it is in, the free surfaces' requests and the operator's
@@ -85,6 +86,9 @@ type Metrics struct {
 	rpcIn            *prometheus.GaugeVec
 	freeRefused      *prometheus.CounterVec
 	opsLogins        *prometheus.CounterVec
+	unpaidWork       *prometheus.CounterVec
+	unpaidSeconds    *prometheus.CounterVec
+	unpaidLimited    *prometheus.CounterVec
 
 	// statuses are the label values of the HTTP statuses, made once.
 	statuses [600]string
@@ -185,6 +189,15 @@ func New(cfg Config) *Metrics {
 		rpcIn: newGaugeVec(reg, "rpc_endpoint_in",
 			"1 while a JSON-RPC endpoint takes calls, 0 while it is out (it failed several times running and is probed until it answers).",
 			"network", "endpoint"),
+		unpaidWork: newCounterVec(reg, "unpaid_work_total",
+			"Paid calls whose run ended unpaid (never charged), by operation and reason (operation_failed, payment_expired).",
+			"op", "reason"),
+		unpaidSeconds: newCounterVec(reg, "unpaid_work_seconds_total",
+			"Time the runs of calls that ended unpaid took (their last attempt), in seconds, by operation and reason.",
+			"op", "reason"),
+		unpaidLimited: newCounterVec(reg, "unpaid_work_limited_total",
+			"Paid calls answered 429 before any work because their payer or client address had too many runs end unpaid, by operation and by what was limited (payer, client).",
+			"op", "by"),
 	}
 	for i := range m.statuses {
 		m.statuses[i] = strconv.Itoa(i)
@@ -330,6 +343,25 @@ func (m *Metrics) PaymentRefused(op, reason string) {
 		return
 	}
 	m.refused.WithLabelValues(op, reason).Inc()
+}
+
+// UnpaidWork records a paid call of op whose run ended unpaid with reason
+// (the failure's code) after d.
+func (m *Metrics) UnpaidWork(op, reason string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.unpaidWork.WithLabelValues(op, reason).Inc()
+	m.unpaidSeconds.WithLabelValues(op, reason).Add(d.Seconds())
+}
+
+// UnpaidWorkLimited records a paid call of op refused before any work
+// because its payer or client address (by) had too much unpaid work.
+func (m *Metrics) UnpaidWorkLimited(op, by string) {
+	if m == nil {
+		return
+	}
+	m.unpaidLimited.WithLabelValues(op, by).Inc()
 }
 
 // Settlement records a settlement attempt on network with outcome, one of

@@ -77,6 +77,8 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.JobDone("diff", metrics.JobCompleted, time.Millisecond)
 	m.CrawlPage("ok")
 	m.LivenessProbe("live", time.Millisecond)
+	m.UnpaidWork("regex", "operation_failed", time.Second)
+	m.UnpaidWorkLimited("regex", "payer")
 	rpc := m.RPCEndpoint("eip155:8453", "https://rpc.example")
 	require.Nil(t, rpc)
 	rpc.ObserveCall(time.Millisecond, "429")
@@ -96,6 +98,36 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	mw := m.JobMiddleware().(rivertype.WorkerMiddleware)
 	inner := errors.New("inner")
 	require.ErrorIs(t, mw.Work(context.Background(), &rivertype.JobRow{Kind: "k"}, func(context.Context) error { return inner }), inner)
+}
+
+// TestUnpaidWorkFigures records runs that ended unpaid and calls limited
+// for them, and reads them back.
+func TestUnpaidWorkFigures(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Config{})
+	m.UnpaidWork("regex", "operation_failed", 200*time.Millisecond)
+	m.UnpaidWork("regex", "operation_failed", 300*time.Millisecond)
+	m.UnpaidWork("diff", "payment_expired", 2*time.Second)
+	m.UnpaidWorkLimited("regex", "payer")
+	m.UnpaidWorkLimited("regex", "client")
+	m.UnpaidWorkLimited("regex", "payer")
+	fams := scrape(t, m)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"x402d_unpaid_work_total", map[string]string{"op": "regex", "reason": "operation_failed"}, 2},
+		{"x402d_unpaid_work_seconds_total", map[string]string{"op": "regex", "reason": "operation_failed"}, 0.5},
+		{"x402d_unpaid_work_total", map[string]string{"op": "diff", "reason": "payment_expired"}, 1},
+		{"x402d_unpaid_work_seconds_total", map[string]string{"op": "diff", "reason": "payment_expired"}, 2},
+		{"x402d_unpaid_work_limited_total", map[string]string{"op": "regex", "by": "payer"}, 2},
+		{"x402d_unpaid_work_limited_total", map[string]string{"op": "regex", "by": "client"}, 1},
+	} {
+		got, ok := value(fams, tc.name, tc.labels)
+		require.True(t, ok, "%s%v missing", tc.name, tc.labels)
+		require.InDelta(t, tc.want, got, 1e-9, "%s%v", tc.name, tc.labels)
+	}
 }
 
 // TestRPCEndpointFigures records calls of two endpoints and reads them back

@@ -91,14 +91,22 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error { return store.Append(ctx, tx, started) })
 		if err != nil {
 			stop(err)
-			<-done
+			await(runCtx, done)
 			if errors.Is(err, store.ErrConflict) {
 				log.InfoContext(ctx, "job stopped: call already past running")
 				return nil
 			}
 			return fmt.Errorf("start call %s: %w", callID, err)
 		}
-		run = <-done
+		run = await(runCtx, done)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The job's timeout (JOB_TIMEOUT) passed: the run's outcome is
+		// recorded all the same, so that the job ends now, with its call,
+		// rather than be tried again or rescued.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterTimeout)
+		defer cancel()
 	}
 	out, err := run.out, run.err
 	if err != nil {
@@ -180,6 +188,36 @@ const retryHandOver = 5 * time.Second
 // recorded on its own rather than with its outcome.
 const startedDelay = 50 * time.Millisecond
 
+// stopGrace is how long a run whose context ended has to return before its
+// job stops waiting for it.
+const stopGrace = time.Second
+
+// recordAfterTimeout bounds the recording of the outcome of a run that
+// ended at its job's timeout (its failure, or its result and its first
+// settlement attempt, which its settlement job takes up after that).
+const recordAfterTimeout = 10 * time.Second
+
+// await returns the result of the run sending on done, or, when runCtx ends
+// first and the run does not return within stopGrace, a failure with
+// runCtx's cause: an operation that ignores its context is left to end
+// alone (its goroutine goes on, its result dropped), and the job returns at
+// its timeout, so that River never starts a parallel attempt while it runs.
+func await[Out any](runCtx context.Context, done <-chan runResult[Out]) runResult[Out] {
+	select {
+	case run := <-done:
+		return run
+	case <-runCtx.Done():
+	}
+	grace := time.NewTimer(stopGrace)
+	defer grace.Stop()
+	select {
+	case run := <-done:
+		return run
+	case <-grace.C:
+		return runResult[Out]{err: fmt.Errorf("operation did not stop within %v of its end: %w", stopGrace, context.Cause(runCtx))}
+	}
+}
+
 // runResult is what one run of an operation returned.
 type runResult[Out any] struct {
 	out Out
@@ -226,18 +264,28 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 		}
 		return cause
 	}
-	// Durable: the caller is told at once that it was not charged.
+	// Durable: the caller is told at once that it was not charged. The
+	// run's work, unpaid, counts against its payer and client address
+	// (the api limits their further calls).
 	err := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
 		msg := cause.Error()
 		if code == jobs.ErrorPaymentExpired && !errors.Is(cause, errPaymentExpired) {
 			msg += "; no retry could end before the payment's validBefore"
 		}
-		return store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
+		err := store.Append(ctx, tx, append(pending, store.NewEvent{Stream: store.CallStream(job.Args.CallID), Type: store.EventJobFailed, Data: store.JobFailed{
 			JobID: job.ID, Error: code, Message: msg,
 		}})...)
+		if err != nil {
+			return err
+		}
+		return store.RecordUnpaidWork(ctx, tx, time.Now(),
+			store.UnpaidPayerKey(job.Args.Network, job.Args.Payer), store.UnpaidClientKey(job.Args.Client))
 	})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("record failure of call %s: %w (cause: %w)", job.Args.CallID, err, cause)
+	}
+	if err == nil {
+		w.deps.Metrics.UnpaidWork(w.binding.op.Name, code, time.Since(start))
 	}
 	return river.JobCancel(cause)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,4 +448,190 @@ func TestOpValidityWindow(t *testing.T) {
 		require.Equal(t, jobs.ErrorPaymentExpired, f.Error)
 		require.Equal(t, before, runs.Load(), "an operation ran that could not be settled")
 	})
+}
+
+// stuckInput is a test operation that ignores its context: it returns only
+// when its test ends, or, with Late, a result once its context ended (a
+// run that finished just as its job timed out).
+type stuckInput struct {
+	Late bool `json:"late"`
+}
+
+func (stuckInput) Kind() string                { return "stuck" }
+func (stuckInput) Validate(*jobs.Limits) error { return nil }
+
+var stuckOp = jobs.Define[stuckInput](jobs.Spec{Name: "stuck", Price: "0.010000", Queue: jobs.QueuePure})
+
+// TestOpStopsAtJobTimeout checks that an operation's job returns at the
+// job's timeout even when the operation goes on: its call fails (not
+// charged) a moment after JobTimeout, once, and River's job ends, so that
+// no rescue starts a parallel attempt. A result that comes just as the
+// job times out is kept and paid for, not run again.
+func TestOpStopsAtJobTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	settler := &flakySettler{Settler: &paytest.Payments{}}
+	const timeout = 2 * time.Second
+	client, err := worker.NewClient(&worker.Deps{
+		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
+		Ops: []worker.Op{worker.Bind(stuckOp, func(ctx context.Context, in stuckInput) (map[string]int, error) {
+			runs.Add(1)
+			if in.Late {
+				<-ctx.Done()
+				return map[string]int{"late": 1}, nil
+			}
+			<-release
+			return map[string]int{}, nil
+		}, false)},
+	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, JobTimeout: timeout})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		close(release)
+		require.NoError(t, worker.Stop(client, 5*time.Second))
+	})
+
+	queue := func(t *testing.T, id string, in stuckInput) int64 {
+		t.Helper()
+		var jobID int64
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			payment := x402.Payment{Network: "eip155:8453", Payer: "0xpayer", Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)}
+			res, err := client.InsertTx(ctx, tx, jobs.Args[stuckInput]{CallID: id, Network: "eip155:8453", Input: in}, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 3})
+			if err != nil {
+				return err
+			}
+			jobID = res.Job.ID
+			return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventCallPaid, Data: store.PaidCall{
+				PaymentVerified: store.PaymentVerified{Op: "stuck", Token: "tok", RequestHash: []byte(id), Payment: payment}, JobID: res.Job.ID,
+			}})
+		}))
+		return jobID
+	}
+	final := func(t *testing.T, id string) *store.Call {
+		t.Helper()
+		start := time.Now()
+		var call *store.Call
+		require.Eventually(t, func() bool {
+			c, err := store.CallGetByID(ctx, db.Pool, id)
+			require.NoError(t, err)
+			call = c
+			return store.IsFinal(c.State)
+		}, timeout+15*time.Second, 20*time.Millisecond, "the call of an operation past its timeout never ended")
+		t.Logf("call %s %s %v after it was queued", id, call.State, time.Since(start))
+		return call
+	}
+	jobEnded := func(t *testing.T, jobID int64, state rivertype.JobState) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			j, err := client.JobGet(ctx, jobID)
+			if errors.Is(err, rivertype.ErrNotFound) {
+				return state == rivertype.JobStateCompleted
+			}
+			require.NoError(t, err)
+			return j.State == state
+		}, 10*time.Second, 20*time.Millisecond, "the job did not end with its call")
+	}
+
+	t.Run("Stuck", func(t *testing.T) {
+		before := runs.Load()
+		jobID := queue(t, "stuck", stuckInput{})
+		call := final(t, "stuck")
+		require.Equal(t, store.CallFailed, call.State)
+		require.Equal(t, jobs.ErrorOperationFailed, call.Failure.Error)
+		require.Contains(t, call.Failure.Message, "deadline exceeded")
+		require.Nil(t, call.Settlement)
+		require.Zero(t, settler.calls("stuck"))
+		jobEnded(t, jobID, rivertype.JobStateCancelled)
+		require.EqualValues(t, 1, runs.Load()-before, "the operation was run again")
+	})
+	t.Run("ResultAtTimeout", func(t *testing.T) {
+		before := runs.Load()
+		jobID := queue(t, "late", stuckInput{Late: true})
+		call := final(t, "late")
+		require.Equal(t, store.CallPaid, call.State)
+		require.JSONEq(t, `{"call_id":"late","op":"stuck","late":1}`, string(call.Result))
+		require.Equal(t, 1, settler.calls("late"))
+		jobEnded(t, jobID, rivertype.JobStateCompleted)
+		require.EqualValues(t, 1, runs.Load()-before, "the operation was run again")
+	})
+}
+
+// TestUnpaidWorkRecorded checks that a call whose work ends unpaid is
+// recorded under its payer and client address (store.RecordUnpaidWork),
+// for the api's limit: a run that fails, under both; a result whose
+// settlement is refused, under its payer. A paid call records nothing.
+func TestUnpaidWorkRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	client, err := worker.NewClient(&worker.Deps{
+		Pool: db.Pool, Settler: &refusingSettler{Settler: &paytest.Payments{}, refuse: "refused"}, Logger: slog.New(slog.DiscardHandler),
+		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
+	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
+
+	payerKey := func(id string) string { return store.UnpaidPayerKey("eip155:8453", "0x"+id) }
+	clientKey := func(id string) string { return store.UnpaidClientKey("192.0.2." + strconv.Itoa(len(id))) }
+	queue := func(t *testing.T, id string, in napInput) {
+		t.Helper()
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			payment := x402.Payment{Network: "eip155:8453", Payer: "0x" + id, Nonce: id, Amount: "10000", Payload: json.RawMessage(`{}`)}
+			args := jobs.Args[napInput]{CallID: id, Input: in}.PaidOn("eip155:8453", time.Time{}).PaidBy("0x"+id, "192.0.2."+strconv.Itoa(len(id)))
+			res, err := client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: jobs.QueuePure, MaxAttempts: 1})
+			if err != nil {
+				return err
+			}
+			return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventCallPaid, Data: store.PaidCall{
+				PaymentVerified: store.PaymentVerified{Op: "nap", Token: "tok", RequestHash: []byte(id), Payment: payment}, JobID: res.Job.ID,
+			}})
+		}))
+	}
+	final := func(t *testing.T, id string) string {
+		t.Helper()
+		var state string
+		require.Eventually(t, func() bool {
+			c, err := store.CallGetByID(ctx, db.Pool, id)
+			require.NoError(t, err)
+			state = c.State
+			return store.IsFinal(c.State)
+		}, 20*time.Second, 10*time.Millisecond, "call %s never ended", id)
+		return state
+	}
+	recorded := func(t *testing.T) map[string]int {
+		t.Helper()
+		runs, err := store.UnpaidWorkSince(ctx, db.Pool, time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, r := range runs {
+			out[r.Key]++
+		}
+		return out
+	}
+
+	queue(t, "paid", napInput{})
+	queue(t, "failed", napInput{Panic: true})
+	queue(t, "refused", napInput{})
+	require.Equal(t, store.CallPaid, final(t, "paid"))
+	require.Equal(t, store.CallFailed, final(t, "failed"))
+	require.Equal(t, store.CallUnpaid, final(t, "refused"))
+	require.Equal(t, map[string]int{payerKey("failed"): 1, clientKey("failed"): 1, payerKey("refused"): 1}, recorded(t))
+}
+
+// refusingSettler refuses the settlement of the payment whose nonce is
+// refuse, as a chain does when the payer's authorization expired.
+type refusingSettler struct {
+	x402.Settler
+	refuse string
+}
+
+func (s *refusingSettler) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
+	if p.Nonce == s.refuse {
+		return &x402.SettleResponse{Success: false, ErrorReason: "invalid_exact_evm_payload_authorization_valid_before", Network: p.Network, Payer: p.Payer}, nil
+	}
+	return s.Settler.Settle(ctx, p)
 }

@@ -107,11 +107,17 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 	if !resp.Success {
 		typ, outcome = store.EventSettlementFailed, metrics.SettlementFailed
 	}
-	err = commits.outcomes.Commit(ctx, settled{
+	out := settled{
 		event: store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost, Block: resp.Block,
 			PreviousForm: commits.previousForm}},
 		safetyNet: safetyNet,
-	})
+	}
+	if !resp.Success {
+		// Work done and never paid (the authorization expired, the
+		// balance was spent meanwhile): it weighs on its payer.
+		out.unpaid = store.UnpaidPayerKey(payment.Network, payment.Payer)
+	}
+	err = commits.outcomes.Commit(ctx, out)
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}
@@ -131,10 +137,12 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 }
 
 // settled is a settlement's outcome and the settlement job its
-// transaction deletes (0: none).
+// transaction deletes (0: none), and, when it was refused, the unpaid-work
+// key of its payer.
 type settled struct {
 	event     store.NewEvent
 	safetyNet int64
+	unpaid    string
 }
 
 // writeOutcomes appends the outcomes of a group of settlements and deletes
@@ -155,9 +163,13 @@ func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
 	var mined []minedTx
 	at := map[[2]string]int{}
 	calls := make([]store.NewEvent, 0, len(outcomes))
+	var unpaid []string
 	for _, o := range outcomes {
 		if o.safetyNet != 0 {
 			ids = append(ids, o.safetyNet)
+		}
+		if o.unpaid != "" {
+			unpaid = append(unpaid, o.unpaid)
 		}
 		// A settlement whose block is to be followed until final.
 		if done, ok := o.event.Data.(store.SettlementDone); ok && done.Response.Success && done.Block != nil {
@@ -180,6 +192,9 @@ func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
 		events = append(events, store.NewEvent{Stream: store.ChainStream(m.network), Type: store.EventSettlementMined, Data: m.data})
 	}
 	if err := store.Append(ctx, tx, append(events, calls...)...); err != nil {
+		return err
+	}
+	if err := store.RecordUnpaidWork(ctx, tx, time.Now(), unpaid...); err != nil {
 		return err
 	}
 	if len(ids) == 0 {

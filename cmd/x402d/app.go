@@ -280,6 +280,8 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		FreeRate:           a.cfg.FreeRate,
 		FreeBurst:          a.cfg.FreeBurst,
 		MCPMaxBatch:        a.cfg.MCPMaxBatch,
+		UnpaidRate:         a.cfg.UnpaidRate,
+		UnpaidBurst:        a.cfg.UnpaidBurst,
 		TrustedProxies:     a.cfg.TrustedProxies,
 		LedgerPreviousForm: a.cfg.LedgerPreviousForm,
 	})

@@ -191,6 +191,18 @@ type Config struct {
 	// hold; a larger batch is refused whole (400, JSON-RPC error -32600,
 	// batch_too_large), none of it run.
 	MCPMaxBatch int `env:"MCP_MAX_BATCH"`
+	// UnpaidRate is how many paid calls a second one payer, and one client
+	// address, may have end unpaid: their run failed (502
+	// operation_failed) or could not end before the payment's validBefore
+	// (payment_expired), or, for the payer, their result's settlement was
+	// refused; work done and never charged (a token bucket of
+	// UNPAID_WORK_BURST, shared by every api through Postgres). Past it
+	// their further paid calls are answered 429 unpaid_work_limited with
+	// Retry-After before any work, nothing charged.
+	UnpaidRate float64 `env:"UNPAID_WORK_PER_SECOND"`
+	// UnpaidBurst is how many such calls one payer or client address may
+	// have at once (at least 1).
+	UnpaidBurst int `env:"UNPAID_WORK_BURST"`
 	// TrustedProxies are the reverse proxies (comma-separated addresses or
 	// CIDRs) whose X-Forwarded-For names the client's address, and whose
 	// X-Forwarded-Proto says a request came over HTTPS (the operator
@@ -362,6 +374,8 @@ func DefaultConfig() *Config {
 		FreeRate:                api.DefaultFreeRate,
 		FreeBurst:               api.DefaultFreeBurst,
 		MCPMaxBatch:             mcp.DefaultMaxBatch,
+		UnpaidRate:              api.DefaultUnpaidRate,
+		UnpaidBurst:             api.DefaultUnpaidBurst,
 		DevchainRPCAddr:         "127.0.0.1:8545",
 		CallWait:                api.DefaultCallWait,
 		JobTimeout:              worker.DefaultJobTimeout,
@@ -666,6 +680,12 @@ func (c *Config) validate() error {
 	}
 	if c.RefusedBurst < 1 {
 		fail("REFUSED_PAYMENTS_BURST: must be at least 1")
+	}
+	if c.UnpaidRate <= 0 {
+		fail("UNPAID_WORK_PER_SECOND: %q is not a positive number", strconv.FormatFloat(c.UnpaidRate, 'g', -1, 64))
+	}
+	if c.UnpaidBurst < 1 {
+		fail("UNPAID_WORK_BURST: must be at least 1")
 	}
 	if c.FreeRate <= 0 {
 		fail("FREE_REQUESTS_PER_SECOND: %q is not a positive number", strconv.FormatFloat(c.FreeRate, 'g', -1, 64))

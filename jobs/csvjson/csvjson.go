@@ -58,6 +58,13 @@ const Kind = "csv-json"
 // (and an output) far larger than its text.
 const maxCells = 2_000_000
 
+// maxJSONOutput bounds the JSON output of a table: each of its objects
+// repeats every column's name, so a table of long names and many rows would
+// otherwise make gigabytes from a text within the body limit (a name of
+// 900 kB over 50,000 rows: 45 GB). Legitimate tables make a few times their
+// text at most.
+const maxJSONOutput = 32 << 20
+
 // Target formats, the values of Input.To.
 const (
 	ToJSON = "json"
@@ -79,8 +86,9 @@ func (Input) Kind() string { return Kind }
 
 // Validate requires data and a known to, and parses the table, refusing
 // bad quoting, rows of the wrong length, JSON that is not an array of
-// objects, tables of more than lim.MaxRows rows, and tables of more than
-// 2,000,000 cells (rows × columns).
+// objects, tables of more than lim.MaxRows rows, tables of more than
+// 2,000,000 cells (rows × columns), and tables whose JSON output would pass
+// 32 MiB.
 func (in Input) Validate(lim *jobs.Limits) error {
 	l := jobs.DefaultLimits
 	if lim != nil {
@@ -94,8 +102,52 @@ func (in Input) Validate(lim *jobs.Limits) error {
 	default:
 		return jobs.Invalid("to", "must be one of json, csv or tsv, not %q", in.To)
 	}
-	_, err := parse(in.Data, l.MaxRows)
-	return err
+	t, err := parse(in.Data, l.MaxRows)
+	if err != nil {
+		return err
+	}
+	return checkOutput(t, target(t, in.To))
+}
+
+// target returns the format t is converted to when asked for to ("": the
+// other format's default).
+func target(t *table.Table, to string) string {
+	if to != "" {
+		return to
+	}
+	if t.Format == table.JSON {
+		return ToCSV
+	}
+	return ToJSON
+}
+
+// checkOutput refuses, as invalid data, a conversion of t to format to
+// whose output would pass its limit (maxJSONOutput).
+func checkOutput(t *table.Table, to string) error {
+	if to != ToJSON {
+		return nil
+	}
+	if size := jsonSize(t, table.UniqueNames(t.Header)); size > maxJSONOutput {
+		return jobs.Invalid("data", "converted to json it would take about %d MiB (each row repeats every column name), more than %d MiB: use shorter column names, fewer rows, or csv",
+			size>>20, maxJSONOutput>>20)
+	}
+	return nil
+}
+
+// jsonSize returns about how many bytes t's rows take as JSON objects keyed
+// by names (appendRows), before escapes.
+func jsonSize(t *table.Table, names []string) int {
+	size := 2
+	for _, name := range names {
+		size += (len(name) + 3) * len(t.Rows)
+	}
+	for _, row := range t.Rows {
+		size += 3 + len(row)*4
+		for _, v := range row {
+			size += len(v.Text)
+		}
+	}
+	return size
 }
 
 // parse reads data as a table, turning problems with the text into
@@ -154,11 +206,9 @@ func Work(ctx context.Context, in Input) (*Result, error) {
 // Convert returns the result of converting t to format to ("" for the
 // default of t's format).
 func Convert(t *table.Table, to string) (*Result, error) {
-	if to == "" {
-		to = ToJSON
-		if t.Format == table.JSON {
-			to = ToCSV
-		}
+	to = target(t, to)
+	if err := checkOutput(t, to); err != nil {
+		return nil, err
 	}
 	names := table.UniqueNames(t.Header)
 	types := t.ColumnTypes()
@@ -190,18 +240,11 @@ func Convert(t *table.Table, to string) (*Result, error) {
 // Values from CSV take their column's type; values from JSON keep their own.
 func appendRows(dst []byte, t *table.Table, names []string, types []table.Type) []byte {
 	keys := make([][]byte, len(names))
-	size := 2
 	for i, name := range names {
 		keys[i] = append(appendString(nil, name), ':')
-		size += len(keys[i]) * len(t.Rows)
-	}
-	for _, row := range t.Rows {
-		size += 3 + len(row)*4
-		for _, v := range row {
-			size += len(v.Text)
-		}
 	}
 	if dst == nil {
+		size := jsonSize(t, names)
 		dst = make([]byte, 0, size+size/16)
 	}
 	fromJSON := t.Format == table.JSON

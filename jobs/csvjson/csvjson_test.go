@@ -47,6 +47,11 @@ func TestValidate(t *testing.T) {
 		{name: "nok, sparse json objects", given: Input{Data: sparseJSON(1500)},
 			expectField: "data", expectMsg: "the table has more than 2000000 cells (rows × columns)"},
 		{name: "ok, rows at the limit", given: Input{Data: "a\n1\n2\n"}, lim: &jobs.Limits{MaxRows: 2}},
+		// Each JSON row repeats every column name: 19 kB of text would
+		// make 45 MB, 1 MiB some 45 GB.
+		{name: "nok, json output past its limit", given: Input{Data: strings.Repeat("x", 9000) + "\n" + strings.Repeat("1\n", 5000)},
+			expectField: "data", expectMsg: "converted to json it would take"},
+		{name: "ok, the same to csv", given: Input{Data: strings.Repeat("x", 9000) + "\n" + strings.Repeat("1\n", 5000), To: "csv"}},
 	}
 	for _, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {

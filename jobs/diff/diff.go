@@ -3,14 +3,22 @@
 // to a to give b exactly, with or without final newlines.
 //
 // The edit script comes from Myers' O(ND) algorithm in its linear-space form
-// (divide and conquer on the middle snake), after trimming the common prefix
-// and suffix, so memory stays linear in the input and time is proportional to
-// the input size times the number of differences.
+// (divide and conquer on the middle snake), bounded as GNU diff bounds it
+// (diffseq.h): lines that occur nowhere in the other text are changed
+// without a search, and a search for a middle snake that passes its cost
+// limit gives up on the shortest script and splits at the furthest point it
+// reached. The limit is GNU diff's, lowered for large inputs so that the
+// whole search takes about SearchBudget steps at most. Memory stays linear
+// in the input and time about linear: texts with few differences get the
+// shortest script; texts with very many may get a longer one, still a
+// correct diff that patch applies.
 package diff
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -105,9 +113,14 @@ var Spec = jobs.Spec{
 // Op is the diff operation.
 var Op = jobs.Define[Input](Spec)
 
-// Work computes the diff of in.A and in.B.
-func Work(_ context.Context, in Input) (*Result, error) {
-	return Compute(*in.A, *in.B), nil
+// Work computes the diff of in.A and in.B. It stops when ctx ends,
+// returning an error wrapping ctx's.
+func Work(ctx context.Context, in Input) (*Result, error) {
+	res, err := ComputeContext(ctx, *in.A, *in.B)
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	return res, nil
 }
 
 // line is one line of a text: its content without the newline, and whether
@@ -142,15 +155,24 @@ type op struct {
 
 // Compute returns the diff of a and b.
 func Compute(a, b string) *Result {
+	res, _ := ComputeContext(context.Background(), a, b)
+	return res
+}
+
+// ComputeContext returns the diff of a and b, or ctx's error (wrapped) once
+// ctx ends.
+func ComputeContext(ctx context.Context, a, b string) (*Result, error) {
 	res := &Result{Identical: a == b, Hunks: []Hunk{}, Added: []LineText{}, Removed: []LineText{}}
 	la, lb := split(a), split(b)
 	if res.Identical {
 		res.Stats.Unchanged = len(la)
-		return res
+		return res, nil
 	}
 	ia, ib := intern(la, lb)
-	d := &differ{a: ia, b: ib, delA: make([]bool, len(ia)), addB: make([]bool, len(ib))}
-	d.compare(0, len(ia), 0, len(ib))
+	d := newDiffer(ctx, ia, ib, 0)
+	if err := d.run(); err != nil {
+		return nil, err
+	}
 
 	script := make([]op, 0, len(ia)+len(ib))
 	for i, j := 0, 0; i < len(ia) || j < len(ib); {
@@ -171,7 +193,7 @@ func Compute(a, b string) *Result {
 	}
 	res.Stats = Stats{Added: len(res.Added), Removed: len(res.Removed), Unchanged: len(la) - len(res.Removed)}
 	res.Hunks, res.Unified = hunks(script, la, lb)
-	return res
+	return res, nil
 }
 
 // intern maps equal lines to equal integers so the search compares ints.
@@ -273,130 +295,283 @@ func writeRange(u *strings.Builder, start, n int) {
 	}
 }
 
-// differ finds a shortest edit script between a and b, marking deleted lines
-// of a and added lines of b.
+// The cost limit of a middle-snake search is the number of edit steps it
+// takes from each end before it gives up on the shortest script: GNU diff's
+// too_expensive, about twice the square root of the lines and at least
+// gnuMinCostLimit, but lowered for large inputs so that the whole search
+// stays within about SearchBudget diagonal steps (a search costs about the
+// lines times its limit), and never below MinCostLimit.
+const (
+	// SearchBudget is about how many diagonal steps one diff's edit
+	// search takes at most: a second or so of a core.
+	SearchBudget = 1 << 26
+	// MinCostLimit is the least cost limit of a search: a diff of fewer
+	// differences than this is always the shortest.
+	MinCostLimit = 64
+	// gnuMinCostLimit is GNU diff's least cost limit.
+	gnuMinCostLimit = 4096
+)
+
+// costLimit returns the cost limit of a search over n and m lines.
+func costLimit(n, m int) int {
+	limit := 1
+	for diags := n + m + 3; diags != 0; diags >>= 2 {
+		limit <<= 1
+	}
+	limit = max(limit, gnuMinCostLimit)
+	return max(MinCostLimit, min(limit, SearchBudget/max(1, n+m)))
+}
+
+// ctxCheckEvery is how many diagonal steps a search takes between two looks
+// at its context.
+const ctxCheckEvery = 1 << 16
+
+// differ finds an edit script between a and b, marking deleted lines of a
+// and added lines of b: the shortest one while no search passes its cost
+// limit.
 type differ struct {
+	ctx        context.Context
 	a, b       []int32
 	delA, addB []bool
-	v1, v2     []int // scratch of the middle-snake search, reused
+	// xa and xb are the lines of a and b that occur in the other text
+	// (their indexes in a and b), and xv and yv their ids: the search
+	// runs on these, the others being changed whatever the script.
+	xa, xb []int
+	xv, yv []int32
+	// fd and bd are the furthest-reaching points of the forward and
+	// backward searches, by diagonal (offset by off).
+	fd, bd []int
+	off    int
+	// limit is the cost limit of one search (costLimit).
+	limit int
+	// steps counts diagonal steps since the context was last read.
+	steps int
+	err   error
 }
 
-// compare marks the differences between a[aLo:aHi] and b[bLo:bHi].
-func (d *differ) compare(aLo, aHi, bLo, bHi int) {
-	for aLo < aHi && bLo < bHi && d.a[aLo] == d.b[bLo] {
-		aLo++
-		bLo++
-	}
-	for aLo < aHi && bLo < bHi && d.a[aHi-1] == d.b[bHi-1] {
-		aHi--
-		bHi--
-	}
-	switch {
-	case aLo == aHi:
-		for j := bLo; j < bHi; j++ {
-			d.addB[j] = true
+// newDiffer returns a differ of a and b with cost limit limit (0: the
+// default for their sizes, costLimit).
+func newDiffer(ctx context.Context, a, b []int32, limit int) *differ {
+	d := &differ{ctx: ctx, a: a, b: b, delA: make([]bool, len(a)), addB: make([]bool, len(b))}
+	// Discard the lines that occur nowhere in the other text: no common
+	// subsequence holds them, so they are changed in every script, the
+	// shortest included (GNU diff's discard_confusing_lines, its lines
+	// without a match).
+	var inA, inB []bool
+	for _, set := range []struct {
+		lines []int32
+		in    *[]bool
+	}{{a, &inA}, {b, &inB}} {
+		n := int32(0)
+		for _, id := range set.lines {
+			n = max(n, id+1)
 		}
-		return
-	case bLo == bHi:
-		for i := aLo; i < aHi; i++ {
+		if int(n) > len(*set.in) {
+			*set.in = append(*set.in, make([]bool, int(n)-len(*set.in))...)
+		}
+		for _, id := range set.lines {
+			(*set.in)[id] = true
+		}
+	}
+	seen := func(in []bool, id int32) bool { return int(id) < len(in) && in[id] }
+	for i, id := range a {
+		if seen(inB, id) {
+			d.xa, d.xv = append(d.xa, i), append(d.xv, id)
+		} else {
 			d.delA[i] = true
 		}
-		return
 	}
-	x, y, ok := d.middle(aLo, aHi, bLo, bHi)
-	if !ok || (x == aLo && y == bLo) || (x == aHi && y == bHi) {
-		// No split that makes progress: everything in the range changed.
-		for i := aLo; i < aHi; i++ {
-			d.delA[i] = true
-		}
-		for j := bLo; j < bHi; j++ {
+	for j, id := range b {
+		if seen(inA, id) {
+			d.xb, d.yv = append(d.xb, j), append(d.yv, id)
+		} else {
 			d.addB[j] = true
 		}
-		return
 	}
-	d.compare(aLo, x, bLo, y)
-	d.compare(x, aHi, y, bHi)
+	n, m := len(d.xv), len(d.yv)
+	d.limit = limit
+	if d.limit == 0 {
+		d.limit = costLimit(n, m)
+	}
+	// Diagonals run from -m-1 to n+1.
+	d.off = m + 1
+	d.fd = make([]int, n+m+3)
+	d.bd = make([]int, n+m+3)
+	return d
 }
 
-// middle finds where a forward and a reverse furthest-reaching path meet in
-// a[aLo:aHi] x b[bLo:bHi] (both non-empty, no common prefix or suffix) and
-// returns that point in absolute coordinates. ok is false only when the
-// ranges share nothing.
-func (d *differ) middle(aLo, aHi, bLo, bHi int) (x, y int, ok bool) {
-	a, b := d.a[aLo:aHi], d.b[bLo:bHi]
-	n, m := len(a), len(b)
-	maxD := (n + m + 1) / 2
-	off := maxD
-	size := 2*maxD + 2
-	if cap(d.v1) < size {
-		d.v1 = make([]int, size)
-		d.v2 = make([]int, size)
+// run marks the differences, or returns ctx's error once it ends.
+func (d *differ) run() error {
+	d.compare(0, len(d.xv), 0, len(d.yv), false)
+	return d.err
+}
+
+// tick counts n diagonal steps and reports whether the search must stop
+// (its context ended).
+func (d *differ) tick(n int) bool {
+	if d.err != nil {
+		return true
 	}
-	v1, v2 := d.v1[:size], d.v2[:size]
-	for i := range v1 {
-		v1[i], v2[i] = -1, -1
-	}
-	v1[off+1], v2[off+1] = 0, 0
-	delta := n - m
-	front := delta%2 != 0
-	k1start, k1end, k2start, k2end := 0, 0, 0, 0
-	for dd := 0; dd < maxD; dd++ {
-		for k1 := -dd + k1start; k1 <= dd-k1end; k1 += 2 {
-			i := off + k1
-			var x1 int
-			if k1 == -dd || (k1 != dd && v1[i-1] < v1[i+1]) {
-				x1 = v1[i+1]
-			} else {
-				x1 = v1[i-1] + 1
-			}
-			y1 := x1 - k1
-			for x1 < n && y1 < m && a[x1] == b[y1] {
-				x1++
-				y1++
-			}
-			v1[i] = x1
-			switch {
-			case x1 > n:
-				k1end += 2
-			case y1 > m:
-				k1start += 2
-			case front:
-				j := off + delta - k1
-				if j >= 0 && j < size && v2[j] != -1 && x1 >= n-v2[j] {
-					return aLo + x1, bLo + y1, true
-				}
-			}
-		}
-		for k2 := -dd + k2start; k2 <= dd-k2end; k2 += 2 {
-			i := off + k2
-			var x2 int
-			if k2 == -dd || (k2 != dd && v2[i-1] < v2[i+1]) {
-				x2 = v2[i+1]
-			} else {
-				x2 = v2[i-1] + 1
-			}
-			y2 := x2 - k2
-			for x2 < n && y2 < m && a[n-x2-1] == b[m-y2-1] {
-				x2++
-				y2++
-			}
-			v2[i] = x2
-			switch {
-			case x2 > n:
-				k2end += 2
-			case y2 > m:
-				k2start += 2
-			case !front:
-				j := off + delta - k2
-				if j >= 0 && j < size && v1[j] != -1 {
-					x1 := v1[j]
-					y1 := off + x1 - j
-					if x1 >= n-x2 {
-						return aLo + x1, bLo + y1, true
-					}
-				}
-			}
+	if d.steps += n; d.steps >= ctxCheckEvery {
+		d.steps = 0
+		if err := d.ctx.Err(); err != nil {
+			d.err = fmt.Errorf("edit search stopped: %w", err)
+			return true
 		}
 	}
-	return 0, 0, false
+	return false
+}
+
+// compare marks the differences between xv[xoff:xlim] and yv[yoff:ylim]
+// (GNU diff's compareseq). With minimal, the search for their middle snake
+// has no cost limit.
+func (d *differ) compare(xoff, xlim, yoff, ylim int, minimal bool) {
+	for d.err == nil {
+		for xoff < xlim && yoff < ylim && d.xv[xoff] == d.yv[yoff] {
+			xoff++
+			yoff++
+		}
+		for xoff < xlim && yoff < ylim && d.xv[xlim-1] == d.yv[ylim-1] {
+			xlim--
+			ylim--
+		}
+		switch {
+		case xoff == xlim:
+			for j := yoff; j < ylim; j++ {
+				d.addB[d.xb[j]] = true
+			}
+			return
+		case yoff == ylim:
+			for i := xoff; i < xlim; i++ {
+				d.delA[d.xa[i]] = true
+			}
+			return
+		}
+		p, ok := d.middle(xoff, xlim, yoff, ylim, minimal)
+		if !ok {
+			return
+		}
+		d.compare(xoff, p.x, yoff, p.y, p.loMinimal)
+		// The second half in this loop rather than by recursion.
+		xoff, yoff, minimal = p.x, p.y, p.hiMinimal
+	}
+}
+
+// partition is where a search divides a range, and whether each half is to be
+// searched without cost limit.
+type partition struct {
+	x, y                 int
+	loMinimal, hiMinimal bool
+}
+
+// middle finds the midpoint of a shortest edit script of xv[xoff:xlim] and
+// yv[yoff:ylim] (both non-empty, no common prefix or suffix), or, past the
+// cost limit and unless minimal, a point on the furthest-reaching path of
+// either search (GNU diff's diag, without its -H heuristic). ok is false
+// when the context ended.
+func (d *differ) middle(xoff, xlim, yoff, ylim int, minimal bool) (part partition, ok bool) {
+	fd, bd, off := d.fd, d.bd, d.off
+	xv, yv := d.xv, d.yv
+	dmin, dmax := xoff-ylim, xlim-yoff // the valid diagonals
+	fmid, bmid := xoff-yoff, xlim-ylim // the searches' centre diagonals
+	fmin, fmax, bmin, bmax := fmid, fmid, bmid, bmid
+	odd := (fmid-bmid)&1 != 0
+	fd[off+fmid] = xoff
+	bd[off+bmid] = xlim
+	for c := 1; ; c++ {
+		// Extend the forward search by an edit step on each diagonal.
+		if fmin > dmin {
+			fmin--
+			fd[off+fmin-1] = -1
+		} else {
+			fmin++
+		}
+		if fmax < dmax {
+			fmax++
+			fd[off+fmax+1] = -1
+		} else {
+			fmax--
+		}
+		for k := fmax; k >= fmin; k -= 2 {
+			tlo, thi := fd[off+k-1], fd[off+k+1]
+			x := tlo + 1
+			if tlo < thi {
+				x = thi
+			}
+			y := x - k
+			for x < xlim && y < ylim && xv[x] == yv[y] {
+				x++
+				y++
+			}
+			fd[off+k] = x
+			if odd && bmin <= k && k <= bmax && bd[off+k] <= x {
+				return partition{x: x, y: y, loMinimal: true, hiMinimal: true}, true
+			}
+		}
+		// And the backward search.
+		if bmin > dmin {
+			bmin--
+			bd[off+bmin-1] = math.MaxInt
+		} else {
+			bmin++
+		}
+		if bmax < dmax {
+			bmax++
+			bd[off+bmax+1] = math.MaxInt
+		} else {
+			bmax--
+		}
+		for k := bmax; k >= bmin; k -= 2 {
+			tlo, thi := bd[off+k-1], bd[off+k+1]
+			x := thi - 1
+			if tlo < thi {
+				x = tlo
+			}
+			y := x - k
+			for xoff < x && yoff < y && xv[x-1] == yv[y-1] {
+				x--
+				y--
+			}
+			bd[off+k] = x
+			if !odd && fmin <= k && k <= fmax && x <= fd[off+k] {
+				return partition{x: x, y: y, loMinimal: true, hiMinimal: true}, true
+			}
+		}
+		if d.tick(fmax - fmin + bmax - bmin + 2) {
+			return partition{}, false
+		}
+		if minimal || c < d.limit {
+			continue
+		}
+		// Too expensive: give up on the shortest script and split at the
+		// better of the point furthest along a forward diagonal (largest
+		// x+y) and the one furthest back along a backward diagonal
+		// (smallest x+y), each judged by how far it came.
+		fxybest, fxbest := -1, 0
+		for k := fmax; k >= fmin; k -= 2 {
+			x := min(fd[off+k], xlim)
+			y := x - k
+			if ylim < y {
+				x, y = ylim+k, ylim
+			}
+			if fxybest < x+y {
+				fxybest, fxbest = x+y, x
+			}
+		}
+		bxybest, bxbest := math.MaxInt, 0
+		for k := bmax; k >= bmin; k -= 2 {
+			x := max(xoff, bd[off+k])
+			y := x - k
+			if y < yoff {
+				x, y = yoff+k, yoff
+			}
+			if x+y < bxybest {
+				bxybest, bxbest = x+y, x
+			}
+		}
+		if (xlim+ylim)-bxybest < fxybest-(xoff+yoff) {
+			return partition{x: fxbest, y: fxybest - fxbest, loMinimal: true}, true
+		}
+		return partition{x: bxbest, y: bxybest - bxbest, hiMinimal: true}, true
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -197,6 +198,116 @@ func TestLarge(t *testing.T) {
 	require.InDelta(t, 667, res.Stats.Removed, 100)
 }
 
+// TestBudget diffs texts of about 900 kB whose edit search has no short
+// answer: 150,000 lines a side with no line in common, and 150,000 lines a
+// side drawn at random from a few distinct lines (every line occurs in both
+// texts, and the shortest script is long). Each ends within a few seconds
+// with a correct diff, and a search whose context ended stops with its
+// error.
+func TestBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		a, b string
+	}{
+		{"no line in common", disjointPair(150_000), ""},
+		{"few distinct lines", adversarialPair(150_000), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, _ := strings.Cut(tc.a, "\x00")
+			require.Greater(t, len(a)+len(b), 850_000)
+			type ended struct {
+				res *Result
+				err error
+			}
+			done := make(chan ended, 1)
+			start := time.Now()
+			go func() {
+				res, err := Work(context.Background(), Input{A: &a, B: &b})
+				done <- ended{res, err}
+			}()
+			var end ended
+			select {
+			case end = <-done:
+			case <-time.After(budget):
+				t.Fatalf("the diff of %d bytes ran past %v", len(a)+len(b), budget)
+			}
+			require.NoError(t, end.err)
+			res := end.res
+			t.Logf("%d bytes in %v: %+v", len(a)+len(b), time.Since(start), res.Stats)
+			require.Equal(t, b, apply(t, a, res))
+			require.Equal(t, len(split(a)), res.Stats.Removed+res.Stats.Unchanged)
+			require.Equal(t, len(split(b)), res.Stats.Added+res.Stats.Unchanged)
+		})
+	}
+	t.Run("context ended", func(t *testing.T) {
+		a, b, _ := strings.Cut(adversarialPair(20_000), "\x00")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := Work(ctx, Input{A: &a, B: &b})
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+// budget is how long TestBudget's diffs may take: a few seconds of a core,
+// with room for a machine shared with other tests.
+const budget = 15 * time.Second
+
+// TestCostLimit checks the cost limit's figures: GNU diff's 4096 for
+// small inputs, lowered to keep the search within SearchBudget for large
+// ones, never below MinCostLimit.
+func TestCostLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ n, m, limit int }{
+		{0, 0, 4096},
+		{10, 10, 4096},
+		{8_000, 8_000, 4096},
+		{150_000, 150_000, SearchBudget / 300_000},
+		{1 << 20, 1 << 20, MinCostLimit},
+	} {
+		require.Equal(t, tc.limit, costLimit(tc.n, tc.m), "%d, %d lines", tc.n, tc.m)
+	}
+}
+
+// TestOverLimitStillADiff runs the search with a tiny cost limit on
+// generated pairs: the script may be longer than the shortest, never
+// wrong.
+func TestOverLimitStillADiff(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	longer := 0
+	for i := 0; i < 500; i++ {
+		a := genText(rng)
+		b := mutate(rng, mutate(rng, a))
+		la, lb := split(a), split(b)
+		ia, ib := intern(la, lb)
+		d := newDiffer(context.Background(), ia, ib, 1)
+		require.NoError(t, d.run())
+		// The marks leave a common subsequence: the lines kept, in order.
+		var keptA, keptB []int32
+		removed, added := 0, 0
+		for i, del := range d.delA {
+			if del {
+				removed++
+			} else {
+				keptA = append(keptA, ia[i])
+			}
+		}
+		for j, add := range d.addB {
+			if add {
+				added++
+			} else {
+				keptB = append(keptB, ib[j])
+			}
+		}
+		require.Equal(t, keptA, keptB, "pair %d\na=%q\nb=%q", i, a, b)
+		if min := Compute(a, b); removed+added > min.Stats.Added+min.Stats.Removed {
+			longer++
+		}
+	}
+	t.Logf("%d of 500 scripts longer than the shortest", longer)
+}
+
 func TestWork(t *testing.T) {
 	t.Parallel()
 	a, b := "x\n", "y\n"
@@ -217,6 +328,26 @@ func FuzzDiff(f *testing.F) {
 		require.Equal(t, len(split(a)), res.Stats.Removed+res.Stats.Unchanged)
 		require.Equal(t, len(split(b)), res.Stats.Added+res.Stats.Unchanged)
 	})
+}
+
+// BenchmarkBudget diffs TestBudget's texts of 900 kB.
+func BenchmarkBudget(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		pair string
+	}{
+		{"NoLineInCommon", disjointPair(150_000)},
+		{"FewDistinctLines", adversarialPair(150_000)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			x, y, _ := strings.Cut(bc.pair, "\x00")
+			b.SetBytes(int64(len(x) + len(y)))
+			b.ReportAllocs()
+			for b.Loop() {
+				Compute(x, y)
+			}
+		})
+	}
 }
 
 func BenchmarkDiff10k(b *testing.B) {
@@ -393,4 +524,42 @@ func bigPair(n int, frac float64) (string, string) {
 		}
 	}
 	return a.String(), b.String()
+}
+
+// disjointPair returns two texts of n lines each, a and b joined by a NUL,
+// with no line of one in the other (three bytes a line).
+func disjointPair(n int) string {
+	var s strings.Builder
+	for side := range 2 {
+		for i := range n {
+			// 2 characters of 64 on one side, of another 64 on the other:
+			// lines repeat within a side, never across.
+			s.WriteByte(byte('0' + side*64/2 + i%32))
+			s.WriteByte(byte('0' + (i/32)%64))
+			s.WriteByte('\n')
+		}
+		if side == 0 {
+			s.WriteByte(0)
+		}
+	}
+	return s.String()
+}
+
+// adversarialPair returns two texts of n lines each, a and b joined by a
+// NUL, each line drawn at random from 8 (three bytes a line): every line
+// occurs in both, and their shortest edit script is long.
+func adversarialPair(n int) string {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var s strings.Builder
+	for side := range 2 {
+		for range n {
+			s.WriteString("l")
+			s.WriteByte(byte('0' + rng.IntN(8)))
+			s.WriteByte('\n')
+		}
+		if side == 0 {
+			s.WriteByte(0)
+		}
+	}
+	return s.String()
 }

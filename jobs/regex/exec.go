@@ -226,7 +226,9 @@ func (m *btMatcher) exec(_, atCP int) (*span, error) {
 	m.prog.bt.MatchTimeout = left
 	res, err := m.prog.bt.FindRunesMatchStartingAt(m.runes, atCP)
 	if err != nil {
-		return nil, fmt.Errorf("%w (%v)", ErrTimeout, err)
+		// regexp2's only error is its timeout, whose message holds the
+		// whole text: the call's answer and its ledger get ErrTimeout.
+		return nil, ErrTimeout
 	}
 	if res == nil {
 		return nil, nil

@@ -51,6 +51,7 @@ package regex
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -61,8 +62,25 @@ import (
 // Kind is the operation's name and River job kind.
 const Kind = "regex"
 
-// DefaultTimeLimit bounds one call's matching on the ecmascript engine.
-const DefaultTimeLimit = 2 * time.Second
+// The time budget of one call's matching on the ecmascript engine
+// (TimeLimit): BaseTimeLimit plus PerCharTimeLimit a character of the text,
+// at most MaxTimeLimit. A backtracking pattern that goes catastrophic on a
+// short text is stopped in a fraction of a second, while a text of 1 MiB
+// (about 250 ms of matching for a pattern with lookahead or a
+// backreference, docs/performance.md) has the room it needs on a busy
+// machine. The engine reads its clock every 100 ms: a match stops up to
+// that much after its budget.
+const (
+	BaseTimeLimit    = 100 * time.Millisecond
+	PerCharTimeLimit = time.Microsecond
+	MaxTimeLimit     = 2 * time.Second
+)
+
+// TimeLimit returns the time budget of matching over text on the ecmascript
+// engine.
+func TimeLimit(text string) time.Duration {
+	return min(MaxTimeLimit, BaseTimeLimit+time.Duration(utf8.RuneCountInString(text))*PerCharTimeLimit)
+}
 
 // Input is the request body of regex.
 type Input struct {
@@ -147,9 +165,9 @@ type Group struct {
 	Index *int    `json:"index"`
 }
 
-// Work runs in with DefaultTimeLimit.
+// Work runs in within the time budget of its text (TimeLimit).
 func Work(ctx context.Context, in Input) (*Result, error) {
-	return Run(ctx, in, DefaultTimeLimit)
+	return Run(ctx, in, TimeLimit(in.Text))
 }
 
 // Run runs in.Pattern over in.Text. The ecmascript engine stops after
@@ -169,6 +187,10 @@ func Run(ctx context.Context, in Input, timeLimit time.Duration) (*Result, error
 		deadline = d
 	}
 	res, err := run(ctx, prog, fl, in.Text, deadline)
+	if errors.Is(err, ErrTimeout) {
+		return nil, fmt.Errorf("regex %s engine: %w: stopped after its budget of %v for a text of %d characters",
+			prog.engine, err, timeLimit, utf8.RuneCountInString(in.Text))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("regex %s engine: %w", prog.engine, err)
 	}

@@ -166,6 +166,27 @@ func TestTruncated(t *testing.T) {
 	})
 }
 
+// TestCatastrophicBudget runs a catastrophic pattern on a short text as a
+// paid call does (Work): the backtracking engine stops at the budget of a
+// text that short (TimeLimit), well before MaxTimeLimit, with ErrTimeout;
+// the budget grows with the text, up to MaxTimeLimit.
+func TestCatastrophicBudget(t *testing.T) {
+	t.Parallel()
+	in := Input{Pattern: `^(a+)+\1$`, Text: strings.Repeat("a", 40) + "!"}
+	start := time.Now()
+	_, err := Work(context.Background(), in)
+	took := time.Since(start)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.Contains(t, err.Error(), "ecmascript")
+	require.NotContains(t, err.Error(), in.Text, "the error repeats the text")
+	t.Logf("stopped after %v", took)
+	require.Less(t, took, MaxTimeLimit/2, "a catastrophic pattern on 41 characters ran for %v", took)
+
+	require.Equal(t, BaseTimeLimit+41*PerCharTimeLimit, TimeLimit(in.Text))
+	require.Equal(t, BaseTimeLimit+(1<<20)*PerCharTimeLimit, TimeLimit(strings.Repeat("é", 1<<20)))
+	require.Equal(t, MaxTimeLimit, TimeLimit(strings.Repeat("a", 4<<20)))
+}
+
 func TestTimeout(t *testing.T) {
 	t.Parallel()
 	in := Input{Pattern: `(?=(a|aa)+b)`, Text: strings.Repeat("a", 60)}
@@ -379,7 +400,7 @@ func BenchmarkRegex1MB(b *testing.B) {
 	}
 }
 
-// testRun runs in with a time limit far above DefaultTimeLimit: the tests
+// testRun runs in with a time limit far above MaxTimeLimit: the tests
 // share the machine with every other package's tests, and only TestTimeout
 // is about the limit.
 func testRun(in Input) (*Result, error) {
