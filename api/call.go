@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"time"
 
@@ -53,7 +54,8 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	// have payments refused after such a read (refusedLimiter). A payment
 	// accepted before and sent again is no refusal.
 	guard, done := s.refused.guard(ctx, clientOf(ctx))
-	payment, err := s.cfg.Payments.Verify(x402.WithChainGuard(ctx, guard), entry.op.Name, header)
+	vctx := x402.WithValidFor(x402.WithChainGuard(ctx, guard), s.validFor(entry))
+	payment, err := s.cfg.Payments.Verify(vctx, entry.op.Name, header)
 	if err != nil {
 		prior, lerr := s.acceptedBefore(ctx, entry, header, err)
 		if lerr != nil {
@@ -73,13 +75,34 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
-	err = s.admitter.Commit(ctx, &admission{
+	adm := &admission{
 		callID: callID,
 		verified: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
 		},
-		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
-	})
+		job:     river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
+		reserve: s.reservation(callID, payment),
+	}
+	err = s.admitter.Commit(ctx, adm)
+	if err == nil && adm.reserved.Outcome == store.ReserveNeedsBalance {
+		// Other payments of the payer are in flight: this one is
+		// weighed against the balance the chain shows now.
+		adm.reserve.Read = s.cfg.Now().UTC()
+		if adm.reserve.Balance, err = s.balances.Balance(ctx, payment); err != nil {
+			sub.Close()
+			return nil, s.refusal(ctx, entry, err)
+		}
+		if err = s.admitter.Commit(ctx, adm); err == nil && adm.reserved.Outcome == store.ReserveNeedsBalance {
+			err = fmt.Errorf("reserve %s: a balance was read and is still wanted", payment.Key())
+		}
+	}
+	if err == nil && adm.reserved.Outcome == store.ReserveShort {
+		sub.Close()
+		r := adm.reserve
+		return nil, s.refusal(ctx, entry, &x402.Refusal{Reason: x402.ReasonInsufficientFunds, Message: fmt.Sprintf(
+			"%s holds %s of %s on %s, and its payments in flight here (verified, not yet settled) already take %s: this payment of %s is not covered; wait for them to end, or fund the wallet",
+			r.Payer, balanceText(r.Balance, r.Amount), r.Asset, r.Network, adm.reserved.InFlight, r.Amount)})
+	}
 	if errors.Is(err, store.ErrConflict) {
 		sub.Close()
 		// A payment already used (the unique index on its key refused the
@@ -97,6 +120,37 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	}
 	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
 	return &admitted{id: callID, token: token, sub: sub}, nil
+}
+
+// validFor is how long a payment for entry's operation must stay valid
+// after its verification: the operation's time budget and the settlement
+// window (Config.PaymentValidFor).
+func (s *Server) validFor(*opEntry) time.Duration { return s.cfg.PaymentValidFor }
+
+// reservation returns the reservation of payment, verified for call
+// callID, against its payer's balance, or nil when payments of its network
+// are not reserved (their scheme reads no balances, x402.BalanceReader).
+// Its balance is not read yet: the simulated transfer showed it covers the
+// payment, which is enough while nothing else of the payer's is in flight.
+func (s *Server) reservation(callID string, payment *x402.Payment) *store.Reservation {
+	if s.balances == nil || payment.ValidBefore.IsZero() || !s.balances.Reserves(payment.Network) {
+		return nil
+	}
+	amount, ok := new(big.Int).SetString(payment.Amount, 10)
+	if !ok {
+		return nil
+	}
+	return &store.Reservation{CallID: callID, Network: payment.Network, Asset: payment.Asset, Payer: payment.Payer,
+		Amount: amount, ValidBefore: payment.ValidBefore, Read: payment.VerifiedAt}
+}
+
+// balanceText is how a refusal for want of funds names the balance: as
+// read, or, when it was not, as verification showed it.
+func balanceText(balance, amount *big.Int) string {
+	if balance == nil {
+		return "at least " + amount.String()
+	}
+	return balance.String()
 }
 
 // invalidInput is the error of an input Decode refused with err: 400

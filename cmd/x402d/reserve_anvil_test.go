@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/anviltest"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/payclient"
+)
+
+// fundUSDC has development account from send amount of Circle's USDC to to.
+func fundUSDC(t *testing.T, node *anviltest.Node, from uint32, to common.Address, amount *big.Int) {
+	t.Helper()
+	key, err := devchain.DeriveKey(devchain.Mnemonic, from)
+	require.NoError(t, err)
+	data := append(common.FromHex("0xa9059cbb"), common.LeftPadBytes(to.Bytes(), 32)...)
+	data = append(data, common.LeftPadBytes(amount.Bytes(), 32)...)
+	r := node.Transact(key, devchain.USDC, data)
+	require.Equal(t, uint64(1), r.Status)
+}
+
+// TestAnvil_OneBalanceManyCalls has a fresh wallet holding exactly one
+// regex price send 2,000 concurrent paid regex calls to `x402d serve`
+// settling on anvil with Circle's USDC, each with its own valid payment:
+// verification reserves each payment against the payer's balance, so one
+// call is admitted, run and paid, and every other is answered 402 for want
+// of funds before any work is queued (one River job of the operation's
+// kind in all).
+func TestAnvil_OneBalanceManyCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, nil)
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
+	// Refusals after a chain read are not limited here: every call is
+	// answered on its own merits.
+	env["REFUSED_PAYMENTS_BURST"], env["REFUSED_PAYMENTS_PER_SECOND"] = "100000", "100000"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	price := big.NewInt(10_000)
+	fundUSDC(t, node, 7, payer.Address(), price)
+	payTo := devAddress(t, devchain.PayToAccount)
+	payToBefore := usdcBalance(ctx, t, node.Client, payTo)
+
+	const calls = 2000
+	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: calls}}
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: base, Requests: []loadgen.Request{{Op: "regex", Body: `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}},
+		Payer: payer, Concurrency: calls, MaxCalls: calls, Duration: 5 * time.Minute, Presign: true,
+		Retry: true, RetryFor: 90 * time.Second, Client: client,
+	})
+	require.NoError(t, err)
+	t.Logf("%s", rep)
+	require.Equal(t, calls, rep.Calls, rep.String())
+	require.Equal(t, 1, rep.Statuses[http.StatusOK], rep.String())
+	require.Equal(t, calls-1, rep.Statuses[http.StatusPaymentRequired], rep.String())
+
+	// One job of the operation's kind: nothing else was worked on.
+	var jobs int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'regex'").Scan(&jobs))
+	require.Equal(t, 1, jobs)
+
+	// Refused for want of funds: by the reservation while the paid call
+	// was in flight, by the simulation once it was settled.
+	reserved := scrapeSum(ctx, t, base, "x402d_payments_refused_total", `reason="`+x402.ReasonInsufficientFunds+`"`)
+	simulated := scrapeSum(ctx, t, base, "x402d_payments_refused_total", `reason="`+evm.ReasonInsufficientBalance+`"`)
+	t.Logf("refused by the reservation: %.0f, by the simulation: %.0f", reserved, simulated)
+	require.Equal(t, float64(calls-1), reserved+simulated)
+	require.Positive(t, reserved)
+
+	require.Zero(t, usdcBalance(ctx, t, node.Client, payer.Address()).Sign())
+	require.Equal(t, price, new(big.Int).Sub(usdcBalance(ctx, t, node.Client, payTo), payToBefore))
+}
+
+// TestAnvil_ValidBeforeLeavesRunAndSettlement pays regex calls on anvil
+// with authorizations that expire at different times: one that expires
+// before the operation's time budget (JOB_TIMEOUT) and the settlement
+// window (SETTLEMENT_WINDOW) have passed is refused with a 402 naming
+// validBefore and saying what it must leave, before any work; one that
+// leaves both is run and paid.
+func TestAnvil_ValidBeforeLeavesRunAndSettlement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, nil)
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
+	env["JOB_TIMEOUT"], env["SETTLEMENT_WINDOW"] = "40s", "20s"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	const op, body = "regex", `{"pattern":"\\d+","text":"a1b22","flags":"g"}`
+	key, err := devchain.DeriveKey(devchain.Mnemonic, 6)
+	require.NoError(t, err)
+	required := quoteOf(t, base, op, body)
+	var q x402.PaymentRequired
+	require.NoError(t, x402.DecodeHeader(required, &q))
+	for _, a := range q.Accepts {
+		require.GreaterOrEqual(t, a.MaxTimeoutSeconds, 60+30, "the quote's window leaves the run, the settlement and a margin")
+	}
+
+	// A payment signed as the quote's window allows, then ones whose
+	// window, counted from now, is shorter than the 60 s needed.
+	for _, tc := range []struct {
+		name   string
+		leaves time.Duration
+		status int
+	}{
+		{"official window", time.Duration(q.Accepts[0].MaxTimeoutSeconds) * time.Second, http.StatusOK},
+		{"past the budget", 45 * time.Second, http.StatusPaymentRequired},
+		{"a block", 10 * time.Second, http.StatusPaymentRequired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// payclient signs validBefore as its clock's now plus the
+			// quote's maxTimeoutSeconds: a clock set back makes it
+			// expire tc.leaves from now.
+			shift := time.Duration(q.Accepts[0].MaxTimeoutSeconds)*time.Second - tc.leaves
+			c, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453", Now: func() time.Time { return time.Now().Add(-shift) }})
+			require.NoError(t, err)
+			header, err := c.Pay(ctx, required)
+			require.NoError(t, err)
+			status, answer, _ := postPaid(t, base, op, body, header)
+			require.Equal(t, tc.status, status, answer)
+			if tc.status != http.StatusPaymentRequired {
+				return
+			}
+			var refused struct {
+				Error   string `json:"error"`
+				Message string `json:"message"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(answer), &refused))
+			require.Equal(t, evm.ReasonValidBefore, refused.Error)
+			require.Contains(t, refused.Message, "at least 60 s")
+		})
+	}
+	var jobs int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = $1", op).Scan(&jobs))
+	require.Equal(t, 1, jobs, "only the payment that leaves the run and its settlement is worked on")
+}
+
+// quoteOf returns op's PAYMENT-REQUIRED header value at base.
+func quoteOf(t *testing.T, base, op, body string) string {
+	t.Helper()
+	resp, _ := post(t, http.DefaultClient, base+"/api/x402/"+op, "", body)
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Payment-Required"))
+	return resp.Header.Get("Payment-Required")
+}
