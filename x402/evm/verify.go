@@ -241,7 +241,7 @@ func (v *Verifier) Balance(ctx context.Context, p *x402.Payment) (*big.Int, erro
 	if err != nil {
 		return nil, err
 	}
-	balance, err := balanceOf(WithPurpose(ctx, PurposeVerify), reader, asset, payer)
+	balance, err := balanceOf(WithPurpose(ctx, PurposeReserve), reader, asset, payer)
 	if err != nil {
 		return nil, fmt.Errorf("read balance of %s: %w", payer.Hex(), err)
 	}
