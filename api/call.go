@@ -84,24 +84,38 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		reserve: s.reservation(callID, payment),
 	}
 	err = s.admitter.Commit(ctx, adm)
-	if err == nil && adm.reserved.Outcome == store.ReserveNeedsBalance {
+	for read := false; err == nil && adm.reserved.Outcome != store.ReserveHeld; read = true {
+		// The payment sent again while its call is in flight is that
+		// call's, not one more to reserve.
+		prior, perr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
+		if perr == nil {
+			sub.Close()
+			return s.resume(entry, prior, requestHash)
+		}
+		if !errors.Is(perr, store.ErrNotFound) {
+			err = fmt.Errorf("reserve: %w", perr)
+			break
+		}
+		r := adm.reserve
+		if adm.reserved.Outcome == store.ReserveShort {
+			sub.Close()
+			return nil, s.refusal(ctx, entry, &x402.Refusal{Reason: x402.ReasonInsufficientFunds, Message: fmt.Sprintf(
+				"%s holds %s of %s on %s, and its payments in flight here (verified, not yet settled) already take %s: "+
+					"this payment of %s is not covered; wait for them to end, or fund the wallet",
+				r.Payer, balanceText(r.Balance, r.Amount), r.Asset, r.Network, adm.reserved.InFlight, r.Amount)})
+		}
+		if read {
+			err = fmt.Errorf("reserve %s: a balance was read and is still wanted", payment.Key())
+			break
+		}
 		// Other payments of the payer are in flight: this one is
 		// weighed against the balance the chain shows now.
-		adm.reserve.Read = s.cfg.Now().UTC()
-		if adm.reserve.Balance, err = s.balances.Balance(ctx, payment); err != nil {
+		r.Read = s.cfg.Now().UTC()
+		if r.Balance, err = s.balances.Balance(ctx, payment); err != nil {
 			sub.Close()
 			return nil, s.refusal(ctx, entry, err)
 		}
-		if err = s.admitter.Commit(ctx, adm); err == nil && adm.reserved.Outcome == store.ReserveNeedsBalance {
-			err = fmt.Errorf("reserve %s: a balance was read and is still wanted", payment.Key())
-		}
-	}
-	if err == nil && adm.reserved.Outcome == store.ReserveShort {
-		sub.Close()
-		r := adm.reserve
-		return nil, s.refusal(ctx, entry, &x402.Refusal{Reason: x402.ReasonInsufficientFunds, Message: fmt.Sprintf(
-			"%s holds %s of %s on %s, and its payments in flight here (verified, not yet settled) already take %s: this payment of %s is not covered; wait for them to end, or fund the wallet",
-			r.Payer, balanceText(r.Balance, r.Amount), r.Asset, r.Network, adm.reserved.InFlight, r.Amount)})
+		err = s.admitter.Commit(ctx, adm)
 	}
 	if errors.Is(err, store.ErrConflict) {
 		sub.Close()

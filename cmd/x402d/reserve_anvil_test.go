@@ -15,6 +15,7 @@ import (
 	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
+	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
@@ -88,6 +89,67 @@ func TestAnvil_OneBalanceManyCalls(t *testing.T) {
 
 	require.Zero(t, usdcBalance(ctx, t, node.Client, payer.Address()).Sign())
 	require.Equal(t, price, new(big.Int).Sub(usdcBalance(ctx, t, node.Client, payTo), payToBefore))
+}
+
+// TestAnvil_ReservedPaymentResent: a wallet holding one price pays a slow
+// call on anvil; sent again while its call runs, the same payment is that
+// call's (202, the same call), not a second payment found short of funds,
+// while another payment of the wallet is answered 402 insufficient_funds
+// naming the balance and the payment in flight. The first call is then
+// paid once.
+func TestAnvil_ReservedPaymentResent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, nil)
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["CALL_WAIT"] = testMaxConns, "warn", "100ms"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] },
+		&options{ops: []opDef{{sleepOp, worker.Bind(sleepOp, sleepWork, false)}}})
+
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
+	require.NoError(t, err)
+	price := big.NewInt(10_000)
+	fundUSDC(t, node, 7, payer.Address(), price)
+
+	const body = `{"ms":10000}`
+	required := quoteOf(t, base, "sleep", body)
+	header, err := payer.Pay(ctx, required)
+	require.NoError(t, err)
+	status, answer, _ := postPaid(t, base, "sleep", body, header)
+	require.Equal(t, http.StatusAccepted, status, answer)
+	var first map[string]string
+	require.NoError(t, json.Unmarshal([]byte(answer), &first))
+
+	status, answer, _ = postPaid(t, base, "sleep", body, header)
+	require.Equal(t, http.StatusAccepted, status, answer)
+	var again map[string]string
+	require.NoError(t, json.Unmarshal([]byte(answer), &again))
+	require.Equal(t, first["call_id"], again["call_id"])
+
+	other, err := payer.Pay(ctx, required)
+	require.NoError(t, err)
+	status, answer, _ = postPaid(t, base, "sleep", body, other)
+	require.Equal(t, http.StatusPaymentRequired, status, answer)
+	var refused struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(answer), &refused))
+	require.Equal(t, x402.ReasonInsufficientFunds, refused.Error)
+	require.Contains(t, refused.Message, payer.Address().Hex()+" holds 10000 of")
+	require.Contains(t, refused.Message, "already take 10000")
+
+	resp, err := http.Get(base + first["poll"] + "&wait=60")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Zero(t, usdcBalance(ctx, t, node.Client, payer.Address()).Sign())
+	var jobs int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'sleep'").Scan(&jobs))
+	require.Equal(t, 1, jobs)
 }
 
 // TestAnvil_ValidBeforeLeavesRunAndSettlement pays regex calls on anvil
