@@ -46,11 +46,12 @@ const admissionLinger = 20 * time.Millisecond
 // Nothing is charged before the settlement, and the run's result, which
 // commits durably, makes these records durable too (WAL is flushed in
 // order): they need not wait for the disk (store.InRelaxedTx). previous
-// writes call.paid as the previous release did (Config.LedgerPreviousForm).
-func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool) *store.GroupCommitter[*admission] {
+// writes call.paid as the previous release did (Config.LedgerPreviousForm);
+// now is the clock reservations are weighed by.
+func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool, now func() time.Time) *store.GroupCommitter[*admission] {
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission")}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
-		batch, err := reserve(ctx, tx, batch)
+		batch, err := reserve(ctx, tx, now(), batch)
 		if err != nil || len(batch) == 0 {
 			return err
 		}
@@ -75,7 +76,7 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 // returns the admissions to record: those without one, and those whose
 // reservation is held. Each admission's reserved is set (again: a
 // transaction refused is written again).
-func reserve(ctx context.Context, tx pgx.Tx, batch []*admission) ([]*admission, error) {
+func reserve(ctx context.Context, tx pgx.Tx, now time.Time, batch []*admission) ([]*admission, error) {
 	var rs []store.Reservation
 	for _, adm := range batch {
 		adm.reserved = store.Reserved{}
@@ -86,7 +87,7 @@ func reserve(ctx context.Context, tx pgx.Tx, batch []*admission) ([]*admission, 
 	if len(rs) == 0 {
 		return batch, nil
 	}
-	out, err := store.Reserve(ctx, tx, rs)
+	out, err := store.Reserve(ctx, tx, now, rs)
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		reserve: s.reservation(callID, payment),
 	}
 	err = s.admitter.Commit(ctx, adm)
-	for read := false; err == nil && adm.reserved.Outcome != store.ReserveHeld; read = true {
+	for reads := 0; err == nil && adm.reserved.Outcome != store.ReserveHeld; reads++ {
 		// The payment sent again while its call is in flight is that
 		// call's, not one more to reserve.
 		prior, perr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
@@ -104,12 +104,15 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 					"this payment of %s is not covered; wait for them to end, or fund the wallet",
 				r.Payer, balanceText(r.Balance, r.Amount), r.Asset, r.Network, adm.reserved.InFlight, r.Amount)})
 		}
-		if read {
-			err = fmt.Errorf("reserve %s: a balance was read and is still wanted", payment.Key())
-			break
+		if reads == maxBalanceReads {
+			// Each balance read was stale by the time it was weighed:
+			// the database or the chain is that slow now.
+			sub.Close()
+			return nil, s.refusal(ctx, entry, fmt.Errorf("reserve %s: %d balance reads older than %s when weighed", payment.Key(), reads, store.ReserveFresh))
 		}
-		// Other payments of the payer are in flight: this one is
-		// weighed against the balance the chain shows now.
+		// Other payments of the payer are in flight, or the
+		// verification is not fresh: the payment is weighed against
+		// the balance the chain shows now.
 		r.Read = s.cfg.Now().UTC()
 		if r.Balance, err = s.balances.Balance(ctx, payment); err != nil {
 			sub.Close()
@@ -135,6 +138,11 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
 	return &admitted{id: callID, token: token, sub: sub}, nil
 }
+
+// maxBalanceReads bounds the balance reads of one payment's reservation
+// (store.ReserveNeedsBalance): past them it is answered 503
+// verification_unavailable, nothing charged.
+const maxBalanceReads = 2
 
 // validFor is how long a payment for entry's operation must stay valid
 // after its verification: the operation's time budget and the settlement

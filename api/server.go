@@ -147,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm),
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm, cfg.Now),
 		refused: newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now)}
 	s.balances, _ = cfg.Payments.(x402.BalanceReader)
 	for _, op := range cfg.Ops {

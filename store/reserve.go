@@ -77,24 +77,45 @@ type Reserved struct {
 // network. The two-key locks are apart from River's one-key ones.
 const reserveLockClass = 0x78343032
 
-// reserveSweep bounds the rows of ended reservations (their authorization
-// expired) that one Reserve deletes.
-const reserveSweep = 64
+// Limits of the reservations.
+const (
+	// ReserveFresh is how recent a reservation's Read must be: one read
+	// earlier (a verification that took longer) is weighed again with a
+	// balance read now (ReserveNeedsBalance).
+	ReserveFresh = 5 * time.Second
+	// reserveKeepEnded is how long the row of a reservation whose call
+	// ended is kept: long enough for every fresh Read (ReserveFresh) to
+	// see a call paid after it, with a margin for clocks. The admissions
+	// of its payer delete it then, so that a payer's rows are its calls
+	// in flight and those that ended moments ago, however many it makes.
+	reserveKeepEnded = 2 * ReserveFresh
+	// reserveMaxAge bounds how long a reservation can count, whatever
+	// its payment's validBefore (a payer picks it): the rows of payers
+	// who never come back are deleted then at the latest.
+	reserveMaxAge = 24 * time.Hour
+	// reserveSweep is how many rows of reservations that count no more
+	// (their authorization expired, or reserveMaxAge passed) one Reserve
+	// deletes beyond twice those it writes.
+	reserveSweep = 16
+)
 
 // Reserve weighs each of rs, in order, against its payer's balance within
-// tx, the admission's transaction, and writes those held. A reservation is
-// held when its payer's payments in flight, with it, sum to no more than its
-// Balance; without a Balance, only when none is in flight (verification
-// showed the balance covers one payment). Payments in flight are those of
-// the same payer, asset and network whose call is queued, running or
-// settling, or was paid after the reservation's Read, and whose
-// authorization has not expired; those of rs held before it count too.
+// tx, the admission's transaction, at now, and writes those held. A
+// reservation is held when its payer's payments in flight, with it, sum to
+// no more than its Balance; without a Balance, only when none is in flight
+// (verification showed the balance covers one payment). Payments in flight
+// are those of the same payer, asset and network whose call is queued,
+// running or settling, or was paid after the reservation's Read, and whose
+// authorization has not expired; those of rs held before it count too. A
+// reservation whose Read is older than ReserveFresh is not weighed
+// (ReserveNeedsBalance).
 //
 // Reserve first locks each payer named in rs for the rest of tx (in one
 // order, so that two transactions cannot deadlock), then reads and writes:
-// admissions of one payer in any process are serialised. It also deletes a
-// few rows of reservations whose authorization has expired.
-func Reserve(ctx context.Context, tx pgx.Tx, rs []Reservation) ([]Reserved, error) {
+// admissions of one payer in any process are serialised. It also deletes
+// the rows of these payers' calls that ended more than a few seconds ago,
+// and a few rows that count no more.
+func Reserve(ctx context.Context, tx pgx.Tx, now time.Time, rs []Reservation) ([]Reserved, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
@@ -108,15 +129,23 @@ func Reserve(ctx context.Context, tx pgx.Tx, rs []Reservation) ([]Reserved, erro
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
+	inFlightStates := []string{CallQueued, CallRunning, CallSettling}
 	b := &pgx.Batch{}
 	b.Queue("SELECT pg_advisory_xact_lock($1::int, k) FROM unnest($2::int[]) WITH ORDINALITY AS u(k, i) ORDER BY i", int32(reserveLockClass), locks)
+	// The rows of calls that ended a while ago count for no Read that is
+	// fresh: deleted, they are not read again by the payer's next
+	// admissions.
+	b.Queue(`DELETE FROM reservations r USING calls c, unnest($1::text[], $2::text[], $3::text[]) AS u(network, asset, payer)
+		WHERE r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND c.id = r.call_id
+			AND c.state <> ALL($4::text[]) AND c.updated_at < $5`,
+		networks, assets, payers, inFlightStates, now.Add(-reserveKeepEnded))
 	// Each reservation's payments in flight, as of its own Read.
 	sums := b.Queue(`SELECT u.i, coalesce(sum(r.amount) FILTER (WHERE c.id IS NOT NULL), 0)::text
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(network, asset, payer, read, i)
-		LEFT JOIN reservations r ON r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.valid_before > now()
+		LEFT JOIN reservations r ON r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.valid_before > $7
 		LEFT JOIN calls c ON c.id = r.call_id AND (c.state = ANY($5::text[]) OR (c.state = $6 AND c.updated_at > u.read))
 		GROUP BY u.i`,
-		networks, assets, payers, reads, []string{CallQueued, CallRunning, CallSettling}, CallPaid)
+		networks, assets, payers, reads, inFlightStates, CallPaid, now)
 	inFlight := make([]*big.Int, n)
 	sums.Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -156,7 +185,7 @@ func Reserve(ctx context.Context, tx pgx.Tx, rs []Reservation) ([]Reserved, erro
 		sum := new(big.Int).Add(inFlight[i], before)
 		out[i].InFlight = sum
 		switch after := new(big.Int).Add(sum, r.Amount); {
-		case r.Balance == nil && sum.Sign() > 0:
+		case r.Read.Before(now.Add(-ReserveFresh)), r.Balance == nil && sum.Sign() > 0:
 			out[i].Outcome = ReserveNeedsBalance
 			continue
 		case r.Balance != nil && after.Cmp(r.Balance) > 0:
@@ -165,7 +194,7 @@ func Reserve(ctx context.Context, tx pgx.Tx, rs []Reservation) ([]Reserved, erro
 		}
 		held[k] = new(big.Int).Add(before, r.Amount)
 		calls, nets, toks, pays = append(calls, r.CallID), append(nets, r.Network), append(toks, r.Asset), append(pays, r.Payer)
-		amounts, befores = append(amounts, r.Amount.String()), append(befores, r.ValidBefore)
+		amounts, befores = append(amounts, r.Amount.String()), append(befores, minTime(r.ValidBefore, now.Add(reserveMaxAge)))
 	}
 	b = &pgx.Batch{}
 	if len(calls) > 0 {
@@ -174,11 +203,20 @@ func Reserve(ctx context.Context, tx pgx.Tx, rs []Reservation) ([]Reserved, erro
 			calls, nets, toks, pays, amounts, befores)
 	}
 	b.Queue(`DELETE FROM reservations WHERE call_id IN (
-		SELECT call_id FROM reservations WHERE valid_before <= now() ORDER BY valid_before LIMIT $1 FOR UPDATE SKIP LOCKED)`, reserveSweep)
+		SELECT call_id FROM reservations WHERE valid_before <= $1 ORDER BY valid_before LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		now, 2*len(calls)+reserveSweep)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("write %d reservations: %w", len(calls), err)
 	}
 	return out, nil
+}
+
+// minTime returns the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // reserveLock is the second key of the advisory lock of r's payer.

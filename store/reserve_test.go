@@ -49,7 +49,7 @@ func TestReserve(t *testing.T) {
 		tx, err := db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
-		out, err := store.Reserve(ctx, tx, rs)
+		out, err := store.Reserve(ctx, tx, now.Add(3*time.Second), rs)
 		require.NoError(t, err)
 		outcomes := make([]store.ReserveOutcome, len(out))
 		for i, o := range out {
@@ -105,9 +105,36 @@ func TestReserve(t *testing.T) {
 	_, err := db.Pool.Exec(ctx, "UPDATE reservations SET valid_before = now() - interval '1 second' WHERE call_id = $1", fourth)
 	require.NoError(t, err)
 	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, res(id(), payer, prices(1), now.Add(2*time.Second))))
-	var left int
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM reservations WHERE call_id = $1", fourth).Scan(&left))
-	require.Zero(t, left)
+	rows := func(id string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM reservations WHERE call_id = $1", id).Scan(&n))
+		return n
+	}
+	require.Zero(t, rows(fourth))
+
+	// A read older than ReserveFresh is weighed again, with a balance
+	// read now, balance or not.
+	stale := now.Add(3*time.Second - store.ReserveFresh - time.Second)
+	require.Equal(t, []store.ReserveOutcome{needs, needs}, reserve(store.CallQueued, res(id(), other, nil, stale), res(id(), other, prices(9), stale)))
+
+	// The payer's admissions delete the rows of its calls that ended a
+	// while ago (paid, failed, refused), and keep those in flight or just
+	// ended.
+	setState(second, store.CallPaid, now.Add(-time.Minute))
+	setState(first, store.CallFailed, now.Add(-time.Minute))
+	require.Equal(t, 1, rows(third))
+	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, res(id(), payer, prices(9), now.Add(2*time.Second))))
+	require.Zero(t, rows(first)+rows(second))
+	require.Equal(t, 1, rows(third), "ended moments ago")
+
+	// A payer's far validBefore counts a day at most.
+	far := res(id(), other, prices(9), now)
+	far.ValidBefore = now.Add(1000 * time.Hour)
+	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, far))
+	var until time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT valid_before FROM reservations WHERE call_id = $1", far.CallID).Scan(&until))
+	require.WithinDuration(t, now.Add(3*time.Second+24*time.Hour), until, time.Second)
 }
 
 // TestReserve_Concurrent has 20 transactions, each on its own connection
@@ -128,7 +155,7 @@ func TestReserve_Concurrent(t *testing.T) {
 			<-start
 			id := "c" + strconv.Itoa(i)
 			err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-				out, err := store.Reserve(ctx, tx, []store.Reservation{{CallID: id, Network: "eip155:8453", Asset: "0xUSDC",
+				out, err := store.Reserve(ctx, tx, now, []store.Reservation{{CallID: id, Network: "eip155:8453", Asset: "0xUSDC",
 					Payer: "0xA11ce00000000000000000000000000000000001", Amount: price, ValidBefore: now.Add(time.Minute), Balance: price, Read: now}})
 				if err != nil {
 					return err
