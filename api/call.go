@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"time"
 
@@ -97,8 +96,11 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 			break
 		}
 		r := adm.reserve
-		if adm.reserved.Outcome == store.ReserveShort {
+		if adm.reserved.Outcome == store.ReserveShort && !r.Cached {
 			sub.Close()
+			// A refusal after a check on chain, as the client
+			// address's other refused payments are counted.
+			s.refused.refuse(clientOf(ctx))
 			return nil, s.refusal(ctx, entry, &x402.Refusal{Reason: x402.ReasonInsufficientFunds, Message: fmt.Sprintf(
 				"%s holds %s of %s on %s, and its payments in flight here (verified, not yet settled) already take %s: "+
 					"this payment of %s is not covered; wait for them to end, or fund the wallet",
@@ -110,11 +112,11 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 			sub.Close()
 			return nil, s.refusal(ctx, entry, fmt.Errorf("reserve %s: %d balance reads older than %s when weighed", payment.Key(), reads, store.ReserveFresh))
 		}
-		// Other payments of the payer are in flight, or the
-		// verification is not fresh: the payment is weighed against
-		// the balance the chain shows now.
-		r.Read = s.cfg.Now().UTC()
-		if r.Balance, err = s.balances.Balance(ctx, payment); err != nil {
+		// Other payments of the payer are in flight, the verification
+		// is not fresh, or the balance known was read moments ago and
+		// is short: the payment is weighed against the balance the
+		// chain shows now.
+		if err = s.readBalance(ctx, r, payment); err != nil {
 			sub.Close()
 			return nil, s.refusal(ctx, entry, err)
 		}
@@ -139,41 +141,10 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	return &admitted{id: callID, token: token, sub: sub}, nil
 }
 
-// maxBalanceReads bounds the balance reads of one payment's reservation
-// (store.ReserveNeedsBalance): past them it is answered 503
-// verification_unavailable, nothing charged.
-const maxBalanceReads = 2
-
 // validFor is how long a payment for entry's operation must stay valid
 // after its verification: the operation's time budget and the settlement
 // window (Config.PaymentValidFor).
 func (s *Server) validFor(*opEntry) time.Duration { return s.cfg.PaymentValidFor }
-
-// reservation returns the reservation of payment, verified for call
-// callID, against its payer's balance, or nil when payments of its network
-// are not reserved (their scheme reads no balances, x402.BalanceReader).
-// Its balance is not read yet: the simulated transfer showed it covers the
-// payment, which is enough while nothing else of the payer's is in flight.
-func (s *Server) reservation(callID string, payment *x402.Payment) *store.Reservation {
-	if s.balances == nil || payment.ValidBefore.IsZero() || !s.balances.Reserves(payment.Network) {
-		return nil
-	}
-	amount, ok := new(big.Int).SetString(payment.Amount, 10)
-	if !ok {
-		return nil
-	}
-	return &store.Reservation{CallID: callID, Network: payment.Network, Asset: payment.Asset, Payer: payment.Payer,
-		Amount: amount, ValidBefore: payment.ValidBefore, Read: payment.VerifiedAt}
-}
-
-// balanceText is how a refusal for want of funds names the balance: as
-// read, or, when it was not, as verification showed it.
-func balanceText(balance, amount *big.Int) string {
-	if balance == nil {
-		return "at least " + amount.String()
-	}
-	return balance.String()
-}
 
 // invalidInput is the error of an input Decode refused with err: 400
 // invalid_request naming the field.

@@ -128,6 +128,8 @@ type Server struct {
 	// balances reads payers' balances for the reservations of their
 	// payments in flight: Payments, when it can (nil otherwise).
 	balances x402.BalanceReader
+	// balanceCache keeps the balances read moments ago.
+	balanceCache balanceCache
 }
 
 // New returns the api server for cfg. It precomputes every quote.

@@ -46,6 +46,10 @@ type Reservation struct {
 	// Read is when Balance was read, or the payment verified: the payer's
 	// calls paid since may have been paid from it, and still count.
 	Read time.Time
+	// Cached is set when Balance was read for another payment of the
+	// payer: the caller reads it again rather than refuse the payment
+	// for it (Reserve does not read it).
+	Cached bool
 }
 
 // ReserveOutcome is what Reserve made of a Reservation.

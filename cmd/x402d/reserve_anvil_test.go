@@ -95,8 +95,9 @@ func TestAnvil_OneBalanceManyCalls(t *testing.T) {
 // call on anvil; sent again while its call runs, the same payment is that
 // call's (202, the same call), not a second payment found short of funds,
 // while another payment of the wallet is answered 402 insufficient_funds
-// naming the balance and the payment in flight. The first call is then
-// paid once.
+// naming the balance and the payment in flight, and counted against the
+// client address as refused payments are (429 past its burst). The first
+// call is then paid once.
 func TestAnvil_ReservedPaymentResent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -104,6 +105,7 @@ func TestAnvil_ReservedPaymentResent(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	env := anvilEnv(t, node, db)
 	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["CALL_WAIT"] = testMaxConns, "warn", "100ms"
+	env["REFUSED_PAYMENTS_BURST"], env["REFUSED_PAYMENTS_PER_SECOND"] = "2", "0.01"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] },
 		&options{ops: []opDef{{sleepOp, worker.Bind(sleepOp, sleepWork, false)}}})
 
@@ -142,6 +144,14 @@ func TestAnvil_ReservedPaymentResent(t *testing.T) {
 	require.Contains(t, refused.Message, payer.Address().Hex()+" holds 10000 of")
 	require.Contains(t, refused.Message, "already take 10000")
 
+	// Refused after a check on chain, such payments count against the
+	// client address as other refusals do: past its burst (2), 429.
+	status, answer = payOnce(t, payer, base, required, body)
+	require.Equal(t, http.StatusPaymentRequired, status, answer)
+	status, answer = payOnce(t, payer, base, required, body)
+	require.Equal(t, http.StatusTooManyRequests, status, answer)
+	require.Contains(t, answer, `"rate_limited"`)
+
 	resp, err := http.Get(base + first["poll"] + "&wait=60")
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -150,6 +160,16 @@ func TestAnvil_ReservedPaymentResent(t *testing.T) {
 	var jobs int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'sleep'").Scan(&jobs))
 	require.Equal(t, 1, jobs)
+}
+
+// payOnce pays a call of sleep with a new payment of payer and returns its
+// status and body.
+func payOnce(t *testing.T, payer *payclient.Client, base, required, body string) (int, string) {
+	t.Helper()
+	header, err := payer.Pay(context.Background(), required)
+	require.NoError(t, err)
+	status, answer, _ := postPaid(t, base, "sleep", body, header)
+	return status, answer
 }
 
 // TestAnvil_ValidBeforeLeavesRunAndSettlement pays regex calls on anvil
