@@ -264,16 +264,42 @@ func offlineFault(auth *Authorization, payTo common.Address, amount *big.Int, no
 		return &x402.Refusal{Reason: ReasonValidBefore,
 			Message: fmt.Sprintf("authorization expires at %s, too soon", auth.ValidBefore)}
 	case validFor > validBeforeMargin && auth.ValidBefore.Cmp(big.NewInt(now.Add(validFor).Unix())) < 0:
-		return &x402.Refusal{Reason: ReasonValidBefore,
-			Message: fmt.Sprintf("authorization expires at %s, %d s from now: it must stay valid at least %d s after verification, "+
-				"for the operation's time budget and the settlement window (sign validBefore as now plus the quote's maxTimeoutSeconds)",
-				auth.ValidBefore, new(big.Int).Sub(auth.ValidBefore, big.NewInt(now.Unix())), int64(validFor.Seconds()))}
+		return shortValidity(auth, now, validFor)
 	case auth.ValidAfter.Cmp(big.NewInt(now.Unix())) > 0:
 		return &x402.Refusal{Reason: ReasonValidAfter, NeverValid: true,
 			Message: fmt.Sprintf("authorization is valid only after %s", auth.ValidAfter)}
 	case auth.Value.Cmp(amount) != 0:
 		return &x402.Refusal{Reason: ReasonValueMismatch, NeverValid: true,
 			Message: fmt.Sprintf("authorization moves %s, the price is %s", auth.Value, amount)}
+	}
+	return nil
+}
+
+// shortValidity is the refusal of auth, which expires less than validFor
+// after now: the operation's time budget and the settlement window.
+func shortValidity(auth *Authorization, now time.Time, validFor time.Duration) *x402.Refusal {
+	return &x402.Refusal{Reason: ReasonValidBefore,
+		Message: fmt.Sprintf("authorization expires at %s, %d s from now: it must stay valid at least %d s after verification, "+
+			"for the operation's time budget and the settlement window (sign validBefore as now plus the quote's maxTimeoutSeconds)",
+			auth.ValidBefore, new(big.Int).Sub(auth.ValidBefore, big.NewInt(now.Unix())), int64(validFor.Seconds()))}
+}
+
+// CheckValidity refuses, as Verifier.Verify does, an exact EVM payment
+// whose authorization expires less than the validity ctx asks
+// (x402.WithValidFor) after now, with no I/O: for payments verified
+// elsewhere (a facilitator). A payload that does not decode is left to its
+// verifier.
+func CheckValidity(ctx context.Context, p *x402.PaymentPayload, now time.Time) error {
+	validFor := x402.ValidFor(ctx)
+	if validFor <= validBeforeMargin {
+		return nil
+	}
+	ep, err := decodePayload(p.Payload)
+	if err != nil {
+		return nil
+	}
+	if ep.auth.ValidBefore.Cmp(big.NewInt(now.Add(validFor).Unix())) < 0 {
+		return shortValidity(ep.auth, now, validFor)
 	}
 	return nil
 }
