@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/big"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,13 +46,44 @@ func TestAnvil_OneBalanceManyCalls(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, nil)
 	db := dbtest.Schema(ctx, t)
+	env := oneBalanceEnv(t, node, db)
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	oneBalanceFlood(ctx, t, node, db, 2000, base)
+}
+
+// TestAnvil_OneBalanceTwoAPIs is TestAnvil_OneBalanceManyCalls against two
+// `x402d api` processes sharing one Postgres (and a worker), 500 calls to
+// each at once: the reservation holds across processes.
+func TestAnvil_OneBalanceTwoAPIs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, nil)
+	db := dbtest.Schema(ctx, t)
+	env := oneBalanceEnv(t, node, db)
+	env["TEST_REAL_PAYMENTS"] = "1"
+	delete(env, "LOG_LEVEL") // the children are found ready by their info lines
+	first, second := startChild(t, "api", env), startChild(t, "api", env)
+	startChild(t, "worker", env)
+	oneBalanceFlood(ctx, t, node, db, 500, first.addr, second.addr)
+}
+
+// oneBalanceEnv is the environment of TestAnvil_OneBalanceManyCalls.
+func oneBalanceEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]string {
 	env := anvilEnv(t, node, db)
 	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
 	// Refusals after a chain read are not limited here: every call is
 	// answered on its own merits.
 	env["REFUSED_PAYMENTS_BURST"], env["REFUSED_PAYMENTS_PER_SECOND"] = "100000", "100000"
-	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	return env
+}
 
+// oneBalanceFlood funds a fresh wallet with one regex price and sends, to
+// each of bases at once, calls paid calls of regex from it, each with its own
+// payment: exactly one is answered 200 and paid, every other 402 for want
+// of funds (by the reservation, or by the simulation once the paid call
+// settled), and one regex job was queued in all.
+func oneBalanceFlood(ctx context.Context, t *testing.T, node *anviltest.Node, db *dbtest.DB, calls int, bases ...string) {
+	t.Helper()
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
@@ -61,31 +93,44 @@ func TestAnvil_OneBalanceManyCalls(t *testing.T) {
 	payTo := devAddress(t, devchain.PayToAccount)
 	payToBefore := usdcBalance(ctx, t, node.Client, payTo)
 
-	const calls = 2000
-	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: calls}}
-	rep, err := loadgen.Run(ctx, loadgen.Config{
-		BaseURL: base, Requests: []loadgen.Request{{Op: "regex", Body: `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}},
-		Payer: payer, Concurrency: calls, MaxCalls: calls, Duration: 5 * time.Minute, Presign: true,
-		Retry: true, RetryFor: 90 * time.Second, Client: client,
-	})
-	require.NoError(t, err)
-	t.Logf("%s", rep)
-	require.Equal(t, calls, rep.Calls, rep.String())
-	require.Equal(t, 1, rep.Statuses[http.StatusOK], rep.String())
-	require.Equal(t, calls-1, rep.Statuses[http.StatusPaymentRequired], rep.String())
+	reports := make([]*loadgen.Report, len(bases))
+	errs := make([]error, len(bases))
+	var wg sync.WaitGroup
+	for i, base := range bases {
+		wg.Go(func() {
+			client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: calls}}
+			reports[i], errs[i] = loadgen.Run(ctx, loadgen.Config{
+				BaseURL: base, Requests: []loadgen.Request{{Op: "regex", Body: `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}},
+				Payer: payer, Concurrency: calls, MaxCalls: calls, Duration: 5 * time.Minute, Presign: true,
+				Retry: true, RetryFor: 90 * time.Second, Client: client,
+			})
+		})
+	}
+	wg.Wait()
+	var ok, required int
+	var reserved, simulated float64
+	for i, rep := range reports {
+		require.NoError(t, errs[i])
+		t.Logf("%s: %s", bases[i], rep)
+		require.Equal(t, calls, rep.Calls, rep.String())
+		ok += rep.Statuses[http.StatusOK]
+		required += rep.Statuses[http.StatusPaymentRequired]
+		// Refused for want of funds: by the reservation while the paid
+		// call was in flight, by the simulation once it was settled.
+		reserved += scrapeSum(ctx, t, bases[i], "x402d_payments_refused_total", `reason="`+x402.ReasonInsufficientFunds+`"`)
+		simulated += scrapeSum(ctx, t, bases[i], "x402d_payments_refused_total", `reason="`+evm.ReasonInsufficientBalance+`"`)
+	}
+	total := calls * len(bases)
+	require.Equal(t, 1, ok)
+	require.Equal(t, total-1, required)
+	t.Logf("refused by the reservation: %.0f, by the simulation: %.0f", reserved, simulated)
+	require.Equal(t, float64(total-1), reserved+simulated)
+	require.Positive(t, reserved)
 
 	// One job of the operation's kind: nothing else was worked on.
 	var jobs int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'regex'").Scan(&jobs))
 	require.Equal(t, 1, jobs)
-
-	// Refused for want of funds: by the reservation while the paid call
-	// was in flight, by the simulation once it was settled.
-	reserved := scrapeSum(ctx, t, base, "x402d_payments_refused_total", `reason="`+x402.ReasonInsufficientFunds+`"`)
-	simulated := scrapeSum(ctx, t, base, "x402d_payments_refused_total", `reason="`+evm.ReasonInsufficientBalance+`"`)
-	t.Logf("refused by the reservation: %.0f, by the simulation: %.0f", reserved, simulated)
-	require.Equal(t, float64(calls-1), reserved+simulated)
-	require.Positive(t, reserved)
 
 	require.Zero(t, usdcBalance(ctx, t, node.Client, payer.Address()).Sign())
 	require.Equal(t, price, new(big.Int).Sub(usdcBalance(ctx, t, node.Client, payTo), payToBefore))
