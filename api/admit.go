@@ -19,6 +19,12 @@ type admission struct {
 	callID   string
 	verified store.PaymentVerified
 	job      river.InsertManyParams
+	// reserve, when set, is the payment's reservation against its
+	// payer's balance (store.Reserve): the call is recorded and queued
+	// only when it is held. reserved is its outcome, set by the
+	// admission's transaction.
+	reserve  *store.Reservation
+	reserved store.Reserved
 }
 
 // admissionLinger is the Linger of the admission's group commit, shorter
@@ -32,15 +38,23 @@ const admissionLinger = 20 * time.Millisecond
 // arrive together share one transaction (store.GroupCommitter), with one
 // River InsertMany for their jobs and one insert for their events. A payment
 // already used refuses the shared transaction; the calls are then written
-// again in halves and only that one gets store.ErrConflict.
+// again in halves and only that one gets store.ErrConflict. The payments
+// with a reservation are first reserved against their payers' balances in
+// the same transaction (store.Reserve): a call whose reservation is not held
+// is neither recorded nor queued, its outcome in its admission.
 //
 // Nothing is charged before the settlement, and the run's result, which
 // commits durably, makes these records durable too (WAL is flushed in
 // order): they need not wait for the disk (store.InRelaxedTx). previous
-// writes call.paid as the previous release did (Config.LedgerPreviousForm).
-func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool) *store.GroupCommitter[*admission] {
+// writes call.paid as the previous release did (Config.LedgerPreviousForm);
+// now is the clock reservations are weighed by.
+func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool, now func() time.Time) *store.GroupCommitter[*admission] {
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission")}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
+		batch, err := reserve(ctx, tx, now(), batch)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
 		params := make([]river.InsertManyParams, len(batch))
 		for i, adm := range batch {
 			params[i] = adm.job
@@ -56,4 +70,38 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 		}
 		return store.Append(ctx, tx, events...)
 	})
+}
+
+// reserve reserves the payments of batch that have a reservation and
+// returns the admissions to record: those without one, and those whose
+// reservation is held. Each admission's reserved is set (again: a
+// transaction refused is written again).
+func reserve(ctx context.Context, tx pgx.Tx, now time.Time, batch []*admission) ([]*admission, error) {
+	var rs []store.Reservation
+	for _, adm := range batch {
+		adm.reserved = store.Reserved{}
+		if adm.reserve != nil {
+			rs = append(rs, *adm.reserve)
+		}
+	}
+	if len(rs) == 0 {
+		return batch, nil
+	}
+	out, err := store.Reserve(ctx, tx, now, rs)
+	if err != nil {
+		return nil, err
+	}
+	admitted := make([]*admission, 0, len(batch))
+	i := 0
+	for _, adm := range batch {
+		if adm.reserve != nil {
+			adm.reserved = out[i]
+			i++
+			if adm.reserved.Outcome != store.ReserveHeld {
+				continue
+			}
+		}
+		admitted = append(admitted, adm)
+	}
+	return admitted, nil
 }

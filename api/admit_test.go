@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -34,7 +36,7 @@ func TestAdmitter(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	admit := newAdmitter(db.Pool, rc, nil, false)
+	admit := newAdmitter(db.Pool, rc, nil, false, time.Now)
 
 	const n = 300
 	errs := make([]error, n+1)
@@ -85,6 +87,64 @@ func TestAdmitter(t *testing.T) {
 	}
 }
 
+// TestAdmitterReserves admits 40 calls of one payer whose balance covers
+// 3 at once, some grouped in one transaction, each with its reservation: 3
+// are held, recorded and queued; the others are short and leave no call, no
+// job and no reservation. A call of another payer admitted with them is not
+// weighed against it.
+func TestAdmitterReserves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	admit := newAdmitter(db.Pool, rc, nil, false, time.Now)
+	const n, payer, other = 40, "0xA11ce00000000000000000000000000000000001", "0xB0b0000000000000000000000000000000000002"
+	now := time.Now().UTC()
+	adms := make([]*admission, n+1)
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		who := payer
+		if i == n {
+			who = other
+		}
+		payment := paytest.ExactEVM(who, fmt.Sprintf("r%d", i))
+		adms[i] = &admission{
+			callID:   fmt.Sprintf("call%03d", i),
+			verified: store.PaymentVerified{Op: "diff", Token: "tok", RequestHash: []byte{1}, Payment: payment},
+			job:      river.InsertManyParams{Args: admitTestArgs{N: i}, InsertOpts: &river.InsertOpts{Queue: "pure"}},
+			reserve: &store.Reservation{CallID: fmt.Sprintf("call%03d", i), Network: payment.Network, Asset: payment.Asset, Payer: who,
+				Amount: big.NewInt(10_000), ValidBefore: now.Add(time.Minute), Balance: big.NewInt(30_000), Read: now},
+		}
+		wg.Go(func() { errs[i] = admit.Commit(ctx, adms[i]) })
+	}
+	wg.Wait()
+	var held []string
+	for i, adm := range adms {
+		require.NoError(t, errs[i])
+		switch adm.reserved.Outcome {
+		case store.ReserveHeld:
+			held = append(held, adm.callID)
+		default:
+			require.Equal(t, store.ReserveShort, adm.reserved.Outcome, adm.callID)
+			require.Equal(t, big.NewInt(30_000), adm.reserved.InFlight, adm.callID)
+		}
+	}
+	require.Len(t, held, 4, "3 of the payer's, and the other payer's")
+	require.Contains(t, held, fmt.Sprintf("call%03d", n))
+	var calls, jobs, reservations int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'admit_test'").Scan(&jobs))
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM reservations").Scan(&reservations))
+	require.Equal(t, []int{4, 4, 4}, []int{calls, jobs, reservations})
+	for _, id := range held {
+		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
+		require.NoError(t, err)
+		require.Len(t, events, 1, id)
+	}
+}
+
 // TestAdmitterForms: call.paid is kept as bytes (bin), its payment packed
 // in form 2, and with Config.LedgerPreviousForm as the previous release
 // wrote it, which its workers read: {"p": base64} in data, the payment in
@@ -102,7 +162,7 @@ func TestAdmitterForms(t *testing.T) {
 	}{{false, 2}, {true, 1}} {
 		id := fmt.Sprintf("previous-%t", tc.previous)
 		payment := paytest.ExactEVM("0xA11ce00000000000000000000000000000000001", id)
-		require.NoError(t, newAdmitter(db.Pool, rc, nil, tc.previous).Commit(ctx, &admission{callID: id,
+		require.NoError(t, newAdmitter(db.Pool, rc, nil, tc.previous, time.Now).Commit(ctx, &admission{callID: id,
 			verified: store.PaymentVerified{Op: "diff", Token: "tok", RequestHash: []byte{1}, Payment: payment},
 			job:      river.InsertManyParams{Args: admitTestArgs{N: 1}, InsertOpts: &river.InsertOpts{Queue: "pure"}}}))
 

@@ -53,7 +53,8 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	// have payments refused after such a read (refusedLimiter). A payment
 	// accepted before and sent again is no refusal.
 	guard, done := s.refused.guard(ctx, clientOf(ctx))
-	payment, err := s.cfg.Payments.Verify(x402.WithChainGuard(ctx, guard), entry.op.Name, header)
+	vctx := x402.WithValidFor(x402.WithChainGuard(ctx, guard), s.validFor(entry))
+	payment, err := s.cfg.Payments.Verify(vctx, entry.op.Name, header)
 	if err != nil {
 		prior, lerr := s.acceptedBefore(ctx, entry, header, err)
 		if lerr != nil {
@@ -94,13 +95,54 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 
 	token := newToken()
 	sub := s.cfg.Listener.Subscribe(store.CallStream(callID))
-	err = s.admitter.Commit(ctx, &admission{
+	adm := &admission{
 		callID: callID,
 		verified: store.PaymentVerified{
 			Op: entry.op.Name, Token: token, RequestHash: requestHash, Payment: *payment,
 		},
-		job: river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore).PaidBy(payment.Payer, client), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
-	})
+		job:     river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore).PaidBy(payment.Payer, client), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
+		reserve: s.reservation(callID, payment),
+	}
+	err = s.admitter.Commit(ctx, adm)
+	for reads := 0; err == nil && adm.reserved.Outcome != store.ReserveHeld; reads++ {
+		// The payment sent again while its call is in flight is that
+		// call's, not one more to reserve.
+		prior, perr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
+		if perr == nil {
+			sub.Close()
+			return s.resume(entry, prior, requestHash)
+		}
+		if !errors.Is(perr, store.ErrNotFound) {
+			err = fmt.Errorf("reserve: %w", perr)
+			break
+		}
+		r := adm.reserve
+		if adm.reserved.Outcome == store.ReserveShort && !r.Cached {
+			sub.Close()
+			// A refusal after a check on chain, as the client
+			// address's other refused payments are counted.
+			s.refused.refuse(clientOf(ctx))
+			return nil, s.refusal(ctx, entry, &x402.Refusal{Reason: x402.ReasonInsufficientFunds, Message: fmt.Sprintf(
+				"%s holds %s of %s on %s, and its payments in flight here (verified, not yet settled) already take %s: "+
+					"this payment of %s is not covered; wait for them to end, or fund the wallet",
+				r.Payer, balanceText(r.Balance, r.Amount), r.Asset, r.Network, adm.reserved.InFlight, r.Amount)})
+		}
+		if reads == maxBalanceReads {
+			// Each balance read was stale by the time it was weighed:
+			// the database or the chain is that slow now.
+			sub.Close()
+			return nil, s.refusal(ctx, entry, fmt.Errorf("reserve %s: %d balance reads older than %s when weighed", payment.Key(), reads, store.ReserveFresh))
+		}
+		// Other payments of the payer are in flight, the verification
+		// is not fresh, or the balance known was read moments ago and
+		// is short: the payment is weighed against the balance the
+		// chain shows now.
+		if err = s.readBalance(ctx, r, payment); err != nil {
+			sub.Close()
+			return nil, s.refusal(ctx, entry, err)
+		}
+		err = s.admitter.Commit(ctx, adm)
+	}
 	if errors.Is(err, store.ErrConflict) {
 		sub.Close()
 		// A payment already used (the unique index on its key refused the
@@ -123,6 +165,11 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	}
 	return &admitted{id: callID, token: token, sub: sub}, nil
 }
+
+// validFor is how long a payment for entry's operation must stay valid
+// after its verification: the operation's time budget and the settlement
+// window (Config.PaymentValidFor).
+func (s *Server) validFor(*opEntry) time.Duration { return s.cfg.PaymentValidFor }
 
 // invalidInput is the error of an input Decode refused with err: 400
 // invalid_request naming the field.

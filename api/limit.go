@@ -129,6 +129,11 @@ func (l *refusedLimiter) end(addr string, reserved, refused, verified bool) {
 	})
 }
 
+// refuse takes a token of addr for a payment refused after its check on
+// chain ended: its reservation found the payer short of funds
+// (x402.ReasonInsufficientFunds).
+func (l *refusedLimiter) refuse(addr string) { l.end(addr, false, true, false) }
+
 // rateLimited is the answer to a payment from an address past its limit:
 // 429 with Retry-After, nothing charged.
 func rateLimited(wait time.Duration) *Error {

@@ -123,6 +123,12 @@ type Config struct {
 	// the client's address. Defaults to none: the address the connection
 	// comes from is the client's.
 	TrustedProxies []netip.Prefix
+	// PaymentValidFor is how long a payment's authorization must stay
+	// valid after its verification: the operation's time budget (the job
+	// timeout) and the settlement window. A payment that expires sooner
+	// is refused before any work (x402.WithValidFor). Zero: only the
+	// scheme's own margin.
+	PaymentValidFor time.Duration
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -156,6 +162,11 @@ type Server struct {
 	refused    *refusedLimiter
 	free       *freeLimiter
 	unpaidWork *unpaidLimiter
+	// balances reads payers' balances for the reservations of their
+	// payments in flight: Payments, when it can (nil otherwise).
+	balances x402.BalanceReader
+	// balanceCache keeps the balances read moments ago.
+	balanceCache balanceCache
 }
 
 // New returns the api server for cfg. It precomputes every quote.
@@ -179,10 +190,11 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm),
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm, cfg.Now),
 		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now),
 		free:       newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Now),
 		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Now)}
+	s.balances, _ = cfg.Payments.(x402.BalanceReader)
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
 		if err != nil {

@@ -172,7 +172,7 @@ func New(cfg Config) *Metrics {
 			"Transactions written by group commits, by committer and outcome (committed, conflict, error).",
 			"committer", "outcome"),
 		rpcCalls: newCounterVec(reg, "rpc_calls_total",
-			"JSON-RPC calls to EVM chains, by network, purpose (verify, settle, relayer: the relayer's balance and status, other) and method.",
+			"JSON-RPC calls to EVM chains, by network, purpose (verify, reserve: payers' balances read to reserve their payments in flight, settle, relayer: the relayer's balance and status, other) and method.",
 			"network", "purpose", "method"),
 		rpcEndpointCalls: newCounterVec(reg, "rpc_endpoint_calls_total",
 			"Calls to each JSON-RPC endpoint (RPC_URL_<CHAIN>), by network and endpoint (scheme://host[:port], #n when two share a host).",

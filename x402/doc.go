@@ -73,6 +73,21 @@
 // verify never count). Verification's RPC calls give way to settlement's on
 // each chain (VERIFY_RPC_CONCURRENCY).
 //
+// Work costs the payer something before it runs. An EVM payment must stay
+// valid, after its verification, for the operation's time budget and the
+// settlement window (JOB_TIMEOUT plus SETTLEMENT_WINDOW; the quotes'
+// maxTimeoutSeconds, which the official clients sign with, leaves a minute
+// more), or it is refused invalid_exact_evm_payload_authorization_valid_before
+// before any work. An EVM payment the service verifies itself (not through a
+// facilitator) is reserved against its payer's balance in the transaction
+// that admits its call (store.Reserve): the
+// payer's payments of one asset on one network in flight (verified, not yet
+// settled or refused), in any api process, never sum to more than the chain
+// showed the payer to hold, and a payment past it is refused 402
+// insufficient_funds with nothing queued. The balance is read only while the
+// payer has other payments in flight, at most once in a few seconds per api
+// process (PurposeReserve in evm).
+//
 // Smart-contract wallets pay as the official facilitator accepts them: a
 // deployed wallet's signature is checked by the wallet (EIP-1271), and a
 // wallet not deployed yet signs with ERC-6492: verification simulates the

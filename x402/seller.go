@@ -3,6 +3,7 @@ package x402
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"strings"
 )
 
@@ -17,6 +18,10 @@ const (
 	// ReasonNoMatch: the payment's accepted option is none of the quote's;
 	// the official TypeScript server sends this very text.
 	ReasonNoMatch = "No matching payment requirements"
+	// ReasonInsufficientFunds: the payer's balance, as the chain showed
+	// it, does not cover this payment on top of the payer's payments
+	// still in flight (verified, not yet settled or refused).
+	ReasonInsufficientFunds = "insufficient_funds"
 )
 
 // Scheme verifies and identifies the payments of one network family.
@@ -27,6 +32,10 @@ type Scheme struct {
 	// canonical forms its Verifier puts in Payment.Payer and Payment.Nonce,
 	// so that Identify and Verify give the same Payment.Key.
 	Identify func(p *PaymentPayload) (payer, nonce string, err error)
+	// Balance, when set, reads what a verified payment's payer holds of
+	// its asset now (BalanceReader): its network's payments are then
+	// reserved against their payer's balance.
+	Balance func(ctx context.Context, p *Payment) (*big.Int, error)
 }
 
 // Seller quotes operations and verifies payments for them: the payment step
@@ -37,7 +46,10 @@ type Seller struct {
 	schemes map[string]Scheme
 }
 
-var _ Verifier = (*Seller)(nil)
+var (
+	_ Verifier      = (*Seller)(nil)
+	_ BalanceReader = (*Seller)(nil)
+)
 
 // NewSeller returns a Seller of catalog's operations that verifies payments
 // with schemes, keyed by CAIP-2 namespace ("eip155", "solana").
@@ -71,6 +83,28 @@ func (s *Seller) Verify(ctx context.Context, op, header string) (*Payment, error
 		return nil, err
 	}
 	return scheme.Verifier.Verify(ctx, req, payload)
+}
+
+// Reserves reports whether payments on network are reserved against their
+// payer's balance: whether its scheme reads balances (Scheme.Balance).
+func (s *Seller) Reserves(network string) bool {
+	namespace, _, _ := strings.Cut(network, ":")
+	return s.schemes[namespace].Balance != nil
+}
+
+// Balance returns what p's payer holds of p's asset on p's network, read
+// from the chain by its scheme (Scheme.Balance).
+func (s *Seller) Balance(ctx context.Context, p *Payment) (*big.Int, error) {
+	namespace, _, _ := strings.Cut(p.Network, ":")
+	read := s.schemes[namespace].Balance
+	if read == nil {
+		return nil, fmt.Errorf("balance on %s: not read here", p.Network)
+	}
+	b, err := read(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("balance of %s on %s: %w", p.Payer, p.Network, err)
+	}
+	return b, nil
 }
 
 // Identify decodes header and returns the payment it names, unchecked and

@@ -269,6 +269,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Limits:             a.limits(),
 		CallWait:           a.cfg.CallWait,
 		ToolWait:           a.cfg.JobTimeout + time.Minute,
+		PaymentValidFor:    a.cfg.paymentValidFor(),
 		Logger:             a.logger,
 		Metrics:            m,
 		PublicURL:          a.cfg.PublicURL,

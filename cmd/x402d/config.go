@@ -265,6 +265,15 @@ type Config struct {
 	// RescueAfter is how long a job may run before it is taken for dead
 	// (its worker was killed) and retried. Unset: JOB_TIMEOUT plus 30 s.
 	RescueAfter time.Duration `env:"JOB_RESCUE_AFTER"`
+	// SettlementWindow is how long a call's settlement is given after its
+	// run: a payment whose authorization (validBefore) expires less than
+	// JOB_TIMEOUT plus this after its verification is refused (402
+	// invalid_exact_evm_payload_authorization_valid_before) before any
+	// work, and the quotes' maxTimeoutSeconds, the window the official
+	// clients sign, is at least that plus a minute (300 s, the official
+	// packages' default, otherwise). Keep it above SETTLE_GRACE. Defaults
+	// to 1 minute.
+	SettlementWindow time.Duration `env:"SETTLEMENT_WINDOW"`
 	// FetchPollInterval is how often a worker looks for jobs when no
 	// notification of new ones arrived (River's fetch poll interval).
 	FetchPollInterval time.Duration `env:"RIVER_POLL_INTERVAL"`
@@ -379,6 +388,7 @@ func DefaultConfig() *Config {
 		DevchainRPCAddr:         "127.0.0.1:8545",
 		CallWait:                api.DefaultCallWait,
 		JobTimeout:              worker.DefaultJobTimeout,
+		SettlementWindow:        time.Minute,
 		FetchPollInterval:       worker.DefaultFetchPollInterval,
 		WorkersPure:             conc[jobs.QueuePure],
 		WorkersModel:            conc[jobs.QueueModel],
@@ -781,6 +791,24 @@ func (c *Config) validate() error {
 }
 
 // concurrency returns WORKERS_<QUEUE> by queue.
+// paymentValidFor is how long a payment's authorization must stay valid
+// after its verification: the operations' time budget (JOB_TIMEOUT) and the
+// settlement window.
+func (c *Config) paymentValidFor() time.Duration { return c.JobTimeout + c.SettlementWindow }
+
+// quoteMargin is what the quotes' payment window leaves beyond
+// paymentValidFor: the time between a client's signing and verification,
+// and clocks that differ.
+const quoteMargin = time.Minute
+
+// maxTimeoutSeconds is the payment window the quotes offer
+// (maxTimeoutSeconds), which the official clients sign validBefore with:
+// x402's default, or paymentValidFor and quoteMargin when that is longer.
+func (c *Config) maxTimeoutSeconds() int {
+	need := c.paymentValidFor() + quoteMargin
+	return max(x402.DefaultMaxTimeoutSeconds, int((need+time.Second-1)/time.Second))
+}
+
 func (c *Config) concurrency() map[string]int {
 	return map[string]int{
 		jobs.QueuePure:       c.WorkersPure,

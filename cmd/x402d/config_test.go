@@ -285,3 +285,25 @@ func resolvedDefaults() *Config {
 	c.PublicURL, c.DevchainDataDir = "http://127.0.0.1:8080", os.TempDir()
 	return c
 }
+
+// TestPaymentWindow: a payment must stay valid JOB_TIMEOUT plus
+// SETTLEMENT_WINDOW after its verification, and the quotes offer a window
+// (maxTimeoutSeconds, which the official clients sign validBefore with) a
+// minute longer than that, and never shorter than x402's default.
+func TestPaymentWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env            map[string]string
+		validFor       time.Duration
+		maxTimeoutSecs int
+	}{
+		{nil, 3 * time.Minute, 300},
+		{map[string]string{"SETTLEMENT_WINDOW": "2m"}, 4 * time.Minute, 300},
+		{map[string]string{"JOB_TIMEOUT": "10m"}, 11 * time.Minute, 720},
+		{map[string]string{"JOB_TIMEOUT": "10m", "SETTLEMENT_WINDOW": "90s"}, 11*time.Minute + 30*time.Second, 750},
+	} {
+		cfg := loadEnv(t, tc.env, "")
+		require.Equal(t, tc.validFor, cfg.paymentValidFor(), "%v", tc.env)
+		require.Equal(t, tc.maxTimeoutSecs, cfg.maxTimeoutSeconds(), "%v", tc.env)
+	}
+}

@@ -55,7 +55,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	}
 	closers = append(closers, closeFn)
 
-	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: cfg.PayToEVM, ModelReady: cfg.GeminiAPIKey != ""}
+	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: cfg.PayToEVM, ModelReady: cfg.GeminiAPIKey != "", MaxTimeoutSeconds: cfg.maxTimeoutSeconds()}
 	switch cfg.Settlement {
 	case SettlementDevchain:
 		catCfg.EVMNetworks = []string{devchainNetwork}
@@ -76,7 +76,13 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	case SettlementFacilitator:
 		catCfg.EVMNetworks = []string{devchainNetwork}
 	}
-	schemes := map[string]x402.Scheme{"eip155": {Verifier: verifier, Identify: evm.Identify}}
+	evmScheme := x402.Scheme{Verifier: verifier, Identify: evm.Identify}
+	if v, ok := verifier.(*evm.Verifier); ok {
+		// Payments verified here are reserved against their payer's
+		// balance, read from the chain as verification reads it.
+		evmScheme.Balance = v.Balance
+	}
+	schemes := map[string]x402.Scheme{"eip155": evmScheme}
 	settlers := x402.Settlers{"eip155": settler}
 	// Solana is offered only when it can be settled: a fee payer key, an
 	// RPC endpoint and a receiving wallet.

@@ -18,6 +18,10 @@ import (
 const (
 	// PurposeVerify: the reads that verify a payment (Verifier.Verify).
 	PurposeVerify = "verify"
+	// PurposeReserve: the reads of payers' balances that reserve a
+	// payment against its payer's other payments in flight
+	// (Verifier.Balance). They wait for the chain as verification's do.
+	PurposeReserve = "reserve"
 	// PurposeSettle: what settling a payment sends and reads
 	// (Relayer.Settle), its receipts and nonce keeping included, and the
 	// reconciliation of one whose attempts all failed (Relayer.Reconcile).
@@ -166,7 +170,7 @@ type meteredBackend struct {
 // when it ends.
 func (m *meteredBackend) start(ctx context.Context, method string) (done func(), err error) {
 	purpose := PurposeOf(ctx)
-	if purpose == PurposeVerify {
+	if purpose == PurposeVerify || purpose == PurposeReserve {
 		if err := m.gate.wait(ctx, m.cfg.VerifyWait); err != nil {
 			return nil, err
 		}

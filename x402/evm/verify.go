@@ -171,7 +171,7 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	// official packages name it); a contract wallet's signature is checked
 	// on chain only for a payment that passes these checks.
 	now := v.now()
-	if refusal := offlineFault(auth, payTo, amount, now); refusal != nil {
+	if refusal := offlineFault(auth, payTo, amount, now, x402.ValidFor(ctx)); refusal != nil {
 		if len(ep.signature) == 65 && recoverSigner(auth.Digest(domain), ep.signature) != auth.From {
 			// Without the chain, the payer may be a contract wallet that
 			// accepts the signature: named as a bad signature all the same.
@@ -280,11 +280,37 @@ func (v *Verifier) checkRefused(ctx context.Context, network string, payer commo
 	return nil
 }
 
+// Balance reads what p's payer holds of p's asset on p's network now
+// (balanceOf), for the reservation of the payments in flight
+// (x402.BalanceReader).
+func (v *Verifier) Balance(ctx context.Context, p *x402.Payment) (*big.Int, error) {
+	reader := v.chains[p.Network]
+	if reader == nil {
+		return nil, fmt.Errorf("no chain client for %s", p.Network)
+	}
+	asset, err := parseAddress("asset", p.Asset)
+	if err != nil {
+		return nil, err
+	}
+	payer, err := parseAddress("payer", p.Payer)
+	if err != nil {
+		return nil, err
+	}
+	balance, err := balanceOf(WithPurpose(ctx, PurposeReserve), reader, asset, payer)
+	if err != nil {
+		return nil, fmt.Errorf("read balance of %s: %w", payer.Hex(), err)
+	}
+	return balance, nil
+}
+
 // offlineFault returns the refusal of a payment whose recipient, window or
 // value is wrong for the requirement (payTo, amount) at now: the checks
-// that need no chain. A payment that never could pay is NeverValid; an
-// expired one may be one accepted before and sent again.
-func offlineFault(auth *Authorization, payTo common.Address, amount *big.Int, now time.Time) *x402.Refusal {
+// that need no chain. The authorization must stay valid validFor after now
+// (the operation's time budget and the settlement window,
+// x402.WithValidFor), and at least validBeforeMargin. A payment that never
+// could pay is NeverValid; an expired one may be one accepted before and
+// sent again.
+func offlineFault(auth *Authorization, payTo common.Address, amount *big.Int, now time.Time, validFor time.Duration) *x402.Refusal {
 	switch {
 	case auth.To != payTo:
 		return &x402.Refusal{Reason: ReasonRecipientMismatch, NeverValid: true,
@@ -292,12 +318,43 @@ func offlineFault(auth *Authorization, payTo common.Address, amount *big.Int, no
 	case auth.ValidBefore.Cmp(big.NewInt(now.Add(validBeforeMargin).Unix())) < 0:
 		return &x402.Refusal{Reason: ReasonValidBefore,
 			Message: fmt.Sprintf("authorization expires at %s, too soon", auth.ValidBefore)}
+	case validFor > validBeforeMargin && auth.ValidBefore.Cmp(big.NewInt(now.Add(validFor).Unix())) < 0:
+		return shortValidity(auth, now, validFor)
 	case auth.ValidAfter.Cmp(big.NewInt(now.Unix())) > 0:
 		return &x402.Refusal{Reason: ReasonValidAfter, NeverValid: true,
 			Message: fmt.Sprintf("authorization is valid only after %s", auth.ValidAfter)}
 	case auth.Value.Cmp(amount) != 0:
 		return &x402.Refusal{Reason: ReasonValueMismatch, NeverValid: true,
 			Message: fmt.Sprintf("authorization moves %s, the price is %s", auth.Value, amount)}
+	}
+	return nil
+}
+
+// shortValidity is the refusal of auth, which expires less than validFor
+// after now: the operation's time budget and the settlement window.
+func shortValidity(auth *Authorization, now time.Time, validFor time.Duration) *x402.Refusal {
+	return &x402.Refusal{Reason: ReasonValidBefore,
+		Message: fmt.Sprintf("authorization expires at %s, %d s from now: it must stay valid at least %d s after verification, "+
+			"for the operation's time budget and the settlement window (sign validBefore as now plus the quote's maxTimeoutSeconds)",
+			auth.ValidBefore, new(big.Int).Sub(auth.ValidBefore, big.NewInt(now.Unix())), int64(validFor.Seconds()))}
+}
+
+// CheckValidity refuses, as Verifier.Verify does, an exact EVM payment
+// whose authorization expires less than the validity ctx asks
+// (x402.WithValidFor) after now, with no I/O: for payments verified
+// elsewhere (a facilitator). A payload that does not decode is left to its
+// verifier.
+func CheckValidity(ctx context.Context, p *x402.PaymentPayload, now time.Time) error {
+	validFor := x402.ValidFor(ctx)
+	if validFor <= validBeforeMargin {
+		return nil
+	}
+	ep, err := decodePayload(p.Payload)
+	if err != nil {
+		return nil
+	}
+	if ep.auth.ValidBefore.Cmp(big.NewInt(now.Add(validFor).Unix())) < 0 {
+		return shortValidity(ep.auth, now, validFor)
 	}
 	return nil
 }

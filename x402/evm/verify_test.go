@@ -41,7 +41,9 @@ func TestVerifier_Refusals(t *testing.T) {
 		// pay changes what the client signs.
 		pay func(p *payment)
 		// payload changes the payload after signing.
-		payload    func(pp *x402.PaymentPayload)
+		payload func(pp *x402.PaymentPayload)
+		// validFor is the validity the seller asks (x402.WithValidFor).
+		validFor   time.Duration
 		wantReason string
 	}{
 		{
@@ -162,6 +164,12 @@ func TestVerifier_Refusals(t *testing.T) {
 			wantReason: evm.ReasonValidBefore,
 		},
 		{
+			name:       "nok, expires before the operation's budget and the settlement window",
+			pay:        func(p *payment) { p.auth.ValidBefore = big.NewInt(time.Now().Unix() + 150) },
+			validFor:   3 * time.Minute,
+			wantReason: evm.ReasonValidBefore,
+		},
+		{
 			name:       "nok, not valid yet",
 			pay:        func(p *payment) { p.auth.ValidAfter = big.NewInt(time.Now().Unix() + 60) },
 			wantReason: evm.ReasonValidAfter,
@@ -235,7 +243,7 @@ func TestVerifier_Refusals(t *testing.T) {
 			if tc.payload != nil {
 				tc.payload(pp)
 			}
-			_, err := v.Verify(ctx, req, pp)
+			_, err := v.Verify(x402.WithValidFor(ctx, tc.validFor), req, pp)
 			requireRefusal(t, err, tc.wantReason)
 		})
 	}
@@ -289,6 +297,29 @@ func TestVerifier_Accepts(t *testing.T) {
 		p.auth.ValidBefore = big.NewInt(time.Now().Unix() + 3600)
 		_, err := v.Verify(ctx, requirement(), p.payload(t, requirement()))
 		require.NoError(t, err)
+	})
+
+	t.Run("LeavesTheBudgetAndTheSettlementWindow", func(t *testing.T) {
+		t.Parallel()
+		// The official TypeScript client signs the quote's
+		// maxTimeoutSeconds ahead.
+		p := newPayment(t, chain.Account(3).Key, requirement())
+		p.auth.ValidBefore = big.NewInt(time.Now().Unix() + 300)
+		_, err := v.Verify(x402.WithValidFor(ctx, 3*time.Minute), requirement(), p.payload(t, requirement()))
+		require.NoError(t, err)
+	})
+
+	t.Run("Balance", func(t *testing.T) {
+		t.Parallel()
+		key := chain.Account(4).Key
+		got, err := v.Verify(ctx, requirement(), newPayment(t, key, requirement()).payload(t, requirement()))
+		require.NoError(t, err)
+		balance, err := v.Balance(ctx, got)
+		require.NoError(t, err)
+		want, err := chain.BalanceOf(ctx, crypto.PubkeyToAddress(key.PublicKey))
+		require.NoError(t, err)
+		require.Equal(t, want, balance)
+		require.Positive(t, balance.Sign())
 	})
 
 	t.Run("AddressesInAnyCase", func(t *testing.T) {

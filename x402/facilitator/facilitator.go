@@ -134,6 +134,13 @@ func (c *Client) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 		return nil, err
 	}
 	verifiedAt := time.Now()
+	if strings.HasPrefix(req.Network, "eip155:") {
+		// The facilitator does not know how long the work it pays
+		// for takes: the validity the seller asks is checked here.
+		if err := evm.CheckValidity(ctx, payload, verifiedAt); err != nil {
+			return nil, err
+		}
+	}
 	status, body, err := c.post(ctx, "/verify", &request{X402Version: x402.Version, PaymentPayload: payload, PaymentRequirements: req})
 	if err != nil {
 		return nil, err

@@ -133,6 +133,20 @@ func TestClient(t *testing.T) {
 		require.Equal(t, evm.ReasonNonceAlreadyUsed, resp.ErrorReason)
 	})
 
+	t.Run("ValidityTheSellerAsks", func(t *testing.T) {
+		// Signed 300 s ahead: refused when the seller asks 6 minutes,
+		// before the facilitator is asked; accepted when it asks 3.
+		req := b.requirement()
+		payload := b.pay(t, 2, req)
+		_, err := b.client.Verify(x402.WithValidFor(ctx, 6*time.Minute), req, payload)
+		var refusal *x402.Refusal
+		require.ErrorAs(t, err, &refusal)
+		require.Equal(t, evm.ReasonValidBefore, refusal.Reason)
+		require.Contains(t, refusal.Message, "at least 360 s")
+		_, err = b.client.Verify(x402.WithValidFor(ctx, 3*time.Minute), req, payload)
+		require.NoError(t, err)
+	})
+
 	// The facilitator settles, but its answer is lost; the retry is
 	// refused as nonce_already_used. A client that reads the chain finds
 	// its own settlement there: the payment is settled once and the result
