@@ -64,6 +64,7 @@ type Metrics struct {
 	settlementGas    *prometheus.CounterVec
 	revenueFinal     *prometheus.CounterVec
 	reorged          *prometheus.CounterVec
+	jobsReclaimed    *prometheus.CounterVec
 	relayerBalance   *prometheus.GaugeVec
 	feePayerBalance  prometheus.Gauge
 	feeWait          *prometheus.GaugeVec
@@ -121,6 +122,9 @@ func New(cfg Config) *Metrics {
 		reorged: newCounterVec(reg, "settlement_reorganised_total",
 			"Settlements a reorganisation undid, by network and what became of them (moved: the same transaction mined again; resent: made again in another; lost).",
 			"network", "outcome"),
+		jobsReclaimed: newCounterVec(reg, "jobs_reclaimed_total",
+			"Running jobs taken up again because the worker process running them was gone from the database, by kind.",
+			"kind"),
 		relayerBalance: newGaugeVec(reg, "relayer_balance_wei",
 			"The relayer's native balance, in wei, by network, as last read.",
 			"network"),
@@ -322,6 +326,15 @@ func (m *Metrics) Settlement(network, outcome string) {
 		return
 	}
 	m.settlements.WithLabelValues(network, outcome).Inc()
+}
+
+// JobReclaimed counts a running job of kind taken up again because its
+// worker process was gone.
+func (m *Metrics) JobReclaimed(kind string) {
+	if m == nil {
+		return
+	}
+	m.jobsReclaimed.WithLabelValues(kind).Inc()
 }
 
 // SettlementGas adds the gas a confirmed settlement on network spent, in

@@ -92,6 +92,9 @@ type Config struct {
 	// for dead (its worker was killed) and retried. River checks every 30 s.
 	// Defaults to JobTimeout plus 30 s.
 	RescueAfter time.Duration
+	// ClientID is the River client's id. Defaults to NewClientID(), which
+	// a Reclaimer keys the process's presence on.
+	ClientID string
 	// SettleGrace is how long a call's run has to settle its payment
 	// before the settlement job recorded with its result takes the
 	// settlement up (River makes scheduled jobs available within 5 s of
@@ -184,6 +187,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	}
 
 	rc := &river.Config{
+		ID:                   cmp.Or(cfg.ClientID, NewClientID()),
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,

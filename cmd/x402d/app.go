@@ -220,6 +220,17 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			}
 			defer payments.relayer.Stop()
 		}
+		// Present before the first job is fetched, gone after the last
+		// ended (defers run last first).
+		reclaimer, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: pool, ClientID: client.ID(), After: a.cfg.ReclaimAfter,
+			Logger: a.logger, Metrics: m})
+		if err != nil {
+			return err
+		}
+		if err := reclaimer.Start(ctx); err != nil {
+			return fmt.Errorf("start reclaimer: %w", err)
+		}
+		defer reclaimer.Stop()
 		if err := client.Start(ctx); err != nil {
 			return fmt.Errorf("start workers: %w", err)
 		}

@@ -215,7 +215,14 @@ type Config struct {
 	JobTimeout time.Duration `env:"JOB_TIMEOUT"`
 	// RescueAfter is how long a job may run before it is taken for dead
 	// (its worker was killed) and retried. Unset: JOB_TIMEOUT plus 30 s.
+	// A job of a worker process gone from the database is taken up sooner
+	// (JOB_RECLAIM_AFTER).
 	RescueAfter time.Duration `env:"JOB_RESCUE_AFTER"`
+	// ReclaimAfter is how long a worker process must have been gone from
+	// the database (killed, or on a primary that died) before its running
+	// jobs are taken up by another, whatever JOB_TIMEOUT: long enough for
+	// a live process to reconnect after a failover. Default 15s.
+	ReclaimAfter time.Duration `env:"JOB_RECLAIM_AFTER"`
 	// FetchPollInterval is how often a worker looks for jobs when no
 	// notification of new ones arrived (River's fetch poll interval).
 	FetchPollInterval time.Duration `env:"RIVER_POLL_INTERVAL"`
@@ -323,6 +330,7 @@ func DefaultConfig() *Config {
 		DevchainRPCAddr:         "127.0.0.1:8545",
 		CallWait:                api.DefaultCallWait,
 		JobTimeout:              worker.DefaultJobTimeout,
+		ReclaimAfter:            worker.DefaultReclaimAfter,
 		FetchPollInterval:       worker.DefaultFetchPollInterval,
 		WorkersPure:             conc[jobs.QueuePure],
 		WorkersModel:            conc[jobs.QueueModel],

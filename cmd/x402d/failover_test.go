@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,4 +95,61 @@ func TestLoadDatabaseCut(t *testing.T) {
 	}
 	require.Equal(t, all.Calls, all.Statuses[http.StatusOK], all.String())
 	checkLedger(ctx, t, db, all)
+}
+
+// TestLoadServeKilled SIGKILLs a `serve` process twice while paid calls are
+// in flight (100 calls, 32 at a time, each running 1.5 s) and starts it
+// again on the same address; clients resend a lost answer with the same
+// header. JOB_TIMEOUT is ten minutes, so River's rescue (JOB_TIMEOUT plus
+// 30 s) cannot be what takes the killed runs up: the restarted process does,
+// as their process is gone from the database (JOB_RECLAIM_AFTER). Every
+// call is answered within 120 s of the last restart and paid once.
+func TestLoadServeKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": addr, "CALL_WAIT": "2s", "RIVER_POLL_INTERVAL": "200ms",
+		"JOB_TIMEOUT": "10m"}
+	serve := startChild(t, "serve", env)
+
+	var lastRestart atomic.Int64
+	lastRestart.Store(time.Now().UnixNano())
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for range 2 {
+			time.Sleep(3 * time.Second)
+			serve.kill()
+			serve = startChild(t, "serve", env)
+			lastRestart.Store(time.Now().UnixNano())
+		}
+	}()
+	start := time.Now()
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: "http://" + addr, Requests: []loadgen.Request{{Op: "sleep", Body: `{"ms":1500}`}}, Payer: &fakePayer{payer: "0xserve"},
+		Concurrency: 32, MaxCalls: 100, Duration: 5 * time.Minute, Retry: true, RetryFor: 4 * time.Minute,
+	})
+	<-killed
+	require.NoError(t, err)
+	t.Log(rep)
+	restarted := time.Unix(0, lastRestart.Load())
+	var last time.Time
+	for _, o := range rep.Outcomes {
+		last = maxTime(last, start.Add(o.Offset+o.Latency))
+	}
+	t.Logf("last call answered %s after the last restart", last.Sub(restarted).Round(time.Millisecond))
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	require.Less(t, last.Sub(restarted), 120*time.Second, "a call answered long after the last restart")
+	checkLedger(ctx, t, db, rep)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
