@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -105,6 +106,12 @@ type Client struct {
 	lookback    time.Duration
 	pendingPoll time.Duration
 	pendingWait time.Duration
+
+	// mu guards pending: the transaction of each payment whose settlement
+	// the facilitator answered pending and that has not ended since, by
+	// pendingKey.
+	mu      sync.Mutex
+	pending map[string]string
 }
 
 var (
@@ -130,6 +137,7 @@ func New(cfg *Config) (*Client, error) {
 
 		pendingPoll: cmp.Or(cfg.PendingPoll, time.Second),
 		pendingWait: cmp.Or(cfg.PendingWait, 2*time.Minute),
+		pending:     map[string]string{},
 	}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
@@ -220,10 +228,30 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	}
 	body := &request{X402Version: version, PaymentPayload: &payload, PaymentRequirements: &req}
 	out, err := c.settleOnce(ctx, p, body)
-	if err != nil || out.ErrorReason != ReasonSettlementPending {
-		return out, err
+	if err == nil && out.ErrorReason == ReasonSettlementPending {
+		out, err = c.follow(ctx, p, body, out.Transaction)
 	}
-	return c.follow(ctx, p, body, out.Transaction)
+	var pending *PendingError
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case errors.As(err, &pending):
+		c.pending[pendingKey(p)] = pending.Transaction
+	case err == nil:
+		delete(c.pending, pendingKey(p))
+	}
+	return out, err
+}
+
+// pendingKey names the payment p among the pending settlements.
+func pendingKey(p *x402.Payment) string { return p.Network + " " + p.Payer + " " + p.Nonce }
+
+// pendingTransaction returns the transaction in which the facilitator left
+// the settlement of p pending in an earlier Settle, "" if none.
+func (c *Client) pendingTransaction(p *x402.Payment) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[pendingKey(p)]
 }
 
 // settleOnce asks the facilitator once to settle p (body) and returns its
@@ -342,6 +370,11 @@ func (c *Client) follow(ctx context.Context, p *x402.Payment, body *request, tx 
 func (c *Client) settledBefore(ctx context.Context, p *x402.Payment, refusal *x402.SettleResponse) (*x402.SettleResponse, error) {
 	chain := c.chains[p.Network]
 	if chain == nil {
+		if tx := c.pendingTransaction(p); tx != "" {
+			// The facilitator answered this payment pending in tx
+			// before: its own transaction used the authorization.
+			return &x402.SettleResponse{Success: true, Transaction: tx, Network: p.Network, Payer: p.Payer}, nil
+		}
 		return refusal, nil
 	}
 	hash, err := evm.FindSettlement(ctx, chain, p, c.lookback)

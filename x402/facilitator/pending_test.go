@@ -196,3 +196,31 @@ func TestSettlePendingFollowedOnChain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(before, after), "moved once")
 }
+
+// TestSettlePendingThenRetried follows a settlement the facilitator keeps
+// pending past PendingWait (an error, tried again later), then tries it
+// again once the facilitator answers nonce_already_used, as it does once its
+// transaction used the authorization: the client that saw the pending
+// transaction answers the payment settled in it, even without a chain
+// client to look it up.
+func TestSettlePendingThenRetried(t *testing.T) {
+	t.Parallel()
+	const pending = `{"success":false,"errorReason":"settlement_pending","transaction":"` + pendingTx + `","network":"eip155:8453"}`
+	f := &scriptedFacilitator{answers: []string{pending}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	c, err := facilitator.New(&facilitator.Config{URL: srv.URL, PendingPoll: 5 * time.Millisecond, PendingWait: 100 * time.Millisecond})
+	require.NoError(t, err)
+	p := pendingPayment(t)
+	_, err = c.Settle(context.Background(), p)
+	var pe *facilitator.PendingError
+	require.ErrorAs(t, err, &pe)
+
+	f.mu.Lock()
+	f.answers, f.asked = []string{`{"success":false,"errorReason":"invalid_exact_evm_nonce_already_used","transaction":"","network":"eip155:8453"}`}, 0
+	f.mu.Unlock()
+	resp, err := c.Settle(context.Background(), p)
+	require.NoError(t, err)
+	require.True(t, resp.Success, resp.ErrorReason)
+	require.Equal(t, pendingTx, resp.Transaction)
+}
