@@ -63,9 +63,9 @@ type Config struct {
 	// facilitator asked again. Defaults to 1 s.
 	PendingPoll time.Duration
 	// PendingWait bounds how long one Settle follows a pending settlement
-	// (within its ctx); past it Settle returns an error naming the
-	// transaction, and the settlement is tried again later. Defaults to
-	// 2 minutes.
+	// (within its ctx); past it Settle returns an *x402.PendingError naming
+	// the transaction, and the settlement is tried again later. Defaults
+	// to 2 minutes.
 	PendingWait time.Duration
 }
 
@@ -82,18 +82,6 @@ const ReasonSettlementReverted = "settlement_reverted"
 // evm.Endpoints), with which a pending settlement is followed on chain.
 type receiptReader interface {
 	TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error)
-}
-
-// PendingError is a settlement the facilitator left pending in Transaction
-// for longer than Settle followed it: an error (the settlement is tried
-// again, and found settled on chain or by the facilitator), never a
-// refusal.
-type PendingError struct {
-	Transaction string
-}
-
-func (e *PendingError) Error() string {
-	return "facilitator settle: still pending in transaction " + e.Transaction
 }
 
 // Client is a client of one facilitator. It is safe for concurrent use.
@@ -115,8 +103,9 @@ type Client struct {
 }
 
 var (
-	_ x402.SchemeVerifier = (*Client)(nil)
-	_ x402.Settler        = (*Client)(nil)
+	_ x402.SchemeVerifier  = (*Client)(nil)
+	_ x402.Settler         = (*Client)(nil)
+	_ x402.PendingFollower = (*Client)(nil)
 )
 
 // New returns a Client.
@@ -213,8 +202,8 @@ func (c *Client) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 // facilitator refuses is a SettleResponse with Success false; an error
 // means it could not be asked or answered garbage (try again). A
 // settlement answered settlement_pending is followed until it ends
-// (follow), and is an error (a *PendingError, tried again) while it has
-// not.
+// (follow), and is an error (an *x402.PendingError, tried again) while it
+// has not.
 func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
 	var payload x402.PaymentPayload
 	if err := json.Unmarshal(p.Payload, &payload); err != nil {
@@ -231,7 +220,7 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	if err == nil && out.ErrorReason == ReasonSettlementPending {
 		out, err = c.follow(ctx, p, body, out.Transaction)
 	}
-	var pending *PendingError
+	var pending *x402.PendingError
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -241,6 +230,19 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 		delete(c.pending, pendingKey(p))
 	}
 	return out, err
+}
+
+// SettlePending settles p as Settle does, an earlier attempt (of this
+// process or another, whose worker recorded it) having left its
+// settlement pending in transaction tx: should the facilitator now refuse
+// it as nonce_already_used, tx used the authorization.
+func (c *Client) SettlePending(ctx context.Context, p *x402.Payment, tx string) (*x402.SettleResponse, error) {
+	if tx != "" {
+		c.mu.Lock()
+		c.pending[pendingKey(p)] = tx
+		c.mu.Unlock()
+	}
+	return c.Settle(ctx, p)
 }
 
 // pendingKey names the payment p among the pending settlements.
@@ -312,8 +314,8 @@ func (c *Client) settleOnce(ctx context.Context, p *x402.Payment, body *request)
 // facilitator is asked again with the same payment until it answers
 // otherwise: settled; or refused as nonce_already_used, which after its own
 // broadcast of tx means tx used the authorization (settledBefore looks on
-// chain when it can); or another refusal. Past PendingWait it returns a
-// *PendingError: the settlement is tried again later.
+// chain when it can); or another refusal. Past PendingWait it returns an
+// *x402.PendingError: the settlement is tried again later.
 func (c *Client) follow(ctx context.Context, p *x402.Payment, body *request, tx string) (*x402.SettleResponse, error) {
 	settled := &x402.SettleResponse{Success: true, Transaction: tx, Payer: p.Payer, Network: p.Network}
 	chain, _ := c.chains[p.Network].(receiptReader)
@@ -324,9 +326,9 @@ func (c *Client) follow(ctx context.Context, p *x402.Payment, body *request, tx 
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", &PendingError{Transaction: tx}, context.Cause(ctx))
+			return nil, fmt.Errorf("%w: %w", &x402.PendingError{Transaction: tx}, context.Cause(ctx))
 		case <-deadline.C:
-			return nil, &PendingError{Transaction: tx}
+			return nil, &x402.PendingError{Transaction: tx}
 		case <-poll.C:
 		}
 		if chain != nil {

@@ -95,7 +95,7 @@ func TestSettlePending(t *testing.T) {
 			require.NoError(t, err)
 			resp, err := c.Settle(context.Background(), pendingPayment(t))
 			if tt.pendingErr {
-				var pe *facilitator.PendingError
+				var pe *x402.PendingError
 				require.ErrorAs(t, err, &pe)
 				require.Equal(t, pendingTx, pe.Transaction)
 				require.Nil(t, resp)
@@ -213,7 +213,7 @@ func TestSettlePendingThenRetried(t *testing.T) {
 	require.NoError(t, err)
 	p := pendingPayment(t)
 	_, err = c.Settle(context.Background(), p)
-	var pe *facilitator.PendingError
+	var pe *x402.PendingError
 	require.ErrorAs(t, err, &pe)
 
 	f.mu.Lock()
