@@ -82,3 +82,61 @@ func TestReclaimer(t *testing.T) {
 		require.Equal(t, "running", s, "job %d", id)
 	}
 }
+
+// TestReclaimerLostCompletions puts running jobs of this very process in
+// the database, as River's completer leaves them when it gives up while the
+// database is away (a failover): a job the process works is left running,
+// and so is one whose work ended moments ago (its completion may be on its
+// way); one whose work ended After ago, and one the process never worked,
+// are taken up again.
+func TestReclaimerLostCompletions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+
+	now := time.Now()
+	clock := func() time.Time { return now }
+	self := worker.NewClientID()
+	running := worker.NewRunning(clock)
+	r, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: self, After: 15 * time.Second, Running: running, Now: clock})
+	require.NoError(t, err)
+	require.NoError(t, r.Start(ctx))
+	t.Cleanup(r.Stop)
+
+	job := func(attemptedAgo time.Duration) int64 {
+		res, err := rc.Insert(ctx, reclaimArgs{}, &river.InsertOpts{MaxAttempts: 3})
+		require.NoError(t, err)
+		_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = $2,
+			attempted_by = ARRAY[$3] WHERE id = $1`, res.Job.ID, now.Add(-attemptedAgo), self)
+		require.NoError(t, err)
+		return res.Job.ID
+	}
+	worked := job(time.Minute)
+	running.Start(worked)
+	endedLately := job(time.Minute)
+	running.Start(endedLately)
+	running.End(endedLately)
+	endedLong := job(time.Minute)
+	running.Start(endedLong)
+	running.End(endedLong)
+	never := job(time.Minute)
+
+	now = now.Add(10 * time.Second)
+	running.Start(endedLately)
+	running.End(endedLately)
+	now = now.Add(6 * time.Second)
+	fetched := job(time.Second)
+	require.NoError(t, r.Sweep(ctx))
+	state := func(id int64) string {
+		var s string
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT state FROM river_job WHERE id = $1", id).Scan(&s))
+		return s
+	}
+	require.Equal(t, "running", state(worked), "a job worked")
+	require.Equal(t, "running", state(endedLately), "a job ended moments ago")
+	require.Equal(t, "running", state(fetched), "a job fetched moments ago")
+	require.Equal(t, "available", state(endedLong), "a job ended After ago")
+	require.Equal(t, "available", state(never), "a job never worked")
+}

@@ -37,38 +37,44 @@ func (r *statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // TestLoadDatabaseCut cuts the database away from two api and two worker
 // processes under paid load, as a failover to a standby does (every
 // connection closed, new ones failing until the new primary takes them),
-// then lets it back: every request made while it is away is answered 503
-// unavailable (or 202 for a call running), never 500, and every call ends
-// paid once.
+// for longer than River's completer retries a job's completion, then lets
+// it back: every request made while it is away is answered 503 unavailable
+// (or 202 for a call running), never 500; JOB_TIMEOUT is ten minutes, and
+// yet every call ends paid once within a minute of the database's return
+// (the jobs whose completion was lost are taken up again,
+// JOB_RECLAIM_AFTER).
 func TestLoadDatabaseCut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
 	proxy := dbtest.NewProxy(t, db)
 	env := map[string]string{"DATABASE_URL": proxy.URL(db), "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s", "RIVER_POLL_INTERVAL": "200ms",
-		"JOB_TIMEOUT": "15s", "JOB_RESCUE_AFTER": "20s"}
+		"JOB_TIMEOUT": "10m"}
 	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
 	startChild(t, "worker", env)
 	startChild(t, "worker", env)
 
+	var restored atomic.Int64
 	cut := make(chan struct{})
 	go func() {
 		defer close(cut)
 		time.Sleep(1500 * time.Millisecond)
 		proxy.Cut()
-		time.Sleep(3 * time.Second)
+		time.Sleep(12 * time.Second)
 		proxy.Restore()
+		restored.Store(time.Now().UnixNano())
 	}()
 	recorder := &statusRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), seen: map[int]int{}}
 	client := &http.Client{Transport: recorder, Timeout: 70 * time.Second}
 	payer := &fakePayer{payer: "0xcut"}
 	reps := make([]*loadgen.Report, len(apis))
+	start := time.Now()
 	var g errgroup.Group
 	for i, api := range apis {
 		g.Go(func() error {
 			rep, err := loadgen.Run(ctx, loadgen.Config{
-				BaseURL: api.addr, Requests: loadRequests, Payer: payer, Client: client,
-				Concurrency: 8, Duration: 7 * time.Second, Retry: true, RetryFor: 90 * time.Second,
+				BaseURL: api.addr, Requests: []loadgen.Request{{Op: "sleep", Body: `{"ms":300}`}, loadRequests[0]}, Payer: payer, Client: client,
+				Concurrency: 8, Duration: 4 * time.Second, Retry: true, RetryFor: 3 * time.Minute,
 			})
 			reps[i] = rep
 			return err
@@ -77,6 +83,7 @@ func TestLoadDatabaseCut(t *testing.T) {
 	require.NoError(t, g.Wait())
 	<-cut
 	all := &loadgen.Report{Statuses: map[int]int{}}
+	var last time.Time
 	for i, rep := range reps {
 		t.Logf("api %d: %s", i, rep)
 		all.Calls += rep.Calls
@@ -84,16 +91,21 @@ func TestLoadDatabaseCut(t *testing.T) {
 		for code, n := range rep.Statuses {
 			all.Statuses[code] += n
 		}
+		for _, o := range rep.Outcomes {
+			last = maxTime(last, start.Add(o.Offset+o.Latency))
+		}
 	}
 	recorder.mu.Lock()
 	seen := recorder.seen
 	recorder.mu.Unlock()
-	t.Logf("statuses seen, retries included: %v", seen)
+	back := time.Unix(0, restored.Load())
+	t.Logf("statuses seen, retries included: %v; last call answered %s after the database came back", seen, last.Sub(back).Round(time.Millisecond))
 	require.Positive(t, seen[http.StatusServiceUnavailable], "the cut was seen")
 	for code, n := range seen {
 		require.NotContains(t, []int{http.StatusInternalServerError, http.StatusBadGateway}, code, "%d answers %d while the database was away", n, code)
 	}
 	require.Equal(t, all.Calls, all.Statuses[http.StatusOK], all.String())
+	require.Less(t, last.Sub(back), time.Minute, "a call answered long after the database came back")
 	checkLedger(ctx, t, db, all)
 }
 
