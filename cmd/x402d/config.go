@@ -221,7 +221,9 @@ type Config struct {
 	// ReclaimAfter is how long a worker process must have been gone from
 	// the database (killed, or on a primary that died) before its running
 	// jobs are taken up by another, whatever JOB_TIMEOUT: long enough for
-	// a live process to reconnect after a failover. Default 15s.
+	// a live process to reconnect after a failover. A job a live process
+	// no longer works whose completion was lost (the database away) is
+	// taken up this long after it ended. Default 15s.
 	ReclaimAfter time.Duration `env:"JOB_RECLAIM_AFTER"`
 	// FetchPollInterval is how often a worker looks for jobs when no
 	// notification of new ones arrived (River's fetch poll interval).
