@@ -2,48 +2,15 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
 )
-
-// TestIsUnavailable is the table of the errors that say the database is
-// away (trying again later may succeed) and of those that do not.
-func TestIsUnavailable(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"connection exception", &pgconn.PgError{Code: "08006"}, true},
-		{"admin shutdown", fmt.Errorf("queue call: %w", &pgconn.PgError{Code: "57P01"}), true},
-		{"starting up", &pgconn.PgError{Code: "57P03"}, true},
-		{"cut", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
-		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
-		{"read-only standby", &pgconn.PgError{Code: "25006"}, true},
-		{"gave no answer in time", fmt.Errorf("group commit of 3: %w", ErrTimeout), true},
-		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
-		{"syntax", &pgconn.PgError{Code: "42601"}, false},
-		{"not found", ErrNotFound, false},
-		{"anything else", errors.New("boom"), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, IsUnavailable(tt.err))
-		})
-	}
-}
 
 // TestGroupCommitterPrimaryGone writes through a database that stops
 // answering, as a primary that vanished from the network before its
