@@ -980,14 +980,16 @@ func (e *Endpoints) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHa
 	return r, err
 }
 
-// agreed asks every endpoint available that matches keep (nil: all) for f
-// at once, when there are two or more, and returns (ok true) the answer two
-// of them gave alike (by key), or NotFound when two or more answered and
-// no two alike: an answer only one endpoint gives is not believed. It
-// returns ok false, for the caller to ask as with one endpoint, when fewer
-// than two endpoints are available or fewer than two answered (found or
-// not found); a node's error other than NotFound (an unknown method) when
-// that is all they answered.
+// agreed asks endpoints available that match keep (nil: all) for f, when
+// there are two or more, and returns (ok true) the answer two of them gave
+// alike (by key), or NotFound when two or more answered and no two alike:
+// an answer only one endpoint gives is not believed. Two endpoints (in
+// turn) are asked first, the others only when those two did not agree, so
+// that agreement costs a provider's limit two calls. It returns ok false,
+// for the caller to ask as with one endpoint, when fewer than two
+// endpoints are available or fewer than two answered (found or not found);
+// a node's error other than NotFound (an unknown method) when that is all
+// they answered.
 func agreed[T any](ctx context.Context, e *Endpoints, keep func(s *endpointState) bool, what, which string,
 	f func(ctx context.Context, c *ethclient.Client) (T, error), key func(T) string) (T, bool, error) {
 	var zero T
@@ -995,38 +997,50 @@ func agreed[T any](ctx context.Context, e *Endpoints, keep func(s *endpointState
 	if len(eps) < 2 {
 		return zero, false, nil
 	}
-	out, errs := fanout(ctx, e, eps, f)
+	first := int(e.rr.Add(1) % uint64(len(eps)))
+	eps = slices.Concat(eps[first:], eps[:first])
 	votes := map[string]int{}
-	at := map[string]int{}
-	answered, found := 0, -1
+	answers := map[string]T{}
+	answered := 0
+	var foundOn string
 	var nodeErr error
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			k := key(out[i])
-			if _, ok := at[k]; !ok {
-				at[k] = i
+	ask := func(eps []*endpoint) (T, bool) {
+		out, errs := fanout(ctx, e, eps, f)
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				k := key(out[i])
+				if _, ok := answers[k]; !ok {
+					answers[k] = out[i]
+				}
+				votes[k]++
+				answered++
+				foundOn = eps[i].name
+			case errors.Is(err, ethereum.NotFound) || isIndexing(err):
+				answered++
+			case endpointErrorKind(err) == "":
+				nodeErr = cmpErr(nodeErr, err)
 			}
-			votes[k]++
-			answered++
-			found = i
-		case errors.Is(err, ethereum.NotFound) || isIndexing(err):
-			answered++
-		case endpointErrorKind(err) == "":
-			nodeErr = cmpErr(nodeErr, err)
 		}
+		best := ""
+		for k, n := range votes {
+			if n >= 2 && (best == "" || n > votes[best]) {
+				best = k
+			}
+		}
+		return answers[best], best != ""
 	}
-	best := ""
-	for k, n := range votes {
-		if n >= 2 && (best == "" || n > votes[best]) {
-			best = k
+	if v, ok := ask(eps[:2]); ok {
+		return v, true, nil
+	}
+	if len(votes) > 0 || answered < 2 {
+		if v, ok := ask(eps[2:]); ok {
+			return v, true, nil
 		}
 	}
 	switch {
-	case best != "":
-		return out[at[best]], true, nil
-	case answered >= 2 && found >= 0:
-		e.logger.Debug("rpc endpoints disagree: an answer only one endpoint gives is not believed", "what", what, "which", which, "endpoint", eps[found].name)
+	case answered >= 2 && len(votes) > 0:
+		e.logger.Debug("rpc endpoints disagree: an answer only one endpoint gives is not believed", "what", what, "which", which, "endpoint", foundOn)
 		return zero, true, ethereum.NotFound
 	case answered >= 2:
 		return zero, true, ethereum.NotFound
