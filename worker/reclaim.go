@@ -183,6 +183,9 @@ func NewReclaimer(cfg ReclaimConfig) (*Reclaimer, error) {
 	if cfg.Pool == nil || cfg.ClientID == "" {
 		return nil, errors.New("worker: ReclaimConfig.Pool and ClientID are required")
 	}
+	if cfg.After < 0 || cfg.Every < 0 {
+		return nil, errors.New("worker: ReclaimConfig.After and Every cannot be negative")
+	}
 	cfg.After = cmp.Or(cfg.After, DefaultReclaimAfter)
 	cfg.Every = cmp.Or(cfg.Every, cfg.After/3)
 	if cfg.Now == nil {

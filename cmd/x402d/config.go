@@ -223,7 +223,7 @@ type Config struct {
 	// jobs are taken up by another, whatever JOB_TIMEOUT: long enough for
 	// a live process to reconnect after a failover. A job a live process
 	// no longer works whose completion was lost (the database away) is
-	// taken up this long after it ended. Default 15s.
+	// taken up this long after it ended. At least 1s; default 15s.
 	ReclaimAfter time.Duration `env:"JOB_RECLAIM_AFTER"`
 	// FetchPollInterval is how often a worker looks for jobs when no
 	// notification of new ones arrived (River's fetch poll interval).
@@ -620,6 +620,9 @@ func (c *Config) validate() error {
 	}
 	if c.VerifyRPCConcurrency < 1 {
 		fail("VERIFY_RPC_CONCURRENCY: must be at least 1")
+	}
+	if c.ReclaimAfter < time.Second {
+		fail("JOB_RECLAIM_AFTER: %s is shorter than a second", c.ReclaimAfter)
 	}
 	if c.SettlementBatchGasShare <= 0 || c.SettlementBatchGasShare > 1 {
 		fail("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", strconv.FormatFloat(c.SettlementBatchGasShare, 'g', -1, 64))
