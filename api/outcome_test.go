@@ -63,6 +63,8 @@ func TestOutcome(t *testing.T) {
 		{name: "not sold", err: errNotSellable, status: http.StatusServiceUnavailable, code: "not_sellable"},
 		{name: "database unavailable", err: fmt.Errorf("queue call: %w", &pgconn.PgError{Code: "57P01"}),
 			status: http.StatusServiceUnavailable, code: "unavailable", retryAfter: 1},
+		{name: "database failing over", err: fmt.Errorf("queue call: %w", &pgconn.PgError{Code: "25006"}),
+			status: http.StatusServiceUnavailable, code: "unavailable", retryAfter: 1},
 		{name: "request ended", canceled: true, err: context.Canceled, status: statusClientClosed, code: "canceled"},
 		{name: "anything else", err: errors.New("boom"), status: http.StatusInternalServerError, code: "internal_error"},
 		{name: "still running", status: http.StatusAccepted},

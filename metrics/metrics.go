@@ -68,6 +68,7 @@ type Metrics struct {
 	revenueFinal     *prometheus.CounterVec
 	reorged          *prometheus.CounterVec
 	reconciled       *prometheus.CounterVec
+	jobsReclaimed    *prometheus.CounterVec
 	relayerBalance   *prometheus.GaugeVec
 	feePayerBalance  prometheus.Gauge
 	feeWait          *prometheus.GaugeVec
@@ -136,6 +137,9 @@ func New(cfg Config) *Metrics {
 		reconciled: newCounterVec(reg, "settlement_reconciled_total",
 			"Calls whose settlement jobs were all exhausted, reconciled from the chain, by network and outcome (paid, lost, refused).",
 			"network", "outcome"),
+		jobsReclaimed: newCounterVec(reg, "jobs_reclaimed_total",
+			"Running jobs taken up again because the worker process running them was gone from the database, by kind.",
+			"kind"),
 		relayerBalance: newGaugeVec(reg, "relayer_balance_wei",
 			"The relayer's native balance, in wei, by network, as last read.",
 			"network"),
@@ -371,6 +375,15 @@ func (m *Metrics) Settlement(network, outcome string) {
 		return
 	}
 	m.settlements.WithLabelValues(network, outcome).Inc()
+}
+
+// JobReclaimed counts a running job of kind taken up again because its
+// worker process was gone.
+func (m *Metrics) JobReclaimed(kind string) {
+	if m == nil {
+		return
+	}
+	m.jobsReclaimed.WithLabelValues(kind).Inc()
 }
 
 // SettlementGas adds the gas a confirmed settlement on network spent, in

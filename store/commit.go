@@ -276,7 +276,14 @@ func (g *GroupCommitter[T]) tx(ctx context.Context, batch []*groupItem[T]) (err 
 	}
 	fn := func(tx pgx.Tx) error { return g.write(ctx, tx, items) }
 	if g.cfg.Relaxed {
-		return InRelaxedTx(ctx, g.pool, fn)
+		err = InRelaxedTx(ctx, g.pool, fn)
+	} else {
+		err = pgx.BeginFunc(ctx, g.pool, fn)
 	}
-	return pgx.BeginFunc(ctx, g.pool, fn)
+	if err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		// The database gave no answer within Timeout (a primary gone
+		// before its standby is promoted): unavailable, not a fault.
+		err = fmt.Errorf("group commit of %d: %w within %s: %w", len(batch), ErrTimeout, g.cfg.Timeout, err)
+	}
+	return err
 }

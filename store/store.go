@@ -45,6 +45,11 @@ var ErrNotFound = errors.New("not found")
 // with a key already used).
 var ErrConflict = errors.New("conflict with current state")
 
+// ErrTimeout is a write the database did not answer within its own time
+// bound (GroupCommitConfig.Timeout), while its caller still waited: the
+// database is taken for unavailable (IsUnavailable).
+var ErrTimeout = errors.New("the database did not answer in time")
+
 // DBTX is what the store's functions need from a connection: a pool, a
 // connection or a transaction.
 type DBTX interface {
@@ -69,22 +74,40 @@ func interpretError(err error) error {
 // IsUnavailable reports whether err says that the database could not be
 // reached or went away (a connection refused or cut, the server shutting
 // down or starting up, a dead pool), rather than that the statement was
-// wrong: trying again later may succeed.
+// wrong: trying again later may succeed. A failover to a standby shows all
+// of these, and also a connection that could not be made to any host of
+// the connection string (whatever each host answered), a server full of the
+// other processes reconnecting at once (too_many_connections), a session
+// on a server that is, or became, a standby (read_only_sql_transaction),
+// and a write that got no answer within its own time bound (ErrTimeout).
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) || errors.Is(err, ErrTimeout) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P01-57P03: admin shutdown,
-		// crash shutdown, cannot connect now (starting up).
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		return unavailableCode(pgErr.Code)
 	}
-	var connectErr *pgconn.ConnectError
 	var netErr net.Error
-	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+	return errors.As(err, &netErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, puddle.ErrClosedPool) || pgconn.SafeToRetry(err)
+}
+
+// unavailableCode reports whether a server's SQLSTATE code says that it
+// cannot serve now: class 08 (connection exception); 57P01-57P03 (admin
+// shutdown, crash shutdown, cannot connect now: starting up); 53300
+// (too_many_connections); 25006 (read_only_sql_transaction: a standby).
+func unavailableCode(code string) bool {
+	switch code {
+	case "57P01", "57P02", "57P03", "53300", "25006":
+		return true
+	}
+	return strings.HasPrefix(code, "08")
 }
 
 // relaxedBegin starts a transaction whose commit does not wait for its WAL

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -443,6 +444,17 @@ func TestIsUnavailable(t *testing.T) {
 		{"WrappedClosedConn", fmt.Errorf("read call: %w", closedConnErr), true},
 		{"StatementSaysClosed", raised, false},
 		{"TextSaysClosed", errors.New("upstream: closed pool, conn closed"), false},
+		{"ConnectionException", &pgconn.PgError{Code: "08006"}, true},
+		{"AdminShutdown", fmt.Errorf("queue call: %w", &pgconn.PgError{Code: "57P01"}), true},
+		{"StartingUp", &pgconn.PgError{Code: "57P03"}, true},
+		// A failover: every process reconnecting at once to the promoted
+		// standby, a session on a server that is (or became) a standby,
+		// a write that got no answer within its own bound.
+		{"TooManyConnections", &pgconn.PgError{Code: "53300"}, true},
+		{"ReadOnlyStandby", &pgconn.PgError{Code: "25006"}, true},
+		{"GroupCommitOutOfTime", fmt.Errorf("group commit of 3: %w", store.ErrTimeout), true},
+		{"UniqueViolation", &pgconn.PgError{Code: "23505"}, false},
+		{"Syntax", &pgconn.PgError{Code: "42601"}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.want, store.IsUnavailable(tt.err))

@@ -149,8 +149,9 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 // once its grace ends.
 func (w *opWorker[In, Out]) settleRun(ctx context.Context, run *completed, log *slog.Logger) {
 	sctx, cancel := context.WithTimeout(ctx, graceOf(w.commits.grace, w.commits.slow, run.payment))
-	err := settle(sctx, w.deps, w.commits, log, run.callID, run.payment, run.settleJob)
+	err := settle(sctx, w.deps, w.commits, log, run.callID, run.payment, run.settleJob, "")
 	cancel()
+	recordPending(ctx, w.commits, log, run.callID, run.payment.Network, run.settleJob, 1, err)
 	if err == nil {
 		return
 	}

@@ -93,7 +93,7 @@ func (w *reconcileWorker) reconcile(ctx context.Context, job *river.Job[Reconcil
 			return fmt.Errorf("reconcile %s: record submission: %w", call.ID, err)
 		}
 		log.InfoContext(ctx, "exhausted settlement still possible: settling again")
-		return settle(ctx, w.deps, w.commits, log, call.ID, &call.Payment, 0)
+		return settle(ctx, w.deps, w.commits, log, call.ID, &call.Payment, 0, "")
 	case x402.ReconcileLost:
 		err := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
 			return store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(call.ID), Type: store.EventSettlementLost,

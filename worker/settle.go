@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,7 +84,54 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 		}
 		return fmt.Errorf("settle %s: record submission: %w", callID, err)
 	}
-	return settle(ctx, w.deps, w.commits, log, callID, &call.Payment, 0)
+	// An earlier attempt's settlement left pending in a transaction
+	// (x402.PendingError) is followed, in whatever process it was sent.
+	pending, err := pendingTransaction(ctx, w.deps.Pool, callID)
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", callID, err)
+	}
+	err = settle(ctx, w.deps, w.commits, log, callID, &call.Payment, 0, pending)
+	recordPending(ctx, w.commits, log, callID, call.Network, job.ID, job.Attempt+1, err)
+	return err
+}
+
+// pendingTransaction returns the last transaction recorded in a
+// settlement.submitted of call callID ("" for none): the transaction an
+// earlier attempt sent or left pending.
+func pendingTransaction(ctx context.Context, db store.DBTX, callID string) (string, error) {
+	events, err := store.EventListByStream(ctx, db, store.CallStream(callID))
+	if err != nil {
+		return "", fmt.Errorf("read the submissions: %w", err)
+	}
+	tx := ""
+	for _, e := range events {
+		if e.Type != store.EventSettlementSubmitted {
+			continue
+		}
+		var s store.SettlementSubmitted
+		if err := e.Decode(&s); err != nil {
+			return "", fmt.Errorf("read the submissions: %w", err)
+		}
+		tx = cmp.Or(s.Transaction, tx)
+	}
+	return tx, nil
+}
+
+// recordPending records durably, in a settlement.submitted of call callID,
+// the transaction of a settlement attempt (by settlement job jobID, its
+// attempt-th) that ended pending (err an x402.PendingError), so that the
+// next attempt follows it. Other outcomes record nothing.
+func recordPending(ctx context.Context, commits *commits, log *slog.Logger, callID, network string, jobID int64, attempt int, err error) {
+	var pending *x402.PendingError
+	if !errors.As(err, &pending) || pending.Transaction == "" {
+		return
+	}
+	event := store.NewEvent{Stream: store.CallStream(callID), Type: store.EventSettlementSubmitted, Data: store.SettlementSubmitted{
+		JobID: jobID, Network: network, Attempt: attempt, Transaction: pending.Transaction,
+	}}
+	if rerr := commits.submissions.Commit(context.WithoutCancel(ctx), event); rerr != nil {
+		log.WarnContext(ctx, "record a pending settlement's transaction", "transaction", pending.Transaction, "error", rerr)
+	}
 }
 
 // settle makes one attempt at settling the payment of call callID, whose
@@ -91,13 +139,21 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 // settlement.submitted), and records its outcome durably with
 // the outcomes of the other settlements mined in the same block
 // (commits.outcomes); the outcome's transaction deletes the settlement job
-// safetyNet (0: none) unless it is running. It returns the settler's error
+// safetyNet (0: none) unless it is running; pending is the transaction an
+// earlier attempt left pending ("": none), followed by a settler that is an
+// x402.PendingFollower. It returns the settler's error
 // when the attempt failed and can be tried again. The job running settle is
 // completed by River's batched completer once Work returns; a run repeated
 // because that completion was lost finds the call final.
-func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger, callID string, payment *x402.Payment, safetyNet int64) error {
+func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger, callID string, payment *x402.Payment, safetyNet int64, pending string) error {
 	start := time.Now()
-	resp, err := deps.Settler.Settle(ctx, payment)
+	var resp *x402.SettleResponse
+	var err error
+	if follower, ok := deps.Settler.(x402.PendingFollower); ok && pending != "" {
+		resp, err = follower.SettlePending(ctx, payment, pending)
+	} else {
+		resp, err = deps.Settler.Settle(ctx, payment)
+	}
 	if err != nil {
 		log.WarnContext(ctx, "settlement attempt failed", "error", err)
 		deps.Metrics.Settlement(payment.Network, metrics.SettlementError)

@@ -93,6 +93,12 @@ type Config struct {
 	// for dead (its worker was killed) and retried. River checks every 30 s.
 	// Defaults to JobTimeout plus 30 s.
 	RescueAfter time.Duration
+	// ClientID is the River client's id. Defaults to NewClientID(), which
+	// a Reclaimer keys the process's presence on.
+	ClientID string
+	// Running, when set, is kept with the jobs this process works, for its
+	// Reclaimer (ReclaimConfig.Running).
+	Running *Running
 	// SettleGrace is how long a call's run has to settle its payment
 	// before the settlement job recorded with its result takes the
 	// settlement up (River makes scheduled jobs available within 5 s of
@@ -193,12 +199,17 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 		}
 	}
 
+	middleware := []rivertype.Middleware{deps.Metrics.JobMiddleware()}
+	if cfg.Running != nil {
+		middleware = append(middleware, &runningMiddleware{running: cfg.Running})
+	}
 	rc := &river.Config{
+		ID:                   cmp.Or(cfg.ClientID, NewClientID()),
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
 		Logger:               deps.Logger,
-		Middleware:           []rivertype.Middleware{deps.Metrics.JobMiddleware()},
+		Middleware:           middleware,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		Workers:              workers,
 		// River's default when zero.

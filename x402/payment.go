@@ -521,6 +521,29 @@ type TransactionNamer interface {
 	Transaction(p *Payment) (string, error)
 }
 
+// PendingError is a settlement whose transaction was sent and has not been
+// seen to end within the attempt (x402's settlement_pending, followed for
+// as long as the attempt waits). It is an error, never a refusal: the
+// settlement is tried again, and the worker records Transaction with the
+// call so that the next attempt, in whatever process, follows it
+// (PendingFollower).
+type PendingError struct {
+	// Transaction is the transaction sent.
+	Transaction string
+}
+
+func (e *PendingError) Error() string {
+	return "settlement pending in transaction " + e.Transaction
+}
+
+// PendingFollower is a Settler that can take up a settlement an earlier
+// attempt left pending (a *PendingError).
+type PendingFollower interface {
+	// SettlePending settles p as Settle does, knowing that an earlier
+	// attempt left its settlement pending in transaction tx.
+	SettlePending(ctx context.Context, p *Payment, tx string) (*SettleResponse, error)
+}
+
 // SlowSettler is a Settler some of whose settlements wait longer than an
 // ordinary one on a healthy chain, by a known time: on Solana at
 // SOLANA_COMMITMENT=finalized, the block's finalization. A payment's
@@ -554,6 +577,16 @@ func (s Settlers) Settle(ctx context.Context, p *Payment) (*SettleResponse, erro
 		return nil, fmt.Errorf("settle: no settler for %s", p.Network)
 	}
 	return settler.Settle(ctx, p)
+}
+
+// SettlePending settles p with the settler of its namespace, as its
+// SettlePending when it is a PendingFollower, else as Settle.
+func (s Settlers) SettlePending(ctx context.Context, p *Payment, tx string) (*SettleResponse, error) {
+	namespace, _, _ := strings.Cut(p.Network, ":")
+	if f, ok := s[namespace].(PendingFollower); ok {
+		return f.SettlePending(ctx, p, tx)
+	}
+	return s.Settle(ctx, p)
 }
 
 // ExtraWait returns how much longer than an ordinary settlement the

@@ -189,6 +189,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		return err
 	}
 	periodic = append(periodic, sweeps...)
+	running := worker.NewRunning(nil)
 	client, err := worker.NewClient(&worker.Deps{
 		Metrics:  m,
 		Pool:     pool,
@@ -206,6 +207,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		SettleGrace:        a.cfg.SettleGrace,
 		JobRetention:       a.cfg.JobRetention,
 		LedgerPreviousForm: a.cfg.LedgerPreviousForm,
+		Running:            running,
 	})
 	if err != nil {
 		return err
@@ -220,6 +222,17 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			}
 			defer payments.relayer.Stop()
 		}
+		// Present before the first job is fetched, gone after the last
+		// ended (defers run last first).
+		reclaimer, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: pool, ClientID: client.ID(), After: a.cfg.ReclaimAfter,
+			Running: running, Logger: a.logger, Metrics: m})
+		if err != nil {
+			return err
+		}
+		if err := reclaimer.Start(ctx); err != nil {
+			return fmt.Errorf("start reclaimer: %w", err)
+		}
+		defer reclaimer.Stop()
 		if err := client.Start(ctx); err != nil {
 			return fmt.Errorf("start workers: %w", err)
 		}

@@ -264,6 +264,8 @@ type Config struct {
 	JobTimeout time.Duration `env:"JOB_TIMEOUT"`
 	// RescueAfter is how long a job may run before it is taken for dead
 	// (its worker was killed) and retried. Unset: JOB_TIMEOUT plus 30 s.
+	// A job of a worker process gone from the database is taken up sooner
+	// (JOB_RECLAIM_AFTER).
 	RescueAfter time.Duration `env:"JOB_RESCUE_AFTER"`
 	// SettlementWindow is how long a call's settlement is given after its
 	// run: a payment whose authorization (validBefore) expires less than
@@ -274,6 +276,13 @@ type Config struct {
 	// packages' default, otherwise). Keep it above SETTLE_GRACE. Defaults
 	// to 1 minute.
 	SettlementWindow time.Duration `env:"SETTLEMENT_WINDOW"`
+	// ReclaimAfter is how long a worker process must have been gone from
+	// the database (killed, or on a primary that died) before its running
+	// jobs are taken up by another, whatever JOB_TIMEOUT: long enough for
+	// a live process to reconnect after a failover. A job a live process
+	// no longer works whose completion was lost (the database away) is
+	// taken up this long after it ended. At least 1s; default 15s.
+	ReclaimAfter time.Duration `env:"JOB_RECLAIM_AFTER"`
 	// FetchPollInterval is how often a worker looks for jobs when no
 	// notification of new ones arrived (River's fetch poll interval).
 	FetchPollInterval time.Duration `env:"RIVER_POLL_INTERVAL"`
@@ -389,6 +398,7 @@ func DefaultConfig() *Config {
 		CallWait:                api.DefaultCallWait,
 		JobTimeout:              worker.DefaultJobTimeout,
 		SettlementWindow:        time.Minute,
+		ReclaimAfter:            worker.DefaultReclaimAfter,
 		FetchPollInterval:       worker.DefaultFetchPollInterval,
 		WorkersPure:             conc[jobs.QueuePure],
 		WorkersModel:            conc[jobs.QueueModel],
@@ -722,6 +732,9 @@ func (c *Config) validate() error {
 	}
 	if c.PayerCodeRefuseFor <= 0 {
 		fail("PAYER_CODE_REFUSE_FOR: must be positive")
+	}
+	if c.ReclaimAfter < time.Second {
+		fail("JOB_RECLAIM_AFTER: %s is shorter than a second", c.ReclaimAfter)
 	}
 	if c.SettlementBatchGasShare <= 0 || c.SettlementBatchGasShare > 1 {
 		fail("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", strconv.FormatFloat(c.SettlementBatchGasShare, 'g', -1, 64))

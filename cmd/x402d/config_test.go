@@ -228,6 +228,7 @@ func TestLoadConfigValidate(t *testing.T) {
 		{name: "IndexSource", env: map[string]string{"INDEX_SOURCES": "https://a.example/list, b.example"}, wantErr: `INDEX_SOURCES: "b.example" is not an http or https URL`},
 		{name: "Cron", env: map[string]string{"INDEX_CRON": "every minute"}, wantErr: `INDEX_CRON: "every minute" is not a cron schedule`},
 		{name: "PollInterval", env: map[string]string{"RIVER_POLL_INTERVAL": "fast"}, wantErr: `RIVER_POLL_INTERVAL: "fast" is not a duration`},
+		{name: "ReclaimAfter", env: map[string]string{"JOB_RECLAIM_AFTER": "500ms"}, wantErr: `JOB_RECLAIM_AFTER: 500ms is shorter than a second`},
 		{name: "Workers", env: map[string]string{"WORKERS_PURE": "-1"}, wantErr: `WORKERS_PURE: "-1" is not a whole number`},
 		{name: "GasShare", env: map[string]string{"SETTLEMENT_BATCH_GAS_SHARE": "1.5"}, wantErr: `SETTLEMENT_BATCH_GAS_SHARE: "1.5" is not a share between 0 and 1`},
 		{name: "MaxFee", env: map[string]string{"SETTLEMENT_MAX_FEE_GWEI": "-2"}, wantErr: `SETTLEMENT_MAX_FEE_GWEI: "-2" is not a positive decimal number`},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,8 +21,9 @@ import (
 // (eth_blockNumber answers the head less Lag; receipts, blocks and block
 // receipts above that are null, and the latest state and nonces are read
 // at that block), answering 429 with Retry-After: 1 in bursts (the first
-// second of every two, while Burst is set), or dead (Die closes its
-// listener and connections).
+// second of every two, while Burst is set), dead (Die closes its
+// listener and connections), or lying (a head Ahead of the node's, and the
+// receipts LieReceipt made up).
 type Proxy struct {
 	*httptest.Server
 	target string
@@ -34,6 +36,14 @@ type Proxy struct {
 	Burst atomic.Bool
 	// Dead is set once Die closed the proxy.
 	Dead atomic.Bool
+	// Ahead is how many blocks ahead of the node's the head the proxy
+	// answers (eth_blockNumber) is: a head no other endpoint reports.
+	Ahead atomic.Uint64
+
+	// lies are the receipts the proxy answers for transactions (by hash,
+	// as the request names it) whatever the node says.
+	mu   sync.Mutex
+	lies map[string]json.RawMessage
 	// Served counts the requests answered (forwarded or from the lagging
 	// head); HiddenBlocks the blocks and block receipts, HiddenReceipts the
 	// receipts, answered null as above the lagging head; Limited the 429s.
@@ -51,6 +61,48 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	t.Cleanup(p.Server.Close)
 	t.Cleanup(transport.CloseIdleConnections)
 	return p
+}
+
+// LieReceipt makes the proxy answer receipt for the transaction hash (0x
+// and 64 hex digits, lower case), whatever the node says.
+func (p *Proxy) LieReceipt(hash string, receipt json.RawMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lies == nil {
+		p.lies = map[string]json.RawMessage{}
+	}
+	p.lies[hash] = receipt
+}
+
+// lie answers req as the lying proxy does, when it lies about it.
+func (p *Proxy) lie(ctx context.Context, req *rpcMessage) (*rpcMessage, bool) {
+	switch req.Method {
+	case "eth_blockNumber":
+		ahead := p.Ahead.Load()
+		if ahead == 0 {
+			return nil, false
+		}
+		resp, ok := p.call(ctx, req)
+		var head hexutil.Uint64
+		if !ok || json.Unmarshal(resp.Result, &head) != nil {
+			return nil, false
+		}
+		out, _ := json.Marshal(hexutil.Uint64(uint64(head) + ahead))
+		return &rpcMessage{JSONRPC: "2.0", ID: req.ID, Result: out}, true
+	case "eth_getTransactionReceipt":
+		var hash string
+		if len(req.Params) == 0 || json.Unmarshal(req.Params[0], &hash) != nil {
+			return nil, false
+		}
+		p.mu.Lock()
+		receipt, ok := p.lies[strings.ToLower(hash)]
+		p.mu.Unlock()
+		if !ok {
+			return nil, false
+		}
+		return &rpcMessage{JSONRPC: "2.0", ID: req.ID, Result: receipt}, true
+	}
+	return nil, false
 }
 
 // Die closes the proxy's listener and its connections: later calls are
@@ -83,6 +135,14 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req rpcMessage
+	if json.Unmarshal(body, &req) == nil && req.Method != "" {
+		if out, ok := p.lie(r.Context(), &req); ok {
+			p.Served.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(out)
+			return
+		}
+	}
 	if lag := p.Lag.Load(); lag > 0 && json.Unmarshal(body, &req) == nil && req.Method != "" {
 		out, ok := p.lagging(r.Context(), &req, lag)
 		if !ok {

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -760,9 +761,31 @@ func (e *Endpoints) CodeAt(ctx context.Context, account common.Address, block *b
 	})
 }
 
-// BlockNumber returns the head of an endpoint not behind the others: the
-// blocks up to it are there for the reads that follow.
+// BlockNumber returns the head of the chain as two endpoints have it: with
+// several endpoints in, every one is asked and the second highest answer is
+// the head (a head only one endpoint reports, a lie or a block the others
+// have not seen yet, is not believed: the blocks up to the head returned
+// are on two endpoints, and so are the receipts the relayer scans them for
+// and the depth the finality policy counts); with one endpoint in, its
+// head, from an endpoint not behind the others.
 func (e *Endpoints) BlockNumber(ctx context.Context) (uint64, error) {
+	if eps := e.available(nil); len(eps) >= 2 {
+		heads, errs := fanout(ctx, e, eps, func(ctx context.Context, c *ethclient.Client) (uint64, error) { return c.BlockNumber(ctx) })
+		var answered []uint64
+		for i, err := range errs {
+			if err == nil {
+				e.sawHead(eps[i], heads[i])
+				answered = append(answered, heads[i])
+			}
+		}
+		if len(answered) >= 2 {
+			slices.Sort(answered)
+			return answered[len(answered)-2], nil
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
 	var head uint64
 	err := e.do(ctx, 0, func(ctx context.Context, ep *endpoint) error {
 		var err error
@@ -904,11 +927,17 @@ func (e *Endpoints) SuggestGasTipCap(ctx context.Context) (*big.Int, error) {
 	return read(ctx, e, 0, func(ctx context.Context, c *ethclient.Client) (*big.Int, error) { return c.SuggestGasTipCap(ctx) })
 }
 
-// TransactionReceipt returns the receipt of hash, looked for on every
-// endpoint before NotFound.
+// TransactionReceipt returns the receipt of hash once two endpoints report
+// it alike (the same block and status; agreed): a receipt only one of
+// several endpoints reports is not believed, and is NotFound until another
+// has it. With one endpoint in, its answer, looked for on the others before
+// NotFound.
 func (e *Endpoints) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
 	f := func(ctx context.Context, c *ethclient.Client) (*types.Receipt, error) {
 		return c.TransactionReceipt(ctx, hash)
+	}
+	if r, ok, err := agreed(ctx, e, nil, "receipt", hash.Hex(), f, receiptKey); ok {
+		return r, err
 	}
 	r, err := read(ctx, e, 0, f)
 	if errors.Is(err, ethereum.NotFound) || err != nil && isIndexing(err) {
@@ -919,9 +948,10 @@ func (e *Endpoints) TransactionReceipt(ctx context.Context, hash common.Hash) (*
 	return r, err
 }
 
-// BlockReceipts returns the receipts of a block, from an endpoint whose
-// head has it, looked for on every endpoint before NotFound (or before
-// the method is reported missing).
+// BlockReceipts returns the receipts of a block once two endpoints whose
+// heads have it answer them alike (agreed); with fewer such endpoints, from
+// an endpoint whose head has it, looked for on every endpoint before
+// NotFound (or before the method is reported missing).
 func (e *Endpoints) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHash) ([]*types.Receipt, error) {
 	var number uint64
 	if n, ok := block.Number(); ok && n >= 0 {
@@ -929,6 +959,13 @@ func (e *Endpoints) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHa
 	}
 	f := func(ctx context.Context, c *ethclient.Client) ([]*types.Receipt, error) {
 		return c.BlockReceipts(ctx, block)
+	}
+	var keep func(s *endpointState) bool
+	if number > 0 {
+		keep = func(s *endpointState) bool { return s.head >= number }
+	}
+	if r, ok, err := agreed(ctx, e, keep, "block receipts", block.String(), f, blockReceiptsKey); ok {
+		return r, err
 	}
 	r, err := read(ctx, e, number, f)
 	if errors.Is(err, ethereum.NotFound) || err != nil && isMethodNotFound(err) {
@@ -941,6 +978,95 @@ func (e *Endpoints) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHa
 		}
 	}
 	return r, err
+}
+
+// agreed asks endpoints available that match keep (nil: all) for f, when
+// there are two or more, and returns (ok true) the answer two of them gave
+// alike (by key), or NotFound when two or more answered and no two alike:
+// an answer only one endpoint gives is not believed. Two endpoints (in
+// turn) are asked first, the others only when those two did not agree, so
+// that agreement costs a provider's limit two calls. It returns ok false,
+// for the caller to ask as with one endpoint, when fewer than two
+// endpoints are available or fewer than two answered (found or not found);
+// a node's error other than NotFound (an unknown method) when that is all
+// they answered.
+func agreed[T any](ctx context.Context, e *Endpoints, keep func(s *endpointState) bool, what, which string,
+	f func(ctx context.Context, c *ethclient.Client) (T, error), key func(T) string) (T, bool, error) {
+	var zero T
+	eps := e.available(keep)
+	if len(eps) < 2 {
+		return zero, false, nil
+	}
+	first := int(e.rr.Add(1) % uint64(len(eps)))
+	eps = slices.Concat(eps[first:], eps[:first])
+	votes := map[string]int{}
+	answers := map[string]T{}
+	answered := 0
+	var foundOn string
+	var nodeErr error
+	ask := func(eps []*endpoint) (T, bool) {
+		out, errs := fanout(ctx, e, eps, f)
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				k := key(out[i])
+				if _, ok := answers[k]; !ok {
+					answers[k] = out[i]
+				}
+				votes[k]++
+				answered++
+				foundOn = eps[i].name
+			case errors.Is(err, ethereum.NotFound) || isIndexing(err):
+				answered++
+			case endpointErrorKind(err) == "":
+				nodeErr = cmpErr(nodeErr, err)
+			}
+		}
+		best := ""
+		for k, n := range votes {
+			if n >= 2 && (best == "" || n > votes[best]) {
+				best = k
+			}
+		}
+		return answers[best], best != ""
+	}
+	if v, ok := ask(eps[:2]); ok {
+		return v, true, nil
+	}
+	if len(votes) > 0 || answered < 2 {
+		if v, ok := ask(eps[2:]); ok {
+			return v, true, nil
+		}
+	}
+	switch {
+	case answered >= 2 && len(votes) > 0:
+		e.logger.Debug("rpc endpoints disagree: an answer only one endpoint gives is not believed", "what", what, "which", which, "endpoint", foundOn)
+		return zero, true, ethereum.NotFound
+	case answered >= 2:
+		return zero, true, ethereum.NotFound
+	case answered == 0 && nodeErr != nil:
+		return zero, true, nodeErr
+	}
+	return zero, false, nil
+}
+
+// receiptKey is what two endpoints must agree on in a receipt.
+func receiptKey(r *types.Receipt) string {
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s %s %d", r.TxHash.Hex(), r.BlockHash.Hex(), r.Status)
+}
+
+// blockReceiptsKey is what two endpoints must agree on in a block's
+// receipts.
+func blockReceiptsKey(rs []*types.Receipt) string {
+	var b strings.Builder
+	for _, r := range rs {
+		b.WriteString(receiptKey(r))
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 // SendTransaction sends tx to every endpoint in at once. An endpoint not

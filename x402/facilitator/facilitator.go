@@ -10,6 +10,7 @@ package facilitator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,9 +18,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
@@ -53,21 +57,55 @@ type Config struct {
 	// LogLookback bounds that look for a payment that does not say when it
 	// was verified (evm.FindSettlement). Defaults to evm.DefaultLogLookback.
 	LogLookback time.Duration
+	// PendingPoll is how often a settlement the facilitator answered
+	// settlement_pending is looked at again: its transaction's receipt
+	// when a chain client of the network has receipts, else the
+	// facilitator asked again. Defaults to 1 s.
+	PendingPoll time.Duration
+	// PendingWait bounds how long one Settle follows a pending settlement
+	// (within its ctx); past it Settle returns an *x402.PendingError naming
+	// the transaction, and the settlement is tried again later. Defaults
+	// to 2 minutes.
+	PendingWait time.Duration
+}
+
+// ReasonSettlementPending is the errorReason of x402's non-terminal settle
+// answer: the facilitator broadcast the transaction it names and has not
+// seen its receipt yet. It is no refusal: Settle follows the transaction.
+const ReasonSettlementPending = "settlement_pending"
+
+// ReasonSettlementReverted is the reason of a settlement whose pending
+// transaction, followed on chain, reverted: nothing was paid.
+const ReasonSettlementReverted = "settlement_reverted"
+
+// receiptReader is a chain client that reads receipts (ethclient,
+// evm.Endpoints), with which a pending settlement is followed on chain.
+type receiptReader interface {
+	TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error)
 }
 
 // Client is a client of one facilitator. It is safe for concurrent use.
 type Client struct {
-	url      string
-	http     *http.Client
-	header   http.Header
-	identify IdentifyFunc
-	chains   map[string]evm.LogReader
-	lookback time.Duration
+	url         string
+	http        *http.Client
+	header      http.Header
+	identify    IdentifyFunc
+	chains      map[string]evm.LogReader
+	lookback    time.Duration
+	pendingPoll time.Duration
+	pendingWait time.Duration
+
+	// mu guards pending: the transaction of each payment whose settlement
+	// the facilitator answered pending and that has not ended since, by
+	// pendingKey.
+	mu      sync.Mutex
+	pending map[string]string
 }
 
 var (
-	_ x402.SchemeVerifier = (*Client)(nil)
-	_ x402.Settler        = (*Client)(nil)
+	_ x402.SchemeVerifier  = (*Client)(nil)
+	_ x402.Settler         = (*Client)(nil)
+	_ x402.PendingFollower = (*Client)(nil)
 )
 
 // New returns a Client.
@@ -85,6 +123,10 @@ func New(cfg *Config) (*Client, error) {
 		identify: cfg.Identify,
 		chains:   cfg.Chains,
 		lookback: cfg.LogLookback,
+
+		pendingPoll: cmp.Or(cfg.PendingPoll, time.Second),
+		pendingWait: cmp.Or(cfg.PendingWait, 2*time.Minute),
+		pending:     map[string]string{},
 	}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
@@ -165,7 +207,10 @@ func (c *Client) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 // the payload accepted, which the service matched to its own before
 // verifying (network, amount and asset are the payment's). A settlement the
 // facilitator refuses is a SettleResponse with Success false; an error
-// means it could not be asked or answered garbage (try again).
+// means it could not be asked or answered garbage (try again). A
+// settlement answered settlement_pending is followed until it ends
+// (follow), and is an error (an *x402.PendingError, tried again) while it
+// has not.
 func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
 	var payload x402.PaymentPayload
 	if err := json.Unmarshal(p.Payload, &payload); err != nil {
@@ -177,15 +222,67 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	if version == 0 {
 		version = x402.Version
 	}
-	status, body, err := c.post(ctx, "/settle", &request{X402Version: version, PaymentPayload: &payload, PaymentRequirements: &req})
+	body := &request{X402Version: version, PaymentPayload: &payload, PaymentRequirements: &req}
+	out, err := c.settleOnce(ctx, p, body)
+	if err == nil && out.ErrorReason == ReasonSettlementPending {
+		out, err = c.follow(ctx, p, body, out.Transaction)
+	}
+	var pending *x402.PendingError
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case errors.As(err, &pending):
+		c.pending[pendingKey(p)] = pending.Transaction
+	case err == nil:
+		delete(c.pending, pendingKey(p))
+	}
+	return out, err
+}
+
+// SettlePending settles p as Settle does, an earlier attempt (of this
+// process or another, whose worker recorded it) having left its
+// settlement pending in transaction tx: should the facilitator now refuse
+// it as nonce_already_used, tx used the authorization.
+func (c *Client) SettlePending(ctx context.Context, p *x402.Payment, tx string) (*x402.SettleResponse, error) {
+	if tx != "" {
+		c.mu.Lock()
+		c.pending[pendingKey(p)] = tx
+		c.mu.Unlock()
+	}
+	return c.Settle(ctx, p)
+}
+
+// pendingKey names the payment p among the pending settlements.
+func pendingKey(p *x402.Payment) string { return p.Network + " " + p.Payer + " " + p.Nonce }
+
+// pendingTransaction returns the transaction in which the facilitator left
+// the settlement of p pending in an earlier Settle, "" if none.
+func (c *Client) pendingTransaction(p *x402.Payment) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[pendingKey(p)]
+}
+
+// settleOnce asks the facilitator once to settle p (body) and returns its
+// answer: a pending one as it came (ReasonSettlementPending, with its
+// transaction); a refusal as nonce_already_used looked up on chain
+// (settledBefore).
+func (c *Client) settleOnce(ctx context.Context, p *x402.Payment, body *request) (*x402.SettleResponse, error) {
+	status, raw, err := c.post(ctx, "/settle", body)
 	if err != nil {
 		return nil, err
 	}
 	var resp settleResponse
-	if err := json.Unmarshal(body, &resp); err != nil || status >= 500 {
-		return nil, fmt.Errorf("facilitator settle: status %d: %s", status, excerpt(body))
+	if err := json.Unmarshal(raw, &resp); err != nil || status >= 500 {
+		return nil, fmt.Errorf("facilitator settle: status %d: %s", status, excerpt(raw))
 	}
 	switch {
+	case resp.ErrorReason == ReasonSettlementPending:
+		if resp.Transaction == nil || *resp.Transaction == "" {
+			return nil, fmt.Errorf("facilitator settle: pending without a transaction: %s", excerpt(raw))
+		}
+		return &x402.SettleResponse{ErrorReason: ReasonSettlementPending, Transaction: *resp.Transaction,
+			Payer: cmpOr(resp.Payer, p.Payer), Network: cmpOr(resp.Network, p.Network)}, nil
 	case status == http.StatusOK && resp.Success != nil && resp.Transaction != nil:
 	case resp.ErrorReason != "" && status < 500:
 		// A refusal, whatever the status (the official facilitators
@@ -193,7 +290,7 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 		f := false
 		resp.Success = &f
 	default:
-		return nil, fmt.Errorf("facilitator settle: status %d: %s", status, excerpt(body))
+		return nil, fmt.Errorf("facilitator settle: status %d: %s", status, excerpt(raw))
 	}
 	out := &x402.SettleResponse{
 		Success:     *resp.Success,
@@ -205,7 +302,7 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 		out.Transaction = *resp.Transaction
 	}
 	if out.Success && out.Transaction == "" {
-		return nil, fmt.Errorf("facilitator settle: success without a transaction: %s", excerpt(body))
+		return nil, fmt.Errorf("facilitator settle: success without a transaction: %s", excerpt(raw))
 	}
 	if !out.Success && out.ErrorReason == "" {
 		out.ErrorReason = "unexpected_settle_error"
@@ -214,6 +311,61 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 		return c.settledBefore(ctx, p, out)
 	}
 	return out, nil
+}
+
+// follow follows the settlement of p that the facilitator left pending in
+// transaction tx, as the relayer follows a transaction it sent, until it
+// ends, for at most PendingWait. With a chain client of the network that
+// reads receipts, the receipt decides: successful, p is settled by tx;
+// reverted, nothing was paid (ReasonSettlementReverted). Without one, the
+// facilitator is asked again with the same payment until it answers
+// otherwise: settled; or refused as nonce_already_used, which after its own
+// broadcast of tx means tx used the authorization (settledBefore looks on
+// chain when it can); or another refusal. Past PendingWait it returns an
+// *x402.PendingError: the settlement is tried again later.
+func (c *Client) follow(ctx context.Context, p *x402.Payment, body *request, tx string) (*x402.SettleResponse, error) {
+	settled := &x402.SettleResponse{Success: true, Transaction: tx, Payer: p.Payer, Network: p.Network}
+	chain, _ := c.chains[p.Network].(receiptReader)
+	deadline := time.NewTimer(c.pendingWait)
+	defer deadline.Stop()
+	poll := time.NewTicker(c.pendingPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", &x402.PendingError{Transaction: tx}, context.Cause(ctx))
+		case <-deadline.C:
+			return nil, &x402.PendingError{Transaction: tx}
+		case <-poll.C:
+		}
+		if chain != nil {
+			if !common.IsHexHash(tx) {
+				return nil, fmt.Errorf("facilitator settle: pending transaction %q is no transaction hash", tx)
+			}
+			receipt, err := chain.TransactionReceipt(ctx, common.HexToHash(tx))
+			switch {
+			case errors.Is(err, ethereum.NotFound):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("facilitator settle: receipt of pending %s: %w", tx, err)
+			case receipt.Status == types.ReceiptStatusSuccessful:
+				return settled, nil
+			}
+			return &x402.SettleResponse{ErrorReason: ReasonSettlementReverted, Transaction: tx, Payer: p.Payer, Network: p.Network}, nil
+		}
+		out, err := c.settleOnce(ctx, p, body)
+		switch {
+		case err != nil:
+			return nil, err
+		case out.ErrorReason == ReasonSettlementPending:
+			tx = out.Transaction
+			settled.Transaction = tx
+			continue
+		case !out.Success && out.ErrorReason == evm.ReasonNonceAlreadyUsed:
+			return settled, nil
+		}
+		return out, nil
+	}
 }
 
 // settledBefore answers a settlement the facilitator refused because the
@@ -227,6 +379,11 @@ func (c *Client) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 func (c *Client) settledBefore(ctx context.Context, p *x402.Payment, refusal *x402.SettleResponse) (*x402.SettleResponse, error) {
 	chain := c.chains[p.Network]
 	if chain == nil {
+		if tx := c.pendingTransaction(p); tx != "" {
+			// The facilitator answered this payment pending in tx
+			// before: its own transaction used the authorization.
+			return &x402.SettleResponse{Success: true, Transaction: tx, Network: p.Network, Payer: p.Payer}, nil
+		}
 		return refusal, nil
 	}
 	hash, err := evm.FindSettlement(ctx, chain, p, c.lookback)

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/loadgen"
+)
+
+// statusRecorder is a RoundTripper that counts every status answered,
+// retried ones included (loadgen's report keeps each call's last).
+type statusRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	seen map[int]int
+}
+
+func (r *statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err == nil {
+		r.mu.Lock()
+		r.seen[resp.StatusCode]++
+		r.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestLoadDatabaseCut cuts the database away from two api and two worker
+// processes under paid load, as a failover to a standby does (every
+// connection closed, new ones failing until the new primary takes them),
+// for longer than River's completer retries a job's completion, then lets
+// it back: every request made while it is away is answered 503 unavailable
+// (or 202 for a call running), never 500; JOB_TIMEOUT is ten minutes, and
+// yet every call ends paid once within a minute of the database's return
+// (the jobs whose completion was lost are taken up again,
+// JOB_RECLAIM_AFTER).
+func TestLoadDatabaseCut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	proxy := dbtest.NewProxy(t, db)
+	env := map[string]string{"DATABASE_URL": proxy.URL(db), "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s", "RIVER_POLL_INTERVAL": "200ms",
+		"JOB_TIMEOUT": "10m"}
+	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
+	startChild(t, "worker", env)
+	startChild(t, "worker", env)
+
+	var restored atomic.Int64
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		time.Sleep(1500 * time.Millisecond)
+		proxy.Cut()
+		time.Sleep(12 * time.Second)
+		proxy.Restore()
+		restored.Store(time.Now().UnixNano())
+	}()
+	recorder := &statusRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), seen: map[int]int{}}
+	client := &http.Client{Transport: recorder, Timeout: 70 * time.Second}
+	payer := &fakePayer{payer: "0xcut"}
+	reps := make([]*loadgen.Report, len(apis))
+	start := time.Now()
+	var g errgroup.Group
+	for i, api := range apis {
+		g.Go(func() error {
+			rep, err := loadgen.Run(ctx, loadgen.Config{
+				BaseURL: api.addr, Requests: []loadgen.Request{{Op: "sleep", Body: `{"ms":300}`}, loadRequests[0]}, Payer: payer, Client: client,
+				Concurrency: 8, Duration: 4 * time.Second, Retry: true, RetryFor: 3 * time.Minute,
+			})
+			reps[i] = rep
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	<-cut
+	all := &loadgen.Report{Statuses: map[int]int{}}
+	var last time.Time
+	for i, rep := range reps {
+		t.Logf("api %d: %s", i, rep)
+		all.Calls += rep.Calls
+		all.Outcomes = append(all.Outcomes, rep.Outcomes...)
+		for code, n := range rep.Statuses {
+			all.Statuses[code] += n
+		}
+		for _, o := range rep.Outcomes {
+			last = maxTime(last, start.Add(o.Offset+o.Latency))
+		}
+	}
+	recorder.mu.Lock()
+	seen := recorder.seen
+	recorder.mu.Unlock()
+	back := time.Unix(0, restored.Load())
+	t.Logf("statuses seen, retries included: %v; last call answered %s after the database came back", seen, last.Sub(back).Round(time.Millisecond))
+	require.Positive(t, seen[http.StatusServiceUnavailable], "the cut was seen")
+	for code, n := range seen {
+		require.NotContains(t, []int{http.StatusInternalServerError, http.StatusBadGateway}, code, "%d answers %d while the database was away", n, code)
+	}
+	require.Equal(t, all.Calls, all.Statuses[http.StatusOK], all.String())
+	require.Less(t, last.Sub(back), time.Minute, "a call answered long after the database came back")
+	checkLedger(ctx, t, db, all)
+}
+
+// TestLoadServeKilled SIGKILLs a `serve` process twice while paid calls are
+// in flight (100 calls, 32 at a time, each running 1.5 s) and starts it
+// again on the same address; clients resend a lost answer with the same
+// header. JOB_TIMEOUT is ten minutes, so River's rescue (JOB_TIMEOUT plus
+// 30 s) cannot be what takes the killed runs up: the restarted process does,
+// as their process is gone from the database (JOB_RECLAIM_AFTER). Every
+// call is answered within 120 s of the last restart and paid once.
+func TestLoadServeKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env := map[string]string{"DATABASE_URL": db.URL, "LISTEN_ADDR": addr, "CALL_WAIT": "2s", "RIVER_POLL_INTERVAL": "200ms",
+		"JOB_TIMEOUT": "10m"}
+	serve := startChild(t, "serve", env)
+
+	var lastRestart atomic.Int64
+	lastRestart.Store(time.Now().UnixNano())
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for range 2 {
+			time.Sleep(3 * time.Second)
+			serve.kill()
+			serve = startChild(t, "serve", env)
+			lastRestart.Store(time.Now().UnixNano())
+		}
+	}()
+	start := time.Now()
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: "http://" + addr, Requests: []loadgen.Request{{Op: "sleep", Body: `{"ms":1500}`}}, Payer: &fakePayer{payer: "0xserve"},
+		Concurrency: 32, MaxCalls: 100, Duration: 5 * time.Minute, Retry: true, RetryFor: 4 * time.Minute,
+	})
+	<-killed
+	require.NoError(t, err)
+	t.Log(rep)
+	restarted := time.Unix(0, lastRestart.Load())
+	var last time.Time
+	for _, o := range rep.Outcomes {
+		last = maxTime(last, start.Add(o.Offset+o.Latency))
+	}
+	t.Logf("last call answered %s after the last restart", last.Sub(restarted).Round(time.Millisecond))
+	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	require.Less(t, last.Sub(restarted), 120*time.Second, "a call answered long after the last restart")
+	checkLedger(ctx, t, db, rep)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
