@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,8 +113,10 @@ func TestAnvil_OfficialClientPaysEveryOperation(t *testing.T) {
 // api, two worker processes sharing RELAYER_KEY, its nonces in the one
 // database) under paid load with 1,000 calls in flight, SIGKILLing a
 // worker every 3 s for 10 s (between a batch's send and its receipt, on
-// 2-second blocks) and starting another: every call is answered 200, none is settled
-// twice, the payer paid exactly the calls answered, the node holds no
+// 2-second blocks) and starting another: every call is answered 200, the
+// last within 120 s of the last kill although JOB_TIMEOUT is ten minutes
+// (the jobs of a process gone are taken up after JOB_RECLAIM_AFTER, not
+// River's rescue after the timeout), none is settled twice, the payer paid exactly the calls answered, the node holds no
 // transaction behind a nonce gap, and each transaction's block is recorded
 // once for many of its calls (settlementBlocks).
 func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
@@ -122,14 +125,20 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	node := anviltest.Start(t, nil)
 	db := dbtest.Schema(ctx, t)
 	env := anvilEnv(t, node, db)
-	env["CALL_WAIT"], env["JOB_TIMEOUT"], env["JOB_RESCUE_AFTER"], env["RIVER_POLL_INTERVAL"] = "5s", "20s", "25s", "100ms"
+	env["CALL_WAIT"], env["JOB_TIMEOUT"], env["RIVER_POLL_INTERVAL"] = "5s", "10m", "100ms"
 	env["SETTLE_GRACE"], env["TEST_REAL_PAYMENTS"] = "10s", "1"
 	api := startChild(t, "api", env)
 	stopKilling := killWorkers(t, env, 3*time.Second)
 	// Kills during the load; then the calls left are finished by the
 	// two workers standing.
 	kills := make(chan int, 1)
-	time.AfterFunc(10*time.Second, func() { kills <- stopKilling(2) })
+	var lastKill atomic.Int64
+	time.AfterFunc(10*time.Second, func() {
+		n := stopKilling(2)
+		lastKill.Store(time.Now().UnixNano())
+		kills <- n
+	})
+	start := time.Now()
 
 	payer := devPayer(t, 5)
 	payTo := devAddress(t, devchain.PayToAccount)
@@ -142,6 +151,13 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	require.NoError(t, err)
 	t.Log(rep)
 	require.Equal(t, rep.Calls, rep.Statuses[http.StatusOK], rep.String())
+	var last time.Time
+	for _, o := range rep.Outcomes {
+		last = maxTime(last, start.Add(o.Offset+o.Latency))
+	}
+	afterKill := last.Sub(time.Unix(0, lastKill.Load()))
+	t.Logf("last call answered %s after the last kill", afterKill.Round(time.Millisecond))
+	require.Less(t, afterKill, 120*time.Second, "a call answered long after the last kill")
 
 	price := big.NewInt(10_000)
 	txs := checkChainPayments(ctx, t, node.Client, rep, payer.Address(), payTo, price)
