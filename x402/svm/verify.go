@@ -53,6 +53,9 @@ type VerifierConfig struct {
 	// inner instructions (RPCSimulator). Nil accepts only the exact
 	// scheme's layout.
 	SmartWallets *SmartWallets
+	// Balances reads the balances of payers' token accounts, for
+	// Verifier.Balance. Nil: Balance fails.
+	Balances *TokenBalances
 }
 
 // Verifier verifies exact Solana payments. It implements
@@ -62,6 +65,7 @@ type Verifier struct {
 	simulator    Simulator
 	blockhashes  *Blockhashes
 	smartWallets *SmartWallets
+	balances     *TokenBalances
 }
 
 var _ x402.SchemeVerifier = (*Verifier)(nil)
@@ -76,7 +80,8 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 			return nil, errors.New("svm verifier: smart wallets need a simulator of inner instructions")
 		}
 	}
-	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes, smartWallets: cfg.SmartWallets}, nil
+	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes, smartWallets: cfg.SmartWallets,
+		balances: cfg.Balances}, nil
 }
 
 // FeePayer returns the fee payer payments must name.
