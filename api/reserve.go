@@ -38,8 +38,12 @@ func (s *Server) reservation(callID string, payment *x402.Payment) *store.Reserv
 	if !ok {
 		return nil
 	}
+	until := payment.ValidBefore
+	if payment.ReserveUntil.After(until) {
+		until = payment.ReserveUntil
+	}
 	r := &store.Reservation{CallID: callID, Network: payment.Network, Asset: payment.Asset, Payer: payment.Payer,
-		Amount: amount, ValidBefore: payment.ValidBefore, Read: payment.VerifiedAt}
+		Amount: amount, ValidBefore: until, Read: payment.VerifiedAt}
 	if b, read, ok := s.balanceCache.get(balanceKey{r.Network, r.Asset, r.Payer}, s.cfg.Now()); ok {
 		r.Balance, r.Read, r.Cached = b, read, true
 	}

@@ -86,7 +86,14 @@
 // showed the payer to hold, and a payment past it is refused 402
 // insufficient_funds with nothing queued. The balance is read only while the
 // payer has other payments in flight, at most once in a few seconds per api
-// process (PurposeReserve in evm).
+// process (PurposeReserve in evm). A Solana payment is reserved the same way
+// against the balance of the token account its transfer moves funds from
+// (getTokenAccountBalance at confirmed, svm.Verifier.Balance), for as long
+// as its transaction may land: until its blockhash dies with a block every
+// other slot (Payment.ReserveUntil), while its run and settlement end by
+// its ValidBefore, when the blockhash dies at the fastest. Its validity is
+// the blockhash's own (about a minute), which the EVM window above does not
+// refuse.
 //
 // Smart-contract wallets pay as the official facilitator accepts them: a
 // deployed wallet's signature is checked by the wallet (EIP-1271), and a

@@ -42,6 +42,12 @@ type Payment struct {
 	// operation's retries and its settlement must end before it. Zero when
 	// the payment names no such time.
 	ValidBefore time.Time `json:"validBefore,omitzero"`
+	// ReserveUntil, when later than ValidBefore, is when the payment can
+	// no longer move money at the latest (on Solana, when its blockhash
+	// dies if blocks come slowly; ValidBefore is the earliest): its
+	// reservation against the payer's balance counts until then. Not
+	// kept in the ledger.
+	ReserveUntil time.Time `json:"-"`
 }
 
 // ledgerPayment is the form the ledger keeps a Payment in (MarshalJSON):

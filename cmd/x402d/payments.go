@@ -104,7 +104,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 			smartWallets = &svm.SmartWallets{Programs: programs}
 		}
 		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil),
-			Blockhashes: blockhashes, SmartWallets: smartWallets})
+			Blockhashes: blockhashes, SmartWallets: smartWallets, Balances: svm.NewTokenBalances(cfg.RPCURLSolana, nil)})
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -117,7 +117,9 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 			return nil, err
 		}
 		catCfg.Solana = &x402.SolanaOffer{PayTo: cfg.PayToSolana, FeePayer: key.PublicKey().String()}
-		schemes["solana"] = x402.Scheme{Verifier: sv, Identify: svm.Identify}
+		// Payments are reserved against the balance of the token account
+		// they move funds from.
+		schemes["solana"] = x402.Scheme{Verifier: sv, Identify: svm.Identify, Balance: sv.Balance}
 		settlers["solana"] = ss
 	}
 	catalog, err := x402.NewCatalog(specs, catCfg)

@@ -37,7 +37,17 @@ type Life struct {
 	// fastest (a block every x402.SolanaSlotTime): a transaction sent after
 	// it may not land.
 	Deadline time.Time
+	// Latest is when the chain reaches LastValidBlockHeight at the slowest
+	// (a block every SlowestBlockTime), for a blockhash the node has not
+	// named as the newest one made at the chain's height when asked: a
+	// transaction sent before Deadline may land until then.
+	Latest time.Time
 }
+
+// SlowestBlockTime is the time a block is taken to need at the most when
+// a blockhash's life is counted to its end (Life.Latest): two slots, a
+// block for every other slot, more skipped slots than mainnet has.
+const SlowestBlockTime = 2 * x402.SolanaSlotTime
 
 // Blockhashes tells how long the blockhash of a payment transaction lives,
 // from a Solana node: the node's lastValidBlockHeight of the blockhashes it
@@ -121,11 +131,18 @@ func (b *Blockhashes) Life(ctx context.Context, hash solana.Hash) (Life, error) 
 		}
 		valid = v.Value
 	}
-	life := Life{Height: read.height, LastValidBlockHeight: last, Known: known, Valid: valid && read.height <= last, Deadline: read.at}
+	life := Life{Height: read.height, LastValidBlockHeight: last, Known: known, Valid: valid && read.height <= last, Deadline: read.at, Latest: read.at}
 	if life.Valid {
 		// The height was read.height when asked: the chain reaches last
 		// no sooner than a block a slot from then.
 		life.Deadline = read.at.Add(time.Duration(last-read.height) * x402.SolanaSlotTime)
+		// A blockhash not known may be as new as the chain's: it lives at
+		// most SolanaBlockhashBlocks blocks from the height read.
+		latest := last
+		if !known {
+			latest = max(last, read.height+x402.SolanaBlockhashBlocks)
+		}
+		life.Latest = read.at.Add(time.Duration(latest-read.height) * SlowestBlockTime)
 	}
 	return life, nil
 }

@@ -64,3 +64,40 @@ func TestBlockhashes_SharedRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, calls("getBlockHeight"), "a read a slot old is read again")
 }
+
+// TestBlockhashes_LatestOfUnknown checks the latest end of the life of a
+// blockhash the node never named as the newest: its deadline counts from
+// the newest finalized blockhash's last valid height at a block a slot,
+// its latest end from the newest last valid height a blockhash could have
+// (the height read and SolanaBlockhashBlocks) at a block every
+// SlowestBlockTime.
+func TestBlockhashes_LatestOfUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Blocks fast enough for a finalized block soon, slow enough for a
+	// blockhash to live through the test (150 blocks, 7.5 s).
+	node := svmtest.Start(t, &svmtest.Config{SlotTime: 50 * time.Millisecond, Payers: 1})
+	require.Eventually(t, func() bool { return node.BlockHeight(ctx, "finalized") > 0 }, 30*time.Second, 20*time.Millisecond)
+	b := NewBlockhashes(node.URL, nil)
+	clock := time.Now()
+	b.now = func() time.Time { return clock }
+	b.maxAge = time.Hour // one read of the chain answers every Life here
+	bh, err := b.Latest(ctx)
+	require.NoError(t, err)
+
+	life, err := b.Life(ctx, bh.Hash)
+	require.NoError(t, err)
+	require.True(t, life.Known, "handed out")
+	require.Equal(t, clock.Add(time.Duration(life.LastValidBlockHeight-life.Height)*SlowestBlockTime), life.Latest)
+
+	b.mu.Lock()
+	clear(b.known)
+	b.mu.Unlock()
+	life, err = b.Life(ctx, bh.Hash)
+	require.NoError(t, err)
+	require.True(t, life.Valid)
+	require.False(t, life.Known)
+	require.Less(t, life.LastValidBlockHeight, life.Height+x402.SolanaBlockhashBlocks, "the finalized blockhash's")
+	require.Equal(t, clock.Add(time.Duration(life.LastValidBlockHeight-life.Height)*x402.SolanaSlotTime), life.Deadline)
+	require.Equal(t, clock.Add(x402.SolanaBlockhashBlocks*SlowestBlockTime), life.Latest)
+}

@@ -16,7 +16,8 @@ import (
 
 // TestVerifier_Deadline checks that a verified payment's ValidBefore is
 // when its blockhash dies: 150 blocks of 400 ms after the block that made
-// it, less the blocks made since.
+// it, less the blocks made since; and its ReserveUntil when it dies at the
+// latest, with a block every svm.SlowestBlockTime.
 func TestVerifier_Deadline(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -63,6 +64,14 @@ func TestVerifier_Deadline(t *testing.T) {
 			latest := after.Add(time.Duration(last-height+2) * x402.SolanaSlotTime)
 			earliest := after.Add(-2 * time.Second).Add(time.Duration(last-height) * x402.SolanaSlotTime)
 			require.WithinRange(t, payment.ValidBefore, earliest, latest)
+			// Its reservation counts until the blockhash dies with a block
+			// every other slot: from its own last valid height when the
+			// service knew it, from the newest a blockhash could have
+			// otherwise.
+			require.WithinRange(t, payment.ReserveUntil,
+				after.Add(-2*time.Second).Add(time.Duration(last-height)*svm.SlowestBlockTime),
+				after.Add(time.Duration(x402.SolanaBlockhashBlocks+2)*svm.SlowestBlockTime))
+			require.True(t, payment.ReserveUntil.After(payment.ValidBefore))
 
 			// The ledger keeps it.
 			raw, err := json.Marshal(payment)

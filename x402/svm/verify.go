@@ -53,6 +53,9 @@ type VerifierConfig struct {
 	// inner instructions (RPCSimulator). Nil accepts only the exact
 	// scheme's layout.
 	SmartWallets *SmartWallets
+	// Balances reads the balances of payers' token accounts, for
+	// Verifier.Balance. Nil: Balance fails.
+	Balances *TokenBalances
 }
 
 // Verifier verifies exact Solana payments. It implements
@@ -62,6 +65,7 @@ type Verifier struct {
 	simulator    Simulator
 	blockhashes  *Blockhashes
 	smartWallets *SmartWallets
+	balances     *TokenBalances
 }
 
 var _ x402.SchemeVerifier = (*Verifier)(nil)
@@ -76,7 +80,8 @@ func NewVerifier(cfg *VerifierConfig) (*Verifier, error) {
 			return nil, errors.New("svm verifier: smart wallets need a simulator of inner instructions")
 		}
 	}
-	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes, smartWallets: cfg.SmartWallets}, nil
+	return &Verifier{feePayer: cfg.FeePayer, simulator: cfg.Simulator, blockhashes: cfg.Blockhashes, smartWallets: cfg.SmartWallets,
+		balances: cfg.Balances}, nil
 }
 
 // FeePayer returns the fee payer payments must name.
@@ -260,7 +265,7 @@ func (v *Verifier) verify(ctx context.Context, req *x402.Requirements, payload *
 // ReasonSimulationFailed when it is dead already).
 func (v *Verifier) payment(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload, ptx *paymentTx,
 	payer solana.PublicKey, amount uint64, mint solana.PublicKey) (*x402.Payment, error) {
-	var validBefore time.Time
+	var validBefore, reserveUntil time.Time
 	if v.blockhashes != nil {
 		if err := x402.GuardChain(ctx); err != nil {
 			return nil, err
@@ -273,7 +278,7 @@ func (v *Verifier) payment(ctx context.Context, req *x402.Requirements, payload 
 			return nil, refuse(ReasonSimulationFailed, "the blockhash %s is no longer valid (block height %d, last valid %d)",
 				ptx.tx.Message.RecentBlockhash, life.Height, life.LastValidBlockHeight)
 		}
-		validBefore = life.Deadline
+		validBefore, reserveUntil = life.Deadline, life.Latest
 	}
 	raw, err := payload.Ledger()
 	if err != nil {
@@ -289,6 +294,9 @@ func (v *Verifier) payment(ctx context.Context, req *x402.Requirements, payload 
 		// The run and settlement of the call end before the transaction
 		// could no longer land, as EIP-3009's validBefore bounds them.
 		ValidBefore: validBefore,
+		// Its reservation counts while the transaction may still land,
+		// however slowly the chain makes blocks.
+		ReserveUntil: reserveUntil,
 	}, nil
 }
 
