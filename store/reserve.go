@@ -19,11 +19,12 @@ import (
 // could be paid.
 //
 // A reservation is a row of the reservations table written in the
-// admission's transaction; whether it counts is read from its call's state,
-// so it ends when the call does (settled, failed or refused), in the
-// transaction that ends it, and no crash can leave one counting past its
-// authorization's validBefore, after which the payment can no longer move
-// money. Admissions of one payer, in any process, take a transaction-level
+// admission's transaction; a trigger on its call's state (migration 019)
+// ends it in the transaction that ends the call: deleted when the call ends
+// unpaid, stamped ended_at when it is paid, so that a payer's payments in
+// flight are summed from its own rows with no join. No crash can leave one
+// counting past its authorization's validBefore, after which the payment
+// can no longer move money. Admissions of one payer, in any process, take a transaction-level
 // advisory lock of the payer first, so that each sees the reservations the
 // others committed.
 
@@ -88,11 +89,12 @@ const (
 	// balance read now (ReserveNeedsBalance).
 	ReserveFresh = 5 * time.Second
 	// reserveKeepEnded is how long the row of a reservation whose call
-	// ended is kept: long enough for every fresh Read (ReserveFresh) to
-	// see a call paid after it, with a margin for clocks. The admissions
-	// of its payer delete it then, so that a payer's rows are its calls
-	// in flight and those that ended moments ago, however many it makes.
-	reserveKeepEnded = 2 * ReserveFresh
+	// was paid is kept: long enough for every fresh Read (ReserveFresh)
+	// to see a call paid after it, with a margin for the clocks of the
+	// api (Read) and the database (ended_at). The admissions of its payer
+	// delete it then, so that a payer's rows are its calls in flight and
+	// those paid moments ago, however many it makes.
+	reserveKeepEnded = ReserveFresh + 2*time.Second
 	// reserveMaxAge bounds how long a reservation can count, whatever
 	// its payment's validBefore (a payer picks it): the rows of payers
 	// who never come back are deleted then at the latest.
@@ -133,23 +135,21 @@ func Reserve(ctx context.Context, tx pgx.Tx, now time.Time, rs []Reservation) ([
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
-	inFlightStates := []string{CallQueued, CallRunning, CallSettling}
 	b := &pgx.Batch{}
 	b.Queue("SELECT pg_advisory_xact_lock($1::int, k) FROM unnest($2::int[]) WITH ORDINALITY AS u(k, i) ORDER BY i", int32(reserveLockClass), locks)
-	// The rows of calls that ended a while ago count for no Read that is
-	// fresh: deleted, they are not read again by the payer's next
-	// admissions.
-	b.Queue(`DELETE FROM reservations r USING calls c, unnest($1::text[], $2::text[], $3::text[]) AS u(network, asset, payer)
-		WHERE r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND c.id = r.call_id
-			AND c.state <> ALL($4::text[]) AND c.updated_at < $5`,
-		networks, assets, payers, inFlightStates, now.Add(-reserveKeepEnded))
-	// Each reservation's payments in flight, as of its own Read.
-	sums := b.Queue(`SELECT u.i, coalesce(sum(r.amount) FILTER (WHERE c.id IS NOT NULL), 0)::text
+	// The rows of calls paid a while ago count for no Read that is fresh:
+	// deleted, they are not read again by the payer's next admissions.
+	b.Queue(`DELETE FROM reservations r USING unnest($1::text[], $2::text[], $3::text[]) AS u(network, asset, payer)
+		WHERE r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.ended_at < $4`,
+		networks, assets, payers, now.Add(-reserveKeepEnded))
+	// Each reservation's payments in flight, as of its own Read: the
+	// rows of calls in flight (ended_at null) and of calls paid since.
+	sums := b.Queue(`SELECT u.i, coalesce(sum(r.amount), 0)::text
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(network, asset, payer, read, i)
-		LEFT JOIN reservations r ON r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.valid_before > $7
-		LEFT JOIN calls c ON c.id = r.call_id AND (c.state = ANY($5::text[]) OR (c.state = $6 AND c.updated_at > u.read))
+		LEFT JOIN reservations r ON r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.valid_before > $5
+			AND (r.ended_at IS NULL OR r.ended_at > u.read)
 		GROUP BY u.i`,
-		networks, assets, payers, reads, inFlightStates, CallPaid, now)
+		networks, assets, payers, reads, now)
 	inFlight := make([]*big.Int, n)
 	sums.Query(func(rows pgx.Rows) error {
 		for rows.Next() {

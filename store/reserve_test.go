@@ -67,6 +67,13 @@ func TestReserve(t *testing.T) {
 		_, err := db.Pool.Exec(ctx, "UPDATE calls SET state = $2, updated_at = $3 WHERE id = $1", id, state, updated)
 		require.NoError(t, err)
 	}
+	// paidAt sets when the reservation of paid call id counts as paid.
+	paidAt := func(id string, at time.Time) {
+		t.Helper()
+		tag, err := db.Pool.Exec(ctx, "UPDATE reservations SET ended_at = $2 WHERE call_id = $1 AND ended_at IS NOT NULL", id, at)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), tag.RowsAffected(), "the paid call's reservation is stamped")
+	}
 	held, short, needs := store.ReserveHeld, store.ReserveShort, store.ReserveNeedsBalance
 
 	// Nothing in flight: the simulated transfer showed one price is there.
@@ -94,8 +101,11 @@ func TestReserve(t *testing.T) {
 	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, res(third, payer, prices(2), now)))
 	setState(third, store.CallUnpaid, now)
 	// A call paid after the balance was read was paid from it; one paid
-	// before was not.
+	// before was not. The call's payment stamps its reservation (the
+	// trigger of migration 019); the test then sets the stamp to a time of
+	// its own.
 	setState(second, store.CallPaid, now.Add(time.Second))
+	paidAt(second, now.Add(time.Second))
 	require.Equal(t, []store.ReserveOutcome{short}, reserve(store.CallQueued, res(id(), payer, prices(1), now)))
 	fourth := id()
 	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, res(fourth, payer, prices(1), now.Add(2*time.Second))))
@@ -118,15 +128,20 @@ func TestReserve(t *testing.T) {
 	stale := now.Add(3*time.Second - store.ReserveFresh - time.Second)
 	require.Equal(t, []store.ReserveOutcome{needs, needs}, reserve(store.CallQueued, res(id(), other, nil, stale), res(id(), other, prices(9), stale)))
 
-	// The payer's admissions delete the rows of its calls that ended a
-	// while ago (paid, failed, refused), and keep those in flight or just
-	// ended.
-	setState(second, store.CallPaid, now.Add(-time.Minute))
-	setState(first, store.CallFailed, now.Add(-time.Minute))
-	require.Equal(t, 1, rows(third))
-	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, res(id(), payer, prices(9), now.Add(2*time.Second))))
-	require.Zero(t, rows(first)+rows(second))
-	require.Equal(t, 1, rows(third), "ended moments ago")
+	// A call that ends unpaid (failed, or its settlement refused) deletes
+	// its reservation as it ends; the payer's admissions delete the rows
+	// of its calls paid a while ago, and keep those in flight or just
+	// paid.
+	require.Zero(t, rows(first)+rows(third), "ended unpaid")
+	justPaid := id()
+	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, res(justPaid, payer, prices(9), now.Add(2*time.Second))))
+	setState(justPaid, store.CallPaid, now)
+	paidAt(second, now.Add(-time.Minute))
+	inFlight := id()
+	require.Equal(t, []store.ReserveOutcome{held}, reserve(store.CallQueued, res(inFlight, payer, prices(9), now.Add(2*time.Second))))
+	require.Zero(t, rows(second))
+	require.Equal(t, 1, rows(justPaid), "paid moments ago")
+	require.Equal(t, 1, rows(inFlight), "in flight")
 
 	// A payer's far validBefore counts a day at most.
 	far := res(id(), other, prices(9), now)
