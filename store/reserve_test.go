@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"strconv"
 	"sync"
@@ -195,4 +196,51 @@ func TestReserve_Concurrent(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, held)
+}
+
+// TestReserve_FollowsCall checks the trigger that ends a reservation with
+// its call (migration 019): the row is stamped when the call is paid, the
+// stamp cleared when the call is in flight again (a settlement sent again
+// after a reorganisation), and the row deleted when the call ends unpaid.
+func TestReserve_FollowsCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	now := time.Now().UTC()
+	const id = "c1"
+	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		out, err := store.Reserve(ctx, tx, now, []store.Reservation{{CallID: id, Network: "eip155:8453", Asset: "0xUSDC",
+			Payer: "0xA11ce00000000000000000000000000000000001", Amount: big.NewInt(10_000), ValidBefore: now.Add(time.Minute), Read: now}})
+		require.NoError(t, err)
+		require.Equal(t, store.ReserveHeld, out[0].Outcome)
+		reserveCall(ctx, t, tx, id, store.CallQueued, now)
+		return nil
+	}))
+	// row returns whether the call's reservation is there, and stamped.
+	row := func() (exists, stamped bool) {
+		t.Helper()
+		err := db.Pool.QueryRow(ctx, "SELECT true, ended_at IS NOT NULL FROM reservations WHERE call_id = $1", id).Scan(&exists, &stamped)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, false
+		}
+		require.NoError(t, err)
+		return exists, stamped
+	}
+	for _, step := range []struct {
+		state           string
+		exists, stamped bool
+	}{
+		{store.CallRunning, true, false},
+		{store.CallSettling, true, false},
+		{store.CallPaid, true, true},
+		{store.CallSettling, true, false},
+		{store.CallPaid, true, true},
+		{store.CallSettling, true, false},
+		{store.CallUnpaid, false, false},
+	} {
+		_, err := db.Pool.Exec(ctx, "UPDATE calls SET state = $2 WHERE id = $1", id, step.state)
+		require.NoError(t, err)
+		exists, stamped := row()
+		require.Equal(t, []bool{step.exists, step.stamped}, []bool{exists, stamped}, "after %s", step.state)
+	}
 }
