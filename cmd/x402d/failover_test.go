@@ -17,11 +17,23 @@ import (
 )
 
 // statusRecorder is a RoundTripper that counts every status answered,
-// retried ones included (loadgen's report keeps each call's last).
+// retried ones included (loadgen's report keeps each call's last), and
+// tells a test when a count is reached (reached).
 type statusRecorder struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	seen map[int]int
+	next  http.RoundTripper
+	mu    sync.Mutex
+	seen  map[int]int
+	waits []statusWait
+}
+
+// statusWait is a channel closed once n answers of code were seen.
+type statusWait struct {
+	code, n int
+	ch      chan struct{}
+}
+
+func newStatusRecorder() *statusRecorder {
+	return &statusRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), seen: map[int]int{}}
 }
 
 func (r *statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -29,9 +41,43 @@ func (r *statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		r.mu.Lock()
 		r.seen[resp.StatusCode]++
+		r.release()
 		r.mu.Unlock()
 	}
 	return resp, err
+}
+
+// reached returns a channel closed once n answers of code have been seen.
+func (r *statusRecorder) reached(code, n int) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := statusWait{code: code, n: n, ch: make(chan struct{})}
+	r.waits = append(r.waits, w)
+	r.release()
+	return w.ch
+}
+
+// release closes the waits reached; r.mu is held.
+func (r *statusRecorder) release() {
+	kept := r.waits[:0]
+	for _, w := range r.waits {
+		if r.seen[w.code] >= w.n {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	r.waits = kept
+}
+
+// awaitAnswers waits until n answers of code were seen by r, failing t
+// after a minute (the load never got under way).
+func awaitAnswers(t *testing.T, r *statusRecorder, code, n int) {
+	select {
+	case <-r.reached(code, n):
+	case <-time.After(time.Minute):
+		t.Errorf("%d answers %d never seen", n, code)
+	}
 }
 
 // TestLoadDatabaseCut cuts the database away from two api and two worker
@@ -56,15 +102,18 @@ func TestLoadDatabaseCut(t *testing.T) {
 
 	var restored atomic.Int64
 	cut := make(chan struct{})
+	recorder := newStatusRecorder()
 	go func() {
 		defer close(cut)
-		time.Sleep(1500 * time.Millisecond)
+		// Cut once the load is under way; the outage itself lasts real
+		// time, across the child processes, longer than River's completer
+		// retries.
+		awaitAnswers(t, recorder, http.StatusOK, 16)
 		proxy.Cut()
 		time.Sleep(12 * time.Second)
 		proxy.Restore()
 		restored.Store(time.Now().UnixNano())
 	}()
-	recorder := &statusRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), seen: map[int]int{}}
 	client := &http.Client{Transport: recorder, Timeout: 70 * time.Second}
 	payer := &fakePayer{payer: "0xcut"}
 	reps := make([]*loadgen.Report, len(apis))
@@ -131,10 +180,13 @@ func TestLoadServeKilled(t *testing.T) {
 	var lastRestart atomic.Int64
 	lastRestart.Store(time.Now().UnixNano())
 	killed := make(chan struct{})
+	recorder := newStatusRecorder()
 	go func() {
 		defer close(killed)
-		for range 2 {
-			time.Sleep(3 * time.Second)
+		// Each kill comes once more calls were answered, the next wave
+		// of 32 in flight.
+		for _, answered := range []int{10, 50} {
+			awaitAnswers(t, recorder, http.StatusOK, answered)
 			serve.kill()
 			serve = startChild(t, "serve", env)
 			lastRestart.Store(time.Now().UnixNano())
@@ -142,7 +194,7 @@ func TestLoadServeKilled(t *testing.T) {
 	}()
 	start := time.Now()
 	rep, err := loadgen.Run(ctx, loadgen.Config{
-		BaseURL: "http://" + addr, Requests: []loadgen.Request{{Op: "sleep", Body: `{"ms":1500}`}}, Payer: &fakePayer{payer: "0xserve"},
+		BaseURL: "http://" + addr, Requests: []loadgen.Request{{Op: "sleep", Body: `{"ms":1500}`}}, Payer: &fakePayer{payer: "0xserve"}, Client: &http.Client{Transport: recorder, Timeout: 70 * time.Second},
 		Concurrency: 32, MaxCalls: 100, Duration: 5 * time.Minute, Retry: true, RetryFor: 4 * time.Minute,
 	})
 	<-killed
