@@ -73,28 +73,6 @@ type NewEvent struct {
 	Data   any
 }
 
-// projector turns an event into the projection statement it implies. It
-// returns the statement and whether it must touch exactly one row (a state
-// move that is refused when the row is not in an allowed state). data is
-// the event's JSON, {} for an event kept in its binary form: a projector
-// of such an event reads e.Data.
-type projector func(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (mustTouch bool, err error)
-
-// projectorFor returns the projection that events of a stream kind update.
-func projectorFor(kind string) (projector, bool) {
-	switch kind {
-	case "call":
-		return projectCall, true
-	case "host":
-		return projectHost, true
-	case "crawl":
-		return projectCrawl, true
-	case "chain":
-		return projectChain, true
-	}
-	return nil, false
-}
-
 // Notifies reports whether appending an event of type typ to stream sends a
 // NOTIFY: only the events that end a call, the ones a waiting request is
 // woken for. Postgres serialises the commits of every transaction that sent a
