@@ -271,6 +271,18 @@ type step struct {
 	Class  string
 }
 
+// newStep shows event e of a call whose payer is payer and whose first
+// event was at first.
+func newStep(e store.Event, first time.Time, payer string) step {
+	s := step{Type: e.Type, At: e.CreatedAt, Offset: "+" + formatDuration(e.CreatedAt.Sub(first)),
+		Fields: eventFields(e, payer), Class: strings.ReplaceAll(e.Type, ".", "-")}
+	if t, ok := store.EventTypeGet(e.Type); ok {
+		s.Label, s.Kind = t.Label, t.Kind
+	}
+	return s
+}
+
+// field is one fact of a step, as shown.
 type field struct {
 	Name, Value, Link string
 	Mono              bool
@@ -293,19 +305,13 @@ func (d *dashboard) call(c echo.Context) error {
 	}
 	steps := make([]step, 0, len(events))
 	for _, e := range events {
-		s := step{Type: e.Type, At: e.CreatedAt, Fields: eventFields(e, call.Payer), Class: strings.ReplaceAll(e.Type, ".", "-")}
-		if t, ok := store.EventTypeGet(e.Type); ok {
-			s.Label, s.Kind = t.Label, t.Kind
-		}
+		s := newStep(e, events[0].CreatedAt, call.Payer)
 		block, ok, err := d.watchedBlock(ctx, e)
 		if err != nil {
 			return err
 		}
 		if ok {
 			s.Fields = append(s.Fields, field{Name: "block", Value: strconv.FormatUint(block.Number, 10) + " (awaiting finality)"})
-		}
-		if len(events) > 0 {
-			s.Offset = "+" + formatDuration(e.CreatedAt.Sub(events[0].CreatedAt))
 		}
 		steps = append(steps, s)
 	}
