@@ -56,19 +56,9 @@ func (d *dashboard) overview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	index, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	index, sources, err := d.indexFigures(ctx)
 	if err != nil {
 		return err
-	}
-	var sources *table
-	if index != nil {
-		rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
-		if err != nil {
-			return err
-		}
-		if sources, err = newTable(rows); err != nil {
-			return err
-		}
 	}
 
 	var relayer []relayerRow
@@ -87,10 +77,12 @@ func (d *dashboard) overview(c echo.Context) error {
 		return err
 	}
 	var total, finished int64
-	for _, n := range stats.States {
+	for state, n := range stats.States {
 		total += n
+		if store.IsFinal(state) {
+			finished += n
+		}
 	}
-	finished = stats.States[store.CallPaid] + stats.States[store.CallFailed] + stats.States[store.CallUnpaid] + stats.States[store.CallLost]
 	lastMinute := stats.PerMinute[len(stats.PerMinute)-1]
 	var hour int64
 	for _, n := range stats.PerMinute {
@@ -402,19 +394,9 @@ func showField(f store.EventField, payer string) field {
 // index is GET /ops/index: the crawl's sources and the hosts' liveness.
 func (d *dashboard) index(c echo.Context) error {
 	ctx := c.Request().Context()
-	figures, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	figures, sources, err := d.indexFigures(ctx)
 	if err != nil {
 		return err
-	}
-	var sources *table
-	if figures != nil {
-		rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
-		if err != nil {
-			return err
-		}
-		if sources, err = newTable(rows); err != nil {
-			return err
-		}
 	}
 	return d.render(c, http.StatusOK, "index", map[string]any{
 		"Title":   "Index",
@@ -422,6 +404,24 @@ func (d *dashboard) index(c echo.Context) error {
 		"Index":   figures,
 		"Sources": sources,
 	})
+}
+
+// indexFigures returns the index's figures and its crawl's sources as a
+// table, both nil when the index has none (it does not run).
+func (d *dashboard) indexFigures(ctx context.Context) (*store.IndexFigures, *table, error) {
+	figures, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	if err != nil || figures == nil {
+		return nil, nil, err
+	}
+	rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	sources, err := newTable(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	return figures, sources, nil
 }
 
 // table is rows of JSON objects laid out as columns, in the order the
