@@ -27,17 +27,24 @@ const (
 	// stream began with before call.paid; they are read, no longer written.
 	EventPaymentVerified = "payment.verified"
 	EventJobQueued       = "job.queued"
-	EventJobStarted      = "job.started"
+	// EventJobStarted records a run's start, when the run goes on for
+	// longer than a moment (a quick one's is in its job.succeeded).
+	EventJobStarted = "job.started"
 	// EventJobSucceeded records the result, and the settlement's first
 	// submission (JobSucceeded.SettleJobID) it commits with.
 	EventJobSucceeded = "job.succeeded"
-	EventJobFailed    = "job.failed"
+	// EventJobFailed: the operation failed; the payment is not settled.
+	EventJobFailed = "job.failed"
 	// EventSettlementSubmitted is a settlement attempted again (its job
 	// retried or rescued), recorded before its transfer. Streams written
 	// before call.paid also record the first attempt with it.
 	EventSettlementSubmitted = "settlement.submitted"
+	// EventSettlementConfirmed: the payment settled; the result is
+	// released.
 	EventSettlementConfirmed = "settlement.confirmed"
-	EventSettlementFailed    = "settlement.failed"
+	// EventSettlementFailed: the settlement was refused; the result is
+	// withheld.
+	EventSettlementFailed = "settlement.failed"
 	// EventSettlementResent: a reorganisation undid the settlement of a
 	// paid call, and it was made again in another transaction.
 	EventSettlementResent = "settlement.resent"

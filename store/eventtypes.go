@@ -60,9 +60,12 @@ const (
 // EventField is one fact of an event's payload as the ops timeline shows
 // it (EventType.Fields).
 type EventField struct {
-	Name  string
+	// Name names the fact ("job", "payer", "amount lost").
+	Name string
+	// Value is the fact as text, laid out as Kind says.
 	Value string
-	Kind  FieldKind
+	// Kind says how Value is shown.
+	Kind FieldKind
 }
 
 // FieldKind says how an EventField's value is shown.
