@@ -48,8 +48,9 @@ type EventKind string
 
 // The kinds of events.
 const (
-	// EventKindProgress: the call goes on, or the event records a fact of
-	// the chain.
+	// EventKindProgress: no mark. The call goes on, the event records a
+	// fact of the chain, or the call's settlement was lost after its
+	// result was released (settlement.lost, final all the same).
 	EventKindProgress EventKind = ""
 	// EventKindSucceeded: the call was paid.
 	EventKindSucceeded EventKind = "ok"
