@@ -246,4 +246,3 @@ func scenario(t *testing.T, c *testChain) {
 	require.Equal(t, int64(1), st.RefundNonce.Int64())
 	require.Zero(t, usdc(channel.SettlementAddress).Cmp(escrowBefore), "the escrow holds nothing of the channel")
 }
-

@@ -1,7 +1,6 @@
 package channel
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -199,12 +198,10 @@ func Decode(raw json.RawMessage) (*Payload, error) {
 func decodeConfig(raw json.RawMessage, c *Config) error {
 	var w struct {
 		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token *string
-		WithdrawDelay                                               *json.Number
+		WithdrawDelay                                               json.RawMessage
 		Salt                                                        *string
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&w); err != nil {
+	if err := json.Unmarshal(raw, &w); err != nil {
 		return err
 	}
 	for _, f := range []struct {
@@ -225,10 +222,8 @@ func decodeConfig(raw json.RawMessage, c *Config) error {
 		return fmt.Errorf("salt is not 32 bytes of hex")
 	}
 	c.Salt = common.HexToHash(*w.Salt)
-	if w.WithdrawDelay == nil {
-		return fmt.Errorf("withdrawDelay is missing")
-	}
-	d, ok := new(big.Int).SetString(w.WithdrawDelay.String(), 10)
+	// A JSON integer, not a string or a fraction.
+	d, ok := new(big.Int).SetString(string(w.WithdrawDelay), 10)
 	if !ok || d.Sign() < 0 || d.BitLen() > 40 {
 		return fmt.Errorf("withdrawDelay %s is not a uint40", w.WithdrawDelay)
 	}
