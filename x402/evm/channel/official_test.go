@@ -6,14 +6,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm/channel"
@@ -219,4 +223,78 @@ func requireReason(t testing.TB, reason string, err error) {
 	var r *x402.Refusal
 	require.ErrorAs(t, err, &r)
 	require.Equal(t, reason, r.Reason, r.Message)
+}
+
+// TestOfficialFacilitator runs a channel's life with the official client
+// and facilitator only (compat/batch_facilitate.mjs) on anvil, against
+// this repository's contracts at the canonical addresses: the official
+// code's calls (deposit through the collector, claimWithSignature, settle,
+// refundWithSignature) succeed on them and move what the spec says.
+func TestOfficialFacilitator(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+	compat, err := filepath.Abs("../../../compat")
+	require.NoError(t, err)
+	req := requirements(t, "10000")
+	raw, err := json.Marshal(req)
+	require.NoError(t, err)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	usdc := func(who common.Address) *big.Int {
+		input, err := token.ABI.Pack("balanceOf", who)
+		require.NoError(t, err)
+		out, err := node.Client.CallContract(ctx, ethereum.CallMsg{To: &devchain.USDC, Data: input}, nil)
+		require.NoError(t, err)
+		return new(big.Int).SetBytes(out)
+	}
+	payer, payTo := account(t, payerAccount), account(t, payToAccount)
+	payerBefore, payToBefore := usdc(payer), usdc(payTo)
+
+	cmd := exec.Command("node", filepath.Join(compat, "batch_facilitate.mjs"), string(raw))
+	cmd.Env = append(os.Environ(), "RPC_URL="+node.URL, "PAYER="+strconv.Itoa(payerAccount),
+		"FACILITATOR="+strconv.Itoa(relayerAccount), "AUTHORIZER="+strconv.Itoa(authorizerAccount))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node batch_facilitate.mjs: %s", stderr.String())
+	type verify struct {
+		IsValid       bool            `json:"isValid"`
+		InvalidReason string          `json:"invalidReason"`
+		Extra         json.RawMessage `json:"extra"`
+	}
+	type settle struct {
+		Success     bool   `json:"success"`
+		ErrorReason string `json:"errorReason"`
+		Transaction string `json:"transaction"`
+		Amount      string `json:"amount"`
+	}
+	var res struct {
+		ChannelID     common.Hash `json:"channelId"`
+		DepositVerify verify      `json:"depositVerify"`
+		DepositSettle settle      `json:"depositSettle"`
+		VoucherVerify []verify    `json:"voucherVerify"`
+		ClaimSettle   settle      `json:"claimSettle"`
+		SettleSettle  settle      `json:"settleSettle"`
+		RefundVerify  verify      `json:"refundVerify"`
+		RefundSettle  settle      `json:"refundSettle"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), string(out))
+	require.True(t, res.DepositVerify.IsValid, res.DepositVerify.InvalidReason)
+	require.True(t, res.DepositSettle.Success, res.DepositSettle.ErrorReason)
+	require.Len(t, res.VoucherVerify, 3)
+	for _, v := range res.VoucherVerify {
+		require.True(t, v.IsValid, v.InvalidReason)
+	}
+	require.True(t, res.ClaimSettle.Success, res.ClaimSettle.ErrorReason)
+	require.True(t, res.SettleSettle.Success, res.SettleSettle.ErrorReason)
+	require.Equal(t, "30000", res.SettleSettle.Amount)
+	require.True(t, res.RefundVerify.IsValid, res.RefundVerify.InvalidReason)
+	require.True(t, res.RefundSettle.Success, res.RefundSettle.ErrorReason)
+	require.Equal(t, "20000", res.RefundSettle.Amount)
+
+	// The payer paid three calls, the receiver got them, the escrow is empty.
+	require.Equal(t, new(big.Int).Sub(payerBefore, big.NewInt(30000)), usdc(payer))
+	require.Equal(t, new(big.Int).Add(payToBefore, big.NewInt(30000)), usdc(payTo))
+	require.Zero(t, usdc(channel.SettlementAddress).Sign())
 }
