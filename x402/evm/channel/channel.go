@@ -21,10 +21,14 @@
 //
 // The seller's receiver authorizer signs claims of many channels at once
 // (ClaimBatchDigest, for claimWithSignature) and cooperative refunds
-// (RefundDigest).
+// (RefundDigest). DepositInput, ClaimWithSignatureInput, SettleInput and
+// RefundWithSignatureInput are the settlement contract's inputs for them;
+// ReadState reads a channel's state, ParseWithdrawInitiated a payer's
+// start of a timed withdrawal, after which the seller must claim before
+// the delay ends.
 //
-// The package holds no state and does no I/O but the eth_call of an
-// EIP-1271 or code check, through the caller given.
+// The package holds no state and does no I/O but eth_calls (a signer's
+// code, EIP-1271, a channel's state) through the Caller given.
 package channel
 
 import (

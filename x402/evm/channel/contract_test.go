@@ -140,18 +140,18 @@ func TestContract_WithdrawalAndRefusals(t *testing.T) {
 	r := send(payerAccount, "initiateWithdraw", tuple(&c), big.NewInt(60_000))
 	head, err := node.Client.HeaderByNumber(ctx, r.BlockNumber)
 	require.NoError(t, err)
-	var initiated *types.Log
+	var initiated []*channel.WithdrawInitiated
 	for _, l := range r.Logs {
-		if l.Topics[0] == settlement.ABI.Events["WithdrawInitiated"].ID {
-			initiated = l
+		w, ok, err := channel.ParseWithdrawInitiated(l)
+		require.NoError(t, err)
+		if ok {
+			initiated = append(initiated, w)
 		}
 	}
-	require.NotNil(t, initiated, "WithdrawInitiated")
-	require.Equal(t, id, initiated.Topics[1])
-	ev, err := settlement.ABI.Unpack("WithdrawInitiated", initiated.Data)
+	require.Equal(t, []*channel.WithdrawInitiated{{ChannelID: id, Amount: big.NewInt(60_000), FinalizeAfter: head.Time + c.WithdrawDelay}}, initiated)
+	st, err := channel.ReadState(ctx, node.Client, id, nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(60_000), ev[0].(*big.Int).Int64())
-	require.Equal(t, int64(head.Time+c.WithdrawDelay), ev[1].(*big.Int).Int64(), "finalizeAfter")
+	require.Equal(t, head.Time, st.WithdrawRequestedAt)
 	refused(payerAccount, channel.SettlementAddress, settlement, "WithdrawalAlreadyPending", "initiateWithdraw", tuple(&c), big.NewInt(1))
 	refused(payerAccount, channel.SettlementAddress, settlement, "WithdrawDelayNotElapsed", "finalizeWithdraw", tuple(&c))
 

@@ -122,12 +122,15 @@ func scenario(t *testing.T, c *testChain) {
 		return call(channel.SettlementAddress, settlement, method, args...)
 	}
 	usdc := func(who common.Address) *big.Int { return call(devchain.USDC, token, "balanceOf", who)[0].(*big.Int) }
-	send := func(from int, method string, args ...any) *types.Receipt {
+	input := func(b []byte, err error) []byte {
 		t.Helper()
-		input, err := settlement.ABI.Pack(method, args...)
-		require.NoError(t, err, method)
+		require.NoError(t, err)
+		return b
+	}
+	send := func(from int, input []byte) *types.Receipt {
+		t.Helper()
 		r := c.send(t, from, channel.SettlementAddress, input)
-		require.Equal(t, types.ReceiptStatusSuccessful, r.Status, method)
+		require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
 		return r
 	}
 	events := func(r *types.Receipt) map[string]int {
@@ -160,8 +163,9 @@ func scenario(t *testing.T, c *testChain) {
 	require.NoError(t, channel.VerifyVoucher(ctx, c.client, chainID, &dep.Config, &dep.Voucher))
 	require.NoError(t, terms.VerifyDepositAuthorization(ctx, c.client, dep, time.Now().Unix()))
 	state := func() *channel.OnChain {
-		ch := view("channels", id)
-		return &channel.OnChain{Balance: ch[0].(*big.Int), TotalClaimed: ch[1].(*big.Int), RefundNonce: view("refundNonce", id)[0].(*big.Int)}
+		st, err := channel.ReadState(ctx, c.client, id, nil)
+		require.NoError(t, err)
+		return st
 	}
 	require.NoError(t, channel.CheckOnChain(dep, state(), price))
 	noDeposit := *dep
@@ -169,9 +173,7 @@ func scenario(t *testing.T, c *testChain) {
 	requireReason(t, channel.ReasonChannelNotFound, channel.CheckOnChain(&noDeposit, state(), price))
 
 	payerBefore, escrowBefore := usdc(payer), usdc(channel.SettlementAddress)
-	data, err := dep.Deposit.ERC3009.CollectorData()
-	require.NoError(t, err)
-	r := send(relayerAccount, "deposit", tuple(&dep.Config), dep.Deposit.Amount, channel.CollectorAddress, data)
+	r := send(relayerAccount, input(channel.DepositInput(dep)))
 	require.Equal(t, map[string]int{"ChannelCreated": 1, "Deposited": 1}, events(r))
 	t.Logf("deposit: %d gas", r.GasUsed)
 	require.Equal(t, new(big.Int).Sub(payerBefore, dep.Deposit.Amount), usdc(payer))
@@ -200,11 +202,14 @@ func scenario(t *testing.T, c *testChain) {
 
 	// One claim of the last voucher, signed by the receiver authorizer and
 	// sent by the relayer.
-	claims := []abiVoucherClaim{{Voucher: abiVoucher{tuple(&last.Config), last.Voucher.MaxClaimable}, Signature: last.Voucher.Signature, TotalClaimed: charged}}
-	digest := channel.ClaimBatchDigest(chainID, []channel.ClaimEntry{{ChannelID: id, MaxClaimable: last.Voucher.MaxClaimable, TotalClaimed: charged}})
+	claim := []channel.Claim{{Config: last.Config, Voucher: last.Voucher, TotalClaimed: charged}}
+	digest := channel.ClaimBatchDigestOf(chainID, claim)
 	require.Equal(t, s.ClaimBatchDigest, digest, "the official types' digest")
-	require.Equal(t, digest, common.Hash(view("getClaimBatchDigest", claims)[0].([32]byte)), "the contract's digest")
-	r = send(relayerAccount, "claimWithSignature", claims, sign(t, authorizerAccount, digest))
+	rows := []abiVoucherClaim{{Voucher: abiVoucher{tuple(&last.Config), last.Voucher.MaxClaimable}, Signature: last.Voucher.Signature, TotalClaimed: charged}}
+	require.Equal(t, digest, common.Hash(view("getClaimBatchDigest", rows)[0].([32]byte)), "the contract's digest")
+	authorization, err := channel.Sign(key(t, authorizerAccount), digest)
+	require.NoError(t, err)
+	r = send(relayerAccount, input(channel.ClaimWithSignatureInput(claim, authorization)))
 	require.Equal(t, map[string]int{"Claimed": 1}, events(r))
 	t.Logf("claimWithSignature of one channel: %d gas", r.GasUsed)
 	st = state()
@@ -215,7 +220,7 @@ func scenario(t *testing.T, c *testChain) {
 	require.Zero(t, rs[1].(*big.Int).Sign())
 	// The same voucher claimed again changes nothing; a voucher now below
 	// the claimed total is refused here.
-	r = send(relayerAccount, "claimWithSignature", claims, sign(t, authorizerAccount, digest))
+	r = send(relayerAccount, input(channel.ClaimWithSignatureInput(claim, authorization)))
 	require.Empty(t, events(r))
 	first, err := channel.Decode(s.voucherPayload(t, 0, channel.TypeVoucher))
 	require.NoError(t, err)
@@ -223,7 +228,7 @@ func scenario(t *testing.T, c *testChain) {
 
 	// settle pays payTo the claimed amount in one transfer.
 	payToBefore := usdc(payTo)
-	r = send(relayerAccount, "settle", payTo, devchain.USDC)
+	r = send(relayerAccount, input(channel.SettleInput(payTo, devchain.USDC)))
 	require.Equal(t, map[string]int{"Settled": 1}, events(r))
 	require.Equal(t, new(big.Int).Add(payToBefore, charged), usdc(payTo))
 	rs = view("receivers", payTo, devchain.USDC)
@@ -237,7 +242,7 @@ func scenario(t *testing.T, c *testChain) {
 	require.Equal(t, *s.RefundDigest, rdigest)
 	require.Equal(t, rdigest, common.Hash(view("getRefundDigest", id, big.NewInt(0), refund)[0].([32]byte)))
 	payerBefore = usdc(payer)
-	r = send(relayerAccount, "refundWithSignature", tuple(&dep.Config), refund, big.NewInt(0), sign(t, authorizerAccount, rdigest))
+	r = send(relayerAccount, input(channel.RefundWithSignatureInput(&dep.Config, refund, big.NewInt(0), sign(t, authorizerAccount, rdigest))))
 	require.Equal(t, map[string]int{"Refunded": 1}, events(r))
 	require.Equal(t, new(big.Int).Add(payerBefore, refund), usdc(payer))
 	st = state()
