@@ -179,3 +179,100 @@ func TestContract_WithdrawalAndRefusals(t *testing.T) {
 	require.Empty(t, r.Logs, "nothing left to settle")
 	require.Zero(t, usdc(channel.SettlementAddress).Sign(), "the escrow is empty")
 }
+
+// TestContract_ClaimMany funds many channels in one transaction (multicall
+// of deposits) and claims them all with one claimWithSignature, on anvil
+// with Circle's USDC, then settles them with one transfer: each channel's
+// claimed total is its voucher's, and payTo gets the sum.
+func TestContract_ClaimMany(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+	settlement, err := contracts.Load(contracts.BatchSettlement)
+	require.NoError(t, err)
+	chainID := big.NewInt(anviltest.ChainID)
+	const n = 40
+	deposit, charged := big.NewInt(1_000_000), big.NewInt(0)
+	var deposits [][]byte
+	var claims []channel.Claim
+	for i := range n {
+		c := testConfig(t)
+		c.Salt = common.BigToHash(big.NewInt(int64(1000 + i)))
+		id := c.ID(chainID)
+		auth := &channel.ERC3009Authorization{ValidAfter: big.NewInt(0), ValidBefore: big.NewInt(time.Now().Unix() + 600), Salt: common.Hash{0x42}}
+		auth.Signature = sign(t, payerAccount, channel.ReceiveAuthorizationDigest(chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion, &channel.ReceiveAuthorization{
+			From: c.Payer, Value: deposit, ValidAfter: auth.ValidAfter, ValidBefore: auth.ValidBefore, Nonce: channel.DepositNonce(id, auth.Salt),
+		}))
+		p := &channel.Payload{Type: channel.TypeDeposit, Config: c, Voucher: channel.Voucher{ChannelID: id}, Deposit: &channel.Deposit{Amount: deposit, ERC3009: auth}}
+		input, err := channel.DepositInput(p)
+		require.NoError(t, err)
+		deposits = append(deposits, input)
+		// 100 calls of 0.01 USDC each, the last voucher signed for them all.
+		total := big.NewInt(int64(100 * 10_000))
+		if i%2 == 1 {
+			total = big.NewInt(int64(100*10_000 - 5_000)) // a seller may charge less than signed
+		}
+		max := big.NewInt(100 * 10_000)
+		claims = append(claims, channel.Claim{Config: c, TotalClaimed: total, Voucher: channel.Voucher{
+			ChannelID: id, MaxClaimable: max, Signature: sign(t, payerAccount, channel.VoucherDigest(chainID, id, max)),
+		}})
+		charged.Add(charged, total)
+	}
+	multicall, err := settlement.ABI.Pack("multicall", deposits)
+	require.NoError(t, err)
+	s := newTxSender(t, node)
+	r := s.send(relayerAccount, multicall, 12_000_000)
+	t.Logf("%d deposits in one multicall: %d gas, %d a deposit", n, r.GasUsed, r.GasUsed/n)
+
+	authorization, err := channel.Sign(key(t, authorizerAccount), channel.ClaimBatchDigestOf(chainID, claims))
+	require.NoError(t, err)
+	input, err := channel.ClaimWithSignatureInput(claims, authorization)
+	require.NoError(t, err)
+	r = s.send(relayerAccount, input, 12_000_000)
+	t.Logf("claimWithSignature of %d channels: %d gas, %d a channel", n, r.GasUsed, r.GasUsed/n)
+	for _, c := range claims {
+		st, err := channel.ReadState(ctx, node.Client, c.Voucher.ChannelID, nil)
+		require.NoError(t, err)
+		require.Equal(t, c.TotalClaimed, st.TotalClaimed)
+		require.Equal(t, deposit, st.Balance)
+	}
+	payTo := account(t, payToAccount)
+	input, err = channel.SettleInput(payTo, devchain.USDC)
+	require.NoError(t, err)
+	r = s.send(relayerAccount, input, 200_000)
+	t.Logf("settle: %d gas", r.GasUsed)
+	require.Len(t, r.Logs, 2, "one Transfer, one Settled")
+	ev, err := settlement.ABI.Unpack("Settled", r.Logs[1].Data)
+	require.NoError(t, err)
+	require.Equal(t, charged, ev[0].(*big.Int))
+}
+
+// txSender sends development accounts' transactions with a gas limit and
+// requires them mined successfully.
+type txSender struct {
+	t    *testing.T
+	node *anviltest.Node
+}
+
+func newTxSender(t *testing.T, node *anviltest.Node) *txSender { return &txSender{t: t, node: node} }
+
+func (s *txSender) send(from int, input []byte, gas uint64) *types.Receipt {
+	s.t.Helper()
+	ctx := s.t.Context()
+	k := key(s.t, from)
+	nonce, err := s.node.Client.PendingNonceAt(ctx, account(s.t, from))
+	require.NoError(s.t, err)
+	tx, err := types.SignNewTx(k, types.LatestSignerForChainID(big.NewInt(anviltest.ChainID)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(anviltest.ChainID), Nonce: nonce, To: &channel.SettlementAddress, Data: input, Gas: gas,
+		GasTipCap: big.NewInt(1_000_000_000), GasFeeCap: big.NewInt(100_000_000_000),
+	})
+	require.NoError(s.t, err)
+	require.NoError(s.t, s.node.Client.SendTransaction(ctx, tx))
+	var r *types.Receipt
+	require.Eventually(s.t, func() bool {
+		r, err = s.node.Client.TransactionReceipt(ctx, tx.Hash())
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(s.t, types.ReceiptStatusSuccessful, r.Status)
+	return r
+}
