@@ -18,6 +18,8 @@
 // (CheckOnChain). A client whose cumulative amount is not the seller's is
 // answered with the corrective 402 (Corrective, CorrectiveExtra), which
 // carries the seller's ChannelState and the last voucher it holds.
+// Terms.Verify runs these checks in the order a seller answers them;
+// RefundAmount is what a refund payload gets back.
 //
 // The seller's receiver authorizer signs claims of many channels at once
 // (ClaimBatchDigest, for claimWithSignature) and cooperative refunds

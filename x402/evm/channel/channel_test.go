@@ -353,3 +353,77 @@ func TestCorrectiveExtra(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(resp), `"chargedAmount":"700"`)
 }
+
+// TestVerify runs the checks of Terms.Verify in order: the first failing
+// one is the answer.
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	terms, err := channel.TermsOf(requirements(t, "100"))
+	require.NoError(t, err)
+	price := big.NewInt(100)
+	funded := &channel.OnChain{Balance: big.NewInt(10_000), TotalClaimed: big.NewInt(200), RefundNonce: new(big.Int)}
+	for _, tc := range []struct {
+		name    string
+		signer  int
+		amount  int64
+		charged *big.Int
+		edit    func(c *channel.Config)
+		st      *channel.OnChain
+		reason  string
+	}{
+		{"Pays", payerAccount, 400, big.NewInt(300), nil, funded, ""},
+		{"NoSellerRecord", payerAccount, 400, nil, nil, funded, ""},
+		{"OtherReceiverFirst", voucherAccount, 1, big.NewInt(300), func(c *channel.Config) { c.Receiver = common.Address{1} }, funded, channel.ReasonReceiverMismatch},
+		{"BehindBeforeSignature", voucherAccount, 300, big.NewInt(300), nil, funded, channel.ReasonCumulativeAmountMismatch},
+		{"NotThePayers", voucherAccount, 400, big.NewInt(300), nil, funded, channel.ReasonVoucherSignature},
+		{"NotFunded", payerAccount, 400, big.NewInt(300), nil, &channel.OnChain{Balance: new(big.Int), TotalClaimed: new(big.Int)}, channel.ReasonChannelNotFound},
+		{"AboveEscrow", payerAccount, 10_100, big.NewInt(10_000), nil, funded, channel.ReasonCumulativeExceedsBalance},
+		{"BelowClaimed", payerAccount, 200, nil, nil, funded, channel.ReasonCumulativeBelowClaimed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := testConfig(t)
+			if tc.edit != nil {
+				tc.edit(&c)
+			}
+			p, err := channel.Decode(payloadJSON(t, channel.TypeVoucher, c, tc.amount, tc.signer, nil))
+			require.NoError(t, err)
+			err = terms.Verify(ctx, nil, p, tc.charged, price, tc.st, 0)
+			if tc.reason == "" {
+				require.NoError(t, err)
+			} else {
+				requireReason(t, tc.reason, err)
+			}
+		})
+	}
+}
+
+func TestRefundAmount(t *testing.T) {
+	t.Parallel()
+	ask := func(amount int64) *channel.Payload {
+		p := &channel.Payload{Type: channel.TypeRefund}
+		if amount > 0 {
+			p.RefundAmount = big.NewInt(amount)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		asked, balance, charged int64
+		want                    int64 // 0: no balance
+	}{
+		{0, 100_000, 3200, 96_800},
+		{1500, 100_000, 3200, 1500},
+		{200_000, 100_000, 3200, 96_800},
+		{0, 3200, 3200, 0},
+		{10, 3000, 3200, 0},
+	} {
+		got, err := channel.RefundAmount(ask(tc.asked), big.NewInt(tc.balance), big.NewInt(tc.charged))
+		if tc.want == 0 {
+			requireReason(t, channel.ReasonRefundNoBalance, err)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got.Int64(), "%+v", tc)
+	}
+}

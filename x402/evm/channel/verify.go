@@ -334,3 +334,47 @@ func CheckCharge(charged, amount, signed *big.Int) error {
 	}
 	return nil
 }
+
+// Verify runs every check of a payload that pays a call of price (or, for
+// a refund, asks one) in the order a seller answers them: the channel is
+// one of the terms (CheckConfig); with the seller's cumulative charge of
+// the channel (charged; nil when the seller has no record of it), the
+// voucher is in step with it (CheckCumulative, answered with the corrective
+// 402); the voucher is the payer's (VerifyVoucher), a deposit's
+// authorization too, valid at now (Unix seconds); and the chain's state
+// st covers it (CheckOnChain). The first failure is returned: an
+// *x402.Refusal, or the chain's error.
+func (t *Terms) Verify(ctx context.Context, caller Caller, p *Payload, charged, price *big.Int, st *OnChain, now int64) error {
+	if err := t.CheckConfig(p); err != nil {
+		return err
+	}
+	if charged != nil {
+		if err := CheckCumulative(p, charged, price); err != nil {
+			return err
+		}
+	}
+	if err := VerifyVoucher(ctx, caller, t.ChainID, &p.Config, &p.Voucher); err != nil {
+		return err
+	}
+	if p.Type == TypeDeposit {
+		if err := t.VerifyDepositAuthorization(ctx, caller, p, now); err != nil {
+			return err
+		}
+	}
+	return CheckOnChain(p, st, price)
+}
+
+// RefundAmount returns what a refund payload gets back from a channel of
+// balance the seller has charged charged: the amount asked, at most the
+// remainder balance - charged (all of it when none is asked). No remainder
+// is ReasonRefundNoBalance.
+func RefundAmount(p *Payload, balance, charged *big.Int) (*big.Int, error) {
+	remainder := new(big.Int).Sub(balance, charged)
+	if remainder.Sign() <= 0 {
+		return nil, refuse(ReasonRefundNoBalance, "channel %s has nothing left to refund (balance %s, charged %s)", p.Voucher.ChannelID.Hex(), balance, charged)
+	}
+	if p.RefundAmount == nil || p.RefundAmount.Cmp(remainder) > 0 {
+		return remainder, nil
+	}
+	return new(big.Int).Set(p.RefundAmount), nil
+}
