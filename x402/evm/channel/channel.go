@@ -70,14 +70,23 @@ const (
 	MaxWithdrawDelay = 2_592_000
 )
 
-// EIP-712 type hashes, as the contract declares them.
+// EIP-712 type hashes, as the contract declares them (its public
+// constants of the same names, upper case).
+var (
+	// ConfigTypeHash is CHANNEL_CONFIG_TYPEHASH.
+	ConfigTypeHash = crypto.Keccak256Hash([]byte("ChannelConfig(address payer,address payerAuthorizer,address receiver,address receiverAuthorizer,address token,uint40 withdrawDelay,bytes32 salt)"))
+	// VoucherTypeHash is VOUCHER_TYPEHASH.
+	VoucherTypeHash = crypto.Keccak256Hash([]byte("Voucher(bytes32 channelId,uint128 maxClaimableAmount)"))
+	// RefundTypeHash is REFUND_TYPEHASH.
+	RefundTypeHash = crypto.Keccak256Hash([]byte("Refund(bytes32 channelId,uint256 nonce,uint128 amount)"))
+	// ClaimEntryTypeHash is CLAIM_ENTRY_TYPEHASH.
+	ClaimEntryTypeHash = crypto.Keccak256Hash([]byte("ClaimEntry(bytes32 channelId,uint128 maxClaimableAmount,uint128 totalClaimed)"))
+	// ClaimBatchTypeHash is CLAIM_BATCH_TYPEHASH.
+	ClaimBatchTypeHash = crypto.Keccak256Hash([]byte("ClaimBatch(ClaimEntry[] claims)ClaimEntry(bytes32 channelId,uint128 maxClaimableAmount,uint128 totalClaimed)"))
+)
+
 var (
 	domainTypeHash      = crypto.Keccak256Hash([]byte("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"))
-	ConfigTypeHash      = crypto.Keccak256Hash([]byte("ChannelConfig(address payer,address payerAuthorizer,address receiver,address receiverAuthorizer,address token,uint40 withdrawDelay,bytes32 salt)"))
-	VoucherTypeHash     = crypto.Keccak256Hash([]byte("Voucher(bytes32 channelId,uint128 maxClaimableAmount)"))
-	RefundTypeHash      = crypto.Keccak256Hash([]byte("Refund(bytes32 channelId,uint256 nonce,uint128 amount)"))
-	ClaimEntryTypeHash  = crypto.Keccak256Hash([]byte("ClaimEntry(bytes32 channelId,uint128 maxClaimableAmount,uint128 totalClaimed)"))
-	ClaimBatchTypeHash  = crypto.Keccak256Hash([]byte("ClaimBatch(ClaimEntry[] claims)ClaimEntry(bytes32 channelId,uint128 maxClaimableAmount,uint128 totalClaimed)"))
 	receiveAuthTypeHash = crypto.Keccak256Hash([]byte("ReceiveWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"))
 	domainNameHash      = crypto.Keccak256Hash([]byte(DomainName))
 	domainVersionHash   = crypto.Keccak256Hash([]byte(DomainVersion))

@@ -143,6 +143,17 @@ func scenario(t *testing.T, c *testChain) {
 		return seen
 	}
 
+	for name, want := range map[string]common.Hash{
+		"CHANNEL_CONFIG_TYPEHASH": channel.ConfigTypeHash, "VOUCHER_TYPEHASH": channel.VoucherTypeHash,
+		"REFUND_TYPEHASH": channel.RefundTypeHash, "CLAIM_ENTRY_TYPEHASH": channel.ClaimEntryTypeHash,
+		"CLAIM_BATCH_TYPEHASH": channel.ClaimBatchTypeHash,
+	} {
+		require.Equal(t, want, common.Hash(view(name)[0].([32]byte)), name)
+	}
+	require.Equal(t, channel.DomainSeparator(chainID), common.Hash(view("DOMAIN_SEPARATOR")[0].([32]byte)))
+	require.Equal(t, int64(channel.MinWithdrawDelay), view("MIN_WITHDRAW_DELAY")[0].(*big.Int).Int64())
+	require.Equal(t, int64(channel.MaxWithdrawDelay), view("MAX_WITHDRAW_DELAY")[0].(*big.Int).Int64())
+
 	price := big.NewInt(10_000)
 	req := &signRequest{
 		Requirements: requirements(t, price.String()), Payer: payerAccount,
