@@ -19,7 +19,11 @@
 // answered with the corrective 402 (Corrective, CorrectiveExtra), which
 // carries the seller's ChannelState and the last voucher it holds.
 // Terms.Verify runs these checks in the order a seller answers them;
-// RefundAmount is what a refund payload gets back.
+// RefundAmount is what a refund payload gets back. State is the seller's
+// record of a channel (what it charged, the last voucher, the chain's
+// state), and VoucherResponse, DepositResponse and RefundResponse the
+// PAYMENT-RESPONSE of a call (transaction "" for a voucher,
+// extra.chargedAmount, extra.channelState).
 //
 // The seller's receiver authorizer signs claims of many channels at once
 // (ClaimBatchDigest, for claimWithSignature) and cooperative refunds

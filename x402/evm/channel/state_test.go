@@ -159,3 +159,66 @@ func TestOfficialClientRecovers(t *testing.T) {
 	recovered, _ = recover(forged)
 	require.False(t, recovered, "a voucher the client did not sign does not move it")
 }
+
+// TestOfficialClientReadsResponses has the official client apply the
+// payment responses of a deposit and of vouchers, some charged less than
+// their price: its channel record follows the charges, so that its next
+// voucher is the one the seller expects; a response whose channel state
+// disagrees with the charge is not applied.
+func TestOfficialClientReadsResponses(t *testing.T) {
+	t.Parallel()
+	compat, err := filepath.Abs("../../../compat")
+	require.NoError(t, err)
+	c := testConfig(t)
+	st := &channel.OnChain{Balance: big.NewInt(0), TotalClaimed: big.NewInt(0), RefundNonce: new(big.Int)}
+	s := channel.NewState(&c, base, st)
+	price := big.NewInt(10_000)
+	type step struct {
+		Header        string `json:"header"`
+		ChannelID     string `json:"channelId"`
+		RequestAmount string `json:"requestAmount"`
+		DepositAmount string `json:"depositAmount,omitempty"`
+	}
+	var steps []step
+	add := func(r *channel.Response, deposit string) {
+		h, err := x402.EncodeHeader(r)
+		require.NoError(t, err)
+		steps = append(steps, step{Header: h, ChannelID: s.ChannelID.Hex(), RequestAmount: price.String(), DepositAmount: deposit})
+	}
+	charge := func(amount int64, charged int64) {
+		p, err := channel.Decode(payloadJSON(t, channel.TypeVoucher, c, amount, payerAccount, nil))
+		require.NoError(t, err)
+		s, err = s.Charge(p, big.NewInt(charged))
+		require.NoError(t, err)
+	}
+	s.OnChain.Balance = big.NewInt(50_000)
+	charge(10_000, 10_000)
+	add(channel.DepositResponse("eip155:8453", s, common.Hash{1}, big.NewInt(50_000), big.NewInt(10_000)), "50000")
+	charge(20_000, 7_000)
+	add(channel.VoucherResponse("eip155:8453", s, big.NewInt(7_000)), "")
+	charge(27_000, 10_000)
+	lying := channel.VoucherResponse("eip155:8453", s, big.NewInt(10_000))
+	lying.Extra.ChannelState.ChargedCumulativeAmount = "99999"
+	add(lying, "")
+	add(channel.VoucherResponse("eip155:8453", s, big.NewInt(10_000)), "")
+
+	raw, err := json.Marshal(steps)
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd := exec.Command("node", filepath.Join(compat, "batch_response.mjs"), string(raw))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node batch_response.mjs: %s", stderr.String())
+	var records []*struct {
+		ChargedCumulativeAmount string `json:"chargedCumulativeAmount"`
+		Balance                 string `json:"balance"`
+	}
+	require.NoError(t, json.Unmarshal(out, &records), string(out))
+	require.Len(t, records, 4)
+	for i, want := range []string{"10000", "17000", "17000", "27000"} {
+		require.NotNil(t, records[i], "step %d", i)
+		require.Equal(t, want, records[i].ChargedCumulativeAmount, "step %d", i)
+		require.Equal(t, "50000", records[i].Balance, "step %d", i)
+	}
+	require.Equal(t, s.Charged.String(), records[3].ChargedCumulativeAmount, "the client's next voucher is the seller's charge plus the price")
+}
