@@ -375,6 +375,11 @@ func eventFields(e store.Event, payer string) []field {
 			}
 			return fs
 		}
+	case store.EventPaymentIdentified:
+		var v store.PaymentIdentified
+		if e.Decode(&v) == nil {
+			return []field{{Name: "payment id", Value: v.ID, Mono: true}}
+		}
 	case store.EventJobQueued:
 		var v store.JobQueued
 		if e.Decode(&v) == nil {

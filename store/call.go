@@ -76,6 +76,11 @@ const (
 	// once a set of settlement transactions is final: one event for every
 	// transaction, and so every call, it names.
 	EventSettlementFinal = "settlement.final"
+	// EventPaymentIdentified binds a call to the payment identifier its
+	// payment carried (x402's payment-identifier extension), in the
+	// transaction of its call.paid: its projection (payment_ids) refuses
+	// a second call under the same payer and id with ErrConflict.
+	EventPaymentIdentified = "payment.identified"
 )
 
 // ChainStream returns the event stream of a network's settlement
@@ -131,6 +136,27 @@ type PaidCall struct {
 func PaymentDigest(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return base64.StdEncoding.EncodeToString(sum[:16])
+}
+
+// PaymentIdentified is the data of a payment.identified event: the
+// payment identifier of a call's payment and the payer it is scoped by.
+type PaymentIdentified struct {
+	// Payer is the payment's payer (x402.Payment.Payer).
+	Payer string `json:"payer"`
+	// ID is the client's payment identifier.
+	ID string `json:"id"`
+}
+
+// PaymentIDKey returns the key payment_ids keeps the payment identifier id
+// of payer under: the base64 of the first 16 bytes of the SHA-256 of
+// payer, a NUL and id (as PaymentDigest). An id is scoped by its payer:
+// another payer's same id is another key.
+func PaymentIDKey(payer, id string) string {
+	h := sha256.New()
+	h.Write([]byte(payer))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return base64.StdEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
 // JobQueued is the data of a job.queued event.
@@ -436,6 +462,13 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`,
 			id, v.Op, CallQueued, v.Token, v.RequestHash, v.Payment.Key(), v.Payment.Network, v.Payment.Payer, v.Payment.Amount, now)
 		return true, nil
+	case EventPaymentIdentified:
+		v, ok := e.Data.(PaymentIdentified)
+		if !ok {
+			return false, fmt.Errorf("data is %T, want PaymentIdentified", e.Data)
+		}
+		b.Queue("INSERT INTO payment_ids (key, call_id, created_at) VALUES ($1, $2, $3)", PaymentIDKey(v.Payer, v.ID), id, now)
+		return true, nil
 	case EventJobQueued:
 		b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'queued'", id, now)
 		return true, nil
@@ -728,6 +761,17 @@ func CallGetByPaymentKey(ctx context.Context, db DBTX, key string) (*Call, error
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get call by payment %s: %w", key, err)
+	}
+	return c, nil
+}
+
+// CallGetByPaymentID returns the call admitted with payer's payment
+// identifier id (PaymentIDKey), or ErrNotFound.
+func CallGetByPaymentID(ctx context.Context, db DBTX, payer, id string) (*Call, error) {
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE id = (SELECT call_id FROM payment_ids WHERE key = $1)",
+		PaymentIDKey(payer, id)))
+	if err != nil {
+		return nil, fmt.Errorf("get call by payment identifier of %s: %w", payer, err)
 	}
 	return c, nil
 }
