@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -17,6 +24,7 @@ import (
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/payclient"
 )
 
@@ -241,4 +249,70 @@ func TestPaymentIdentifierTwoProcesses(t *testing.T) {
 	require.Equal(t, 1, calls)
 	require.Equal(t, 1, settled)
 	require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(before, usdcBalance(ctx, t, chain, client.Address())), "charged once")
+}
+
+// TestOfficialClientRetriesWithPaymentID has the official x402 client
+// (@x402/fetch and @x402/evm's exact client, compat/pay_retry_id.mjs) pay
+// a call with a payment identifier from the official helper
+// (@x402/extensions/payment-identifier) through a loopback proxy that
+// loses the answer to the first paid request after the service gave it;
+// the client signs a new payment with the same id, gets the result, and
+// is charged once on chain.
+func TestOfficialClientRetriesWithPaymentID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	compat := compatDir(t, "@x402/fetch", "@x402/evm", "@x402/extensions")
+	base, chain, db := startDevchainServiceDB(ctx, t)
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var lost atomic.Bool
+	var lostStatus atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("PAYMENT-SIGNATURE") != "" && lost.CompareAndSwap(false, true) {
+			rec := httptest.NewRecorder()
+			forward.ServeHTTP(rec, r)
+			lostStatus.Store(int32(rec.Code))
+			panic(http.ErrAbortHandler) // the connection drops before the answer
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+
+	const account = 2
+	payer, payTo := devAddress(t, account), devAddress(t, devchain.PayToAccount)
+	payerBefore, payToBefore := usdcBalance(ctx, t, chain, payer), usdcBalance(ctx, t, chain, payTo)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "pay_retry_id.mjs"), proxy.URL+"/api/x402/diff", "2", `{"a":"lost\n","b":"found\n"}`)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node pay_retry_id.mjs: %s", stderr.String())
+	var out struct {
+		Address, ID string
+		Attempts    []struct {
+			Status      int
+			Body, Error string
+			Settlement  *x402.SettleResponse
+			Sent        struct{ Signature, ID string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	require.Equal(t, payer.Hex(), out.Address)
+	require.Len(t, out.Attempts, 2, stdout.String())
+	first, second := out.Attempts[0], out.Attempts[1]
+	require.Zero(t, first.Status, "the first answer was lost: %s", first.Error)
+	require.EqualValues(t, http.StatusOK, lostStatus.Load(), "after the service answered it")
+	require.Equal(t, http.StatusOK, second.Status, second.Body)
+	require.NotEqual(t, first.Sent.Signature, second.Sent.Signature, "the retry is a new payment")
+	require.Equal(t, out.ID, first.Sent.ID)
+	require.Equal(t, out.ID, second.Sent.ID)
+	require.NotNil(t, second.Settlement)
+	require.True(t, second.Settlement.Success)
+	require.Equal(t, payer.Hex(), second.Settlement.Payer)
+
+	calls, settled := paymentIDCounts(ctx, t, db)
+	require.Equal(t, 1, calls)
+	require.Equal(t, 1, settled)
+	price := big.NewInt(10_000) // diff: $0.01
+	require.Equal(t, price, new(big.Int).Sub(payerBefore, usdcBalance(ctx, t, chain, payer)), "charged once")
+	require.Equal(t, price, new(big.Int).Sub(usdcBalance(ctx, t, chain, payTo), payToBefore))
 }
