@@ -223,6 +223,13 @@ func TestMCP(t *testing.T) {
 		body := requireToolFailure(t, callTool(ctx, t, session, "diff", args, "test:0xmcpid:n4:short"), "invalid_payment_identifier")
 		require.Equal(t, `extensions["payment-identifier"].info.id`, body["field"])
 		require.Equal(t, before, countCalls(ctx, t, db), "no call more")
+		// Only the payer's own payment gets its call: not one whose
+		// signature is not the payer's, nor one that paid another call.
+		requirePaymentRequired(t, callTool(ctx, t, session, "diff", args, "bad:0xmcpid:n5:pay_mcp_0123456789ab"), "invalid_exact_evm_signature")
+		res = callTool(ctx, t, session, "diff", map[string]any{"a": "other\n", "b": "call\n"}, "test:0xmcpid:n6:pay_mcp_other_call_01")
+		require.False(t, res.IsError, toolText(t, res))
+		requirePaymentRequired(t, callTool(ctx, t, session, "diff", args, "test:0xmcpid:n6:pay_mcp_0123456789ab"), "payment_already_used")
+		require.Equal(t, before+1, countCalls(ctx, t, db))
 	})
 
 	t.Run("RefusedPayment", func(t *testing.T) {
