@@ -3,6 +3,8 @@ package x402
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 )
 
 // The payment-identifier extension (specs/extensions/payment_identifier.md
@@ -25,13 +27,21 @@ const (
 	ReasonInvalidPaymentID = "invalid_payment_identifier"
 )
 
+// paymentIDPattern is the characters an id may hold, as the official
+// PAYMENT_ID_PATTERN and the extension's schema spell them.
+const paymentIDPattern = "^[a-zA-Z0-9_-]+$"
+
+// paymentIDChars matches paymentIDPattern.
+var paymentIDChars = regexp.MustCompile(paymentIDPattern)
+
 // paymentIdentifierDeclaration is the extension as the quotes declare it:
 // what the official declarePaymentIdentifierExtension(false) returns, key
 // for key.
 var paymentIdentifierDeclaration = json.RawMessage(`{"info":{"required":false},"schema":{` +
 	`"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{` +
 	`"required":{"type":"boolean"},` +
-	`"id":{"type":"string","minLength":16,"maxLength":128,"pattern":"^[a-zA-Z0-9_-]+$"}},` +
+	`"id":{"type":"string","minLength":` + strconv.Itoa(PaymentIDMinLength) + `,"maxLength":` + strconv.Itoa(PaymentIDMaxLength) +
+	`,"pattern":"` + paymentIDPattern + `"}},` +
 	`"required":["required"]}}`)
 
 // InvalidPaymentIDError is a payment-identifier extension that breaks the
@@ -89,11 +99,8 @@ func ValidPaymentID(id string) error {
 	if len(id) < PaymentIDMinLength || len(id) > PaymentIDMaxLength {
 		return &InvalidPaymentIDError{Message: fmt.Sprintf("the payment identifier must be %d to %d characters; it has %d", PaymentIDMinLength, PaymentIDMaxLength, len(id))}
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return &InvalidPaymentIDError{Message: fmt.Sprintf("the payment identifier may hold only letters, digits, '-' and '_'; character %d is %q", i+1, c)}
-		}
+	if !paymentIDChars.MatchString(id) {
+		return &InvalidPaymentIDError{Message: "the payment identifier may hold only ASCII letters, digits, '-' and '_'"}
 	}
 	return nil
 }
