@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -177,6 +178,19 @@ func TestPaymentIdentifier(t *testing.T) {
 		require.Equal(t, running.CallID, decodeJSON[errorBody](t, done.Body).CallID)
 		after, _ := paymentIDCounts(ctx, t, db)
 		require.Equal(t, calls+1, after, "run once")
+		require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(spent(), spentBefore), "charged once")
+	})
+
+	t.Run("PayCommand", func(t *testing.T) {
+		// x402d pay -payment-id, run again after a lost answer.
+		spentBefore := spent()
+		var outs [2]bytes.Buffer
+		for i := range outs {
+			args := []string{"pay", "-account", "6", "-payment-id", "pay_command_line_00001", "-d", `{"a":"cli\n","b":"pay\n"}`, base + "/api/x402/diff"}
+			require.NoError(t, run(ctx, args, func(string) string { return "" }, &outs[i], io.Discard, nil))
+		}
+		require.Contains(t, outs[0].String(), "HTTP 200")
+		require.Equal(t, outs[0].String(), outs[1].String(), "the same answer")
 		require.Equal(t, big.NewInt(10_000), new(big.Int).Sub(spent(), spentBefore), "charged once")
 	})
 
