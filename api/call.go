@@ -209,8 +209,7 @@ func invalidInput(entry *opEntry, err error) error {
 // the request is the same one (a safe retry), and refuses it otherwise.
 func (s *Server) resume(entry *opEntry, prior *store.Call, requestHash []byte) (*admitted, error) {
 	if prior.Op != entry.op.Name || subtle.ConstantTimeCompare(prior.RequestHash, requestHash) != 1 {
-		s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
-		return nil, &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"}
+		return nil, s.alreadyUsed(entry)
 	}
 	return &admitted{id: prior.ID, token: prior.Token, sub: s.cfg.Listener.Subscribe(store.CallStream(prior.ID)), final: true}, nil
 }
@@ -273,8 +272,7 @@ func (s *Server) resumeIdentified(ctx context.Context, entry *opEntry, header st
 		other, err := store.CallGetByPaymentKey(ctx, s.cfg.Pool, p.Key())
 		switch {
 		case err == nil && other.ID != prior.ID:
-			s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
-			return nil, &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"}
+			return nil, s.alreadyUsed(entry)
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("look up a payment sent under a payment identifier: %w", err)
 		}
@@ -285,6 +283,13 @@ func (s *Server) resumeIdentified(ctx context.Context, entry *opEntry, header st
 			Message: "this payment identifier was used for another request (another operation, body or network); nothing was charged: use a new identifier for a new request"}
 	}
 	return &admitted{id: prior.ID, token: prior.Token, sub: s.cfg.Listener.Subscribe(store.CallStream(prior.ID)), final: true}, nil
+}
+
+// alreadyUsed is the refusal of a payment that paid another request (402
+// payment_already_used), counted.
+func (s *Server) alreadyUsed(entry *opEntry) error {
+	s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
+	return &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"}
 }
 
 // errPaymentIDConflict is the code of a payment identifier sent again with
