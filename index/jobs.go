@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
 )
 
 // CrawlArgs is the periodic crawl job: a few pages of each source.
@@ -73,9 +74,9 @@ type crawlWorker struct {
 
 func (w *crawlWorker) Work(ctx context.Context, job *river.Job[CrawlArgs]) error {
 	if fresh := job.Args.FreshFor; fresh > 0 {
-		var last *time.Time
-		if err := w.crawler.cfg.Pool.QueryRow(ctx, `SELECT max(last_at) FROM index_sources WHERE url NOT LIKE 'origin:%'`).Scan(&last); err != nil {
-			return fmt.Errorf("crawl at start: last crawl: %w", err)
+		last, err := store.IndexListingLastAt(ctx, w.crawler.cfg.Pool)
+		if err != nil {
+			return fmt.Errorf("crawl at start: %w", err)
 		}
 		if last != nil && time.Since(*last) < time.Duration(fresh)*time.Second {
 			return nil

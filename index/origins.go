@@ -155,29 +155,9 @@ type DiscoverReport struct {
 // Run reads up to PerRun origins: INDEX_ORIGINS and those of the listed
 // resources, read longest ago first; an origin backing off is left.
 func (d *Discoverer) Run(ctx context.Context) (*DiscoverReport, error) {
-	rows, err := d.cfg.Pool.Query(ctx, `
-		WITH o AS (
-			SELECT unnest($1::text[]) AS origin
-			UNION
-			SELECT DISTINCT substring(resource FROM '^https?://[^/]+') FROM index_resources WHERE NOT retired)
-		SELECT o.origin FROM o LEFT JOIN index_sources s ON s.url = 'origin:' || o.origin
-		WHERE o.origin IS NOT NULL AND (s.backoff_until IS NULL OR s.backoff_until <= now())
-		ORDER BY s.last_at NULLS FIRST, o.origin LIMIT $2`, d.cfg.Origins, d.cfg.PerRun)
+	origins, err := store.OriginListToRead(ctx, d.cfg.Pool, d.cfg.Origins, d.cfg.PerRun)
 	if err != nil {
-		return nil, fmt.Errorf("index: origins to read: %w", err)
-	}
-	var origins []string
-	for rows.Next() {
-		var o string
-		if err := rows.Scan(&o); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("index: origins to read: %w", err)
-		}
-		origins = append(origins, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("index: origins to read: %w", err)
+		return nil, fmt.Errorf("index: %w", err)
 	}
 
 	rep := &DiscoverReport{Found: map[string]int{}}
@@ -229,8 +209,8 @@ func (d *Discoverer) Origin(ctx context.Context, origin string) (via string, ind
 	if err != nil {
 		return "", 0, err
 	}
-	if st.backoffUntil != nil && time.Now().Before(*st.backoffUntil) {
-		return "", 0, &BackoffError{Source: src, Until: *st.backoffUntil}
+	if st.BackoffUntil != nil && time.Now().Before(*st.BackoffUntil) {
+		return "", 0, &BackoffError{Source: src, Until: *st.BackoffUntil}
 	}
 	p := &politeClient{fetch: d.cfg.Fetch, gap: d.cfg.Gap}
 	found, via, err := d.find(ctx, p, origin)
@@ -258,7 +238,7 @@ func (d *Discoverer) Origin(ctx context.Context, origin string) (via string, ind
 		}
 	}
 	page.Count = len(page.Items)
-	page.Total = st.cursor + page.Count
+	page.Total = st.Cursor + page.Count
 	if _, err := d.crawler.record(ctx, src, st, page); err != nil {
 		return via, 0, err
 	}
