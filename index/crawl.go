@@ -1,8 +1,10 @@
 package index
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -518,13 +521,24 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		}
 		if ok && !k.Retired && k.Host == r.Host && k.Description == r.Description && k.Method == r.Method &&
 			sameStrings(k.Networks, r.Networks) && samePrice(k.Price, r.PriceUSDC) && k.Discoverable == r.Discoverable &&
-			slices.Equal(k.Accepts, r.Accepts) && k.Quality.Equal(quality) {
+			slices.Equal(k.Accepts, r.Accepts) && k.Quality.Equal(quality) && sameStrings(k.Tags, r.Tags) &&
+			sameJSON(k.InputSchema, r.InputSchema) && sameJSON(k.OutputSchema, r.OutputSchema) && sameJSON(k.Extensions, r.Extensions) &&
+			k.X402Version == r.X402Version && k.MimeType == r.MimeType {
 			continue
 		}
 		events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceIndexed, Data: store.ResourceIndexed{
 			Resource: r.URL, Host: r.Host, Source: src, Description: r.Description, Method: r.Method,
 			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable, Accepts: r.Accepts, Quality: quality,
+			Tags: r.Tags, InputSchema: r.InputSchema, OutputSchema: r.OutputSchema, Extensions: r.Extensions,
+			X402Version: r.X402Version, MimeType: r.MimeType,
 		}})
+		if ok && k.SampleOf == r.Host && len(k.QuoteAccepts) > 0 && !slices.Equal(k.Accepts, r.Accepts) {
+			// The listing of the host's sample changed: compared again
+			// with the last 402 at once, not at the next probe.
+			matches, differences := compareQuote(r.URL, r.Accepts, k.QuoteAccepts)
+			events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventHostQuoteCompared,
+				Data: store.HostQuoteCompared{Resource: r.URL, QuoteMatchesListing: matches, QuoteDifferences: differences}})
+		}
 		for _, h := range []string{r.Host, k.Host} {
 			if h != "" && !hostSeen[h] {
 				hostSeen[h] = true
@@ -551,6 +565,19 @@ func sameStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// sameJSON compares JSON values by meaning (Postgres's jsonb reorders
+// keys): both absent, or equal once decoded.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // samePrice compares numeric text from Postgres with ours.

@@ -31,9 +31,13 @@ type HostDetail struct {
 	// ServicesLimit of them (Host.Services counts them all).
 	Services []Service `json:"services"`
 	// ServicesLimit is the most services the page holds.
-	ServicesLimit int         `json:"services_limit"`
-	Probes        []ProbeHour `json:"probes"`
-	Timeline      []Change    `json:"timeline"`
+	ServicesLimit int `json:"services_limit"`
+	// Ownership are the receivers the host's origins proved they control
+	// (x402scan's ownership proofs); a service whose receiver is among
+	// them is verified (its verified_pay_to).
+	Ownership []store.Ownership `json:"ownership"`
+	Probes    []ProbeHour       `json:"probes"`
+	Timeline  []Change          `json:"timeline"`
 	// TimelineLimit is the most changes the timeline holds; older ones are
 	// in the changes feed (?host=).
 	TimelineLimit int `json:"timeline_limit"`
@@ -62,6 +66,9 @@ func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, erro
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	if d.Services, err = store.HostServiceList(ctx, r.pool, host, servicesLimit); err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	if d.Ownership, err = store.HostOwnershipList(ctx, r.pool, host); err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	if d.Probes, err = store.HostProbeHourList(ctx, r.pool, host); err != nil {

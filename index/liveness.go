@@ -184,6 +184,7 @@ func (p *Prober) Probe(ctx context.Context, rawURL, method string, listing []sto
 			m.Error = "402 without a valid x402 quote"
 		}
 		m.QuoteMatchesListing, m.QuoteDifferences = compareQuote(rawURL, listing, quote)
+		m.QuoteAccepts = quote
 	}
 	return m
 }

@@ -321,6 +321,9 @@ type IndexService struct {
 	// Quality is the use its listing reports (Bazaar's quality figures);
 	// null when no listing of it reports any.
 	Quality *Quality `json:"quality"`
+	// VerifiedPayTo are the receivers of its options its origin proved it
+	// controls; empty when none.
+	VerifiedPayTo []string `json:"verified_pay_to"`
 }
 
 // HostServiceList returns the live resources of host, the cheapest first,
@@ -328,7 +331,8 @@ type IndexService struct {
 func HostServiceList(ctx context.Context, db DBTX, host string, limit int) ([]IndexService, error) {
 	rows, err := db.Query(ctx, `SELECT r.resource, r.method, r.description, r.price_usdc::float8, r.networks, r.discoverable,
 			coalesce((SELECT array_agg(l.source ORDER BY l.source) FROM index_listings l WHERE l.resource = r.resource), '{}'),
-			coalesce(r.accepts, '[]'), r.updated_at, r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at
+			coalesce(r.accepts, '[]'), r.updated_at, r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at,
+			`+resourceVerified+`
 		FROM index_resources r WHERE r.host = $1 AND NOT r.retired ORDER BY r.price_usdc NULLS LAST, r.resource LIMIT $2`, host, limit)
 	if err != nil {
 		return nil, fmt.Errorf("services of %s: %w", host, err)
@@ -337,7 +341,7 @@ func HostServiceList(ctx context.Context, db DBTX, host string, limit int) ([]In
 		var s IndexService
 		var q Quality
 		err := row.Scan(&s.Resource, &s.Method, &s.Description, &s.PriceUSDC, &s.Networks, &s.Discoverable, &s.Sources, &s.Accepts, &s.UpdatedAt,
-			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt)
+			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt, &s.VerifiedPayTo)
 		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
 			s.Quality = &q
 		}
@@ -509,6 +513,17 @@ type IndexedResource struct {
 	// it.
 	Elsewhere bool
 	Quality   *Quality
+	Tags      []string
+	// InputSchema, OutputSchema and Extensions are as the projection
+	// keeps them (jsonb: compact, keys sorted).
+	InputSchema, OutputSchema, Extensions json.RawMessage
+	X402Version                           int
+	MimeType                              string
+	// SampleOf is the host whose sample resource it is ("" when none) and
+	// QuoteAccepts the options of that host's last 402 (nil when none was
+	// read).
+	SampleOf     string
+	QuoteAccepts []Accept
 }
 
 // ResourceIndexedList returns what the index keeps of the resources urls
@@ -518,8 +533,11 @@ func ResourceIndexedList(ctx context.Context, db DBTX, urls []string, src string
 	rows, err := db.Query(ctx, `SELECT r.resource, r.host, r.description, r.method, r.networks, coalesce(r.price_usdc::text, ''),
 			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false), r.accepts,
 			EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = r.resource AND o.source <> $2),
-			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at
+			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at,
+			r.tags, r.input_schema, r.output_schema, r.extensions, r.x402_version, r.mime_type,
+			coalesce(h.host, ''), h.quote_accepts
 		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
+		LEFT JOIN index_hosts h ON h.host = r.host AND h.sample_resource = r.resource
 		WHERE r.resource = ANY($1)`, urls, src, pass)
 	if err != nil {
 		return nil, fmt.Errorf("read resources: %w", err)
@@ -530,7 +548,8 @@ func ResourceIndexedList(ctx context.Context, db DBTX, urls []string, src string
 		var k IndexedResource
 		var q Quality
 		if err := rows.Scan(&url, &k.Host, &k.Description, &k.Method, &k.Networks, &k.Price, &k.Discoverable, &k.Retired, &k.SeenInPass, &k.Accepts, &k.Elsewhere,
-			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt); err != nil {
+			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt,
+			&k.Tags, &k.InputSchema, &k.OutputSchema, &k.Extensions, &k.X402Version, &k.MimeType, &k.SampleOf, &k.QuoteAccepts); err != nil {
 			return nil, fmt.Errorf("read resources: %w", err)
 		}
 		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
@@ -618,4 +637,43 @@ func ProbeTargetList(ctx context.Context, db DBTX) ([]ProbeTarget, error) {
 		return nil, fmt.Errorf("hosts to probe: %w", err)
 	}
 	return targets, nil
+}
+
+// OriginOwnershipList returns the receivers origin proved, sorted.
+func OriginOwnershipList(ctx context.Context, db DBTX, origin string) ([]string, error) {
+	rows, err := db.Query(ctx, "SELECT pay_to FROM index_ownership WHERE origin = $1 ORDER BY pay_to", origin)
+	if err != nil {
+		return nil, fmt.Errorf("ownership of %s: %w", origin, err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("ownership of %s: %w", origin, err)
+	}
+	return list, nil
+}
+
+// Ownership is a receiver an origin proved it controls: found Via its
+// discovery document (well-known, openapi, dns), checked at VerifiedAt.
+type Ownership struct {
+	Origin     string    `json:"origin"`
+	PayTo      string    `json:"pay_to"`
+	Via        string    `json:"via"`
+	VerifiedAt time.Time `json:"verified_at"`
+}
+
+// HostOwnershipList returns the receivers the origins of host proved.
+func HostOwnershipList(ctx context.Context, db DBTX, host string) ([]Ownership, error) {
+	rows, err := db.Query(ctx, `SELECT origin, pay_to, via, verified_at FROM index_ownership
+		WHERE substring(origin FROM '^https?://([^/:]+)') = $1 ORDER BY origin, pay_to`, host)
+	if err != nil {
+		return nil, fmt.Errorf("ownership of %s: %w", host, err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Ownership])
+	if err != nil {
+		return nil, fmt.Errorf("ownership of %s: %w", host, err)
+	}
+	if list == nil {
+		list = []Ownership{}
+	}
+	return list, nil
 }
