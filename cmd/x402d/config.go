@@ -798,6 +798,10 @@ func (c *Config) validate() error {
 	} {
 		if _, err := cron.ParseStandard(s.spec); err != nil {
 			fail("%s: %q is not a cron schedule like */15 * * * *", s.name, s.spec)
+		} else if s.name != "RETENTION_CRON" {
+			if err := index.CheckSchedule(s.name, s.spec); err != nil {
+				fail("%w", err)
+			}
 		}
 	}
 	return errors.Join(errs...)
