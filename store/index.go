@@ -336,6 +336,10 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 			tags = []string{}
 		}
 		payTos, schemes, assets := acceptKeys(v.Accepts)
+		tagKeys := make([]string, len(tags))
+		for i, t := range tags {
+			tagKeys[i] = strings.ToLower(t)
+		}
 		version := v.X402Version
 		if version == 0 {
 			version = 1
@@ -343,16 +347,16 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 		b.Queue(resourceChanges, now, host, v.Resource, price, networks)
 		b.Queue(`INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at, accepts,
 				quality_calls_30d, quality_unique_payers_30d, quality_last_called_at,
-				tags, input_schema, output_schema, extensions, x402_version, mime_type, pay_tos, schemes, assets)
-			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9::jsonb, $10, $11, $12, $13, $14::jsonb, $15::jsonb, $16::jsonb, $17, $18, $19, $20, $21)
+				tags, input_schema, output_schema, extensions, x402_version, mime_type, pay_tos, schemes, assets, tag_keys)
+			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9::jsonb, $10, $11, $12, $13, $14::jsonb, $15::jsonb, $16::jsonb, $17, $18, $19, $20, $21, $22)
 			ON CONFLICT (resource) DO UPDATE SET host = $2, description = $3, method = $4, networks = $5,
 				price_usdc = $6::numeric, discoverable = $7, retired = false, updated_at = $8, accepts = $9::jsonb,
 				quality_calls_30d = $10, quality_unique_payers_30d = $11, quality_last_called_at = $12,
 				tags = $13, input_schema = $14::jsonb, output_schema = $15::jsonb, extensions = $16::jsonb,
-				x402_version = $17, mime_type = $18, pay_tos = $19, schemes = $20, assets = $21`,
+				x402_version = $17, mime_type = $18, pay_tos = $19, schemes = $20, assets = $21, tag_keys = $22`,
 			v.Resource, host, v.Description, v.Method, networks, price, v.Discoverable, now, accepts,
 			q.Calls30d, q.UniquePayers30d, q.LastCalledAt,
-			tags, rawJSON(v.InputSchema), rawJSON(v.OutputSchema), rawJSON(v.Extensions), version, v.MimeType, payTos, schemes, assets)
+			tags, rawJSON(v.InputSchema), rawJSON(v.OutputSchema), rawJSON(v.Extensions), version, v.MimeType, payTos, schemes, assets, tagKeys)
 		return false, nil
 	case ResourceRetired:
 		b.Queue(`INSERT INTO index_changes (at, host, kind, resource, "from")

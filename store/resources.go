@@ -85,7 +85,8 @@ const resourceVerified = `coalesce((SELECT array_agg(o.pay_to ORDER BY o.pay_to)
 // uptime over 30 days (up to 0.5), its origin's proof of ownership (0.25),
 // and its on-chain figures (resourceEvidenceBoost).
 const resourceScore = `ts_rank(r.document, q.query) * (1 + CASE WHEN h.live THEN 0.5 ELSE 0 END + 0.5 * coalesce(h.uptime_30d, 0)
-	+ CASE WHEN cardinality(` + resourceVerified + `) > 0 THEN 0.25 ELSE 0 END + ` + resourceEvidenceBoost + `)`
+	+ CASE WHEN EXISTS (SELECT 1 FROM index_ownership o WHERE o.origin = substring(r.resource FROM '^https?://[^/]+')
+		AND o.pay_to = ANY(r.pay_tos)) THEN 0.25 ELSE 0 END + ` + resourceEvidenceBoost + `)`
 
 // resourceSorts are the resources search's sorts and their orders.
 var resourceSorts = []struct{ key, order string }{
@@ -155,17 +156,22 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 		score = resourceScore
 	}
 	args = append(args, p.Limit+1, p.Offset)
-	query := `SELECT r.resource, r.host, r.method, r.description, r.tags, coalesce(r.accepts, '[]'), r.price_usdc::float8, r.networks,
+	// The page is chosen from the narrow columns (an unused join on the
+	// hosts is removed), then its rows are read whole.
+	query := `WITH page AS (
+			SELECT r.resource, ` + score + ` AS score FROM ` + from + ` LEFT JOIN index_hosts h ON h.host = r.host
+			WHERE ` + where + `
+			ORDER BY ` + order + `
+			LIMIT $` + strconv.Itoa(len(args)-1) + ` OFFSET $` + strconv.Itoa(len(args)) + `)
+		SELECT r.resource, r.host, r.method, r.description, r.tags, coalesce(r.accepts, '[]'), r.price_usdc::float8, r.networks,
 			r.input_schema, r.output_schema, r.extensions, r.x402_version, r.mime_type, r.updated_at,
 			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at,
 			` + resourceVerified + `,
 			h.live, h.uptime_30d, h.latency_p50_ms, h.checked_at, h.quote_matches_listing,
 			` + resourceEvidence + `,
-			` + score + ` AS score
-		FROM ` + from + ` LEFT JOIN index_hosts h ON h.host = r.host
-		WHERE ` + where + `
-		ORDER BY ` + order + `
-		LIMIT $` + strconv.Itoa(len(args)-1) + ` OFFSET $` + strconv.Itoa(len(args))
+			page.score AS score
+		FROM page JOIN index_resources r ON r.resource = page.resource LEFT JOIN index_hosts h ON h.host = r.host
+		ORDER BY ` + order
 	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("resources: %w", err)
@@ -256,7 +262,7 @@ func resourceWhere(p *ResourceSearchParams) (string, []any) {
 		for i, t := range p.Tags {
 			tags[i] = strings.ToLower(t)
 		}
-		where = append(where, "(SELECT coalesce(array_agg(lower(t)), '{}') FROM unnest(r.tags) t) @> "+arg(tags)+"::text[]")
+		where = append(where, "r.tag_keys @> "+arg(tags)+"::text[]")
 	}
 	if cond, ok := resourceLive[p.Live]; ok {
 		where = append(where, cond)

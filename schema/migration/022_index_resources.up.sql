@@ -6,7 +6,8 @@
 -- request from), the listing's extensions (echoed by the Bazaar discovery
 -- API), its x402 version and MIME type. pay_tos, schemes and assets are
 -- the accepts' receivers (EVM addresses lower-case), schemes and assets
--- (lower-case), kept by the projection for the filters. Events written
+-- (lower-case), and tag_keys the tags in lower case, kept by the
+-- projection for the filters. Events written
 -- before carry none: the next crawl pass fills them.
 ALTER TABLE index_resources
     ADD COLUMN IF NOT EXISTS tags          text[]   NOT NULL DEFAULT '{}',
@@ -17,7 +18,8 @@ ALTER TABLE index_resources
     ADD COLUMN IF NOT EXISTS mime_type     text     NOT NULL DEFAULT '',
     ADD COLUMN IF NOT EXISTS pay_tos       text[]   NOT NULL DEFAULT '{}',
     ADD COLUMN IF NOT EXISTS schemes       text[]   NOT NULL DEFAULT '{}',
-    ADD COLUMN IF NOT EXISTS assets        text[]   NOT NULL DEFAULT '{}';
+    ADD COLUMN IF NOT EXISTS assets        text[]   NOT NULL DEFAULT '{}',
+    ADD COLUMN IF NOT EXISTS tag_keys      text[]   NOT NULL DEFAULT '{}';
 
 -- The text a search matches, weighted: tags (A), description (B), the URL's
 -- words (C). Declared immutable so that a stored column can use it
@@ -35,6 +37,10 @@ ALTER TABLE index_resources
 
 CREATE INDEX IF NOT EXISTS index_resources_document ON index_resources USING gin (document) WHERE NOT retired;
 CREATE INDEX IF NOT EXISTS index_resources_pay_tos ON index_resources USING gin (pay_tos) WHERE NOT retired;
+CREATE INDEX IF NOT EXISTS index_resources_tag_keys ON index_resources USING gin (tag_keys) WHERE NOT retired;
+-- The Bazaar list's order (by URL) and its count, read from the index
+-- alone.
+CREATE INDEX IF NOT EXISTS index_resources_live_url ON index_resources (resource) WHERE NOT retired;
 -- The Bazaar list's order (newest first) and the resources search's
 -- order without a text.
 CREATE INDEX IF NOT EXISTS index_resources_updated ON index_resources (updated_at DESC, resource) WHERE NOT retired;
