@@ -30,7 +30,33 @@
 // hosts sort by them (sort=calls, the unreported last).
 //
 // Price honesty: a probe compares the 402 of the host's sample resource with
-// the options its listing asks (network, asset, amount, payTo).
+// the options its listing asks (network, asset, amount, payTo), and keeps
+// the 402's options; a crawl that finds the sample's listing changed
+// compares it again with them at once (host.quote_compared), so that a
+// seller moving its listing and its 402 together is shown agreeing as soon
+// as the index has read both, not at the next probe.
+//
+// Resources are first-class: each keeps what its listing (or its origin's
+// 402) says beyond its price, as given: its options with their scheme, its
+// tags, its call contract (the bazaar extension's info.input/info.output,
+// or a v1 option's outputSchema) and its extensions. The resources search
+// (Reader.Resources, /api/xindex/resources) matches text with Postgres's
+// full-text search (a weighted tsvector of tags, description and URL, GIN
+// indexed) and ranks by relevance times the evidence (host live, its
+// uptime, proved ownership; on-chain figures join in
+// store.resourceEvidence). The same resources are served in the official
+// Bazaar discovery API's shapes (BazaarList, BazaarSearch) at
+// /api/xindex/bazaar.
+//
+// Proof of ownership (ownership.go): x402scan's form, an origin's
+// discovery document carrying its origin string signed by its receivers'
+// keys; a receiver proved is kept per origin (host.ownership_checked,
+// index_ownership) and marks the resources paying it verified.
+//
+// Schedules: the periodic jobs are unique by their schedule's own period
+// (SchedulePeriod), so INDEX_CRON or LIVENESS_CRON of "@every 10s" runs
+// every 10 seconds; a schedule they cannot keep (an "@every" finer than
+// whole seconds) is refused at start.
 //
 // Discovery from the sellers' own origins (Discoverer) reads, politely, the
 // origins of listed resources and INDEX_ORIGINS in x402scan's order: OpenAPI
