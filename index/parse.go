@@ -43,8 +43,7 @@
 // (Reader.Resources, /api/xindex/resources) matches text with Postgres's
 // full-text search (a weighted tsvector of tags, description and URL, GIN
 // indexed) and ranks by relevance times the evidence (host live, its
-// uptime, proved ownership; on-chain figures join in
-// store.resourceEvidence). The same resources are served in the official
+// uptime; on-chain figures join in store.resourceEvidence). The same resources are served in the official
 // Bazaar discovery API's shapes (BazaarList, BazaarSearch) at
 // /api/xindex/bazaar.
 //

@@ -156,7 +156,7 @@ type ResourcesAnswer struct {
 }
 
 // ResourcesHonesty says what the resources answer's figures are.
-const ResourcesHonesty = "Resources as their listings (or origins) state them: accepts, description, tags, input and output schema. host_liveness is the host's measured liveness; verified_pay_to lists the receivers whose keys signed the origin's ownership proof; evidence is on-chain and null where not measured, never 0. score is text relevance times (1 + evidence)."
+const ResourcesHonesty = "Resources as their listings (or origins) state them: accepts, description, tags, input and output schema. host_liveness is the host's measured liveness; verified_pay_to lists the receivers whose keys signed the origin's ownership proof; evidence is on-chain and null where not measured, never 0. score is text relevance times (1 + evidence: host live, its uptime, on-chain figures)."
 
 // Resources answers q, which Check has accepted.
 func (r *Reader) Resources(ctx context.Context, q ResourceQuery) (*ResourcesAnswer, error) {
