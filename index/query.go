@@ -103,6 +103,9 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 			"summary": "/api/xindex/summary",
 			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}",
 			"host":    "/api/xindex/hosts/{host}",
+			"resources": "/api/xindex/resources?q={text}&network=&asset=&scheme=&pay_to=&max_usd=&tags=&live=&sort={" +
+				strings.Join(ResourceSortKeys, "|") + "}&limit=&cursor=",
+			"bazaar":  "/api/xindex/bazaar (the Bazaar discovery API: /discovery/resources, /discovery/search)",
 			"changes": "/api/xindex/changes?since={cursor|time}&limit={1-500}",
 			"atom":    "/api/xindex/changes.atom",
 			"page":    "/x402-index",
