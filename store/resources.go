@@ -158,10 +158,15 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 		score = resourceScore
 	}
 	args = append(args, p.Limit+1, p.Offset)
-	// The page is chosen from the narrow columns (an unused join on the
-	// hosts is removed), then its rows are read whole.
+	// The page is chosen from the narrow columns, joined with the hosts
+	// only when the text's score, the live filter or the sort reads them
+	// (without, the Bazaar list's order is read from its index alone), then
+	// its rows are read whole.
+	if score != "0::float8" || p.Live != "" || strings.Contains(order, "h.") {
+		from += " LEFT JOIN index_hosts h ON h.host = r.host"
+	}
 	query := `WITH page AS (
-			SELECT r.resource, ` + score + ` AS score FROM ` + from + ` LEFT JOIN index_hosts h ON h.host = r.host
+			SELECT r.resource, ` + score + ` AS score FROM ` + from + `
 			WHERE ` + where + `
 			ORDER BY ` + order + `
 			LIMIT $` + strconv.Itoa(len(args)-1) + ` OFFSET $` + strconv.Itoa(len(args)) + `)
