@@ -252,7 +252,8 @@ func TestOpenAPI(t *testing.T) {
 	require.Empty(t, doc.Security, "no authentication header")
 
 	want := []string{"/api/x402/calls/{id}", "/.well-known/x402.json", "/.well-known/x402", "/api/x402/discovery/resources", "/openapi.json",
-		"/api/xindex/summary", "/api/xindex/hosts", "/api/xindex/changes", "/api/xindex/changes.atom", "/api/xindex/hosts/{host}", "/x402-index/hosts/{host}", "/x402-index/changes", "/x402-index", "/mcp", "/healthz", "/readyz"}
+		"/api/xindex/summary", "/api/xindex/hosts", "/api/xindex/changes", "/api/xindex/changes.atom", "/api/xindex/hosts/{host}", "/x402-index/hosts/{host}", "/x402-index/changes", "/x402-index", "/mcp", "/healthz", "/readyz",
+		"/api/xindex/resources", "/api/xindex/bazaar/discovery/resources", "/api/xindex/bazaar/discovery/search"}
 	for _, op := range sevenOps {
 		want = append(want, "/api/x402/"+op.Name)
 		post := doc.Paths.Value("/api/x402/" + op.Name).Post
@@ -322,6 +323,42 @@ func TestIndexAnswersMeetTheDocument(t *testing.T) {
 	status, body = get(t, base+"/api/xindex/hosts/nowhere.example")
 	require.Equal(t, http.StatusNotFound, status)
 	require.NoError(t, validate("Error", body))
+
+	// The resources search and the Bazaar API answer as documented; bad
+	// parameters are refused with a stable code naming them.
+	for _, q := range []string{"", "?q=weather&network=base&max_usd=0.01&sort=relevance", "?tags=x&live=true", "?pay_to=0x1&limit=2"} {
+		status, body = get(t, base+"/api/xindex/resources"+q)
+		require.Equal(t, http.StatusOK, status, q)
+		require.NoError(t, validate("IndexResources", body), "%s: %s", q, body)
+	}
+	var found struct{ Resources []map[string]any }
+	_, body = get(t, base+"/api/xindex/resources?q=weather+report+3")
+	require.NoError(t, json.Unmarshal(body, &found))
+	require.NotEmpty(t, found.Resources)
+	require.Equal(t, "https://shop3.example/api/3", found.Resources[0]["resource"], "the best match first")
+	for _, bad := range []struct{ query, field string }{
+		{"network=moon", "network"}, {"max_usd=-1", "max_usd"}, {"live=maybe", "live"}, {"sort=random", "sort"},
+		{"limit=0", "limit"}, {"limit=many", "limit"}, {"cursor=zzz", "cursor"},
+	} {
+		status, body = get(t, base+"/api/xindex/resources?"+bad.query)
+		require.Equal(t, http.StatusBadRequest, status, bad.query)
+		require.NoError(t, validate("Error", body))
+		var e map[string]any
+		require.NoError(t, json.Unmarshal(body, &e))
+		require.Equal(t, "invalid_request", e["error"], bad.query)
+		require.Equal(t, bad.field, e["field"], bad.query)
+	}
+	status, body = get(t, base+"/api/xindex/bazaar/discovery/resources?limit=5&payTo=0x1")
+	require.Equal(t, http.StatusOK, status)
+	require.NoError(t, validate("BazaarList", body), string(body))
+	status, body = get(t, base+"/api/xindex/bazaar/discovery/search?query=weather&limit=3")
+	require.Equal(t, http.StatusOK, status)
+	require.NoError(t, validate("BazaarSearch", body), string(body))
+	for _, bad := range []string{"discovery/search", "discovery/search?query=x&limit=101", "discovery/resources?offset=-1", "discovery/resources?type=ftp"} {
+		status, body = get(t, base+"/api/xindex/bazaar/"+bad)
+		require.Equal(t, http.StatusBadRequest, status, bad)
+		require.NoError(t, validate("Error", body))
+	}
 }
 
 // TestFrontPage serves / as a page for a browser (what is sold, at what

@@ -130,6 +130,31 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": index.MaxHostsLimit, "default": index.DefaultHostsLimit}),
 		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}),
 		query("quote_matches_listing", "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)", obj{"type": "string", "enum": []string{"true", "false", "null"}}))
+	paths["/api/xindex/resources"] = get("indexResources", "Indexed resources with their accepts, description, tags and call contract (input and output schema), their host's liveness, the receivers their origin proved it controls, and on-chain evidence (null until measured); ranked by text relevance and evidence.", "IndexResources",
+		query("q", "text in web-search syntax, matched against tags, description and URL (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
+		query("network", "a network of one of its options: CAIP-2 (eip155:8453) or a known name (base)", str),
+		query("asset", "the asset of one of its options", str),
+		query("scheme", "the scheme of one of its options (exact)", str),
+		query("pay_to", "the receiver of one of its options (an EVM address in any case)", str),
+		query("max_usd", "priced at most this many USDC", obj{"type": "number", "minimum": 0}),
+		query("tags", "carries every one of these tags (comma-separated or repeated; any case)", str),
+		query("live", "its host's liveness: true, false, or null (not measured)", obj{"type": "string", "enum": []string{"true", "false", "null"}}),
+		query("sort", "order; relevance by default with q, updated without", obj{"type": "string", "enum": index.ResourceSortKeys}),
+		query("limit", "number of resources", obj{"type": "integer", "minimum": 1, "maximum": index.MaxResourcesLimit, "default": index.DefaultResourcesLimit}),
+		query("cursor", "the next of an earlier page", str))
+	paths["/api/xindex/bazaar/discovery/resources"] = get("indexBazaarList", "The whole index in the official Bazaar discovery API's list (base URL /api/xindex/bazaar for withBazaar(new HTTPFacilitatorClient({url}))), by resource URL.", "BazaarList",
+		query("type", "http (the index holds http resources; mcp lists none)", obj{"type": "string", "enum": []string{"http", "mcp"}}),
+		query("limit", "page size", obj{"type": "integer", "minimum": 1, "maximum": index.MaxBazaarLimit, "default": index.DefaultBazaarLimit}),
+		query("offset", "items to skip", obj{"type": "integer", "minimum": 0, "default": 0}),
+		query("payTo", "the receiver of one of its options", str), query("scheme", "the scheme of one of its options", str),
+		query("network", "a network of one of its options (CAIP-2)", str), query("extensions", "an extension key its listing carries (bazaar)", str))
+	paths["/api/xindex/bazaar/discovery/search"] = get("indexBazaarSearch", "The whole index in the official Bazaar discovery API's search: the most relevant first (relevance and evidence), a page after a cursor.", "BazaarSearch",
+		query("query", "text in web-search syntax (required)", obj{"type": "string", "maxLength": 200}),
+		query("type", "http (mcp finds none)", obj{"type": "string", "enum": []string{"http", "mcp"}}),
+		query("limit", "page size", obj{"type": "integer", "minimum": 1, "maximum": index.MaxBazaarLimit, "default": index.DefaultBazaarLimit}),
+		query("cursor", "the cursor of an earlier page", str),
+		query("payTo", "the receiver of one of its options", str), query("scheme", "the scheme of one of its options", str),
+		query("network", "a network of one of its options (CAIP-2)", str), query("extensions", "an extension key its listing carries (bazaar)", str))
 	hostParam := obj{"name": "host", "in": "path", "required": true, "description": "the host name, as in the hosts list", "schema": str}
 	paths["/api/xindex/hosts/{host}"] = obj{"get": obj{"operationId": "indexHost", "summary": "One host: its entry with its history, its services, its probes by hour over 30 days, its timeline of changes.",
 		"parameters": []any{hostParam},
@@ -335,6 +360,43 @@ func componentSchemas() obj {
 		}),
 		"IndexHost":   host,
 		"IndexChange": change,
+		"IndexResources": object([]string{"ok", "resources", "next", "partial", "honesty"}, obj{
+			"ok": obj{"type": "boolean"},
+			"resources": array(object([]string{"resource", "host", "method", "description", "tags", "accepts", "price_usdc", "networks",
+				"input_schema", "output_schema", "extensions", "x402_version", "updated_at", "verified_pay_to", "host_liveness", "evidence", "score"}, obj{
+				"resource": str, "host": str, "method": str, "description": str, "tags": array(str),
+				"accepts": array(object([]string{"network", "asset", "amount", "pay_to"}, obj{"scheme": str, "network": str, "asset": str, "amount": str, "pay_to": str,
+					"max_timeout_seconds": integer})),
+				"price_usdc": nullable("number"), "networks": array(str),
+				"input_schema": nullable("object"), "output_schema": nullable("object"), "extensions": nullable("object"),
+				"x402_version": integer, "mime_type": str, "updated_at": obj{"type": "string", "format": "date-time"},
+				"verified_pay_to": array(str),
+				"host_liveness": object([]string{"live", "uptime_30d", "latency_p50_ms", "checked_at", "quote_matches_listing"}, obj{
+					"live": nullable("boolean"), "uptime_30d": share, "latency_p50_ms": nullable("integer"), "checked_at": nullTime,
+					"quote_matches_listing": nullable("boolean"),
+				}),
+				"evidence": object([]string{"transactions_30d", "volume_usdc_30d", "payers_30d"}, obj{
+					"transactions_30d": nullable("integer"), "volume_usdc_30d": nullable("number"), "payers_30d": nullable("integer"),
+				}),
+				"score": obj{"type": "number"},
+			})),
+			"next":    obj{"type": []string{"string", "null"}, "description": "the cursor of the next page; null at the last"},
+			"partial": obj{"type": "boolean"}, "honesty": str,
+		}),
+		"BazaarResource": object([]string{"resource", "type", "x402Version", "accepts", "lastUpdated"}, obj{
+			"resource": str, "type": obj{"type": "string", "const": "http"}, "x402Version": integer,
+			"accepts":     array(object([]string{"scheme", "network", "amount", "asset", "payTo", "maxTimeoutSeconds", "extra"}, obj{"scheme": str, "network": str, "amount": str, "asset": str, "payTo": str, "maxTimeoutSeconds": integer, "extra": obj{"type": "object"}})),
+			"lastUpdated": obj{"type": "string", "format": "date-time"}, "description": str, "mimeType": str, "tags": array(str),
+			"extensions": obj{"type": "object"},
+		}),
+		"BazaarList": object([]string{"x402Version", "items", "pagination"}, obj{
+			"x402Version": obj{"type": "integer", "const": 2}, "items": array(ref("BazaarResource")),
+			"pagination": object([]string{"limit", "offset", "total"}, obj{"limit": integer, "offset": integer, "total": integer}),
+		}),
+		"BazaarSearch": object([]string{"x402Version", "resources", "partialResults", "pagination"}, obj{
+			"x402Version": obj{"type": "integer", "const": 2}, "resources": array(ref("BazaarResource")), "partialResults": obj{"type": "boolean"},
+			"pagination": object([]string{"limit", "cursor"}, obj{"limit": integer, "cursor": obj{"type": []string{"string", "null"}}}),
+		}),
 		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "services_limit", "probes", "timeline", "timeline_limit"}, obj{
 			"ok": obj{"type": "boolean"}, "host": ref("IndexHost"),
 			"quote_differences": array(object([]string{"resource", "network", "asset", "field", "listing", "quote"}, obj{

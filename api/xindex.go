@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -29,6 +30,11 @@ func (x *xindex) register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET("/api/xindex/changes", queryJSON(changesQuery, x.reader.Changes), mw...)
 	e.GET("/api/xindex/changes.atom", x.changesAtom, mw...)
 	e.GET("/api/xindex/hosts/:host", x.host, mw...)
+	e.GET("/api/xindex/resources", queryJSON(resourceQuery, x.reader.Resources), mw...)
+	// The official Bazaar discovery API over the whole index: the base URL
+	// an official facilitator client is given is /api/xindex/bazaar.
+	e.GET("/api/xindex/bazaar/discovery/resources", queryJSON(bazaarListQuery, x.reader.BazaarList), mw...)
+	e.GET("/api/xindex/bazaar/discovery/search", queryJSON(bazaarSearchQuery, x.reader.BazaarSearch), mw...)
 	e.GET("/x402-index", x.htmlPage, mw...)
 	e.GET("/x402-index/hosts/:host", x.hostPage, mw...)
 	e.GET("/x402-index/changes", x.changesPage, mw...)
@@ -181,4 +187,53 @@ func (x *xindex) changesAtom(c echo.Context) error {
 		return err
 	}
 	return c.Blob(http.StatusOK, "application/atom+xml; charset=utf-8", buf.Bytes())
+}
+
+// resourceQuery reads the resources search's parameters
+// (index.ResourceQuery); tags may repeat or be comma-separated.
+func resourceQuery(c echo.Context) (index.ResourceQuery, error) {
+	p := c.QueryParams()
+	q := index.ResourceQuery{Q: p.Get("q"), Network: p.Get("network"), Asset: p.Get("asset"), Scheme: p.Get("scheme"),
+		PayTo: p.Get("pay_to"), MaxUSD: p.Get("max_usd"), Tags: p["tags"], Live: p.Get("live"), Sort: p.Get("sort"), Cursor: p.Get("cursor")}
+	var err error
+	if q.Limit, err = queryInt(c, "limit", index.DefaultResourcesLimit, 1, index.MaxResourcesLimit); err != nil {
+		return q, err
+	}
+	if err := q.Check(); err != nil {
+		return q, queryError(err)
+	}
+	return q, nil
+}
+
+// bazaarListQuery reads the Bazaar list's parameters.
+func bazaarListQuery(c echo.Context) (index.BazaarListQuery, error) {
+	p := c.QueryParams()
+	q := index.BazaarListQuery{Type: p.Get("type"), PayTo: p.Get("payTo"), Scheme: p.Get("scheme"), Network: p.Get("network"),
+		Extensions: p.Get("extensions")}
+	var err error
+	if q.Limit, err = queryInt(c, "limit", index.DefaultBazaarLimit, 1, index.MaxBazaarLimit); err != nil {
+		return q, err
+	}
+	if q.Offset, err = queryInt(c, "offset", 0, 0, math.MaxInt32); err != nil {
+		return q, err
+	}
+	if err := q.Check(); err != nil {
+		return q, queryError(err)
+	}
+	return q, nil
+}
+
+// bazaarSearchQuery reads the Bazaar search's parameters.
+func bazaarSearchQuery(c echo.Context) (index.BazaarSearchQuery, error) {
+	p := c.QueryParams()
+	q := index.BazaarSearchQuery{Query: p.Get("query"), Type: p.Get("type"), PayTo: p.Get("payTo"), Scheme: p.Get("scheme"),
+		Network: p.Get("network"), Extensions: p.Get("extensions"), Cursor: p.Get("cursor")}
+	var err error
+	if q.Limit, err = queryInt(c, "limit", index.DefaultBazaarLimit, 1, index.MaxBazaarLimit); err != nil {
+		return q, err
+	}
+	if err := q.Check(); err != nil {
+		return q, queryError(err)
+	}
+	return q, nil
 }

@@ -594,7 +594,7 @@ func TestXIndexHost(t *testing.T) {
 	}
 	require.Equal(t, []string{"https://shop1.example/api/1", "https://shop1.example/api/5", "https://shop1.example/api/9"}, resources, "cheapest first")
 	require.Equal(t, 0.004, *d.Services[0].PriceUSDC)
-	require.Equal(t, []store.Accept{{Network: "eip155:8453", Asset: baseUSDC, Amount: "4000", PayTo: "0x1"}}, d.Services[0].Accepts)
+	require.Equal(t, []store.Accept{{Scheme: "exact", Network: "eip155:8453", Asset: baseUSDC, Amount: "4000", PayTo: "0x1"}}, d.Services[0].Accepts)
 	require.Equal(t, int64(120), *d.Services[0].Quality.Calls30d)
 	require.Equal(t, int64(9), *d.Services[0].Quality.UniquePayers30d)
 	require.True(t, time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC).Equal(*d.Services[0].Quality.LastCalledAt))

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/x402d/x402d/store"
 )
 
@@ -19,15 +17,7 @@ import (
 // unpriced), networks as a list, liveness as a boolean (null: not measured
 // before). A service added has only To (its price), a service retired only
 // From.
-type Change struct {
-	ID       int64           `json:"-"`
-	At       time.Time       `json:"at"`
-	Host     string          `json:"host"`
-	Kind     string          `json:"kind"`
-	Resource *string         `json:"resource"`
-	From     json.RawMessage `json:"from"`
-	To       json.RawMessage `json:"to"`
-}
+type Change store.IndexChange
 
 // The bounds of a page of changes.
 const (
@@ -90,18 +80,13 @@ type ChangesAnswer struct {
 	Next    string   `json:"next"`
 }
 
-const changeColumns = `id, at, host, kind, resource, "from", "to"`
-
-func scanChanges(rows pgx.Rows) ([]Change, error) {
-	changes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Change, error) {
-		var c Change
-		err := row.Scan(&c.ID, &c.At, &c.Host, &c.Kind, &c.Resource, &c.From, &c.To)
-		return c, err
-	})
-	if changes == nil {
-		changes = []Change{}
+// changesOf converts the store's changes.
+func changesOf(rows []store.IndexChange) []Change {
+	changes := make([]Change, len(rows))
+	for i, c := range rows {
+		changes[i] = Change(c)
 	}
-	return changes, err
+	return changes
 }
 
 // Changes answers q, which Check has accepted: the changes after its
@@ -109,27 +94,16 @@ func scanChanges(rows pgx.Rows) ([]Change, error) {
 func (r *Reader) Changes(ctx context.Context, q ChangesQuery) (*ChangesAnswer, error) {
 	after := q.after
 	if !q.from.IsZero() {
-		// The last change before the time is the cursor (the index on at
-		// finds it; ids grow with time).
-		if err := r.pool.QueryRow(ctx, `SELECT coalesce((SELECT id FROM index_changes WHERE at < $1 ORDER BY at DESC, id DESC LIMIT 1), 0)`,
-			q.from).Scan(&after); err != nil {
-			return nil, fmt.Errorf("index: changes since %s: %w", q.from.Format(time.RFC3339), err)
+		var err error
+		if after, err = store.ChangeCursorAt(ctx, r.pool, q.from); err != nil {
+			return nil, fmt.Errorf("index: %w", err)
 		}
 	}
-	query := "SELECT " + changeColumns + " FROM index_changes WHERE id > $1"
-	args := []any{after, q.Limit}
-	if q.Host != "" {
-		query += " AND host = $3"
-		args = append(args, q.Host)
-	}
-	rows, err := r.pool.Query(ctx, query+" ORDER BY id LIMIT $2", args...)
+	rows, err := store.ChangeList(ctx, r.pool, after, q.Host, q.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("index: changes: %w", err)
+		return nil, fmt.Errorf("index: %w", err)
 	}
-	changes, err := scanChanges(rows)
-	if err != nil {
-		return nil, fmt.Errorf("index: changes: %w", err)
-	}
+	changes := changesOf(rows)
 	next := after
 	if len(changes) > 0 {
 		next = changes[len(changes)-1].ID
@@ -142,21 +116,11 @@ func (r *Reader) Changes(ctx context.Context, q ChangesQuery) (*ChangesAnswer, e
 // recorded after it was taken, so the log's order and the time's can
 // differ a little.)
 func (r *Reader) LatestChanges(ctx context.Context, host string, limit int) ([]Change, error) {
-	query := "SELECT " + changeColumns + " FROM index_changes"
-	args := []any{limit}
-	if host != "" {
-		query += " WHERE host = $2"
-		args = append(args, host)
-	}
-	rows, err := r.pool.Query(ctx, query+" ORDER BY at DESC, id DESC LIMIT $1", args...)
+	rows, err := store.ChangeLatestList(ctx, r.pool, host, limit)
 	if err != nil {
-		return nil, fmt.Errorf("index: latest changes: %w", err)
+		return nil, fmt.Errorf("index: %w", err)
 	}
-	changes, err := scanChanges(rows)
-	if err != nil {
-		return nil, fmt.Errorf("index: latest changes: %w", err)
-	}
-	return changes, nil
+	return changesOf(rows), nil
 }
 
 // Title says a change in words, e.g. "price of https://a.example/x changed

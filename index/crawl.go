@@ -1,8 +1,10 @@
 package index
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -306,20 +309,13 @@ func (c *Crawler) passOf(ctx context.Context, src string, progress func(Step)) e
 	}
 }
 
-type sourceState struct {
-	cursor, pass, failures int
-	backoffUntil           *time.Time
-}
+// sourceState is where the crawl of a source stands.
+type sourceState = store.IndexSourceState
 
 func (c *Crawler) state(ctx context.Context, src string) (sourceState, error) {
-	st := sourceState{pass: 1}
-	err := c.cfg.Pool.QueryRow(ctx, "SELECT cursor, pass, failures, backoff_until FROM index_sources WHERE url = $1", src).
-		Scan(&st.cursor, &st.pass, &st.failures, &st.backoffUntil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return st, nil
-	}
+	st, err := store.IndexSourceStateGet(ctx, c.cfg.Pool, src)
 	if err != nil {
-		return st, fmt.Errorf("index: state of %s: %w", src, err)
+		return st, fmt.Errorf("index: %w", err)
 	}
 	return st, nil
 }
@@ -335,18 +331,18 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
-	step := Step{Source: src, Cursor: st.cursor}
-	if st.backoffUntil != nil && time.Now().Before(*st.backoffUntil) {
-		return step, &BackoffError{Source: src, Until: *st.backoffUntil}
+	step := Step{Source: src, Cursor: st.Cursor}
+	if st.BackoffUntil != nil && time.Now().Before(*st.BackoffUntil) {
+		return step, &BackoffError{Source: src, Until: *st.BackoffUntil}
 	}
-	page, status, retryAfter, err := c.fetch(ctx, src, st.cursor)
+	page, status, retryAfter, err := c.fetch(ctx, src, st.Cursor)
 	if err != nil {
 		if ctx.Err() != nil {
 			return step, ctx.Err()
 		}
 		c.cfg.Metrics.CrawlPage("failed")
-		perr := &PageError{Source: src, Offset: st.cursor, Status: status, Retryable: retryable(status, err), Err: err}
-		backoff := min(max(c.cfg.Backoff<<min(st.failures, 16), retryAfter), c.cfg.MaxBackoff)
+		perr := &PageError{Source: src, Offset: st.Cursor, Status: status, Retryable: retryable(status, err), Err: err}
+		backoff := min(max(c.cfg.Backoff<<min(st.Failures, 16), retryAfter), c.cfg.MaxBackoff)
 		ferr := c.append(ctx, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlFailed, Data: store.CrawlFailed{
 			Source: src, Status: status, Error: err.Error(), BackoffUntil: time.Now().Add(backoff).UTC(),
 		}})
@@ -363,21 +359,21 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 // or changes, the cursor's move and, when the page ends the pass, the
 // resources the pass no longer found, all in one transaction.
 func (c *Crawler) record(ctx context.Context, src string, st sourceState, page *Page) (Step, error) {
-	step := Step{Source: src, Cursor: st.cursor}
-	events, changedHosts, fresh, err := c.changes(ctx, src, st.pass, page)
+	step := Step{Source: src, Cursor: st.Cursor}
+	events, changedHosts, fresh, err := c.changes(ctx, src, st.Pass, page)
 	if err != nil {
 		return step, err
 	}
 	urls := page.urls()
 	total := page.Total
 	if total < 0 {
-		total = st.cursor + page.Count
+		total = st.Cursor + page.Count
 	}
 	events = append(events, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlPage, Data: store.CrawlPage{
-		Source: src, Pass: st.pass, Offset: st.cursor, Count: page.Count, Total: total, Resources: urls, Hosts: changedHosts,
+		Source: src, Pass: st.Pass, Offset: st.Cursor, Count: page.Count, Total: total, Resources: urls, Hosts: changedHosts,
 	}})
 	step.Count, step.Total, step.Changed = page.Count, total, len(events)-1
-	step.Cursor = st.cursor + page.Count
+	step.Cursor = st.Cursor + page.Count
 	pageSize := c.cfg.PageSize
 	if page.Limit > 0 {
 		pageSize = min(pageSize, page.Limit)
@@ -393,19 +389,19 @@ func (c *Crawler) record(ctx context.Context, src string, st sourceState, page *
 
 	err = pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
 		if step.PassDone {
-			retired, err := c.endPass(ctx, tx, src, st.pass, urls)
+			retired, err := store.ResourceUnlistedList(ctx, tx, src, st.Pass, urls)
 			if err != nil {
 				return err
 			}
 			step.Retired = len(retired)
 			events = append(events, retired...)
 			events = append(events, store.NewEvent{Stream: store.CrawlStream(src), Type: store.EventCrawlPassDone,
-				Data: store.CrawlPassDone{Source: src, Pass: st.pass, Retired: len(retired)}})
+				Data: store.CrawlPassDone{Source: src, Pass: st.Pass, Retired: len(retired)}})
 		}
 		return store.Append(ctx, tx, events...)
 	})
 	if err != nil {
-		return step, fmt.Errorf("index: record page at %d of %s: %w", st.cursor, src, err)
+		return step, fmt.Errorf("index: record page at %d of %s: %w", st.Cursor, src, err)
 	}
 	c.cfg.Metrics.CrawlPage("ok")
 	return step, nil
@@ -495,43 +491,9 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // pages) keeps what its first listing said, so that duplicates that
 // disagree do not flip it back and forth.
 func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page) (events []store.NewEvent, hosts []string, fresh int, err error) {
-	urls := page.urls()
-	type known struct {
-		host, description, method, price string
-		networks                         []string
-		discoverable, retired            bool
-		seenInPass                       bool
-		accepts                          []store.Accept
-		elsewhere                        bool
-		quality                          *store.Quality
-	}
-	existing := map[string]known{}
-	rows, err := c.cfg.Pool.Query(ctx, `SELECT r.resource, r.host, r.description, r.method, r.networks, coalesce(r.price_usdc::text, ''),
-			r.discoverable, r.retired, coalesce(l.seen_pass = $3, false), r.accepts,
-			EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = r.resource AND o.source <> $2),
-			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at
-		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
-		WHERE r.resource = ANY($1)`, urls, src, pass)
+	existing, err := store.ResourceIndexedList(ctx, c.cfg.Pool, page.urls(), src, pass)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
-	}
-	for rows.Next() {
-		var url string
-		var k known
-		var q store.Quality
-		if err := rows.Scan(&url, &k.host, &k.description, &k.method, &k.networks, &k.price, &k.discoverable, &k.retired, &k.seenInPass, &k.accepts, &k.elsewhere,
-			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt); err != nil {
-			rows.Close()
-			return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
-		}
-		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
-			k.quality = &q
-		}
-		existing[url] = k
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, 0, fmt.Errorf("index: read resources: %w", err)
+		return nil, nil, 0, fmt.Errorf("index: %w", err)
 	}
 
 	seen := map[string]bool{}
@@ -542,31 +504,42 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		}
 		seen[r.URL] = true
 		k, ok := existing[r.URL]
-		if ok && k.seenInPass && !k.retired {
+		if ok && k.SeenInPass && !k.Retired {
 			continue
 		}
 		fresh++
-		if ok && !k.retired && r.FromOrigin && k.elsewhere {
+		if ok && !k.Retired && r.FromOrigin && k.Elsewhere {
 			// What a listing says of a resource stands; its origin only
 			// keeps it listed.
 			continue
 		}
 		quality := r.Quality
-		if quality == nil && ok && !k.retired && k.elsewhere {
+		if quality == nil && ok && !k.Retired && k.Elsewhere {
 			// A listing that reports no use does not erase what another
 			// listing of the resource reports.
-			quality = k.quality
+			quality = k.Quality
 		}
-		if ok && !k.retired && k.host == r.Host && k.description == r.Description && k.method == r.Method &&
-			sameStrings(k.networks, r.Networks) && samePrice(k.price, r.PriceUSDC) && k.discoverable == r.Discoverable &&
-			slices.Equal(k.accepts, r.Accepts) && k.quality.Equal(quality) {
+		if ok && !k.Retired && k.Host == r.Host && k.Description == r.Description && k.Method == r.Method &&
+			sameStrings(k.Networks, r.Networks) && samePrice(k.Price, r.PriceUSDC) && k.Discoverable == r.Discoverable &&
+			slices.Equal(k.Accepts, r.Accepts) && k.Quality.Equal(quality) && sameStrings(k.Tags, r.Tags) &&
+			sameJSON(k.InputSchema, r.InputSchema) && sameJSON(k.OutputSchema, r.OutputSchema) && sameJSON(k.Extensions, r.Extensions) &&
+			k.X402Version == r.X402Version && k.MimeType == r.MimeType {
 			continue
 		}
 		events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceIndexed, Data: store.ResourceIndexed{
 			Resource: r.URL, Host: r.Host, Source: src, Description: r.Description, Method: r.Method,
 			Networks: r.Networks, PriceUSDC: r.PriceUSDC, Discoverable: r.Discoverable, Accepts: r.Accepts, Quality: quality,
+			Tags: r.Tags, InputSchema: r.InputSchema, OutputSchema: r.OutputSchema, Extensions: r.Extensions,
+			X402Version: r.X402Version, MimeType: r.MimeType,
 		}})
-		for _, h := range []string{r.Host, k.host} {
+		if ok && k.SampleOf == r.Host && len(k.QuoteAccepts) > 0 && !slices.Equal(k.Accepts, r.Accepts) {
+			// The listing of the host's sample changed: compared again
+			// with the last 402 at once, not at the next probe.
+			matches, differences := compareQuote(r.URL, r.Accepts, k.QuoteAccepts)
+			events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventHostQuoteCompared,
+				Data: store.HostQuoteCompared{Resource: r.URL, QuoteMatchesListing: matches, QuoteDifferences: differences}})
+		}
+		for _, h := range []string{r.Host, k.Host} {
 			if h != "" && !hostSeen[h] {
 				hostSeen[h] = true
 				hosts = append(hosts, h)
@@ -574,36 +547,6 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		}
 	}
 	return events, hosts, fresh, nil
-}
-
-// retireLock serialises the ends of passes, so that two sources dropping
-// the same resource at the same moment cannot each count on the other's
-// listing.
-const retireLock int64 = 0x7834303269 // "x402i"
-
-// endPass returns the resource.retired events of the resources that src's
-// pass no longer listed (neither on an earlier page nor on the last one,
-// pageURLs) and that no other source lists.
-func (c *Crawler) endPass(ctx context.Context, tx pgx.Tx, src string, pass int, pageURLs []string) ([]store.NewEvent, error) {
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", retireLock); err != nil {
-		return nil, fmt.Errorf("index: lock pass end: %w", err)
-	}
-	rows, err := tx.Query(ctx, `SELECT r.resource, r.host FROM index_listings l JOIN index_resources r ON r.resource = l.resource
-		WHERE l.source = $1 AND l.seen_pass < $2 AND l.resource <> ALL($3) AND NOT r.retired
-		  AND NOT EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = l.resource AND o.source <> $1)
-		ORDER BY r.resource`, src, pass, pageURLs)
-	if err != nil {
-		return nil, fmt.Errorf("index: find retired resources: %w", err)
-	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.NewEvent, error) {
-		var r store.ResourceRetired
-		err := row.Scan(&r.Resource, &r.Host)
-		return store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventResourceRetired, Data: r}, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("index: find retired resources: %w", err)
-	}
-	return events, nil
 }
 
 func (c *Crawler) append(ctx context.Context, events ...store.NewEvent) error {
@@ -622,6 +565,19 @@ func sameStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// sameJSON compares JSON values by meaning (Postgres's jsonb reorders
+// keys): both absent, or equal once decoded.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // samePrice compares numeric text from Postgres with ours.

@@ -70,7 +70,7 @@ func TestHistory(t *testing.T) {
 	got := map[string]History{}
 	var order []string
 	for _, h := range hosts {
-		got[h.Host] = h.History
+		got[h.Host] = h.HostHistory
 		order = append(order, h.Host)
 	}
 	require.Equal(t, []string{"paid.test", "live1.test", "missing.test", "busy.test"}, order,

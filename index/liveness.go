@@ -68,42 +68,23 @@ type ProbeReport struct {
 // ProbeAll probes every host with services, at most Concurrency at once,
 // and records each measurement as a host.probed event.
 func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
-	rows, err := p.cfg.Pool.Query(ctx, `SELECT h.host, h.sample_resource, h.sample_method, r.accepts
-		FROM index_hosts h LEFT JOIN index_resources r ON r.resource = h.sample_resource
-		WHERE h.services > 0 ORDER BY h.checked_at NULLS FIRST, h.host`)
+	targets, err := store.ProbeTargetList(ctx, p.cfg.Pool)
 	if err != nil {
-		return nil, fmt.Errorf("index: hosts to probe: %w", err)
-	}
-	type target struct {
-		host, url, method string
-		accepts           []store.Accept
-	}
-	var targets []target
-	for rows.Next() {
-		var t target
-		if err := rows.Scan(&t.host, &t.url, &t.method, &t.accepts); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		targets = append(targets, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("index: %w", err)
 	}
 
 	rep := &ProbeReport{}
 	var mu sync.Mutex
 	var errs []error
-	if err := eachBounded(ctx, p.cfg.Concurrency, targets, func(t target) {
+	if err := eachBounded(ctx, p.cfg.Concurrency, targets, func(t store.ProbeTarget) {
 		began := time.Now()
-		m := p.Probe(ctx, t.url, t.method, t.accepts)
+		m := p.Probe(ctx, t.URL, t.Method, t.Accepts)
 		if ctx.Err() != nil {
 			return
 		}
 		p.cfg.Metrics.LivenessProbe(outcome(m), time.Since(began))
 		err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
-			return store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(t.host), Type: store.EventHostProbed, Data: m})
+			return store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(t.Host), Type: store.EventHostProbed, Data: m})
 		})
 		mu.Lock()
 		defer mu.Unlock()
@@ -203,6 +184,7 @@ func (p *Prober) Probe(ctx context.Context, rawURL, method string, listing []sto
 			m.Error = "402 without a valid x402 quote"
 		}
 		m.QuoteMatchesListing, m.QuoteDifferences = compareQuote(rawURL, listing, quote)
+		m.QuoteAccepts = quote
 	}
 	return m
 }

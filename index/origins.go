@@ -155,29 +155,9 @@ type DiscoverReport struct {
 // Run reads up to PerRun origins: INDEX_ORIGINS and those of the listed
 // resources, read longest ago first; an origin backing off is left.
 func (d *Discoverer) Run(ctx context.Context) (*DiscoverReport, error) {
-	rows, err := d.cfg.Pool.Query(ctx, `
-		WITH o AS (
-			SELECT unnest($1::text[]) AS origin
-			UNION
-			SELECT DISTINCT substring(resource FROM '^https?://[^/]+') FROM index_resources WHERE NOT retired)
-		SELECT o.origin FROM o LEFT JOIN index_sources s ON s.url = 'origin:' || o.origin
-		WHERE o.origin IS NOT NULL AND (s.backoff_until IS NULL OR s.backoff_until <= now())
-		ORDER BY s.last_at NULLS FIRST, o.origin LIMIT $2`, d.cfg.Origins, d.cfg.PerRun)
+	origins, err := store.OriginListToRead(ctx, d.cfg.Pool, d.cfg.Origins, d.cfg.PerRun)
 	if err != nil {
-		return nil, fmt.Errorf("index: origins to read: %w", err)
-	}
-	var origins []string
-	for rows.Next() {
-		var o string
-		if err := rows.Scan(&o); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("index: origins to read: %w", err)
-		}
-		origins = append(origins, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("index: origins to read: %w", err)
+		return nil, fmt.Errorf("index: %w", err)
 	}
 
 	rep := &DiscoverReport{Found: map[string]int{}}
@@ -229,11 +209,11 @@ func (d *Discoverer) Origin(ctx context.Context, origin string) (via string, ind
 	if err != nil {
 		return "", 0, err
 	}
-	if st.backoffUntil != nil && time.Now().Before(*st.backoffUntil) {
-		return "", 0, &BackoffError{Source: src, Until: *st.backoffUntil}
+	if st.BackoffUntil != nil && time.Now().Before(*st.BackoffUntil) {
+		return "", 0, &BackoffError{Source: src, Until: *st.BackoffUntil}
 	}
 	p := &politeClient{fetch: d.cfg.Fetch, gap: d.cfg.Gap}
-	found, via, err := d.find(ctx, p, origin)
+	found, via, proofs, err := d.find(ctx, p, origin)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", 0, ctx.Err()
@@ -258,11 +238,37 @@ func (d *Discoverer) Origin(ctx context.Context, origin string) (via string, ind
 		}
 	}
 	page.Count = len(page.Items)
-	page.Total = st.cursor + page.Count
+	page.Total = st.Cursor + page.Count
 	if _, err := d.crawler.record(ctx, src, st, page); err != nil {
 		return via, 0, err
 	}
+	if err := d.ownership(ctx, origin, via, proofs, page); err != nil {
+		return via, len(page.Items), err
+	}
 	return via, len(page.Items), nil
+}
+
+// ownership checks the ownership proofs origin served against the
+// receivers of the resources it declared, and records the receivers
+// proved when they differ from those recorded.
+func (d *Discoverer) ownership(ctx context.Context, origin, via string, proofs []string, page *Page) error {
+	var payTos []string
+	for _, r := range page.Items {
+		for _, a := range r.Accepts {
+			payTos = append(payTos, a.PayTo)
+		}
+	}
+	verified := verifiedReceivers(origin, proofs, payTos)
+	recorded, err := store.OriginOwnershipList(ctx, d.cfg.Pool, origin)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	if slices.Equal(recorded, verified) {
+		return nil
+	}
+	host := hostOf(origin)
+	return d.crawler.append(ctx, store.NewEvent{Stream: store.HostStream(host), Type: store.EventOwnershipChecked,
+		Data: store.OwnershipChecked{Origin: origin, Verified: verified, Via: via, CheckedAt: time.Now().UTC()}})
 }
 
 // politeClient makes one origin's requests one at a time, a gap apart.
@@ -308,8 +314,9 @@ func (p *politeClient) getDoc(ctx context.Context, rawURL string, v any) (absent
 	return json.Unmarshal(resp.Body, v) != nil, nil
 }
 
-// find returns what origin declares and where it was found.
-func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) ([]declared, string, error) {
+// find returns what origin declares, where it was found, and the ownership
+// proofs its document carries.
+func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) ([]declared, string, []string, error) {
 	host := hostOf(origin)
 	keep := func(raw, method string, out []declared) []declared {
 		n, h, ok := NormaliseURL(raw)
@@ -323,7 +330,7 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 		var doc openAPIDoc
 		absent, err := p.getDoc(ctx, origin+path, &doc)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		if absent || doc.OpenAPI == "" || doc.Paths == nil {
 			continue
@@ -349,14 +356,14 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 			}
 		}
 		if len(out) > 0 {
-			return out, "openapi", nil
+			return out, "openapi", doc.XDiscovery.OwnershipProofs, nil
 		}
 	}
 
 	var wk wellKnownX402
 	absent, err := p.getDoc(ctx, origin+"/.well-known/x402", &wk)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if !absent {
 		var out []declared
@@ -364,14 +371,14 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 			out = keep(r, "", out)
 		}
 		if len(out) > 0 {
-			return out, "well-known", nil
+			return out, "well-known", wk.OwnershipProofs, nil
 		}
 	}
 
 	records, err := d.cfg.TXT.LookupTXT(ctx, "_x402."+host)
 	var dnsErr *net.DNSError
 	if err != nil && !(errors.As(err, &dnsErr) && dnsErr.IsNotFound) {
-		return nil, "", &originError{err: fmt.Errorf("_x402.%s: %w", host, err)}
+		return nil, "", nil, &originError{err: fmt.Errorf("_x402.%s: %w", host, err)}
 	}
 	for _, rec := range records {
 		u, ok := x402Record(rec)
@@ -381,7 +388,7 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 		var doc wellKnownX402
 		absent, err := p.getDoc(ctx, u, &doc)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		if absent {
 			continue
@@ -391,10 +398,10 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 			out = keep(r, "", out)
 		}
 		if len(out) > 0 {
-			return out, "dns", nil
+			return out, "dns", doc.OwnershipProofs, nil
 		}
 	}
-	return nil, "", nil
+	return nil, "", nil, nil
 }
 
 // hostOf returns the host name of an origin.
@@ -431,7 +438,10 @@ type openAPIDoc struct {
 	Servers []struct {
 		URL string `json:"url"`
 	} `json:"servers"`
-	Paths map[string]map[string]json.RawMessage `json:"paths"`
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	XDiscovery struct {
+		OwnershipProofs []string `json:"ownershipProofs"`
+	} `json:"x-discovery"`
 }
 
 // paidOperation reports whether an OpenAPI operation declares
@@ -464,10 +474,12 @@ func paidOperation(raw json.RawMessage) bool {
 	return false
 }
 
-// wellKnownX402 is /.well-known/x402: {"version": 1, "resources": [URL...]}.
+// wellKnownX402 is /.well-known/x402: {"version": 1, "resources": [URL...],
+// "ownershipProofs": [signature...]}.
 type wellKnownX402 struct {
-	Version   int      `json:"version"`
-	Resources []string `json:"resources"`
+	Version         int      `json:"version"`
+	Resources       []string `json:"resources"`
+	OwnershipProofs []string `json:"ownershipProofs"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -30,7 +30,32 @@
 // hosts sort by them (sort=calls, the unreported last).
 //
 // Price honesty: a probe compares the 402 of the host's sample resource with
-// the options its listing asks (network, asset, amount, payTo).
+// the options its listing asks (network, asset, amount, payTo), and keeps
+// the 402's options; a crawl that finds the sample's listing changed
+// compares it again with them at once (host.quote_compared), so that a
+// seller moving its listing and its 402 together is shown agreeing as soon
+// as the index has read both, not at the next probe.
+//
+// Resources are first-class: each keeps what its listing (or its origin's
+// 402) says beyond its price, as given: its options with their scheme, its
+// tags, its call contract (the bazaar extension's info.input/info.output,
+// or a v1 option's outputSchema) and its extensions. The resources search
+// (Reader.Resources, /api/xindex/resources) matches text with Postgres's
+// full-text search (a weighted tsvector of tags, description and URL, GIN
+// indexed) and ranks by relevance times the evidence (host live, its
+// uptime; on-chain figures join in store.resourceEvidence). The same resources are served in the official
+// Bazaar discovery API's shapes (BazaarList, BazaarSearch) at
+// /api/xindex/bazaar.
+//
+// Proof of ownership (ownership.go): x402scan's form, an origin's
+// discovery document carrying its origin string signed by its receivers'
+// keys; a receiver proved is kept per origin (host.ownership_checked,
+// index_ownership) and marks the resources paying it verified.
+//
+// Schedules: the periodic jobs are unique by their schedule's own period
+// (SchedulePeriod), so INDEX_CRON or LIVENESS_CRON of "@every 10s" runs
+// every 10 seconds; a schedule they cannot keep (an "@every" finer than
+// whole seconds) is refused at start.
 //
 // Discovery from the sellers' own origins (Discoverer) reads, politely, the
 // origins of listed resources and INDEX_ORIGINS in x402scan's order: OpenAPI
@@ -90,7 +115,28 @@ type Resource struct {
 	// Quality is the use the listing reports (Bazaar's quality object),
 	// nil when it reports none.
 	Quality *store.Quality
+	// Tags are the listing's topical tags, at most maxTags, each trimmed.
+	Tags []string
+	// InputSchema and OutputSchema are the call contract as given: the
+	// bazaar extension's info.input and info.output, else a v1 option's
+	// outputSchema.input and .output. Nil when not given or larger than
+	// maxSchema.
+	InputSchema, OutputSchema json.RawMessage
+	// Extensions is the item's extensions object as given (nil when
+	// larger than maxSchema).
+	Extensions json.RawMessage
+	// X402Version is the item's x402Version, 1 when it says none.
+	X402Version int
+	MimeType    string
 }
+
+// The bounds of what a listing item keeps beyond its price: a listing
+// cannot grow a row past them.
+const (
+	maxTags      = 20
+	maxTagLength = 64
+	maxSchema    = 16 << 10
+)
 
 // rawItem is a listing item, v1 or v2 shaped; unknown keys are ignored.
 type rawItem struct {
@@ -102,6 +148,10 @@ type rawItem struct {
 	Metadata    json.RawMessage `json:"metadata"`
 	Description string          `json:"description"`
 	Quality     json.RawMessage `json:"quality"`
+	Tags        []string        `json:"tags"`
+	Extensions  json.RawMessage `json:"extensions"`
+	X402Version int             `json:"x402Version"`
+	MimeType    string          `json:"mimeType"`
 }
 
 type rawAccept struct {
@@ -117,8 +167,10 @@ type rawAccept struct {
 			Method string `json:"method"`
 		} `json:"input"`
 	} `json:"outputSchema"`
-	Extra json.RawMessage `json:"extra"`
-	PayTo string          `json:"payTo"`
+	Extra             json.RawMessage `json:"extra"`
+	PayTo             string          `json:"payTo"`
+	MaxTimeoutSeconds int             `json:"maxTimeoutSeconds"`
+	MimeType          string          `json:"mimeType"`
 }
 
 // accept returns the option as the index records it: the network in CAIP-2,
@@ -136,7 +188,8 @@ func (a rawAccept) accept() (store.Accept, bool) {
 	if string(amount) == "null" {
 		amount = nil
 	}
-	return store.Accept{Network: network, Asset: a.Asset, Amount: strings.Trim(string(amount), `"`), PayTo: a.PayTo}, true
+	return store.Accept{Scheme: a.Scheme, Network: network, Asset: a.Asset, Amount: strings.Trim(string(amount), `"`), PayTo: a.PayTo,
+		MaxTimeoutSeconds: max(a.MaxTimeoutSeconds, 0)}, true
 }
 
 // ParsePage reads a discovery listing page: {x402Version, items,
@@ -213,10 +266,20 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 	} else if meta.Method != "" {
 		r.Method = strings.ToUpper(meta.Method)
 	}
+	r.X402Version = max(it.X402Version, 1)
+	r.MimeType = it.MimeType
+	r.Tags = cleanTags(it.Tags)
+	if len(it.Extensions) <= maxSchema && isObject(it.Extensions) {
+		r.Extensions = compact(it.Extensions)
+	}
+	r.InputSchema, r.OutputSchema = callContract(raw)
 	var lowest *big.Rat
 	for _, a := range it.Accepts {
 		if r.Description == "" {
 			r.Description = a.Description
+		}
+		if r.MimeType == "" {
+			r.MimeType = a.MimeType
 		}
 		if a.OutputSchema != nil && a.OutputSchema.Input.Method != "" && r.Method == "GET" {
 			r.Method = strings.ToUpper(a.OutputSchema.Input.Method)
@@ -273,6 +336,82 @@ func count(raw json.RawMessage) *int64 {
 		return nil
 	}
 	return &n
+}
+
+// cleanTags returns tags trimmed, without empty or repeated ones, at most
+// maxTags of at most maxTagLength bytes.
+func cleanTags(tags []string) []string {
+	var out []string
+	for _, t := range tags {
+		t = strings.TrimSpace(t)
+		if t == "" || len(t) > maxTagLength || slices.Contains(out, t) {
+			continue
+		}
+		if out = append(out, t); len(out) == maxTags {
+			break
+		}
+	}
+	return out
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// compact returns raw without insignificant space (nil when not JSON).
+func compact(raw json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// callContract finds a listing item's input and output schema: the bazaar
+// extension's info.input and info.output (in the item or its metadata),
+// else the first v1 option's outputSchema.input and .output. A part larger
+// than maxSchema, or not a JSON object, is left out.
+func callContract(raw json.RawMessage) (input, output json.RawMessage) {
+	type info struct {
+		Info struct {
+			Input  json.RawMessage `json:"input"`
+			Output json.RawMessage `json:"output"`
+		} `json:"info"`
+	}
+	var doc struct {
+		Extensions map[string]info `json:"extensions"`
+		Metadata   struct {
+			Extensions map[string]info `json:"extensions"`
+		} `json:"metadata"`
+		Accepts []struct {
+			OutputSchema struct {
+				Input  json.RawMessage `json:"input"`
+				Output json.RawMessage `json:"output"`
+			} `json:"outputSchema"`
+		} `json:"accepts"`
+	}
+	_ = json.Unmarshal(raw, &doc)
+	keep := func(parts ...json.RawMessage) json.RawMessage {
+		for _, p := range parts {
+			if len(p) <= maxSchema && isObject(p) {
+				return compact(p)
+			}
+		}
+		return nil
+	}
+	var v1In, v1Out json.RawMessage
+	for _, a := range doc.Accepts {
+		if v1In == nil && isObject(a.OutputSchema.Input) {
+			v1In = a.OutputSchema.Input
+		}
+		if v1Out == nil && isObject(a.OutputSchema.Output) {
+			v1Out = a.OutputSchema.Output
+		}
+	}
+	b, m := doc.Extensions["bazaar"].Info, doc.Metadata.Extensions["bazaar"].Info
+	return keep(b.Input, m.Input, v1In), keep(b.Output, m.Output, v1Out)
 }
 
 // declaredMethod finds a bazaar-declared method in a v2 item

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,11 @@ const (
 	EventCrawlPage       = "crawl.page"
 	EventCrawlPassDone   = "crawl.pass_done"
 	EventCrawlFailed     = "crawl.failed"
+	// EventHostQuoteCompared is the sample resource's listing compared
+	// again with the host's last 402, when the listing changed.
+	EventHostQuoteCompared = "host.quote_compared"
+	// EventOwnershipChecked is an origin's ownership proofs checked.
+	EventOwnershipChecked = "host.ownership_checked"
 )
 
 // HostStream returns the event stream of an index host.
@@ -45,6 +51,19 @@ type ResourceIndexed struct {
 	// Quality is the use its listing reports, nil when the listing carries
 	// none.
 	Quality *Quality `json:"quality,omitempty"`
+	// Tags are the listing's topical tags.
+	Tags []string `json:"tags,omitempty"`
+	// InputSchema and OutputSchema are the call contract as the listing
+	// gives it (the bazaar extension's info.input/info.output, or a v1
+	// option's outputSchema.input/output), nil when it gives none.
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Extensions are the listing item's extensions object, as given.
+	Extensions json.RawMessage `json:"extensions,omitempty"`
+	// X402Version is the listing item's x402 version (1 when it says
+	// none).
+	X402Version int    `json:"x402_version,omitempty"`
+	MimeType    string `json:"mime_type,omitempty"`
 }
 
 // Quality is what a listing reports of a resource's use, as Bazaar's
@@ -72,10 +91,41 @@ func (q *Quality) Equal(o *Quality) bool {
 // network (CAIP-2), the asset, the amount in the asset's atomic units, and
 // the receiver.
 type Accept struct {
+	Scheme  string `json:"scheme,omitempty"`
 	Network string `json:"network"`
 	Asset   string `json:"asset"`
 	Amount  string `json:"amount"`
 	PayTo   string `json:"pay_to"`
+	// MaxTimeoutSeconds is the option's maxTimeoutSeconds, 0 when not
+	// given.
+	MaxTimeoutSeconds int `json:"max_timeout_seconds,omitempty"`
+}
+
+// ReceiverKey is a receiver as the index compares and filters it: an EVM
+// address in lower case, any other (base58) as it is.
+func ReceiverKey(payTo string) string {
+	if strings.HasPrefix(payTo, "0x") || strings.HasPrefix(payTo, "0X") {
+		return strings.ToLower(payTo)
+	}
+	return payTo
+}
+
+// acceptKeys returns the distinct receivers (ReceiverKey), schemes and
+// assets (lower-case) of accepts, as the filters read them.
+func acceptKeys(accepts []Accept) (payTos, schemes, assets []string) {
+	payTos, schemes, assets = []string{}, []string{}, []string{}
+	add := func(list []string, v string) []string {
+		if v == "" || slices.Contains(list, v) {
+			return list
+		}
+		return append(list, v)
+	}
+	for _, a := range accepts {
+		payTos = add(payTos, ReceiverKey(a.PayTo))
+		schemes = add(schemes, strings.ToLower(a.Scheme))
+		assets = add(assets, strings.ToLower(a.Asset))
+	}
+	return payTos, schemes, assets
 }
 
 // QuoteDifference is one way the 402 a host answered differs from its
@@ -111,6 +161,29 @@ type HostProbed struct {
 	// options). QuoteDifferences lists what differed.
 	QuoteMatchesListing *bool             `json:"quote_matches_listing,omitempty"`
 	QuoteDifferences    []QuoteDifference `json:"quote_differences,omitempty"`
+	// QuoteAccepts are the options of the 402 (on networks the index
+	// knows), kept to compare a listing that changes later.
+	QuoteAccepts []Accept `json:"quote_accepts,omitempty"`
+}
+
+// HostQuoteCompared is the listing of a host's sample resource, changed,
+// compared with the last 402 the resource answered (HostProbed's
+// QuoteAccepts), without probing again.
+type HostQuoteCompared struct {
+	Resource            string            `json:"resource"`
+	QuoteMatchesListing *bool             `json:"quote_matches_listing"`
+	QuoteDifferences    []QuoteDifference `json:"quote_differences,omitempty"`
+}
+
+// OwnershipChecked is an origin's ownership proofs checked against the
+// receivers of its resources: Verified are the receivers (ReceiverKey) a
+// proof was signed by, found Via its discovery document ("well-known",
+// "openapi"). None verified clears the origin's proofs.
+type OwnershipChecked struct {
+	Origin    string    `json:"origin"`
+	Verified  []string  `json:"verified"`
+	Via       string    `json:"via,omitempty"`
+	CheckedAt time.Time `json:"checked_at"`
 }
 
 // Change kinds of the index's changes feed (index_changes).
@@ -258,15 +331,32 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 		if v.Quality != nil {
 			q = *v.Quality
 		}
+		tags := v.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		payTos, schemes, assets := acceptKeys(v.Accepts)
+		tagKeys := make([]string, len(tags))
+		for i, t := range tags {
+			tagKeys[i] = strings.ToLower(t)
+		}
+		version := v.X402Version
+		if version == 0 {
+			version = 1
+		}
 		b.Queue(resourceChanges, now, host, v.Resource, price, networks)
 		b.Queue(`INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at, accepts,
-				quality_calls_30d, quality_unique_payers_30d, quality_last_called_at)
-			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9::jsonb, $10, $11, $12)
+				quality_calls_30d, quality_unique_payers_30d, quality_last_called_at,
+				tags, input_schema, output_schema, extensions, x402_version, mime_type, pay_tos, schemes, assets, tag_keys)
+			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9::jsonb, $10, $11, $12, $13, $14::jsonb, $15::jsonb, $16::jsonb, $17, $18, $19, $20, $21, $22)
 			ON CONFLICT (resource) DO UPDATE SET host = $2, description = $3, method = $4, networks = $5,
 				price_usdc = $6::numeric, discoverable = $7, retired = false, updated_at = $8, accepts = $9::jsonb,
-				quality_calls_30d = $10, quality_unique_payers_30d = $11, quality_last_called_at = $12`,
+				quality_calls_30d = $10, quality_unique_payers_30d = $11, quality_last_called_at = $12,
+				tags = $13, input_schema = $14::jsonb, output_schema = $15::jsonb, extensions = $16::jsonb,
+				x402_version = $17, mime_type = $18, pay_tos = $19, schemes = $20, assets = $21, tag_keys = $22`,
 			v.Resource, host, v.Description, v.Method, networks, price, v.Discoverable, now, accepts,
-			q.Calls30d, q.UniquePayers30d, q.LastCalledAt)
+			q.Calls30d, q.UniquePayers30d, q.LastCalledAt,
+			tags, rawJSON(v.InputSchema), rawJSON(v.OutputSchema), rawJSON(v.Extensions), version, v.MimeType, payTos, schemes, assets, tagKeys)
 		return false, nil
 	case ResourceRetired:
 		b.Queue(`INSERT INTO index_changes (at, host, kind, resource, "from")
@@ -292,17 +382,26 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 			}
 			differences = string(raw)
 		}
+		var quoteAccepts any
+		if len(v.QuoteAccepts) > 0 {
+			raw, err := json.Marshal(v.QuoteAccepts)
+			if err != nil {
+				return false, fmt.Errorf("quote accepts: %w", err)
+			}
+			quoteAccepts = string(raw)
+		}
 		b.Queue(`INSERT INTO index_hosts AS h (host, live, status, latency_ms, checked_at, probe_error,
-				quote_matches_listing, quote_differences, last_change, first_seen)
+				quote_matches_listing, quote_differences, last_change, first_seen, quote_accepts)
 			VALUES ($1, CASE WHEN $7 THEN $2::boolean END, $3, $4, $5, NULLIF($6, ''),
-				CASE WHEN $7 THEN $8::boolean END, CASE WHEN $7 THEN $9::jsonb END, `+lastChange+`, $10)
+				CASE WHEN $7 THEN $8::boolean END, CASE WHEN $7 THEN $9::jsonb END, `+lastChange+`, $10, CASE WHEN $7 THEN $11::jsonb END)
 			ON CONFLICT (host) DO UPDATE SET
 				live = CASE WHEN $7 THEN $2::boolean ELSE h.live END,
 				status = $3, latency_ms = $4, checked_at = $5, probe_error = NULLIF($6, ''),
 				quote_matches_listing = CASE WHEN $7 THEN $8::boolean ELSE h.quote_matches_listing END,
 				quote_differences = CASE WHEN $7 THEN $9::jsonb ELSE h.quote_differences END,
+				quote_accepts = CASE WHEN $7 THEN $11::jsonb ELSE h.quote_accepts END,
 				last_change = coalesce(`+lastChange+`, h.last_change)`,
-			host, v.Live, v.Status, v.LatencyMS, checkedAt, v.Error, verdict, v.QuoteMatchesListing, differences, now)
+			host, v.Live, v.Status, v.LatencyMS, checkedAt, v.Error, verdict, v.QuoteMatchesListing, differences, now, quoteAccepts)
 		if verdict {
 			live := 0
 			if *v.Live {
@@ -318,8 +417,37 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 			b.Queue("SELECT index_host_history(ARRAY[$1::text], $2::timestamptz)", host, checkedAt)
 		}
 		return false, nil
+	case HostQuoteCompared:
+		var differences any
+		if len(v.QuoteDifferences) > 0 {
+			raw, err := json.Marshal(v.QuoteDifferences)
+			if err != nil {
+				return false, fmt.Errorf("quote differences: %w", err)
+			}
+			differences = string(raw)
+		}
+		// Only while the resource is still the host's sample: the verdict
+		// is of the sample's quote.
+		b.Queue(`UPDATE index_hosts SET quote_matches_listing = $3, quote_differences = $4::jsonb
+			WHERE host = $1 AND sample_resource = $2`, host, v.Resource, v.QuoteMatchesListing, differences)
+		return false, nil
+	case OwnershipChecked:
+		b.Queue("DELETE FROM index_ownership WHERE origin = $1", v.Origin)
+		if len(v.Verified) > 0 {
+			b.Queue(`INSERT INTO index_ownership (origin, pay_to, via, verified_at) SELECT $1, unnest($2::text[]), $3, $4
+				ON CONFLICT DO NOTHING`, v.Origin, v.Verified, v.Via, v.CheckedAt.Round(time.Microsecond))
+		}
+		return false, nil
 	}
 	return false, fmt.Errorf("no projection of %s with %T", e.Type, e.Data)
+}
+
+// rawJSON is a JSON value as a jsonb parameter: NULL when absent.
+func rawJSON(raw json.RawMessage) any {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return string(raw)
 }
 
 // projectCrawl updates index_sources, index_listings and the aggregates of

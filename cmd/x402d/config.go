@@ -327,10 +327,12 @@ type Config struct {
 	// crawls. Unset: the public listings (the Bazaar) and this service's
 	// own discovery list.
 	IndexSources []string `env:"INDEX_SOURCES" section:"Index and retention"`
-	// IndexCron is when the index reads a few pages of every source (cron).
+	// IndexCron is when the index reads a few pages of every source (cron;
+	// run as written, "@every 10s" included; an "@every" finer than whole
+	// seconds is refused).
 	IndexCron string `env:"INDEX_CRON"`
 	// LivenessCron is when the index probes each host's sample resource
-	// (cron).
+	// (cron, as INDEX_CRON).
 	LivenessCron string `env:"LIVENESS_CRON"`
 	// IndexOrigins are sellers' origins (comma-separated, https://host[:port])
 	// the index reads besides those of the listed resources: their OpenAPI
@@ -798,6 +800,10 @@ func (c *Config) validate() error {
 	} {
 		if _, err := cron.ParseStandard(s.spec); err != nil {
 			fail("%s: %q is not a cron schedule like */15 * * * *", s.name, s.spec)
+		} else if s.name != "RETENTION_CRON" {
+			if err := index.CheckSchedule(s.name, s.spec); err != nil {
+				fail("%w", err)
+			}
 		}
 	}
 	return errors.Join(errs...)

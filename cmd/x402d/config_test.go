@@ -227,6 +227,8 @@ func TestLoadConfigValidate(t *testing.T) {
 		{name: "PayTo", env: map[string]string{"PAY_TO_EVM": "0x12"}, wantErr: `PAY_TO_EVM: "0x12" is not an address`},
 		{name: "IndexSource", env: map[string]string{"INDEX_SOURCES": "https://a.example/list, b.example"}, wantErr: `INDEX_SOURCES: "b.example" is not an http or https URL`},
 		{name: "Cron", env: map[string]string{"INDEX_CRON": "every minute"}, wantErr: `INDEX_CRON: "every minute" is not a cron schedule`},
+		{name: "CronFinerThanSeconds", env: map[string]string{"LIVENESS_CRON": "@every 500ms"}, wantErr: `LIVENESS_CRON "@every 500ms": runs 500ms apart`},
+		{name: "CronEveryTenSeconds", env: map[string]string{"INDEX_CRON": "@every 10s", "LIVENESS_CRON": "@every 10s"}},
 		{name: "PollInterval", env: map[string]string{"RIVER_POLL_INTERVAL": "fast"}, wantErr: `RIVER_POLL_INTERVAL: "fast" is not a duration`},
 		{name: "ReclaimAfter", env: map[string]string{"JOB_RECLAIM_AFTER": "500ms"}, wantErr: `JOB_RECLAIM_AFTER: 500ms is shorter than a second`},
 		{name: "Workers", env: map[string]string{"WORKERS_PURE": "-1"}, wantErr: `WORKERS_PURE: "-1" is not a whole number`},

@@ -83,6 +83,21 @@ func run(ctx context.Context, base, token, dir string) error {
 			return err
 		}
 	}
+	// A host's page: the first host of the index page.
+	if err := open(page, base+"/x402-index"); err != nil {
+		return err
+	}
+	hostLink, err := page.Timeout(10 * time.Second).Element(`td.host a`)
+	if err != nil {
+		return fmt.Errorf("/x402-index lists no host: let the index crawl first: %w", err)
+	}
+	hostHref, err := hostLink.Property("href")
+	if err != nil {
+		return err
+	}
+	if err := shoot(page, hostHref.String(), filepath.Join(dir, "x402-index-host.png")); err != nil {
+		return err
+	}
 	if token == "" {
 		return nil
 	}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/internal/dbtest"
+)
+
+// bazaarClientReport is what compat/bazaar_client.mjs reports.
+type bazaarClientReport struct {
+	Listed []index.BazaarResource
+	Pages  []struct {
+		X402Version int
+		Pagination  index.BazaarPagination
+		Count       int
+	}
+	ByPayTo     index.BazaarList
+	MCP         index.BazaarList
+	Found       []index.BazaarResource
+	SearchPages []struct {
+		X402Version    int
+		PartialResults bool
+		Pagination     struct {
+			Limit  int
+			Cursor *string
+		}
+	}
+	Refused string
+}
+
+// TestBazaarOfficialClient serves an index crawled from a local listing
+// and has the official Bazaar client (withBazaar(new
+// HTTPFacilitatorClient({url})) from @x402/extensions 2.27.0 and
+// @x402/core) list it page by page, filter it and search it through
+// /api/xindex/bazaar, as it would the Bazaar.
+func TestBazaarOfficialClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	compat := compatDir(t, "@x402/extensions", "@x402/core")
+	db := dbtest.Schema(ctx, t)
+	usdc := "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+	var items []map[string]any
+	for i := range 5 {
+		payTo := "0x00000000000000000000000000000000000000a1"
+		description := fmt.Sprintf("Translation service %d", i)
+		if i >= 3 {
+			payTo, description = "0x00000000000000000000000000000000000000b2", fmt.Sprintf("Weather forecast for city %d", i)
+		}
+		items = append(items, map[string]any{
+			"resource": fmt.Sprintf("https://seller%d.example/api", i), "type": "http", "x402Version": 2, "description": description,
+			"tags":       []string{"demo"},
+			"extensions": map[string]any{"bazaar": map[string]any{"info": map[string]any{"input": map[string]any{"type": "http", "method": "GET"}}}},
+			"accepts": []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(1000 * (i + 1)), "asset": usdc,
+				"payTo": payTo, "maxTimeoutSeconds": 60}},
+		})
+	}
+	listing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		end := min(offset+limit, len(items))
+		_ = json.NewEncoder(w).Encode(map[string]any{"x402Version": 2, "items": items[min(offset, end):end],
+			"pagination": map[string]int{"limit": limit, "offset": offset, "total": len(items)}})
+	}))
+	defer listing.Close()
+	// The service's crawl at start is left out: the command's pass is the
+	// one read.
+	_, err := db.Pool.Exec(ctx, `INSERT INTO index_sources (url, last_at) VALUES ($1, now())`, listing.URL)
+	require.NoError(t, err)
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"INDEX_SOURCES": listing.URL}))
+	env := map[string]string{"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "INDEX_SOURCES": listing.URL}
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"index", "crawl"}, func(k string) string { return env[k] }, &out, io.Discard, &options{}))
+
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "bazaar_client.mjs"), base+"/api/xindex/bazaar", "weather forecast",
+		"0x00000000000000000000000000000000000000B2")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node bazaar_client.mjs: %s", stderr.String())
+	var got bazaarClientReport
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &got), stdout.String())
+
+	// Every resource, two a page, in three pages.
+	require.Len(t, got.Listed, 5)
+	require.Len(t, got.Pages, 3)
+	for i, p := range got.Pages {
+		require.Equal(t, 2, p.X402Version)
+		require.Equal(t, index.BazaarPagination{Limit: 2, Offset: 2 * i, Total: 5}, p.Pagination)
+	}
+	for i, r := range got.Listed {
+		require.Equal(t, fmt.Sprintf("https://seller%d.example/api", i), r.Resource)
+		require.Equal(t, "http", r.Type)
+		require.Equal(t, []string{"demo"}, r.Tags)
+		require.JSONEq(t, `{"bazaar":{"info":{"input":{"type":"http","method":"GET"}}}}`, string(r.Extensions))
+		require.Equal(t, []index.BazaarAccept{{Scheme: "exact", Network: "eip155:8453", Amount: strconv.Itoa(1000 * (i + 1)), Asset: usdc,
+			PayTo: items[i]["accepts"].([]any)[0].(map[string]any)["payTo"].(string), MaxTimeoutSeconds: 60, Extra: map[string]any{}}}, r.Accepts)
+	}
+	// Filtered by payTo (in another case), network and scheme.
+	require.Equal(t, 2, got.ByPayTo.Pagination.Total)
+	require.Len(t, got.ByPayTo.Items, 2)
+	require.Equal(t, "https://seller3.example/api", got.ByPayTo.Items[0].Resource)
+	require.Empty(t, got.MCP.Items, "the index holds http resources")
+	// The search finds the two weather services, one a page.
+	require.Len(t, got.Found, 2)
+	for _, r := range got.Found {
+		require.Contains(t, r.Description, "Weather forecast")
+	}
+	require.Len(t, got.SearchPages, 2)
+	require.NotNil(t, got.SearchPages[0].Pagination.Cursor)
+	require.Nil(t, got.SearchPages[1].Pagination.Cursor)
+	require.False(t, got.SearchPages[0].PartialResults)
+	require.Contains(t, got.Refused, "(400)")
+	require.Contains(t, got.Refused, "invalid_request")
+}

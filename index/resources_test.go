@@ -1,0 +1,411 @@
+package index
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/mr-tron/base58"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/robfig/cron/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+)
+
+// TestPriceHonestyWhenPricesMove: an honest seller moves its listing and
+// its 402 to a new price together, and the index reads the two sides in
+// either order. Once it has read both, the host is shown as asking what it
+// lists, without waiting for another probe; and a listing read after the
+// 402 never shows the 402 asking more than the listing.
+func TestPriceHonestyWhenPricesMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var price atomic.Int64
+	price.Store(10)
+	seller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"eip155:8453","amount":"`+
+			big.NewInt(price.Load()).String()+`","asset":"`+usdc+`","payTo":"0xabc"}`))
+		w.WriteHeader(http.StatusPaymentRequired)
+	}))
+	defer seller.Close()
+	_, port, _ := net.SplitHostPort(seller.Listener.Addr().String())
+	_, client, _ := sellers(t)
+	list := &listing{}
+	src := httptest.NewServer(list)
+	defer src.Close()
+	resource := "http://honest.test:" + port + "/r"
+	setPrice := func(amount int64) {
+		price.Store(amount)
+		it := item(resource, big.NewInt(amount).String())
+		it["accepts"].([]any)[0].(map[string]any)["payTo"] = "0xabc"
+		list.mu.Lock()
+		list.items = []map[string]any{it}
+		list.mu.Unlock()
+	}
+	crawler, prober, r := newCrawler(db, src.URL, 100), newProber(db, client), NewReader(db.Pool, nil)
+	verdict := func() (*bool, []store.QuoteDifference) {
+		t.Helper()
+		d, err := r.HostDetail(ctx, "honest.test")
+		require.NoError(t, err)
+		return d.Host.QuoteMatchesListing, d.QuoteDifferences
+	}
+	neverAsksMore := func(differences []store.QuoteDifference) {
+		t.Helper()
+		for _, d := range differences {
+			if d.Field == "amount" {
+				listed, _ := new(big.Int).SetString(d.Listing, 10)
+				quoted, _ := new(big.Int).SetString(d.Quote, 10)
+				require.LessOrEqual(t, quoted.Cmp(listed), 0, "shown asking more than it lists: %+v", d)
+			}
+		}
+	}
+	yes := true
+
+	setPrice(10)
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	_, err := prober.ProbeAll(ctx)
+	require.NoError(t, err)
+	got, _ := verdict()
+	require.Equal(t, &yes, got)
+
+	// The 402 is read first: the listing as last read says less. Once the
+	// listing is read, the two agree, with no probe in between.
+	setPrice(20)
+	_, err = prober.ProbeAll(ctx)
+	require.NoError(t, err)
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	got, differences := verdict()
+	require.Equal(t, &yes, got, "%+v", differences)
+
+	// The listing is read first: compared with the last 402 at once, it
+	// never shows the seller asking more than it lists; the next probe
+	// finds them agreeing.
+	setPrice(30)
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	_, differences = verdict()
+	neverAsksMore(differences)
+	_, err = prober.ProbeAll(ctx)
+	require.NoError(t, err)
+	got, differences = verdict()
+	require.Equal(t, &yes, got, "%+v", differences)
+
+	// A listing that moves to a price the 402 does not ask is shown as
+	// differing at once.
+	list.mu.Lock()
+	list.items[0]["accepts"].([]any)[0].(map[string]any)["amount"] = "5"
+	list.mu.Unlock()
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	got, differences = verdict()
+	no := false
+	require.Equal(t, &no, got)
+	require.Equal(t, []store.QuoteDifference{{Resource: resource, Network: "eip155:8453", Asset: usdc, Field: "amount", Listing: "5", Quote: "30"}}, differences)
+}
+
+// TestSchedules: a schedule's jobs are unique by its own period, so every
+// run of an "@every 10s" inserts its job (unique per minute, the second
+// would be dropped), and a schedule whose runs come closer than a second is
+// refused at start, saying why.
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for spec, want := range map[string]time.Duration{
+		"@every 10s": 10 * time.Second, "*/15 * * * *": 15 * time.Minute, "*/7 * * * *": 4 * time.Minute, "@hourly": time.Hour, "0 3 * * *": 24 * time.Hour,
+	} {
+		sched, err := cron.ParseStandard(spec)
+		require.NoError(t, err)
+		require.Equal(t, want, SchedulePeriod(sched, now), spec)
+	}
+	_, err := PeriodicJobs("@every 10s", "@every 10s")
+	require.NoError(t, err)
+	_, err = PeriodicJobs("@every 500ms", "*/30 * * * *")
+	require.ErrorContains(t, err, `INDEX_CRON "@every 500ms": runs 500ms apart`)
+	require.ErrorContains(t, CheckSchedule("INDEX_CRON", "@every 1500ms"), "whole seconds")
+	require.ErrorContains(t, err, "could not run as often as asked")
+	require.ErrorContains(t, CheckSchedule("LIVENESS_CRON", "@every 100ms"), "LIVENESS_CRON")
+
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{Logger: nil})
+	require.NoError(t, err)
+	// Two runs of the schedule, 10 s apart.
+	run := time.Now().Add(time.Hour).Truncate(time.Minute)
+	insert := func(at time.Time, opts *river.InsertOpts) bool {
+		t.Helper()
+		o := river.InsertOpts{ScheduledAt: at}
+		if opts != nil {
+			o.UniqueOpts = opts.UniqueOpts
+		}
+		res, err := rc.Insert(ctx, LivenessArgs{}, &o)
+		require.NoError(t, err)
+		return !res.UniqueSkippedAsDuplicate
+	}
+	require.True(t, insert(run, uniqueBy(10*time.Second)))
+	require.True(t, insert(run.Add(10*time.Second), uniqueBy(10*time.Second)), "the second run of @every 10s is inserted")
+	require.False(t, insert(run.Add(10*time.Second), uniqueBy(10*time.Second)), "one insertion per run")
+	// Unique per minute (the job's own options), the second run is lost.
+	require.True(t, insert(run.Add(2*time.Minute), nil))
+	require.False(t, insert(run.Add(2*time.Minute+10*time.Second), nil))
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = $1", LivenessArgs{}.Kind()).Scan(&n))
+	require.Equal(t, 3, n)
+}
+
+// signEVM signs origin with key as EIP-191 personal_sign (v 27/28).
+func signEVM(t *testing.T, key *ecdsa.PrivateKey, origin string) string {
+	t.Helper()
+	sig, err := crypto.Sign(accounts.TextHash([]byte(origin)), key)
+	require.NoError(t, err)
+	sig[crypto.RecoveryIDOffset] += 27
+	return "0x" + hex.EncodeToString(sig)
+}
+
+// TestOwnershipProof: origins on loopback declare their resources in
+// /.well-known/x402 with ownership proofs: good.test's is its origin signed
+// by its EVM payTo's key, sol.test's by its Solana payTo's key; forged.test
+// signs with another key, and copied.test serves good.test's proof (signed
+// for another origin). Only good.test's and sol.test's resources are
+// verified, on the host page and in the resources search; a proof taken
+// down unverifies.
+func TestOwnershipProof(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	owner, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	other, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	solPub, solKey, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	payTo := crypto.PubkeyToAddress(owner.PublicKey).Hex()
+	solPayTo := base58.Encode(solPub)
+
+	var port string
+	var takenDown atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.Host)
+		origin := "http://" + host + ":" + port
+		receiver, network, asset := payTo, "eip155:8453", usdc
+		if host == "sol.test" {
+			receiver, network, asset = solPayTo, "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+		}
+		switch r.URL.Path {
+		case "/.well-known/x402":
+			var proof string
+			switch host {
+			case "good.test":
+				proof = signEVM(t, owner, origin)
+			case "forged.test":
+				proof = signEVM(t, other, origin)
+			case "copied.test":
+				proof = signEVM(t, owner, "http://good.test:"+port)
+			case "sol.test":
+				proof = base58.Encode(ed25519.Sign(solKey, []byte(origin)))
+			}
+			doc := map[string]any{"version": 1, "resources": []string{origin + "/api"}}
+			if !takenDown.Load() {
+				doc["ownershipProofs"] = []string{proof}
+			}
+			_ = json.NewEncoder(w).Encode(doc)
+		case "/api":
+			w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"`+network+`","amount":"1000","asset":"`+asset+`","payTo":"`+receiver+`","maxTimeoutSeconds":60}`))
+			w.WriteHeader(http.StatusPaymentRequired)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	_, port, _ = net.SplitHostPort(srv.Listener.Addr().String())
+	_, client, _ := sellers(t)
+	d := NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: client, Gap: -1, TXT: txtServer(t, nil)})
+	hosts := []string{"good.test", "sol.test", "forged.test", "copied.test"}
+	for _, h := range hosts {
+		via, n, err := d.Origin(ctx, "http://"+h+":"+port)
+		require.NoError(t, err)
+		require.Equal(t, "well-known", via, h)
+		require.Equal(t, 1, n, h)
+	}
+	r := NewReader(db.Pool, nil)
+	verified := func() map[string][]string {
+		t.Helper()
+		got := map[string][]string{}
+		for _, h := range hosts {
+			detail, err := r.HostDetail(ctx, h)
+			require.NoError(t, err)
+			require.Len(t, detail.Services, 1)
+			got[h] = detail.Services[0].VerifiedPayTo
+			require.Len(t, detail.Ownership, len(got[h]), h)
+		}
+		return got
+	}
+	require.Equal(t, map[string][]string{"good.test": {strings.ToLower(payTo)}, "sol.test": {solPayTo}, "forged.test": {}, "copied.test": {}}, verified())
+	detail, err := r.HostDetail(ctx, "good.test")
+	require.NoError(t, err)
+	require.Equal(t, "well-known", detail.Ownership[0].Via)
+
+	q := ResourceQuery{PayTo: strings.ToUpper(payTo[2:])}
+	q.PayTo = "0x" + q.PayTo
+	require.NoError(t, q.Check())
+	page, err := r.Resources(ctx, q)
+	require.NoError(t, err)
+	require.Len(t, page.Resources, 3, "good, forged and copied pay the same receiver")
+	for _, res := range page.Resources {
+		require.Equal(t, res.Host == "good.test", len(res.VerifiedPayTo) == 1, res.Host)
+	}
+
+	takenDown.Store(true)
+	_, _, err = d.Origin(ctx, "http://good.test:"+port)
+	require.NoError(t, err)
+	require.Empty(t, verified()["good.test"])
+	require.Equal(t, []string{solPayTo}, verified()["sol.test"])
+}
+
+// bazaarItem is a Bazaar v2 listing item with a description, tags and
+// the bazaar extension's call contract.
+func bazaarItem(resource, amount, payTo, description string, tags ...string) map[string]any {
+	it := item(resource, amount)
+	it["accepts"].([]any)[0].(map[string]any)["payTo"] = payTo
+	it["accepts"].([]any)[0].(map[string]any)["maxTimeoutSeconds"] = 120
+	it["description"] = description
+	it["tags"] = tags
+	it["extensions"] = map[string]any{"bazaar": map[string]any{
+		"info":   map[string]any{"input": map[string]any{"type": "http", "method": "GET", "queryParams": map[string]any{"city": "Paris"}}, "output": map[string]any{"type": "json", "example": map[string]any{"temp": 21}}},
+		"schema": map[string]any{"type": "object"},
+	}}
+	return it
+}
+
+// TestResourcesSearch crawls resources with their call contracts (a v2
+// item's bazaar extension, a v1 option's outputSchema), probes their
+// hosts, and searches them by text, filters and sorts, and pages; bad
+// parameters are refused by field.
+func TestResourcesSearch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	listed := newListedSellers(t)
+	v1 := map[string]any{"resource": listed.url("live2", "/quote"), "x402Version": 1, "accepts": []any{map[string]any{
+		"scheme": "exact", "network": "base", "maxAmountRequired": "5000", "asset": usdc, "payTo": "0xCCC", "description": "Stock quotes",
+		"mimeType": "application/json", "outputSchema": map[string]any{"input": map[string]any{"type": "http", "method": "post", "bodyType": "json"}, "output": map[string]any{"price": "number"}}}}}
+	listed.setItems(
+		bazaarItem(listed.url("live0", "/weather"), "1000", "0xAAA", "Weather forecasts by city", "weather", "Forecast"),
+		bazaarItem(listed.url("live1", "/weather"), "20000", "0xBBB", "Historical weather archive", "weather"),
+		bazaarItem(listed.url("dead", "/weather"), "500", "0xBBB", "Weather now", "weather"),
+		v1,
+	)
+	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
+	_, err := newProber(db, listed.client).ProbeAll(ctx)
+	require.NoError(t, err)
+	r := NewReader(db.Pool, nil)
+	search := func(q ResourceQuery) *ResourcesAnswer {
+		t.Helper()
+		require.NoError(t, q.Check())
+		a, err := r.Resources(ctx, q)
+		require.NoError(t, err)
+		return a
+	}
+	urls := func(a *ResourcesAnswer) []string {
+		var out []string
+		for _, res := range a.Resources {
+			out = append(out, strings.TrimPrefix(strings.Split(res.Resource, ":")[1], "//"))
+		}
+		return out
+	}
+
+	// The live hosts rank above the dead one; the dead one still matches.
+	a := search(ResourceQuery{Q: "weather"})
+	require.Equal(t, []string{"live0.test", "live1.test", "dead.test"}, urls(a))
+	first := a.Resources[0]
+	require.Equal(t, []string{"weather", "Forecast"}, first.Tags)
+	require.Equal(t, "Weather forecasts by city", first.Description)
+	require.JSONEq(t, `{"type":"http","method":"GET","queryParams":{"city":"Paris"}}`, string(first.InputSchema))
+	require.JSONEq(t, `{"type":"json","example":{"temp":21}}`, string(first.OutputSchema))
+	require.Equal(t, []store.Accept{{Scheme: "exact", Network: "eip155:8453", Asset: usdc, Amount: "1000", PayTo: "0xAAA", MaxTimeoutSeconds: 120}}, first.Accepts)
+	yes := true
+	require.Equal(t, &yes, first.HostLiveness.Live)
+	require.Nil(t, first.Evidence.Transactions30d, "not measured is null")
+	require.Greater(t, first.Score, a.Resources[2].Score)
+
+	// The v1 option's outputSchema is its call contract.
+	a = search(ResourceQuery{Q: "stock quotes"})
+	require.Len(t, a.Resources, 1)
+	require.JSONEq(t, `{"type":"http","method":"post","bodyType":"json"}`, string(a.Resources[0].InputSchema))
+	require.Equal(t, "POST", a.Resources[0].Method)
+	require.Equal(t, 1, a.Resources[0].X402Version)
+
+	// Filters.
+	require.Equal(t, []string{"dead.test", "live1.test"}, urls(search(ResourceQuery{PayTo: "0xbbb", Sort: "url"})), "pay_to in any case")
+	require.Equal(t, []string{"dead.test", "live0.test"}, urls(search(ResourceQuery{Q: "weather", MaxUSD: "0.001", Sort: "price"})))
+	require.Equal(t, []string{"live0.test"}, urls(search(ResourceQuery{Tags: []string{"forecast,WEATHER"}})))
+	require.Equal(t, []string{"dead.test"}, urls(search(ResourceQuery{Live: "false"})))
+	require.Len(t, search(ResourceQuery{Network: "base"}).Resources, 4, "a network by name")
+	require.Len(t, search(ResourceQuery{Scheme: "EXACT", Asset: strings.ToUpper(usdc)}).Resources, 4)
+	require.Empty(t, search(ResourceQuery{Scheme: "upto"}).Resources)
+
+	// Pages.
+	p1 := search(ResourceQuery{Sort: "url", Limit: 3})
+	require.Len(t, p1.Resources, 3)
+	require.NotNil(t, p1.Next)
+	p2 := search(ResourceQuery{Sort: "url", Limit: 3, Cursor: *p1.Next})
+	require.Len(t, p2.Resources, 1)
+	require.Nil(t, p2.Next)
+	require.Equal(t, "dead.test", urls(p1)[0])
+
+	for _, bad := range []struct {
+		q     ResourceQuery
+		field string
+	}{
+		{ResourceQuery{Network: "moon"}, "network"},
+		{ResourceQuery{MaxUSD: "-1"}, "max_usd"},
+		{ResourceQuery{MaxUSD: "cheap"}, "max_usd"},
+		{ResourceQuery{Live: "maybe"}, "live"},
+		{ResourceQuery{Sort: "random"}, "sort"},
+		{ResourceQuery{Limit: 1000}, "limit"},
+		{ResourceQuery{Cursor: "nope"}, "cursor"},
+		{ResourceQuery{Q: strings.Repeat("x", 201)}, "q"},
+	} {
+		var qe *QueryError
+		require.ErrorAs(t, bad.q.Check(), &qe, bad.field)
+		require.Equal(t, bad.field, qe.Field)
+	}
+
+	// The Bazaar's shapes.
+	lq := BazaarListQuery{PayTo: "0xBBB"}
+	require.NoError(t, lq.Check())
+	list, err := r.BazaarList(ctx, lq)
+	require.NoError(t, err)
+	require.Equal(t, 2, list.Pagination.Total)
+	require.Len(t, list.Items, 2)
+	raw, err := json.Marshal(list.Items[0])
+	require.NoError(t, err)
+	require.JSONEq(t, `{"resource":"`+listed.url("dead", "/weather")+`","type":"http","x402Version":2,
+		"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"500","asset":"`+usdc+`","payTo":"0xBBB","maxTimeoutSeconds":120,"extra":{}}],
+		"lastUpdated":"`+list.Items[0].LastUpdated+`","description":"Weather now","tags":["weather"],
+		"extensions":{"bazaar":{"info":{"input":{"type":"http","method":"GET","queryParams":{"city":"Paris"}},"output":{"type":"json","example":{"temp":21}}},"schema":{"type":"object"}}}}`, string(raw))
+	sq := BazaarSearchQuery{Query: "stock", Limit: 1}
+	require.NoError(t, sq.Check())
+	found, err := r.BazaarSearch(ctx, sq)
+	require.NoError(t, err)
+	require.Len(t, found.Resources, 1)
+	require.Nil(t, found.Pagination.Cursor)
+	require.JSONEq(t, `{"bazaar":{"info":{"input":{"type":"http","method":"post","bodyType":"json"},"output":{"price":"number"}}}}`, string(found.Resources[0].Extensions))
+	require.Equal(t, "5000", found.Resources[0].Accepts[0].MaxAmountRequired)
+	empty := BazaarSearchQuery{}
+	require.ErrorContains(t, empty.Check(), "query")
+}

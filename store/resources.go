@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// IndexResource is one live resource of the index with what its listing
+// (or its origin's 402) says of it, its host's liveness, whether its
+// origin proved ownership of its receivers, and its on-chain evidence. A
+// nil figure was not measured.
+type IndexResource struct {
+	Resource    string   `json:"resource"`
+	Host        string   `json:"host"`
+	Method      string   `json:"method"`
+	Description string   `json:"description"`
+	Tags        []string `json:"tags"`
+	// Accepts are the payment options as listed (scheme, network, asset,
+	// amount, payTo).
+	Accepts   []Accept `json:"accepts"`
+	PriceUSDC *float64 `json:"price_usdc"`
+	Networks  []string `json:"networks"`
+	// InputSchema and OutputSchema are the call contract as listed; null
+	// when the listing gives none.
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	// Extensions are the listing item's extensions, as given.
+	Extensions  json.RawMessage `json:"extensions"`
+	X402Version int             `json:"x402_version"`
+	MimeType    string          `json:"mime_type"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	Quality     *Quality        `json:"quality"`
+	// VerifiedPayTo are the receivers of its options its origin proved it
+	// controls (ReceiverKey); empty when none.
+	VerifiedPayTo []string `json:"verified_pay_to"`
+	// HostLiveness is its host's measured liveness.
+	HostLiveness ResourceHost `json:"host_liveness"`
+	// Evidence is what the chain says of its receivers.
+	Evidence ResourceEvidence `json:"evidence"`
+	// Score is its rank: text relevance times the evidence (see
+	// resourceScore); 0 without a text.
+	Score float64 `json:"score"`
+}
+
+// ResourceHost is the liveness of a resource's host.
+type ResourceHost struct {
+	Live                *bool      `json:"live"`
+	Uptime30d           *float64   `json:"uptime_30d"`
+	LatencyP50MS        *int       `json:"latency_p50_ms"`
+	CheckedAt           *time.Time `json:"checked_at"`
+	QuoteMatchesListing *bool      `json:"quote_matches_listing"`
+}
+
+// ResourceEvidence is what the chain says of a resource's receivers over
+// 30 days: settlements, their volume in USDC and distinct payers. Null
+// where not measured (resourceEvidence).
+type ResourceEvidence struct {
+	Transactions30d *int64   `json:"transactions_30d"`
+	VolumeUSDC30d   *float64 `json:"volume_usdc_30d"`
+	Payers30d       *int64   `json:"payers_30d"`
+}
+
+// resourceEvidence are the columns of ResourceEvidence: the join point of
+// the on-chain figures per receiver. Until they are measured, null (never
+// 0). A figure joined here also ranks (resourceEvidenceBoost).
+const resourceEvidence = `NULL::bigint, NULL::float8, NULL::bigint`
+
+// resourceEvidenceBoost is the on-chain part of a resource's evidence, 0
+// until on-chain figures are joined in resourceEvidence.
+const resourceEvidenceBoost = `0`
+
+// resourceVerified is whether the origin of r proved ownership of one of
+// its receivers.
+const resourceVerified = `coalesce((SELECT array_agg(o.pay_to ORDER BY o.pay_to) FROM index_ownership o
+	WHERE o.origin = substring(r.resource FROM '^https?://[^/]+') AND o.pay_to = ANY(r.pay_tos)), '{}')`
+
+// resourceScore ranks a resource: its text relevance (ts_rank of the
+// query) times one plus its evidence: its host live now (0.5), its uptime
+// over 30 days (up to 0.5) and its on-chain figures
+// (resourceEvidenceBoost). It is computed for every match, so it reads
+// only the resource's row and its host's: a proof of ownership is shown
+// (verified_pay_to), not ranked, as a lookup per match costs a third of a
+// search at 100,000 resources.
+const resourceScore = `ts_rank(r.document, q.query) * (1 + CASE WHEN h.live THEN 0.5 ELSE 0 END + 0.5 * coalesce(h.uptime_30d, 0)
+	+ ` + resourceEvidenceBoost + `)`
+
+// resourceSorts are the resources search's sorts and their orders.
+var resourceSorts = []struct{ key, order string }{
+	{"relevance", "score DESC, r.updated_at DESC, r.resource"},
+	{"price", "r.price_usdc ASC NULLS LAST, r.resource"},
+	{"updated", "r.updated_at DESC, r.resource"},
+	{"uptime", "h.uptime_30d DESC NULLS LAST, r.resource"},
+	{"latency", "h.latency_p50_ms ASC NULLS LAST, r.resource"},
+	{"url", "r.resource"},
+}
+
+// ResourceSortKeys returns the resources search's sorts, in the order
+// they are offered.
+func ResourceSortKeys() []string {
+	keys := make([]string, len(resourceSorts))
+	for i, s := range resourceSorts {
+		keys[i] = s.key
+	}
+	return keys
+}
+
+// ResourceSearchParams selects live resources. Empty fields do not
+// filter.
+type ResourceSearchParams struct {
+	// Q is a text in web-search syntax (words, "a phrase", -word, or),
+	// matched against the tags, description and URL.
+	Q string
+	// Network is a CAIP-2 network one of its options is on.
+	Network string
+	// Asset, Scheme and PayTo match one of its options (an EVM address
+	// in any case).
+	Asset, Scheme, PayTo string
+	// MaxUSDC keeps the priced resources at most this price.
+	MaxUSDC *float64
+	// Tags keeps those carrying every one of them (any case).
+	Tags []string
+	// Live is "true", "false" or "null" (not measured): its host's
+	// liveness.
+	Live string
+	// Extension keeps those whose listing carries this extension key.
+	Extension string
+	// Sort is one of ResourceSortKeys; relevance without Q is by the
+	// evidence alone.
+	Sort          string
+	Limit, Offset int
+}
+
+// ResourceSearch returns the live resources p selects, in its order, and
+// whether more follow.
+func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]IndexResource, bool, error) {
+	order := ""
+	for _, s := range resourceSorts {
+		if s.key == p.Sort {
+			order = s.order
+		}
+	}
+	if order == "" {
+		return nil, false, fmt.Errorf("resources: unknown sort %q", p.Sort)
+	}
+	where, args := resourceWhere(p)
+	score := "0::float8"
+	from := "index_resources r"
+	if q := strings.TrimSpace(p.Q); q != "" {
+		args = append(args, q)
+		from = "(SELECT websearch_to_tsquery('english', $" + strconv.Itoa(len(args)) + ") AS query) q CROSS JOIN index_resources r"
+		where += " AND r.document @@ q.query"
+		score = resourceScore
+	}
+	args = append(args, p.Limit+1, p.Offset)
+	// The page is chosen from the narrow columns, joined with the hosts
+	// only when the text's score, the live filter or the sort reads them
+	// (without, the Bazaar list's order is read from its index alone), then
+	// its rows are read whole.
+	if score != "0::float8" || p.Live != "" || strings.Contains(order, "h.") {
+		from += " LEFT JOIN index_hosts h ON h.host = r.host"
+	}
+	query := `WITH page AS (
+			SELECT r.resource, ` + score + ` AS score FROM ` + from + `
+			WHERE ` + where + `
+			ORDER BY ` + order + `
+			LIMIT $` + strconv.Itoa(len(args)-1) + ` OFFSET $` + strconv.Itoa(len(args)) + `)
+		SELECT r.resource, r.host, r.method, r.description, r.tags, coalesce(r.accepts, '[]'), r.price_usdc::float8, r.networks,
+			r.input_schema, r.output_schema, r.extensions, r.x402_version, r.mime_type, r.updated_at,
+			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at,
+			` + resourceVerified + `,
+			h.live, h.uptime_30d, h.latency_p50_ms, h.checked_at, h.quote_matches_listing,
+			` + resourceEvidence + `,
+			page.score AS score
+		FROM page JOIN index_resources r ON r.resource = page.resource LEFT JOIN index_hosts h ON h.host = r.host
+		ORDER BY ` + order
+	rows, err := db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("resources: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (IndexResource, error) {
+		var r IndexResource
+		var q Quality
+		e := &r.Evidence
+		h := &r.HostLiveness
+		err := row.Scan(&r.Resource, &r.Host, &r.Method, &r.Description, &r.Tags, &r.Accepts, &r.PriceUSDC, &r.Networks,
+			&r.InputSchema, &r.OutputSchema, &r.Extensions, &r.X402Version, &r.MimeType, &r.UpdatedAt,
+			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt, &r.VerifiedPayTo,
+			&h.Live, &h.Uptime30d, &h.LatencyP50MS, &h.CheckedAt, &h.QuoteMatchesListing,
+			&e.Transactions30d, &e.VolumeUSDC30d, &e.Payers30d, &r.Score)
+		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
+			r.Quality = &q
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("resources: %w", err)
+	}
+	more := len(list) > p.Limit
+	if more {
+		list = list[:p.Limit]
+	}
+	if list == nil {
+		list = []IndexResource{}
+	}
+	return list, more, nil
+}
+
+// ResourceCount counts the live resources p selects (its text, sort and
+// page aside).
+func ResourceCount(ctx context.Context, db DBTX, p *ResourceSearchParams) (int, error) {
+	where, args := resourceWhere(p)
+	from := "index_resources r"
+	if p.Live != "" {
+		from += " LEFT JOIN index_hosts h ON h.host = r.host"
+	}
+	var n int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+from+" WHERE "+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count resources: %w", err)
+	}
+	return n, nil
+}
+
+// resourceLive are the values of the live filter and their condition.
+var resourceLive = map[string]string{
+	"true":  "h.live",
+	"false": "NOT h.live",
+	"null":  "h.live IS NULL",
+}
+
+// ResourceLiveKnown reports whether v is a value of the resources search's
+// live filter.
+func ResourceLiveKnown(v string) bool {
+	_, ok := resourceLive[v]
+	return ok
+}
+
+// resourceWhere returns the condition of p's filters (its text aside) and
+// its arguments.
+func resourceWhere(p *ResourceSearchParams) (string, []any) {
+	where := []string{"NOT r.retired"}
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.Network != "" {
+		where = append(where, arg(p.Network)+" = ANY(r.networks)")
+	}
+	if p.Asset != "" {
+		where = append(where, arg(strings.ToLower(p.Asset))+" = ANY(r.assets)")
+	}
+	if p.Scheme != "" {
+		where = append(where, arg(strings.ToLower(p.Scheme))+" = ANY(r.schemes)")
+	}
+	if p.PayTo != "" {
+		where = append(where, "r.pay_tos @> ARRAY["+arg(ReceiverKey(p.PayTo))+"::text]")
+	}
+	if p.MaxUSDC != nil {
+		where = append(where, "r.price_usdc <= "+arg(*p.MaxUSDC)+"::numeric")
+	}
+	if len(p.Tags) > 0 {
+		tags := make([]string, len(p.Tags))
+		for i, t := range p.Tags {
+			tags[i] = strings.ToLower(t)
+		}
+		where = append(where, "r.tag_keys @> "+arg(tags)+"::text[]")
+	}
+	if cond, ok := resourceLive[p.Live]; ok {
+		where = append(where, cond)
+	}
+	if p.Extension != "" {
+		where = append(where, "r.extensions ? "+arg(p.Extension))
+	}
+	return strings.Join(where, " AND "), args
+}
