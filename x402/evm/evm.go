@@ -41,9 +41,9 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // Reasons a payment is refused, spelled as the official x402 packages spell
@@ -76,23 +76,6 @@ type Reader interface {
 	ethereum.ChainIDReader
 	ethereum.ContractCaller
 	CodeAt(ctx context.Context, account common.Address, blockNumber *big.Int) ([]byte, error)
-}
-
-// Backend is what settlement needs from a chain. *ethclient.Client
-// satisfies it.
-type Backend interface {
-	Reader
-	ethereum.BlockNumberReader
-	ethereum.GasEstimator
-	ethereum.LogFilterer
-	ethereum.TransactionSender
-	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
-	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
-	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
-	BalanceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (*big.Int, error)
-	SuggestGasTipCap(ctx context.Context) (*big.Int, error)
-	TransactionReceipt(ctx context.Context, txHash common.Hash) (*types.Receipt, error)
-	BlockReceipts(ctx context.Context, blockNrOrHash rpc.BlockNumberOrHash) ([]*types.Receipt, error)
 }
 
 // tokenABI is the part of an EIP-3009 token (FiatTokenV2) and of EIP-1271
@@ -141,18 +124,8 @@ const (
 var eip1271Magic = [4]byte{0x16, 0x26, 0xba, 0x7e}
 
 // ChainID returns the chain id of a CAIP-2 eip155 network name such as
-// eip155:8453.
-func ChainID(network string) (*big.Int, error) {
-	ref, ok := strings.CutPrefix(network, "eip155:")
-	if !ok || ref == "" || len(ref) > 32 || (len(ref) > 1 && ref[0] == '0') {
-		return nil, fmt.Errorf("network %q is not eip155:<chain id>", network)
-	}
-	id, ok := new(big.Int).SetString(ref, 10)
-	if !ok || id.Sign() <= 0 {
-		return nil, fmt.Errorf("network %q is not eip155:<chain id>", network)
-	}
-	return id, nil
-}
+// eip155:8453 (ethrpc.ChainID).
+func ChainID(network string) (*big.Int, error) { return ethrpc.ChainID(network) }
 
 // Network returns the CAIP-2 name of an EVM chain id, eip155:<id>.
 func Network(chainID *big.Int) string { return "eip155:" + chainID.String() }

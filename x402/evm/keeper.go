@@ -10,6 +10,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // keeper sees that no nonce of the relayer's key on one chain stays a gap
@@ -64,18 +66,18 @@ func (k *keeper) nudge() {
 
 // run makes passes until ctx ends: one every idle, and one soon after each
 // nudge, at most one per every. A pass a nudge asked for counts as
-// settlement's in the RPC figures (PurposeSettle), the others as
+// settlement's in the RPC figures (ethrpc.PurposeSettle), the others as
 // finality's.
 func (k *keeper) run(ctx context.Context) {
 	idle := time.NewTimer(k.idle)
 	defer idle.Stop()
 	for {
-		purpose := PurposeFinality
+		purpose := ethrpc.PurposeFinality
 		select {
 		case <-ctx.Done():
 			return
 		case <-k.nudges:
-			purpose = PurposeSettle
+			purpose = ethrpc.PurposeSettle
 		case <-idle.C:
 		}
 		if wait := time.Until(k.last.Add(k.every)); wait > 0 {
@@ -88,7 +90,7 @@ func (k *keeper) run(ctx context.Context) {
 			}
 		}
 		k.last = time.Now()
-		if err := k.pass(WithPurpose(ctx, purpose)); err != nil && ctx.Err() == nil {
+		if err := k.pass(ethrpc.WithPurpose(ctx, purpose)); err != nil && ctx.Err() == nil {
 			k.logger.WarnContext(ctx, "relayer nonce keeping failed", "network", k.network, "error", err)
 		}
 		idle.Reset(k.idle)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // receipts hands the relayer's settlements on one chain the receipts of
@@ -110,7 +111,7 @@ func (rc *receipts) wait(ctx context.Context, hash common.Hash) (*types.Receipt,
 		rc.nonces.onReceipt(ctx, receipt.TxHash)
 		return receipt, nil
 	}
-	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
+	if !errors.Is(err, ethereum.NotFound) && !ethrpc.IsIndexing(err) {
 		return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 	}
 	start := time.Now()
@@ -157,7 +158,7 @@ func (rc *receipts) wait(ctx context.Context, hash common.Hash) (*types.Receipt,
 			rc.nonces.onReceipt(ctx, receipt.TxHash)
 			return receipt, nil
 		}
-		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
+		if !errors.Is(err, ethereum.NotFound) && !ethrpc.IsIndexing(err) {
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 		}
 	}
@@ -304,7 +305,7 @@ func (rc *receipts) blockReceipts(ctx context.Context, n uint64) ([]*types.Recei
 		return nil, errNoBlockReceipts
 	}
 	receipts, err := rc.backend.BlockReceipts(ctx, rpc.BlockNumberOrHashWithNumber(rpc.BlockNumber(n)))
-	if isMethodNotFound(err) {
+	if ethrpc.IsMethodNotFound(err) {
 		rc.noBlockReceipts.Store(true)
 		return nil, errNoBlockReceipts
 	}
@@ -312,17 +313,4 @@ func (rc *receipts) blockReceipts(ctx context.Context, n uint64) ([]*types.Recei
 		return nil, fmt.Errorf("receipts of block %d: %w", n, err)
 	}
 	return receipts, nil
-}
-
-// isMethodNotFound reports whether a JSON-RPC call failed because the node
-// does not have the method.
-func isMethodNotFound(err error) bool {
-	var rerr rpc.Error
-	return errors.As(err, &rerr) && rerr.ErrorCode() == -32601
-}
-
-// isIndexing reports whether a node answered that it is still indexing
-// transactions: the receipt is not available yet.
-func isIndexing(err error) bool {
-	return strings.Contains(err.Error(), "transaction indexing is in progress")
 }

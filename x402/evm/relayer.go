@@ -20,6 +20,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // DefaultBlockGasShare is RelayerConfig.BlockGasShare's default: a tenth.
@@ -276,7 +277,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		if !ok {
 			policy = DefaultFinality(network)
 		}
-		r.chains[network] = newRelayChain(r, network, id, timeoutBackend{Backend: backend, timeout: c.RPCTimeout}, policy)
+		r.chains[network] = newRelayChain(r, network, id, ethrpc.WithTimeout(backend, c.RPCTimeout), policy)
 	}
 	for network := range c.Multicall {
 		if r.chains[network] == nil {
@@ -319,7 +320,7 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
 	defer leave()
-	ctx = WithPurpose(ctx, PurposeSettle)
+	ctx = ethrpc.WithPurpose(ctx, ethrpc.PurposeSettle)
 	fail := func(reason, tx string) *x402.SettleResponse {
 		return &x402.SettleResponse{Success: false, ErrorReason: reason, Transaction: tx, Network: p.Network, Payer: p.Payer}
 	}

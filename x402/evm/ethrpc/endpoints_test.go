@@ -1,7 +1,6 @@
-package evm_test
+package ethrpc_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -22,7 +21,8 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/internal/logtest"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // fakeNode is a JSON-RPC node on loopback whose answers a test sets: its
@@ -186,24 +186,24 @@ func (n *fakeNode) answer(method string, params []json.RawMessage) (any, string)
 // recorded.
 type endpointsBundle struct {
 	nodes []*fakeNode
-	e     *evm.Endpoints
-	logs  *syncBuffer
+	e     *ethrpc.Endpoints
+	logs  *logtest.Buffer
 	obs   map[string]*recordingObserver
 }
 
 // startEndpoints starts Endpoints over nodes, with fast settings that opts
 // may change.
-func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*evm.EndpointsConfig)) *endpointsBundle {
+func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*ethrpc.Config)) *endpointsBundle {
 	t.Helper()
-	b := &endpointsBundle{nodes: nodes, logs: &syncBuffer{}, obs: map[string]*recordingObserver{}}
+	b := &endpointsBundle{nodes: nodes, logs: &logtest.Buffer{}, obs: map[string]*recordingObserver{}}
 	var obsMu sync.Mutex
-	cfg := &evm.EndpointsConfig{
+	cfg := &ethrpc.Config{
 		Network:      "eip155:8453",
 		CallTimeout:  500 * time.Millisecond,
 		ProbeEvery:   50 * time.Millisecond,
 		LimitBackoff: 100 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Observe: func(network, endpoint string) evm.EndpointObserver {
+		Observe: func(network, endpoint string) ethrpc.Observer {
 			obsMu.Lock()
 			defer obsMu.Unlock()
 			o := &recordingObserver{kinds: map[string]int{}}
@@ -217,7 +217,7 @@ func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*evm.Endpoints
 	for _, opt := range opts {
 		opt(cfg)
 	}
-	e, err := evm.NewEndpoints(context.Background(), cfg)
+	e, err := ethrpc.New(context.Background(), cfg)
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	t.Cleanup(e.Stop)
@@ -228,7 +228,7 @@ func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*evm.Endpoints
 // observer returns the observer of node i.
 func (b *endpointsBundle) observer(t *testing.T, i int) *recordingObserver {
 	t.Helper()
-	name, err := evm.RedactURL(b.nodes[i].URL)
+	name, err := ethrpc.RedactURL(b.nodes[i].URL)
 	require.NoError(t, err)
 	return b.obs[name]
 }
@@ -267,24 +267,6 @@ func (o *recordingObserver) kind(k string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.kinds[k]
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestEndpoints_ReadsAvoidLagging has one endpoint ten blocks behind: the
@@ -362,7 +344,7 @@ func TestEndpoints_FoundElsewhere(t *testing.T) {
 		// Both in step as far as the heads read say, but one has a block
 		// the other has not yet.
 		a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		a.set(func(n *fakeNode) { n.head = 101 })
 		for range 6 {
 			_, err := b.e.BlockReceipts(ctx, rpc.BlockNumberOrHashWithNumber(101))
@@ -450,7 +432,7 @@ func TestEndpoints_Send(t *testing.T) {
 			for i, n := range nodes {
 				n.head = tt.heads[i]
 			}
-			b := startEndpoints(t, nodes, func(cfg *evm.EndpointsConfig) { cfg.FailAfter = 100 })
+			b := startEndpoints(t, nodes, func(cfg *ethrpc.Config) { cfg.FailAfter = 100 })
 			for i, n := range nodes {
 				n.set(func(n *fakeNode) {
 					n.sendErr = tt.errs[i]
@@ -506,14 +488,14 @@ func TestEndpoints_RateLimited(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			require.Equal(t, heard, limited.count(""), "the limited endpoint was called before its Retry-After")
-			require.Equal(t, 1, b.observer(t, 0).kind(evm.EndpointLimited))
+			require.Equal(t, 1, b.observer(t, 0).kind(ethrpc.RateLimited))
 			require.Contains(t, b.logs.String(), "rpc endpoint limited (429)")
 		})
 	}
 	t.Run("BackOff", func(t *testing.T) {
 		t.Parallel()
 		limited, other := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{limited, other}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+		b := startEndpoints(t, []*fakeNode{limited, other}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		limited.set(func(n *fakeNode) { n.limitNext = 1000 })
 		start := time.Now()
 		for time.Since(start) < 1400*time.Millisecond {
@@ -533,7 +515,7 @@ func TestEndpoints_RateLimited(t *testing.T) {
 	t.Run("AllLimitedWait", func(t *testing.T) {
 		t.Parallel()
 		a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		for _, n := range []*fakeNode{a, c} {
 			n.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
 		}
@@ -560,7 +542,7 @@ func TestEndpoints_RateLimited(t *testing.T) {
 func TestEndpoints_SendAllLimited(t *testing.T) {
 	t.Parallel()
 	a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-	b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+	b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 	a.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
 	c.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "2" })
 	key, err := crypto.GenerateKey()
@@ -591,14 +573,14 @@ func TestEndpoints_OutAndBack(t *testing.T) {
 		fail     func(n *fakeNode)
 		wantKind string
 	}{
-		{name: "ServerError", fail: func(n *fakeNode) { n.status = http.StatusServiceUnavailable }, wantKind: evm.EndpointFailed},
-		{name: "ConnectionCut", fail: func(n *fakeNode) { n.cut = true }, wantKind: evm.EndpointFailed},
-		{name: "Timeout", fail: func(n *fakeNode) { n.delay = 5 * time.Second }, wantKind: evm.EndpointTimeout},
+		{name: "ServerError", fail: func(n *fakeNode) { n.status = http.StatusServiceUnavailable }, wantKind: ethrpc.TransportFailed},
+		{name: "ConnectionCut", fail: func(n *fakeNode) { n.cut = true }, wantKind: ethrpc.TransportFailed},
+		{name: "Timeout", fail: func(n *fakeNode) { n.delay = 5 * time.Second }, wantKind: ethrpc.TimedOut},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			failing, other := newFakeNode(t, 100), newFakeNode(t, 100)
-			b := startEndpoints(t, []*fakeNode{failing, other}, func(cfg *evm.EndpointsConfig) {
+			b := startEndpoints(t, []*fakeNode{failing, other}, func(cfg *ethrpc.Config) {
 				// Long enough for a loopback answer on a loaded machine,
 				// far shorter than the failing node's delay.
 				cfg.CallTimeout = time.Second
@@ -658,7 +640,7 @@ func TestRedactURL(t *testing.T) {
 		{url: "rpc.example/SECRET", wantErr: `scheme ""`},
 		{url: "https:///SECRET", wantErr: "no host"},
 	} {
-		got, err := evm.RedactURL(tt.url)
+		got, err := ethrpc.RedactURL(tt.url)
 		if tt.wantErr != "" {
 			require.ErrorContains(t, err, tt.wantErr, tt.url)
 			require.NotContains(t, err.Error(), "SECRET")
@@ -667,7 +649,7 @@ func TestRedactURL(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tt.want, got)
 	}
-	e, err := evm.NewEndpoints(context.Background(), &evm.EndpointsConfig{Network: "eip155:8453",
+	e, err := ethrpc.New(context.Background(), &ethrpc.Config{Network: "eip155:8453",
 		URLs: []string{"https://rpc.example/KEY1", "https://other.example/KEY", "https://rpc.example/KEY2"}})
 	require.NoError(t, err)
 	defer e.Stop()
@@ -683,7 +665,7 @@ func TestRedactURL(t *testing.T) {
 // counted).
 func TestEndpoints_StopLeavesNothing(t *testing.T) {
 	a, c := newFakeNode(t, 100), newFakeNode(t, 90)
-	e, err := evm.NewEndpoints(context.Background(), &evm.EndpointsConfig{Network: "eip155:8453",
+	e, err := ethrpc.New(context.Background(), &ethrpc.Config{Network: "eip155:8453",
 		URLs: []string{a.URL, c.URL}, ProbeEvery: 10 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
@@ -710,7 +692,7 @@ func endpointGoroutines() []string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "evm.(*Endpoints)") || strings.Contains(g, "net/http.(*persistConn)") {
+		if strings.Contains(g, "ethrpc.(*Endpoints)") || strings.Contains(g, "net/http.(*persistConn)") {
 			out = append(out, g)
 		}
 	}
@@ -721,7 +703,7 @@ func endpointGoroutines() []string {
 func TestEndpoints_WrongChain(t *testing.T) {
 	t.Parallel()
 	n := newFakeNode(t, 1)
-	e, err := evm.NewEndpoints(context.Background(), &evm.EndpointsConfig{Network: "eip155:1", URLs: []string{n.URL + "/SECRETKEY"}})
+	e, err := ethrpc.New(context.Background(), &ethrpc.Config{Network: "eip155:1", URLs: []string{n.URL + "/SECRETKEY"}})
 	require.NoError(t, err)
 	defer e.Stop()
 	err = e.Start(context.Background())
