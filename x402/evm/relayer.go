@@ -19,6 +19,8 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/startstop"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
@@ -149,6 +151,10 @@ type RelayerConfig struct {
 	Reverted func(network string, gasUsed uint64)
 	// Logger receives settlement logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock tells the time of the relayer's pauses, caches, expiries and
+	// refusals. Defaults to clock.Real(). ReceiptTimeout and RPCTimeout
+	// are contexts' deadlines, in real time.
+	Clock clock.Clock
 }
 
 // Relayer settles exact EVM payments by sending transferWithAuthorization
@@ -163,7 +169,7 @@ type Relayer struct {
 	address common.Address
 	chains  map[string]*relayChain
 	logger  *slog.Logger
-	life    lifecycle
+	life    startstop.Base
 	// refusals are the wallets and factories refused for their code.
 	refusals *refusals
 
@@ -210,6 +216,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		return nil, errors.New("evm relayer: no chains configured")
 	}
 	c := *cfg
+	c.Clock = clock.Or(c.Clock)
 	if c.ReceiptTimeout <= 0 {
 		c.ReceiptTimeout = 2 * time.Minute
 	}
@@ -244,7 +251,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		c.BlockGasShare = DefaultBlockGasShare
 	}
 	if c.Nonces == nil {
-		c.Nonces = newMemNonces()
+		c.Nonces = newMemNonces(c.Clock)
 	}
 	if c.Owner == "" {
 		c.Owner = fmt.Sprintf("relayer-%016x", rand.Uint64())
@@ -255,7 +262,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 	c.PayerCodeGasCap = cmp.Or(c.PayerCodeGasCap, DefaultPayerCodeGasCap)
 	c.PayerCodeRefuseFor = cmp.Or(c.PayerCodeRefuseFor, DefaultPayerCodeRefuseFor)
 	if c.Refusals == nil {
-		c.Refusals = newMemRefusals()
+		c.Refusals = newMemRefusals(c.Clock)
 	}
 	r := &Relayer{
 		cfg:      c,
@@ -277,7 +284,7 @@ func NewRelayer(cfg *RelayerConfig) (*Relayer, error) {
 		if !ok {
 			policy = DefaultFinality(network)
 		}
-		r.chains[network] = newRelayChain(r, network, id, ethrpc.WithTimeout(backend, c.RPCTimeout), policy)
+		r.chains[network] = newRelayChain(&c, r.address, network, id, ethrpc.WithTimeout(backend, c.RPCTimeout), policy)
 	}
 	for network := range c.Multicall {
 		if r.chains[network] == nil {
@@ -295,7 +302,7 @@ func (r *Relayer) Start(ctx context.Context) error {
 	for _, chain := range r.chains {
 		runs = append(runs, chain.keeper.run)
 	}
-	r.life.start(ctx, runs...)
+	r.life.Start(ctx, runs...)
 	return nil
 }
 
@@ -303,7 +310,7 @@ func (r *Relayer) Start(ctx context.Context) error {
 // finds their transactions again), and Stop returns once every goroutine
 // the relayer started has ended. Settle refuses to settle from then on,
 // until Start. Stopping a stopped relayer does nothing.
-func (r *Relayer) Stop() { r.life.stop() }
+func (r *Relayer) Stop() { r.life.Stop() }
 
 // Address returns the relayer's address, which pays the gas.
 func (r *Relayer) Address() common.Address { return r.address }
@@ -315,7 +322,7 @@ func (r *Relayer) Address() common.Address { return r.address }
 // already used on chain (by an earlier attempt that crashed or timed out)
 // is reported settled with the transaction that used it.
 func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
-	ctx, leave, err := r.life.enter(ctx)
+	ctx, leave, err := r.life.Enter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
@@ -371,7 +378,7 @@ func (r *Relayer) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	// An authorization about to expire is not sent: its transaction could
 	// be mined after validBefore (and revert, at our cost) or never. It is
 	// settled only if an earlier attempt's transfer went through.
-	if auth.ValidBefore.Cmp(big.NewInt(time.Now().Add(r.cfg.ExpiryMargin).Unix())) < 0 {
+	if auth.ValidBefore.Cmp(big.NewInt(r.cfg.Clock.Now().Add(r.cfg.ExpiryMargin).Unix())) < 0 {
 		used, err := authorizationState(ctx, chain.backend, asset, auth)
 		if err != nil {
 			return nil, fmt.Errorf("settle %s: read authorization state: %w", p.Key(), err)
@@ -521,7 +528,7 @@ func (r *Relayer) settlePayerCode(ctx context.Context, p *x402.Payment, chain *r
 	if w != nil {
 		log = log.With("factory", w.factory.Hex())
 	}
-	refused, until, isRefused, err := r.refusals.fresh(ctx, p.Network, time.Now(), suspects...)
+	refused, until, isRefused, err := r.refusals.fresh(ctx, p.Network, r.cfg.Clock.Now(), suspects...)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s: %w", p.Key(), err)
 	}
@@ -614,7 +621,7 @@ func (r *Relayer) payerCodeReverted(ctx context.Context, p *x402.Payment, chain 
 // refusePayerCode refuses suspects on network for PayerCodeRefuseFor,
 // because of why, and returns resp, the settlement's final answer.
 func (r *Relayer) refusePayerCode(ctx context.Context, log *slog.Logger, network string, resp *x402.SettleResponse, suspects []common.Address, why string) (*x402.SettleResponse, error) {
-	until := time.Now().Add(r.cfg.PayerCodeRefuseFor)
+	until := r.cfg.Clock.Now().Add(r.cfg.PayerCodeRefuseFor)
 	if err := r.refusals.refuse(ctx, network, until, suspects...); err != nil {
 		return nil, fmt.Errorf("settle: %w", err)
 	}
