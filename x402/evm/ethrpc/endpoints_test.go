@@ -21,6 +21,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/logtest"
 	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
@@ -43,12 +44,13 @@ type fakeNode struct {
 	delay      time.Duration // before answering
 	cut        bool          // close the connection instead of answering
 	calls      map[string]int
-	limitedAt  []time.Time // when a 429 was answered
+	limitedAt  []time.Time // when a 429 was answered, on clock
+	clock      clock.Clock // the Endpoints' clock
 }
 
 func newFakeNode(t *testing.T, head uint64) *fakeNode {
 	t.Helper()
-	n := &fakeNode{head: head, receipts: map[common.Hash]bool{}, calls: map[string]int{}}
+	n := &fakeNode{head: head, receipts: map[common.Hash]bool{}, calls: map[string]int{}, clock: clock.Real()}
 	n.Server = httptest.NewServer(http.HandlerFunc(n.serve))
 	t.Cleanup(n.Server.Close)
 	return n
@@ -91,7 +93,7 @@ func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	limited := n.limitNext > 0
 	if limited {
 		n.limitNext--
-		n.limitedAt = append(n.limitedAt, time.Now())
+		n.limitedAt = append(n.limitedAt, n.clock.Now())
 	}
 	retryAfter := n.retryAfter
 	n.mu.Unlock()
@@ -457,23 +459,27 @@ func TestEndpoints_Send(t *testing.T) {
 
 // TestEndpoints_RateLimited answers 429 from one endpoint: it is not
 // called again until its Retry-After (seconds or a date) has passed, or,
-// without one, a back-off that doubles; the other takes the calls.
+// without one, a back-off that doubles; the other takes the calls. The
+// endpoints' clock is a Fake the test moves.
 func TestEndpoints_RateLimited(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
 		name       string
-		retryAfter func() string
+		retryAfter func(now time.Time) string
 		wantQuiet  time.Duration // the limited node hears nothing this long
 	}{
-		{name: "Seconds", retryAfter: func() string { return "1" }, wantQuiet: 900 * time.Millisecond},
-		{name: "Date", retryAfter: func() string { return time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat) }, wantQuiet: 900 * time.Millisecond},
+		{name: "Seconds", retryAfter: func(time.Time) string { return "1" }, wantQuiet: time.Second},
+		{name: "Date", retryAfter: func(now time.Time) string { return now.Add(2 * time.Second).Format(http.TimeFormat) }, wantQuiet: 2 * time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			fake := clock.NewFake(t0)
 			limited, other := newFakeNode(t, 100), newFakeNode(t, 100)
-			b := startEndpoints(t, []*fakeNode{limited, other})
-			limited.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, tt.retryAfter() })
+			limited.clock = fake
+			b := startEndpoints(t, []*fakeNode{limited, other}, onClock(fake))
+			limited.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, tt.retryAfter(fake.Now()) })
 			// Calls until the limited node answered its 429.
 			require.Eventually(t, func() bool {
 				_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
@@ -482,58 +488,80 @@ func TestEndpoints_RateLimited(t *testing.T) {
 			}, 5*time.Second, time.Millisecond)
 			at := limitedAtOf(limited)[0]
 			heard := limited.count("")
-			for time.Since(at) < tt.wantQuiet-100*time.Millisecond {
+			for fake.Now().Sub(at) < tt.wantQuiet {
 				_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
 				require.NoError(t, err)
-				time.Sleep(5 * time.Millisecond)
+				fake.Advance(5 * time.Millisecond)
 			}
 			require.Equal(t, heard, limited.count(""), "the limited endpoint was called before its Retry-After")
 			require.Equal(t, 1, b.observer(t, 0).kind(ethrpc.RateLimited))
 			require.Contains(t, b.logs.String(), "rpc endpoint limited (429)")
+			// Once its Retry-After has passed, it takes calls again.
+			require.Eventually(t, func() bool {
+				_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
+				require.NoError(t, err)
+				return limited.count("") > heard
+			}, 5*time.Second, time.Millisecond)
 		})
 	}
 	t.Run("BackOff", func(t *testing.T) {
 		t.Parallel()
+		fake := clock.NewFake(t0)
 		limited, other := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{limited, other}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
+		limited.clock = fake
+		b := startEndpoints(t, []*fakeNode{limited, other}, onClock(fake), func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		limited.set(func(n *fakeNode) { n.limitNext = 1000 })
-		start := time.Now()
-		for time.Since(start) < 1400*time.Millisecond {
+		for fake.Now().Sub(t0) < 1400*time.Millisecond {
 			_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
 			require.NoError(t, err)
-			time.Sleep(2 * time.Millisecond)
+			fake.Advance(2 * time.Millisecond)
 		}
 		// 100, 200, 400, 800 ms: the fourth 429 comes 700 ms in, the fifth
 		// not before 1.5 s.
 		got := limitedAtOf(limited)
-		require.GreaterOrEqual(t, len(got), 3)
-		require.LessOrEqual(t, len(got), 4, "the back-off doubles")
+		require.Len(t, got, 4, "the back-off doubles")
 		for i := 1; i < len(got); i++ {
-			require.GreaterOrEqual(t, got[i].Sub(got[i-1]), (100*time.Millisecond<<(i-1))-20*time.Millisecond, "pause %d", i)
+			require.GreaterOrEqual(t, got[i].Sub(got[i-1]), 100*time.Millisecond<<(i-1), "pause %d", i)
 		}
 	})
 	t.Run("AllLimitedWait", func(t *testing.T) {
 		t.Parallel()
+		fake := clock.NewFake(t0)
 		a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
+		b := startEndpoints(t, []*fakeNode{a, c}, onClock(fake), func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		for _, n := range []*fakeNode{a, c} {
 			n.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
 		}
-		start := time.Now()
-		_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
-		require.NoError(t, err, "the call waits for a limited endpoint rather than failing")
-		require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond)
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
+			done <- err
+		}()
+		// The call waits on the clock (beside the probes' ticker).
+		require.NoError(t, fake.Wait(ctx, 2))
+		select {
+		case err := <-done:
+			t.Fatalf("the call ended while every endpoint is limited: %v", err)
+		default:
+		}
+		fake.Advance(time.Second)
+		require.NoError(t, <-done, "the call waits for a limited endpoint rather than failing")
 
 		for _, n := range []*fakeNode{a, c} {
 			n.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "30" })
 		}
 		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		start = time.Now()
-		_, err = b.e.CallContract(short, ethereum.CallMsg{}, nil)
+		start := time.Now()
+		_, err := b.e.CallContract(short, ethereum.CallMsg{}, nil)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Less(t, time.Since(start), time.Second, "the wait ends with ctx")
 	})
+}
+
+// onClock sets the endpoints' clock.
+func onClock(c clock.Clock) func(*ethrpc.Config) {
+	return func(cfg *ethrpc.Config) { cfg.Clock = c }
 }
 
 // TestEndpoints_SendAllLimited sends while every endpoint answers 429: the
@@ -541,18 +569,28 @@ func TestEndpoints_RateLimited(t *testing.T) {
 // failing.
 func TestEndpoints_SendAllLimited(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-	b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
+	b := startEndpoints(t, []*fakeNode{a, c}, onClock(fake), func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 	a.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
 	c.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "2" })
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(8453)), &types.DynamicFeeTx{ChainID: big.NewInt(8453), Gas: 21_000})
 	require.NoError(t, err)
-	start := time.Now()
-	require.NoError(t, b.e.SendTransaction(context.Background(), tx))
-	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- b.e.SendTransaction(ctx, tx) }()
+	require.NoError(t, fake.Wait(ctx, 2))
+	select {
+	case err := <-done:
+		t.Fatalf("the send ended while every endpoint is limited: %v", err)
+	default:
+	}
+	fake.Advance(time.Second)
+	require.NoError(t, <-done)
 	require.Equal(t, 2, a.count("eth_sendRawTransaction"), "429, then sent when free")
+	require.Equal(t, 1, c.count("eth_sendRawTransaction"), "still limited when the first was free")
 }
 
 func limitedAtOf(n *fakeNode) []time.Time {
@@ -665,8 +703,9 @@ func TestRedactURL(t *testing.T) {
 // counted).
 func TestEndpoints_StopLeavesNothing(t *testing.T) {
 	a, c := newFakeNode(t, 100), newFakeNode(t, 90)
+	fake := clock.NewFake(time.Now())
 	e, err := ethrpc.New(context.Background(), &ethrpc.Config{Network: "eip155:8453",
-		URLs: []string{a.URL, c.URL}, ProbeEvery: 10 * time.Millisecond})
+		URLs: []string{a.URL, c.URL}, ProbeEvery: 10 * time.Millisecond, Clock: fake})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	for range 5 {
@@ -674,7 +713,10 @@ func TestEndpoints_StopLeavesNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, e.SendTransaction(context.Background(), types.NewTx(&types.LegacyTx{})))
 	}
-	time.Sleep(50 * time.Millisecond)
+	// A probe of the heads runs.
+	probed := a.count("eth_blockNumber")
+	fake.Advance(10 * time.Millisecond)
+	require.Eventually(t, func() bool { return a.count("eth_blockNumber") > probed }, 5*time.Second, time.Millisecond)
 	require.NotEmpty(t, endpointGoroutines())
 	e.Stop()
 	e.Stop()
