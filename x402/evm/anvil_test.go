@@ -509,35 +509,18 @@ func TestAnvil_SmartWallets(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
-			factory, err := contracts.Load(contracts.DevWalletFactory)
-			require.NoError(t, err)
-			token, err := contracts.Load(contracts.FiatTokenV2_2)
-			require.NoError(t, err)
-			funder := devAccountKey(t, 7)
 			// wallet returns a new wallet's address, funded, and the call
 			// that deploys it.
 			wallet := func(owner *ecdsa.PrivateKey) (common.Address, []byte) {
 				var salt [32]byte
 				_, err := rand.Read(salt[:])
 				require.NoError(t, err)
-				input, err := factory.ABI.Pack("addressOf", crypto.PubkeyToAddress(owner.PublicKey), salt)
-				require.NoError(t, err)
-				out, err := b.node.Client.CallContract(ctx, ethereum.CallMsg{To: &devchain.WalletFactory, Data: input}, nil)
-				require.NoError(t, err)
-				vals, err := factory.ABI.Unpack("addressOf", out)
-				require.NoError(t, err)
-				addr := vals[0].(common.Address)
-				transfer, err := token.ABI.Pack("transfer", addr, big.NewInt(10_000))
-				require.NoError(t, err)
-				b.node.Transact(funder, devchain.USDC, transfer)
-				deploy, err := factory.ABI.Pack("deploy", crypto.PubkeyToAddress(owner.PublicKey), salt)
-				require.NoError(t, err)
-				return addr, deploy
+				return b.fundedWallet(t, owner, salt)
 			}
 
 			deployedOwner := newKey(t)
 			deployed, deploy := wallet(deployedOwner)
-			b.node.Transact(funder, devchain.WalletFactory, deploy)
+			b.node.Transact(devAccountKey(t, 7), devchain.WalletFactory, deploy)
 			pay := newPayment(t, deployedOwner, requirement())
 			pay.auth.From = deployed
 			p1, err := b.verifier.Verify(ctx, requirement(), pay.payload(t, requirement()))
@@ -699,4 +682,29 @@ func TestAnvil_BusyBatchesGather(t *testing.T) {
 	// Every 20 ms (the linger) would be about 30.
 	require.LessOrEqual(t, len(txs), 16)
 	b.requireClean(t, len(payments))
+}
+
+// fundedWallet returns the address of the devchain wallet factory's wallet
+// of owner and salt, not deployed, funded with 10,000 of the token, and the
+// call that deploys it.
+func (b *anvilBundle) fundedWallet(t *testing.T, owner *ecdsa.PrivateKey, salt [32]byte) (common.Address, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	factory, err := contracts.Load(contracts.DevWalletFactory)
+	require.NoError(t, err)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	input, err := factory.ABI.Pack("addressOf", crypto.PubkeyToAddress(owner.PublicKey), salt)
+	require.NoError(t, err)
+	out, err := b.node.Client.CallContract(ctx, ethereum.CallMsg{To: &devchain.WalletFactory, Data: input}, nil)
+	require.NoError(t, err)
+	vals, err := factory.ABI.Unpack("addressOf", out)
+	require.NoError(t, err)
+	addr := vals[0].(common.Address)
+	transfer, err := token.ABI.Pack("transfer", addr, big.NewInt(10_000))
+	require.NoError(t, err)
+	b.node.Transact(devAccountKey(t, 7), devchain.USDC, transfer)
+	deploy, err := factory.ABI.Pack("deploy", crypto.PubkeyToAddress(owner.PublicKey), salt)
+	require.NoError(t, err)
+	return addr, deploy
 }

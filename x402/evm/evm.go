@@ -17,18 +17,23 @@
 // so that concurrent settlements do not collide, and waits for the receipt.
 // Settling is idempotent: a payment whose authorization an earlier attempt
 // already used on chain is reported settled with that attempt's
-// transaction. It settles between Start and Stop, which the worker calls with
-// its own: its keeper, which gives a node the transactions it lost, runs
-// on a goroutine of each chain in between, and Stop waits for every
-// goroutine it started. Its parts on a chain (nonces, sender, keeper,
-// receipts, fees, finality, batcher) are each a type in a file of its
-// name.
+// transaction. Relayer.Settle (settle.go) reads as prepare, send and
+// classify. The relayer settles between Start and Stop (internal/startstop),
+// which the worker calls with its own: its keeper, which gives a node the
+// transactions it lost, runs on a goroutine of each chain in between, and
+// Stop waits for every goroutine it started. Its parts on a chain
+// (finality, nonces, fees, receipts, sender, keeper, batcher) are each a
+// type in a file of its name, built in that order by newRelayChain
+// (chain.go) with no pointer back, each owning its lock. Its pauses, caches and expiries
+// follow RelayerConfig.Clock (internal/clock), which tests move.
 //
 // Both work on any eip155:<chain id> network through a JSON-RPC client per
-// network; *ethclient.Client satisfies Reader and Backend, for a public
-// chain as for the embedded devchain. Meter wraps a chain's client for both:
-// it counts the calls by purpose and lets settlement's go before
-// verification's.
+// network: package ethrpc, below this one, is that client over several
+// endpoints (health, lag, 429s, timeouts, agreement of two endpoints) and
+// its Meter, which counts the calls by purpose and lets settlement's go
+// before verification's; *ethclient.Client satisfies Reader and Backend
+// too, for a public chain as for the embedded devchain. ethrpc.go names
+// the parts of ethrpc the service's wiring takes from evm.
 package evm
 
 import (

@@ -532,20 +532,11 @@ func TestEndpoints_RateLimited(t *testing.T) {
 		for _, n := range []*fakeNode{a, c} {
 			n.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
 		}
-		done := make(chan error, 1)
-		go func() {
+		err := afterWaiting(t, fake, time.Second, func() error {
 			_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
-			done <- err
-		}()
-		// The call waits on the clock (beside the probes' ticker).
-		require.NoError(t, fake.Wait(ctx, 2))
-		select {
-		case err := <-done:
-			t.Fatalf("the call ended while every endpoint is limited: %v", err)
-		default:
-		}
-		fake.Advance(time.Second)
-		require.NoError(t, <-done, "the call waits for a limited endpoint rather than failing")
+			return err
+		})
+		require.NoError(t, err, "the call waits for a limited endpoint rather than failing")
 
 		for _, n := range []*fakeNode{a, c} {
 			n.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "30" })
@@ -553,10 +544,27 @@ func TestEndpoints_RateLimited(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := b.e.CallContract(short, ethereum.CallMsg{}, nil)
+		_, err = b.e.CallContract(short, ethereum.CallMsg{}, nil)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Less(t, time.Since(start), time.Second, "the wait ends with ctx")
 	})
+}
+
+// afterWaiting runs call while every endpoint is limited: it requires the
+// call to wait on the clock (beside the probes' ticker) rather than end,
+// moves the clock d, and returns the call's error.
+func afterWaiting(t *testing.T, fake *clock.Fake, d time.Duration, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	require.NoError(t, fake.Wait(t.Context(), 2))
+	select {
+	case err := <-done:
+		t.Fatalf("the call ended while every endpoint is limited: %v", err)
+	default:
+	}
+	fake.Advance(d)
+	return <-done
 }
 
 // onClock sets the endpoints' clock.
@@ -579,16 +587,7 @@ func TestEndpoints_SendAllLimited(t *testing.T) {
 	require.NoError(t, err)
 	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(8453)), &types.DynamicFeeTx{ChainID: big.NewInt(8453), Gas: 21_000})
 	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- b.e.SendTransaction(ctx, tx) }()
-	require.NoError(t, fake.Wait(ctx, 2))
-	select {
-	case err := <-done:
-		t.Fatalf("the send ended while every endpoint is limited: %v", err)
-	default:
-	}
-	fake.Advance(time.Second)
-	require.NoError(t, <-done)
+	require.NoError(t, afterWaiting(t, fake, time.Second, func() error { return b.e.SendTransaction(ctx, tx) }))
 	require.Equal(t, 2, a.count("eth_sendRawTransaction"), "429, then sent when free")
 	require.Equal(t, 1, c.count("eth_sendRawTransaction"), "still limited when the first was free")
 }
