@@ -471,7 +471,12 @@ func newRPCProxy(t *testing.T, target string) *rpcProxy {
 			return
 		}
 		if d := time.Duration(p.delay.Load()); d > 0 {
-			time.Sleep(d)
+			// A slow node: it answers after d, unless the client left.
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, u.String(), strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
