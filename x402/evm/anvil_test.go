@@ -129,15 +129,7 @@ func settleAllOK(t *testing.T, payments []*x402.Payment, relayers ...*evm.Relaye
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) {
-		r := relayers[i%len(relayers)]
-		for {
-			resp, err := r.Settle(ctx, p)
-			if err == nil || ctx.Err() != nil {
-				return resp, err
-			}
-			// The job is retried, as River would.
-			time.Sleep(100 * time.Millisecond)
-		}
+		return settleRetried(ctx, relayers[i%len(relayers)], p)
 	})
 	for i := range payments {
 		require.NoError(t, errs[i], "settlement %d", i)
@@ -673,8 +665,7 @@ func TestAnvil_BusyBatchesGather(t *testing.T) {
 	b := setupAnvil(t, &anviltest.Config{BlockTime: 2 * time.Second})
 	r := b.relayer(t, nil, batched)
 	payments := b.payments(t, 60)
-	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) {
-		time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+	results, errs := settleSpaced(payments, 10*time.Millisecond, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) {
 		return r.Settle(context.Background(), p)
 	})
 	txs := map[string]bool{}

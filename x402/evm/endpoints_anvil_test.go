@@ -130,22 +130,9 @@ func settleSpread(t *testing.T, payments []*x402.Payment, interval time.Duration
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	results := make([]*x402.SettleResponse, len(payments))
-	errs := make([]error, len(payments))
-	var wg sync.WaitGroup
-	for i, p := range payments {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * interval)
-			for {
-				results[i], errs[i] = r.Settle(ctx, p)
-				if errs[i] == nil || ctx.Err() != nil {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
+	results, errs := settleSpaced(payments, interval, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) {
+		return settleRetried(ctx, r, p)
+	})
 	for i := range payments {
 		require.NoError(t, errs[i], "settlement %d", i)
 		require.True(t, results[i].Success, "settlement %d: %s", i, results[i].ErrorReason)
