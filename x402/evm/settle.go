@@ -104,9 +104,6 @@ func (r *Relayer) prepare(ctx context.Context, p *x402.Payment) (*settlement, *x
 	}
 	s := &settlement{p: p, chain: chain, asset: asset, auth: ep.auth, sig: ep.signature,
 		log: r.logger.With("payment", p.Key(), "asset", asset.Hex())}
-	done := func(resp *x402.SettleResponse, err error) (*settlement, *x402.SettleResponse, error) {
-		return nil, resp, err
-	}
 
 	// A transaction this process sent for the payment earlier.
 	r.sentMu.Lock()
@@ -115,14 +112,14 @@ func (r *Relayer) prepare(ctx context.Context, p *x402.Payment) (*settlement, *x
 	if sentBefore {
 		receipt, err := r.awaitReceipt(ctx, s, prev.hash)
 		if err != nil {
-			return done(nil, err)
+			return answered(nil, err)
 		}
 		if transferred(receipt, prev, asset, s.auth) {
-			return done(s.settled(receipt, prev.batch), nil)
+			return answered(s.settled(receipt, prev.batch), nil)
 		}
 		if prev.payerCode {
 			// Never sent again: its code made it revert once.
-			return done(r.payerCodeReverted(ctx, s, receipt))
+			return answered(r.payerCodeReverted(ctx, s, receipt))
 		}
 	}
 
@@ -132,13 +129,13 @@ func (r *Relayer) prepare(ctx context.Context, p *x402.Payment) (*settlement, *x
 	if s.auth.ValidBefore.Cmp(big.NewInt(r.cfg.Clock.Now().Add(r.cfg.ExpiryMargin).Unix())) < 0 {
 		used, err := authorizationState(ctx, chain.backend, asset, s.auth)
 		if err != nil {
-			return done(nil, fmt.Errorf("read authorization state: %w", err))
+			return answered(nil, fmt.Errorf("read authorization state: %w", err))
 		}
 		if used {
-			return done(r.reverted(ctx, s, errors.New("authorization is used"), ""))
+			return answered(r.reverted(ctx, s, errors.New("authorization is used"), ""))
 		}
 		s.log.WarnContext(ctx, "settlement not sent: the authorization expires too soon", "valid_before", s.auth.ValidBefore.String())
-		return done(s.refused(ReasonValidBefore, ""), nil)
+		return answered(s.refused(ReasonValidBefore, ""), nil)
 	}
 
 	// An authorization already used (by an earlier attempt, by anyone who
@@ -150,24 +147,35 @@ func (r *Relayer) prepare(ctx context.Context, p *x402.Payment) (*settlement, *x
 	// its inner signature checked as any contract wallet's.
 	deploy, err := undeployed6492(ctx, chain.backend, s.auth.From, &s.sig)
 	if err != nil {
-		return done(nil, err)
+		return answered(nil, err)
 	}
 	if deploy != nil {
-		return done(r.settlePayerCode(ctx, s, deploy))
+		return answered(r.settlePayerCode(ctx, s, deploy))
 	}
 	// A payer with code (a contract wallet, an EIP-7702 delegation) has
 	// the token call its isValidSignature, whose gas only it bounds: its
 	// transfer goes alone, under PayerCodeGasCap (settlePayerCode).
 	code, err := chain.backend.CodeAt(ctx, s.auth.From, nil)
 	if err != nil {
-		return done(nil, fmt.Errorf("read code of %s: %w", s.auth.From.Hex(), err))
+		return answered(nil, fmt.Errorf("read code of %s: %w", s.auth.From.Hex(), err))
 	}
 	if len(code) > 0 {
-		return done(r.settlePayerCode(ctx, s, nil))
+		return answered(r.settlePayerCode(ctx, s, nil))
 	}
+	if resp, err := r.runTransfer(ctx, s); resp != nil || err != nil {
+		return answered(resp, err)
+	}
+	return s, nil, nil
+}
+
+// runTransfer sets s's transfer call and its gas limit, and runs it
+// before it is sent: it returns the answer, or the error, of a transfer
+// that cannot go (nil, nil: send it).
+func (r *Relayer) runTransfer(ctx context.Context, s *settlement) (*x402.SettleResponse, error) {
+	chain := s.chain
 	input, err := transferInput(s.auth, s.sig)
 	if err != nil {
-		return done(nil, err)
+		return nil, err
 	}
 	s.msg = ethereum.CallMsg{From: r.address, To: &s.asset, Data: input}
 	// The gas of the first transfer of an asset is estimated (several
@@ -176,24 +184,30 @@ func (r *Relayer) prepare(ctx context.Context, p *x402.Payment) (*settlement, *x
 	// one payer's code never sets the limit of the others'. A transfer
 	// sent on its own is run once with eth_call first; one sent in a
 	// batch is not: it may fail without undoing the others.
-	gas, known := chain.fees.gasLimit(asset)
+	gas, known := chain.fees.gasLimit(s.asset)
 	switch {
 	case !known:
 		var estimate uint64
 		if estimate, err = chain.backend.EstimateGas(ctx, s.msg); err == nil {
-			gas = chain.fees.learnGas(asset, estimate)
+			gas = chain.fees.learnGas(s.asset, estimate)
 		}
 	case chain.batch == nil:
 		_, err = chain.backend.CallContract(ctx, s.msg, nil)
 	}
 	if err != nil {
 		if !isRevert(err) {
-			return done(nil, fmt.Errorf("run transfer: %w", err))
+			return nil, fmt.Errorf("run transfer: %w", err)
 		}
-		return done(r.reverted(ctx, s, err, ""))
+		return r.reverted(ctx, s, err, "")
 	}
 	s.gas = gas
-	return s, nil, nil
+	return nil, nil
+}
+
+// answered is prepare's return of a payment answered (or failed) before
+// sending.
+func answered(resp *x402.SettleResponse, err error) (*settlement, *x402.SettleResponse, error) {
+	return nil, resp, err
 }
 
 // send sends the settlement's transfer, in a batch when its chain batches
