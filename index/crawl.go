@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/fetch"
+	"github.com/x402d/x402d/internal/retryafter"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
@@ -468,21 +469,6 @@ func (c *Crawler) fetch(ctx context.Context, src string, offset int) (page *Page
 	return page, resp.StatusCode, 0, nil
 }
 
-// parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
 // changes returns the resource.indexed events of the page's new or changed
 // resources, the hosts whose aggregates they change, and how many of the
 // page's resources were not seen before in this pass.
@@ -615,4 +601,11 @@ func (p *Page) urls() []string {
 		}
 	}
 	return urls
+}
+
+// parseRetryAfter is the wait a Retry-After value asks for
+// (retryafter.Parse), zero when it asks for none.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	d, _ := retryafter.Parse(v, now)
+	return d
 }

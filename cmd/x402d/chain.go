@@ -111,7 +111,7 @@ func evmSettlement(ctx context.Context, cfg *Config, embedded *devchain.Chain, p
 	for network, c := range clients {
 		// One metered client per chain: the verifier's calls and the
 		// relayer's counted by purpose, the verifier's giving way.
-		b := evm.Meter(c, evm.MeterConfig{VerifyConcurrency: cfg.VerifyRPCConcurrency, Observe: m.RPCObserver(network)})
+		b := evm.Meter(c, &evm.MeterConfig{VerifyConcurrency: cfg.VerifyRPCConcurrency, Observe: m.RPCObserver(network)})
 		readers[network], backends[network] = b, b
 	}
 	finality := map[string]evm.FinalityPolicy{}

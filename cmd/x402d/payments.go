@@ -111,7 +111,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		}
 		// The verifier simulates every payment: the settler sends it
 		// without the node simulating it again.
-		ss, err := svm.NewSettler(svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment, SkipPreflight: true})
+		ss, err := svm.NewSettler(&svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment, SkipPreflight: true})
 		if err != nil {
 			closeAll()
 			return nil, err

@@ -323,18 +323,13 @@ func TestChain_AutomineBurst(t *testing.T) {
 		})
 	}
 	require.NoError(t, g.Wait())
-	deadline := time.Now().Add(60 * time.Second)
+	mined, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
 	for _, hs := range hashes {
 		for _, h := range hs {
-			for {
-				r, err := client.TransactionReceipt(ctx, h)
-				if err == nil {
-					require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "transaction %s not mined in time", h.Hex())
-				time.Sleep(5 * time.Millisecond)
-			}
+			r, err := chain.WaitMined(mined, h)
+			require.NoError(t, err, "transaction %s not mined in time", h.Hex())
+			require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
 		}
 	}
 }

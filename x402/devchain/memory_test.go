@@ -93,21 +93,17 @@ func TestChain_MemoryBounded(t *testing.T) {
 		"the buffer is flushed only past the newest %d blocks: mine more", state.TriesInMemory)
 }
 
-// awaitReceipt waits for the receipt of transaction hash, which must show
-// success.
+// awaitReceipt waits, a minute at most, for the receipt of transaction
+// hash, which must show success.
 func awaitReceipt(ctx context.Context, chain *Chain, hash common.Hash) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		r, err := chain.Client().TransactionReceipt(ctx, hash)
-		if err == nil {
-			if r.Status != types.ReceiptStatusSuccessful {
-				return fmt.Errorf("transaction %s failed", hash.Hex())
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("transaction %s not mined in a minute: %w", hash.Hex(), err)
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	r, err := chain.WaitMined(ctx, hash)
+	if err != nil {
+		return fmt.Errorf("transaction %s not mined in a minute: %w", hash.Hex(), err)
 	}
+	if r.Status != types.ReceiptStatusSuccessful {
+		return fmt.Errorf("transaction %s failed", hash.Hex())
+	}
+	return nil
 }

@@ -69,15 +69,12 @@ func TestChainMemory(t *testing.T) {
 								return err
 							}
 							nonces[i]++
-							for {
-								r, err := client.TransactionReceipt(ctx, tx.Hash())
-								if err == nil {
-									if r.Status != types.ReceiptStatusSuccessful {
-										return fmt.Errorf("transfer %s failed", tx.Hash().Hex())
-									}
-									break
-								}
-								time.Sleep(time.Millisecond)
+							r, err := chain.WaitMined(ctx, tx.Hash())
+							if err != nil {
+								return err
+							}
+							if r.Status != types.ReceiptStatusSuccessful {
+								return fmt.Errorf("transfer %s failed", tx.Hash().Hex())
 							}
 						}
 						return nil

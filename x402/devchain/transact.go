@@ -54,8 +54,21 @@ func (c *Chain) Transact(ctx context.Context, from Account, to *common.Address, 
 	if err != nil {
 		return nil, fmt.Errorf("devchain transact: send: %w", err)
 	}
+	receipt, err := c.WaitMined(ctx, tx.Hash())
+	if err != nil {
+		return nil, fmt.Errorf("devchain transact: %w", err)
+	}
+	if receipt.Status != types.ReceiptStatusSuccessful {
+		return receipt, fmt.Errorf("devchain transact: transaction %s reverted", tx.Hash().Hex())
+	}
+	return receipt, nil
+}
+
+// WaitMined waits for the receipt of the transaction hash, until its
+// block is the head that reads at "latest" see, or until ctx ends.
+func (c *Chain) WaitMined(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
 	for {
-		receipt, err := c.client.TransactionReceipt(ctx, tx.Hash())
+		receipt, err := c.client.TransactionReceipt(ctx, hash)
 		if err == nil && c.backend.BlockChain().CurrentBlock().Number.Cmp(receipt.BlockNumber) < 0 {
 			// The receipt can be found an instant before its block becomes
 			// the head that reads at "latest" see: wait for it, so that
@@ -63,17 +76,14 @@ func (c *Chain) Transact(ctx context.Context, from Account, to *common.Address, 
 			err = ethereum.NotFound
 		}
 		if err == nil {
-			if receipt.Status != types.ReceiptStatusSuccessful {
-				return receipt, fmt.Errorf("devchain transact: transaction %s reverted", tx.Hash().Hex())
-			}
 			return receipt, nil
 		}
 		if !errors.Is(err, ethereum.NotFound) && !strings.Contains(err.Error(), "transaction indexing is in progress") {
-			return nil, fmt.Errorf("devchain transact: receipt: %w", err)
+			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("devchain transact: receipt: %w", ctx.Err())
+			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}

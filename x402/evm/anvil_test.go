@@ -129,15 +129,7 @@ func settleAllOK(t *testing.T, payments []*x402.Payment, relayers ...*evm.Relaye
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) {
-		r := relayers[i%len(relayers)]
-		for {
-			resp, err := r.Settle(ctx, p)
-			if err == nil || ctx.Err() != nil {
-				return resp, err
-			}
-			// The job is retried, as River would.
-			time.Sleep(100 * time.Millisecond)
-		}
+		return settleRetried(ctx, relayers[i%len(relayers)], p)
 	})
 	for i := range payments {
 		require.NoError(t, errs[i], "settlement %d", i)
@@ -471,7 +463,12 @@ func newRPCProxy(t *testing.T, target string) *rpcProxy {
 			return
 		}
 		if d := time.Duration(p.delay.Load()); d > 0 {
-			time.Sleep(d)
+			// A slow node: it answers after d, unless the client left.
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, u.String(), strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
@@ -509,35 +506,18 @@ func TestAnvil_SmartWallets(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
-			factory, err := contracts.Load(contracts.DevWalletFactory)
-			require.NoError(t, err)
-			token, err := contracts.Load(contracts.FiatTokenV2_2)
-			require.NoError(t, err)
-			funder := devAccountKey(t, 7)
 			// wallet returns a new wallet's address, funded, and the call
 			// that deploys it.
 			wallet := func(owner *ecdsa.PrivateKey) (common.Address, []byte) {
 				var salt [32]byte
 				_, err := rand.Read(salt[:])
 				require.NoError(t, err)
-				input, err := factory.ABI.Pack("addressOf", crypto.PubkeyToAddress(owner.PublicKey), salt)
-				require.NoError(t, err)
-				out, err := b.node.Client.CallContract(ctx, ethereum.CallMsg{To: &devchain.WalletFactory, Data: input}, nil)
-				require.NoError(t, err)
-				vals, err := factory.ABI.Unpack("addressOf", out)
-				require.NoError(t, err)
-				addr := vals[0].(common.Address)
-				transfer, err := token.ABI.Pack("transfer", addr, big.NewInt(10_000))
-				require.NoError(t, err)
-				b.node.Transact(funder, devchain.USDC, transfer)
-				deploy, err := factory.ABI.Pack("deploy", crypto.PubkeyToAddress(owner.PublicKey), salt)
-				require.NoError(t, err)
-				return addr, deploy
+				return b.fundedWallet(t, owner, salt)
 			}
 
 			deployedOwner := newKey(t)
 			deployed, deploy := wallet(deployedOwner)
-			b.node.Transact(funder, devchain.WalletFactory, deploy)
+			b.node.Transact(devAccountKey(t, 7), devchain.WalletFactory, deploy)
 			pay := newPayment(t, deployedOwner, requirement())
 			pay.auth.From = deployed
 			p1, err := b.verifier.Verify(ctx, requirement(), pay.payload(t, requirement()))
@@ -685,8 +665,7 @@ func TestAnvil_BusyBatchesGather(t *testing.T) {
 	b := setupAnvil(t, &anviltest.Config{BlockTime: 2 * time.Second})
 	r := b.relayer(t, nil, batched)
 	payments := b.payments(t, 60)
-	results, errs := settleAll(payments, func(i int, p *x402.Payment) (*x402.SettleResponse, error) {
-		time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+	results, errs := settleSpaced(payments, 10*time.Millisecond, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) {
 		return r.Settle(context.Background(), p)
 	})
 	txs := map[string]bool{}
@@ -699,4 +678,29 @@ func TestAnvil_BusyBatchesGather(t *testing.T) {
 	// Every 20 ms (the linger) would be about 30.
 	require.LessOrEqual(t, len(txs), 16)
 	b.requireClean(t, len(payments))
+}
+
+// fundedWallet returns the address of the devchain wallet factory's wallet
+// of owner and salt, not deployed, funded with 10,000 of the token, and the
+// call that deploys it.
+func (b *anvilBundle) fundedWallet(t *testing.T, owner *ecdsa.PrivateKey, salt [32]byte) (common.Address, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	factory, err := contracts.Load(contracts.DevWalletFactory)
+	require.NoError(t, err)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	input, err := factory.ABI.Pack("addressOf", crypto.PubkeyToAddress(owner.PublicKey), salt)
+	require.NoError(t, err)
+	out, err := b.node.Client.CallContract(ctx, ethereum.CallMsg{To: &devchain.WalletFactory, Data: input}, nil)
+	require.NoError(t, err)
+	vals, err := factory.ABI.Unpack("addressOf", out)
+	require.NoError(t, err)
+	addr := vals[0].(common.Address)
+	transfer, err := token.ABI.Pack("transfer", addr, big.NewInt(10_000))
+	require.NoError(t, err)
+	b.node.Transact(devAccountKey(t, 7), devchain.USDC, transfer)
+	deploy, err := factory.ABI.Pack("deploy", crypto.PubkeyToAddress(owner.PublicKey), salt)
+	require.NoError(t, err)
+	return addr, deploy
 }

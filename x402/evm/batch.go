@@ -65,7 +65,7 @@ const learnFromBatch = 8
 // mu guards pending, oldest, gas, leading and lastSend, and is never held
 // while calling out; unmined is an atomic. The goroutines it starts (the
 // one that sends, and one awaiting each batch's receipt) are the
-// relayer's (lifecycle.goDetached): Relayer.Stop ends them and waits.
+// relayer's (startstop.Base.Go): Relayer.Stop ends them and waits.
 type batcher struct {
 	multicall common.Address
 	maxBatch  int
@@ -127,7 +127,7 @@ func (r *Relayer) settleBatched(ctx context.Context, chain *relayChain, it *batc
 	it.done = make(chan struct{})
 	b.mu.Lock()
 	if len(b.pending) == 0 {
-		b.oldest = time.Now()
+		b.oldest = r.cfg.Clock.Now()
 	}
 	b.pending = append(b.pending, it)
 	b.gas += it.gas
@@ -141,7 +141,7 @@ func (r *Relayer) settleBatched(ctx context.Context, chain *relayChain, it *batc
 	}
 	b.mu.Unlock()
 	if lead {
-		r.life.goDetached(ctx, func(ctx context.Context) { r.sendBatches(ctx, chain) })
+		r.life.Go(ctx, func(ctx context.Context) { r.sendBatches(ctx, chain) })
 	}
 	select {
 	case <-it.done:
@@ -157,19 +157,19 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 	b := chain.batch
 	for {
 		b.mu.Lock()
-		wait := time.Until(b.lastSend.Add(b.linger))
+		wait := b.lastSend.Add(b.linger).Sub(r.cfg.Clock.Now())
 		if b.unmined.Load() > 0 {
 			// Batches sent wait for a block: this one would most likely
 			// join them in it, so it gathers a while first rather than
 			// going out with a transfer or two, each paying for the
 			// cold reads of a batch's first.
-			wait = max(wait, time.Until(b.oldest.Add(busyLinger)))
+			wait = max(wait, b.oldest.Add(busyLinger).Sub(r.cfg.Clock.Now()))
 		}
 		b.mu.Unlock()
 		if wait > 0 {
-			t := time.NewTimer(wait)
+			t := r.cfg.Clock.NewTimer(wait)
 			select {
-			case <-t.C:
+			case <-t.C():
 			case <-b.full:
 				t.Stop()
 			}
@@ -181,11 +181,13 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 		// (Once the relayer stops, the batches go at once: their sends
 		// fail, and their settlements with them.)
 		for block := chain.fees.blockGas.Load(); block > 0 && ctx.Err() == nil && b.unmined.Load() >= maxUnmined*block/uint64(max(1, chain.keeper.senders.Load())); {
+			t := r.cfg.Clock.NewTimer(r.cfg.KeepEvery)
 			select {
 			case <-b.mined:
-			case <-time.After(r.cfg.KeepEvery):
+			case <-t.C():
 			case <-ctx.Done():
 			}
+			t.Stop()
 			block = chain.fees.blockGas.Load()
 		}
 		if chain.fees.blockGas.Load() == 0 {
@@ -204,9 +206,9 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 		}
 		items := b.pending[:n:n]
 		b.pending = b.pending[n:]
-		b.oldest = time.Now()
+		b.oldest = r.cfg.Clock.Now()
 		b.gas -= gas - batchOverhead
-		b.lastSend = time.Now()
+		b.lastSend = b.oldest
 		more := len(b.pending) > 0
 		b.leading = more
 		b.mu.Unlock()
@@ -254,7 +256,7 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 	r.sentMu.Unlock()
 	b := chain.batch
 	b.unmined.Add(tx.Gas())
-	r.life.goDetached(ctx, func(ctx context.Context) {
+	r.life.Go(ctx, func(ctx context.Context) {
 		receipt, err := chain.receipts.wait(ctx, tx.Hash())
 		b.unmined.Add(-tx.Gas())
 		select {

@@ -3,6 +3,7 @@ package evm
 import (
 	"math/big"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 )
 
@@ -27,8 +28,11 @@ import (
 //     the newest final block.
 //   - batch (batch.go): the batcher, when the chain has Multicall3.
 //
-// Where two locks are held at once, receipts.mu is taken before nonces.mu
-// (receipts.register); no other part holds a lock while taking another's.
+// The parts are built in that order (finality, nonces, fees, receipts,
+// sender, keeper, batch), each given the parts built before it: none
+// points back at a later one (receipts reach the keeper through the
+// passRequests both are given). Each owns its lock; no part holds its lock
+// while taking another's.
 type relayChain struct {
 	network string
 	backend Backend
@@ -45,20 +49,19 @@ type relayChain struct {
 }
 
 // newRelayChain returns the relayer's parts on network, reached through
-// backend, with cfg's settings (defaults applied), and wires them.
-func newRelayChain(r *Relayer, network string, id *big.Int, backend Backend, policy FinalityPolicy) *relayChain {
-	cfg := &r.cfg
+// backend, with cfg's settings (defaults applied).
+func newRelayChain(cfg *RelayerConfig, address common.Address, network string, id *big.Int, backend Backend, policy FinalityPolicy) *relayChain {
 	c := &relayChain{network: network, backend: backend, finality: &finality{policy: policy}}
-	c.nonces = &nonces{network: network, address: r.address, backend: backend, store: cfg.Nonces, owner: cfg.Owner,
+	c.nonces = &nonces{clock: cfg.Clock, network: network, address: address, backend: backend, store: cfg.Nonces, owner: cfg.Owner,
 		finality: c.finality, logger: cfg.Logger, forgetEvery: cfg.KeepEvery, own: map[uint64]*ownTx{}}
 	c.fees = newFees(network, backend, cfg)
-	c.receipts = newReceipts(backend, cfg)
-	c.sender = &sender{network: network, address: r.address, key: cfg.Key, signer: types.LatestSignerForChainID(id), backend: backend,
+	passes := newPassRequests()
+	c.receipts = newReceipts(backend, c.nonces, passes, cfg)
+	c.sender = &sender{network: network, address: address, key: cfg.Key, signer: types.LatestSignerForChainID(id), backend: backend,
 		nonces: c.nonces, fees: c.fees, receipts: c.receipts, logger: cfg.Logger}
-	c.keeper = &keeper{network: network, address: r.address, owner: cfg.Owner, backend: backend, nonces: c.nonces, sender: c.sender,
+	c.keeper = &keeper{clock: cfg.Clock, network: network, address: address, owner: cfg.Owner, backend: backend, nonces: c.nonces, sender: c.sender,
 		logger: cfg.Logger, every: cfg.KeepEvery, idle: cfg.KeepIdle, replaceAfter: cfg.ReplaceAfter, orphanAfter: cfg.OrphanAfter,
-		nudges: make(chan struct{}, 1)}
-	c.receipts.nonces, c.receipts.keeper = c.nonces, c.keeper
+		passes: passes}
 	if multicall, ok := cfg.Multicall[network]; ok {
 		c.batch = &batcher{multicall: multicall, maxBatch: cfg.MaxBatch, linger: cfg.BatchLinger, full: make(chan struct{}, 1), mined: make(chan struct{}, 1)}
 	}

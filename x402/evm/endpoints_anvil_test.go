@@ -4,15 +4,18 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/anviltest"
+	"github.com/x402d/x402d/internal/logtest"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // TestAnvil_Endpoints settles paid calls on anvil through two endpoints,
@@ -30,12 +33,12 @@ func TestAnvil_Endpoints(t *testing.T) {
 		fault func(p *anviltest.Proxy)
 		mode  []func(*evm.RelayerConfig)
 		// check tells that the fault happened and was seen.
-		check func(t *testing.T, p *anviltest.Proxy, st evm.EndpointStatus, obs *recordingObserver)
+		check func(t *testing.T, p *anviltest.Proxy, st ethrpc.Status, obs *limitObserver)
 	}{
 		{
 			name:  "Lagging",
 			fault: func(p *anviltest.Proxy) { p.Lag.Store(3) },
-			check: func(t *testing.T, p *anviltest.Proxy, st evm.EndpointStatus, _ *recordingObserver) {
+			check: func(t *testing.T, p *anviltest.Proxy, st ethrpc.Status, _ *limitObserver) {
 				require.GreaterOrEqual(t, st.Lag, uint64(2), "the endpoint is seen behind")
 				require.Positive(t, p.Served.Load())
 				// Blocks are read from an endpoint whose head has them:
@@ -47,9 +50,9 @@ func TestAnvil_Endpoints(t *testing.T) {
 			name:  "LimitedInBursts",
 			fault: func(p *anviltest.Proxy) { p.Burst.Store(true) },
 			mode:  []func(*evm.RelayerConfig){batched},
-			check: func(t *testing.T, p *anviltest.Proxy, _ evm.EndpointStatus, obs *recordingObserver) {
+			check: func(t *testing.T, p *anviltest.Proxy, _ ethrpc.Status, obs *limitObserver) {
 				require.Positive(t, p.Limited.Load(), "429s were answered")
-				require.Positive(t, obs.kind(evm.EndpointLimited), "429s were seen")
+				require.Positive(t, obs.limited.Load(), "429s were seen")
 			},
 		},
 		{
@@ -57,7 +60,7 @@ func TestAnvil_Endpoints(t *testing.T) {
 			fault: func(p *anviltest.Proxy) {
 				time.AfterFunc(3*time.Second, p.Die)
 			},
-			check: func(t *testing.T, p *anviltest.Proxy, st evm.EndpointStatus, _ *recordingObserver) {
+			check: func(t *testing.T, p *anviltest.Proxy, st ethrpc.Status, _ *limitObserver) {
 				require.True(t, p.Dead.Load(), "the endpoint died")
 				require.Positive(t, p.Served.Load(), "the endpoint served before it died")
 				require.False(t, st.In, "the dead endpoint is out")
@@ -69,20 +72,20 @@ func TestAnvil_Endpoints(t *testing.T) {
 			ctx := context.Background()
 			b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
 			faulty, healthy := anviltest.NewProxy(t, b.node.URL), anviltest.NewProxy(t, b.node.URL)
-			obs := map[string]*recordingObserver{}
+			obs := map[string]*limitObserver{}
 			var obsMu sync.Mutex
-			var logs syncBuffer
-			e, err := evm.NewEndpoints(ctx, &evm.EndpointsConfig{
+			var logs logtest.Buffer
+			e, err := ethrpc.New(ctx, &ethrpc.Config{
 				Network:      "eip155:8453",
 				URLs:         []string{faulty.URL + "/v2/SECRETKEY", healthy.URL + "/v2/SECRETKEY"},
 				CallTimeout:  time.Second,
 				ProbeEvery:   200 * time.Millisecond,
 				LimitBackoff: 200 * time.Millisecond,
 				Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
-				Observe: func(_, endpoint string) evm.EndpointObserver {
+				Observe: func(_, endpoint string) ethrpc.Observer {
 					obsMu.Lock()
 					defer obsMu.Unlock()
-					o := &recordingObserver{kinds: map[string]int{}}
+					o := &limitObserver{}
 					obs[endpoint] = o
 					return o
 				},
@@ -127,24 +130,23 @@ func settleSpread(t *testing.T, payments []*x402.Payment, interval time.Duration
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	results := make([]*x402.SettleResponse, len(payments))
-	errs := make([]error, len(payments))
-	var wg sync.WaitGroup
-	for i, p := range payments {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * interval)
-			for {
-				results[i], errs[i] = r.Settle(ctx, p)
-				if errs[i] == nil || ctx.Err() != nil {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
+	results, errs := settleSpaced(payments, interval, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) {
+		return settleRetried(ctx, r, p)
+	})
 	for i := range payments {
 		require.NoError(t, errs[i], "settlement %d", i)
 		require.True(t, results[i].Success, "settlement %d: %s", i, results[i].ErrorReason)
 	}
 }
+
+// limitObserver counts the 429s of an endpoint.
+type limitObserver struct{ limited atomic.Int64 }
+
+func (o *limitObserver) ObserveCall(_ time.Duration, kind string) {
+	if kind == ethrpc.RateLimited {
+		o.limited.Add(1)
+	}
+}
+
+func (o *limitObserver) SetLag(uint64) {}
+func (o *limitObserver) SetIn(bool)    {}

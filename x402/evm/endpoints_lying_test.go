@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/anviltest"
-	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // TestAnvil_EndpointsLying settles on anvil through three endpoints,
@@ -30,7 +30,7 @@ func TestAnvil_EndpointsLying(t *testing.T) {
 	ctx := context.Background()
 	b := setupAnvil(t, &anviltest.Config{BlockTime: time.Second})
 	liar, honest, other := anviltest.NewProxy(t, b.node.URL), anviltest.NewProxy(t, b.node.URL), anviltest.NewProxy(t, b.node.URL)
-	e, err := evm.NewEndpoints(ctx, &evm.EndpointsConfig{
+	e, err := ethrpc.New(ctx, &ethrpc.Config{
 		Network:     "eip155:8453",
 		URLs:        []string{liar.URL, honest.URL, other.URL},
 		CallTimeout: time.Second,

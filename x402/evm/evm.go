@@ -17,18 +17,23 @@
 // so that concurrent settlements do not collide, and waits for the receipt.
 // Settling is idempotent: a payment whose authorization an earlier attempt
 // already used on chain is reported settled with that attempt's
-// transaction. It settles between Start and Stop, which the worker calls with
-// its own: its keeper, which gives a node the transactions it lost, runs
-// on a goroutine of each chain in between, and Stop waits for every
-// goroutine it started. Its parts on a chain (nonces, sender, keeper,
-// receipts, fees, finality, batcher) are each a type in a file of its
-// name.
+// transaction. Relayer.Settle (settle.go) reads as prepare, send and
+// classify. The relayer settles between Start and Stop (internal/startstop),
+// which the worker calls with its own: its keeper, which gives a node the
+// transactions it lost, runs on a goroutine of each chain in between, and
+// Stop waits for every goroutine it started. Its parts on a chain
+// (finality, nonces, fees, receipts, sender, keeper, batcher) are each a
+// type in a file of its name, built in that order by newRelayChain
+// (chain.go) with no pointer back, each owning its lock. Its pauses, caches and expiries
+// follow RelayerConfig.Clock (internal/clock), which tests move.
 //
 // Both work on any eip155:<chain id> network through a JSON-RPC client per
-// network; *ethclient.Client satisfies Reader and Backend, for a public
-// chain as for the embedded devchain. Meter wraps a chain's client for both:
-// it counts the calls by purpose and lets settlement's go before
-// verification's.
+// network: package ethrpc, below this one, is that client over several
+// endpoints (health, lag, 429s, timeouts, agreement of two endpoints) and
+// its Meter, which counts the calls by purpose and lets settlement's go
+// before verification's; *ethclient.Client satisfies Reader and Backend
+// too, for a public chain as for the embedded devchain. ethrpc.go names
+// the parts of ethrpc the service's wiring takes from evm.
 package evm
 
 import (
@@ -41,9 +46,9 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // Reasons a payment is refused, spelled as the official x402 packages spell
@@ -76,23 +81,6 @@ type Reader interface {
 	ethereum.ChainIDReader
 	ethereum.ContractCaller
 	CodeAt(ctx context.Context, account common.Address, blockNumber *big.Int) ([]byte, error)
-}
-
-// Backend is what settlement needs from a chain. *ethclient.Client
-// satisfies it.
-type Backend interface {
-	Reader
-	ethereum.BlockNumberReader
-	ethereum.GasEstimator
-	ethereum.LogFilterer
-	ethereum.TransactionSender
-	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
-	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
-	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
-	BalanceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (*big.Int, error)
-	SuggestGasTipCap(ctx context.Context) (*big.Int, error)
-	TransactionReceipt(ctx context.Context, txHash common.Hash) (*types.Receipt, error)
-	BlockReceipts(ctx context.Context, blockNrOrHash rpc.BlockNumberOrHash) ([]*types.Receipt, error)
 }
 
 // tokenABI is the part of an EIP-3009 token (FiatTokenV2) and of EIP-1271
@@ -141,18 +129,8 @@ const (
 var eip1271Magic = [4]byte{0x16, 0x26, 0xba, 0x7e}
 
 // ChainID returns the chain id of a CAIP-2 eip155 network name such as
-// eip155:8453.
-func ChainID(network string) (*big.Int, error) {
-	ref, ok := strings.CutPrefix(network, "eip155:")
-	if !ok || ref == "" || len(ref) > 32 || (len(ref) > 1 && ref[0] == '0') {
-		return nil, fmt.Errorf("network %q is not eip155:<chain id>", network)
-	}
-	id, ok := new(big.Int).SetString(ref, 10)
-	if !ok || id.Sign() <= 0 {
-		return nil, fmt.Errorf("network %q is not eip155:<chain id>", network)
-	}
-	return id, nil
-}
+// eip155:8453 (ethrpc.ChainID).
+func ChainID(network string) (*big.Int, error) { return ethrpc.ChainID(network) }
 
 // Network returns the CAIP-2 name of an EVM chain id, eip155:<id>.
 func Network(chainID *big.Int) string { return "eip155:" + chainID.String() }

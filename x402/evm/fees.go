@@ -12,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // fees is what the relayer knows of the cost of its transactions on one
@@ -23,6 +25,7 @@ import (
 // mu guards gas, batched and last; blockGas and waitSince are atomics. mu
 // is never held while calling out.
 type fees struct {
+	clock   clock.Clock
 	network string
 	backend Backend
 	logger  *slog.Logger
@@ -60,7 +63,7 @@ type feeQuote struct {
 }
 
 func newFees(network string, backend Backend, cfg *RelayerConfig) *fees {
-	return &fees{network: network, backend: backend, logger: cfg.Logger, maxFee: cfg.MaxFee, cacheFor: cfg.FeeCacheFor,
+	return &fees{network: network, backend: backend, clock: cfg.Clock, logger: cfg.Logger, maxFee: cfg.MaxFee, cacheFor: cfg.FeeCacheFor,
 		recheck: cfg.KeepEvery, blockShare: cfg.BlockGasShare, gas: map[common.Address]uint64{}, batched: map[common.Address]uint64{}}
 }
 
@@ -74,11 +77,11 @@ func (f *fees) current(ctx context.Context) (tip, feeCap *big.Int, err error) {
 	f.mu.Lock()
 	last := f.last
 	f.mu.Unlock()
-	if last.tip != nil && time.Since(last.readAt) < f.cacheFor {
+	if last.tip != nil && f.clock.Now().Sub(last.readAt) < f.cacheFor {
 		return last.tip, last.feeCap, nil
 	}
 	for {
-		readAt := time.Now()
+		readAt := f.clock.Now()
 		tip, err = f.backend.SuggestGasTipCap(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("suggest gas tip: %w", err)
@@ -96,13 +99,11 @@ func (f *fees) current(ctx context.Context) (tip, feeCap *big.Int, err error) {
 		if capFee := f.maxFee; capFee != nil && feeCap.Cmp(capFee) > 0 {
 			if new(big.Int).Add(base, tip).Cmp(capFee) > 0 {
 				// Above the operator's cap: wait for the next block.
-				if f.waitSince.CompareAndSwap(0, time.Now().UnixNano()) {
+				if f.waitSince.CompareAndSwap(0, f.clock.Now().UnixNano()) {
 					f.logger.WarnContext(ctx, "settlements wait: the base fee is above SETTLEMENT_MAX_FEE_GWEI", "network", f.network, "base_fee_wei", base.String(), "max_fee_wei", capFee.String())
 				}
-				select {
-				case <-ctx.Done():
+				if clock.Sleep(ctx, f.clock, f.recheck) != nil {
 					return nil, nil, fmt.Errorf("base fee %s wei above the maximum %s: %w", base, capFee, context.Cause(ctx))
-				case <-time.After(f.recheck):
 				}
 				continue
 			}

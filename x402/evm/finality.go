@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // FinalityPolicy is when a settlement on a chain counts as final: a block
@@ -145,7 +146,7 @@ func (f *finality) forgetBelow(mined uint64) uint64 {
 // otherwise. Each call also reads the relayer's nonce at the final block,
 // so that the transactions below it are forgotten and none sooner.
 func (r *Relayer) Follow(ctx context.Context, network string, txs []x402.FollowedTx) (uint64, error) {
-	ctx = WithPurpose(ctx, PurposeFinality)
+	ctx = ethrpc.WithPurpose(ctx, ethrpc.PurposeFinality)
 	chain := r.chains[network]
 	if chain == nil {
 		return 0, fmt.Errorf("follow %s: no chain client", network)
@@ -184,7 +185,7 @@ func (r *Relayer) Follow(ctx context.Context, network string, txs []x402.Followe
 				// Not in its block any more: mined again elsewhere, or
 				// gone from the chain.
 				receipt, err = chain.backend.TransactionReceipt(ctx, common.HexToHash(tx.Transaction))
-				if errors.Is(err, ethereum.NotFound) || err != nil && isIndexing(err) {
+				if errors.Is(err, ethereum.NotFound) || err != nil && ethrpc.IsIndexing(err) {
 					tx.State = x402.TxGone
 					continue
 				}
@@ -223,7 +224,7 @@ func blockReceipts(ctx context.Context, chain *relayChain, n uint64, txs []x402.
 	for _, i := range idx {
 		hash := common.HexToHash(txs[i].Transaction)
 		rc, err := chain.backend.TransactionReceipt(ctx, hash)
-		if errors.Is(err, ethereum.NotFound) || err != nil && isIndexing(err) {
+		if errors.Is(err, ethereum.NotFound) || err != nil && ethrpc.IsIndexing(err) {
 			continue
 		}
 		if err != nil {
@@ -241,7 +242,7 @@ func blockReceipts(ctx context.Context, chain *relayChain, n uint64, txs []x402.
 // the receipt of a successful transaction). A transaction not mined
 // carries nothing.
 func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x402.Payment) ([]bool, error) {
-	ctx = WithPurpose(ctx, PurposeFinality)
+	ctx = ethrpc.WithPurpose(ctx, ethrpc.PurposeFinality)
 	chain := r.chains[network]
 	if chain == nil {
 		return nil, fmt.Errorf("carried by %s: no chain client for %s", tx, network)

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // settledBy returns the successful settlement of p by the transaction
@@ -212,7 +213,7 @@ func clampUint64(v *big.Int) uint64 {
 // once a block the network's policy holds final is stamped at or after its
 // validBefore (no later block can use it), and pending before.
 func (r *Relayer) Reconcile(ctx context.Context, p *x402.Payment) (x402.Reconciliation, *x402.SettleResponse, error) {
-	ctx = WithPurpose(ctx, PurposeSettle)
+	ctx = ethrpc.WithPurpose(ctx, ethrpc.PurposeSettle)
 	chain := r.chains[p.Network]
 	if chain == nil {
 		return x402.ReconcilePending, nil, fmt.Errorf("reconcile %s: no chain client for %s", p.Key(), p.Network)

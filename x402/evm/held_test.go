@@ -2,11 +2,13 @@ package evm_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
@@ -33,7 +35,11 @@ func TestRelayer_HoldsNothingOnceSettled(t *testing.T) {
 				const keepEvery = 200 * time.Millisecond
 				// The devchain does not reorganise: its settlements are final
 				// at their receipts, and nothing is kept for a reorganisation.
+				// The relayer's clock is the real one, moved ahead by the
+				// test when KeepEvery is to have passed.
+				ahead := &aheadClock{}
 				opts := append([]func(*evm.RelayerConfig){func(cfg *evm.RelayerConfig) {
+					cfg.Clock = ahead
 					cfg.KeepEvery = keepEvery
 					cfg.Finality = map[string]evm.FinalityPolicy{"eip155:8453": {}}
 				}}, mode.opts...)
@@ -69,7 +75,7 @@ func TestRelayer_HoldsNothingOnceSettled(t *testing.T) {
 				// mined and KeepEvery has passed: its receipt's keeping
 				// pass forgets them all.
 				p := verifiedPayments(t, v, fundedKeys(t, 1, 10_000))[0]
-				time.Sleep(keepEvery)
+				ahead.skip(keepEvery)
 				resp, err := r.Settle(ctx, p)
 				require.NoError(t, err)
 				require.True(t, resp.Success, resp.ErrorReason)
@@ -78,3 +84,18 @@ func TestRelayer_HoldsNothingOnceSettled(t *testing.T) {
 		}
 	}
 }
+
+// aheadClock is the real clock moved ahead by what a test skips: it reads
+// the time and makes timers as the real one does, from a time later by
+// every skip, so that a test makes a span pass without waiting it out
+// while the chain's real time goes on.
+type aheadClock struct{ by atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time { return time.Now().Add(time.Duration(c.by.Load())) }
+
+func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real().NewTimer(d) }
+
+func (c *aheadClock) NewTicker(d time.Duration) clock.Ticker { return clock.Real().NewTicker(d) }
+
+// skip moves the clock d ahead.
+func (c *aheadClock) skip(d time.Duration) { c.by.Add(int64(d)) }

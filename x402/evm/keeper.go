@@ -10,6 +10,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // keeper sees that no nonce of the relayer's key on one chain stays a gap
@@ -36,9 +39,10 @@ type keeper struct {
 	// every, idle, replaceAfter and orphanAfter are KeepEvery, KeepIdle,
 	// ReplaceAfter and OrphanAfter of RelayerConfig.
 	every, idle, replaceAfter, orphanAfter time.Duration
+	clock                                  clock.Clock
 
-	// nudges wakes run for a pass.
-	nudges chan struct{}
+	// passes wakes run for a pass (receipt waits ask for one).
+	passes passRequests
 	// last is when the last pass started (run's only).
 	last time.Time
 	// senders is how many processes were last seen sending with the
@@ -54,41 +58,48 @@ const unsentAfter = 5 * time.Second
 // pass sends again when the node cannot say which it lacks.
 const resendLowest = 8
 
-// nudge asks for a pass soon; it never blocks.
-func (k *keeper) nudge() {
+// passRequests carries the requests for a keeper's pass: receipt waits
+// make them, the keeper takes them. Made before both, it is how a wait
+// reaches the keeper without pointing at it.
+type passRequests chan struct{}
+
+func newPassRequests() passRequests { return make(passRequests, 1) }
+
+// ask asks for a pass soon; it never blocks.
+func (p passRequests) ask() {
 	select {
-	case k.nudges <- struct{}{}:
+	case p <- struct{}{}:
 	default:
 	}
 }
 
 // run makes passes until ctx ends: one every idle, and one soon after each
 // nudge, at most one per every. A pass a nudge asked for counts as
-// settlement's in the RPC figures (PurposeSettle), the others as
+// settlement's in the RPC figures (ethrpc.PurposeSettle), the others as
 // finality's.
 func (k *keeper) run(ctx context.Context) {
-	idle := time.NewTimer(k.idle)
+	idle := k.clock.NewTimer(k.idle)
 	defer idle.Stop()
 	for {
-		purpose := PurposeFinality
+		purpose := ethrpc.PurposeFinality
 		select {
 		case <-ctx.Done():
 			return
-		case <-k.nudges:
-			purpose = PurposeSettle
-		case <-idle.C:
+		case <-k.passes:
+			purpose = ethrpc.PurposeSettle
+		case <-idle.C():
 		}
-		if wait := time.Until(k.last.Add(k.every)); wait > 0 {
-			t := time.NewTimer(wait)
+		if wait := k.last.Add(k.every).Sub(k.clock.Now()); wait > 0 {
+			t := k.clock.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 		}
-		k.last = time.Now()
-		if err := k.pass(WithPurpose(ctx, purpose)); err != nil && ctx.Err() == nil {
+		k.last = k.clock.Now()
+		if err := k.pass(ethrpc.WithPurpose(ctx, purpose)); err != nil && ctx.Err() == nil {
 			k.logger.WarnContext(ctx, "relayer nonce keeping failed", "network", k.network, "error", err)
 		}
 		idle.Reset(k.idle)
@@ -125,7 +136,7 @@ func (k *keeper) pass(ctx context.Context) error {
 	// They share the gas a batcher may leave unmined.
 	senders := map[string]bool{k.owner: true}
 	for _, o := range outstanding {
-		if time.Since(o.UpdatedAt) < k.orphanAfter {
+		if k.clock.Now().Sub(o.UpdatedAt) < k.orphanAfter {
 			senders[o.Owner] = true
 		}
 	}
@@ -150,11 +161,11 @@ func (k *keeper) pass(ctx context.Context) error {
 		// Due when it got no answer, when it waited replaceAfter, and at
 		// once when the base fee rose above its fee cap: the node holds it
 		// back, and every later nonce behind it.
-		due := isOwn && (own.failed || time.Since(own.sentAt) >= k.replaceAfter || tx.GasFeeCap().Cmp(baseFee) < 0)
+		due := isOwn && (own.failed || k.clock.Now().Sub(own.sentAt) >= k.replaceAfter || tx.GasFeeCap().Cmp(baseFee) < 0)
 		// A nonce with no transaction recorded is filled sooner: its
 		// process records one within milliseconds of the allocation, or
 		// died in between.
-		if !isOwn && (time.Since(o.UpdatedAt) >= k.orphanAfter || o.Raw == nil && time.Since(o.UpdatedAt) >= unsentAfter) {
+		if !isOwn && (k.clock.Now().Sub(o.UpdatedAt) >= k.orphanAfter || o.Raw == nil && k.clock.Now().Sub(o.UpdatedAt) >= unsentAfter) {
 			// Another process's, untouched for orphanAfter: it died, or
 			// died before sending. Its own transaction goes on if there is
 			// one (the settlements in it then complete); a nothing fills
@@ -170,7 +181,7 @@ func (k *keeper) pass(ctx context.Context) error {
 			// that has them says so).
 			lost := o.Nonce >= gap
 			if gapErr != nil {
-				lost = i < resendLowest && o.Nonce == mined+uint64(i) && (!isOwn || time.Since(own.sentAt) >= 2*k.every)
+				lost = i < resendLowest && o.Nonce == mined+uint64(i) && (!isOwn || k.clock.Now().Sub(own.sentAt) >= 2*k.every)
 			}
 			if lost && o.Raw != nil {
 				head := tx

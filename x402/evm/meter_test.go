@@ -14,6 +14,7 @@ import (
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // rpcCounter counts the RPC calls a metered Backend makes, by purpose.
@@ -41,7 +42,7 @@ func (c *rpcCounter) count(purpose string) int {
 // counter counts.
 func meteredVerifier(t *testing.T, counter *rpcCounter) *evm.Verifier {
 	t.Helper()
-	node := evm.Meter(chain.Client(), evm.MeterConfig{Observe: counter.observe})
+	node := evm.Meter(chain.Client(), &evm.MeterConfig{Observe: counter.observe})
 	v, err := evm.NewVerifier(&evm.VerifierConfig{
 		Chains:  map[string]evm.Reader{"eip155:8453": node},
 		Relayer: chain.Account(devchain.RelayerAccount).Address,
@@ -65,18 +66,18 @@ func TestVerifier_EmptyWalletRefusedAgainWithoutRPC(t *testing.T) {
 	var guarded int
 	_, err := v.Verify(guardCalls(&guarded, nil), requirement(), newPayment(t, empty, requirement()).payload(t, requirement()))
 	requireRefusal(t, err, evm.ReasonInsufficientBalance)
-	first := counter.count(evm.PurposeVerify)
+	first := counter.count(ethrpc.PurposeVerify)
 	require.Equal(t, 1, guarded, "the chain is read once the payment passed the offline checks")
 	// The asset's code once, and the simulation, whose revert names the
 	// balance: no further reads to say why.
 	require.LessOrEqual(t, first, 2)
-	require.Zero(t, counter.count(evm.PurposeOther), "every call of Verify is counted as verification's")
+	require.Zero(t, counter.count(ethrpc.PurposeUnnamed), "every call of Verify is counted as verification's")
 
 	for range 10 {
 		_, err = v.Verify(guardCalls(&guarded, nil), requirement(), newPayment(t, empty, requirement()).payload(t, requirement()))
 		requireRefusal(t, err, evm.ReasonInsufficientBalance)
 	}
-	require.Equal(t, first, counter.count(evm.PurposeVerify), "refused again from what is known")
+	require.Equal(t, first, counter.count(ethrpc.PurposeVerify), "refused again from what is known")
 	require.Equal(t, 1, guarded)
 
 	// A payment signed by another key for the empty payer is not refused
@@ -122,7 +123,7 @@ func TestVerifier_OfflineRefusalsReadNoChain(t *testing.T) {
 			require.Zero(t, guarded)
 		})
 	}
-	require.Zero(t, counter.count(evm.PurposeVerify), "no RPC call for a payment refused without the chain")
+	require.Zero(t, counter.count(ethrpc.PurposeVerify), "no RPC call for a payment refused without the chain")
 }
 
 func TestVerifier_GuardRefusesChainReads(t *testing.T) {
@@ -134,13 +135,13 @@ func TestVerifier_GuardRefusesChainReads(t *testing.T) {
 	_, err := v.Verify(guardCalls(&guarded, limited), requirement(), newPayment(t, newKey(t), requirement()).payload(t, requirement()))
 	require.ErrorIs(t, err, limited)
 	require.Equal(t, 1, guarded)
-	require.Zero(t, counter.count(evm.PurposeVerify))
+	require.Zero(t, counter.count(ethrpc.PurposeVerify))
 }
 
 func TestMeter_SettlementCounted(t *testing.T) {
 	t.Parallel()
 	counter := &rpcCounter{}
-	node := evm.Meter(chain.Client(), evm.MeterConfig{Observe: counter.observe})
+	node := evm.Meter(chain.Client(), &evm.MeterConfig{Observe: counter.observe})
 	r := newRelayerOn(t, node)
 	v := newVerifier(t)
 	p, err := v.Verify(context.Background(), requirement(), newPayment(t, fundedKey(t, 10_000), requirement()).payload(t, requirement()))
@@ -148,8 +149,8 @@ func TestMeter_SettlementCounted(t *testing.T) {
 	resp, err := r.Settle(context.Background(), p)
 	require.NoError(t, err)
 	require.True(t, resp.Success, resp.ErrorReason)
-	require.Positive(t, counter.count(evm.PurposeSettle))
-	require.Zero(t, counter.count(evm.PurposeVerify))
+	require.Positive(t, counter.count(ethrpc.PurposeSettle))
+	require.Zero(t, counter.count(ethrpc.PurposeVerify))
 	_, err = r.Balances(evm.WithPurpose(context.Background(), evm.PurposeRelayer))
 	require.NoError(t, err)
 	require.Positive(t, counter.count(evm.PurposeRelayer))

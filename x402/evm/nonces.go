@@ -11,6 +11,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // nonces is the relayer's account of its nonces on one chain, as this
@@ -25,6 +27,7 @@ import (
 // receipts.mu is taken first (receipts.register); mu is never held while
 // calling out (the node, the NonceStore, another part's lock).
 type nonces struct {
+	clock    clock.Clock
 	network  string
 	address  common.Address
 	backend  Backend
@@ -147,7 +150,7 @@ func (n *nonces) track(tx *types.Transaction) {
 		o = &ownTx{}
 		n.own[tx.Nonce()] = o
 	}
-	o.tx, o.sentAt, o.failed = tx, time.Now(), false
+	o.tx, o.sentAt, o.failed = tx, n.clock.Now(), false
 	o.hashes = append(o.hashes, tx.Hash())
 }
 
@@ -179,7 +182,7 @@ func (n *nonces) sent(tx *types.Transaction, outcome sendOutcome) {
 		delete(n.own, tx.Nonce())
 	case o == nil:
 	case outcome == sendTaken:
-		o.failed, o.sentAt = false, time.Now()
+		o.failed, o.sentAt = false, n.clock.Now()
 	case outcome == sendUnanswered || outcome == sendRefused:
 		o.failed = true
 	}
@@ -212,7 +215,7 @@ func (n *nonces) replacements(hash common.Hash) []common.Hash {
 // So they hold the transactions in flight and those not yet final.
 func (n *nonces) onReceipt(ctx context.Context, hash common.Hash) {
 	n.minedTx(hash)
-	now, last := time.Now().UnixNano(), n.lastForget.Load()
+	now, last := n.clock.Now().UnixNano(), n.lastForget.Load()
 	if now-last < int64(n.forgetEvery) || !n.lastForget.CompareAndSwap(last, now) {
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // nonceNode is a node whose count of the relayer's mined transactions is
@@ -50,7 +52,7 @@ func TestNonces_ReadMined(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			node := &nonceNode{count: tc.node}
-			n := &nonces{backend: node, logger: slog.New(slog.NewTextHandler(io.Discard, nil)), own: map[uint64]*ownTx{}}
+			n := &nonces{clock: clock.Real(), backend: node, logger: slog.New(slog.NewTextHandler(io.Discard, nil)), own: map[uint64]*ownTx{}}
 			if tc.known > 0 {
 				n.mined, n.minedKnown = tc.known, true
 			}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // NonceStore allocates a relayer's nonces on a chain among every process
@@ -51,13 +53,14 @@ type OutstandingNonce struct {
 // memNonces is the NonceStore of a Relayer given none: the nonces of this
 // process only. mu guards next and out.
 type memNonces struct {
-	mu   sync.Mutex
-	next map[string]uint64
-	out  map[string]map[uint64]*OutstandingNonce
+	clock clock.Clock
+	mu    sync.Mutex
+	next  map[string]uint64
+	out   map[string]map[uint64]*OutstandingNonce
 }
 
-func newMemNonces() *memNonces {
-	return &memNonces{next: map[string]uint64{}, out: map[string]map[uint64]*OutstandingNonce{}}
+func newMemNonces(c clock.Clock) *memNonces {
+	return &memNonces{clock: clock.Or(c), next: map[string]uint64{}, out: map[string]map[uint64]*OutstandingNonce{}}
 }
 
 func (m *memNonces) AllocateNonce(_ context.Context, network string, address common.Address, floor uint64, owner string) (uint64, error) {
@@ -69,7 +72,7 @@ func (m *memNonces) AllocateNonce(_ context.Context, network string, address com
 	if m.out[key] == nil {
 		m.out[key] = map[uint64]*OutstandingNonce{}
 	}
-	m.out[key][n] = &OutstandingNonce{Nonce: n, Owner: owner, UpdatedAt: time.Now()}
+	m.out[key][n] = &OutstandingNonce{Nonce: n, Owner: owner, UpdatedAt: m.clock.Now()}
 	return n, nil
 }
 
@@ -80,7 +83,7 @@ func (m *memNonces) RecordNonce(_ context.Context, network string, address commo
 	if m.out[key] == nil {
 		m.out[key] = map[uint64]*OutstandingNonce{}
 	}
-	m.out[key][nonce] = &OutstandingNonce{Nonce: nonce, Owner: owner, Raw: raw, UpdatedAt: time.Now()}
+	m.out[key][nonce] = &OutstandingNonce{Nonce: nonce, Owner: owner, Raw: raw, UpdatedAt: m.clock.Now()}
 	return nil
 }
 
@@ -90,7 +93,7 @@ func (m *memNonces) TouchNonces(_ context.Context, network string, address commo
 	defer m.mu.Unlock()
 	for _, n := range nonces {
 		if o := m.out[key][n]; o != nil {
-			o.Owner, o.UpdatedAt = owner, time.Now()
+			o.Owner, o.UpdatedAt = owner, m.clock.Now()
 		}
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // DefaultPayerCodeGasCap is the default gas cap of a settlement that runs
@@ -54,12 +56,13 @@ type PayerCodeRefusals interface {
 
 // memRefusals is the PayerCodeRefusals of one process.
 type memRefusals struct {
+	clock   clock.Clock
 	mu      sync.Mutex
 	refused map[string]map[common.Address]time.Time
 }
 
-func newMemRefusals() *memRefusals {
-	return &memRefusals{refused: map[string]map[common.Address]time.Time{}}
+func newMemRefusals(c clock.Clock) *memRefusals {
+	return &memRefusals{clock: clock.Or(c), refused: map[string]map[common.Address]time.Time{}}
 }
 
 func (m *memRefusals) RefusePayerCode(_ context.Context, network string, addrs []common.Address, until time.Time) error {
@@ -70,7 +73,7 @@ func (m *memRefusals) RefusePayerCode(_ context.Context, network string, addrs [
 		byAddr = map[common.Address]time.Time{}
 		m.refused[network] = byAddr
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	for a, end := range byAddr {
 		// Ended refusals go as new ones come.
 		if !now.Before(end) {
@@ -119,7 +122,7 @@ type refusalsRead struct {
 
 func newRefusals(store PayerCodeRefusals) *refusals {
 	if store == nil {
-		store = newMemRefusals()
+		store = newMemRefusals(nil)
 	}
 	return &refusals{store: store, reads: map[string]*refusalsRead{}}
 }

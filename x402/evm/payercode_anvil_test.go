@@ -12,7 +12,6 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/contracts"
@@ -179,24 +178,9 @@ func TestAnvil_PayerCodeBounded(t *testing.T) {
 
 	// Honest contract wallets settle under the cap: one deployed, one
 	// deployed by its settlement (ERC-6492).
-	factory, err := contracts.Load(contracts.DevWalletFactory)
-	require.NoError(t, err)
 	for _, deployed := range []bool{true, false} {
 		owner := newKey(t)
-		var salt [32]byte
-		salt[0] = 1
-		input, err := factory.ABI.Pack("addressOf", crypto.PubkeyToAddress(owner.PublicKey), salt)
-		require.NoError(t, err)
-		out, err := b.node.Client.CallContract(ctx, ethereum.CallMsg{To: &devchain.WalletFactory, Data: input}, nil)
-		require.NoError(t, err)
-		vals, err := factory.ABI.Unpack("addressOf", out)
-		require.NoError(t, err)
-		w := vals[0].(common.Address)
-		transfer, err := token.ABI.Pack("transfer", w, big.NewInt(10_000))
-		require.NoError(t, err)
-		b.node.Transact(funder, devchain.USDC, transfer)
-		deploy, err := factory.ABI.Pack("deploy", crypto.PubkeyToAddress(owner.PublicKey), salt)
-		require.NoError(t, err)
+		w, deploy := b.fundedWallet(t, owner, [32]byte{1})
 		payload := payment6492(t, owner, w, devchain.WalletFactory, deploy, owner)
 		if deployed {
 			b.node.Transact(funder, devchain.WalletFactory, deploy)

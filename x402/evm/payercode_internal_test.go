@@ -32,7 +32,7 @@ func TestRefusals(t *testing.T) {
 	ctx := context.Background()
 	const network = "eip155:8453"
 	wallet, factory, other := common.HexToAddress("0x1"), common.HexToAddress("0xf"), common.HexToAddress("0x2")
-	store := &countingRefusals{memRefusals: newMemRefusals()}
+	store := &countingRefusals{memRefusals: newMemRefusals(nil)}
 	relayer, verifier := newRefusals(store), newRefusals(store)
 	t0 := time.Now()
 

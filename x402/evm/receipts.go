@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +13,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // receipts hands the relayer's settlements on one chain the receipts of
@@ -22,19 +25,19 @@ import (
 // (firstPause, the time receipts have been taking).
 //
 // mu guards waiters and scanned; scanMu serialises scans and guards
-// lastScan, and is taken before mu. mu is taken before nonces.mu
-// (register reads the replacements of the transaction awaited). lag and
-// noBlockReceipts are atomics.
+// lastScan, and is taken before mu. No lock of another part is taken while
+// either is held. lag and noBlockReceipts are atomics.
 type receipts struct {
 	backend Backend
 	// nonces names the replacements of a transaction awaited, and hears of
 	// each receipt (nonces.onReceipt).
 	nonces *nonces
-	// keeper is nudged by waits that last keepEvery.
-	keeper *keeper
+	// passes asks the keeper for a pass, when a wait lasts keepEvery.
+	passes passRequests
 	// timeout, maxPoll, headCacheFor and keepEvery are ReceiptTimeout,
 	// MaxPollInterval, HeadCacheFor and KeepEvery of RelayerConfig.
 	timeout, maxPoll, headCacheFor, keepEvery time.Duration
+	clock                                     clock.Clock
 
 	mu sync.Mutex
 	// waiters maps each hash awaited to its wait (a transaction and its
@@ -57,9 +60,9 @@ type receipts struct {
 	noBlockReceipts atomic.Bool
 }
 
-func newReceipts(backend Backend, cfg *RelayerConfig) *receipts {
-	return &receipts{backend: backend, timeout: cfg.ReceiptTimeout, maxPoll: cfg.MaxPollInterval, headCacheFor: cfg.HeadCacheFor,
-		keepEvery: cfg.KeepEvery, waiters: map[common.Hash]*receiptWait{}}
+func newReceipts(backend Backend, nonces *nonces, passes passRequests, cfg *RelayerConfig) *receipts {
+	return &receipts{backend: backend, nonces: nonces, passes: passes, clock: cfg.Clock, timeout: cfg.ReceiptTimeout, maxPoll: cfg.MaxPollInterval,
+		headCacheFor: cfg.HeadCacheFor, keepEvery: cfg.KeepEvery, waiters: map[common.Hash]*receiptWait{}}
 }
 
 // receiptWait is a transaction awaited by one or more settlements (the
@@ -110,36 +113,41 @@ func (rc *receipts) wait(ctx context.Context, hash common.Hash) (*types.Receipt,
 		rc.nonces.onReceipt(ctx, receipt.TxHash)
 		return receipt, nil
 	}
-	if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
+	if !errors.Is(err, ethereum.NotFound) && !ethrpc.IsIndexing(err) {
 		return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 	}
-	start := time.Now()
+	start := rc.clock.Now()
 	maxPause := rc.maxPoll
 	pause := rc.firstPause(maxPause)
 	// Until twice the time receipts have been taking, the pause stays
 	// (a block mined then is found within it); only a wait that lasts
 	// longer than that looks less and less often.
 	steadyFor := 2 * time.Duration(rc.lag.Load())
-	for {
+	t := rc.clock.NewTimer(pause)
+	defer t.Stop()
+	for looked := false; ; looked = true {
+		if looked {
+			t.Reset(pause)
+		}
 		select {
 		case <-w.ready:
-			rc.observeLag(time.Since(start))
+			rc.observeLag(rc.clock.Now().Sub(start))
 			rc.nonces.onReceipt(ctx, w.receipt.TxHash)
 			return w.receipt, nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), context.Cause(ctx))
-		case <-time.After(pause):
+		case <-t.C():
 		}
 		// The head is read unless another wait read it within this wait's
 		// pause: a block mined meanwhile is then found at most a pause
 		// later, and many waits read the head about as often as the
 		// one with the shortest pause, not once each.
 		every := max(pause, rc.headCacheFor)
-		if time.Since(start) >= steadyFor {
+		if rc.clock.Now().Sub(start) >= steadyFor {
 			pause = min(pause*2, maxPause)
 		}
-		if time.Since(start) >= rc.keepEvery {
-			rc.keeper.nudge()
+		if rc.clock.Now().Sub(start) >= rc.keepEvery {
+			rc.passes.ask()
 		}
 		err := rc.scan(ctx, every)
 		if err == nil {
@@ -152,12 +160,12 @@ func (rc *receipts) wait(ctx context.Context, hash common.Hash) (*types.Receipt,
 		maxPause = max(rc.maxPoll, time.Second)
 		receipt, err := rc.backend.TransactionReceipt(ctx, hash)
 		if err == nil {
-			rc.observeLag(time.Since(start))
+			rc.observeLag(rc.clock.Now().Sub(start))
 			rc.deliver(w, receipt)
 			rc.nonces.onReceipt(ctx, receipt.TxHash)
 			return receipt, nil
 		}
-		if !errors.Is(err, ethereum.NotFound) && !isIndexing(err) {
+		if !errors.Is(err, ethereum.NotFound) && !ethrpc.IsIndexing(err) {
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 		}
 	}
@@ -167,28 +175,37 @@ func (rc *receipts) wait(ctx context.Context, hash common.Hash) (*types.Receipt,
 // arrives on. The first waiter after an idle spell reads the head, so that
 // only blocks from then on are scanned.
 func (rc *receipts) register(ctx context.Context, hash common.Hash) (*receiptWait, error) {
+	w, fresh, err := rc.add(ctx, hash)
+	if err != nil || !fresh {
+		return w, err
+	}
+	// Replacements of hash sent before the wait began are awaited too;
+	// one sent from now on finds the wait and is added by follow. Read
+	// with no lock of receipts held: nonces keeps its own.
+	for _, h := range rc.nonces.replacements(hash) {
+		rc.follow(hash, h)
+	}
+	return w, nil
+}
+
+// add records a waiter of hash; fresh is true when hash was not awaited.
+func (rc *receipts) add(ctx context.Context, hash common.Hash) (w *receiptWait, fresh bool, err error) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if w, ok := rc.waiters[hash]; ok {
 		w.waiters++
-		return w, nil
+		return w, false, nil
 	}
 	if len(rc.waiters) == 0 {
 		head, err := rc.backend.BlockNumber(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("read block number: %w", err)
+			return nil, false, fmt.Errorf("read block number: %w", err)
 		}
 		rc.scanned = head
 	}
-	w := &receiptWait{ready: make(chan struct{}), waiters: 1, hashes: []common.Hash{hash}}
+	w = &receiptWait{ready: make(chan struct{}), waiters: 1, hashes: []common.Hash{hash}}
 	rc.waiters[hash] = w
-	// Replacements of hash sent before this wait began are awaited too
-	// (read under mu: one sent from now on is added by follow).
-	for _, h := range rc.nonces.replacements(hash) {
-		rc.waiters[h] = w
-		w.hashes = append(w.hashes, h)
-	}
-	return w, nil
+	return w, true, nil
 }
 
 // unregister forgets a waiter of hash.
@@ -213,11 +230,12 @@ func (rc *receipts) deliver(w *receiptWait, r *types.Receipt) {
 }
 
 // follow makes the settlements awaiting the receipt of old await that of
-// next too (a replacement: whichever is mined is the one).
+// next too (a replacement: whichever is mined is the one). Following a
+// replacement twice does nothing.
 func (rc *receipts) follow(old, next common.Hash) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if w, ok := rc.waiters[old]; ok {
+	if w, ok := rc.waiters[old]; ok && !slices.Contains(w.hashes, next) {
 		rc.waiters[next] = w
 		w.hashes = append(w.hashes, next)
 	}
@@ -266,10 +284,10 @@ func (rc *receipts) scan(ctx context.Context, every time.Duration) error {
 	}
 	rc.scanMu.Lock()
 	defer rc.scanMu.Unlock()
-	if time.Since(rc.lastScan) < every {
+	if rc.clock.Now().Sub(rc.lastScan) < every {
 		return nil
 	}
-	rc.lastScan = time.Now()
+	rc.lastScan = rc.clock.Now()
 	head, err := rc.backend.BlockNumber(ctx)
 	if err != nil {
 		return fmt.Errorf("read block number: %w", err)
@@ -304,7 +322,7 @@ func (rc *receipts) blockReceipts(ctx context.Context, n uint64) ([]*types.Recei
 		return nil, errNoBlockReceipts
 	}
 	receipts, err := rc.backend.BlockReceipts(ctx, rpc.BlockNumberOrHashWithNumber(rpc.BlockNumber(n)))
-	if isMethodNotFound(err) {
+	if ethrpc.IsMethodNotFound(err) {
 		rc.noBlockReceipts.Store(true)
 		return nil, errNoBlockReceipts
 	}
@@ -312,17 +330,4 @@ func (rc *receipts) blockReceipts(ctx context.Context, n uint64) ([]*types.Recei
 		return nil, fmt.Errorf("receipts of block %d: %w", n, err)
 	}
 	return receipts, nil
-}
-
-// isMethodNotFound reports whether a JSON-RPC call failed because the node
-// does not have the method.
-func isMethodNotFound(err error) bool {
-	var rerr rpc.Error
-	return errors.As(err, &rerr) && rerr.ErrorCode() == -32601
-}
-
-// isIndexing reports whether a node answered that it is still indexing
-// transactions: the receipt is not available yet.
-func isIndexing(err error) bool {
-	return strings.Contains(err.Error(), "transaction indexing is in progress")
 }

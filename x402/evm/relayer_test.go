@@ -475,14 +475,9 @@ func TestRelayer_PollsAtTheChainsPace(t *testing.T) {
 
 	heads := node.heads.Load()
 	start := time.Now()
-	results := make([]*x402.SettleResponse, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, p := range payments[warm:] {
-		wg.Go(func() { results[i], errs[i] = r.Settle(ctx, p) })
-		time.Sleep(5 * time.Millisecond)
-	}
-	wg.Wait()
+	results, errs := settleSpaced(payments[warm:], 5*time.Millisecond, func(_ int, p *x402.Payment) (*x402.SettleResponse, error) {
+		return r.Settle(ctx, p)
+	})
 	elapsed := time.Since(start)
 	heads = node.heads.Load() - heads
 	requireSettled(t, payments[warm:], results, errs)
@@ -916,14 +911,38 @@ func requireSettled(t *testing.T, payments []*x402.Payment, results []*x402.Sett
 // settleAll settles every payment at once with settle (given each
 // payment's index) and returns what each got.
 func settleAll(payments []*x402.Payment, settle func(i int, p *x402.Payment) (*x402.SettleResponse, error)) ([]*x402.SettleResponse, []error) {
+	return settleSpaced(payments, 0, settle)
+}
+
+// settleSpaced is settleAll with the settlement of payment i started
+// i×interval after the first: arrivals spread over the real time of a
+// chain that mines by its own clock.
+func settleSpaced(payments []*x402.Payment, interval time.Duration, settle func(i int, p *x402.Payment) (*x402.SettleResponse, error)) ([]*x402.SettleResponse, []error) {
 	results := make([]*x402.SettleResponse, len(payments))
 	errs := make([]error, len(payments))
 	var wg sync.WaitGroup
 	for i, p := range payments {
-		wg.Go(func() { results[i], errs[i] = settle(i, p) })
+		wg.Go(func() {
+			if interval > 0 {
+				time.Sleep(time.Duration(i) * interval)
+			}
+			results[i], errs[i] = settle(i, p)
+		})
 	}
 	wg.Wait()
 	return results, errs
+}
+
+// settleRetried settles p on r until it settles or ctx ends, as River
+// retries a settlement job, a moment after each error.
+func settleRetried(ctx context.Context, r *evm.Relayer, p *x402.Payment) (*x402.SettleResponse, error) {
+	for {
+		resp, err := r.Settle(ctx, p)
+		if err == nil || ctx.Err() != nil {
+			return resp, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // onWire is what the payer is told of a settlement: the response without

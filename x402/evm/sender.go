@@ -12,6 +12,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // sender signs the relayer's transactions on one chain and sends them:
@@ -167,7 +169,7 @@ const (
 // classifySend reads a node's answer to a sent transaction (nil: taken).
 func classifySend(err error) sendOutcome {
 	switch {
-	case err == nil || isAlreadyKnown(err):
+	case err == nil || ethrpc.IsAlreadyKnown(err):
 		return sendTaken
 	case isNonceTooLow(err):
 		return sendNonceUsed
@@ -284,14 +286,6 @@ func (s *sender) fill(ctx context.Context, nonce uint64, prev *types.Transaction
 		s.nonces.untrack(nonce)
 		return fmt.Errorf("fill nonce %d: %w", nonce, err)
 	}
-}
-
-// isAlreadyKnown reports whether a node refused a transaction because it
-// already has it (geth says "already known", anvil "transaction already
-// imported").
-func isAlreadyKnown(err error) bool {
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "already known") || strings.Contains(msg, "already imported")
 }
 
 // isFeeTooLow reports whether a node refused a transaction because its fee

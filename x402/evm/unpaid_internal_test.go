@@ -1,8 +1,6 @@
 package evm
 
 import (
-	"context"
-	"errors"
 	"math/big"
 	"testing"
 	"time"
@@ -66,56 +64,5 @@ func TestRevertsForBalance(t *testing.T) {
 	}
 	for _, tc := range testCases {
 		require.Equal(t, tc.want, revertsForBalance(tc.msg), tc.msg)
-	}
-}
-
-func TestPriorityGate(t *testing.T) {
-	t.Parallel()
-	testCases := []struct {
-		name string
-		// settling is how many settlement calls are in flight.
-		settling int
-		// leaveAfter, when set, ends one of them after that long.
-		leaveAfter time.Duration
-		cancel     bool
-		wantErr    error
-	}{
-		{name: "ok, room", settling: 1},
-		{name: "ok, waits for a settlement call to end", settling: 2, leaveAfter: 20 * time.Millisecond},
-		{name: "nok, shed when busy past the wait", settling: 2, wantErr: ErrBusy},
-		{name: "nok, the caller gives up", settling: 2, cancel: true, wantErr: context.Canceled},
-		{name: "nok, settlement past the limit", settling: 5, leaveAfter: 20 * time.Millisecond, wantErr: ErrBusy},
-	}
-	for _, tc := range testCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			g := &priorityGate{limit: 2}
-			for range tc.settling {
-				g.enter() // settlement never waits
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tc.cancel {
-				cancel()
-			}
-			if tc.leaveAfter > 0 {
-				time.AfterFunc(tc.leaveAfter, g.leave)
-			}
-			err := g.wait(ctx, 200*time.Millisecond)
-			if tc.wantErr != nil {
-				require.True(t, errors.Is(err, tc.wantErr), "%v", err)
-				time.Sleep(2 * tc.leaveAfter)
-				g.mu.Lock()
-				defer g.mu.Unlock()
-				require.Empty(t, g.waiters)
-				require.Equal(t, tc.settling-min(1, int(tc.leaveAfter)), g.inflight, "a shed call holds no place")
-				return
-			}
-			require.NoError(t, err)
-			g.leave()
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			require.Equal(t, tc.settling-min(1, int(tc.leaveAfter)), g.inflight)
-		})
 	}
 }

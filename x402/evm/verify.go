@@ -18,6 +18,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // validBeforeMargin is how long an authorization must stay valid after
@@ -118,7 +119,7 @@ func (v *Verifier) CheckChains(ctx context.Context) error {
 // acceptable is a *x402.Refusal; another error means the chain could not be
 // read (try again).
 func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
-	ctx = WithPurpose(ctx, PurposeVerify)
+	ctx = ethrpc.WithPurpose(ctx, ethrpc.PurposeVerify)
 	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
 		return nil, refuseNever(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
 	}
@@ -355,7 +356,7 @@ func (v *Verifier) Balance(ctx context.Context, p *x402.Payment) (*big.Int, erro
 	if err != nil {
 		return nil, err
 	}
-	balance, err := balanceOf(WithPurpose(ctx, PurposeReserve), reader, asset, payer)
+	balance, err := balanceOf(ethrpc.WithPurpose(ctx, ethrpc.PurposeReserve), reader, asset, payer)
 	if err != nil {
 		return nil, fmt.Errorf("read balance of %s: %w", payer.Hex(), err)
 	}

@@ -93,7 +93,8 @@ type Settler struct {
 var _ x402.Settler = (*Settler)(nil)
 
 // NewSettler returns a Settler for cfg.
-func NewSettler(cfg SettlerConfig) (*Settler, error) {
+func NewSettler(config *SettlerConfig) (*Settler, error) {
+	cfg := *config
 	if len(cfg.Key) != 64 || cfg.URL == "" {
 		return nil, errors.New("svm settler: a 64-byte fee payer key and an RPC URL are required")
 	}

@@ -1,7 +1,6 @@
-package evm_test
+package ethrpc_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -22,7 +21,9 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/logtest"
+	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
 // fakeNode is a JSON-RPC node on loopback whose answers a test sets: its
@@ -43,12 +44,13 @@ type fakeNode struct {
 	delay      time.Duration // before answering
 	cut        bool          // close the connection instead of answering
 	calls      map[string]int
-	limitedAt  []time.Time // when a 429 was answered
+	limitedAt  []time.Time // when a 429 was answered, on clock
+	clock      clock.Clock // the Endpoints' clock
 }
 
 func newFakeNode(t *testing.T, head uint64) *fakeNode {
 	t.Helper()
-	n := &fakeNode{head: head, receipts: map[common.Hash]bool{}, calls: map[string]int{}}
+	n := &fakeNode{head: head, receipts: map[common.Hash]bool{}, calls: map[string]int{}, clock: clock.Real()}
 	n.Server = httptest.NewServer(http.HandlerFunc(n.serve))
 	t.Cleanup(n.Server.Close)
 	return n
@@ -91,7 +93,7 @@ func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	limited := n.limitNext > 0
 	if limited {
 		n.limitNext--
-		n.limitedAt = append(n.limitedAt, time.Now())
+		n.limitedAt = append(n.limitedAt, n.clock.Now())
 	}
 	retryAfter := n.retryAfter
 	n.mu.Unlock()
@@ -186,24 +188,24 @@ func (n *fakeNode) answer(method string, params []json.RawMessage) (any, string)
 // recorded.
 type endpointsBundle struct {
 	nodes []*fakeNode
-	e     *evm.Endpoints
-	logs  *syncBuffer
+	e     *ethrpc.Endpoints
+	logs  *logtest.Buffer
 	obs   map[string]*recordingObserver
 }
 
 // startEndpoints starts Endpoints over nodes, with fast settings that opts
 // may change.
-func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*evm.EndpointsConfig)) *endpointsBundle {
+func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*ethrpc.Config)) *endpointsBundle {
 	t.Helper()
-	b := &endpointsBundle{nodes: nodes, logs: &syncBuffer{}, obs: map[string]*recordingObserver{}}
+	b := &endpointsBundle{nodes: nodes, logs: &logtest.Buffer{}, obs: map[string]*recordingObserver{}}
 	var obsMu sync.Mutex
-	cfg := &evm.EndpointsConfig{
+	cfg := &ethrpc.Config{
 		Network:      "eip155:8453",
 		CallTimeout:  500 * time.Millisecond,
 		ProbeEvery:   50 * time.Millisecond,
 		LimitBackoff: 100 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Observe: func(network, endpoint string) evm.EndpointObserver {
+		Observe: func(network, endpoint string) ethrpc.Observer {
 			obsMu.Lock()
 			defer obsMu.Unlock()
 			o := &recordingObserver{kinds: map[string]int{}}
@@ -217,7 +219,7 @@ func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*evm.Endpoints
 	for _, opt := range opts {
 		opt(cfg)
 	}
-	e, err := evm.NewEndpoints(context.Background(), cfg)
+	e, err := ethrpc.New(context.Background(), cfg)
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	t.Cleanup(e.Stop)
@@ -228,7 +230,7 @@ func startEndpoints(t *testing.T, nodes []*fakeNode, opts ...func(*evm.Endpoints
 // observer returns the observer of node i.
 func (b *endpointsBundle) observer(t *testing.T, i int) *recordingObserver {
 	t.Helper()
-	name, err := evm.RedactURL(b.nodes[i].URL)
+	name, err := ethrpc.RedactURL(b.nodes[i].URL)
 	require.NoError(t, err)
 	return b.obs[name]
 }
@@ -267,24 +269,6 @@ func (o *recordingObserver) kind(k string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.kinds[k]
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestEndpoints_ReadsAvoidLagging has one endpoint ten blocks behind: the
@@ -362,7 +346,7 @@ func TestEndpoints_FoundElsewhere(t *testing.T) {
 		// Both in step as far as the heads read say, but one has a block
 		// the other has not yet.
 		a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		a.set(func(n *fakeNode) { n.head = 101 })
 		for range 6 {
 			_, err := b.e.BlockReceipts(ctx, rpc.BlockNumberOrHashWithNumber(101))
@@ -450,7 +434,7 @@ func TestEndpoints_Send(t *testing.T) {
 			for i, n := range nodes {
 				n.head = tt.heads[i]
 			}
-			b := startEndpoints(t, nodes, func(cfg *evm.EndpointsConfig) { cfg.FailAfter = 100 })
+			b := startEndpoints(t, nodes, func(cfg *ethrpc.Config) { cfg.FailAfter = 100 })
 			for i, n := range nodes {
 				n.set(func(n *fakeNode) {
 					n.sendErr = tt.errs[i]
@@ -475,23 +459,27 @@ func TestEndpoints_Send(t *testing.T) {
 
 // TestEndpoints_RateLimited answers 429 from one endpoint: it is not
 // called again until its Retry-After (seconds or a date) has passed, or,
-// without one, a back-off that doubles; the other takes the calls.
+// without one, a back-off that doubles; the other takes the calls. The
+// endpoints' clock is a Fake the test moves.
 func TestEndpoints_RateLimited(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
 		name       string
-		retryAfter func() string
+		retryAfter func(now time.Time) string
 		wantQuiet  time.Duration // the limited node hears nothing this long
 	}{
-		{name: "Seconds", retryAfter: func() string { return "1" }, wantQuiet: 900 * time.Millisecond},
-		{name: "Date", retryAfter: func() string { return time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat) }, wantQuiet: 900 * time.Millisecond},
+		{name: "Seconds", retryAfter: func(time.Time) string { return "1" }, wantQuiet: time.Second},
+		{name: "Date", retryAfter: func(now time.Time) string { return now.Add(2 * time.Second).Format(http.TimeFormat) }, wantQuiet: 2 * time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			fake := clock.NewFake(t0)
 			limited, other := newFakeNode(t, 100), newFakeNode(t, 100)
-			b := startEndpoints(t, []*fakeNode{limited, other})
-			limited.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, tt.retryAfter() })
+			limited.clock = fake
+			b := startEndpoints(t, []*fakeNode{limited, other}, onClock(fake))
+			limited.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, tt.retryAfter(fake.Now()) })
 			// Calls until the limited node answered its 429.
 			require.Eventually(t, func() bool {
 				_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
@@ -500,58 +488,88 @@ func TestEndpoints_RateLimited(t *testing.T) {
 			}, 5*time.Second, time.Millisecond)
 			at := limitedAtOf(limited)[0]
 			heard := limited.count("")
-			for time.Since(at) < tt.wantQuiet-100*time.Millisecond {
+			for fake.Now().Sub(at) < tt.wantQuiet {
 				_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
 				require.NoError(t, err)
-				time.Sleep(5 * time.Millisecond)
+				fake.Advance(5 * time.Millisecond)
 			}
 			require.Equal(t, heard, limited.count(""), "the limited endpoint was called before its Retry-After")
-			require.Equal(t, 1, b.observer(t, 0).kind(evm.EndpointLimited))
+			require.Equal(t, 1, b.observer(t, 0).kind(ethrpc.RateLimited))
 			require.Contains(t, b.logs.String(), "rpc endpoint limited (429)")
+			// Once its Retry-After has passed, it takes calls again.
+			require.Eventually(t, func() bool {
+				_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
+				require.NoError(t, err)
+				return limited.count("") > heard
+			}, 5*time.Second, time.Millisecond)
 		})
 	}
 	t.Run("BackOff", func(t *testing.T) {
 		t.Parallel()
+		fake := clock.NewFake(t0)
 		limited, other := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{limited, other}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+		limited.clock = fake
+		b := startEndpoints(t, []*fakeNode{limited, other}, onClock(fake), func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		limited.set(func(n *fakeNode) { n.limitNext = 1000 })
-		start := time.Now()
-		for time.Since(start) < 1400*time.Millisecond {
+		for fake.Now().Sub(t0) < 1400*time.Millisecond {
 			_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
 			require.NoError(t, err)
-			time.Sleep(2 * time.Millisecond)
+			fake.Advance(2 * time.Millisecond)
 		}
 		// 100, 200, 400, 800 ms: the fourth 429 comes 700 ms in, the fifth
 		// not before 1.5 s.
 		got := limitedAtOf(limited)
-		require.GreaterOrEqual(t, len(got), 3)
-		require.LessOrEqual(t, len(got), 4, "the back-off doubles")
+		require.Len(t, got, 4, "the back-off doubles")
 		for i := 1; i < len(got); i++ {
-			require.GreaterOrEqual(t, got[i].Sub(got[i-1]), (100*time.Millisecond<<(i-1))-20*time.Millisecond, "pause %d", i)
+			require.GreaterOrEqual(t, got[i].Sub(got[i-1]), 100*time.Millisecond<<(i-1), "pause %d", i)
 		}
 	})
 	t.Run("AllLimitedWait", func(t *testing.T) {
 		t.Parallel()
+		fake := clock.NewFake(t0)
 		a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-		b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+		b := startEndpoints(t, []*fakeNode{a, c}, onClock(fake), func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 		for _, n := range []*fakeNode{a, c} {
 			n.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
 		}
-		start := time.Now()
-		_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
+		err := afterWaiting(t, fake, time.Second, func() error {
+			_, err := b.e.CallContract(ctx, ethereum.CallMsg{}, nil)
+			return err
+		})
 		require.NoError(t, err, "the call waits for a limited endpoint rather than failing")
-		require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond)
 
 		for _, n := range []*fakeNode{a, c} {
 			n.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "30" })
 		}
 		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		start = time.Now()
+		start := time.Now()
 		_, err = b.e.CallContract(short, ethereum.CallMsg{}, nil)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Less(t, time.Since(start), time.Second, "the wait ends with ctx")
 	})
+}
+
+// afterWaiting runs call while every endpoint is limited: it requires the
+// call to wait on the clock (beside the probes' ticker) rather than end,
+// moves the clock d, and returns the call's error.
+func afterWaiting(t *testing.T, fake *clock.Fake, d time.Duration, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	require.NoError(t, fake.Wait(t.Context(), 2))
+	select {
+	case err := <-done:
+		t.Fatalf("the call ended while every endpoint is limited: %v", err)
+	default:
+	}
+	fake.Advance(d)
+	return <-done
+}
+
+// onClock sets the endpoints' clock.
+func onClock(c clock.Clock) func(*ethrpc.Config) {
+	return func(cfg *ethrpc.Config) { cfg.Clock = c }
 }
 
 // TestEndpoints_SendAllLimited sends while every endpoint answers 429: the
@@ -559,18 +577,19 @@ func TestEndpoints_RateLimited(t *testing.T) {
 // failing.
 func TestEndpoints_SendAllLimited(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	a, c := newFakeNode(t, 100), newFakeNode(t, 100)
-	b := startEndpoints(t, []*fakeNode{a, c}, func(cfg *evm.EndpointsConfig) { cfg.ProbeEvery = time.Hour })
+	b := startEndpoints(t, []*fakeNode{a, c}, onClock(fake), func(cfg *ethrpc.Config) { cfg.ProbeEvery = time.Hour })
 	a.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "1" })
 	c.set(func(n *fakeNode) { n.limitNext, n.retryAfter = 1, "2" })
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(8453)), &types.DynamicFeeTx{ChainID: big.NewInt(8453), Gas: 21_000})
 	require.NoError(t, err)
-	start := time.Now()
-	require.NoError(t, b.e.SendTransaction(context.Background(), tx))
-	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond)
+	require.NoError(t, afterWaiting(t, fake, time.Second, func() error { return b.e.SendTransaction(ctx, tx) }))
 	require.Equal(t, 2, a.count("eth_sendRawTransaction"), "429, then sent when free")
+	require.Equal(t, 1, c.count("eth_sendRawTransaction"), "still limited when the first was free")
 }
 
 func limitedAtOf(n *fakeNode) []time.Time {
@@ -591,14 +610,14 @@ func TestEndpoints_OutAndBack(t *testing.T) {
 		fail     func(n *fakeNode)
 		wantKind string
 	}{
-		{name: "ServerError", fail: func(n *fakeNode) { n.status = http.StatusServiceUnavailable }, wantKind: evm.EndpointFailed},
-		{name: "ConnectionCut", fail: func(n *fakeNode) { n.cut = true }, wantKind: evm.EndpointFailed},
-		{name: "Timeout", fail: func(n *fakeNode) { n.delay = 5 * time.Second }, wantKind: evm.EndpointTimeout},
+		{name: "ServerError", fail: func(n *fakeNode) { n.status = http.StatusServiceUnavailable }, wantKind: ethrpc.TransportFailed},
+		{name: "ConnectionCut", fail: func(n *fakeNode) { n.cut = true }, wantKind: ethrpc.TransportFailed},
+		{name: "Timeout", fail: func(n *fakeNode) { n.delay = 5 * time.Second }, wantKind: ethrpc.TimedOut},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			failing, other := newFakeNode(t, 100), newFakeNode(t, 100)
-			b := startEndpoints(t, []*fakeNode{failing, other}, func(cfg *evm.EndpointsConfig) {
+			b := startEndpoints(t, []*fakeNode{failing, other}, func(cfg *ethrpc.Config) {
 				// Long enough for a loopback answer on a loaded machine,
 				// far shorter than the failing node's delay.
 				cfg.CallTimeout = time.Second
@@ -658,7 +677,7 @@ func TestRedactURL(t *testing.T) {
 		{url: "rpc.example/SECRET", wantErr: `scheme ""`},
 		{url: "https:///SECRET", wantErr: "no host"},
 	} {
-		got, err := evm.RedactURL(tt.url)
+		got, err := ethrpc.RedactURL(tt.url)
 		if tt.wantErr != "" {
 			require.ErrorContains(t, err, tt.wantErr, tt.url)
 			require.NotContains(t, err.Error(), "SECRET")
@@ -667,7 +686,7 @@ func TestRedactURL(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tt.want, got)
 	}
-	e, err := evm.NewEndpoints(context.Background(), &evm.EndpointsConfig{Network: "eip155:8453",
+	e, err := ethrpc.New(context.Background(), &ethrpc.Config{Network: "eip155:8453",
 		URLs: []string{"https://rpc.example/KEY1", "https://other.example/KEY", "https://rpc.example/KEY2"}})
 	require.NoError(t, err)
 	defer e.Stop()
@@ -683,8 +702,9 @@ func TestRedactURL(t *testing.T) {
 // counted).
 func TestEndpoints_StopLeavesNothing(t *testing.T) {
 	a, c := newFakeNode(t, 100), newFakeNode(t, 90)
-	e, err := evm.NewEndpoints(context.Background(), &evm.EndpointsConfig{Network: "eip155:8453",
-		URLs: []string{a.URL, c.URL}, ProbeEvery: 10 * time.Millisecond})
+	fake := clock.NewFake(time.Now())
+	e, err := ethrpc.New(context.Background(), &ethrpc.Config{Network: "eip155:8453",
+		URLs: []string{a.URL, c.URL}, ProbeEvery: 10 * time.Millisecond, Clock: fake})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	for range 5 {
@@ -692,7 +712,10 @@ func TestEndpoints_StopLeavesNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, e.SendTransaction(context.Background(), types.NewTx(&types.LegacyTx{})))
 	}
-	time.Sleep(50 * time.Millisecond)
+	// A probe of the heads runs.
+	probed := a.count("eth_blockNumber")
+	fake.Advance(10 * time.Millisecond)
+	require.Eventually(t, func() bool { return a.count("eth_blockNumber") > probed }, 5*time.Second, time.Millisecond)
 	require.NotEmpty(t, endpointGoroutines())
 	e.Stop()
 	e.Stop()
@@ -710,7 +733,7 @@ func endpointGoroutines() []string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "evm.(*Endpoints)") || strings.Contains(g, "net/http.(*persistConn)") {
+		if strings.Contains(g, "ethrpc.(*Endpoints)") || strings.Contains(g, "net/http.(*persistConn)") {
 			out = append(out, g)
 		}
 	}
@@ -721,7 +744,7 @@ func endpointGoroutines() []string {
 func TestEndpoints_WrongChain(t *testing.T) {
 	t.Parallel()
 	n := newFakeNode(t, 1)
-	e, err := evm.NewEndpoints(context.Background(), &evm.EndpointsConfig{Network: "eip155:1", URLs: []string{n.URL + "/SECRETKEY"}})
+	e, err := ethrpc.New(context.Background(), &ethrpc.Config{Network: "eip155:1", URLs: []string{n.URL + "/SECRETKEY"}})
 	require.NoError(t, err)
 	defer e.Stop()
 	err = e.Start(context.Background())

@@ -1,25 +1,13 @@
-package evm
+package ethrpc
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"fmt"
 	"net/http"
-	"strings"
 
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 )
-
-// ParseKey parses a hex private key (RELAYER_KEY), with or without 0x.
-func ParseKey(s string) (*ecdsa.PrivateKey, error) {
-	key, err := crypto.HexToECDSA(strings.TrimPrefix(strings.TrimSpace(s), "0x"))
-	if err != nil {
-		return nil, fmt.Errorf("private key: %w", err)
-	}
-	return key, nil
-}
 
 // Dial connects to a JSON-RPC endpoint. Over HTTP its requests share kept-alive
 // connections, as many as are in use at once (newTransport).
@@ -49,7 +37,7 @@ func newTransport() *http.Transport {
 // settings of cfg (its Network and URLs are set per network; nil: the
 // defaults). On error it stops what it started. The caller stops the
 // others.
-func DialChains(ctx context.Context, urls map[string][]string, cfg *EndpointsConfig) (map[string]*Endpoints, error) {
+func DialChains(ctx context.Context, urls map[string][]string, cfg *Config) (map[string]*Endpoints, error) {
 	out := map[string]*Endpoints{}
 	stopAll := func() {
 		for _, e := range out {
@@ -57,12 +45,12 @@ func DialChains(ctx context.Context, urls map[string][]string, cfg *EndpointsCon
 		}
 	}
 	for network, list := range urls {
-		c := EndpointsConfig{}
+		c := Config{}
 		if cfg != nil {
 			c = *cfg
 		}
 		c.Network, c.URLs = network, list
-		e, err := NewEndpoints(ctx, &c)
+		e, err := New(ctx, &c)
 		if err != nil {
 			stopAll()
 			return nil, err

@@ -1,6 +1,7 @@
-package evm
+package ethrpc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,25 +21,34 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/retryafter"
+	"github.com/x402d/x402d/internal/startstop"
 )
 
-// Kinds of endpoint errors, the values EndpointObserver.ObserveCall gets.
+// Kinds of a call's outcome, the values Observer.ObserveCall gets (and the
+// kind label of an endpoint's error figures).
 const (
-	// EndpointLimited is an endpoint that answered 429 Too Many Requests.
-	EndpointLimited = "429"
-	// EndpointTimeout is a call that got no answer within its timeout.
-	EndpointTimeout = "timeout"
-	// EndpointFailed is any other failure of the endpoint itself (connection
-	// refused or cut, a 5xx answer, an answer that is not JSON-RPC).
-	EndpointFailed = "other"
+	// Answered is a call the node answered, a JSON-RPC error (a revert,
+	// nonce too low, an unknown method) included.
+	Answered = ""
+	// RateLimited is an endpoint that answered 429 Too Many Requests.
+	RateLimited = "429"
+	// TimedOut is a call that got no answer within its timeout (or a 408
+	// or 504 answer).
+	TimedOut = "timeout"
+	// TransportFailed is an endpoint that did not answer as a node:
+	// connection refused or cut, a 5xx answer, an answer that is not
+	// JSON-RPC.
+	TransportFailed = "other"
 )
 
-// EndpointObserver receives the figures of one endpoint (for /metrics). Its
+// Observer receives the figures of one endpoint (for /metrics). Its
 // methods are called concurrently.
-type EndpointObserver interface {
-	// ObserveCall records one call and how long it took; kind is "" when
-	// the endpoint answered (a JSON-RPC error such as a revert included),
-	// else EndpointLimited, EndpointTimeout or EndpointFailed.
+type Observer interface {
+	// ObserveCall records one call and how long it took; kind is Answered,
+	// RateLimited, TimedOut or TransportFailed.
 	ObserveCall(d time.Duration, kind string)
 	// SetLag records how many blocks the endpoint's head is behind the
 	// highest head of the network's endpoints.
@@ -48,8 +58,8 @@ type EndpointObserver interface {
 	SetIn(in bool)
 }
 
-// EndpointsConfig configures Endpoints.
-type EndpointsConfig struct {
+// Config configures Endpoints.
+type Config struct {
 	// Network is the CAIP-2 network (eip155:<id>) the endpoints serve; each
 	// must answer its chain id. Required.
 	Network string
@@ -83,9 +93,13 @@ type EndpointsConfig struct {
 	MaxLimit time.Duration
 	// Observe, when set, returns the observer of the endpoint named
 	// endpoint (RedactURL's name) on network.
-	Observe func(network, endpoint string) EndpointObserver
+	Observe func(network, endpoint string) Observer
 	// Logger receives the endpoints' logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock tells the time of probes, limits and waits. Defaults to
+	// clock.Real(). A call's own timeout (CallTimeout) is the context's,
+	// in real time.
+	Clock clock.Clock
 }
 
 // Endpoints is a Backend over several JSON-RPC endpoints of one chain, so
@@ -116,7 +130,10 @@ type EndpointsConfig struct {
 // starts and Stop ends. Logs and metrics name an endpoint by RedactURL's
 // scheme://host[:port], never by its URL, which may carry an API key.
 type Endpoints struct {
-	cfg    EndpointsConfig
+	// life runs the reading of heads between Start and Stop.
+	life   startstop.Base
+	cfg    Config
+	clock  clock.Clock
 	logger *slog.Logger
 	eps    []*endpoint
 	rr     atomic.Uint64
@@ -124,9 +141,7 @@ type Endpoints struct {
 	// mu guards the state of every endpoint (endpoint.state).
 	mu sync.Mutex
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	closeOnce sync.Once
 }
 
 // endpoint is one JSON-RPC endpoint of Endpoints.
@@ -137,7 +152,7 @@ type endpoint struct {
 	rpc       *rpc.Client
 	client    *ethclient.Client
 	transport *http.Transport
-	obs       EndpointObserver
+	obs       Observer
 	// retryAfter is the Retry-After of the endpoint's last 429 answer, as
 	// unix nanoseconds (0: none), left by its transport for the call that
 	// got the answer.
@@ -165,15 +180,12 @@ type endpointState struct {
 	limits       int
 }
 
-var (
-	_ Backend   = (*Endpoints)(nil)
-	_ LogReader = (*Endpoints)(nil)
-)
+var _ Backend = (*Endpoints)(nil)
 
-// NewEndpoints returns the endpoints of cfg. It opens their clients (an
+// New returns the endpoints of cfg. It opens their clients (an
 // http endpoint is first reached by a call; a websocket one is dialed now);
 // Start checks them and starts reading their heads.
-func NewEndpoints(ctx context.Context, cfg *EndpointsConfig) (*Endpoints, error) {
+func New(ctx context.Context, cfg *Config) (*Endpoints, error) {
 	c := *cfg
 	if _, err := ChainID(c.Network); err != nil {
 		return nil, fmt.Errorf("rpc endpoints: %w", err)
@@ -203,16 +215,17 @@ func NewEndpoints(ctx context.Context, cfg *EndpointsConfig) (*Endpoints, error)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Clock = clock.Or(c.Clock)
 	names, err := redactURLs(c.URLs)
 	if err != nil {
 		return nil, fmt.Errorf("rpc endpoints of %s: %w", c.Network, err)
 	}
-	e := &Endpoints{cfg: c, logger: c.Logger.With("network", c.Network)}
+	e := &Endpoints{cfg: c, clock: c.Clock, logger: c.Logger.With("network", c.Network)}
 	for i, raw := range c.URLs {
 		ep := &endpoint{idx: i, name: names[i], url: raw}
 		ep.state.in = true
 		ep.transport = newTransport()
-		rc, err := rpc.DialOptions(ctx, raw, rpc.WithHTTPClient(&http.Client{Transport: &limitTransport{base: ep.transport, ep: ep}}))
+		rc, err := rpc.DialOptions(ctx, raw, rpc.WithHTTPClient(&http.Client{Transport: &limitTransport{base: ep.transport, ep: ep, clock: c.Clock}}))
 		if err != nil {
 			e.closeClients()
 			return nil, fmt.Errorf("rpc endpoint %s of %s: %w", ep.name, c.Network, ep.scrub(err))
@@ -231,8 +244,8 @@ func NewEndpoints(ctx context.Context, cfg *EndpointsConfig) (*Endpoints, error)
 	return e, nil
 }
 
-// EndpointStatus is what Endpoints knows of one endpoint.
-type EndpointStatus struct {
+// Status is what Endpoints knows of one endpoint.
+type Status struct {
 	// Name is RedactURL's name of the endpoint.
 	Name string
 	// In is false while the endpoint is out (probed until it answers).
@@ -246,13 +259,13 @@ type EndpointStatus struct {
 }
 
 // Status returns the state of each endpoint, in configured order.
-func (e *Endpoints) Status() []EndpointStatus {
+func (e *Endpoints) Status() []Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]EndpointStatus, len(e.eps))
+	out := make([]Status, len(e.eps))
 	for i, ep := range e.eps {
 		s := ep.state
-		out[i] = EndpointStatus{Name: ep.name, In: s.in, Head: s.head, Lag: s.lag, LimitedUntil: s.limitedUntil}
+		out[i] = Status{Name: ep.name, In: s.in, Head: s.head, Lag: s.lag, LimitedUntil: s.limitedUntil}
 	}
 	return out
 }
@@ -260,7 +273,8 @@ func (e *Endpoints) Status() []EndpointStatus {
 // Start checks that every endpoint that answers serves the network's chain
 // and reads their heads, then reads them every ProbeEvery until Stop. An
 // endpoint that does not answer starts out, and is probed; none answering,
-// or one serving another chain, is an error. Start is called once.
+// or one serving another chain, is an error. Starting started Endpoints
+// does nothing.
 func (e *Endpoints) Start(ctx context.Context) error {
 	want, _ := ChainID(e.cfg.Network)
 	type answer struct {
@@ -293,7 +307,7 @@ func (e *Endpoints) Start(ctx context.Context) error {
 	for i, ep := range e.eps {
 		a := answers[i]
 		if a.err != nil {
-			firstErr = cmpErr(firstErr, a.err)
+			firstErr = cmp.Or(firstErr, a.err)
 			e.mu.Lock()
 			e.takeOut(ep, a.err)
 			e.mu.Unlock()
@@ -313,25 +327,25 @@ func (e *Endpoints) Start(ctx context.Context) error {
 	e.mu.Lock()
 	e.updateLags()
 	e.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel, e.done = cancel, make(chan struct{})
-	go e.probe(ctx)
+	// The reading of heads outlives ctx, which may be a dial's: it runs
+	// until Stop.
+	e.life.Start(context.WithoutCancel(ctx), e.probe)
 	return nil
 }
 
 // Stop ends the reading of heads, waits for it, and closes the clients.
 // It may be called more than once, and without Start.
 func (e *Endpoints) Stop() {
-	e.stopOnce.Do(func() {
-		if e.cancel != nil {
-			e.cancel()
-			<-e.done
-		}
-		e.closeClients()
-	})
+	e.life.Stop()
+	e.closeClients()
 }
 
+// closeClients closes the endpoints' clients, once.
 func (e *Endpoints) closeClients() {
+	e.closeOnce.Do(e.closeAll)
+}
+
+func (e *Endpoints) closeAll() {
 	for _, ep := range e.eps {
 		if ep.rpc != nil {
 			ep.rpc.Close()
@@ -344,14 +358,13 @@ func (e *Endpoints) closeClients() {
 
 // probe reads the heads every ProbeEvery until ctx ends.
 func (e *Endpoints) probe(ctx context.Context) {
-	defer close(e.done)
-	t := time.NewTicker(e.cfg.ProbeEvery)
+	t := e.clock.NewTicker(e.cfg.ProbeEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		e.readHeads(ctx)
 	}
@@ -361,7 +374,7 @@ func (e *Endpoints) probe(ctx context.Context) {
 // when its probe is due), all at once, and sets their lags from the
 // answers.
 func (e *Endpoints) readHeads(ctx context.Context) {
-	now := time.Now()
+	now := e.clock.Now()
 	var due []*endpoint
 	e.mu.Lock()
 	for _, ep := range e.eps {
@@ -387,7 +400,7 @@ func (e *Endpoints) readHeads(ctx context.Context) {
 				if !ep.state.in {
 					// call counted the failure; the next probe waits longer.
 					ep.state.probeGap = min(2*ep.state.probeGap, e.cfg.MaxProbeInterval)
-					ep.state.nextProbe = time.Now().Add(ep.state.probeGap)
+					ep.state.nextProbe = e.clock.Now().Add(ep.state.probeGap)
 				}
 				return
 			}
@@ -435,7 +448,7 @@ func (e *Endpoints) takeOut(ep *endpoint, err error) {
 	}
 	s.in = false
 	s.probeGap = e.cfg.ProbeEvery
-	s.nextProbe = time.Now().Add(s.probeGap)
+	s.nextProbe = e.clock.Now().Add(s.probeGap)
 	ep.obs.SetIn(false)
 }
 
@@ -445,29 +458,29 @@ func (e *Endpoints) takeOut(ep *endpoint, err error) {
 // never carries its URL.
 func (e *Endpoints) call(ctx context.Context, ep *endpoint, f func(ctx context.Context) error) error {
 	callCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.CallTimeout, errCallTimeout)
-	start := time.Now()
+	start := e.clock.Now()
 	err := f(callCtx)
 	timedOut := errors.Is(context.Cause(callCtx), errCallTimeout)
 	cancel()
-	d := time.Since(start)
-	kind := ""
+	d := e.clock.Now().Sub(start)
+	kind := Answered
 	switch {
 	case err == nil || errors.Is(err, ethereum.NotFound):
 	case ctx.Err() != nil && !timedOut:
 		// The caller gave up: no fault of the endpoint's.
-		ep.obs.ObserveCall(d, "")
+		ep.obs.ObserveCall(d, Answered)
 		return ep.wrap(err)
 	case timedOut:
-		kind = EndpointTimeout
+		kind = TimedOut
 	default:
-		kind = endpointErrorKind(err)
+		kind = kindOf(err)
 	}
 	ep.obs.ObserveCall(d, kind)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &ep.state
 	switch kind {
-	case "":
+	case Answered:
 		s.fails, s.limits = 0, 0
 		if !s.in {
 			s.in = true
@@ -475,8 +488,8 @@ func (e *Endpoints) call(ctx context.Context, ep *endpoint, f func(ctx context.C
 			ep.obs.SetIn(true)
 		}
 		return err
-	case EndpointLimited:
-		now := time.Now()
+	case RateLimited:
+		now := e.clock.Now()
 		var until time.Time
 		if at := ep.retryAfter.Swap(0); at > 0 {
 			until = minTime(time.Unix(0, at), now.Add(e.cfg.MaxLimit))
@@ -510,32 +523,32 @@ const minLimit = 50 * time.Millisecond
 // errCallTimeout is a call to one endpoint past CallTimeout.
 var errCallTimeout = errors.New("rpc call timeout")
 
-// endpointErrorKind classifies a call's error: EndpointLimited for a 429,
-// EndpointTimeout for a timeout, "" for an answer of the node (a JSON-RPC
-// error: a revert, nonce too low, an unknown method), EndpointFailed for
-// anything else (the endpoint did not answer as a node).
-func endpointErrorKind(err error) string {
+// kindOf classifies a call's error: RateLimited for a 429, TimedOut for a
+// timeout, Answered for an answer of the node (a JSON-RPC error: a revert,
+// nonce too low, an unknown method), TransportFailed for anything else
+// (the endpoint did not answer as a node).
+func kindOf(err error) string {
 	var herr rpc.HTTPError
 	if errors.As(err, &herr) {
 		switch {
 		case herr.StatusCode == http.StatusTooManyRequests:
-			return EndpointLimited
+			return RateLimited
 		case herr.StatusCode == http.StatusRequestTimeout || herr.StatusCode == http.StatusGatewayTimeout:
-			return EndpointTimeout
+			return TimedOut
 		}
-		return EndpointFailed
+		return TransportFailed
 	}
 	var rerr rpc.Error
 	if errors.As(err, &rerr) {
-		return ""
+		return Answered
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return EndpointTimeout
+		return TimedOut
 	}
 	if ue := (*url.Error)(nil); errors.As(err, &ue) && ue.Timeout() {
-		return EndpointTimeout
+		return TimedOut
 	}
-	return EndpointFailed
+	return TransportFailed
 }
 
 // wrap names ep in err, with its URL replaced by its name (a transport
@@ -573,7 +586,7 @@ func (e *scrubbedError) Unwrap() error { return e.err }
 // CallTimeout. It returns -1 and how long to wait, or -1 and 0 when no
 // endpoint is left.
 func (e *Endpoints) pick(tried []bool, block uint64) (int, time.Duration) {
-	now := time.Now()
+	now := e.clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	anyIn := false
@@ -628,7 +641,7 @@ func (e *Endpoints) rank(s *endpointState, block uint64) int {
 
 // available returns the endpoints in and not limited that match keep.
 func (e *Endpoints) available(keep func(s *endpointState) bool) []*endpoint {
-	now := time.Now()
+	now := e.clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []*endpoint
@@ -668,12 +681,8 @@ func (e *Endpoints) doExcept(ctx context.Context, block uint64, tried []bool, f 
 			return fmt.Errorf("rpc endpoints of %s: %w", e.cfg.Network, last)
 		}
 		if i < 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if err := clock.Sleep(ctx, e.clock, wait); err != nil {
 				return fmt.Errorf("rpc endpoints of %s: waiting for a limited (429) endpoint: %w", e.cfg.Network, context.Cause(ctx))
-			case <-t.C:
 			}
 			continue
 		}
@@ -685,10 +694,10 @@ func (e *Endpoints) doExcept(ctx context.Context, block uint64, tried []bool, f 
 		if ctx.Err() != nil {
 			return err
 		}
-		switch endpointErrorKind(err) {
-		case "":
+		switch kindOf(err) {
+		case Answered:
 			return err
-		case EndpointLimited:
+		case RateLimited:
 			// Left alone for a while: pick passes it over until then.
 		default:
 			tried[i] = true
@@ -853,10 +862,10 @@ func elsewhere[T any](ctx context.Context, e *Endpoints, what, which string, f f
 			return out[i], nil
 		}
 		if !errors.Is(err, ethereum.NotFound) {
-			firstErr = cmpErr(firstErr, err)
+			firstErr = cmp.Or(firstErr, err)
 		}
 	}
-	if firstErr != nil && isMethodNotFound(firstErr) {
+	if firstErr != nil && IsMethodNotFound(firstErr) {
 		return zero, firstErr
 	}
 	return zero, ethereum.NotFound
@@ -897,8 +906,8 @@ func (e *Endpoints) highest(ctx context.Context, keep func(*endpointState) bool,
 					e.logger.Debug("rpc endpoints disagree on a nonce: the highest is taken", "endpoint", eps[i].name, "nonce", out[i], "other", best)
 				}
 				best, answered = max(best, out[i]), true
-			} else if endpointErrorKind(err) == "" {
-				refused = cmpErr(refused, err)
+			} else if kindOf(err) == Answered {
+				refused = cmp.Or(refused, err)
 			}
 		}
 		if answered {
@@ -940,7 +949,7 @@ func (e *Endpoints) TransactionReceipt(ctx context.Context, hash common.Hash) (*
 		return r, err
 	}
 	r, err := read(ctx, e, 0, f)
-	if errors.Is(err, ethereum.NotFound) || err != nil && isIndexing(err) {
+	if errors.Is(err, ethereum.NotFound) || err != nil && IsIndexing(err) {
 		if found, ferr := elsewhere(ctx, e, "receipt", hash.Hex(), f); ferr == nil {
 			return found, nil
 		}
@@ -968,7 +977,7 @@ func (e *Endpoints) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHa
 		return r, err
 	}
 	r, err := read(ctx, e, number, f)
-	if errors.Is(err, ethereum.NotFound) || err != nil && isMethodNotFound(err) {
+	if errors.Is(err, ethereum.NotFound) || err != nil && IsMethodNotFound(err) {
 		found, ferr := elsewhere(ctx, e, "block receipts", block.String(), f)
 		if ferr == nil {
 			return found, nil
@@ -1016,10 +1025,10 @@ func agreed[T any](ctx context.Context, e *Endpoints, keep func(s *endpointState
 				votes[k]++
 				answered++
 				foundOn = eps[i].name
-			case errors.Is(err, ethereum.NotFound) || isIndexing(err):
+			case errors.Is(err, ethereum.NotFound) || IsIndexing(err):
 				answered++
-			case endpointErrorKind(err) == "":
-				nodeErr = cmpErr(nodeErr, err)
+			case kindOf(err) == Answered:
+				nodeErr = cmp.Or(nodeErr, err)
 			}
 		}
 		best := ""
@@ -1095,9 +1104,9 @@ func (e *Endpoints) SendTransaction(ctx context.Context, tx *types.Transaction) 
 		switch {
 		case err == nil:
 			accepted = true
-		case isAlreadyKnown(err):
+		case IsAlreadyKnown(err):
 			rank = 1
-		case endpointErrorKind(err) == "":
+		case kindOf(err) == Answered:
 			rank = 2
 		default:
 			rank = 6
@@ -1110,7 +1119,7 @@ func (e *Endpoints) SendTransaction(ctx context.Context, tx *types.Transaction) 
 		}
 	}
 	for i, err := range errs {
-		if err != nil && i != best && endpointErrorKind(err) == "" && !isAlreadyKnown(err) {
+		if err != nil && i != best && kindOf(err) == Answered && !IsAlreadyKnown(err) {
 			e.logger.Debug("rpc endpoint refused a transaction another answered otherwise", "endpoint", eps[i].name, "transaction", tx.Hash().Hex(), "error", err)
 		}
 	}
@@ -1123,13 +1132,13 @@ func (e *Endpoints) SendTransaction(ctx context.Context, tx *types.Transaction) 
 		// out) are asked, one after another, waiting for a limited one.
 		tried, left := make([]bool, len(e.eps)), false
 		for i, ep := range eps {
-			tried[ep.idx] = endpointErrorKind(errs[i]) != EndpointLimited
+			tried[ep.idx] = kindOf(errs[i]) != RateLimited
 		}
 		for _, t := range tried {
 			left = left || !t
 		}
 		if left {
-			if derr := e.doExcept(ctx, 0, tried, func(ctx context.Context, ep *endpoint) error { return ep.client.SendTransaction(ctx, tx) }); derr == nil || endpointErrorKind(derr) == "" {
+			if derr := e.doExcept(ctx, 0, tried, func(ctx context.Context, ep *endpoint) error { return ep.client.SendTransaction(ctx, tx) }); derr == nil || kindOf(derr) == Answered {
 				return derr
 			}
 		}
@@ -1141,37 +1150,20 @@ func (e *Endpoints) SendTransaction(ctx context.Context, tx *types.Transaction) 
 // for the call that got it (go-ethereum's error carries the status, not the
 // headers).
 type limitTransport struct {
-	base http.RoundTripper
-	ep   *endpoint
+	base  http.RoundTripper
+	ep    *endpoint
+	clock clock.Clock
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			t.ep.retryAfter.Store(time.Now().Add(d).UnixNano())
+		now := t.clock.Now()
+		if d, ok := retryafter.Parse(resp.Header.Get("Retry-After"), now); ok {
+			t.ep.retryAfter.Store(now.Add(d).UnixNano())
 		}
 	}
 	return resp, err
-}
-
-// parseRetryAfter parses a Retry-After header, seconds or an HTTP date,
-// into the time to wait from now.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 {
-			return 0, false
-		}
-		return time.Duration(min(secs, int64(365*24*time.Hour/time.Second))) * time.Second, true
-	}
-	if at, err := http.ParseTime(v); err == nil {
-		return max(at.Sub(now), 0), true
-	}
-	return 0, false
 }
 
 // RedactURL names an RPC endpoint for logs and metrics without the parts
@@ -1219,13 +1211,6 @@ type nopObserver struct{}
 func (nopObserver) ObserveCall(time.Duration, string) {}
 func (nopObserver) SetLag(uint64)                     {}
 func (nopObserver) SetIn(bool)                        {}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
