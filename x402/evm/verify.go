@@ -265,7 +265,7 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 // window, its nonce and the payer's balance are not checked: a payment
 // only authenticated is never settled.
 func (v *Verifier) Authenticate(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (string, error) {
-	ctx = WithPurpose(ctx, PurposeVerify)
+	ctx = ethrpc.WithPurpose(ctx, ethrpc.PurposeVerify)
 	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
 		return "", refuseNever(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
 	}
