@@ -160,7 +160,7 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	}
 	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
 	if follow != nil {
-		go s.unpaidWork.follow(callID, held, follow)
+		s.unpaidWork.followLater(callID, held, follow)
 		follow = nil
 	}
 	return &admitted{id: callID, token: token, sub: sub}, nil
