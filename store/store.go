@@ -1,7 +1,8 @@
 // Package store owns the service's Postgres state: the append-only event log,
-// the projections that events update (calls, and the index tables), and the
+// the projections that events update (calls, and the index tables), the
 // one listening connection per process that tells waiters when a stream has a
-// new event.
+// new event, and the statements on River's running jobs that take up those
+// of worker processes gone from the database ([PresenceGoneList]).
 //
 // Every state change goes through [Append], in the caller's transaction:
 // it inserts the events, applies them to their projection rows and sends
