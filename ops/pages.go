@@ -56,19 +56,9 @@ func (d *dashboard) overview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	index, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	index, sources, err := d.indexFigures(ctx)
 	if err != nil {
 		return err
-	}
-	var sources *table
-	if index != nil {
-		rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
-		if err != nil {
-			return err
-		}
-		if sources, err = newTable(rows); err != nil {
-			return err
-		}
 	}
 
 	var relayer []relayerRow
@@ -87,10 +77,12 @@ func (d *dashboard) overview(c echo.Context) error {
 		return err
 	}
 	var total, finished int64
-	for _, n := range stats.States {
+	for state, n := range stats.States {
 		total += n
+		if store.IsFinal(state) {
+			finished += n
+		}
 	}
-	finished = stats.States[store.CallPaid] + stats.States[store.CallFailed] + stats.States[store.CallUnpaid] + stats.States[store.CallLost]
 	lastMinute := stats.PerMinute[len(stats.PerMinute)-1]
 	var hour int64
 	for _, n := range stats.PerMinute {
@@ -258,15 +250,31 @@ func parsePosition(s string) (*store.CallPosition, error) {
 	return &store.CallPosition{CreatedAt: time.UnixMicro(n), ID: id}, nil
 }
 
-// step is one event of a call's timeline, as shown.
+// step is one event of a call's timeline, as shown: Label and Kind are
+// its registered type's (store.EventType), Class its type's name as a CSS
+// class.
 type step struct {
 	Type   string
+	Label  string
+	Kind   store.EventKind
 	At     time.Time
 	Offset string
 	Fields []field
 	Class  string
 }
 
+// newStep shows event e of a call whose payer is payer and whose first
+// event was at first.
+func newStep(e store.Event, first time.Time, payer string) step {
+	s := step{Type: e.Type, At: e.CreatedAt, Offset: "+" + formatDuration(e.CreatedAt.Sub(first)),
+		Fields: eventFields(e, payer), Class: strings.ReplaceAll(e.Type, ".", "-")}
+	if t, ok := store.EventTypeGet(e.Type); ok {
+		s.Label, s.Kind = t.Label, t.Kind
+	}
+	return s
+}
+
+// field is one fact of a step, as shown.
 type field struct {
 	Name, Value, Link string
 	Mono              bool
@@ -289,16 +297,13 @@ func (d *dashboard) call(c echo.Context) error {
 	}
 	steps := make([]step, 0, len(events))
 	for _, e := range events {
-		s := step{Type: e.Type, At: e.CreatedAt, Fields: eventFields(e, call.Payer), Class: strings.ReplaceAll(e.Type, ".", "-")}
+		s := newStep(e, events[0].CreatedAt, call.Payer)
 		block, ok, err := d.watchedBlock(ctx, e)
 		if err != nil {
 			return err
 		}
 		if ok {
 			s.Fields = append(s.Fields, field{Name: "block", Value: strconv.FormatUint(block.Number, 10) + " (awaiting finality)"})
-		}
-		if len(events) > 0 {
-			s.Offset = "+" + formatDuration(e.CreatedAt.Sub(events[0].CreatedAt))
 		}
 		steps = append(steps, s)
 	}
@@ -339,8 +344,8 @@ func (d *dashboard) watchedBlock(ctx context.Context, e store.Event) (x402.Settl
 	if e.Type != store.EventSettlementConfirmed {
 		return x402.SettledBlock{}, false, nil
 	}
-	var v store.SettlementDone
-	if e.Decode(&v) != nil || v.Block != nil || v.Response.Transaction == "" {
+	v, err := store.Payload[store.SettlementDone](e)
+	if err != nil || v.Block != nil || v.Response.Transaction == "" {
 		return x402.SettledBlock{}, false, nil
 	}
 	block, err := store.WatchBlockGet(ctx, d.cfg.Pool, v.Response.Network, v.Response.Transaction)
@@ -350,110 +355,17 @@ func (d *dashboard) watchedBlock(ctx context.Context, e store.Event) (x402.Settl
 	return block, err == nil, err
 }
 
-// eventFields picks what an operator needs from an event's data. The
-// call's poll token (a capability) and the signed payment are never shown.
-// payer is the call's, which a settlement's event leaves out.
+// eventFields picks what an operator needs from an event's data: what its
+// registered type shows of it (store.EventType.Fields), else its data as
+// it is. payer is the call's, which a settlement's event leaves out.
 func eventFields(e store.Event, payer string) []field {
-	jobLink := func(id int64) field {
-		return field{Name: "job", Value: strconv.FormatInt(id, 10), Link: fmt.Sprintf("%s/jobs/%d", JobsPrefix, id)}
-	}
-	switch e.Type {
-	case store.EventCallPaid, store.EventPaymentVerified:
-		// call.paid is payment.verified with its job (job.queued's).
-		var v store.PaidCall
-		if e.Decode(&v) == nil {
-			fs := []field{
-				{Name: "op", Value: v.Op},
-				{Name: "payer", Value: v.Payment.Payer, Mono: true},
-				{Name: "network", Value: v.Payment.Network},
-				{Name: "amount", Value: usdc(v.Payment.Amount) + " USDC"},
-				{Name: "asset", Value: v.Payment.Asset, Mono: true},
-				{Name: "nonce", Value: v.Payment.Nonce, Mono: true},
+	if t, ok := store.EventTypeGet(e.Type); ok {
+		if fs, err := t.Fields(e); err == nil {
+			shown := make([]field, len(fs))
+			for i, f := range fs {
+				shown[i] = showField(f, payer)
 			}
-			if e.Type == store.EventCallPaid {
-				fs = append(fs, jobLink(v.JobID))
-			}
-			return fs
-		}
-	case store.EventJobQueued:
-		var v store.JobQueued
-		if e.Decode(&v) == nil {
-			return []field{jobLink(v.JobID), {Name: "queue", Value: v.Queue}}
-		}
-	case store.EventJobStarted:
-		var v store.JobStarted
-		if e.Decode(&v) == nil {
-			return []field{jobLink(v.JobID), {Name: "attempt", Value: strconv.Itoa(v.Attempt)}}
-		}
-	case store.EventJobSucceeded:
-		var v store.JobSucceeded
-		if e.Decode(&v) == nil {
-			fs := []field{jobLink(v.JobID), {Name: "result", Value: fmt.Sprintf("%d bytes", v.Bytes)}}
-			if v.Attempt != 0 {
-				// The run's start, recorded with its success.
-				fs = append(fs, field{Name: "attempt", Value: strconv.Itoa(v.Attempt)})
-			}
-			if v.SettleJobID != 0 {
-				// The settlement's first submission, recorded with it.
-				fs = append(fs, field{Name: "settlement job", Value: strconv.FormatInt(v.SettleJobID, 10),
-					Link: fmt.Sprintf("%s/jobs/%d", JobsPrefix, v.SettleJobID)})
-			}
-			return fs
-		}
-	case store.EventJobFailed:
-		var v store.JobFailed
-		if e.Decode(&v) == nil {
-			return []field{jobLink(v.JobID), {Name: "error", Value: v.Error}, {Name: "message", Value: v.Message}}
-		}
-	case store.EventSettlementSubmitted:
-		var v store.SettlementSubmitted
-		if e.Decode(&v) == nil {
-			return []field{jobLink(v.JobID), {Name: "network", Value: v.Network}, {Name: "attempt", Value: strconv.Itoa(v.Attempt)}}
-		}
-	case store.EventSettlementConfirmed, store.EventSettlementFailed:
-		var v store.SettlementDone
-		if e.Decode(&v) == nil {
-			fs := []field{
-				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
-				{Name: "network", Value: v.Response.Network},
-				{Name: "payer", Value: cmp.Or(v.Response.Payer, payer), Mono: true},
-			}
-			if v.Response.ErrorReason != "" {
-				fs = append(fs, field{Name: "reason", Value: v.Response.ErrorReason})
-			}
-			if v.Block != nil {
-				fs = append(fs, field{Name: "block", Value: strconv.FormatUint(v.Block.Number, 10)})
-			}
-			return fs
-		}
-	case store.EventSettlementResent:
-		var v store.SettlementResent
-		if e.Decode(&v) == nil {
-			fs := []field{
-				{Name: "undone", Value: v.Previous, Mono: true},
-				{Name: "transaction", Value: v.Response.Transaction, Mono: true},
-				{Name: "network", Value: v.Response.Network},
-			}
-			if v.Block != nil {
-				fs = append(fs, field{Name: "block", Value: strconv.FormatUint(v.Block.Number, 10)})
-			}
-			return fs
-		}
-	case store.EventSettlementLost:
-		var v store.SettlementLost
-		if e.Decode(&v) == nil {
-			// A call reconciled after its settlement jobs were exhausted
-			// has no transaction undone.
-			first := field{Name: "undone", Value: v.Previous, Mono: true}
-			if v.Previous == "" {
-				first = field{Name: "reconciled", Value: "settlement jobs exhausted"}
-			}
-			return []field{
-				first,
-				{Name: "network", Value: v.Network},
-				{Name: "amount lost", Value: usdc(v.Amount) + " USDC"},
-				{Name: "reason", Value: v.Reason},
-			}
+			return shown
 		}
 	}
 	if e.Bin != nil {
@@ -462,22 +374,29 @@ func eventFields(e store.Event, payer string) []field {
 	return []field{{Name: "data", Value: string(e.Data), Mono: true}}
 }
 
+// showField lays out f as its kind says: a job linked to its page, an
+// amount in USDC, the call's payer in place of one the event leaves out.
+func showField(f store.EventField, payer string) field {
+	shown := field{Name: f.Name, Value: f.Value}
+	switch f.Kind {
+	case store.FieldMono:
+		shown.Mono = true
+	case store.FieldJob:
+		shown.Link = fmt.Sprintf("%s/jobs/%s", JobsPrefix, f.Value)
+	case store.FieldAmount:
+		shown.Value = usdc(f.Value) + " USDC"
+	case store.FieldPayer:
+		shown.Value, shown.Mono = cmp.Or(f.Value, payer), true
+	}
+	return shown
+}
+
 // index is GET /ops/index: the crawl's sources and the hosts' liveness.
 func (d *dashboard) index(c echo.Context) error {
 	ctx := c.Request().Context()
-	figures, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	figures, sources, err := d.indexFigures(ctx)
 	if err != nil {
 		return err
-	}
-	var sources *table
-	if figures != nil {
-		rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
-		if err != nil {
-			return err
-		}
-		if sources, err = newTable(rows); err != nil {
-			return err
-		}
 	}
 	return d.render(c, http.StatusOK, "index", map[string]any{
 		"Title":   "Index",
@@ -485,6 +404,24 @@ func (d *dashboard) index(c echo.Context) error {
 		"Index":   figures,
 		"Sources": sources,
 	})
+}
+
+// indexFigures returns the index's figures and its crawl's sources as a
+// table, both nil when the index has none (it does not run).
+func (d *dashboard) indexFigures(ctx context.Context) (*store.IndexFigures, *table, error) {
+	figures, err := store.IndexFiguresGet(ctx, d.cfg.Pool)
+	if err != nil || figures == nil {
+		return nil, nil, err
+	}
+	rows, err := store.IndexSourceList(ctx, d.cfg.Pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	sources, err := newTable(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	return figures, sources, nil
 }
 
 // table is rows of JSON objects laid out as columns, in the order the

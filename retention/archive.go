@@ -120,16 +120,7 @@ func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p sch
 	buffered := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<16)
 	gz := gzip.NewWriter(buffered)
 	enc := json.NewEncoder(gz)
-	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY id", store.EventColumns, pgx.Identifier{p.Name}.Sanitize()))
-	if err != nil {
-		return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
-	}
-	for rows.Next() {
-		e, err := store.ScanEvent(rows)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
-		}
+	err = store.EventPartitionEach(ctx, pool, p.Name, func(e store.Event) error {
 		e.CreatedAt = e.CreatedAt.UTC()
 		if m.Rows == 0 {
 			m.FirstID = e.ID
@@ -137,13 +128,12 @@ func archivePartition(ctx context.Context, pool *pgxpool.Pool, dir string, p sch
 		m.LastID = e.ID
 		m.Rows++
 		if err := enc.Encode(&e); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("archive %s: write: %w", p.Name, err)
+			return fmt.Errorf("write: %w", err)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("archive %s: read: %w", p.Name, err)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: %w", p.Name, err)
 	}
 	if err := gz.Close(); err != nil {
 		return nil, fmt.Errorf("archive %s: write: %w", p.Name, err)
@@ -190,9 +180,9 @@ func dropArchived(ctx context.Context, pool *pgxpool.Pool, name string, rows int
 	if err := lockEnded(ctx, tx, name, lockTimeout); err != nil {
 		return busy(err)
 	}
-	var count int64
-	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{name}.Sanitize()).Scan(&count); err != nil {
-		return fmt.Errorf("count: %w", err)
+	count, err := store.EventPartitionCount(ctx, tx, name)
+	if err != nil {
+		return err
 	}
 	if count != rows {
 		return fmt.Errorf("%d rows now, %d written: not dropped", count, rows)
@@ -281,24 +271,18 @@ func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (*Manifest, e
 	if err := schema.CreateDetachedPartition(ctx, tx, m.Partition); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	var decodeErr error
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{m.Partition}, strings.Split(store.EventColumns, ", "),
-		pgx.CopyFromFunc(func() ([]any, error) {
-			var e store.Event
-			if err := dec.Decode(&e); err != nil {
-				if !errors.Is(err, io.EOF) {
-					decodeErr = err
-					return nil, err
-				}
+	n, err := store.EventPartitionLoad(ctx, tx, m.Partition, func() (*store.Event, error) {
+		var e store.Event
+		if err := dec.Decode(&e); err != nil {
+			if errors.Is(err, io.EOF) {
 				return nil, nil
 			}
-			return []any{e.ID, e.Stream, e.Type, []byte(e.Data), e.Bin, e.CreatedAt}, nil
-		}))
-	if decodeErr != nil {
-		return nil, fmt.Errorf("restore %s: read %s: %w", m.Partition, m.File, decodeErr)
-	}
+			return nil, fmt.Errorf("read %s: %w", m.File, err)
+		}
+		return &e, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("restore %s: load: %w", m.Partition, err)
+		return nil, fmt.Errorf("restore %s: %w", m.Partition, err)
 	}
 	if n != m.Rows {
 		return nil, fmt.Errorf("restore %s: %d rows in the file, the manifest says %d", m.Partition, n, m.Rows)

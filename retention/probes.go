@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,10 +43,9 @@ type PrunedPartition struct {
 // partition as it was. A partition is read once: the mark
 // (retention_marks, "probes") remembers where the last rewrite ended.
 func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time, lockTimeout time.Duration) ([]PrunedPartition, error) {
-	var mark time.Time
-	err := pool.QueryRow(ctx, `SELECT done_to FROM retention_marks WHERE name = 'probes'`).Scan(&mark)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("prune probes: read mark: %w", err)
+	mark, err := store.RetentionMarkGet(ctx, pool, store.RetentionProbes)
+	if err != nil {
+		return nil, fmt.Errorf("prune probes: %w", err)
 	}
 	parts, err := endedBy(ctx, pool, before)
 	if err != nil {
@@ -65,9 +63,8 @@ func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time, lock
 		if pruned != nil {
 			done = append(done, *pruned)
 		}
-		if _, err := pool.Exec(ctx, `INSERT INTO retention_marks (name, done_to) VALUES ('probes', $1)
-			ON CONFLICT (name) DO UPDATE SET done_to = greatest(retention_marks.done_to, excluded.done_to)`, p.To); err != nil {
-			return done, fmt.Errorf("prune probes: write mark: %w", err)
+		if err := store.RetentionMarkAdvance(ctx, pool, store.RetentionProbes, p.To); err != nil {
+			return done, fmt.Errorf("prune probes: %w", err)
 		}
 	}
 	return done, nil
@@ -76,58 +73,45 @@ func PruneProbes(ctx context.Context, pool *pgxpool.Pool, before time.Time, lock
 // pruneProbesOf rewrites partition p without its probes (PruneProbes), or
 // returns nil when it holds none.
 func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition, lockTimeout time.Duration) (*PrunedPartition, error) {
-	id := pgx.Identifier{p.Name}.Sanitize()
-	var any bool
-	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+id+" WHERE type = $1)", store.EventHostProbed).Scan(&any); err != nil {
-		return nil, fmt.Errorf("prune probes of %s: %w", p.Name, err)
+	found, err := store.EventPartitionHasType(ctx, pool, p.Name, store.EventHostProbed)
+	if err != nil {
+		return nil, fmt.Errorf("prune probes: %w", err)
 	}
-	if !any {
+	if !found {
 		return nil, nil
 	}
 	kept := p.Name + "_kept"
-	keptID := pgx.Identifier{kept}.Sanitize()
-	bound := fmt.Sprintf("created_at < '%s'", p.To.UTC().Format(time.RFC3339Nano))
-	if !p.From.IsZero() {
-		bound = fmt.Sprintf("created_at >= '%s' AND %s", p.From.UTC().Format(time.RFC3339Nano), bound)
-	}
 	// The copy, outside any lock: the partition's range has ended, so few
 	// events if any are appended to it meanwhile (those are copied below).
 	var copied int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// A copy left by a rewrite cut short is made again.
-		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+keptID); err != nil {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := store.EventCopyCreate(ctx, tx, kept, p.From, p.To); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (LIKE events INCLUDING DEFAULTS INCLUDING INDEXES);
-			ALTER TABLE %s ADD CONSTRAINT bound CHECK (%s)`, keptID, keptID, bound)); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, "INSERT INTO "+keptID+" ("+store.EventColumns+") SELECT "+store.EventColumns+" FROM "+id+" WHERE type <> $1 ORDER BY id", store.EventHostProbed)
-		copied = tag.RowsAffected()
+		copied, err = store.EventCopyFill(ctx, tx, p.Name, kept, store.EventHostProbed)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("prune probes of %s: copy: %w", p.Name, err)
+		return nil, fmt.Errorf("prune probes of %s: %w", p.Name, err)
 	}
 	pruned := &PrunedPartition{Partition: p.Name, Kept: copied}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if err := lockEnded(ctx, tx, p.Name, lockTimeout); err != nil {
 			return busy(err)
 		}
-		var others int64
-		if err := tx.QueryRow(ctx, "SELECT count(*) FILTER (WHERE type <> $1), count(*) FILTER (WHERE type = $1) FROM "+id,
-			store.EventHostProbed).Scan(&others, &pruned.Probes); err != nil {
-			return fmt.Errorf("count: %w", err)
+		others, probes, err := store.EventPartitionCountType(ctx, tx, p.Name, store.EventHostProbed)
+		if err != nil {
+			return err
 		}
+		pruned.Probes = probes
 		if others != copied {
 			// Events committed into the partition since the copy: copied
 			// now, the partition locked.
-			tag, err := tx.Exec(ctx, "INSERT INTO "+keptID+" ("+store.EventColumns+") SELECT "+store.EventColumns+" FROM "+id+
-				" e WHERE type <> $1 AND NOT EXISTS (SELECT 1 FROM "+keptID+" k WHERE k.id = e.id) ORDER BY id", store.EventHostProbed)
+			since, err := store.EventCopyFillSince(ctx, tx, p.Name, kept, store.EventHostProbed)
 			if err != nil {
-				return fmt.Errorf("copy the events since: %w", err)
+				return err
 			}
-			if copied += tag.RowsAffected(); others != copied {
+			if copied += since; others != copied {
 				return fmt.Errorf("%d other events now, %d copied: not rewritten", others, copied)
 			}
 			pruned.Kept = copied
@@ -135,36 +119,20 @@ func pruneProbesOf(ctx context.Context, pool *pgxpool.Pool, p schema.Partition, 
 		if err := schema.DetachEventPartition(ctx, tx, p.Name); err != nil {
 			return busy(err)
 		}
-		if _, err := tx.Exec(ctx, "ALTER TABLE "+keptID+" RENAME TO "+id); err != nil {
+		// The copy takes the partition's name, its indexes theirs.
+		if err := store.EventCopyReplace(ctx, tx, kept, p.Name); err != nil {
 			return err
-		}
-		// Its indexes take the names the partition's had.
-		rows, err := tx.Query(ctx, "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = $1::regclass", id)
-		if err != nil {
-			return err
-		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		for _, name := range names {
-			if rest, ok := strings.CutPrefix(name, kept); ok {
-				if _, err := tx.Exec(ctx, "ALTER INDEX "+pgx.Identifier{name}.Sanitize()+" RENAME TO "+pgx.Identifier{p.Name + rest}.Sanitize()); err != nil {
-					return err
-				}
-			}
 		}
 		if err := schema.AttachEventPartition(ctx, tx, p); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "ALTER TABLE "+id+" DROP CONSTRAINT bound")
-		return err
+		return store.EventPartitionUnbound(ctx, tx, p.Name)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune probes of %s: %w", p.Name, err)
 	}
-	if _, err := pool.Exec(ctx, "ANALYZE "+id); err != nil {
-		return nil, fmt.Errorf("prune probes of %s: analyze: %w", p.Name, err)
+	if err := store.EventPartitionAnalyze(ctx, pool, p.Name); err != nil {
+		return nil, fmt.Errorf("prune probes: %w", err)
 	}
 	return pruned, nil
 }

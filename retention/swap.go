@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/x402d/x402d/store"
 )
 
 // LockTimeout is how long the service's swaps of a partition (the
@@ -40,20 +42,11 @@ func (l lockTimed) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := setLockTimeout(ctx, tx, l.timeout); err != nil {
+	if err := store.TxLockTimeoutSet(ctx, tx, l.timeout); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
 	return tx, nil
-}
-
-// setLockTimeout makes every lock tx takes from now on wait at most
-// timeout.
-func setLockTimeout(ctx context.Context, tx pgx.Tx, timeout time.Duration) error {
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(timeout.Milliseconds(), 1))); err != nil {
-		return fmt.Errorf("set lock_timeout: %w", err)
-	}
-	return nil
 }
 
 // lockEnded starts the swap of the ended partition name in tx: every lock
@@ -62,13 +55,10 @@ func setLockTimeout(ctx context.Context, tx pgx.Tx, timeout time.Duration) error
 // in the partition is all it will ever hold until tx ends, so the counts a
 // swap checks before it detaches the partition are those it drops.
 func lockEnded(ctx context.Context, tx pgx.Tx, name string, timeout time.Duration) error {
-	if err := setLockTimeout(ctx, tx, timeout); err != nil {
+	if err := store.TxLockTimeoutSet(ctx, tx, timeout); err != nil {
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{name}.Sanitize()+" IN SHARE MODE"); err != nil {
-		return fmt.Errorf("lock %s: %w", name, err)
-	}
-	return nil
+	return store.EventPartitionLock(ctx, tx, name)
 }
 
 // busy marks err ErrPartitionBusy when it is a lock's timeout, or a

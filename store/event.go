@@ -73,28 +73,6 @@ type NewEvent struct {
 	Data   any
 }
 
-// projector turns an event into the projection statement it implies. It
-// returns the statement and whether it must touch exactly one row (a state
-// move that is refused when the row is not in an allowed state). data is
-// the event's JSON, {} for an event kept in its binary form: a projector
-// of such an event reads e.Data.
-type projector func(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (mustTouch bool, err error)
-
-// projectorFor returns the projection that events of a stream kind update.
-func projectorFor(kind string) (projector, bool) {
-	switch kind {
-	case "call":
-		return projectCall, true
-	case "host":
-		return projectHost, true
-	case "crawl":
-		return projectCrawl, true
-	case "chain":
-		return projectChain, true
-	}
-	return nil, false
-}
-
 // Notifies reports whether appending an event of type typ to stream sends a
 // NOTIFY: only the events that end a call, the ones a waiting request is
 // woken for. Postgres serialises the commits of every transaction that sent a
@@ -132,17 +110,10 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 	for i := range events {
 		e := &events[i]
 		streams[i], types[i] = e.Stream, e.Type
-		if v, ok := e.Data.(BinaryData); ok {
-			if bin, ok := v.MarshalEventBinary(); ok {
-				datas[i], bins[i] = []byte(emptyData), bin
-				continue
-			}
+		var err error
+		if datas[i], bins[i], err = encodeData(e.Data); err != nil {
+			return fmt.Errorf("append %s %s: %w", e.Stream, e.Type, err)
 		}
-		data, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("append %s %s: marshal: %w", e.Stream, e.Type, err)
-		}
-		datas[i] = data
 	}
 	if len(events) == 1 {
 		b.Queue("INSERT INTO events (stream, type, data, bin, created_at) VALUES ($1, $2, $3, $4, $5)", streams[0], types[0], datas[0], bins[0], now)
@@ -188,6 +159,21 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 		return fmt.Errorf("append: %w", interpretError(err))
 	}
 	return nil
+}
+
+// encodeData returns the columns of an event's payload v: its binary form
+// in bin (data then emptyData) when it has one (BinaryData), else its JSON
+// in data (bin nil).
+func encodeData(v any) (data, bin []byte, err error) {
+	if b, ok := v.(BinaryData); ok {
+		if bin, ok := b.MarshalEventBinary(); ok {
+			return []byte(emptyData), bin, nil
+		}
+	}
+	if data, err = json.Marshal(v); err != nil {
+		return nil, nil, fmt.Errorf("marshal: %w", err)
+	}
+	return data, nil, nil
 }
 
 // superseded reports whether the projection of events[i] can be left out:

@@ -3,11 +3,6 @@ package store
 import (
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/x402d/x402d/x402"
 )
@@ -75,30 +70,4 @@ func (m *SettlementMined) UnmarshalJSON(b []byte) error {
 		m.Block.Hash = "0x" + hex.EncodeToString(v.Hash)
 	}
 	return nil
-}
-
-// projectChain updates the projection of an event of a network's stream
-// (ChainStream): settlement.mined creates its transaction's row of
-// settlement_watch, or adds its calls to the row another settlement.mined
-// of the transaction created (the row keeps that one's block: a
-// reorganisation moves it, WatchMove); settlement.final changes nothing
-// here (WatchFinal deletes the rows it names as it records it).
-func projectChain(b *pgx.Batch, e *NewEvent, _ []byte, _ time.Time) (bool, error) {
-	network := strings.TrimPrefix(e.Stream, "chain/")
-	switch e.Type {
-	case EventSettlementMined:
-		v, ok := e.Data.(SettlementMined)
-		if !ok {
-			return false, fmt.Errorf("data is %T, want SettlementMined", e.Data)
-		}
-		b.Queue(`INSERT INTO settlement_watch AS s (network, tx_hash, block, block_hash, calls, amount)
-			SELECT $1, $2, $3, $4, coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(sum(c.amount::numeric), 0)
-			FROM calls c WHERE c.id = ANY($5::text[])
-			ON CONFLICT (network, tx_hash) DO UPDATE SET calls = s.calls || EXCLUDED.calls, amount = s.amount + EXCLUDED.amount`,
-			network, v.Transaction, int64(v.Block.Number), v.Block.Hash, v.Calls)
-		return false, nil
-	case EventSettlementFinal:
-		return false, nil
-	}
-	return false, fmt.Errorf("unknown chain event type %q", e.Type)
 }

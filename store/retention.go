@@ -21,10 +21,9 @@ const resultLag = 24 * time.Hour
 // the last one ended (retention_marks), less resultLag, so that it does not
 // read again the calls already swept.
 func ResultsExpire(ctx context.Context, db DBTX, cutoff time.Time, batch int) (int, error) {
-	var from time.Time
-	err := db.QueryRow(ctx, `SELECT done_to FROM retention_marks WHERE name = 'results'`).Scan(&from)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("expire results: read mark: %w", err)
+	from, err := RetentionMarkGet(ctx, db, RetentionResults)
+	if err != nil {
+		return 0, fmt.Errorf("expire results: %w", err)
 	}
 	if !from.IsZero() {
 		from = from.Add(-resultLag)
@@ -49,10 +48,40 @@ func ResultsExpire(ctx context.Context, db DBTX, cutoff time.Time, batch int) (i
 		}
 		from = *last
 	}
-	_, err = db.Exec(ctx, `INSERT INTO retention_marks (name, done_to) VALUES ('results', $1)
-		ON CONFLICT (name) DO UPDATE SET done_to = greatest(retention_marks.done_to, excluded.done_to)`, cutoff)
-	if err != nil {
-		return total, fmt.Errorf("expire results: write mark: %w", err)
+	if err := RetentionMarkAdvance(ctx, db, RetentionResults, cutoff); err != nil {
+		return total, fmt.Errorf("expire results: %w", err)
 	}
 	return total, nil
+}
+
+// The marks of retention_marks: how far each sweep of the retention job
+// has gone.
+const (
+	// RetentionResults is the results' sweep (ResultsExpire).
+	RetentionResults = "results"
+	// RetentionProbes is the removal of the index's probes from the event
+	// log (retention.PruneProbes).
+	RetentionProbes = "probes"
+)
+
+// RetentionMarkGet returns the time up to which the sweep name is done,
+// zero when it never ran.
+func RetentionMarkGet(ctx context.Context, db DBTX, name string) (time.Time, error) {
+	var to time.Time
+	err := db.QueryRow(ctx, "SELECT done_to FROM retention_marks WHERE name = $1", name).Scan(&to)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("read mark %s: %w", name, err)
+	}
+	return to, nil
+}
+
+// RetentionMarkAdvance records that the sweep name is done up to to,
+// unless it was recorded further already.
+func RetentionMarkAdvance(ctx context.Context, db DBTX, name string, to time.Time) error {
+	_, err := db.Exec(ctx, `INSERT INTO retention_marks (name, done_to) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET done_to = greatest(retention_marks.done_to, excluded.done_to)`, name, to)
+	if err != nil {
+		return fmt.Errorf("write mark %s: %w", name, err)
+	}
+	return nil
 }

@@ -67,3 +67,32 @@ func TestResultsExpire(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, justOld.Result)
 }
+
+// TestRetentionMark: a sweep's mark is zero until recorded, and only moves
+// forward; each sweep has its own.
+func TestRetentionMark(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	for _, step := range []struct {
+		name    string
+		advance time.Time
+		want    time.Time
+	}{
+		{name: "never ran"},
+		{name: "recorded", advance: at, want: at},
+		{name: "not moved back", advance: at.Add(-time.Hour), want: at},
+		{name: "moved forward", advance: at.Add(time.Hour), want: at.Add(time.Hour)},
+	} {
+		if !step.advance.IsZero() {
+			require.NoError(t, store.RetentionMarkAdvance(ctx, db.Pool, store.RetentionProbes, step.advance), step.name)
+		}
+		got, err := store.RetentionMarkGet(ctx, db.Pool, store.RetentionProbes)
+		require.NoError(t, err, step.name)
+		require.True(t, step.want.Equal(got), "%s: %s, want %s", step.name, got, step.want)
+		other, err := store.RetentionMarkGet(ctx, db.Pool, store.RetentionResults)
+		require.NoError(t, err)
+		require.True(t, other.IsZero(), "the results' sweep has its own mark")
+	}
+}

@@ -1,8 +1,7 @@
 // Package store owns the service's Postgres state: the append-only event log,
-// the projections that events update (calls, and the index tables), the
+// the projections that events update (calls, and the index tables), and the
 // one listening connection per process that tells waiters when a stream has a
-// new event, and the statements on River's running jobs that take up those
-// of worker processes gone from the database ([PresenceGoneList]).
+// new event.
 //
 // Every state change goes through [Append], in the caller's transaction:
 // it inserts the events, applies them to their projection rows and sends
@@ -24,6 +23,45 @@
 // The event log is found by stream (events_stream) and has no key of its
 // own; a call's id begins with its time, so that the indexes on it grow at
 // their end.
+//
+// The service's SQL statements live in this package (the schema package
+// keeps the migrations and the partitions' DDL; the index package still
+// holds its own), each behind a
+// function named, as most are, after its entity and then its action
+// ([CallGetByID], [EventListByStream], [RetentionMarkAdvance],
+// [WatchFollowLock]). The files, by concern:
+//
+//   - event.go: the log itself ([Event], [NewEvent], [Append], NOTIFY).
+//   - eventtypes.go: the registry of the call and chain streams' event
+//     types ([EventType], [EventTypeGet], [EventTypeList]): for each, the
+//     Go type of its payload (read with the generic [Payload]), its
+//     projection, and what the ops timeline shows of it (Label, Kind,
+//     Fields). Append and the ops timeline both go through it: a type is
+//     added there, and nowhere else.
+//   - callevents.go: the call events' names, streams and payloads with
+//     their JSON forms; paid.go, succeeded.go, settled.go and mined.go
+//     hold the compact and binary forms of call.paid, job.succeeded,
+//     settlement.confirmed and settlement.mined.
+//   - projection.go: the statements each event applies to its projection
+//     (calls, settlement_losses, settlement_watch) as Append records it.
+//   - callread.go: the read model: a call's states, and [Call] as its row
+//     and its call.paid event give it back ([CallGetByID] and the others);
+//     result.go the result object it keeps; ops.go the lists and figures
+//     of the operator's dashboard.
+//   - commit.go: the group commits ([GroupCommitter]); reserve.go: the
+//     payers' reservations; unpaid.go: the unpaid work counted per payer
+//     and client; warm.go: the pool opened with its connections warm.
+//   - watch.go: the settlement transactions followed until final;
+//     relayer.go: the relayer's nonces and refused payers.
+//   - index.go: the index's events and projections (host and crawl
+//     streams), outside the registry.
+//   - retention.go and partition.go: the retention job's sweeps and marks,
+//     and the event log's partitions as wholes (counted, copied, swapped).
+//   - listener.go: the one listening connection per process.
+//   - presence.go: River's running jobs whose worker process is gone from
+//     the database, or lost their completion, taken up again
+//     ([PresenceGoneList], [PresenceGoneReclaim], for the worker's
+//     Reclaimer).
 package store
 
 import (

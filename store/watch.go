@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -201,4 +202,33 @@ func FinalityList(ctx context.Context, db DBTX) ([]Finality, error) {
 		return nil, fmt.Errorf("list finality: %w", interpretError(err))
 	}
 	return out, nil
+}
+
+// watchFollowLock is the key of the advisory lock of the follower of
+// network's settlement transactions (WatchFollowLock).
+func watchFollowLock(network string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("x402d finality " + network))
+	return int64(h.Sum64())
+}
+
+// WatchFollowLock takes, when no other session holds it, the lock of
+// following network's settlement transactions on conn, which must be one
+// session (a connection, not a pool), and reports whether it did: the
+// session holding it follows them, the others skip the network that
+// round. The lock is held until WatchFollowUnlock or the session's end.
+func WatchFollowLock(ctx context.Context, conn DBTX, network string) (bool, error) {
+	var mine bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", watchFollowLock(network)).Scan(&mine); err != nil {
+		return false, fmt.Errorf("lock the follower of %s: %w", network, err)
+	}
+	return mine, nil
+}
+
+// WatchFollowUnlock lets go of the lock WatchFollowLock took on conn.
+func WatchFollowUnlock(ctx context.Context, conn DBTX, network string) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", watchFollowLock(network)); err != nil {
+		return fmt.Errorf("unlock the follower of %s: %w", network, err)
+	}
+	return nil
 }

@@ -212,3 +212,36 @@ func TestWatchMined(t *testing.T) {
 	_, err = store.WatchBlockGet(ctx, db.Pool, network, hash)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestWatchFollowLock: one session at a time holds a network's follow
+// lock; the other networks' are apart; let go, it is another's to take.
+func TestWatchFollowLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	one, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer one.Release()
+	two, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer two.Release()
+	for _, step := range []struct {
+		name    string
+		take    func() (bool, error)
+		mine    bool
+		release func() error
+	}{
+		{name: "free", take: func() (bool, error) { return store.WatchFollowLock(ctx, one, "eip155:8453") }, mine: true},
+		{name: "held by the other session", take: func() (bool, error) { return store.WatchFollowLock(ctx, two, "eip155:8453") }},
+		{name: "another network", take: func() (bool, error) { return store.WatchFollowLock(ctx, two, "eip155:84532") }, mine: true},
+		{name: "let go", release: func() error { return store.WatchFollowUnlock(ctx, one, "eip155:8453") },
+			take: func() (bool, error) { return store.WatchFollowLock(ctx, two, "eip155:8453") }, mine: true},
+	} {
+		if step.release != nil {
+			require.NoError(t, step.release(), step.name)
+		}
+		mine, err := step.take()
+		require.NoError(t, err, step.name)
+		require.Equal(t, step.mine, mine, step.name)
+	}
+}

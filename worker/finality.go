@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -128,37 +127,28 @@ func (f *Follower) Round(ctx context.Context) error {
 // context ends meanwhile, since the settlement is on chain.
 const recordTimeout = 30 * time.Second
 
-// followLock is the advisory lock of the follower of network's
-// settlements: the session holding it follows them, the others skip the
-// network that round.
-func followLock(network string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("x402d finality " + network))
-	return int64(h.Sum64())
-}
-
 // follow looks at the settlement transactions of network awaiting
 // finality. No database transaction is open while the chain is asked or
 // sent to: the rows are read, the chain asked where their transactions
 // are, and each step recorded in its own short transaction (a settlement
 // made again right after it is sent), so that a later error never takes
 // back the record of a settlement on chain. A session advisory lock
-// (followLock) keeps the other processes off the network meanwhile.
+// (store.WatchFollowLock) keeps the other processes off the network meanwhile.
 func (f *Follower) follow(ctx context.Context, network string) error {
 	conn, err := f.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", network, err)
 	}
 	defer conn.Release()
-	var mine bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", followLock(network)).Scan(&mine); err != nil {
-		return fmt.Errorf("follow %s: lock: %w", network, err)
+	mine, err := store.WatchFollowLock(ctx, conn, network)
+	if err != nil {
+		return fmt.Errorf("follow: %w", err)
 	}
 	if !mine {
 		return nil
 	}
 	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", followLock(network)); err != nil {
+		if err := store.WatchFollowUnlock(context.WithoutCancel(ctx), conn, network); err != nil {
 			// The lock goes with its session.
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}

@@ -116,8 +116,9 @@ func TestFollowerOneProcessANetwork(t *testing.T) {
 	other, err := db.Pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer other.Release()
-	_, err = other.Exec(ctx, "SELECT pg_advisory_lock($1)", worker.FollowLock(network))
+	mine, err := store.WatchFollowLock(ctx, other, network)
 	require.NoError(t, err)
+	require.True(t, mine)
 
 	chain := &scriptedFinality{rounds: []x402.FollowedTx{{State: x402.TxFinal, Block: block}}}
 	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
@@ -131,8 +132,7 @@ func TestFollowerOneProcessANetwork(t *testing.T) {
 	require.Equal(t, 1, watched(), "followed by the other process")
 	require.Len(t, chain.rounds, 1, "the chain not asked")
 
-	_, err = other.Exec(ctx, "SELECT pg_advisory_unlock($1)", worker.FollowLock(network))
-	require.NoError(t, err)
+	require.NoError(t, store.WatchFollowUnlock(ctx, other, network))
 	require.NoError(t, f.Round(ctx))
 	require.Zero(t, watched(), "final")
 }

@@ -1,4 +1,0 @@
-package worker
-
-// FollowLock is followLock, for the tests.
-var FollowLock = followLock
