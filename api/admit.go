@@ -26,6 +26,10 @@ type admission struct {
 	// admission's transaction.
 	reserve  *store.Reservation
 	reserved store.Reserved
+	// identified, when set, binds the payment identifier the payment
+	// carried to the call (payment.identified): a payer's id already
+	// bound refuses the admission with store.ErrConflict.
+	identified *store.PaymentIdentified
 }
 
 // admissionLinger is the Linger of the admission's group commit, shorter
@@ -66,10 +70,13 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 		if err != nil {
 			return fmt.Errorf("insert %d jobs: %w", len(batch), err)
 		}
-		events := make([]store.NewEvent, len(batch))
+		events := make([]store.NewEvent, 0, len(batch))
 		for i, adm := range batch {
-			events[i] = store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventCallPaid,
-				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID, PreviousForm: previous}}
+			events = append(events, store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventCallPaid,
+				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID, PreviousForm: previous}})
+			if adm.identified != nil {
+				events = append(events, store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventPaymentIdentified, Data: *adm.identified})
+			}
 		}
 		return store.Append(ctx, tx, events...)
 	})

@@ -49,6 +49,18 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	}
 
 	requestHash := hashRequest(entry.op.Name, body)
+	// A payment identifier is checked before the payment: one that breaks
+	// the extension's rules is a 400, and one its payer used before gets
+	// that call (identified), whatever the payment is worth now.
+	paymentID, err := s.cfg.Payments.PaymentID(header)
+	if err != nil {
+		return nil, s.invalidPaymentID(entry, err)
+	}
+	if paymentID != "" {
+		if a, handled, err := s.identified(ctx, entry, header, paymentID, requestHash); handled {
+			return a, err
+		}
+	}
 	// The chain is read for a payment only while its client address may
 	// have payments refused after such a read (refusedLimiter). A payment
 	// accepted before and sent again is no refusal.
@@ -103,13 +115,20 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		job:     river.InsertManyParams{Args: args.PaidOn(payment.Network, payment.ValidBefore).PaidBy(payment.Payer, client), InsertOpts: &river.InsertOpts{Queue: entry.op.Queue, MaxAttempts: maxAttempts(entry.op)}},
 		reserve: s.reservation(callID, payment),
 	}
+	if paymentID != "" {
+		adm.identified = &store.PaymentIdentified{Payer: payment.Payer, ID: paymentID}
+	}
 	err = s.admitter.Commit(ctx, adm)
 	for reads := 0; err == nil && adm.reserved.Outcome != store.ReserveHeld; reads++ {
 		// The payment sent again while its call is in flight is that
-		// call's, not one more to reserve.
-		prior, perr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
+		// call's, not one more to reserve; so is a payment under a
+		// payment identifier another payment of its payer holds.
+		prior, byID, perr := s.admittedBefore(ctx, payment, paymentID)
 		if perr == nil {
 			sub.Close()
+			if byID {
+				return s.resumeIdentified(ctx, entry, header, payment, prior, requestHash, true)
+			}
 			return s.resume(entry, prior, requestHash)
 		}
 		if !errors.Is(perr, store.ErrNotFound) {
@@ -147,10 +166,15 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		sub.Close()
 		// A payment already used (the unique index on its key refused the
 		// call): the same request gets the first call's answer, a safe
-		// retry; any other request is refused.
-		prior, gerr := store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
+		// retry; any other request is refused. Or a payment identifier
+		// its payer's other payment took meanwhile (payment_ids refused
+		// it): that call's, the payment verified.
+		prior, byID, gerr := s.admittedBefore(ctx, payment, paymentID)
 		if gerr != nil {
 			return nil, fmt.Errorf("replayed payment: %w", gerr)
+		}
+		if byID {
+			return s.resumeIdentified(ctx, entry, header, payment, prior, requestHash, true)
 		}
 		return s.resume(entry, prior, requestHash)
 	}
@@ -185,10 +209,104 @@ func invalidInput(entry *opEntry, err error) error {
 // the request is the same one (a safe retry), and refuses it otherwise.
 func (s *Server) resume(entry *opEntry, prior *store.Call, requestHash []byte) (*admitted, error) {
 	if prior.Op != entry.op.Name || subtle.ConstantTimeCompare(prior.RequestHash, requestHash) != 1 {
-		s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
-		return nil, &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"}
+		return nil, s.alreadyUsed(entry)
 	}
 	return &admitted{id: prior.ID, token: prior.Token, sub: s.cfg.Listener.Subscribe(store.CallStream(prior.ID)), final: true}, nil
+}
+
+// admittedBefore returns the call admitted with payment (its replay key),
+// or else, when paymentID is set, the call admitted under its payer's
+// paymentID (byID), or store.ErrNotFound.
+func (s *Server) admittedBefore(ctx context.Context, payment *x402.Payment, paymentID string) (prior *store.Call, byID bool, err error) {
+	prior, err = store.CallGetByPaymentKey(ctx, s.cfg.Pool, payment.Key())
+	if err == nil || !errors.Is(err, store.ErrNotFound) || paymentID == "" {
+		return prior, false, err
+	}
+	prior, err = store.CallGetByPaymentID(ctx, s.cfg.Pool, payment.Payer, paymentID)
+	return prior, err == nil, err
+}
+
+// Payment identifiers (x402's payment-identifier extension) are a client's
+// idempotency keys, scoped by payer: the first paid call of a payer that
+// carries an id binds it (payment_ids, in the call's own transaction),
+// and a payment of the same payer with the same id gets that call again,
+// never a new one, whether it is the same payment sent again or a new one
+// the client signed after losing the answer. The same request (operation,
+// body, network) gets the call's answer as a safe retry does: its stored
+// result and PAYMENT-RESPONSE, or the call still running; another request
+// is refused 409 payment_identifier_conflict. A new payment under a used
+// id only proves its payer (Verifier.Authenticate: its signature, and that
+// it paid no other call): it is not verified as a charge, reserved,
+// recorded or settled, and the client is charged once.
+
+// identified answers a payment carrying payment identifier id when its
+// payer's id is bound to a call (resumeIdentified). handled is false when
+// it is not, or when the payment cannot be read (Verify refuses it): the
+// payment is then verified and admitted as any other, binding the id.
+func (s *Server) identified(ctx context.Context, entry *opEntry, header, id string, requestHash []byte) (a *admitted, handled bool, err error) {
+	p, err := s.cfg.Payments.Identify(entry.op.Name, header)
+	if err != nil {
+		return nil, false, nil
+	}
+	prior, err := store.CallGetByPaymentID(ctx, s.cfg.Pool, p.Payer, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("look up a payment identifier: %w", err)
+	}
+	a, err = s.resumeIdentified(ctx, entry, header, p, prior, requestHash, false)
+	return a, true, err
+}
+
+// resumeIdentified returns call prior, bound to the payment identifier
+// that payment p (sent in header) carries, for the same request, and
+// refuses another request 409. A payment other than prior's own is first
+// authenticated (unless verified already): its payer signed it, and it
+// paid no other call.
+func (s *Server) resumeIdentified(ctx context.Context, entry *opEntry, header string, p *x402.Payment, prior *store.Call, requestHash []byte, verified bool) (*admitted, error) {
+	if !verified && !x402.SameJSON(prior.Payment.Payload, p.Payload) {
+		if _, err := s.cfg.Payments.Authenticate(ctx, entry.op.Name, header); err != nil {
+			return nil, s.refusal(ctx, entry, err)
+		}
+		other, err := store.CallGetByPaymentKey(ctx, s.cfg.Pool, p.Key())
+		switch {
+		case err == nil && other.ID != prior.ID:
+			return nil, s.alreadyUsed(entry)
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("look up a payment sent under a payment identifier: %w", err)
+		}
+	}
+	if prior.Op != entry.op.Name || subtle.ConstantTimeCompare(prior.RequestHash, requestHash) != 1 || prior.Network != p.Network {
+		s.cfg.Metrics.PaymentRefused(entry.op.Name, errPaymentIDConflict)
+		return nil, &Error{Status: http.StatusConflict, Code: errPaymentIDConflict,
+			Message: "this payment identifier was used for another request (another operation, body or network); nothing was charged: use a new identifier for a new request"}
+	}
+	return &admitted{id: prior.ID, token: prior.Token, sub: s.cfg.Listener.Subscribe(store.CallStream(prior.ID)), final: true}, nil
+}
+
+// alreadyUsed is the refusal of a payment that paid another request (402
+// payment_already_used), counted.
+func (s *Server) alreadyUsed(entry *opEntry) error {
+	s.cfg.Metrics.PaymentRefused(entry.op.Name, "payment_already_used")
+	return &x402.Refusal{Reason: "payment_already_used", Message: "this payment was used for another request"}
+}
+
+// errPaymentIDConflict is the code of a payment identifier sent again with
+// another request (409).
+const errPaymentIDConflict = "payment_identifier_conflict"
+
+// invalidPaymentID is the error of a payment identifier that breaks the
+// extension's rules (err, an *x402.InvalidPaymentIDError): 400, before the
+// payment is verified.
+func (s *Server) invalidPaymentID(entry *opEntry, err error) error {
+	var invalid *x402.InvalidPaymentIDError
+	if !errors.As(err, &invalid) {
+		return fmt.Errorf("read the payment identifier: %w", err)
+	}
+	s.cfg.Metrics.PaymentRefused(entry.op.Name, x402.ReasonInvalidPaymentID)
+	return &Error{Status: http.StatusBadRequest, Code: x402.ReasonInvalidPaymentID, Message: invalid.Message + "; nothing was charged",
+		Field: `extensions["payment-identifier"].info.id`}
 }
 
 // refusal returns the error of a payment Verify refused with err, counted

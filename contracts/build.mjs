@@ -100,7 +100,14 @@ function write(compiler, contracts, wanted, source) {
 }
 
 const own = compile(solc, input, findImports);
-write(solc, own, Object.entries(own).filter(([unit]) => unit.startsWith("contracts/")).flatMap(([unit, cs]) => Object.keys(cs).map((name) => [unit, name])));
+// Interfaces (no code) declared beside a contract are not artifacts.
+write(
+  solc,
+  own,
+  Object.entries(own)
+    .filter(([unit]) => unit.startsWith("contracts/"))
+    .flatMap(([unit, cs]) => Object.keys(cs).filter((name) => cs[name].evm.bytecode.object !== "").map((name) => [unit, name])),
+);
 
 // Circle's USDC, as Circle compiles it.
 const circleVersion = JSON.parse(readFileSync(path.join(circlePkg, "package.json"), "utf8")).version;

@@ -4,7 +4,10 @@
 // them at counterfactual addresses (ERC-6492); DevBurnerWallet, a hostile
 // one whose signature check burns gas; and DevMulticall, whose aggregate3
 // (Multicall3's interface) lets the relayer settle many payments in one
-// transaction.
+// transaction; BatchSettlement and ERC3009DepositCollector, the payment
+// channels of x402's batch-settlement scheme and their EIP-3009 deposit
+// collector, with the interface and digests of the contracts the official
+// x402 packages use at their canonical addresses.
 //
 // It also embeds the contracts of the independent test chain, built from
 // their publishers' sources: Circle's USDC (FiatTokenV2_2 behind
@@ -52,6 +55,19 @@ const (
 	// calls made at a gas price of zero: an eth_call passes, a mined
 	// transaction reverts.
 	DevBurnerWallet = "DevBurnerWallet"
+	// BatchSettlement holds the payment channels of x402's batch-settlement
+	// scheme: deposits through a collector, claims of payer-signed
+	// cumulative vouchers (claim, claimWithSignature), settle to the
+	// receiver, timed withdrawal and cooperative refund. Its functions,
+	// events and EIP-712 digests are those of the x402 foundation's
+	// x402BatchSettlement; it has no constructor and no immutables, so its
+	// runtime code is placed as it is at the canonical address.
+	BatchSettlement = "BatchSettlement"
+	// ERC3009DepositCollector pulls a channel deposit with the payer's
+	// EIP-3009 receiveWithAuthorization (nonce keccak256(channelId, salt))
+	// and passes it to BatchSettlement at its canonical address, the only
+	// caller it accepts.
+	ERC3009DepositCollector = "ERC3009DepositCollector"
 
 	// FiatTokenV2_2 is Circle's USDC implementation (circlefin/stablecoin-evm,
 	// Apache-2.0), compiled as Circle compiles it; it links SignatureChecker.

@@ -35,6 +35,21 @@ func TestLoad(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, factory.ABI.Methods, "deploy")
 	require.Contains(t, factory.ABI.Methods, "addressOf")
+	channels, err := contracts.Load(contracts.BatchSettlement)
+	require.NoError(t, err)
+	for _, method := range []string{"multicall", "deposit", "claim", "claimWithSignature", "settle", "initiateWithdraw",
+		"finalizeWithdraw", "refund", "refundWithSignature", "getChannelId", "getVoucherDigest", "getRefundDigest",
+		"getClaimBatchDigest", "channels", "pendingWithdrawals", "receivers", "refundNonce", "CHANNEL_CONFIG_TYPEHASH"} {
+		require.Contains(t, channels.ABI.Methods, method)
+	}
+	for _, event := range []string{"ChannelCreated", "ChannelClosed", "Deposited", "Claimed", "Settled", "Refunded",
+		"WithdrawInitiated", "WithdrawFinalized"} {
+		require.Contains(t, channels.ABI.Events, event)
+	}
+	collector, err := contracts.Load(contracts.ERC3009DepositCollector)
+	require.NoError(t, err)
+	require.Contains(t, collector.ABI.Methods, "collect")
+	require.Contains(t, collector.ABI.Methods, "x402BatchSettlement")
 	_, err = contracts.Load("Missing")
 	require.Error(t, err)
 }
@@ -92,7 +107,7 @@ func TestArtifactsAreCurrent(t *testing.T) {
 	require.NoError(t, cmd.Run(), "node build.mjs failed (run: go tool task npm): %s", stderr.String())
 	built, err := filepath.Glob(filepath.Join(out, "*.json"))
 	require.NoError(t, err)
-	require.Len(t, built, 9)
+	require.Len(t, built, 11)
 	for _, f := range built {
 		want, err := os.ReadFile(f)
 		require.NoError(t, err)

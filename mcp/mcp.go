@@ -184,7 +184,8 @@ const instructions = "Paid tools cost a fixed USDC amount per call, paid with x4
 	"call without payment to get the PaymentRequired (the tool error's structuredContent and _meta[\"x402/error\"]), " +
 	"sign one of its accepts and call again with the PaymentPayload in _meta[\"x402/payment\"]. " +
 	"Arguments are checked before any payment; a failed operation is never settled; " +
-	"the same payment sent again with the same arguments returns the same result. " +
+	"the same payment sent again with the same arguments returns the same result, as does a new payment carrying the same " +
+	"payment-identifier extension id (extensions[\"payment-identifier\"].info.id, declared in every PaymentRequired). " +
 	"index_search and index_summary are free."
 
 // ServeHTTP answers an MCP request. A tool call may wait for its result up

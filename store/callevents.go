@@ -57,6 +57,11 @@ const (
 	// once a set of settlement transactions is final: one event for every
 	// transaction, and so every call, it names.
 	EventSettlementFinal = "settlement.final"
+	// EventPaymentIdentified binds a call to the payment identifier its
+	// payment carried (x402's payment-identifier extension), in the
+	// transaction of its call.paid: its projection (payment_ids) refuses
+	// a second call under the same payer and id with ErrConflict.
+	EventPaymentIdentified = "payment.identified"
 )
 
 // ChainStream returns the event stream of a network's settlement
@@ -101,6 +106,27 @@ type PaidCall struct {
 func PaymentDigest(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return base64.StdEncoding.EncodeToString(sum[:16])
+}
+
+// PaymentIdentified is the data of a payment.identified event: the
+// payment identifier of a call's payment and the payer it is scoped by.
+type PaymentIdentified struct {
+	// Payer is the payment's payer (x402.Payment.Payer).
+	Payer string `json:"payer"`
+	// ID is the client's payment identifier.
+	ID string `json:"id"`
+}
+
+// PaymentIDKey returns the key payment_ids keeps the payment identifier id
+// of payer under: the base64 of the first 16 bytes of the SHA-256 of
+// payer, a NUL and id (as PaymentDigest). An id is scoped by its payer:
+// another payer's same id is another key.
+func PaymentIDKey(payer, id string) string {
+	h := sha256.New()
+	h.Write([]byte(payer))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return base64.StdEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
 // JobQueued is the data of a job.queued event.

@@ -234,6 +234,17 @@ func CallGetByPaymentKey(ctx context.Context, db DBTX, key string) (*Call, error
 	return c, nil
 }
 
+// CallGetByPaymentID returns the call admitted with payer's payment
+// identifier id (PaymentIDKey), or ErrNotFound.
+func CallGetByPaymentID(ctx context.Context, db DBTX, payer, id string) (*Call, error) {
+	c, err := scanCall(db.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE id = (SELECT call_id FROM payment_ids WHERE key = $1)",
+		PaymentIDKey(payer, id)))
+	if err != nil {
+		return nil, fmt.Errorf("get call by payment identifier of %s: %w", payer, err)
+	}
+	return c, nil
+}
+
 // CallGetForUpdate returns call id locked for the rest of transaction tx.
 func CallGetForUpdate(ctx context.Context, tx pgx.Tx, id string) (*Call, error) {
 	c, err := scanCall(tx.QueryRow(ctx, "SELECT "+callColumns+" FROM calls WHERE id = $1 FOR UPDATE", id))

@@ -155,6 +155,8 @@ var eventTypes = registry(
 		showPaidCall, projectCallPaid),
 	defineEvent(EventType{Name: EventPaymentVerified, Stream: "call", Label: "payment verified"},
 		showPaymentVerified, projectPaymentVerified),
+	defineEvent(EventType{Name: EventPaymentIdentified, Stream: "call", Label: "payment identifier bound"},
+		showPaymentIdentified, projectPaymentIdentified),
 	defineEvent(EventType{Name: EventJobQueued, Stream: "call", Label: "job queued"},
 		showJobQueued, projectJobQueued),
 	defineEvent(EventType{Name: EventJobStarted, Stream: "call", Label: "job started"},
@@ -250,6 +252,10 @@ func showPaymentVerified(v PaymentVerified) []EventField {
 // showPaidCall: call.paid is payment.verified with its job (job.queued's).
 func showPaidCall(v PaidCall) []EventField {
 	return append(showPaymentVerified(v.PaymentVerified), jobField("job", v.JobID))
+}
+
+func showPaymentIdentified(v PaymentIdentified) []EventField {
+	return []EventField{{Name: "payment id", Value: v.ID, Kind: FieldMono}}
 }
 
 func showJobQueued(v JobQueued) []EventField {

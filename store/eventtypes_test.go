@@ -28,10 +28,11 @@ func registeredPayloads() map[string]any {
 	verified := PaymentVerified{Op: "regex", Token: "jM2XnoKC0mp6sIrcFCkbOtGxjQKFwc-9", RequestHash: []byte("0123456789abcdef0123456789abcdef"), Payment: payment}
 	block := &x402.SettledBlock{Number: 10, Hash: "0x" + strings.Repeat("b1", 32)}
 	return map[string]any{
-		EventCallPaid:        PaidCall{PaymentVerified: verified, JobID: 602},
-		EventPaymentVerified: verified,
-		EventJobQueued:       JobQueued{JobID: 602, Queue: "regex"},
-		EventJobStarted:      JobStarted{JobID: 602, Attempt: 2},
+		EventCallPaid:          PaidCall{PaymentVerified: verified, JobID: 602},
+		EventPaymentVerified:   verified,
+		EventPaymentIdentified: PaymentIdentified{Payer: payer, ID: "pay_01HZX9K2M3N4P5Q6"},
+		EventJobQueued:         JobQueued{JobID: 602, Queue: "regex"},
+		EventJobStarted:        JobStarted{JobID: 602, Attempt: 2},
 		EventJobSucceeded: JobSucceeded{JobID: 602, Bytes: 34, SHA256: strings.Repeat("ab", 32), Attempt: 1, SettleJobID: 603,
 			Transaction: "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnb"},
 		EventJobFailed:           JobFailed{JobID: 602, Error: "bad_input", Message: "no such pattern"},

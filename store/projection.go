@@ -67,6 +67,13 @@ func projectPaymentVerified(p projection, v PaymentVerified) (bool, error) {
 	return true, nil
 }
 
+// projectPaymentIdentified binds the payer's payment identifier to the
+// call; the primary key refuses a second call under it.
+func projectPaymentIdentified(p projection, v PaymentIdentified) (bool, error) {
+	p.b.Queue("INSERT INTO payment_ids (key, call_id, created_at) VALUES ($1, $2, $3)", PaymentIDKey(v.Payer, v.ID), p.id, p.now)
+	return true, nil
+}
+
 func projectJobQueued(p projection, _ JobQueued) (bool, error) {
 	p.b.Queue("UPDATE calls SET updated_at = $2 WHERE id = $1 AND state = 'queued'", p.id, p.now)
 	return true, nil

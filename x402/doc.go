@@ -26,6 +26,20 @@
 // refused payment_already_used. After RESULT_TTL the poll URL and the
 // payment answer 410 result_expired.
 //
+// Every quote declares the payment-identifier extension, not required (as
+// the official declarePaymentIdentifierExtension(false)). A payment carrying
+// an id (extensions["payment-identifier"].info.id, 16 to 128 of
+// [A-Za-z0-9_-]; anything else is 400 invalid_payment_identifier before any
+// check) binds it, scoped by its payer, to the call it pays for. A later
+// payment of the same payer with the same id is answered as the same payment
+// sent again is: the call's stored result and PAYMENT-RESPONSE, or the call
+// running, for the same operation, body and network; 409
+// payment_identifier_conflict for another request. Such a payment, when it
+// is not the call's own, is authenticated only (Verifier.Authenticate: its
+// match to the quote and its payer's signature, and that it paid no other
+// call), never verified as a charge, reserved or settled: the client whose
+// answer was lost and who signed again is charged once.
+//
 // # Settlement modes
 //
 // SETTLEMENT=devchain (the default) settles on the embedded chain of package

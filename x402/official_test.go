@@ -41,8 +41,10 @@ func specs() []jobs.Spec {
 // (each operation, on one network and on all seven, and with refusal
 // reasons) as a 402 on loopback, and has the official packages read them:
 // @x402/core's HTTP client and header decoder, its PaymentRequired v2
-// schema, and @x402/extensions' validation of the bazaar extension (the
-// facilitator's check before cataloguing). They must read exactly the
+// schema, @x402/extensions' validation of the bazaar extension (the
+// facilitator's check before cataloguing), and its payment-identifier
+// helpers (the declaration equal to the official server's, an id appended
+// and extracted as the official client and server do). They must read exactly the
 // PaymentRequired we meant.
 func TestOfficialPackagesReadQuotes(t *testing.T) {
 	t.Parallel()
@@ -98,11 +100,15 @@ func TestOfficialPackagesReadQuotes(t *testing.T) {
 	bazaar["info"].(map[string]any)["input"].(map[string]any)["method"] = "GET"
 	wrongMethod, err := x402.EncodeHeader(pr)
 	require.NoError(t, err)
+	delete(pr["extensions"].(map[string]any), x402.ExtensionPaymentIdentifier)
+	noPaymentID, err := x402.EncodeHeader(pr)
+	require.NoError(t, err)
 	controls := map[int]string{}
 	for _, c := range []struct{ header, want string }{
 		{strings.NewReplacer("+", "-", "/", "_").Replace(good.PaymentRequired + "+/"), "decodePaymentRequiredHeader"},
 		{empty, "PaymentRequiredV2Schema"},
 		{wrongMethod, "validateDiscoveryExtension"},
+		{noPaymentID, "no payment-identifier extension"},
 	} {
 		controls[len(quotes)] = c.want
 		quotes = append(quotes, served{"control " + c.want, &x402.Quote{PaymentRequired: c.header, WWWAuthenticate: good.WWWAuthenticate, Body: good.Body}})

@@ -370,6 +370,30 @@ type Verifier interface {
 	// the payment it names, so that a payment accepted before (and perhaps
 	// settled since, which Verify refuses) is recognised when resent.
 	Identify(op string, header string) (*Payment, error)
+	// PaymentID returns the payment-identifier id header carries ("" when
+	// none), with no check of the payment and no I/O; an
+	// *InvalidPaymentIDError when its extension breaks the spec's rules.
+	// A header that cannot be read carries none (Verify refuses it).
+	PaymentID(header string) (string, error)
+	// Authenticate checks that header's payment for op is its payer's
+	// own, without verifying it as a charge: that it answers one of op's
+	// requirements, as Verify matches it, and that its payer signed it.
+	// Nothing of its funds, nonce or validity window is checked: it is
+	// never settled. It returns the payment as Identify does, or a
+	// *Refusal.
+	Authenticate(ctx context.Context, op string, header string) (*Payment, error)
+}
+
+// Authenticator is a SchemeVerifier that can check who signed a payment
+// without verifying it as a charge (Verifier.Authenticate): for a payment
+// that only proves its payer, sent again with a payment identifier the
+// payer used before. A SchemeVerifier that is not one verifies such a
+// payment whole (nothing of it is reserved or settled either way).
+type Authenticator interface {
+	// Authenticate checks payload against req as Verify does, but only
+	// its form, its match to req and its signature, and returns its
+	// payer in the canonical form of Payment.Payer.
+	Authenticate(ctx context.Context, req *Requirements, payload *PaymentPayload) (payer string, err error)
 }
 
 // SettleResponse is the x402 SettleResponse, sent base64-encoded in the

@@ -265,7 +265,7 @@ func buildCatalog(specs []jobs.Spec, cfg *CatalogConfig) (*catalogState, error) 
 			Error:       ErrorPaymentRequired,
 			Resource:    ResourceInfo{URL: e.Resource, Description: spec.Description, MimeType: "application/json"},
 			Accepts:     []Requirements{},
-			Extensions:  map[string]json.RawMessage{"bazaar": bazaar},
+			Extensions:  map[string]json.RawMessage{"bazaar": bazaar, ExtensionPaymentIdentifier: paymentIdentifierDeclaration},
 		}
 		if e.Sellable {
 			if e.Required.Accepts, err = accepts(amount, cfg); err != nil {

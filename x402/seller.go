@@ -2,6 +2,7 @@ package x402
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"strings"
@@ -132,6 +133,52 @@ func (s *Seller) Identify(op, header string) (*Payment, error) {
 		return nil, fmt.Errorf("identify: %w", err)
 	}
 	return &Payment{Network: req.Network, Payer: payer, Nonce: nonce, Amount: req.Amount, Asset: req.Asset, Payload: raw}, nil
+}
+
+// PaymentID returns the payment-identifier id of header's payload ("" when
+// none), with no check of the payment and no I/O: an
+// *InvalidPaymentIDError when its extension breaks the spec's rules. A
+// header that cannot be read names none; Verify refuses it.
+func (s *Seller) PaymentID(header string) (string, error) {
+	var payload struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if err := DecodeHeader(header, &payload); err != nil {
+		return "", nil
+	}
+	return (&PaymentPayload{Extensions: payload.Extensions}).PaymentID()
+}
+
+// Authenticate checks that header's payment for op answers one of op's
+// requirements (as Verify matches it) and was signed by its payer, with
+// the scheme's Authenticator when it has one, else by verifying it whole.
+// It returns the payment as Identify does, or a *Refusal. A payment so
+// checked proves who sent it and is never settled.
+func (s *Seller) Authenticate(ctx context.Context, op, header string) (*Payment, error) {
+	payload, scheme, req, err := s.match(op, header)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := scheme.Verifier.(Authenticator)
+	if !ok {
+		p, err := scheme.Verifier.Verify(ctx, req, payload)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	payer, err := a.Authenticate(ctx, req, payload)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.Identify(op, header)
+	if err != nil {
+		return nil, err
+	}
+	if p.Payer != payer {
+		return nil, &Refusal{Reason: ReasonInvalidPayload, Message: fmt.Sprintf("the payment names payer %s, its signature is %s's", p.Payer, payer)}
+	}
+	return p, nil
 }
 
 // match decodes header and returns the payload, the scheme of its network

@@ -222,17 +222,20 @@ func (p *payFlags) client() (*payclient.Client, error) {
 }
 
 // runPay is `x402d pay [-key HEX | -account N] [-network eip155:8453]
-// [-X METHOD] [-d BODY | -d @FILE] URL`: quote, sign, pay and print.
+// [-X METHOD] [-d BODY | -d @FILE] [-payment-id ID] URL`: quote, sign, pay
+// and print. With -payment-id, running it again after a lost answer signs
+// a new payment that gets the first call's answer, charged once.
 func runPay(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("pay", flag.ContinueOnError)
 	pf := addPayFlags(fs, getenv)
 	method := fs.String("X", "POST", "HTTP method")
 	data := fs.String("d", "", "request body, or @file")
+	paymentID := fs.String("payment-id", "", "payment identifier (x402's payment-identifier extension, 16-128 of [A-Za-z0-9_-]): the same id again is charged once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: x402d pay [-key HEX | -account N] [-network CAIP2] [-X METHOD] [-d BODY|@FILE] URL")
+		return errors.New("usage: x402d pay [-key HEX | -account N] [-network CAIP2] [-X METHOD] [-d BODY|@FILE] [-payment-id ID] URL")
 	}
 	body := []byte(*data)
 	if file, ok := strings.CutPrefix(*data, "@"); ok {
@@ -245,7 +248,7 @@ func runPay(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
-	res, err := client.Do(ctx, &payclient.Request{Method: *method, URL: fs.Arg(0), Body: body})
+	res, err := client.Do(ctx, &payclient.Request{Method: *method, URL: fs.Arg(0), Body: body, PaymentID: *paymentID})
 	if err != nil {
 		return err
 	}

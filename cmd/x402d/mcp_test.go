@@ -207,6 +207,31 @@ func TestMCP(t *testing.T) {
 		require.Contains(t, string(page), `data-event="settlement.confirmed"`)
 	})
 
+	t.Run("PaymentIdentifier", func(t *testing.T) {
+		// A new payment with the payment identifier of a call gets its
+		// result, not a second call; with other arguments, a conflict.
+		args := map[string]any{"a": "id\n", "b": "mcp\n"}
+		res := callTool(ctx, t, session, "diff", args, "test:0xmcpid:n1:pay_mcp_0123456789ab")
+		require.False(t, res.IsError, toolText(t, res))
+		before := countCalls(ctx, t, db)
+		again := callTool(ctx, t, session, "diff", args, "test:0xmcpid:n2:pay_mcp_0123456789ab")
+		require.False(t, again.IsError, toolText(t, again))
+		require.Equal(t, asMap(t, res.StructuredContent), asMap(t, again.StructuredContent))
+		require.Equal(t, asMap(t, res.Meta["x402/payment-response"]), asMap(t, again.Meta["x402/payment-response"]))
+		requireToolFailure(t, callTool(ctx, t, session, "diff", map[string]any{"a": "1\n", "b": "2\n"}, "test:0xmcpid:n3:pay_mcp_0123456789ab"),
+			"payment_identifier_conflict")
+		body := requireToolFailure(t, callTool(ctx, t, session, "diff", args, "test:0xmcpid:n4:short"), "invalid_payment_identifier")
+		require.Equal(t, `extensions["payment-identifier"].info.id`, body["field"])
+		require.Equal(t, before, countCalls(ctx, t, db), "no call more")
+		// Only the payer's own payment gets its call: not one whose
+		// signature is not the payer's, nor one that paid another call.
+		requirePaymentRequired(t, callTool(ctx, t, session, "diff", args, "bad:0xmcpid:n5:pay_mcp_0123456789ab"), "invalid_exact_evm_signature")
+		res = callTool(ctx, t, session, "diff", map[string]any{"a": "other\n", "b": "call\n"}, "test:0xmcpid:n6:pay_mcp_other_call_01")
+		require.False(t, res.IsError, toolText(t, res))
+		requirePaymentRequired(t, callTool(ctx, t, session, "diff", args, "test:0xmcpid:n6:pay_mcp_0123456789ab"), "payment_already_used")
+		require.Equal(t, before+1, countCalls(ctx, t, db))
+	})
+
 	t.Run("RefusedPayment", func(t *testing.T) {
 		res := callTool(ctx, t, session, "diff", map[string]any{"a": "x\n", "b": "y\n"}, "bad:0xmcp:n2")
 		requirePaymentRequired(t, res, "invalid_exact_evm_signature")

@@ -3,7 +3,10 @@
 // that is not ours: Base's chain id, blocks every few seconds, Circle's own
 // USDC (FiatTokenV2_2 behind its proxy, deployed and initialized as Circle
 // does) at the Base USDC address with the development accounts minted, and
-// Multicall3 at its canonical address.
+// Multicall3 at its canonical address; and batch-settlement's channel and
+// EIP-3009 deposit-collector contracts (contracts.BatchSettlement,
+// contracts.ERC3009DepositCollector) at the canonical addresses the
+// official x402 packages use.
 //
 // A Node is a real process on a loopback port; Restart stops it and starts it
 // again from the state it dumped, as a node operator's restart does. A Proxy
@@ -38,6 +41,7 @@ import (
 	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/internal/nodetest"
 	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm/channel"
 )
 
 // ChainID is Base's chain id, which the node answers by default.
@@ -191,8 +195,8 @@ func (n *Node) start(load bool) {
 var ProxyAdmin = crypto.PubkeyToAddress(mustKey(11).PublicKey)
 
 // place deploys and initializes Circle's USDC as Circle does, puts
-// Multicall3's code at its canonical address and the test wallet factory at
-// devchain.WalletFactory.
+// Multicall3's code at its canonical address, the test wallet factory at
+// devchain.WalletFactory, and the batch-settlement contracts at theirs.
 func (n *Node) place() {
 	t := n.t
 	t.Helper()
@@ -201,7 +205,10 @@ func (n *Node) place() {
 	if usdc == nil {
 		usdc = new(big.Int).Mul(big.NewInt(1_000_000), big.NewInt(1_000_000))
 	}
-	for addr, name := range map[common.Address]string{devchain.Multicall: contracts.Multicall3, devchain.WalletFactory: contracts.DevWalletFactory} {
+	for addr, name := range map[common.Address]string{
+		devchain.Multicall: contracts.Multicall3, devchain.WalletFactory: contracts.DevWalletFactory,
+		channel.SettlementAddress: contracts.BatchSettlement, channel.CollectorAddress: contracts.ERC3009DepositCollector,
+	} {
 		a, err := contracts.Load(name)
 		require.NoError(t, err)
 		// No constructor and no immutables: the runtime code is the account.

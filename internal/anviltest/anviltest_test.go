@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm/channel"
 )
 
 // TestStart_PlacesContracts starts anvil and reads Circle's USDC and
@@ -73,6 +75,17 @@ func TestStart_PlacesContracts(t *testing.T) {
 	code, err = node.Client.CodeAt(ctx, devchain.Multicall, nil)
 	require.NoError(t, err)
 	require.Equal(t, multicall.DeployedBytecode, code)
+
+	// batch-settlement's contracts at the canonical addresses.
+	for addr, name := range map[common.Address]string{
+		channel.SettlementAddress: contracts.BatchSettlement, channel.CollectorAddress: contracts.ERC3009DepositCollector,
+	} {
+		a, err := contracts.Load(name)
+		require.NoError(t, err)
+		code, err := node.Client.CodeAt(ctx, addr, nil)
+		require.NoError(t, err)
+		require.Equal(t, a.DeployedBytecode, code, name)
+	}
 
 	require.NoError(t, node.Mine(ctx))
 	head, err := node.Client.BlockNumber(ctx)

@@ -121,12 +121,13 @@ func (p *Payments) Verify(ctx context.Context, op, header string) (*x402.Payment
 	return pay, nil
 }
 
-// Identify reads "<kind>:<payer>:<nonce>"; the payload is the whole header,
+// Identify reads "<kind>:<payer>:<nonce>", or
+// "<kind>:<payer>:<nonce>:<payment id>"; the payload is the whole header,
 // so "bad:p:n" names the same payer and nonce as "test:p:n" but is not the
 // same payment.
 func (p *Payments) Identify(_, header string) (*x402.Payment, error) {
 	parts := strings.Split(header, ":")
-	if len(parts) != 3 {
+	if len(parts) != 3 && len(parts) != 4 {
 		return nil, &x402.Refusal{Reason: "invalid_payload", Message: "test double cannot read " + header}
 	}
 	payload, err := json.Marshal(map[string]string{"header": header})
@@ -135,6 +136,34 @@ func (p *Payments) Identify(_, header string) (*x402.Payment, error) {
 	}
 	return &x402.Payment{Network: "eip155:8453", Payer: parts[1], Nonce: parts[2], Amount: "10000",
 		Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Payload: payload}, nil
+}
+
+// PaymentID returns the fourth part of a header
+// "<kind>:<payer>:<nonce>:<payment id>" ("" without one), refused as the
+// service refuses an id that breaks the payment-identifier rules.
+func (p *Payments) PaymentID(header string) (string, error) {
+	parts := strings.Split(header, ":")
+	if len(parts) != 4 {
+		return "", nil
+	}
+	if err := x402.ValidPaymentID(parts[3]); err != nil {
+		return "", err
+	}
+	return parts[3], nil
+}
+
+// Authenticate accepts a "test:" or "empty:" header (its payer signed it,
+// whatever it holds) and refuses a "bad:" one, as a signature that is not
+// the payer's.
+func (p *Payments) Authenticate(_ context.Context, op, header string) (*x402.Payment, error) {
+	pay, err := p.Identify(op, header)
+	if err != nil {
+		return nil, err
+	}
+	if kind, _, _ := strings.Cut(header, ":"); kind != "test" && kind != "empty" {
+		return nil, &x402.Refusal{Reason: "invalid_exact_evm_signature", Message: "test double refuses " + header}
+	}
+	return pay, nil
 }
 
 // Settle records the payment in the ledger (once) and reports TxHash of its

@@ -10,6 +10,12 @@
 // Base has Multicall3: the relayer settles many payments in one transaction
 // through it.
 //
+// The payment channels of x402's batch-settlement scheme
+// (contracts.BatchSettlement) and their EIP-3009 deposit collector
+// (contracts.ERC3009DepositCollector) sit at the canonical addresses the
+// official x402 packages use (channel.SettlementAddress,
+// channel.CollectorAddress).
+//
 // The ten accounts of the standard development mnemonic (Mnemonic) are
 // funded with 1,000,000 USDC and 10,000 ETH each. Account 0 deployed the
 // token and may mint more.

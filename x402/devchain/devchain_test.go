@@ -25,6 +25,7 @@ import (
 
 	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm/channel"
 )
 
 func TestDeriveKey(t *testing.T) {
@@ -105,6 +106,32 @@ func TestChain(t *testing.T) {
 		require.Equal(t, "2", domain[2])
 		require.Equal(t, int64(8453), domain[3].(*big.Int).Int64())
 		require.Equal(t, devchain.USDC, domain[4])
+	})
+
+	t.Run("ChannelContractsAtCanonicalAddresses", func(t *testing.T) {
+		for addr, name := range map[common.Address]string{
+			channel.SettlementAddress: contracts.BatchSettlement, channel.CollectorAddress: contracts.ERC3009DepositCollector,
+		} {
+			a, err := contracts.Load(name)
+			require.NoError(t, err)
+			code, err := remote.CodeAt(ctx, addr, nil)
+			require.NoError(t, err)
+			require.Equal(t, a.DeployedBytecode, code, name)
+		}
+		settlement, err := contracts.Load(contracts.BatchSettlement)
+		require.NoError(t, err)
+		input, err := settlement.ABI.Pack("DOMAIN_SEPARATOR")
+		require.NoError(t, err)
+		out, err := remote.CallContract(ctx, ethereum.CallMsg{To: &channel.SettlementAddress, Data: input}, nil)
+		require.NoError(t, err)
+		require.Equal(t, channel.DomainSeparator(chain.ChainID()), common.BytesToHash(out), "the domain of this chain and address")
+		collector, err := contracts.Load(contracts.ERC3009DepositCollector)
+		require.NoError(t, err)
+		input, err = collector.ABI.Pack("x402BatchSettlement")
+		require.NoError(t, err)
+		out, err = remote.CallContract(ctx, ethereum.CallMsg{To: &channel.CollectorAddress, Data: input}, nil)
+		require.NoError(t, err)
+		require.Equal(t, channel.SettlementAddress, common.BytesToAddress(out))
 	})
 
 	t.Run("AccountsFunded", func(t *testing.T) {

@@ -13,13 +13,16 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/x402/evm/channel"
 )
 
 // ContractAlloc returns the accounts of the chain's contracts, as a genesis
 // or another node (anvil, through anvil_setCode and anvil_setStorageAt)
 // places them: DevUSDC at USDC, deployed by deployer and minted to the
-// accounts of mints, DevMulticall at Multicall and DevWalletFactory at
-// WalletFactory.
+// accounts of mints, DevMulticall at Multicall, DevWalletFactory at
+// WalletFactory, and batch-settlement's BatchSettlement and
+// ERC3009DepositCollector at their canonical addresses
+// (channel.SettlementAddress, channel.CollectorAddress).
 func ContractAlloc(config *params.ChainConfig, deployer common.Address, mints map[common.Address]*big.Int) (types.GenesisAlloc, error) {
 	token, err := tokenAlloc(config, deployer, mints)
 	if err != nil {
@@ -33,11 +36,21 @@ func ContractAlloc(config *params.ChainConfig, deployer common.Address, mints ma
 	if err != nil {
 		return nil, err
 	}
+	settlement, err := contracts.Load(contracts.BatchSettlement)
+	if err != nil {
+		return nil, err
+	}
+	collector, err := contracts.Load(contracts.ERC3009DepositCollector)
+	if err != nil {
+		return nil, err
+	}
 	return types.GenesisAlloc{
 		USDC: token,
 		// No constructor and no immutables: the runtime code is the account.
-		Multicall:     {Code: multicall.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
-		WalletFactory: {Code: factory.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
+		Multicall:                 {Code: multicall.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
+		WalletFactory:             {Code: factory.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
+		channel.SettlementAddress: {Code: settlement.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
+		channel.CollectorAddress:  {Code: collector.DeployedBytecode, Nonce: 1, Balance: new(big.Int)},
 	}, nil
 }
 

@@ -256,6 +256,65 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	}, nil
 }
 
+// Authenticate checks that payload, for req, is a well-formed exact EVM
+// payment to req's payTo of req's amount whose authorization its payer
+// signed (an ECDSA signature of its key, or one its contract wallet
+// accepts: EIP-1271, or ERC-6492 for a wallet not deployed yet, which
+// read the chain), and returns the payer (x402.Authenticator). Its
+// window, its nonce and the payer's balance are not checked: a payment
+// only authenticated is never settled.
+func (v *Verifier) Authenticate(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (string, error) {
+	ctx = WithPurpose(ctx, PurposeVerify)
+	if req.Scheme != "exact" || payload.Accepted.Scheme != "exact" {
+		return "", refuseNever(ReasonScheme, "scheme %q is not exact", payload.Accepted.Scheme)
+	}
+	if payload.Accepted.Network != req.Network {
+		return "", refuseNever(ReasonNetworkMismatch, "payment is for %s, not %s", payload.Accepted.Network, req.Network)
+	}
+	ep, err := decodePayload(payload.Payload)
+	if err != nil {
+		return "", err
+	}
+	var extra x402.EVMExtra
+	if len(req.Extra) > 0 {
+		if err := json.Unmarshal(req.Extra, &extra); err != nil {
+			return "", fmt.Errorf("authenticate: requirement extra: %w", err)
+		}
+	}
+	chainID, err := ChainID(req.Network)
+	if err != nil {
+		return "", fmt.Errorf("authenticate: requirement: %w", err)
+	}
+	reader := v.chains[req.Network]
+	if reader == nil {
+		return "", fmt.Errorf("authenticate: no chain client for %s", req.Network)
+	}
+	asset, err := parseAddress("asset", req.Asset)
+	if err != nil {
+		return "", fmt.Errorf("authenticate: requirement: %w", err)
+	}
+	payTo, err := parseAddress("payTo", req.PayTo)
+	if err != nil {
+		return "", fmt.Errorf("authenticate: requirement: %w", err)
+	}
+	amount, err := parseUint256("amount", req.Amount)
+	if err != nil {
+		return "", fmt.Errorf("authenticate: requirement: %w", err)
+	}
+	auth := ep.auth
+	switch {
+	case auth.To != payTo:
+		return "", refuseNever(ReasonRecipientMismatch, "authorization pays %s, not %s", auth.To.Hex(), payTo.Hex())
+	case auth.Value.Cmp(amount) != 0:
+		return "", refuseNever(ReasonValueMismatch, "authorization moves %s, the price is %s", auth.Value, amount)
+	}
+	domain := &Domain{Name: extra.Name, Version: extra.Version, ChainID: chainID, VerifyingContract: asset}
+	if err := v.checkSignature(ctx, reader, auth, domain, ep.signature); err != nil {
+		return "", err
+	}
+	return auth.From.Hex(), nil
+}
+
 // overCap is the refusal of a payment whose transfer needs more gas than
 // the cap of a payer's code (err says how it failed under it).
 func (v *Verifier) overCap(err error) error {

@@ -104,6 +104,12 @@ type Request struct {
 	// Header is added to the request; Content-Type defaults to
 	// application/json when there is a body.
 	Header http.Header
+	// PaymentID, when set, is sent as the payment's payment identifier
+	// (x402's payment-identifier extension) when the quote declares the
+	// extension: Do with the same PaymentID again, after an answer was
+	// lost, signs a new payment that the seller answers with the first
+	// call's result, charging once.
+	PaymentID string
 }
 
 // Result is the outcome of a paid (or free) request.
@@ -151,7 +157,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pay %s: %w", r.URL, err)
 	}
-	signature, err := c.sign(q)
+	signature, err := c.signWithID(q, r.PaymentID)
 	if err != nil {
 		return nil, fmt.Errorf("pay %s: %w", r.URL, err)
 	}
@@ -275,7 +281,18 @@ func (c *Client) prepare(required *x402.PaymentRequired, accepted *x402.Requirem
 // sign builds the PAYMENT-SIGNATURE header value paying q: an authorization
 // valid from 10 minutes ago until the requirement's maxTimeoutSeconds from
 // now, with a random nonce.
-func (c *Client) sign(q *quote) (string, error) {
+func (c *Client) sign(q *quote) (string, error) { return c.signWithID(q, "") }
+
+// signWithID is sign with the payment identifier id in the payment's
+// extensions, when id is set and the quote declares the extension.
+func (c *Client) signWithID(q *quote, id string) (string, error) {
+	extensions := q.required.Extensions
+	if id != "" {
+		var err error
+		if extensions, err = x402.WithPaymentID(extensions, id); err != nil {
+			return "", err
+		}
+	}
 	var nonce common.Hash
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return "", fmt.Errorf("nonce: %w", err)
@@ -303,7 +320,7 @@ func (c *Client) sign(q *quote) (string, error) {
 		Resource:    &resource,
 		Accepted:    *q.accepted,
 		Payload:     inner,
-		Extensions:  q.required.Extensions,
+		Extensions:  extensions,
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {

@@ -111,6 +111,49 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 	return p, err
 }
 
+// Authenticate checks that payload, for req, is an exact Solana payment
+// whose third instruction moves req's amount of req's mint to req's payTo
+// and whose transfer authority signed the transaction (every signer but
+// the fee payer, as Verify checks them), and returns the authority
+// (x402.Authenticator). The layout of its other instructions, its
+// blockhash and its simulation are not checked: a payment only
+// authenticated is never sent.
+func (v *Verifier) Authenticate(_ context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (string, error) {
+	r, err := v.requirementOf(req, payload)
+	if err != nil {
+		return "", err
+	}
+	ptx, err := decodeTransaction(payload.Payload)
+	if err != nil {
+		return "", refuse(ReasonCouldNotBeDecoded, "%v", err)
+	}
+	ixs := ptx.instructions()
+	if len(ixs) < 3 {
+		return "", refuse(ReasonInstructionsLength, "%d instructions, want 3 to %d", len(ixs), maxInstructions)
+	}
+	tr, ok := parseTransfer(ixs[2])
+	if !ok {
+		return "", refuse(ReasonNoTransfer, "instruction 2 is not a TransferChecked of SPL Token or Token-2022")
+	}
+	if tr.mint != r.mint {
+		return "", refuse(ReasonMintMismatch, "the transfer moves %s, not %s", tr.mint, r.mint)
+	}
+	wantDest, err := AssociatedTokenAddress(r.payTo, r.mint, tr.program)
+	if err != nil || tr.destination != wantDest {
+		return "", refuse(ReasonRecipientMismatch, "the transfer pays %s, not the token account of %s", tr.destination, r.payTo)
+	}
+	if tr.amount != r.amount {
+		return "", refuse(ReasonAmountMismatch, "the transfer moves %d, the price is %d", tr.amount, r.amount)
+	}
+	if _, ok := ptx.signature(tr.authority); !ok {
+		return "", refuse(ReasonSignatureInvalid, "the transfer authority %s is not a signer of the transaction", tr.authority)
+	}
+	if err := ptx.checkSignatures(); err != nil {
+		return "", err
+	}
+	return tr.authority.String(), nil
+}
+
 // requirement is what a Verifier reads of the seller's requirement.
 type requirement struct {
 	extra  x402.SVMExtra

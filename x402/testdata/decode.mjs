@@ -12,6 +12,14 @@ const { x402Client, x402HTTPClient } = require("@x402/core/client");
 const { decodePaymentRequiredHeader } = require("@x402/core/http");
 const { PaymentRequiredV2Schema } = require("@x402/core/schemas");
 const { validateDiscoveryExtension, validateDiscoveryExtensionSpec } = require("@x402/extensions/bazaar");
+const {
+  PAYMENT_IDENTIFIER,
+  declarePaymentIdentifierExtension,
+  validatePaymentIdentifier,
+  appendPaymentIdentifierToExtensions,
+  extractAndValidatePaymentIdentifier,
+} = require("@x402/extensions/payment-identifier");
+const { isDeepStrictEqual } = require("node:util");
 
 const [base, count] = process.argv.slice(2);
 const http = new x402HTTPClient(new x402Client());
@@ -56,6 +64,28 @@ for (let i = 0; i < Number(count); i++) {
       ]) {
         const v = check(bazaar);
         if (!v.valid) r.errors.push(`${name}: ${(v.errors ?? []).join("; ")}`);
+      }
+    }
+  }
+  if (required) {
+    // The payment-identifier extension, as the official server helper
+    // declares it (not required), and a client's id appended to it as the
+    // official client helper appends one, read back by the official
+    // server-side extraction.
+    const declared = required.extensions?.[PAYMENT_IDENTIFIER];
+    if (!declared) {
+      r.errors.push("no payment-identifier extension");
+    } else {
+      if (!isDeepStrictEqual(declared, declarePaymentIdentifierExtension(false))) {
+        r.errors.push(`payment-identifier: ${JSON.stringify(declared)} is not declarePaymentIdentifierExtension(false)`);
+      }
+      const v = validatePaymentIdentifier(declared);
+      if (!v.valid) r.errors.push(`validatePaymentIdentifier: ${(v.errors ?? []).join("; ")}`);
+      const extensions = structuredClone(required.extensions);
+      appendPaymentIdentifierToExtensions(extensions, "pay_0123456789abcdef");
+      const { id, validation } = extractAndValidatePaymentIdentifier({ extensions });
+      if (!validation.valid || id !== "pay_0123456789abcdef") {
+        r.errors.push(`payment-identifier: the id appended reads back as ${id}: ${(validation.errors ?? []).join("; ")}`);
       }
     }
   }
