@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
@@ -51,11 +52,13 @@ const admissionLinger = 20 * time.Millisecond
 // commits durably, makes these records durable too (WAL is flushed in
 // order): they need not wait for the disk (store.InRelaxedTx). previous
 // writes call.paid as the previous release did (Config.LedgerPreviousForm);
-// now is the clock reservations are weighed by.
-func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool, now func() time.Time) *store.GroupCommitter[*admission] {
-	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission")}
+// clk is the clock reservations are weighed by, and the group commit's
+// (nil: clock.Real()).
+func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool, clk clock.Clock) *store.GroupCommitter[*admission] {
+	clk = clock.Or(clk)
+	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission"), Clock: clk}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
-		batch, err := reserve(ctx, tx, now(), batch)
+		batch, err := reserve(ctx, tx, clk.Now(), batch)
 		if err != nil || len(batch) == 0 {
 			return err
 		}

@@ -36,7 +36,7 @@ func TestAdmitter(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	admit := newAdmitter(db.Pool, rc, nil, false, time.Now)
+	admit := newAdmitter(db.Pool, rc, nil, false, nil)
 
 	const n = 300
 	errs := make([]error, n+1)
@@ -98,7 +98,7 @@ func TestAdmitterReserves(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	admit := newAdmitter(db.Pool, rc, nil, false, time.Now)
+	admit := newAdmitter(db.Pool, rc, nil, false, nil)
 	const n, payer, other = 40, "0xA11ce00000000000000000000000000000000001", "0xB0b0000000000000000000000000000000000002"
 	now := time.Now().UTC()
 	adms := make([]*admission, n+1)
@@ -162,7 +162,7 @@ func TestAdmitterForms(t *testing.T) {
 	}{{false, 2}, {true, 1}} {
 		id := fmt.Sprintf("previous-%t", tc.previous)
 		payment := paytest.ExactEVM("0xA11ce00000000000000000000000000000000001", id)
-		require.NoError(t, newAdmitter(db.Pool, rc, nil, tc.previous, time.Now).Commit(ctx, &admission{callID: id,
+		require.NoError(t, newAdmitter(db.Pool, rc, nil, tc.previous, nil).Commit(ctx, &admission{callID: id,
 			verified: store.PaymentVerified{Op: "diff", Token: "tok", RequestHash: []byte{1}, Payment: payment},
 			job:      river.InsertManyParams{Args: admitTestArgs{N: 1}, InsertOpts: &river.InsertOpts{Queue: "pure"}}}))
 

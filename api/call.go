@@ -184,7 +184,7 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	}
 	s.cfg.Metrics.PaymentVerified(entry.op.Name, payment.Network)
 	if follow != nil {
-		go s.unpaidWork.follow(callID, held, follow)
+		s.unpaidWork.followLater(callID, held, follow)
 		follow = nil
 	}
 	return &admitted{id: callID, token: token, sub: sub}, nil
@@ -334,13 +334,13 @@ func (s *Server) refusal(ctx context.Context, entry *opEntry, err error) error {
 // or nil when it still runs then. tick, when set, is called every every while
 // the call runs (progress for the client).
 func (s *Server) wait(ctx context.Context, a *admitted, wait, every time.Duration, tick func()) (*store.Call, error) {
-	timer := time.NewTimer(wait)
+	timer := s.cfg.Clock.NewTimer(wait)
 	defer timer.Stop()
 	var ticks <-chan time.Time
 	if tick != nil && every > 0 {
-		t := time.NewTicker(every)
+		t := s.cfg.Clock.NewTicker(every)
 		defer t.Stop()
-		ticks = t.C
+		ticks = t.C()
 	}
 	for read := a.final; ; read = true {
 		if read {
@@ -361,7 +361,7 @@ func (s *Server) wait(ctx context.Context, a *admitted, wait, every time.Duratio
 				}
 			case <-ticks:
 				tick()
-			case <-timer.C:
+			case <-timer.C():
 				return nil, nil
 			case <-ctx.Done():
 				return nil, ctx.Err()

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/internal/bounded"
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // freeLimiter limits, per client address, the requests of the free
@@ -20,7 +21,7 @@ import (
 // burst). Paid calls (/api/x402/*) are not limited by it.
 type freeLimiter struct {
 	rate, burst float64
-	now         func() time.Time
+	clock       clock.Clock
 	buckets     *bounded.Map[string, freeBucket]
 }
 
@@ -30,8 +31,8 @@ type freeBucket struct {
 	at     time.Time
 }
 
-func newFreeLimiter(rate float64, burst int, now func() time.Time) *freeLimiter {
-	return &freeLimiter{rate: rate, burst: float64(burst), now: now, buckets: bounded.New[string, freeBucket](clientAddresses)}
+func newFreeLimiter(rate float64, burst int, clk clock.Clock) *freeLimiter {
+	return &freeLimiter{rate: rate, burst: float64(burst), clock: clock.Or(clk), buckets: bounded.New[string, freeBucket](clientAddresses)}
 }
 
 // take takes n tokens (at most burst) from addr's bucket: 0 when it held
@@ -40,7 +41,7 @@ func (l *freeLimiter) take(addr string, n int) time.Duration {
 	cost := math.Min(float64(max(n, 1)), l.burst)
 	var wait time.Duration
 	l.buckets.Update(addr, func(b freeBucket, found bool) freeBucket {
-		now := l.now()
+		now := l.clock.Now()
 		if !found {
 			b = freeBucket{tokens: l.burst, at: now}
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/jobs"
@@ -78,10 +79,10 @@ func TestFreeLimiter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			now := start
-			l := newFreeLimiter(tc.rate, tc.burst, func() time.Time { return now })
+			clk := clock.NewFake(start)
+			l := newFreeLimiter(tc.rate, tc.burst, clk)
 			for i, s := range tc.steps {
-				now = start.Add(s.at)
+				clk.Set(start.Add(s.at))
 				require.InDelta(t, s.wantWait, l.take(s.addr, s.n), float64(time.Millisecond), "step %d", i)
 			}
 		})
@@ -198,11 +199,11 @@ func rpcAnswers(t testing.TB, resp *http.Response, body []byte) []map[string]any
 func TestFreeSurfacesRateLimited(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := metrics.New(metrics.Config{})
 	// A rate of one request every 4 s, a burst of 3, and a clock that
 	// stands still: the fourth request of an address is refused.
-	base := freeServer(ctx, t, Config{FreeRate: 0.25, FreeBurst: 3, Now: func() time.Time { return now }, Metrics: m})
+	base := freeServer(ctx, t, Config{FreeRate: 0.25, FreeBurst: 3, Clock: clk, Metrics: m})
 	surfaces := []struct {
 		name, method, path, body string
 		wantType                 string

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/internal/bounded"
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -32,7 +33,7 @@ const clientAddresses = 100_000
 // honest client's payments in flight at once never wait for each other.
 type refusedLimiter struct {
 	rate, burst float64
-	now         func() time.Time
+	clock       clock.Clock
 	buckets     *bounded.Map[string, bucket]
 }
 
@@ -56,8 +57,8 @@ const (
 	pendingPoll = 5 * time.Millisecond
 )
 
-func newRefusedLimiter(rate float64, burst int, now func() time.Time) *refusedLimiter {
-	return &refusedLimiter{rate: rate, burst: float64(burst), now: now, buckets: bounded.New[string, bucket](clientAddresses)}
+func newRefusedLimiter(rate float64, burst int, clk clock.Clock) *refusedLimiter {
+	return &refusedLimiter{rate: rate, burst: float64(burst), clock: clock.Or(clk), buckets: bounded.New[string, bucket](clientAddresses)}
 }
 
 // refill returns b with its tokens at now.
@@ -74,15 +75,15 @@ func (l *refusedLimiter) refill(b bucket, ok bool, now time.Time) bucket {
 // may be (reserved: it counts among the checks under way until end), or
 // the 429 answer when the address is past its limit.
 func (l *refusedLimiter) begin(ctx context.Context, addr string) (reserved bool, err error) {
-	deadline := l.now().Add(pendingWait)
+	deadline := l.clock.Now().Add(pendingWait)
 	for {
 		var ok bool
 		var retry time.Duration
 		// Read once: a payment that waited its time is checked if the
 		// address has a token, never refused for the time alone.
-		waited := l.now().After(deadline)
+		waited := l.clock.Now().After(deadline)
 		l.buckets.Update(addr, func(b bucket, found bool) bucket {
-			now := l.now()
+			now := l.clock.Now()
 			b = l.refill(b, found, now)
 			switch {
 			case b.tokens >= 1 && !b.verified.IsZero() && now.Sub(b.verified) < trustVerifiedFor:
@@ -101,10 +102,8 @@ func (l *refusedLimiter) begin(ctx context.Context, addr string) (reserved bool,
 		case retry > 0:
 			return false, rateLimited(retry)
 		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(pendingPoll):
+		if err := clock.Sleep(ctx, l.clock, pendingPoll); err != nil {
+			return false, err
 		}
 	}
 }
@@ -114,7 +113,7 @@ func (l *refusedLimiter) begin(ctx context.Context, addr string) (reserved bool,
 // verify.
 func (l *refusedLimiter) end(addr string, reserved, refused, verified bool) {
 	l.buckets.Update(addr, func(b bucket, found bool) bucket {
-		now := l.now()
+		now := l.clock.Now()
 		b = l.refill(b, found, now)
 		if reserved && b.pending > 0 {
 			b.pending--

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // refuse has n payments of addr checked and refused.
@@ -75,10 +77,10 @@ func TestRefusedLimiter(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			now := start
-			l := newRefusedLimiter(tc.rate, tc.burst, func() time.Time { return now })
+			clk := clock.NewFake(start)
+			l := newRefusedLimiter(tc.rate, tc.burst, clk)
 			for i, s := range tc.steps {
-				now = start.Add(s.at)
+				clk.Set(start.Add(s.at))
 				refuse(t, l, "192.0.2.1", s.refuse)
 				if s.verify {
 					reserved, err := l.begin(ctx, "192.0.2.1")
@@ -107,7 +109,8 @@ func TestRefusedLimiter(t *testing.T) {
 // TestRefusedLimiter_AtOnce sends many payments of one address at once:
 // from an address whose payments end refused, no more are checked than its
 // tokens, the others answered 429; from one whose payments verify, all are
-// checked.
+// checked. The checks under way end only once every other payment waits
+// for them (on the clock, which stands still meanwhile).
 func TestRefusedLimiter_AtOnce(t *testing.T) {
 	t.Parallel()
 	testCases := []struct {
@@ -121,9 +124,11 @@ func TestRefusedLimiter_AtOnce(t *testing.T) {
 	for _, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			l := newRefusedLimiter(0.001, 3, time.Now)
-			var mu sync.Mutex
-			var checked int
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			l := newRefusedLimiter(0.001, 3, clk)
+			var checked atomic.Int32
+			read := make(chan struct{})      // closed: the chain reads end
+			ended := make(chan struct{}, 50) // a check ended
 			var wg sync.WaitGroup
 			for range 50 {
 				wg.Go(func() {
@@ -131,15 +136,25 @@ func TestRefusedLimiter_AtOnce(t *testing.T) {
 					if err != nil {
 						return
 					}
-					mu.Lock()
-					checked++
-					mu.Unlock()
-					time.Sleep(20 * time.Millisecond) // the chain read
+					checked.Add(1)
+					<-read
 					l.end("192.0.2.1", reserved, tc.refused, !tc.refused)
+					ended <- struct{}{}
 				})
 			}
+			// The burst's three are checked, the other 47 wait for them.
+			wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, clk.Wait(wctx, 47), "%d checked at once", checked.Load())
+			require.EqualValues(t, 3, checked.Load())
+			close(read)
+			for range 3 {
+				<-ended
+			}
+			// The waiting payments look again.
+			clk.Advance(pendingPoll)
 			wg.Wait()
-			require.Equal(t, tc.wantChecked, checked)
+			require.EqualValues(t, tc.wantChecked, checked.Load())
 		})
 	}
 }
@@ -163,11 +178,9 @@ func TestRefusedLimiter_Waited(t *testing.T) {
 	for _, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var clock atomic.Int64
-			start := time.Unix(1_800_000_000, 0)
-			now := func() time.Time { return start.Add(time.Duration(clock.Load())) }
+			clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 			// One token, refilled too slowly to matter (one a day).
-			l := newRefusedLimiter(1.0/86400, 1, now)
+			l := newRefusedLimiter(1.0/86400, 1, clk)
 			first, err := l.begin(context.Background(), "192.0.2.1")
 			require.NoError(t, err)
 			require.True(t, first)
@@ -179,15 +192,20 @@ func TestRefusedLimiter_Waited(t *testing.T) {
 				}
 				done <- err
 			}()
+			// It waits on the clock, unanswered.
+			wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, clk.Wait(wctx, 1))
 			select {
 			case err := <-done:
 				t.Fatalf("answered while the check under way holds the token: %v", err)
-			case <-time.After(50 * time.Millisecond):
+			default:
 			}
 			if tc.refuse {
 				l.end("192.0.2.1", first, true, false)
+				clk.Advance(pendingPoll)
 			} else {
-				clock.Add(int64(pendingWait + time.Millisecond))
+				clk.Advance(pendingWait + time.Millisecond)
 			}
 			select {
 			case err := <-done:
@@ -210,7 +228,7 @@ func TestRefusedLimiter_Waited(t *testing.T) {
 
 func TestRefusedLimiter_Bounded(t *testing.T) {
 	t.Parallel()
-	l := newRefusedLimiter(0.001, 1, time.Now)
+	l := newRefusedLimiter(0.001, 1, nil)
 	for i := range 3 * clientAddresses {
 		refuse(t, l, fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), 1)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -28,7 +27,7 @@ func TestAdmitterPaymentIdentified(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	admit := newAdmitter(db.Pool, rc, nil, false, time.Now)
+	admit := newAdmitter(db.Pool, rc, nil, false, nil)
 
 	type sender struct{ payer, id string }
 	senders := []sender{{"0xa", "pay_shared_id_0000001"}, {"0xb", "pay_shared_id_0000001"}, {"0xa", "pay_other_id_00000001"}}

@@ -44,7 +44,7 @@ func (s *Server) reservation(callID string, payment *x402.Payment) *store.Reserv
 	}
 	r := &store.Reservation{CallID: callID, Network: payment.Network, Asset: payment.Asset, Payer: payment.Payer,
 		Amount: amount, ValidBefore: until, Read: payment.VerifiedAt}
-	if b, read, ok := s.balanceCache.get(balanceKey{r.Network, r.Asset, r.Payer}, s.cfg.Now()); ok {
+	if b, read, ok := s.balanceCache.get(balanceKey{r.Network, r.Asset, r.Payer}, s.cfg.Clock.Now()); ok {
 		r.Balance, r.Read, r.Cached = b, read, true
 	}
 	return r
@@ -53,7 +53,7 @@ func (s *Server) reservation(callID string, payment *x402.Payment) *store.Reserv
 // readBalance reads the balance of r's payer from the chain into r, and
 // keeps it for the payer's next payments.
 func (s *Server) readBalance(ctx context.Context, r *store.Reservation, payment *x402.Payment) error {
-	read := s.cfg.Now().UTC()
+	read := s.cfg.Clock.Now().UTC()
 	b, err := s.balances.Balance(ctx, payment)
 	if err != nil {
 		return err

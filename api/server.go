@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/mcp"
 	"github.com/x402d/x402d/metrics"
@@ -129,8 +130,9 @@ type Config struct {
 	// is refused before any work (x402.WithValidFor). Zero: only the
 	// scheme's own margin.
 	PaymentValidFor time.Duration
-	// Now returns the current time. Defaults to time.Now.
-	Now func() time.Time
+	// Clock is the time of the limits, the reservations and the waits.
+	// Defaults to clock.Real().
+	Clock clock.Clock
 }
 
 // Defaults of Config.
@@ -186,14 +188,12 @@ func New(cfg Config) (*Server, error) {
 	cfg.FreeBurst = cmp.Or(cfg.FreeBurst, DefaultFreeBurst)
 	cfg.UnpaidRate = cmp.Or(cfg.UnpaidRate, DefaultUnpaidRate)
 	cfg.UnpaidBurst = cmp.Or(cfg.UnpaidBurst, DefaultUnpaidBurst)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm, cfg.Now),
-		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now),
-		free:       newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Now),
-		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Now)}
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm, cfg.Clock),
+		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Clock),
+		free:       newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Clock),
+		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Clock)}
 	s.balances, _ = cfg.Payments.(x402.BalanceReader)
 	for _, op := range cfg.Ops {
 		entry, err := newOpEntry(op, cfg.Payments)
@@ -206,7 +206,7 @@ func New(cfg Config) (*Server, error) {
 
 	var err error
 	withOps := cfg.Dashboard != nil && cfg.Dashboard.Token != ""
-	if s.discovery, err = newDiscovery(cfg.Ops, cfg.Payments, strings.TrimRight(cfg.PublicURL, "/"), time.Now(), withOps); err != nil {
+	if s.discovery, err = newDiscovery(cfg.Ops, cfg.Payments, strings.TrimRight(cfg.PublicURL, "/"), cfg.Clock.Now(), withOps); err != nil {
 		return nil, err
 	}
 
@@ -309,11 +309,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (waiting requests get up to shutdownTimeout to finish). While it serves,
 // it follows the unpaid work the workers record (unpaidLimiter).
 func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
-	uctx, stopUnpaid := context.WithCancel(ctx)
-	unpaidDone := make(chan struct{})
-	s.unpaidWork.ctx = uctx
-	go func() { defer close(unpaidDone); s.unpaidWork.run(uctx) }()
-	defer func() { stopUnpaid(); <-unpaidDone }()
+	s.unpaidWork.start(ctx)
+	defer s.unpaidWork.stop()
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -330,7 +327,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout tim
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	err := srv.Shutdown(sctx)
+	<-errc // Serve returns once Shutdown has closed the listener.
+	if err != nil {
 		return fmt.Errorf("api: shutdown: %w", err)
 	}
 	return nil

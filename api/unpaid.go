@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/startstop"
 	"github.com/x402d/x402d/store"
 )
 
@@ -35,13 +37,14 @@ type unpaidLimiter struct {
 	pool        *pgxpool.Pool
 	listener    *store.Listener
 	logger      *slog.Logger
-	now         func() time.Time
+	clock       clock.Clock
 
 	// maxWait is the longest a call can run (Config.ToolWait): a call
 	// counted in flight is no more after it.
 	maxWait time.Duration
-	// ctx is run's: the calls followed (follow) are no more once it ends.
-	ctx context.Context
+	// base is the span of run (start) and of the calls followed
+	// (followLater): they are no more once it stops.
+	base startstop.Base
 
 	mu sync.Mutex
 	// runs are the ends of the unpaid runs of the last window, oldest
@@ -60,9 +63,15 @@ const (
 	reread = 30 * time.Second
 )
 
-func newUnpaidLimiter(rate float64, burst int, maxWait time.Duration, pool *pgxpool.Pool, listener *store.Listener, logger *slog.Logger, now func() time.Time) *unpaidLimiter {
-	return &unpaidLimiter{rate: rate, burst: float64(burst), maxWait: maxWait, pool: pool, listener: listener, logger: logger, now: now}
+func newUnpaidLimiter(rate float64, burst int, maxWait time.Duration, pool *pgxpool.Pool, listener *store.Listener, logger *slog.Logger, clk clock.Clock) *unpaidLimiter {
+	return &unpaidLimiter{rate: rate, burst: float64(burst), maxWait: maxWait, pool: pool, listener: listener, logger: logger, clock: clock.Or(clk)}
 }
+
+// start runs the limiter (run) until stop or until ctx ends.
+func (l *unpaidLimiter) start(ctx context.Context) { l.base.Start(ctx, l.run) }
+
+// stop ends run and the calls followed, and waits for them.
+func (l *unpaidLimiter) stop() { l.base.Stop() }
 
 // window is how far back a run can still weigh: a bucket is full again
 // burst/rate seconds after its last run.
@@ -70,12 +79,11 @@ func (l *unpaidLimiter) window() time.Duration {
 	return time.Duration(l.burst / l.rate * float64(time.Second))
 }
 
-// run keeps the limiter's runs read until ctx ends (l.ctx, set before it
-// starts).
+// run keeps the limiter's runs read until ctx ends.
 func (l *unpaidLimiter) run(ctx context.Context) {
 	sub := l.listener.Subscribe(store.UnpaidWorkStream)
 	defer sub.Close()
-	tick := time.NewTicker(reread)
+	tick := l.clock.NewTicker(reread)
 	defer tick.Stop()
 	for {
 		if err := l.read(ctx); err != nil && ctx.Err() == nil {
@@ -85,17 +93,15 @@ func (l *unpaidLimiter) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-sub.C:
-		case <-tick.C:
+		case <-tick.C():
 			// The records no limit reads any more go, should no new
 			// one come to delete them (store.RecordUnpaidWork).
-			if err := store.ForgetUnpaidWork(ctx, l.pool, l.now().Add(-store.UnpaidWorkKept)); err != nil && ctx.Err() == nil {
+			if err := store.ForgetUnpaidWork(ctx, l.pool, l.clock.Now().Add(-store.UnpaidWorkKept)); err != nil && ctx.Err() == nil {
 				l.logger.WarnContext(ctx, "forget unpaid work", "error", err)
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, l.clock, minReread) != nil {
 			return
-		case <-time.After(minReread):
 		}
 	}
 }
@@ -104,7 +110,7 @@ func (l *unpaidLimiter) run(ctx context.Context) {
 func (l *unpaidLimiter) read(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	recorded, err := store.UnpaidWorkSince(ctx, l.pool, l.now().Add(-l.window()))
+	recorded, err := store.UnpaidWorkSince(ctx, l.pool, l.clock.Now().Add(-l.window()))
 	if err != nil {
 		return err
 	}
@@ -144,7 +150,7 @@ func (l *unpaidLimiter) tokens(times []time.Time, now time.Time) float64 {
 // Keys without unpaid runs count nothing: an honest client's calls in
 // flight at once never wait for each other.
 func (l *unpaidLimiter) admit(payer, client string) (held []string, by string, err *Error) {
-	now := l.now()
+	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.runs) == 0 {
@@ -180,17 +186,28 @@ func (l *unpaidLimiter) release(held []string) {
 	}
 }
 
-// follow releases the tokens call callID held (admit) once it ends, as sub
-// (its stream's subscription, made before it was recorded) tells, or after
-// l.maxWait at most; it closes sub.
-func (l *unpaidLimiter) follow(callID string, held []string, sub *store.Subscription) {
-	defer sub.Close()
-	defer l.release(held)
-	ctx := l.ctx
-	if ctx == nil {
+// followLater follows call callID (follow) on a goroutine of the limiter's
+// span; when the limiter does not run, the tokens are released at once.
+func (l *unpaidLimiter) followLater(callID string, held []string, sub *store.Subscription) {
+	ctx, leave, err := l.base.Enter(context.Background())
+	if err != nil {
+		sub.Close()
+		l.release(held)
 		return
 	}
-	timer := time.NewTimer(l.maxWait)
+	go func() {
+		defer leave()
+		l.follow(ctx, callID, held, sub)
+	}()
+}
+
+// follow releases the tokens call callID held (admit) once it ends, as sub
+// (its stream's subscription, made before it was recorded) tells, after
+// l.maxWait at most, or when ctx ends; it closes sub.
+func (l *unpaidLimiter) follow(ctx context.Context, callID string, held []string, sub *store.Subscription) {
+	defer sub.Close()
+	defer l.release(held)
+	timer := l.clock.NewTimer(l.maxWait)
 	defer timer.Stop()
 	for {
 		select {
@@ -205,7 +222,7 @@ func (l *unpaidLimiter) follow(callID string, held []string, sub *store.Subscrip
 					return
 				}
 			}
-		case <-timer.C:
+		case <-timer.C():
 			return
 		case <-ctx.Done():
 			return

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/store"
 )
@@ -41,8 +42,7 @@ func TestUnpaidLimiterTokens(t *testing.T) {
 	for _, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			now := at(tc.now)
-			l := newUnpaidLimiter(tc.rate, tc.burst, time.Minute, nil, nil, slog.New(slog.DiscardHandler), func() time.Time { return now })
+			l := newUnpaidLimiter(tc.rate, tc.burst, time.Minute, nil, nil, slog.New(slog.DiscardHandler), clock.NewFake(at(tc.now)))
 			l.runs = map[string][]time.Time{}
 			for _, r := range tc.runs {
 				l.runs["payer:p"] = append(l.runs["payer:p"], at(r))
@@ -73,12 +73,12 @@ func TestUnpaidLimiterTokens(t *testing.T) {
 func TestUnpaidLimiterInFlight(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := start
-	l := newUnpaidLimiter(0.05, 2, time.Minute, nil, nil, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	clk := clock.NewFake(start)
+	l := newUnpaidLimiter(0.05, 2, time.Minute, nil, nil, slog.New(slog.DiscardHandler), clk)
 	l.runs = map[string][]time.Time{"payer:p": {start, start}}
 	_, _, err := l.admit("payer:p", "")
 	require.NotNil(t, err, "the burst is spent")
-	now = start.Add(20 * time.Second)
+	clk.Set(start.Add(20 * time.Second))
 	held, _, err := l.admit("payer:p", "client:c")
 	require.Nil(t, err, "a token came back")
 	require.Equal(t, []string{"payer:p"}, held)
@@ -113,12 +113,9 @@ func TestUnpaidLimiterReadsPostgres(t *testing.T) {
 	listener := store.NewListener(connConfig, slog.New(slog.DiscardHandler))
 	require.NoError(t, listener.Start(ctx))
 	t.Cleanup(listener.Stop)
-	l := newUnpaidLimiter(0.05, 2, time.Minute, db.Pool, listener, slog.New(slog.DiscardHandler), time.Now)
-	rctx, stop := context.WithCancel(ctx)
-	l.ctx = rctx
-	done := make(chan struct{})
-	go func() { defer close(done); l.run(rctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	l := newUnpaidLimiter(0.05, 2, time.Minute, db.Pool, listener, slog.New(slog.DiscardHandler), nil)
+	l.start(ctx)
+	t.Cleanup(l.stop)
 
 	payer, client := store.UnpaidPayerKey("eip155:8453", "0xPayer"), store.UnpaidClientKey("192.0.2.1")
 	require.Equal(t, "", store.UnpaidClientKey(""))

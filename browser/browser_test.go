@@ -300,10 +300,17 @@ func TestRenderTimeoutFreesThePage(t *testing.T) {
 	require.Contains(t, got, "<title>fine</title>")
 }
 
+// TestRenderBoundsPages renders more pages at once than the pool holds,
+// each answered only when the test lets it: the pages in flight are never
+// more than MaxPages. The test lets one answer go each time the pool's
+// pages are all waiting, then the rest.
 func TestRenderBoundsPages(t *testing.T) {
 	t.Parallel()
 
+	const renders = 5
 	var inFlight, most atomic.Int64
+	arrived := make(chan struct{}, renders)
+	release := make(chan struct{})
 	srv := newServer(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/favicon.ico" {
 			http.NotFound(w, r)
@@ -316,17 +323,30 @@ func TestRenderBoundsPages(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(150 * time.Millisecond)
+		arrived <- struct{}{}
+		<-release
 		inFlight.Add(-1)
 		html(w, "<title>slow</title>")
 	})
 
 	var wg sync.WaitGroup
-	for i := range 5 {
+	for i := range renders {
 		wg.Go(func() {
 			_, _, err := testPool.Render(t.Context(), fmt.Sprintf("%s/p%d", srv.URL, i))
 			require.NoError(t, err)
 		})
+	}
+	// Each page arrived takes the place of one let go.
+	pages := testPool.cfg.MaxPages
+	for range pages {
+		<-arrived
+	}
+	for range renders - pages {
+		release <- struct{}{}
+		<-arrived
+	}
+	for range pages {
+		release <- struct{}{}
 	}
 	wg.Wait()
 	require.LessOrEqual(t, most.Load(), int64(testPool.cfg.MaxPages))

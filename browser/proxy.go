@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/x402d/x402d/fetch"
+	"github.com/x402d/x402d/internal/startstop"
 )
 
 // proxy is the HTTP proxy Chromium sends all its traffic to. Plain http
@@ -29,6 +30,9 @@ type proxy struct {
 
 	ln  net.Listener
 	srv *http.Server
+	// base is the span of the server's goroutine and of every request it
+	// serves, tunnels included: Close waits for them.
+	base startstop.Base
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{}
@@ -55,14 +59,15 @@ func startProxy(fc *fetch.Client, maxBytes int64, maxTunnel time.Duration, logge
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	go func() { _ = p.srv.Serve(ln) }()
+	p.base.Start(context.Background(), func(context.Context) { _ = p.srv.Serve(ln) })
 	return p, nil
 }
 
 // URL is the proxy's address for Chromium's --proxy-server.
 func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
 
-// Close stops the proxy and every tunnel it holds.
+// Close stops the proxy and every tunnel it holds, and waits for the
+// requests it was serving.
 func (p *proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
@@ -70,7 +75,9 @@ func (p *proxy) Close() error {
 		_ = c.Close()
 	}
 	p.mu.Unlock()
-	return p.srv.Close()
+	err := p.srv.Close()
+	p.base.Stop()
+	return err
 }
 
 // hopHeaders are the hop-by-hop headers a proxy does not forward.
@@ -91,6 +98,14 @@ func removeHopHeaders(h http.Header) {
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Counted in the proxy's span, and ended with it (Close).
+	ctx, leave, err := p.base.Enter(r.Context())
+	if err != nil {
+		p.fail(w)
+		return
+	}
+	defer leave()
+	r = r.WithContext(ctx)
 	if r.Method == http.MethodConnect {
 		p.tunnel(w, r)
 		return

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // Request is one kind of call the generator makes.
@@ -83,6 +85,9 @@ type Config struct {
 	// machines would not. Each call still carries its own payment, and the
 	// run ends when they are used up.
 	Presign bool
+	// Clock times the calls: when each is due, and its latency. Defaults
+	// to clock.Real().
+	Clock clock.Clock
 }
 
 // MaxPresigned bounds the payments Config.Presign signs ahead, each held in
@@ -181,6 +186,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.RetryFor <= 0 {
 		cfg.RetryFor = 60 * time.Second
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 70 * time.Second, Transport: &http.Transport{
 			MaxIdleConnsPerHost: cfg.Concurrency, MaxConnsPerHost: cfg.Concurrency,
@@ -212,12 +218,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg       sync.WaitGroup
 	)
 	slots := make(chan struct{}, cfg.Concurrency)
-	var wait *time.Timer
+	clk := cfg.Clock
+	var wait clock.Timer
 	if cfg.Rate > 0 {
-		wait = time.NewTimer(0)
+		wait = clk.NewTimer(0)
 		defer wait.Stop()
 	}
-	begin := time.Now()
+	begin := clk.Now()
 loop:
 	for {
 		n := int(started.Load())
@@ -227,10 +234,10 @@ loop:
 		var due time.Time
 		if wait != nil {
 			due = begin.Add(time.Duration(float64(n) * float64(time.Second) / cfg.Rate))
-			if d := time.Until(due); d > 0 {
+			if d := due.Sub(clk.Now()); d > 0 {
 				wait.Reset(d)
 				select {
-				case <-wait.C:
+				case <-wait.C():
 				case <-runCtx.Done():
 					break loop
 				}
@@ -243,7 +250,7 @@ loop:
 		}
 		if wait == nil {
 			// Closed loop: a call starts when a slot frees.
-			due = time.Now()
+			due = clk.Now()
 		}
 		started.Add(1)
 		wg.Add(1)
@@ -263,7 +270,7 @@ loop:
 		}()
 	}
 	wg.Wait()
-	return summarise(outcomes, time.Since(begin), cfg.Interval), nil
+	return summarise(outcomes, clk.Now().Sub(begin), cfg.Interval), nil
 }
 
 func summarise(outcomes []Outcome, elapsed, interval time.Duration) *Report {
@@ -399,7 +406,7 @@ func presign(ctx context.Context, cfg *Config, quotes []string) ([]string, error
 // counts from start, the time it was due.
 func call(ctx context.Context, cfg *Config, req Request, paymentRequired, header string, start time.Time) (o Outcome) {
 	o.Op = req.Op
-	defer func() { o.Latency = time.Since(start) }()
+	defer func() { o.Latency = cfg.Clock.Now().Sub(start) }()
 	if header == "" {
 		var err error
 		if header, err = cfg.Payer.Pay(ctx, paymentRequired); err != nil {
@@ -427,12 +434,10 @@ func call(ctx context.Context, cfg *Config, req Request, paymentRequired, header
 			o.Err = err.Error()
 		}
 		lost := o.Status == 0 || o.Status >= 500 || o.Status == http.StatusAccepted
-		if !cfg.Retry || !lost || time.Now().After(deadline) || ctx.Err() != nil {
+		if !cfg.Retry || !lost || cfg.Clock.Now().After(deadline) || ctx.Err() != nil {
 			return o
 		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
+		if clock.Sleep(ctx, cfg.Clock, 100*time.Millisecond) != nil {
 			return o
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -261,37 +262,40 @@ func TestRun(t *testing.T) {
 
 	// At a rate the service cannot keep up with, latency counts from the
 	// time each call was due: one slot, calls due every 10 ms, answers
-	// taking 40 ms. The fifth call was due at 40 ms and answered at about
-	// 200 ms; measured from its own start it would take 40 ms like the others.
+	// taking 40 ms of the run's clock (the service moves it). The fifth
+	// call was due at 40 ms and answered at 200 ms; measured from its own
+	// start it would take 40 ms like the others.
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Payment-Signature") != "" {
-			time.Sleep(40 * time.Millisecond)
+			clk.Advance(40 * time.Millisecond)
 		}
 		s.ServeHTTP(w, r)
 	}))
 	t.Cleanup(slow.Close)
-	rep, err = Run(ctx, Config{BaseURL: slow.URL, Payer: &countingPayer{}, Concurrency: 1, Rate: 100, MaxCalls: 5, Requests: []Request{{Op: "diff"}}})
+	rep, err = Run(ctx, Config{BaseURL: slow.URL, Payer: &countingPayer{}, Concurrency: 1, Rate: 100, MaxCalls: 5, Requests: []Request{{Op: "diff"}}, Clock: clk})
 	require.NoError(t, err)
 	require.Equal(t, 5, rep.Calls)
-	require.GreaterOrEqual(t, rep.Max, 150*time.Millisecond, rep.String())
-	require.Less(t, rep.Outcomes[0].Latency, 100*time.Millisecond, "the first call was due when it started")
+	require.Equal(t, 160*time.Millisecond, rep.Max, rep.String())
+	require.Equal(t, 40*time.Millisecond, rep.Outcomes[0].Latency, "the first call was due when it started")
 
 	// Without a rate (closed loop) a call starts when a slot frees, and its
-	// latency counts from then: one slot, 100 ms answers, every call about
-	// 100 ms (counted from before the wait for the slot, about 200; the
-	// margin is for a machine busy with other tests).
+	// latency counts from then: one slot, 100 ms answers, every call 100 ms
+	// (counted from before the wait for the slot, up to 500).
+	closed := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	slower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Payment-Signature") != "" {
-			time.Sleep(100 * time.Millisecond)
+			closed.Advance(100 * time.Millisecond)
 		}
 		s.ServeHTTP(w, r)
 	}))
 	t.Cleanup(slower.Close)
-	rep, err = Run(ctx, Config{BaseURL: slower.URL, Payer: &countingPayer{}, Concurrency: 1, MaxCalls: 5, Requests: []Request{{Op: "diff"}}})
+	rep, err = Run(ctx, Config{BaseURL: slower.URL, Payer: &countingPayer{}, Concurrency: 1, MaxCalls: 5, Requests: []Request{{Op: "diff"}}, Clock: closed})
 	require.NoError(t, err)
 	require.Equal(t, 5, rep.Calls)
-	require.GreaterOrEqual(t, rep.P50, 100*time.Millisecond, rep.String())
-	require.Less(t, rep.Max, 170*time.Millisecond, rep.String())
+	for _, o := range rep.Outcomes {
+		require.Equal(t, 100*time.Millisecond, o.Latency, rep.String())
+	}
 
 	// A service that does not quote is an error, and so is a distant one.
 	bare := httptest.NewServer(http.NotFoundHandler())

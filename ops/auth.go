@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/x402d/x402d/internal/bounded"
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/metrics"
 )
 
@@ -57,7 +58,7 @@ type auth struct {
 	// changing OPS_TOKEN ends every session.
 	sessionKey []byte
 	ttl        time.Duration
-	now        func() time.Time
+	clock      clock.Clock
 	origin     *http.CrossOriginProtection
 	// trusted are the proxies whose X-Forwarded-Proto is believed.
 	trusted []netip.Prefix
@@ -73,8 +74,8 @@ type tries struct {
 	at   time.Time
 }
 
-func newAuth(token string, ttl time.Duration, now func() time.Time, trusted []netip.Prefix, m *metrics.Metrics) *auth {
-	a := &auth{digest: sha256.Sum256([]byte(token)), ttl: ttl, now: now, origin: http.NewCrossOriginProtection(),
+func newAuth(token string, ttl time.Duration, clk clock.Clock, trusted []netip.Prefix, m *metrics.Metrics) *auth {
+	a := &auth{digest: sha256.Sum256([]byte(token)), ttl: ttl, clock: clock.Or(clk), origin: http.NewCrossOriginProtection(),
 		trusted: trusted, failures: bounded.New[string, tries](failureAddresses), metrics: m}
 	mac := hmac.New(sha256.New, []byte(token))
 	mac.Write([]byte("x402d ops session key"))
@@ -99,7 +100,7 @@ func (a *auth) throttled(addr string) time.Duration {
 
 // refill returns t's tries left now.
 func (a *auth) refill(t tries) float64 {
-	return math.Min(failureBurst, t.left+float64(a.now().Sub(t.at))/float64(failureRefill))
+	return math.Min(failureBurst, t.left+float64(a.clock.Now().Sub(t.at))/float64(failureRefill))
 }
 
 // check reports whether given, sent by the client address addr, is the
@@ -111,9 +112,9 @@ func (a *auth) check(addr, given string) bool {
 	a.metrics.OpsAuthFailure("wrong_token")
 	a.failures.Update(addr, func(t tries, ok bool) tries {
 		if !ok {
-			t = tries{left: failureBurst, at: a.now()}
+			t = tries{left: failureBurst, at: a.clock.Now()}
 		}
-		return tries{left: a.refill(t) - 1, at: a.now()}
+		return tries{left: a.refill(t) - 1, at: a.clock.Now()}
 	})
 	return false
 }
@@ -148,7 +149,7 @@ func (a *auth) tokenOK(given string) bool {
 // newSession returns a session cookie value valid until now + ttl:
 // the expiry and its HMAC.
 func (a *auth) newSession() (string, time.Time) {
-	exp := a.now().Add(a.ttl)
+	exp := a.clock.Now().Add(a.ttl)
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(exp.Unix()))
 	return base64.RawURLEncoding.EncodeToString(b[:]) + "." + base64.RawURLEncoding.EncodeToString(a.sign(b[:])), exp
@@ -175,7 +176,7 @@ func (a *auth) sessionOK(v string) bool {
 	if !hmac.Equal(sig, a.sign(exp)) {
 		return false
 	}
-	return a.now().Unix() < int64(binary.BigEndian.Uint64(exp))
+	return a.clock.Now().Unix() < int64(binary.BigEndian.Uint64(exp))
 }
 
 // bearer returns the token of an "Authorization: Bearer" header.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // timeGuesses measures check on guesses a and b, interleaved so that the
@@ -88,7 +90,7 @@ func TestTokenTiming(t *testing.T) {
 		token := randomToken(t, 4096)
 		nearMiss := token[:len(token)-1] + "g" // right but for the last byte
 		farMiss := "g" + token[1:]             // wrong from the first byte
-		a := newAuth(token, time.Hour, time.Now, nil, nil)
+		a := newAuth(token, time.Hour, nil, nil, nil)
 		require.False(t, a.tokenOK(nearMiss))
 		require.False(t, a.tokenOK(farMiss))
 
@@ -105,7 +107,7 @@ func TestTokenTiming(t *testing.T) {
 	t.Run("Length", func(t *testing.T) {
 		short, long := randomToken(t, 16), randomToken(t, 4096)
 		guess := randomToken(t, 4096)
-		as, al := newAuth(short, time.Hour, time.Now, nil, nil), newAuth(long, time.Hour, time.Now, nil, nil)
+		as, al := newAuth(short, time.Hour, nil, nil, nil), newAuth(long, time.Hour, nil, nil, nil)
 		// One guess checked against a short and a long token: the same time.
 		twoTokens := func(check func(*auth, string) bool) func(string) bool {
 			return func(g string) bool {
@@ -134,8 +136,8 @@ func TestTokenTiming(t *testing.T) {
 func TestSession(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	a := newAuth("token-one", time.Hour, clock, nil, nil)
+	clk := clock.NewFake(now)
+	a := newAuth("token-one", time.Hour, clk, nil, nil)
 	v, exp := a.newSession()
 	require.Equal(t, now.Add(time.Hour), exp)
 
@@ -149,17 +151,16 @@ func TestSession(t *testing.T) {
 		{"ok, fresh", a, v, now, true},
 		{"ok, just before expiry", a, v, now.Add(time.Hour - time.Second), true},
 		{"nok, expired", a, v, now.Add(time.Hour), false},
-		{"nok, token changed", newAuth("token-two", time.Hour, clock, nil, nil), v, now, false},
+		{"nok, token changed", newAuth("token-two", time.Hour, clk, nil, nil), v, now, false},
 		{"nok, expiry moved", a, tamperExpiry(v), now, false},
 		{"nok, signature cut", a, v[:len(v)-2], now, false},
 		{"nok, empty", a, "", now, false},
 		{"nok, no separator", a, "abc", now, false},
 		{"nok, the token itself", a, "token-one", now, false},
 	} {
-		at := tc.at
-		tc.auth.now = func() time.Time { return at }
+		tc.auth.clock = clock.NewFake(tc.at)
 		require.Equal(t, tc.want, tc.auth.sessionOK(tc.value), tc.name)
-		tc.auth.now = clock
+		tc.auth.clock = clk
 	}
 }
 
@@ -248,7 +249,7 @@ func TestSecureTrustsProxiesOnly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a := newAuth(strings.Repeat("t", MinTokenBytes), time.Hour, time.Now, trusted, nil)
+			a := newAuth(strings.Repeat("t", MinTokenBytes), time.Hour, nil, trusted, nil)
 			r := httptest.NewRequest(http.MethodGet, "/ops/login", nil)
 			r.RemoteAddr = tc.remote
 			if tc.proto != "" {
@@ -267,8 +268,8 @@ func TestSecureTrustsProxiesOnly(t *testing.T) {
 func TestThrottle(t *testing.T) {
 	t.Parallel()
 	token := strings.Repeat("t", MinTokenBytes)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a := newAuth(token, time.Hour, func() time.Time { return now }, nil, nil)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a := newAuth(token, time.Hour, clk, nil, nil)
 	for range failureBurst {
 		require.Zero(t, a.throttled("a"))
 		require.True(t, a.check("a", token), "a right token takes no try")
@@ -276,9 +277,9 @@ func TestThrottle(t *testing.T) {
 	}
 	require.Equal(t, failureRefill, a.throttled("a"))
 	require.Zero(t, a.throttled("b"))
-	now = now.Add(failureRefill / 2)
+	clk.Advance(failureRefill / 2)
 	require.Equal(t, failureRefill/2, a.throttled("a"))
-	now = now.Add(failureRefill / 2)
+	clk.Advance(failureRefill / 2)
 	require.Zero(t, a.throttled("a"), "one more try after failureRefill")
 	require.False(t, a.check("a", "guess"))
 	require.Equal(t, failureRefill, a.throttled("a"))

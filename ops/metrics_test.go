@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,6 +91,8 @@ func TestMetricsMoveWithCalls(t *testing.T) {
 		{"x402d_group_commit_items_total", map[string]string{"committer": "submission", "outcome": "committed"}, 0},
 		{"x402d_group_commit_items_total", map[string]string{"committer": "settlement", "outcome": "committed"}, 2},
 	}
+	completed, stop := s.River.Subscribe(river.EventKindJobCompleted)
+	t.Cleanup(stop)
 	before := scrape(t, s)
 	for _, p := range probes {
 		require.Zero(t, sample(before, p.name, p.labels), "%s %v before any call", p.name, p.labels)
@@ -114,22 +117,22 @@ func TestMetricsMoveWithCalls(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
 	// Job and settlement counters are recorded when the job's run returns,
-	// which may be just after the answer went out.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		after := scrape(t, s)
-		var diffs []string
-		for _, p := range probes {
-			if got := sample(after, p.name, p.labels) - sample(before, p.name, p.labels); got != p.want {
-				diffs = append(diffs, p.name)
-				if time.Now().After(deadline) {
-					t.Errorf("%s %v moved by %v, want %v", p.name, p.labels, got, p.want)
-				}
+	// which may be just after the answer went out: both diff jobs have
+	// completed before the figures are read.
+	for n := 0; n < 2; {
+		select {
+		case e := <-completed:
+			if e.Job.Kind == "diff" {
+				n++
 			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of the 2 diff jobs completed", n)
 		}
-		if len(diffs) == 0 || time.Now().After(deadline) {
-			break
+	}
+	after := scrape(t, s)
+	for _, p := range probes {
+		if got := sample(after, p.name, p.labels) - sample(before, p.name, p.labels); got != p.want {
+			t.Errorf("%s %v moved by %v, want %v", p.name, p.labels, got, p.want)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/metrics"
 )
 
@@ -61,8 +62,9 @@ type Config struct {
 	Refresh time.Duration
 	// SessionTTL is how long a login lasts. Defaults to 12 hours.
 	SessionTTL time.Duration
-	// Now is the clock. Defaults to time.Now.
-	Now func() time.Time
+	// Clock is the time of the sessions, the throttle of wrong tokens and
+	// the pages. Defaults to clock.Real().
+	Clock clock.Clock
 	// Relayer, when set, reports the settlement relayer's state on each
 	// chain for the overview: its balance, and whether settlements wait
 	// for the base fee.
@@ -127,10 +129,8 @@ func Mount(e *echo.Echo, cfg Config) error {
 	}
 	cfg.Refresh = cmp.Or(cfg.Refresh, 5*time.Second)
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, 12*time.Hour)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	d := &dashboard{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now, cfg.TrustedProxies, cfg.Metrics)}
+	cfg.Clock = clock.Or(cfg.Clock)
+	d := &dashboard{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Clock, cfg.TrustedProxies, cfg.Metrics)}
 	var err error
 	if d.pages, err = parsePages(); err != nil {
 		return err

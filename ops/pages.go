@@ -36,7 +36,7 @@ const perMinuteSpan = 60
 // overview is GET /ops.
 func (d *dashboard) overview(c echo.Context) error {
 	ctx := c.Request().Context()
-	now := d.cfg.Now()
+	now := d.cfg.Clock.Now()
 	win := windows[1]
 	for _, w := range windows {
 		if c.QueryParam("window") == w.Key {
@@ -221,7 +221,7 @@ func (d *dashboard) calls(c echo.Context) error {
 	}
 	return d.render(c, http.StatusOK, "calls", map[string]any{
 		"Title":    "Calls",
-		"Now":      d.cfg.Now(),
+		"Now":      d.cfg.Clock.Now(),
 		"Calls":    list,
 		"Ops":      ops,
 		"States":   callStates,
@@ -326,7 +326,7 @@ func (d *dashboard) call(c echo.Context) error {
 	}
 	return d.render(c, http.StatusOK, "call", map[string]any{
 		"Title":  "Call " + call.ID,
-		"Now":    d.cfg.Now(),
+		"Now":    d.cfg.Clock.Now(),
 		"Call":   call,
 		"Steps":  steps,
 		"Result": result,
@@ -400,7 +400,7 @@ func (d *dashboard) index(c echo.Context) error {
 	}
 	return d.render(c, http.StatusOK, "index", map[string]any{
 		"Title":   "Index",
-		"Now":     d.cfg.Now(),
+		"Now":     d.cfg.Clock.Now(),
 		"Index":   figures,
 		"Sources": sources,
 	})

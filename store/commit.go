@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/x402d/x402d/internal/clock"
 )
 
 // GroupCommitter writes the items of concurrent callers in shared
@@ -91,6 +93,8 @@ type GroupCommitConfig struct {
 	// LingerIdle ends a linger early once no item has come for that long
 	// (a burst has passed). Defaults to a third of Linger.
 	LingerIdle time.Duration
+	// Clock times the lingers. Defaults to clock.Real().
+	Clock clock.Clock
 	// Timeout bounds the writing of one transaction, which no caller's
 	// context cuts short. Defaults to 30 s.
 	Timeout time.Duration
@@ -121,6 +125,7 @@ func NewGroupCommitter[T any](pool *pgxpool.Pool, cfg GroupCommitConfig, write f
 	if cfg.LingerIdle <= 0 {
 		cfg.LingerIdle = cfg.Linger / 3
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &GroupCommitter[T]{pool: pool, cfg: cfg, write: write}
 }
 
@@ -132,7 +137,7 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 	it := &groupItem[T]{item: item, done: make(chan struct{})}
 	g.mu.Lock()
 	g.pending = append(g.pending, it)
-	now := time.Now()
+	now := g.cfg.Clock.Now()
 	lead := g.inFlight < g.cfg.InFlight && !g.lingering
 	linger := lead && g.cfg.Linger > 0 && now.After(g.lingerOff) && now.Sub(g.lastArrival) < g.cfg.Linger
 	if lead {
@@ -169,7 +174,7 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 // other item turns lingering off for lingerRetry.
 func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 	deadline := start.Add(g.cfg.Linger)
-	t := time.NewTimer(0)
+	t := g.cfg.Clock.NewTimer(0)
 	defer t.Stop()
 	for gaveUp := false; !gaveUp; {
 		g.mu.Lock()
@@ -178,13 +183,13 @@ func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 		if until.After(deadline) {
 			until = deadline
 		}
-		wait := time.Until(until)
+		wait := until.Sub(g.cfg.Clock.Now())
 		if wait <= 0 {
 			break
 		}
 		t.Reset(wait)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			gaveUp = true
 		}
@@ -198,7 +203,7 @@ func (g *GroupCommitter[T]) linger(ctx context.Context, start time.Time) {
 		return
 	}
 	if g.emptyLingers++; g.emptyLingers >= lingerOffAfter {
-		g.lingerOff = time.Now().Add(lingerRetry)
+		g.lingerOff = g.cfg.Clock.Now().Add(lingerRetry)
 		g.emptyLingers = 0
 	}
 }

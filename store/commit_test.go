@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/x402"
 )
@@ -309,15 +310,17 @@ func TestGroupCommitterLingerEndsWithCaller(t *testing.T) {
 // the other waits a few times, not every time) until two items are written
 // together again or lingerRetry has passed, and that fewer do not (a gap in
 // a steady stream). Whether a write lingered is read from the committer's
-// count of lingers, not from how long it took.
+// count of lingers, not from how long it took; the committer's clock moves
+// only when the test moves it.
 func TestGroupCommitterLingerOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// A linger ends idle after the last item: the next item, sent once
 	// the one before is written, comes within linger of it.
 	const linger, idle = 900 * time.Millisecond, 300 * time.Millisecond
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	hold := make(chan struct{})
-	g, written := recordingCommitter(t, GroupCommitConfig{InFlight: 1, Linger: linger, LingerIdle: idle}, func(items []int) {
+	g, written := recordingCommitter(t, GroupCommitConfig{InFlight: 1, Linger: linger, LingerIdle: idle, Clock: clk}, func(items []int) {
 		if items[0] == 10 {
 			<-hold
 		}
@@ -327,9 +330,28 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 		defer g.mu.Unlock()
 		return g.lingers
 	}
+	// lingered commits item i and reports whether it lingered: a writer
+	// that lingers waits on the clock, which then moves idle on.
 	lingered := func(i int) bool {
+		t.Helper()
 		before := lingers()
-		require.NoError(t, g.Commit(ctx, i))
+		done := make(chan error, 1)
+		go func() { done <- g.Commit(ctx, i) }()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		waiting := make(chan struct{})
+		go func() {
+			if clk.Wait(wctx, 1) == nil {
+				close(waiting)
+			}
+		}()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-waiting:
+			clk.Advance(idle)
+			require.NoError(t, <-done)
+		}
 		return lingers() > before
 	}
 	// One after the other: the second lingers for nothing, and so do the
@@ -366,7 +388,9 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 	require.True(t, lingered(21), "lingering came back")
 	wg.Go(func() { require.NoError(t, g.Commit(ctx, 22)) })
 	waitUntil(t, g, func() bool { return g.lingering }, "item 22 lingers")
-	require.NoError(t, g.Commit(ctx, 23))
+	wg.Go(func() { require.NoError(t, g.Commit(ctx, 23)) })
+	waitUntil(t, g, func() bool { return len(g.pending) == 2 }, "item 23 waits")
+	clk.Advance(idle)
 	wg.Wait()
 	require.Equal(t, []int{22, 23}, written()[len(written())-1])
 	for i := 24; i < 24+lingerOffAfter; i++ {
@@ -377,15 +401,15 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 	off := g.lingerOff.Add(-lingerRetry) // when it was turned off
 	g.mu.Unlock()
 
-	// Off until lingerRetry has passed (the bound after it is loose: the
-	// machine may be busy).
+	// Off until lingerRetry has passed, items coming idle/3 apart (within
+	// linger of each other): the first after it lingers.
 	for i := 31; ; i++ {
-		if lingered(i) {
-			require.GreaterOrEqual(t, time.Since(off), lingerRetry, "lingering came back before lingerRetry")
+		clk.Advance(idle / 3)
+		past := clk.Now().Sub(off) > lingerRetry
+		require.Equal(t, past, lingered(i), "item %d, %s after lingering was turned off", i, clk.Now().Sub(off))
+		if past {
 			break
 		}
-		require.Less(t, time.Since(off), lingerRetry+5*time.Second, "lingering did not come back")
-		time.Sleep(idle / 3)
 	}
 }
 
@@ -394,23 +418,31 @@ func TestGroupCommitterLingerOff(t *testing.T) {
 func TestGroupCommitterLingerIdle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	g, written := recordingCommitter(t, GroupCommitConfig{Linger: 10 * time.Second, LingerIdle: 200 * time.Millisecond}, nil)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const idle = 200 * time.Millisecond
+	g, written := recordingCommitter(t, GroupCommitConfig{Linger: 10 * time.Second, LingerIdle: idle, Clock: clk}, nil)
 	require.NoError(t, g.Commit(ctx, 0))
 	// Item 1 lingers; items 2 to 8 come 50 ms apart, each extending the
-	// linger; 200 ms after the last one, all are written together, long
+	// linger; idle after the last one, all are written together, long
 	// before Linger.
-	start := time.Now()
 	var wg sync.WaitGroup
 	wg.Go(func() { require.NoError(t, g.Commit(ctx, 1)) })
 	waitUntil(t, g, func() bool { return g.lingering }, "no writer lingered")
 	for i := 2; i <= 8; i++ {
-		time.Sleep(50 * time.Millisecond)
+		clk.Advance(50 * time.Millisecond)
 		wg.Go(func() { require.NoError(t, g.Commit(ctx, i)) })
+		waitUntil(t, g, func() bool { return g.lingering && len(g.pending) == i }, "the linger ended while items were still coming (item %d)", i)
 	}
-	wg.Wait()
-	took := time.Since(start)
-	require.GreaterOrEqual(t, took, 500*time.Millisecond, "the linger ended while items were still coming")
-	require.Less(t, took, 3*time.Second, "the linger outlasted its idle time")
+	clk.Advance(idle - time.Millisecond)
+	require.Len(t, written(), 1, "the linger ended before its idle time")
+	clk.Advance(time.Millisecond)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the linger outlasted its idle time")
+	}
 	batches := written()
 	require.Len(t, batches, 2)
 	require.ElementsMatch(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, batches[1])

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/startstop"
 )
 
 // Listener holds one LISTEN connection for the whole process and fans the
@@ -20,15 +23,14 @@ import (
 // every subscriber is woken once so that nothing committed meanwhile is
 // missed.
 type Listener struct {
+	startstop.Base
 	config *pgx.ConnConfig
 	logger *slog.Logger
+	// clock times the reconnections.
+	clock clock.Clock
 
 	mu   sync.Mutex
 	subs map[string]map[*Subscription]struct{}
-
-	stop     context.CancelFunc
-	stopped  chan struct{}
-	stopOnce sync.Once
 }
 
 // Subscription receives the event types appended to one stream.
@@ -46,35 +48,29 @@ type Subscription struct {
 // NewListener returns a Listener that connects with config (a copy is made).
 func NewListener(config *pgx.ConnConfig, logger *slog.Logger) *Listener {
 	return &Listener{
-		config:  config.Copy(),
-		logger:  logger,
-		subs:    map[string]map[*Subscription]struct{}{},
-		stopped: make(chan struct{}),
+		config: config.Copy(),
+		logger: logger,
+		clock:  clock.Real(),
+		subs:   map[string]map[*Subscription]struct{}{},
 	}
 }
 
-// Start connects and listens in a goroutine until Stop. It returns once the
-// first LISTEN is in place, or with the error of the first connection.
+// Start connects and listens in a goroutine until Stop, which closes the
+// connection and waits for it; stopping twice does nothing. It returns once
+// the first LISTEN is in place, or with the error of the first connection.
+// Starting a started Listener does nothing.
 func (l *Listener) Start(ctx context.Context) error {
+	if l.Running() {
+		return nil
+	}
 	conn, err := l.connect(ctx)
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l.stop = cancel
-	go l.run(runCtx, conn)
+	if !l.Base.Start(context.WithoutCancel(ctx), func(ctx context.Context) { l.run(ctx, conn) }) {
+		_ = conn.Close(ctx)
+	}
 	return nil
-}
-
-// Stop closes the connection and waits for the listening goroutine to end.
-// It may be called more than once.
-func (l *Listener) Stop() {
-	l.stopOnce.Do(func() {
-		if l.stop != nil {
-			l.stop()
-			<-l.stopped
-		}
-	})
 }
 
 func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
@@ -90,14 +86,11 @@ func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
-	defer close(l.stopped)
 	backoff := 50 * time.Millisecond
 	for {
 		for conn == nil {
-			select {
-			case <-ctx.Done():
+			if clock.Sleep(ctx, l.clock, backoff) != nil {
 				return
-			case <-time.After(backoff):
 			}
 			var err error
 			if conn, err = l.connect(ctx); err != nil {

@@ -25,8 +25,8 @@
 // their end.
 //
 // The service's SQL statements live in this package (the schema package
-// keeps the migrations and the partitions' DDL; the index package and the
-// worker's reclaim of abandoned jobs still hold their own), each behind a
+// keeps the migrations and the partitions' DDL; the index package still
+// holds its own), each behind a
 // function named, as most are, after its entity and then its action
 // ([CallGetByID], [EventListByStream], [RetentionMarkAdvance],
 // [WatchFollowLock]). The files, by concern:
@@ -58,6 +58,10 @@
 //   - retention.go and partition.go: the retention job's sweeps and marks,
 //     and the event log's partitions as wholes (counted, copied, swapped).
 //   - listener.go: the one listening connection per process.
+//   - presence.go: River's running jobs whose worker process is gone from
+//     the database, or lost their completion, taken up again
+//     ([PresenceGoneList], [PresenceGoneReclaim], for the worker's
+//     Reclaimer).
 package store
 
 import (

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/startstop"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
@@ -43,6 +44,8 @@ type FollowerConfig struct {
 	LedgerPreviousForm bool
 	// Metrics counts final revenue and reorganised settlements. Optional.
 	Metrics *metrics.Metrics
+	// Clock times the rounds and GoneAfter. Defaults to clock.Real().
+	Clock clock.Clock
 }
 
 // Follower follows paid calls' settlements after their receipt until
@@ -59,11 +62,8 @@ type FollowerConfig struct {
 // recorded as soon as it is made; one process at a time follows a network
 // (a session advisory lock), the others skipping it that round.
 type Follower struct {
+	startstop.Base
 	cfg FollowerConfig
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // NewFollower returns a Follower; Start runs it.
@@ -77,47 +77,31 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &Follower{cfg: cfg}, nil
 }
 
 // Start runs rounds until Stop or until ctx ends. Starting a started
-// Follower does nothing.
+// Follower does nothing; Stop ends the rounds and waits for the one
+// running.
 func (f *Follower) Start(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cancel != nil {
-		return nil
-	}
-	ctx, f.cancel = context.WithCancel(ctx)
-	f.done = make(chan struct{})
-	go func() {
-		defer close(f.done)
-		t := time.NewTicker(f.cfg.Every)
-		defer t.Stop()
-		for {
-			if err := f.Round(ctx); err != nil && ctx.Err() == nil {
-				f.cfg.Logger.WarnContext(ctx, "finality round failed", "error", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	f.Base.Start(ctx, f.run)
 	return nil
 }
 
-// Stop ends the rounds and waits for the one running. Stopping a stopped
-// Follower does nothing.
-func (f *Follower) Stop() {
-	f.mu.Lock()
-	cancel, done := f.cancel, f.done
-	f.cancel = nil
-	f.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
+// run does a round every Every until ctx ends.
+func (f *Follower) run(ctx context.Context) {
+	t := f.cfg.Clock.NewTicker(f.cfg.Every)
+	defer t.Stop()
+	for {
+		if err := f.Round(ctx); err != nil && ctx.Err() == nil {
+			f.cfg.Logger.WarnContext(ctx, "finality round failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
 	}
 }
 
@@ -195,13 +179,13 @@ func (f *Follower) follow(ctx context.Context, network string) error {
 				f.cfg.Logger.WarnContext(ctx, "settlement transaction undone by a reorganisation: the keeper gives it to the node again",
 					"network", network, "transaction", w.Transaction, "block", w.Block.Number, "calls", len(w.Calls))
 				if err := pgx.BeginFunc(ctx, f.cfg.Pool, func(tx pgx.Tx) error {
-					return store.WatchGone(ctx, tx, network, w.Transaction, time.Now())
+					return store.WatchGone(ctx, tx, network, w.Transaction, f.cfg.Clock.Now())
 				}); err != nil {
 					return fmt.Errorf("follow %s: %w", network, err)
 				}
 				continue
 			}
-			if time.Since(w.GoneSince) < f.cfg.GoneAfter {
+			if f.cfg.Clock.Now().Sub(w.GoneSince) < f.cfg.GoneAfter {
 				continue
 			}
 			for _, id := range w.Calls {

@@ -17,7 +17,7 @@ import (
 
 // TestFollower_FinalityThenStop follows a transaction mined on the devchain
 // through a started relayer whose finality is two blocks on top: pending
-// until they are mined, then recorded final (its row gone). Start and Stop
+// after a round before they are mined, then recorded final (its row gone). Start and Stop
 // are done once however often they are called, and once the follower and
 // the relayer stopped no goroutine of theirs is left (not parallel, so that
 // other tests' goroutines are not counted).
@@ -59,10 +59,10 @@ func TestFollower_FinalityThenStop(t *testing.T) {
 
 	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: relayer, Settler: relayer, Every: 20 * time.Millisecond})
 	require.NoError(t, err)
-	require.NoError(t, f.Start(ctx))
-	require.NoError(t, f.Start(ctx))
-	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, f.Round(ctx))
 	require.Equal(t, 1, watched(), "final before two blocks on top")
+	require.NoError(t, f.Start(ctx))
+	require.NoError(t, f.Start(ctx))
 	mine()
 	mine()
 	require.Eventually(t, func() bool { return watched() == 0 }, 10*time.Second, 20*time.Millisecond, "not recorded final")

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
 )
@@ -54,11 +55,12 @@ type opWorker[In jobs.Input, Out any] struct {
 
 // Work runs the operation for one paid call.
 func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[In]]) error {
-	start := time.Now()
+	clk := w.commits.clock
+	start := clk.Now()
 	callID := job.Args.CallID
 	stream := store.CallStream(callID)
 	log := w.deps.Logger.With("call_id", callID, "op", w.binding.op.Name, "job_id", job.ID, "attempt", job.Attempt)
-	if w.expired(time.Now(), job) {
+	if w.expired(clk.Now(), job) {
 		// Its payment could not be settled after this run: the call ends
 		// unpaid now rather than with a result nobody can be charged for.
 		return w.fail(ctx, job, errPaymentExpired, log, start, nil)
@@ -84,21 +86,23 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	done := make(chan runResult[Out], 1)
 	go func() { done <- w.run(runCtx, job.Args.Input) }()
 	var run runResult[Out]
+	startedTimer := clk.NewTimer(startedDelay)
+	defer startedTimer.Stop()
 	select {
 	case run = <-done:
 		pending = append(pending, started)
-	case <-time.After(startedDelay):
+	case <-startedTimer.C():
 		err := store.InRelaxedTx(ctx, w.deps.Pool, func(tx pgx.Tx) error { return store.Append(ctx, tx, started) })
 		if err != nil {
 			stop(err)
-			await(runCtx, done)
+			await(runCtx, clk, done)
 			if errors.Is(err, store.ErrConflict) {
 				log.InfoContext(ctx, "job stopped: call already past running")
 				return nil
 			}
 			return fmt.Errorf("start call %s: %w", callID, err)
 		}
-		run = await(runCtx, done)
+		run = await(runCtx, clk, done)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		// The job's timeout (JOB_TIMEOUT) passed: the run's outcome is
@@ -136,7 +140,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		}
 		return fmt.Errorf("complete call %s: %w", callID, err)
 	}
-	log.InfoContext(ctx, "job succeeded", "duration_ms", time.Since(start).Milliseconds())
+	log.InfoContext(ctx, "job succeeded", "duration_ms", clk.Now().Sub(start).Milliseconds())
 	w.settleRun(ctx, succeeded, log)
 	return nil
 }
@@ -171,11 +175,9 @@ func (w *opWorker[In, Out]) settleRun(ctx context.Context, run *completed, log *
 			log.WarnContext(ctx, "settlement job gone", "settle_job_id", run.settleJob)
 			return
 		}
-		select {
-		case <-rctx.Done():
+		if clock.Sleep(rctx, w.commits.clock, pause) != nil {
 			log.WarnContext(ctx, "settlement left to its job's grace", "retry_error", rerr, "settle_job_id", run.settleJob)
 			return
-		case <-time.After(pause):
 		}
 	}
 }
@@ -203,18 +205,18 @@ const recordAfterTimeout = 10 * time.Second
 // runCtx's cause: an operation that ignores its context is left to end
 // alone (its goroutine goes on, its result dropped), and the job returns at
 // its timeout, so that River never starts a parallel attempt while it runs.
-func await[Out any](runCtx context.Context, done <-chan runResult[Out]) runResult[Out] {
+func await[Out any](runCtx context.Context, clk clock.Clock, done <-chan runResult[Out]) runResult[Out] {
 	select {
 	case run := <-done:
 		return run
 	case <-runCtx.Done():
 	}
-	grace := time.NewTimer(stopGrace)
+	grace := clk.NewTimer(stopGrace)
 	defer grace.Stop()
 	select {
 	case run := <-done:
 		return run
-	case <-grace.C:
+	case <-grace.C():
 		return runResult[Out]{err: fmt.Errorf("operation did not stop within %v of its end: %w", stopGrace, context.Cause(runCtx))}
 	}
 }
@@ -248,11 +250,12 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 	final := !w.binding.retry || job.Attempt >= job.MaxAttempts || permanent(cause)
 	// A retry whose run could not end before the payment's window closes
 	// (River's next attempt, plus as long as this one took) is not made.
-	ranOut := errors.Is(cause, context.DeadlineExceeded) && w.expired(time.Now(), job)
-	if errors.Is(cause, errPaymentExpired) || ranOut || !final && w.expired(retryPolicy.NextRetry(job.JobRow).Add(time.Since(start)), job) {
+	now := w.commits.clock.Now()
+	ranOut := errors.Is(cause, context.DeadlineExceeded) && w.expired(now, job)
+	if errors.Is(cause, errPaymentExpired) || ranOut || !final && w.expired(retryPolicy.NextRetry(job.JobRow).Add(now.Sub(start)), job) {
 		final, code = true, jobs.ErrorPaymentExpired
 	}
-	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "code", code, "duration_ms", time.Since(start).Milliseconds())
+	log.WarnContext(ctx, "job failed", "error", cause, "final", final, "code", code, "duration_ms", now.Sub(start).Milliseconds())
 	if !final {
 		// River runs the job again; the held-back job.started of this
 		// attempt is kept (relaxed: it only tells the call's history),
@@ -279,14 +282,14 @@ func (w *opWorker[In, Out]) fail(ctx context.Context, job *river.Job[jobs.Args[I
 		if err != nil {
 			return err
 		}
-		return store.RecordUnpaidWork(ctx, tx, time.Now(),
+		return store.RecordUnpaidWork(ctx, tx, w.commits.clock.Now(),
 			store.UnpaidPayerKey(job.Args.Network, job.Args.Payer), store.UnpaidClientKey(job.Args.Client))
 	})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("record failure of call %s: %w (cause: %w)", job.Args.CallID, err, cause)
 	}
 	if err == nil {
-		w.deps.Metrics.UnpaidWork(w.binding.op.Name, code, time.Since(start))
+		w.deps.Metrics.UnpaidWork(w.binding.op.Name, code, w.commits.clock.Now().Sub(start))
 	}
 	return river.JobCancel(cause)
 }

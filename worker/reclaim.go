@@ -16,7 +16,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/startstop"
 	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/store"
 )
 
 // DefaultReclaimAfter is ReclaimConfig.After's default.
@@ -47,15 +50,12 @@ type Running struct {
 	mu    sync.Mutex
 	jobs  map[int64]struct{}
 	ended map[int64]time.Time
-	now   func() time.Time
+	clock clock.Clock
 }
 
-// NewRunning returns an empty Running on the clock now (nil: time.Now).
-func NewRunning(now func() time.Time) *Running {
-	if now == nil {
-		now = time.Now
-	}
-	return &Running{jobs: map[int64]struct{}{}, ended: map[int64]time.Time{}, now: now}
+// NewRunning returns an empty Running on clk (nil: clock.Real()).
+func NewRunning(clk clock.Clock) *Running {
+	return &Running{jobs: map[int64]struct{}{}, ended: map[int64]time.Time{}, clock: clock.Or(clk)}
 }
 
 // Start records that job id is being worked.
@@ -71,7 +71,7 @@ func (r *Running) End(id int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.jobs, id)
-	r.ended[id] = r.now()
+	r.ended[id] = r.clock.Now()
 }
 
 // lost reports whether job id, attempted at attemptedAt, is neither worked
@@ -133,8 +133,8 @@ type ReclaimConfig struct {
 	// works nor ended within After is taken up again too (its completion
 	// was lost). Optional.
 	Running *Running
-	// Now is the clock. Defaults to time.Now.
-	Now func() time.Time
+	// Clock times After and Every. Defaults to clock.Real().
+	Clock clock.Clock
 	// Logger receives a line per job taken up. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics counts the jobs taken up. Optional.
@@ -163,6 +163,7 @@ type ReclaimConfig struct {
 // The presence session must reach Postgres itself: through a pooler in
 // transaction mode its application_name would not be the process's.
 type Reclaimer struct {
+	startstop.Base
 	cfg    ReclaimConfig
 	logger *slog.Logger
 
@@ -170,12 +171,9 @@ type Reclaimer struct {
 	sweepMu sync.Mutex
 	// gone is when each client seen running a job was first seen gone.
 	gone map[string]time.Time
-	// conn is the presence session, used by Start, then by run alone.
+	// conn is the presence session, used by Start, then by run alone,
+	// which closes it when it ends.
 	conn *pgx.Conn
-
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
 }
 
 // NewReclaimer returns a Reclaimer; Start starts it.
@@ -188,51 +186,43 @@ func NewReclaimer(cfg ReclaimConfig) (*Reclaimer, error) {
 	}
 	cfg.After = cmp.Or(cfg.After, DefaultReclaimAfter)
 	cfg.Every = cmp.Or(cfg.Every, cfg.After/3)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &Reclaimer{cfg: cfg, logger: cmp.Or(cfg.Logger, slog.Default()), gone: map[string]time.Time{}}, nil
 }
 
 // Start opens the process's presence session, looks once for the jobs of
-// processes gone, and goes on looking every Every until Stop. The session
-// must be open before the River client fetches a job.
+// processes gone, and goes on looking every Every until Stop, which closes
+// the session. The session must be open before the River client fetches a
+// job. Starting a started Reclaimer does nothing.
 func (r *Reclaimer) Start(ctx context.Context) error {
+	if r.Running() {
+		return nil
+	}
 	if err := r.present(ctx); err != nil {
 		return err
 	}
 	if err := r.Sweep(ctx); err != nil {
 		r.logger.WarnContext(ctx, "reclaim jobs of processes gone", "error", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel, r.done = cancel, make(chan struct{})
-	go r.run(runCtx)
+	r.Base.Start(context.WithoutCancel(ctx), r.run)
 	return nil
 }
 
-// Stop ends the looking and closes the presence session.
-func (r *Reclaimer) Stop() {
-	r.once.Do(func() {
-		if r.cancel == nil {
-			return
-		}
-		r.cancel()
-		<-r.done
+// run looks every Every until ctx ends, then closes the presence session.
+func (r *Reclaimer) run(ctx context.Context) {
+	defer func() {
 		if r.conn != nil {
 			_ = r.conn.Close(context.Background())
+			r.conn = nil
 		}
-	})
-}
-
-func (r *Reclaimer) run(ctx context.Context) {
-	defer close(r.done)
-	t := time.NewTicker(r.cfg.Every)
+	}()
+	t := r.cfg.Clock.NewTicker(r.cfg.Every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		if err := r.present(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -269,49 +259,6 @@ func (r *Reclaimer) present(ctx context.Context) error {
 	return nil
 }
 
-// goneClients lists the clients of this release named by the last attempt
-// of a running job that have no presence session.
-const goneClients = `SELECT DISTINCT j.attempted_by[cardinality(j.attempted_by)]
-FROM river_job j
-WHERE j.state = 'running' AND cardinality(j.attempted_by) > 0
-	AND starts_with(j.attempted_by[cardinality(j.attempted_by)], '` + clientIDPrefix + `')
-	AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = j.attempted_by[cardinality(j.attempted_by)])`
-
-// reclaimJobs makes the running jobs of the clients $1 that are still
-// without a presence session available again, or discarded without an
-// attempt left, with the error $2, and returns their kinds.
-const reclaimJobs = `UPDATE river_job j SET
-	state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded'::river_job_state ELSE 'available'::river_job_state END,
-	scheduled_at = CASE WHEN j.attempt >= j.max_attempts THEN j.scheduled_at ELSE now() END,
-	finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
-	errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt, 'error', $2::text, 'trace', ''))
-WHERE j.state = 'running' AND j.attempted_by[cardinality(j.attempted_by)] = ANY($1::text[])
-	AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = j.attempted_by[cardinality(j.attempted_by)])
-RETURNING j.id, j.kind, j.state`
-
-// ownJobs lists the running jobs whose last attempt names client $1, with
-// when that attempt started.
-const ownJobs = `SELECT id, attempted_at FROM river_job
-WHERE state = 'running' AND cardinality(attempted_by) > 0 AND attempted_by[cardinality(attempted_by)] = $1`
-
-// reclaimOwn makes the running jobs $1 of client $3 available again, or
-// discarded without an attempt left, with the error $2, and returns their
-// kinds.
-const reclaimOwn = `UPDATE river_job j SET
-	state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded'::river_job_state ELSE 'available'::river_job_state END,
-	scheduled_at = CASE WHEN j.attempt >= j.max_attempts THEN j.scheduled_at ELSE now() END,
-	finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
-	errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt, 'error', $2::text, 'trace', ''))
-WHERE j.id = ANY($1::bigint[]) AND j.state = 'running' AND j.attempted_by[cardinality(j.attempted_by)] = $3
-RETURNING j.id, j.kind, j.state`
-
-// reclaimed is a job taken up again.
-type reclaimed struct {
-	ID    int64
-	Kind  string
-	State string
-}
-
 // Sweep looks once for the processes gone and takes up the running jobs of
 // those gone for After, and those of this process that lost their
 // completion (Running). Start calls it every Every; a test calls it on its
@@ -322,15 +269,11 @@ func (r *Reclaimer) Sweep(ctx context.Context) error {
 	if err := r.sweepOwn(ctx); err != nil {
 		return err
 	}
-	rows, err := r.cfg.Pool.Query(ctx, goneClients)
+	clients, err := store.PresenceGoneList(ctx, r.cfg.Pool, clientIDPrefix)
 	if err != nil {
-		return fmt.Errorf("list processes gone: %w", err)
+		return err
 	}
-	clients, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("list processes gone: %w", err)
-	}
-	now := r.cfg.Now()
+	now := r.cfg.Clock.Now()
 	seen := make(map[string]bool, len(clients))
 	var due []string
 	for _, c := range clients {
@@ -352,13 +295,9 @@ func (r *Reclaimer) Sweep(ctx context.Context) error {
 	if len(due) == 0 {
 		return nil
 	}
-	rows, err = r.cfg.Pool.Query(ctx, reclaimJobs, due, fmt.Sprintf("worker process gone from the database for %s: job taken up again", r.cfg.After))
+	jobs, err := store.PresenceGoneReclaim(ctx, r.cfg.Pool, due, fmt.Sprintf("worker process gone from the database for %s: job taken up again", r.cfg.After))
 	if err != nil {
-		return fmt.Errorf("reclaim the jobs of %d processes gone: %w", len(due), err)
-	}
-	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[reclaimed])
-	if err != nil {
-		return fmt.Errorf("reclaim the jobs of %d processes gone: %w", len(due), err)
+		return err
 	}
 	for _, j := range jobs {
 		r.cfg.Metrics.JobReclaimed(j.Kind)
@@ -373,19 +312,11 @@ func (r *Reclaimer) sweepOwn(ctx context.Context) error {
 	if r.cfg.Running == nil {
 		return nil
 	}
-	now := r.cfg.Now()
+	now := r.cfg.Clock.Now()
 	r.cfg.Running.forget(now, r.cfg.After)
-	type own struct {
-		ID          int64
-		AttemptedAt *time.Time
-	}
-	rows, err := r.cfg.Pool.Query(ctx, ownJobs, r.cfg.ClientID)
+	jobs, err := store.PresenceOwnList(ctx, r.cfg.Pool, r.cfg.ClientID)
 	if err != nil {
-		return fmt.Errorf("list this process's running jobs: %w", err)
-	}
-	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[own])
-	if err != nil {
-		return fmt.Errorf("list this process's running jobs: %w", err)
+		return err
 	}
 	var lost []int64
 	for _, j := range jobs {
@@ -400,13 +331,9 @@ func (r *Reclaimer) sweepOwn(ctx context.Context) error {
 	if len(lost) == 0 {
 		return nil
 	}
-	rows, err = r.cfg.Pool.Query(ctx, reclaimOwn, lost, fmt.Sprintf("job not worked by its process for %s (its completion was lost): taken up again", r.cfg.After), r.cfg.ClientID)
+	done, err := store.PresenceOwnReclaim(ctx, r.cfg.Pool, r.cfg.ClientID, lost, fmt.Sprintf("job not worked by its process for %s (its completion was lost): taken up again", r.cfg.After))
 	if err != nil {
-		return fmt.Errorf("reclaim %d jobs that lost their completion: %w", len(lost), err)
-	}
-	done, err := pgx.CollectRows(rows, pgx.RowToStructByPos[reclaimed])
-	if err != nil {
-		return fmt.Errorf("reclaim %d jobs that lost their completion: %w", len(lost), err)
+		return err
 	}
 	for _, j := range done {
 		r.cfg.Metrics.JobReclaimed(j.Kind)

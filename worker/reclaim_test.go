@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/worker"
 )
@@ -52,9 +53,9 @@ func TestReclaimer(t *testing.T) {
 	alive := running(live, 1, 3)
 	earlier := running("myhost_2026_11_27T08_00_00_000000", 1, 3)
 
-	now := time.Now()
+	clk := clock.NewFake(time.Now())
 	sweeper, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: worker.NewClientID(), After: 15 * time.Second,
-		Now: func() time.Time { return now }})
+		Clock: clk})
 	require.NoError(t, err)
 	state := func(id int64) (string, int) {
 		var s string
@@ -63,13 +64,13 @@ func TestReclaimer(t *testing.T) {
 		return s, errs
 	}
 	require.NoError(t, sweeper.Sweep(ctx))
-	now = now.Add(14 * time.Second)
+	clk.Advance(14 * time.Second)
 	require.NoError(t, sweeper.Sweep(ctx))
 	for _, id := range []int64{retried, exhausted, alive, earlier} {
 		s, _ := state(id)
 		require.Equal(t, "running", s, "job %d taken up before its process was gone for After", id)
 	}
-	now = now.Add(time.Second)
+	clk.Advance(time.Second)
 	require.NoError(t, sweeper.Sweep(ctx))
 	s, errs := state(retried)
 	require.Equal(t, "available", s)
@@ -97,10 +98,13 @@ func TestReclaimerLostCompletions(t *testing.T) {
 	require.NoError(t, err)
 
 	now := time.Now()
-	clock := func() time.Time { return now }
+	clk := clock.NewFake(now)
 	self := worker.NewClientID()
-	running := worker.NewRunning(clock)
-	r, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: self, After: 15 * time.Second, Running: running, Now: clock})
+	running := worker.NewRunning(clk)
+	// Every is long: the test sweeps on its own, the fake clock moving
+	// past no round of Start's.
+	r, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: self, After: 15 * time.Second, Every: time.Hour,
+		Running: running, Clock: clk})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(ctx))
 	t.Cleanup(r.Stop)
@@ -123,10 +127,11 @@ func TestReclaimerLostCompletions(t *testing.T) {
 	running.End(endedLong)
 	never := job(time.Minute)
 
-	now = now.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	running.Start(endedLately)
 	running.End(endedLately)
-	now = now.Add(6 * time.Second)
+	clk.Advance(6 * time.Second)
+	now = clk.Now()
 	fetched := job(time.Second)
 	require.NoError(t, r.Sweep(ctx))
 	state := func(id int64) string {

@@ -146,7 +146,7 @@ func recordPending(ctx context.Context, commits *commits, log *slog.Logger, call
 // completed by River's batched completer once Work returns; a run repeated
 // because that completion was lost finds the call final.
 func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger, callID string, payment *x402.Payment, safetyNet int64, pending string) error {
-	start := time.Now()
+	start := commits.clock.Now()
 	var resp *x402.SettleResponse
 	var err error
 	if follower, ok := deps.Settler.(x402.PendingFollower); ok && pending != "" {
@@ -188,7 +188,7 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 	if resp.Cost != nil {
 		deps.Metrics.SettlementGas(payment.Network, resp.Cost.FeeWei())
 	}
-	log.InfoContext(ctx, "settlement done", "success", resp.Success, "reason", resp.ErrorReason, "transaction", resp.Transaction, "duration_ms", time.Since(start).Milliseconds())
+	log.InfoContext(ctx, "settlement done", "success", resp.Success, "reason", resp.ErrorReason, "transaction", resp.Transaction, "duration_ms", commits.clock.Now().Sub(start).Milliseconds())
 	return nil
 }
 
@@ -207,8 +207,9 @@ type settled struct {
 // recorded once for the group's calls it settled, in a settlement.mined
 // appended before their settlement.confirmed events, which then leave it
 // out; its projection adds the calls to the transaction's row of
-// settlement_watch.
-func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
+// settlement_watch. The refused settlements' unpaid work is recorded at
+// now.
+func writeOutcomes(ctx context.Context, tx pgx.Tx, now time.Time, outcomes []settled) error {
 	ids := make([]int64, 0, len(outcomes))
 	// mined are the group's settlement.mined, one a transaction (network,
 	// hash) in the order first seen.
@@ -250,7 +251,7 @@ func writeOutcomes(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
 	if err := store.Append(ctx, tx, append(events, calls...)...); err != nil {
 		return err
 	}
-	if err := store.RecordUnpaidWork(ctx, tx, time.Now(), unpaid...); err != nil {
+	if err := store.RecordUnpaidWork(ctx, tx, now, unpaid...); err != nil {
 		return err
 	}
 	if len(ids) == 0 {

@@ -32,6 +32,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
@@ -130,6 +131,10 @@ type Config struct {
 	// show them while its processes are replaced (docs/operating.md,
 	// Upgrades).
 	LedgerPreviousForm bool
+	// Clock is the time of the runs (their payment's window, their
+	// duration), of the settlement jobs' schedule and of the group
+	// commits' lingers. Defaults to clock.Real().
+	Clock clock.Clock
 }
 
 // WithDefaults returns a copy of c with its defaults applied.
@@ -148,6 +153,7 @@ func (c Config) WithDefaults() Config {
 	c.SettleGrace = cmp.Or(c.SettleGrace, DefaultSettleGrace)
 	c.ExpiryMargin = cmp.Or(c.ExpiryMargin, 10*time.Second)
 	c.ReconcileEvery = cmp.Or(c.ReconcileEvery, DefaultReconcileEvery)
+	c.Clock = clock.Or(c.Clock)
 	return c
 }
 
@@ -179,7 +185,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.WithDefaults()
 	workers := river.NewWorkers()
-	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler)
+	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler, cfg.Clock)
 	commits.expiry = cfg.ExpiryMargin
 	commits.previousForm = cfg.LedgerPreviousForm
 	for _, op := range deps.Ops {
@@ -244,6 +250,8 @@ type commits struct {
 	expiry time.Duration
 	// previousForm is Config.LedgerPreviousForm.
 	previousForm bool
+	// clock is Config.Clock.
+	clock clock.Clock
 	// results records operation results and their settlement jobs,
 	// durably. (They once committed without waiting for the disk, on the
 	// argument that a crash losing them would make the job run again; but
@@ -283,19 +291,21 @@ type completed struct {
 	payment   *x402.Payment
 }
 
-func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, settler x402.Settler) *commits {
+func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, settler x402.Settler, clk clock.Clock) *commits {
 	namer, _ := settler.(x402.TransactionNamer)
 	slow, _ := settler.(x402.SlowSettler)
+	clk = clock.Or(clk)
 	return &commits{
 		grace: grace,
 		slow:  slow,
-		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results")}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
+		clock: clk,
+		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
 			if err := readPayments(ctx, tx, runs); err != nil {
 				return err
 			}
 			// The runs settle their payments themselves: their
 			// settlement jobs wait their grace, as a safety net.
-			now := time.Now()
+			now := clk.Now()
 			params := make([]river.InsertManyParams, len(runs))
 			for i, run := range runs {
 				opts := &river.InsertOpts{ScheduledAt: now.Add(graceOf(grace, slow, run.payment))}
@@ -327,8 +337,10 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 			}
 			return store.Append(ctx, tx, events...)
 		}),
-		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission")}, appendEvents),
-		outcomes:    store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement")}, writeOutcomes),
+		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission"), Clock: clk}, appendEvents),
+		outcomes: store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
+			return writeOutcomes(ctx, tx, clk.Now(), outcomes)
+		}),
 	}
 }
 

@@ -91,7 +91,8 @@ func (t realTicker) Reset(d time.Duration) { t.t.Reset(d) }
 
 // Fake is a Clock that moves only when told: Advance and Set fire, in
 // time order, every timer and ticker whose time has come. Its channels
-// hold one tick, like the runtime's, and a tick not taken is dropped.
+// hold one tick, like the runtime's, and a tick not taken is dropped;
+// Stop and Reset drop the tick not taken, like the runtime's.
 // Wait lets a test know a part is waiting on the clock before it moves it.
 //
 // mu guards every field; changed is closed and replaced whenever a timer
@@ -163,12 +164,13 @@ func (f *Fake) Set(t time.Time) {
 			next.at = next.at.Add(next.every)
 			f.add(next)
 		}
-		at := f.now
-		f.mu.Unlock()
+		// Sent under mu, so that a Stop or Reset that drains the channel
+		// leaves no tick of the time before.
 		select {
-		case next.c <- at:
+		case next.c <- f.now:
 		default:
 		}
+		f.mu.Unlock()
 	}
 }
 
@@ -241,32 +243,38 @@ type fakeTimer struct {
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
+// Stop and Reset drain the channel, as the runtime's timers do: no tick
+// of the time before is received after they return.
 func (t *fakeTimer) Stop() bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
+	t.drain()
 	return t.f.remove(t)
 }
 
 func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	t.drain()
 	pending := t.f.remove(t)
 	if t.every > 0 {
 		t.every = d
 	}
 	t.at = t.f.now.Add(d)
-	due := d <= 0
-	if !due {
+	if d > 0 {
 		t.f.add(t)
-	}
-	at := t.f.now
-	t.f.mu.Unlock()
-	if due {
-		select {
-		case t.c <- at:
-		default:
-		}
+	} else {
+		t.c <- t.f.now // drained above: there is room
 	}
 	return pending
+}
+
+// drain drops the tick waiting in the channel, if any; t.f.mu is held.
+func (t *fakeTimer) drain() {
+	select {
+	case <-t.c:
+	default:
+	}
 }
 
 // fakeTicker is the Ticker face of a fakeTimer with an interval.

@@ -68,6 +68,45 @@ func TestFakeTimerStopReset(t *testing.T) {
 	}
 }
 
+// TestFakeStopResetDrain: a tick not taken before Stop or Reset is not
+// received after them, as with the runtime's timers (Go 1.23 on), so that
+// a timer made with 0 and reset (a linger's) does not fire at once.
+func TestFakeStopResetDrain(t *testing.T) {
+	tests := []struct {
+		name string
+		// ticked returns a channel holding a tick, and what to do then.
+		ticked func(f *Fake) (<-chan time.Time, func())
+	}{
+		{"timer reset", func(f *Fake) (<-chan time.Time, func()) {
+			tm := f.NewTimer(0)
+			return tm.C(), func() { tm.Reset(time.Second) }
+		}},
+		{"timer stop", func(f *Fake) (<-chan time.Time, func()) {
+			tm := f.NewTimer(0)
+			return tm.C(), func() { tm.Stop() }
+		}},
+		{"ticker reset", func(f *Fake) (<-chan time.Time, func()) {
+			tk := f.NewTicker(time.Second)
+			f.Advance(time.Second)
+			return tk.C(), func() { tk.Reset(time.Minute) }
+		}},
+		{"ticker stop", func(f *Fake) (<-chan time.Time, func()) {
+			tk := f.NewTicker(time.Second)
+			f.Advance(time.Second)
+			return tk.C(), tk.Stop
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, then := tt.ticked(NewFake(t0))
+			then()
+			if at, ok := fired(c); ok {
+				t.Fatalf("a tick of before received: %v", at)
+			}
+		})
+	}
+}
+
 func TestFakeTicker(t *testing.T) {
 	f := NewFake(t0)
 	tk := f.NewTicker(time.Second)

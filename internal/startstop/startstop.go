@@ -30,17 +30,25 @@ import (
 var ErrNotRunning = errors.New("not running (Start it first)")
 
 // Base is a lifecycle: embed it in a long-running part. Its zero value is
-// stopped and ready to Start. A Base may be started again after Stop.
+// stopped and ready to Start. A Base may be started again after Stop, even
+// while that Stop still waits: each span counts its own work.
 //
-// mu guards ctx, cancel, running and done; wg counts the goroutines and the
-// entered work of the span.
+// mu guards cur, the running span (nil when stopped), and last, the latest
+// span started (Go's, Done's).
 type Base struct {
-	mu      sync.Mutex
-	ctx     context.Context
-	cancel  context.CancelFunc
-	running bool
-	done    chan struct{}
-	wg      sync.WaitGroup
+	mu   sync.Mutex
+	cur  *span
+	last *span
+}
+
+// span is one run of a Base, from Start to Stop: its context (which
+// carries the span under spanKey), the count of its goroutines and entered
+// work, and done, closed once they returned.
+type span struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
 }
 
 // Start begins a span under parent and runs each of runs on a goroutine of
@@ -49,17 +57,18 @@ type Base struct {
 func (b *Base) Start(parent context.Context, runs ...func(ctx context.Context)) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.running {
+	if b.cur != nil {
 		return false
 	}
-	b.ctx, b.cancel = context.WithCancel(parent)
-	b.running = true
-	b.done = make(chan struct{})
+	sp := &span{done: make(chan struct{})}
+	sp.ctx, sp.cancel = context.WithCancel(parent)
+	sp.ctx = context.WithValue(sp.ctx, spanKey{b}, sp)
+	b.cur, b.last = sp, sp
 	for _, run := range runs {
-		b.wg.Add(1)
+		sp.wg.Add(1)
 		go func() {
-			defer b.wg.Done()
-			run(b.ctx)
+			defer sp.wg.Done()
+			run(sp.ctx)
 		}()
 	}
 	return true
@@ -70,38 +79,43 @@ func (b *Base) Start(parent context.Context, runs ...func(ctx context.Context)) 
 // Base does nothing.
 func (b *Base) Stop() {
 	b.mu.Lock()
-	if !b.running {
-		b.mu.Unlock()
+	sp := b.cur
+	b.cur = nil
+	b.mu.Unlock()
+	if sp == nil {
 		return
 	}
-	b.running = false
-	b.cancel()
-	done := b.done
-	b.mu.Unlock()
-	b.wg.Wait()
-	close(done)
+	sp.cancel()
+	sp.wg.Wait()
+	close(sp.done)
 }
 
 // Running reports whether a span has started and not been stopped.
 func (b *Base) Running() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.running
+	return b.cur != nil
 }
 
-// Done returns a channel closed once the running span has stopped and
+// Done returns a channel closed once the latest span has stopped and
 // everything in it has returned; it is nil before the first Start.
 func (b *Base) Done() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.done
+	if b.last == nil {
+		return nil
+	}
+	return b.last.done
 }
 
 // Context returns the running span's context, and false when no span runs.
 func (b *Base) Context() (context.Context, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.ctx, b.running
+	if b.cur == nil {
+		return nil, false
+	}
+	return b.cur.ctx, true
 }
 
 // Enter counts a piece of work in the span: it returns ctx, which also
@@ -109,47 +123,57 @@ func (b *Base) Context() (context.Context, bool) {
 // waits for every leave. It fails with ErrNotRunning when no span runs.
 func (b *Base) Enter(ctx context.Context) (context.Context, func(), error) {
 	b.mu.Lock()
-	if !b.running {
+	sp := b.cur
+	if sp == nil {
 		b.mu.Unlock()
 		return nil, nil, ErrNotRunning
 	}
-	b.wg.Add(1)
-	span := b.ctx
+	sp.wg.Add(1)
 	b.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(span, cancel)
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, spanKey{b}, sp))
+	stop := context.AfterFunc(sp.ctx, cancel)
 	return ctx, func() {
 		stop()
 		cancel()
-		b.wg.Done()
+		sp.wg.Done()
 	}, nil
 }
 
 // Go runs f on a goroutine of the span with ctx's values, ended not when
 // ctx is but when the span is. Only work of the span calls it (a run of
-// Start, work entered with Enter, or a goroutine of Go): the span's count
-// is then above zero, so Stop, if already waiting, waits for this one too,
-// and f runs even while the span is stopping (its context then ended). It
-// reports false, and runs nothing, before the first Start.
+// Start, work entered with Enter, or a goroutine of Go), with the context
+// it was given: the goroutine joins that work's span, even once another
+// has started, and that span's count is above zero, so its Stop, if
+// already waiting, waits for this one too, and f runs even while the span
+// is stopping (its context then ended). Given another context, the
+// goroutine joins the latest span. It reports false, and runs nothing,
+// before the first Start.
 func (b *Base) Go(ctx context.Context, f func(ctx context.Context)) bool {
 	b.mu.Lock()
-	if b.ctx == nil {
+	sp, ok := ctx.Value(spanKey{b}).(*span)
+	if !ok {
+		sp = b.last
+	}
+	if sp == nil {
 		b.mu.Unlock()
 		return false
 	}
-	span := b.ctx
-	b.wg.Add(1)
+	sp.wg.Add(1)
 	b.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(span, cancel)
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), spanKey{b}, sp))
+	stop := context.AfterFunc(sp.ctx, cancel)
 	go func() {
-		defer b.wg.Done()
+		defer sp.wg.Done()
 		defer cancel()
 		defer stop()
 		f(ctx)
 	}()
 	return true
 }
+
+// spanKey is the context key of a Base's span, whose value is the *span
+// the context's work belongs to.
+type spanKey struct{ b *Base }
 
 // Group starts and stops several parts as one: Start starts them in
 // order, and on the first failure stops those started; Stop stops them in

@@ -3,8 +3,10 @@ package startstop
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestBase(t *testing.T) {
@@ -76,6 +78,42 @@ func TestBase(t *testing.T) {
 			}
 			b.Stop()
 		}},
+		{"a restart while stopping keeps the spans apart", func(t *testing.T, b *Base) {
+			ended, release := make(chan struct{}), make(chan struct{})
+			b.Start(t.Context(), func(ctx context.Context) {
+				<-ctx.Done()
+				close(ended)
+				<-release
+				// Work of the first span, started while the second runs,
+				// is the first span's.
+				b.Go(ctx, func(context.Context) { <-release })
+			})
+			first := b.Done()
+			stopped := make(chan struct{})
+			go func() { b.Stop(); close(stopped) }()
+			<-ended
+			if !b.Start(t.Context(), func(ctx context.Context) { <-ctx.Done() }) {
+				t.Fatal("Start refused while the last span stops")
+			}
+			second := b.Done()
+			close(release)
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the first span's Stop waits for the second span")
+			}
+			<-first
+			select {
+			case <-second:
+				t.Fatal("the second span done before its Stop")
+			default:
+			}
+			if !b.Running() {
+				t.Fatal("the second span does not run")
+			}
+			b.Stop()
+			<-second
+		}},
 		{"parent's end ends the span", func(t *testing.T, b *Base) {
 			ctx, cancel := context.WithCancel(t.Context())
 			seen := make(chan struct{})
@@ -139,4 +177,41 @@ func TestFunc(t *testing.T) {
 		t.Fatal("Stop returned before the function did")
 	}
 	f.Stop()
+}
+
+// TestBaseStress starts, stops, enters and goes on a Base from many
+// goroutines at once (run it with -race): nothing entered or gone outlives
+// the Stop of its span, and every Stop returns.
+func TestBaseStress(t *testing.T) {
+	var b Base
+	var live atomic.Int32 // work of a span not yet left
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				b.Start(t.Context(), func(ctx context.Context) {
+					live.Add(1)
+					defer live.Add(-1)
+					b.Go(ctx, func(ctx context.Context) {
+						live.Add(1)
+						defer live.Add(-1)
+						<-ctx.Done()
+					})
+					<-ctx.Done()
+				})
+				if ctx, leave, err := b.Enter(t.Context()); err == nil {
+					live.Add(1)
+					b.Go(ctx, func(context.Context) {})
+					live.Add(-1)
+					leave()
+				}
+				b.Stop()
+			}
+		})
+	}
+	wg.Wait()
+	b.Stop()
+	if n := live.Load(); n != 0 {
+		t.Fatalf("%d pieces of work outlived their span's Stop", n)
+	}
 }

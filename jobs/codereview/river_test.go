@@ -74,19 +74,28 @@ func TestRiverRetryAndCharge(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}
+	listener := store.NewListener(db.Pool.Config().ConnConfig, slog.New(slog.DiscardHandler))
+	require.NoError(t, listener.Start(ctx))
+	t.Cleanup(listener.Stop)
+	// waitFinal reads the call again each time its stream is appended to,
+	// until it is final.
 	waitFinal := func(id string) *store.Call {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
+		sub := listener.Subscribe(store.CallStream(id))
+		defer sub.Close()
+		timeout := time.After(30 * time.Second)
+		for {
 			call, err := store.CallGetByID(ctx, db.Pool, id)
 			require.NoError(t, err)
 			if store.IsFinal(call.State) {
 				return call
 			}
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-sub.C:
+			case <-timeout:
+				t.Fatalf("call %s did not finish", id)
+			}
 		}
-		t.Fatalf("call %s did not finish", id)
-		return nil
 	}
 
 	// A rate limit, then an answer: retried, delivered, charged once.
