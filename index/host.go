@@ -64,6 +64,9 @@ type HostDetail struct {
 	// TimelineLimit is the most changes the timeline holds; older ones are
 	// in the changes feed (?host=).
 	TimelineLimit int `json:"timeline_limit"`
+	// PayTos are the on-chain figures of each of its payTo addresses on
+	// the networks read (Host.Evidence sums them up), counted now.
+	PayTos []PayToEvidence `json:"pay_tos"`
 }
 
 // The bounds of a host's page: the rows a listing of many services, or a
@@ -131,6 +134,13 @@ func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, erro
 		d.Probes = []ProbeHour{}
 	}
 	if d.Timeline, err = r.LatestChanges(ctx, host, timelineLimit); err != nil {
+		return nil, err
+	}
+	if err := r.withEvidence(ctx, hosts[:1]); err != nil {
+		return nil, err
+	}
+	d.Host.Evidence = hosts[0].Evidence
+	if d.PayTos, err = r.payToEvidence(ctx, host, d.Host.Evidence); err != nil {
 		return nil, err
 	}
 	return d, nil

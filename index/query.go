@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ type Host struct {
 	// Quality sums up the use its listings report of its live services
 	// (Bazaar's quality figures); null when none of them reports any.
 	Quality *HostQuality `json:"quality"`
+	// Evidence is what the chain says of its payTo addresses (the USDC
+	// transfers into them); null when none of them is read (no endpoint
+	// for its networks, or not read yet).
+	Evidence *Evidence `json:"evidence"`
 	History
 }
 
@@ -118,6 +123,17 @@ var hostSorts = []struct{ key, order string }{
 	{"calls", "calls_30d DESC NULLS LAST, host"},
 	{"host", "host"},
 	{"checked", "checked_at DESC NULLS LAST, host"},
+	{"volume_24h", evidenceOrder("volume_24h")},
+	{"volume_7d", evidenceOrder("volume_7d")},
+	{"volume_30d", evidenceOrder("volume_30d")},
+	{"transactions_30d", evidenceOrder("transactions_30d")},
+	{"payers_30d", evidenceOrder("payers_30d")},
+}
+
+// evidenceOrder is the order of a sort by a column of the hosts' kept
+// on-chain figures, the highest first, the hosts not measured last.
+func evidenceOrder(column string) string {
+	return "(SELECT e." + column + " FROM index_host_evidence e WHERE e.host = h.host) DESC NULLS LAST, host"
 }
 
 // SortKeys are the values of the hosts query's sort, in the order they are
@@ -205,6 +221,9 @@ func (r *Reader) Find(ctx context.Context, q HostQuery) ([]Host, error) {
 	if cond, ok := quoteFilters[q.QuoteMatchesListing]; ok {
 		query += " AND " + cond
 	}
+	if cond, ok := q.evidenceFilter(); ok {
+		query += " AND h.host IN (SELECT e.host FROM index_host_evidence e WHERE " + cond + ")"
+	}
 	if text := strings.ToLower(strings.TrimSpace(q.Q)); text != "" {
 		pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(text) + "%"
 		query += ` AND (h.search LIKE $2 OR h.host IN (SELECT r.host FROM index_resources r WHERE NOT r.retired AND r.search LIKE $2))`
@@ -217,6 +236,9 @@ func (r *Reader) Find(ctx context.Context, q HostQuery) ([]Host, error) {
 	hosts, err := scanHosts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("index: hosts: %w", err)
+	}
+	if err := r.withEvidence(ctx, hosts); err != nil {
+		return nil, err
 	}
 	return hosts, nil
 }
@@ -293,6 +315,9 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 	if s.Cheapest, err = scanHosts(rows); err != nil {
 		return nil, fmt.Errorf("index: cheapest: %w", err)
 	}
+	if err := r.withEvidence(ctx, s.Cheapest); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -318,7 +343,40 @@ type HostQuery struct {
 	// listing ("true"), did not ("false"), or was not compared ("null").
 	// Empty: every host.
 	QuoteMatchesListing string `json:"quote_matches_listing,omitempty"`
+	// MinPayers keeps the hosts with at least this many distinct payers on
+	// chain over 30 days (hosts not measured are left out). 0: every host.
+	MinPayers int `json:"min_payers,omitempty"`
+	// MinVolumeUSDC keeps the hosts that received at least this much USDC
+	// on chain over 30 days (decimal text; hosts not measured are left
+	// out). Empty: every host.
+	MinVolumeUSDC string `json:"min_volume_usdc,omitempty"`
+	// MaxTopPayerShare keeps the hosts whose top payer paid at most this
+	// share (0 to 1) of their 30 days' volume on chain (hosts not measured,
+	// or without volume, are left out). Nil: every host.
+	MaxTopPayerShare *float64 `json:"max_top_payer_share,omitempty"`
 }
+
+// evidenceFilter returns the condition on index_host_evidence e of q's
+// filters on the on-chain figures, which Check has accepted; false when q
+// has none.
+func (q *HostQuery) evidenceFilter() (string, bool) {
+	var conds []string
+	if q.MinPayers > 0 {
+		conds = append(conds, fmt.Sprintf("e.payers_30d >= %d", q.MinPayers))
+	}
+	if q.MinVolumeUSDC != "" {
+		// Checked to be a decimal number: atomic units of USDC.
+		conds = append(conds, "e.volume_30d >= "+q.MinVolumeUSDC+" * 1000000")
+	}
+	if q.MaxTopPayerShare != nil {
+		conds = append(conds, fmt.Sprintf("e.top_payer_share_30d <= %g", *q.MaxTopPayerShare))
+	}
+	return strings.Join(conds, " AND "), len(conds) > 0
+}
+
+// usdcAmount is a decimal amount of USDC: at most 12 digits and 6
+// decimals.
+var usdcAmount = regexp.MustCompile(`^[0-9]{1,12}(\.[0-9]{1,6})?$`)
 
 // QueryError names the field of a HostQuery that is out of bounds.
 type QueryError struct {
@@ -347,6 +405,15 @@ func (q *HostQuery) Check() error {
 	}
 	if _, ok := quoteFilters[q.QuoteMatchesListing]; q.QuoteMatchesListing != "" && !ok {
 		return &QueryError{Field: "quote_matches_listing", Message: "quote_matches_listing must be true, false or null"}
+	}
+	if q.MinPayers < 0 {
+		return &QueryError{Field: "min_payers", Message: "min_payers must be 0 or more"}
+	}
+	if q.MinVolumeUSDC != "" && !usdcAmount.MatchString(q.MinVolumeUSDC) {
+		return &QueryError{Field: "min_volume_usdc", Message: "min_volume_usdc must be a decimal number of USDC, at most 6 decimals"}
+	}
+	if s := q.MaxTopPayerShare; s != nil && !(*s >= 0 && *s <= 1) {
+		return &QueryError{Field: "max_top_payer_share", Message: "max_top_payer_share must be between 0 and 1"}
 	}
 	return nil
 }
