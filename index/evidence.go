@@ -48,6 +48,11 @@ type Chain interface {
 
 var _ Chain = (*evm.Endpoints)(nil)
 
+// DefaultChainMaxRange is the most blocks one eth_getLogs call of the
+// chain reader asks for unless configured (INDEX_CHAIN_MAX_RANGE): within
+// what the common providers allow for a filter on addresses.
+const DefaultChainMaxRange = 1000
+
 // ChainReaderConfig configures a ChainReader.
 type ChainReaderConfig struct {
 	// Pool is the index's database. Required.
@@ -63,7 +68,7 @@ type ChainReaderConfig struct {
 	// without one takes evm.DefaultFinality.
 	Finality map[string]evm.FinalityPolicy
 	// MaxRange is the most blocks one eth_getLogs call asks for. Defaults
-	// to 1000.
+	// to DefaultChainMaxRange.
 	MaxRange uint64
 	// MaxRanges is the most ranges of MaxRange blocks a network is read in
 	// by one run (the rest by the next). Defaults to 20.
@@ -132,7 +137,7 @@ type ChainReader struct {
 
 // NewChainReader returns the chain reader of cfg.
 func NewChainReader(cfg ChainReaderConfig) *ChainReader {
-	cfg.MaxRange = cmp.Or(cfg.MaxRange, 1000)
+	cfg.MaxRange = cmp.Or(cfg.MaxRange, DefaultChainMaxRange)
 	cfg.MaxRanges = cmp.Or(cfg.MaxRanges, 20)
 	cfg.MaxAddresses = cmp.Or(cfg.MaxAddresses, 1000)
 	cfg.ReorgDepth = cmp.Or(cfg.ReorgDepth, 64)
@@ -212,9 +217,9 @@ type rpcBlock struct {
 // rpcReceipt is the part of a receipt (eth_getBlockReceipts) the reader
 // uses.
 type rpcReceipt struct {
-	TxHash    common.Hash `json:"transactionHash"`
+	TxHash    common.Hash    `json:"transactionHash"`
 	From      common.Address `json:"from"`
-	BlockHash common.Hash `json:"blockHash"`
+	BlockHash common.Hash    `json:"blockHash"`
 	Logs      []struct {
 		Address common.Address `json:"address"`
 		Topics  []common.Hash  `json:"topics"`

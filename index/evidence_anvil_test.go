@@ -373,4 +373,3 @@ func hostNames(hosts []Host) []string {
 	}
 	return out
 }
-
