@@ -272,7 +272,7 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 		What: "A public index of x402 sellers: every resource listed by the x402 discovery listings, grouped by host, with measured liveness.",
 		Read: map[string]string{
 			"summary": "/api/xindex/summary",
-			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}",
+			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}&min_payers={n}&min_volume_usdc={USDC}&max_top_payer_share={0-1}",
 			"host":    "/api/xindex/hosts/{host}",
 			"changes": "/api/xindex/changes?since={cursor|time}&limit={1-500}",
 			"atom":    "/api/xindex/changes.atom",
