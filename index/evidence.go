@@ -168,9 +168,16 @@ type ChainRun struct {
 
 // Run reads every network once (a network that fails is logged and left
 // for the next run; the first error is returned) and counts the figures of
-// the hosts whose transfers changed or whose figures are stale.
+// the hosts whose transfers changed or whose figures are stale. A run
+// started while another reads (a run longer than the schedule's interval,
+// in any process) does nothing.
 func (r *ChainReader) Run(ctx context.Context) (*ChainRun, error) {
 	run := &ChainRun{}
+	unlock, ok, err := store.ChainReaderLock(ctx, r.cfg.Pool)
+	if err != nil || !ok {
+		return run, err
+	}
+	defer unlock()
 	var touched []string
 	var firstErr error
 	for _, network := range r.Networks() {

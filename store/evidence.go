@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // ChainCursor is where the index's chain reader is on a network: the last
@@ -436,4 +437,34 @@ func HostEvidenceGet(ctx context.Context, db DBTX, hosts []string) (map[string]*
 		return nil, fmt.Errorf("host figures: %w", err)
 	}
 	return out, nil
+}
+
+// chainReaderLock is the first key of the session advisory lock a run of
+// the index's chain reader holds ("x4ch" in ASCII); the second is the hash
+// of the schema, so that services sharing a database in schemas of their
+// own (the tests) do not wait for one another.
+const chainReaderLock int32 = 0x78346368
+
+// ChainReaderLock takes the chain reader's lock on a connection of pool
+// and returns the function that lets it go, or ok false when another run
+// holds it.
+func ChainReaderLock(ctx context.Context, pool *pgxpool.Pool) (unlock func(), ok bool, err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("chain reader lock: %w", err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, chainReaderLock).Scan(&ok); err != nil || !ok {
+		conn.Release()
+		if err != nil {
+			return nil, false, fmt.Errorf("chain reader lock: %w", err)
+		}
+		return nil, false, nil
+	}
+	return func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, chainReaderLock); err != nil {
+			// A connection that cannot unlock is closed: its lock goes with it.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}, true, nil
 }
