@@ -26,6 +26,7 @@ import (
 	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
 )
@@ -372,4 +373,49 @@ func hostNames(hosts []Host) []string {
 		out[i] = h.Host
 	}
 	return out
+}
+
+// TestEvidenceFinality reads only up to the block the network's finality
+// policy holds final: a transfer fewer than depth blocks deep is not
+// counted yet, and is once it is deep enough.
+func TestEvidenceFinality(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+	db := dbtest.Schema(ctx, t)
+	chain := newUSDCChain(t, node)
+	endpoints, err := evm.NewEndpoints(ctx, &evm.EndpointsConfig{Network: "eip155:8453", URLs: []string{node.URL}})
+	require.NoError(t, err)
+	require.NoError(t, endpoints.Start(ctx))
+	t.Cleanup(endpoints.Stop)
+	seller, payer := devKey(t, 2), devKey(t, 6)
+	srv := httptest.NewServer(&listing{items: []map[string]any{sellerItem("https://alpha.test/pay", "eip155:8453", usdc, addr(seller))}})
+	t.Cleanup(srv.Close)
+	require.NoError(t, newCrawler(db, srv.URL, 100).FullPass(ctx, nil))
+
+	const depth = 5
+	reader := NewChainReader(ChainReaderConfig{Pool: db.Pool, Chains: map[string]Chain{"eip155:8453": endpoints},
+		Finality: map[string]evm.FinalityPolicy{"eip155:8453": {Depth: depth}}})
+	_, err = reader.Run(ctx)
+	require.NoError(t, err)
+	// The cursor starts depth blocks below the head: mine past it first.
+	for range depth {
+		require.NoError(t, node.Mine(ctx))
+	}
+	paid := chain.transfer(payer, addr(seller), 7_000)
+	run, err := reader.Run(ctx)
+	require.NoError(t, err)
+	require.Zero(t, run.Transfers, "not final yet")
+	cur, err := store.ChainCursorGet(ctx, db.Pool, "eip155:8453")
+	require.NoError(t, err)
+	require.Less(t, cur.Block, paid.BlockNumber.Uint64())
+	for range depth {
+		require.NoError(t, node.Mine(ctx))
+	}
+	run, err = reader.Run(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, run.Transfers)
+	d, err := NewReader(db.Pool, nil).HostDetail(ctx, "alpha.test")
+	require.NoError(t, err)
+	require.Equal(t, EvidenceWindow{Transactions: 1, VolumeUSDC: "0.007000", Payers: 1}, d.Host.Evidence.Last30d)
 }
