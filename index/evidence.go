@@ -17,7 +17,6 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -194,26 +193,6 @@ func (r *ChainReader) Run(ctx context.Context) (*ChainRun, error) {
 	return run, firstErr
 }
 
-// finalBlock returns the newest block of chain that policy holds final.
-func finalBlock(ctx context.Context, chain Chain, policy evm.FinalityPolicy) (uint64, error) {
-	if policy.Tag == "" {
-		head, err := chain.BlockNumber(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("read block number: %w", err)
-		}
-		return head - min(head, policy.Depth), nil
-	}
-	tag := rpc.SafeBlockNumber
-	if policy.Tag == evm.FinalityFinalized {
-		tag = rpc.FinalizedBlockNumber
-	}
-	h, err := chain.HeaderByNumber(ctx, big.NewInt(int64(tag)))
-	if err != nil {
-		return 0, fmt.Errorf("read %s block: %w", policy.Tag, err)
-	}
-	return h.Number.Uint64(), nil
-}
-
 // rpcBlock is the part of a block (eth_getBlockByNumber without its
 // transactions) the reader uses.
 type rpcBlock struct {
@@ -262,7 +241,7 @@ func (r *ChainReader) readNetwork(ctx context.Context, network string, run *Chai
 	if !ok {
 		policy = evm.DefaultFinality(network)
 	}
-	final, err := finalBlock(ctx, chain, policy)
+	final, err := policy.FinalBlock(ctx, chain)
 	if err != nil {
 		return nil, err
 	}
