@@ -75,6 +75,10 @@ type ChainReaderConfig struct {
 	// MaxAddresses is the most payTo addresses one eth_getLogs call names
 	// (a topic OR-list); more are read in several calls. Defaults to 1000.
 	MaxAddresses int
+	// ReceiptsByTx is the most transactions of a block holding transfers
+	// whose receipts are read one by one; a block with more has all its
+	// receipts read at once. Defaults to 8.
+	ReceiptsByTx int
 	// StartBack is how many blocks before the newest final one a network
 	// is first read from. Defaults to 0: from the first run on.
 	StartBack uint64
@@ -111,9 +115,12 @@ type ChainReaderConfig struct {
 // blocks, with one eth_getLogs call a range: Transfer logs of the
 // network's USDC whose to (topic 2) is any of the watched payTo addresses,
 // named in one topic OR-list (MaxAddresses at most, or several calls).
-// Each block holding a match is then read once as JSON, with its receipts
-// (eth_getBlockReceipts: each transaction's sender, and whether it used
-// the payer's EIP-3009 authorization) and its header (its time and hash).
+// Each block holding a match is then read once as JSON (its time and
+// hash), with the receipts of the matching transactions (each one's
+// sender, and whether it used the payer's EIP-3009 authorization): one by
+// one when they are few (ReceiptsByTx), else the block's at once
+// (eth_getBlockReceipts). So the calls grow with the blocks and
+// transactions that pay a listed seller, never with a chain's traffic.
 // The transfers and the cursor are recorded together, so a run cut short
 // resumes where the last range ended.
 //
@@ -140,6 +147,7 @@ func NewChainReader(cfg ChainReaderConfig) *ChainReader {
 	cfg.MaxRanges = cmp.Or(cfg.MaxRanges, 20)
 	cfg.MaxAddresses = cmp.Or(cfg.MaxAddresses, 1000)
 	cfg.ReorgDepth = cmp.Or(cfg.ReorgDepth, 64)
+	cfg.ReceiptsByTx = cmp.Or(cfg.ReceiptsByTx, 8)
 	cfg.FundingLookback = cmp.Or(cfg.FundingLookback, cfg.MaxRange)
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, 10*time.Minute)
 	cfg.RefreshLimit = cmp.Or(cfg.RefreshLimit, 2000)
@@ -375,9 +383,9 @@ func (r *ChainReader) readRange(ctx context.Context, chain Chain, network string
 		if err != nil {
 			return nil, "", err
 		}
-		var receipts []rpcReceipt
-		if err := chain.CallAt(ctx, n, &receipts, "eth_getBlockReceipts", hexutil.Uint64(n)); err != nil {
-			return nil, "", fmt.Errorf("read receipts of block %d: %w", n, err)
+		receipts, err := r.receipts(ctx, chain, n, byBlock[n])
+		if err != nil {
+			return nil, "", err
 		}
 		byTx := map[common.Hash]*rpcReceipt{}
 		for i := range receipts {
@@ -416,6 +424,33 @@ func (r *ChainReader) readRange(ctx context.Context, chain Chain, network string
 		endHash = b.Hash.Hex()
 	}
 	return ts, endHash, nil
+}
+
+// receipts reads the receipts of the transactions of logs, all in block n:
+// one by one (eth_getTransactionReceipt) when they are at most
+// ReceiptsByTx, else the whole block's at once (eth_getBlockReceipts, a
+// large answer on a busy chain, and dearer with most providers).
+func (r *ChainReader) receipts(ctx context.Context, chain Chain, n uint64, logs []types.Log) ([]rpcReceipt, error) {
+	var txs []common.Hash
+	for _, l := range logs {
+		if !slices.Contains(txs, l.TxHash) {
+			txs = append(txs, l.TxHash)
+		}
+	}
+	if len(txs) > r.cfg.ReceiptsByTx {
+		var receipts []rpcReceipt
+		if err := chain.CallAt(ctx, n, &receipts, "eth_getBlockReceipts", hexutil.Uint64(n)); err != nil {
+			return nil, fmt.Errorf("read receipts of block %d: %w", n, err)
+		}
+		return receipts, nil
+	}
+	receipts := make([]rpcReceipt, len(txs))
+	for i, tx := range txs {
+		if err := chain.CallAt(ctx, n, &receipts[i], "eth_getTransactionReceipt", tx); err != nil {
+			return nil, fmt.Errorf("read receipt of %s: %w", tx.Hex(), err)
+		}
+	}
+	return receipts, nil
 }
 
 // fundingBatch is the most payers one run looks at for a funding, and

@@ -285,7 +285,8 @@ func TestEvidenceAnvil(t *testing.T) {
 	calls, transfers, fundings := counter.take()
 	require.Equal(t, 1, transfers, "one eth_getLogs call reads the range's transfers")
 	require.Equal(t, 1, fundings, "one eth_getLogs call looks for the new payers' fundings")
-	require.Equal(t, 7, calls["eth_getBlockReceipts"], "each block holding a transfer is read once")
+	require.Equal(t, 7, calls["eth_getTransactionReceipt"], "the receipt of each transaction holding a transfer, once")
+	require.Zero(t, calls["eth_getBlockReceipts"], "a block's receipts are read whole only for many transfers")
 
 	d, err = r.HostDetail(ctx, "alpha.test")
 	require.NoError(t, err)
