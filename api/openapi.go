@@ -129,7 +129,10 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		query("q", "text filter on host names and descriptions (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
 		query("limit", "number of hosts", obj{"type": "integer", "minimum": 1, "maximum": index.MaxHostsLimit, "default": index.DefaultHostsLimit}),
 		query("sort", "order", obj{"type": "string", "enum": index.SortKeys, "default": "services"}),
-		query("quote_matches_listing", "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)", obj{"type": "string", "enum": []string{"true", "false", "null"}}))
+		query("quote_matches_listing", "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)", obj{"type": "string", "enum": []string{"true", "false", "null"}}),
+		query("min_payers", "only the hosts with at least this many distinct payers on chain over 30 days (hosts not measured are left out)", obj{"type": "integer", "minimum": 0}),
+		query("min_volume_usdc", "only the hosts that received at least this much USDC on chain over 30 days (hosts not measured are left out)", obj{"type": "string", "pattern": `^[0-9]{1,12}(\.[0-9]{1,6})?$`}),
+		query("max_top_payer_share", "only the hosts whose top payer paid at most this share of their 30 days' volume on chain (hosts not measured or without volume are left out)", obj{"type": "number", "minimum": 0, "maximum": 1}))
 	paths["/api/xindex/resources"] = get("indexResources", "Indexed resources with their accepts, description, tags and call contract (input and output schema), their host's liveness, the receivers their origin proved it controls, and on-chain evidence (null until measured); ranked by text relevance and evidence.", "IndexResources",
 		query("q", "text in web-search syntax, matched against tags, description and URL (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
 		query("network", "a network of one of its options: CAIP-2 (eip155:8453) or a known name (base)", str),
@@ -270,7 +273,7 @@ func componentSchemas() obj {
 	host := object([]string{"host", "services", "priced_services", "price_min_usdc", "price_max_usdc", "networks", "sample_resource",
 		"sample", "discoverable", "live", "status", "latency_ms", "checked_at", "updated_at",
 		"uptime_24h", "uptime_7d", "uptime_30d", "probes_24h", "probes_7d", "probes_30d", "latency_p50_ms", "latency_p95_ms",
-		"first_seen", "last_change", "quote_matches_listing", "quality"}, obj{
+		"first_seen", "last_change", "quote_matches_listing", "quality", "evidence"}, obj{
 		"host": str, "services": integer, "priced_services": integer,
 		"price_min_usdc": nullable("number"), "price_max_usdc": nullable("number"),
 		"networks": array(str), "sample_resource": str, "sample": str, "discoverable": obj{"type": "boolean"},
@@ -290,7 +293,32 @@ func componentSchemas() obj {
 				"unique_payers_30d_max": obj{"type": []string{"integer", "null"}, "description": "the most distinct payers over 30 days of any one of them (payers are not summed)"},
 				"last_called_at":        nullTime,
 			}},
+		"evidence": ref("IndexEvidence"),
 	})
+	usdcAmount := obj{"type": "string", "pattern": `^[0-9]+\.[0-9]{6}$`, "description": "USDC, 6 decimals"}
+	window := object([]string{"transactions", "volume_usdc", "payers"}, obj{
+		"transactions": integer, "volume_usdc": usdcAmount, "payers": obj{"type": "integer", "description": "distinct payers"},
+	})
+	evidence := obj{"type": []string{"object", "null"},
+		"description": "what the chain says of the seller: the USDC transfers into its payTo addresses (Transfer logs) read on the networks this service has RPC endpoints for, up to their finality; null: none of its addresses is read (not measured), never 0",
+		"required":    []string{"networks", "measured_since", "last_24h", "last_7d", "last_30d", "settlements_30d", "senders_30d", "wash_30d", "last_transfer_at"},
+		"properties": obj{
+			"networks":       array(str),
+			"measured_since": obj{"type": "string", "format": "date-time", "description": "nothing earlier is counted"},
+			"last_24h":       window, "last_7d": window, "last_30d": window,
+			"settlements_30d": obj{"type": "integer", "description": "the 30 days' transfers made by EIP-3009 (AuthorizationUsed in the same transaction); the others are plain transfers"},
+			"senders_30d": array(object([]string{"address", "class", "transactions", "volume_usdc"}, obj{
+				"address": str, "class": obj{"type": "string", "enum": []string{index.SenderFacilitator, index.SenderSeller, index.SenderPayer, index.SenderOther},
+					"description": "the transaction's sender: a known facilitator, one of the seller's own payTo addresses, the payer (a plain transfer), or other"},
+				"name": obj{"type": "string", "description": "the facilitator's name"}, "transactions": integer, "volume_usdc": usdcAmount,
+			})),
+			"wash_30d": object([]string{"top_payer", "top_payer_share", "funded_payers", "self_payments"}, obj{
+				"top_payer": nullable("string"), "top_payer_share": share,
+				"funded_payers": obj{"type": "integer", "description": "payers that received USDC from one of the seller's payTo addresses before their first payment"},
+				"self_payments": obj{"type": "integer", "description": "transfers from one of the seller's own payTo addresses (payer equal to payee)"},
+			}),
+			"last_transfer_at": nullTime,
+		}}
 	serviceQuality := obj{"type": []string{"object", "null"}, "required": []string{"calls_30d", "unique_payers_30d", "last_called_at"},
 		"description": "the use its listing reports (Bazaar's quality: l30DaysTotalCalls, l30DaysUniquePayers, lastCalledAt); null: no listing of it reports any",
 		"properties":  obj{"calls_30d": nullable("integer"), "unique_payers_30d": nullable("integer"), "last_called_at": nullTime}}
@@ -358,8 +386,9 @@ func componentSchemas() obj {
 			})),
 			"pagination": object([]string{"limit", "offset", "total"}, obj{"limit": integer, "offset": integer, "total": integer}),
 		}),
-		"IndexHost":   host,
-		"IndexChange": change,
+		"IndexHost":     host,
+		"IndexEvidence": evidence,
+		"IndexChange":   change,
 		"IndexResources": object([]string{"ok", "resources", "next", "partial", "honesty"}, obj{
 			"ok": obj{"type": "boolean"},
 			"resources": array(object([]string{"resource", "host", "method", "description", "tags", "accepts", "price_usdc", "networks",
@@ -397,8 +426,9 @@ func componentSchemas() obj {
 			"x402Version": obj{"type": "integer", "const": 2}, "resources": array(ref("BazaarResource")), "partialResults": obj{"type": "boolean"},
 			"pagination": object([]string{"limit", "cursor"}, obj{"limit": integer, "cursor": obj{"type": []string{"string", "null"}}}),
 		}),
-		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "services_limit", "probes", "timeline", "timeline_limit"}, obj{
-			"ok": obj{"type": "boolean"}, "host": ref("IndexHost"),
+		"IndexHostDetail": object([]string{"ok", "host", "quote_differences", "services", "services_limit", "probes", "timeline", "timeline_limit", "pay_tos"}, obj{
+			"pay_tos": array(object([]string{"network", "pay_to", "evidence"}, obj{"network": str, "pay_to": str, "evidence": ref("IndexEvidence")})),
+			"ok":      obj{"type": "boolean"}, "host": ref("IndexHost"),
 			"quote_differences": array(object([]string{"resource", "network", "asset", "field", "listing", "quote"}, obj{
 				"resource": str, "network": str, "asset": str,
 				"field":   obj{"type": "string", "enum": []string{"network", "amount", "pay_to"}, "description": "network: the quote has no option on the listed network and asset"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,13 +102,24 @@ func (x *xindex) summary(c echo.Context) error {
 	return c.JSON(http.StatusOK, s)
 }
 
-// hostQuery reads q, sort (one of index.SortKeys, default services) and
-// limit (index.HostQuery's bounds).
+// hostQuery reads q, sort (one of index.SortKeys, default services),
+// limit, and the filters (index.HostQuery's bounds).
 func hostQuery(c echo.Context) (index.HostQuery, error) {
-	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort"), QuoteMatchesListing: c.QueryParam("quote_matches_listing")}
+	q := index.HostQuery{Q: c.QueryParam("q"), Sort: c.QueryParam("sort"), QuoteMatchesListing: c.QueryParam("quote_matches_listing"),
+		MinVolumeUSDC: c.QueryParam("min_volume_usdc")}
 	var err error
 	if q.Limit, err = queryInt(c, "limit", index.DefaultHostsLimit, 1, index.MaxHostsLimit); err != nil {
 		return q, err
+	}
+	if q.MinPayers, err = queryInt(c, "min_payers", 0, 0, math.MaxInt32); err != nil {
+		return q, err
+	}
+	if v := c.QueryParam("max_top_payer_share"); v != "" {
+		share, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return q, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: "max_top_payer_share", Message: "max_top_payer_share must be a number between 0 and 1"}
+		}
+		q.MaxTopPayerShare = &share
 	}
 	if err := q.Check(); err != nil {
 		return q, queryError(err)

@@ -414,10 +414,10 @@ func TestXIndexHosts(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		require.Equal(t, []string{"checked_at", "discoverable", "first_seen", "host", "last_change", "latency_ms", "latency_p50_ms",
+		require.Equal(t, []string{"checked_at", "discoverable", "evidence", "first_seen", "host", "last_change", "latency_ms", "latency_p50_ms",
 			"latency_p95_ms", "live", "networks", "price_max_usdc", "price_min_usdc", "priced_services", "probes_24h", "probes_30d",
 			"probes_7d", "quality", "quote_matches_listing", "sample", "sample_resource", "services", "status", "updated_at", "uptime_24h", "uptime_30d", "uptime_7d"}, keys)
-		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing", "quality",
+		for _, k := range []string{"price_min_usdc", "price_max_usdc", "live", "status", "latency_ms", "checked_at", "quote_matches_listing", "quality", "evidence",
 			"uptime_24h", "uptime_7d", "uptime_30d", "latency_p50_ms", "latency_p95_ms"} {
 			require.Nil(t, free[k], "%s is null: not measured", k)
 		}

@@ -41,6 +41,9 @@ type HostDetail struct {
 	// TimelineLimit is the most changes the timeline holds; older ones are
 	// in the changes feed (?host=).
 	TimelineLimit int `json:"timeline_limit"`
+	// PayTos are the on-chain figures of each of its payTo addresses on
+	// the networks read (Host.Evidence sums them up), counted now.
+	PayTos []PayToEvidence `json:"pay_tos"`
 }
 
 // The bounds of a host's page: the rows a listing of many services, or a
@@ -75,6 +78,14 @@ func (r *Reader) HostDetail(ctx context.Context, host string) (*HostDetail, erro
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	if d.Timeline, err = r.LatestChanges(ctx, host, timelineLimit); err != nil {
+		return nil, err
+	}
+	hosts := []Host{d.Host}
+	if err := r.withEvidence(ctx, hosts); err != nil {
+		return nil, err
+	}
+	d.Host.Evidence = hosts[0].Evidence
+	if d.PayTos, err = r.payToEvidence(ctx, host, d.Host.Evidence); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -29,6 +29,16 @@
 // the most of any one service); null wherever no listing reports them. The
 // hosts sort by them (sort=calls, the unreported last).
 //
+// On-chain evidence (ChainReader, the index.chain job): on each EVM network
+// with RPC_URL_<CHAIN>, the USDC Transfer logs into the payTo addresses the
+// listings name, read from a cursor up to the network's finality, with each
+// transfer's sender and whether it was an EIP-3009 settlement; a
+// reorganisation that replaced the cursor's block undoes what was read
+// since. Each host's figures over 24 hours, 7 and 30 days (transactions,
+// volume, distinct payers, senders, the wash signal) are kept in
+// index_host_evidence for the hosts' sorts and filters; null where no
+// payTo of the host is read.
+//
 // Price honesty: a probe compares the 402 of the host's sample resource with
 // the options its listing asks (network, asset, amount, payTo), and keeps
 // the 402's options; a crawl that finds the sample's listing changed

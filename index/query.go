@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -74,9 +75,13 @@ func (r *Reader) Hosts(ctx context.Context, q, sort string, limit int) ([]Host, 
 
 // Find returns the hosts q asks for (see Hosts), which Check has accepted.
 func (r *Reader) Find(ctx context.Context, q HostQuery) ([]Host, error) {
-	hosts, err := store.HostList(ctx, r.pool, &store.HostListParams{Q: q.Q, Sort: q.Sort, QuoteMatchesListing: q.QuoteMatchesListing, Limit: q.Limit})
+	evidence, _ := q.evidenceFilter()
+	hosts, err := store.HostList(ctx, r.pool, &store.HostListParams{Q: q.Q, Sort: q.Sort, QuoteMatchesListing: q.QuoteMatchesListing, Evidence: evidence, Limit: q.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
+	}
+	if err := r.withEvidence(ctx, hosts); err != nil {
+		return nil, err
 	}
 	return hosts, nil
 }
@@ -101,7 +106,7 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 		What: "A public index of x402 sellers: every resource listed by the x402 discovery listings, grouped by host, with measured liveness.",
 		Read: map[string]string{
 			"summary": "/api/xindex/summary",
-			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}",
+			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}&min_payers={n}&min_volume_usdc={USDC}&max_top_payer_share={0-1}",
 			"host":    "/api/xindex/hosts/{host}",
 			"resources": "/api/xindex/resources?q={text}&network=&asset=&scheme=&pay_to=&max_usd=&tags=&live=&sort={" +
 				strings.Join(ResourceSortKeys, "|") + "}&limit=&cursor=",
@@ -129,6 +134,9 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 	if s.Cheapest, err = store.HostList(ctx, r.pool, &store.HostListParams{Sort: "price", PricedOnly: true, Limit: 10}); err != nil {
 		return nil, fmt.Errorf("index: cheapest: %w", err)
 	}
+	if err := r.withEvidence(ctx, s.Cheapest); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -154,7 +162,40 @@ type HostQuery struct {
 	// listing ("true"), did not ("false"), or was not compared ("null").
 	// Empty: every host.
 	QuoteMatchesListing string `json:"quote_matches_listing,omitempty"`
+	// MinPayers keeps the hosts with at least this many distinct payers on
+	// chain over 30 days (hosts not measured are left out). 0: every host.
+	MinPayers int `json:"min_payers,omitempty"`
+	// MinVolumeUSDC keeps the hosts that received at least this much USDC
+	// on chain over 30 days (decimal text; hosts not measured are left
+	// out). Empty: every host.
+	MinVolumeUSDC string `json:"min_volume_usdc,omitempty"`
+	// MaxTopPayerShare keeps the hosts whose top payer paid at most this
+	// share (0 to 1) of their 30 days' volume on chain (hosts not measured,
+	// or without volume, are left out). Nil: every host.
+	MaxTopPayerShare *float64 `json:"max_top_payer_share,omitempty"`
 }
+
+// evidenceFilter returns the condition on index_host_evidence e of q's
+// filters on the on-chain figures, which Check has accepted; false when q
+// has none.
+func (q *HostQuery) evidenceFilter() (string, bool) {
+	var conds []string
+	if q.MinPayers > 0 {
+		conds = append(conds, fmt.Sprintf("e.payers_30d >= %d", q.MinPayers))
+	}
+	if q.MinVolumeUSDC != "" {
+		// Checked to be a decimal number: atomic units of USDC.
+		conds = append(conds, "e.volume_30d >= "+q.MinVolumeUSDC+" * 1000000")
+	}
+	if q.MaxTopPayerShare != nil {
+		conds = append(conds, fmt.Sprintf("e.top_payer_share_30d <= %g", *q.MaxTopPayerShare))
+	}
+	return strings.Join(conds, " AND "), len(conds) > 0
+}
+
+// usdcAmount is a decimal amount of USDC: at most 12 digits and 6
+// decimals.
+var usdcAmount = regexp.MustCompile(`^[0-9]{1,12}(\.[0-9]{1,6})?$`)
 
 // QueryError names the field of a HostQuery that is out of bounds.
 type QueryError struct {
@@ -183,6 +224,15 @@ func (q *HostQuery) Check() error {
 	}
 	if q.QuoteMatchesListing != "" && !store.HostQuoteFilterKnown(q.QuoteMatchesListing) {
 		return &QueryError{Field: "quote_matches_listing", Message: "quote_matches_listing must be true, false or null"}
+	}
+	if q.MinPayers < 0 {
+		return &QueryError{Field: "min_payers", Message: "min_payers must be 0 or more"}
+	}
+	if q.MinVolumeUSDC != "" && !usdcAmount.MatchString(q.MinVolumeUSDC) {
+		return &QueryError{Field: "min_volume_usdc", Message: "min_volume_usdc must be a decimal number of USDC, at most 6 decimals"}
+	}
+	if s := q.MaxTopPayerShare; s != nil && !(*s >= 0 && *s <= 1) {
+		return &QueryError{Field: "max_top_payer_share", Message: "max_top_payer_share must be between 0 and 1"}
 	}
 	return nil
 }

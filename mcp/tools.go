@@ -112,7 +112,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader, queries chan struct
 	add(&mcp.Tool{
 		Name:        toolIndexSearch,
 		Title:       "Search the index of x402 sellers",
-		Description: "Free. Hosts selling over x402, from every x402 discovery listing and the sellers' own origins, with their services, prices, networks, measured liveness, uptime and latency over 24 hours, 7 and 30 days, whether their 402 asks what their listing says, and the paid calls, payers and last call over 30 days that Bazaar's listings report (null where none does); filtered and sorted.",
+		Description: "Free. Hosts selling over x402, from every x402 discovery listing and the sellers' own origins, with their services, prices, networks, measured liveness, uptime and latency over 24 hours, 7 and 30 days, whether their 402 asks what their listing says, the paid calls, payers and last call over 30 days that Bazaar's listings report (null where none does), and what the chain says: the USDC transfers into their payTo addresses over 24 hours, 7 and 30 days (transactions, volume, distinct payers), who sent them (a known facilitator, the seller itself, the payer, other) and a wash signal (the top payer's share, payers funded by the seller, payments to itself), null where not read; filtered and sorted.",
 		InputSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -121,6 +121,12 @@ func addIndexTools(server *mcp.Server, reader *index.Reader, queries chan struct
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": index.MaxHostsLimit, "default": index.DefaultHostsLimit},
 				"quote_matches_listing": map[string]any{"type": "string", "enum": []any{"true", "false", "null"},
 					"description": "only the hosts whose last quote matched their listing (true), did not (false), or was not compared (null)"},
+				"min_payers": map[string]any{"type": "integer", "minimum": 0,
+					"description": "only the hosts with at least this many distinct payers on chain over 30 days (hosts not measured are left out)"},
+				"min_volume_usdc": map[string]any{"type": "string", "pattern": `^[0-9]{1,12}(\.[0-9]{1,6})?$`,
+					"description": "only the hosts that received at least this much USDC on chain over 30 days (hosts not measured are left out)"},
+				"max_top_payer_share": map[string]any{"type": "number", "minimum": 0, "maximum": 1,
+					"description": "only the hosts whose top payer paid at most this share of their 30 days' volume on chain: leaves out the sellers one payer keeps busy"},
 			},
 			"additionalProperties": false,
 		},
@@ -142,7 +148,7 @@ func addIndexTools(server *mcp.Server, reader *index.Reader, queries chan struct
 	add(&mcp.Tool{
 		Name:        toolIndexHost,
 		Title:       "One seller of the index of x402 sellers",
-		Description: "Free. One host: its entry with its uptime and latency history, its services (price, networks, description, sources, listed payment options, and the use over 30 days their listings report, null where none does), its probes by hour over 30 days, how its 402 differed from its listing, and its timeline of changes.",
+		Description: "Free. One host: its entry with its uptime and latency history, its services (price, networks, description, sources, listed payment options, and the use over 30 days their listings report, null where none does), its probes by hour over 30 days, how its 402 differed from its listing, its timeline of changes, and its on-chain figures per payTo address.",
 		InputSchema: map[string]any{
 			"type":                 "object",
 			"properties":           map[string]any{"host": map[string]any{"type": "string", "maxLength": 253, "description": "the host name, as index_search answers it"}},

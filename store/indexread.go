@@ -36,6 +36,10 @@ type IndexHost struct {
 	// Quality sums up the use its listings report of its live services
 	// (Bazaar's quality figures); null when none of them reports any.
 	Quality *HostQuality `json:"quality"`
+	// Evidence is what the chain says of its payTo addresses (the USDC
+	// transfers into them); null when none of them is read (no endpoint
+	// for its networks, or not read yet). The index sets it.
+	Evidence *Evidence `json:"evidence"`
 	HostHistory
 }
 
@@ -82,6 +86,17 @@ var hostSorts = []struct{ key, order string }{
 	{"calls", "calls_30d DESC NULLS LAST, host"},
 	{"host", "host"},
 	{"checked", "checked_at DESC NULLS LAST, host"},
+	{"volume_24h", evidenceOrder("volume_24h")},
+	{"volume_7d", evidenceOrder("volume_7d")},
+	{"volume_30d", evidenceOrder("volume_30d")},
+	{"transactions_30d", evidenceOrder("transactions_30d")},
+	{"payers_30d", evidenceOrder("payers_30d")},
+}
+
+// evidenceOrder is the order of a sort by a column of the hosts' kept
+// on-chain figures, the highest first, the hosts not measured last.
+func evidenceOrder(column string) string {
+	return "(SELECT e." + column + " FROM index_host_evidence e WHERE e.host = h.host) DESC NULLS LAST, host"
 }
 
 // HostSortKeys returns the sorts of the hosts list, in the order they are
@@ -130,7 +145,11 @@ type HostListParams struct {
 	QuoteMatchesListing string
 	// PricedOnly keeps the hosts with a priced service.
 	PricedOnly bool
-	Limit      int
+	// Evidence is a condition on the host's kept on-chain figures
+	// (index_host_evidence e), built by the caller from checked values
+	// only; empty: none.
+	Evidence string
+	Limit    int
 }
 
 const indexHostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
@@ -176,6 +195,9 @@ func HostList(ctx context.Context, db DBTX, p *HostListParams) ([]IndexHost, err
 	}
 	if p.PricedOnly {
 		query += " AND price_min_usdc IS NOT NULL"
+	}
+	if p.Evidence != "" {
+		query += " AND h.host IN (SELECT e.host FROM index_host_evidence e WHERE " + p.Evidence + ")"
 	}
 	if text := strings.TrimSpace(p.Q); text != "" {
 		query += ` AND (h.search LIKE $2 OR h.host IN (SELECT r.host FROM index_resources r WHERE NOT r.retired AND r.search LIKE $2))`

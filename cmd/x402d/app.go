@@ -189,6 +189,11 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		return err
 	}
 	periodic = append(periodic, sweeps...)
+	chainReader, chainJobs, err := a.chainReader(ctx, pool, withWorker)
+	if err != nil {
+		return err
+	}
+	periodic = append(periodic, chainJobs...)
 	running := worker.NewRunning(nil)
 	client, err := worker.NewClient(&worker.Deps{
 		Metrics:  m,
@@ -196,7 +201,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Settler:  payments.settler,
 		Logger:   a.logger,
 		Ops:      bindings,
-		Register: []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger)},
+		Register: []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger), index.RegisterChain(chainReader)},
 	}, worker.Config{
 		PeriodicJobs:       periodic,
 		Work:               withWorker,

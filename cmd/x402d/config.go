@@ -342,6 +342,15 @@ type Config struct {
 	// between two requests to a seller's origin (a listing's Retry-After is
 	// honoured on top).
 	IndexPageGap time.Duration `env:"INDEX_PAGE_GAP"`
+	// IndexChainCron is when the index reads each network with
+	// RPC_URL_<CHAIN> for the USDC transfers into the payTo addresses its
+	// listings name, up to the network's finality (FINALITY_<CHAIN>), and
+	// counts each seller's on-chain figures (cron; also when the leader
+	// starts). Reading begins at the first run: nothing earlier is counted.
+	IndexChainCron string `env:"INDEX_CHAIN_CRON"`
+	// IndexChainMaxRange is the most blocks one eth_getLogs call of the
+	// index's chain reader asks for (providers cap the range).
+	IndexChainMaxRange int `env:"INDEX_CHAIN_MAX_RANGE"`
 	// ResultTTL is how long a call's result is kept (a Go duration or
 	// days, like 30d); the call's ledger fields stay, and polling it or
 	// resending its payment then answers 410 result_expired.
@@ -415,6 +424,8 @@ func DefaultConfig() *Config {
 		IndexCron:               "*/15 * * * *",
 		LivenessCron:            "*/30 * * * *",
 		IndexPageGap:            index.DefaultPageGap,
+		IndexChainCron:          "* * * * *",
+		IndexChainMaxRange:      index.DefaultChainMaxRange,
 		ResultTTL:               30 * 24 * time.Hour,
 		RetentionCron:           "17 * * * *",
 		JobRetention:            24 * time.Hour,
@@ -797,6 +808,7 @@ func (c *Config) validate() error {
 	}
 	for _, s := range []struct{ name, spec string }{
 		{"INDEX_CRON", c.IndexCron}, {"LIVENESS_CRON", c.LivenessCron}, {"RETENTION_CRON", c.RetentionCron},
+		{"INDEX_CHAIN_CRON", c.IndexChainCron},
 	} {
 		if _, err := cron.ParseStandard(s.spec); err != nil {
 			fail("%s: %q is not a cron schedule like */15 * * * *", s.name, s.spec)
@@ -805,6 +817,9 @@ func (c *Config) validate() error {
 				fail("%w", err)
 			}
 		}
+	}
+	if c.IndexChainMaxRange < 1 {
+		fail("INDEX_CHAIN_MAX_RANGE: %d is not a number of blocks (1 or more)", c.IndexChainMaxRange)
 	}
 	return errors.Join(errs...)
 }

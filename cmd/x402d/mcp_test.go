@@ -264,6 +264,12 @@ func TestMCP(t *testing.T) {
 		require.False(t, res.IsError, toolText(t, res))
 		res = callTool(ctx, t, session, "index_search", map[string]any{"sort": "calls"}, nil)
 		require.False(t, res.IsError, toolText(t, res))
+		// The on-chain figures' sorts and filters.
+		res = callTool(ctx, t, session, "index_search", map[string]any{"sort": "volume_30d", "min_payers": 2, "min_volume_usdc": "0.5", "max_top_payer_share": 0.5}, nil)
+		require.False(t, res.IsError, toolText(t, res))
+		require.Empty(t, asMap(t, res.StructuredContent)["hosts"], "no chain is read: no host is measured")
+		body = requireToolFailure(t, callTool(ctx, t, session, "index_search", map[string]any{"max_top_payer_share": 2}, nil), "invalid_request")
+		require.Equal(t, "max_top_payer_share", body["field"])
 
 		// A host's history and the feed of changes, read by an agent.
 		res = callTool(ctx, t, session, "index_changes", map[string]any{"limit": 3}, nil)
@@ -283,6 +289,9 @@ func TestMCP(t *testing.T) {
 		host := asMap(t, detail["host"])
 		require.Equal(t, "agent.example", host["host"])
 		require.Contains(t, host, "uptime_30d")
+		require.Contains(t, host, "evidence")
+		require.Nil(t, host["evidence"], "no payTo read: not measured")
+		require.Equal(t, []any{}, detail["pay_tos"])
 		require.Nil(t, host["uptime_30d"], "never probed")
 		// Bazaar's quality figures, where a listing reports them; null
 		// where none does.

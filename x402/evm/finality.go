@@ -92,23 +92,33 @@ type finality struct {
 // finalBlock returns the number of the newest block of the chain that the
 // policy holds final.
 func (f *finality) finalBlock(ctx context.Context, backend Backend) (uint64, error) {
-	if f.policy.Tag == "" {
-		head, err := backend.BlockNumber(ctx)
+	return f.policy.FinalBlock(ctx, backend)
+}
+
+// FinalBlockReader is what FinalityPolicy.FinalBlock reads of a chain: its
+// head, and the headers of its tagged blocks.
+type FinalBlockReader interface {
+	ethereum.BlockNumberReader
+	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+}
+
+// FinalBlock returns the number of the newest block of the chain r reads
+// that p holds final: the head less Depth, or the block of p's tag.
+func (p FinalityPolicy) FinalBlock(ctx context.Context, r FinalBlockReader) (uint64, error) {
+	if p.Tag == "" {
+		head, err := r.BlockNumber(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("read block number: %w", err)
 		}
-		if head < f.policy.Depth {
-			return 0, nil
-		}
-		return head - f.policy.Depth, nil
+		return head - min(head, p.Depth), nil
 	}
 	tag := rpc.SafeBlockNumber
-	if f.policy.Tag == FinalityFinalized {
+	if p.Tag == FinalityFinalized {
 		tag = rpc.FinalizedBlockNumber
 	}
-	h, err := backend.HeaderByNumber(ctx, big.NewInt(int64(tag)))
+	h, err := r.HeaderByNumber(ctx, big.NewInt(int64(tag)))
 	if err != nil {
-		return 0, fmt.Errorf("read %s block: %w", f.policy.Tag, err)
+		return 0, fmt.Errorf("read %s block: %w", p.Tag, err)
 	}
 	return h.Number.Uint64(), nil
 }

@@ -1,0 +1,58 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/robfig/cron/v3"
+
+	"github.com/x402d/x402d/jobs"
+)
+
+// ChainArgs is the periodic job of the chain reader: every network read
+// from its cursor, then the figures counted.
+type ChainArgs struct{}
+
+// Kind is "index.chain".
+func (ChainArgs) Kind() string { return "index.chain" }
+
+// InsertOpts puts the chain reader on the index queue, at most one per
+// minute.
+func (ChainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+}
+
+type chainWorker struct {
+	river.WorkerDefaults[ChainArgs]
+	reader *ChainReader
+}
+
+func (w *chainWorker) Work(ctx context.Context, _ *river.Job[ChainArgs]) error {
+	_, err := w.reader.Run(ctx)
+	return err
+}
+
+// Timeout lets a run read its ranges; a run cut short loses nothing, as
+// every range is recorded with its cursor.
+func (w *chainWorker) Timeout(*river.Job[ChainArgs]) time.Duration { return 10 * time.Minute }
+
+// RegisterChain returns the function that adds the chain reader's worker.
+func RegisterChain(reader *ChainReader) func(*river.Workers) error {
+	return func(workers *river.Workers) error {
+		return river.AddWorkerSafely(workers, &chainWorker{reader: reader})
+	}
+}
+
+// ChainPeriodicJobs returns the chain reader's job on its cron schedule
+// (INDEX_CHAIN_CRON), also run at start.
+func ChainPeriodicJobs(chainCron string) ([]*river.PeriodicJob, error) {
+	sched, err := cron.ParseStandard(chainCron)
+	if err != nil {
+		return nil, fmt.Errorf("INDEX_CHAIN_CRON %q: %w", chainCron, err)
+	}
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return ChainArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+	}, nil
+}
