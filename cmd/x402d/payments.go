@@ -55,7 +55,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	}
 	closers = append(closers, closeFn)
 
-	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: cfg.PayToEVM, ModelReady: cfg.GeminiAPIKey != "", MaxTimeoutSeconds: cfg.maxTimeoutSeconds()}
+	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: cfg.PayToEVM, MaxTimeoutSeconds: cfg.maxTimeoutSeconds()}
 	switch cfg.Settlement {
 	case SettlementDevchain:
 		catCfg.EVMNetworks = []string{devchainNetwork}
@@ -122,7 +122,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		schemes["solana"] = x402.Scheme{Verifier: sv, Identify: svm.Identify, Balance: sv.Balance}
 		settlers["solana"] = ss
 	}
-	catalog, err := x402.NewCatalog(specs, catCfg)
+	catalog, err := x402.NewCatalog(jobs.Offers(specs, cfg.GeminiAPIKey != ""), &catCfg)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -134,7 +134,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	}
 	for _, e := range catalog.Entries() {
 		if !e.Sellable {
-			logger.WarnContext(ctx, "operation not sold", "op", e.Spec.Name, "reason", e.BlockedReason)
+			logger.WarnContext(ctx, "operation not sold", "op", e.Offer.Name, "reason", e.BlockedReason)
 		}
 	}
 	seller := x402.NewSeller(catalog, schemes)
