@@ -45,10 +45,10 @@ const admissionLinger = 20 * time.Millisecond
 //
 // Nothing is charged before the settlement, and the run's result, which
 // commits durably, makes these records durable too (WAL is flushed in
-// order): they need not wait for the disk (store.InRelaxedTx). previous
-// writes call.paid as the previous release did (Config.LedgerPreviousForm);
-// now is the clock reservations are weighed by.
-func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool, now func() time.Time) *store.GroupCommitter[*admission] {
+// order): they need not wait for the disk (store.InRelaxedTx). form1
+// writes call.paid in ledger form 1 (Config.LedgerForm1); now is the
+// clock reservations are weighed by.
+func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, form1 bool, now func() time.Time) *store.GroupCommitter[*admission] {
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission")}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
 		batch, err := reserve(ctx, tx, now(), batch)
@@ -66,7 +66,7 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 		events := make([]store.NewEvent, len(batch))
 		for i, adm := range batch {
 			events[i] = store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventCallPaid,
-				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID, PreviousForm: previous}}
+				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID, Form1: form1}}
 		}
 		return store.Append(ctx, tx, events...)
 	})

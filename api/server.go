@@ -66,11 +66,11 @@ type Config struct {
 	// ProgressEvery is how often a waiting MCP tool call sends a progress
 	// notification, when the client asked for them. Defaults to 5 s.
 	ProgressEvery time.Duration
-	// LedgerPreviousForm writes call.paid as the previous release did
-	// (store.PaidCall.PreviousForm), so that its workers settle the calls
-	// this api admits while its processes are replaced (docs/operating.md,
-	// Upgrades).
-	LedgerPreviousForm bool
+	// LedgerForm1 writes call.paid in ledger form 1, as releases before
+	// migration 017 did (store.PaidCall.Form1), so that their workers
+	// settle the calls this api admits while their processes are replaced
+	// (docs/operating.md, Upgrades).
+	LedgerForm1 bool
 	// Version is the service's version, announced to MCP clients.
 	Version string
 	// Logger receives one line per request.
@@ -190,7 +190,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm, cfg.Now),
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerForm1, cfg.Now),
 		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Now),
 		free:       newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Now),
 		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Now)}

@@ -117,11 +117,11 @@ type PaymentVerified struct {
 type PaidCall struct {
 	PaymentVerified
 	JobID int64 `json:"job_id"`
-	// PreviousForm writes the event as the release before migration 017
-	// did, which its workers settle from: its packed form in base64
-	// inside data ({"p": ...}), the payment in its previous packed form,
-	// bin NULL (api.Config.LedgerPreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the event in ledger form 1, as releases before
+	// migration 017 did, which their workers settle from: its packed form
+	// in base64 inside data ({"p": ...}), the payment packed in its form
+	// 1, bin NULL (api.Config.LedgerForm1).
+	Form1 bool `json:"-"`
 }
 
 // PaymentDigest returns what the calls row of a call admitted with call.paid
@@ -155,12 +155,12 @@ type JobSucceeded struct {
 	Result json.RawMessage `json:"-"`
 	// Op is the call's operation, whose name the result object states
 	// after the call's id: the row keeps the result without the two
-	// (ResultObject), unless PreviousForm.
+	// (ResultObject), unless Form1.
 	Op string `json:"-"`
-	// PreviousForm writes the row and the event as the previous release
-	// did: the result whole, the event as JSON
-	// (worker.Config.LedgerPreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the row and the event in ledger form 1, as
+	// releases before migrations 016 and 017 did: the result whole, the
+	// event as JSON (worker.Config.LedgerForm1).
+	Form1 bool `json:"-"`
 	// Bytes is the result's size.
 	Bytes int `json:"bytes"`
 	// SHA256 is the hex SHA-256 of the result's bytes.
@@ -269,11 +269,12 @@ type SettlementDone struct {
 	// settlement.mined, which now records it once for the transaction's
 	// calls (EventSettlementMined): nil then.
 	Block *x402.SettledBlock `json:"block,omitempty"`
-	// PreviousForm writes the row and the event as the previous release
-	// did: a settlement's response as the JSON object of the settlement
-	// column, not packed in receipt, and the event as fields, not one
-	// string (worker.Config.LedgerPreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the row and the event in ledger form 1, as
+	// releases before migrations 016 and 017 did: a settlement's response
+	// as the JSON object of the settlement column, not packed in receipt,
+	// and the event as fields, not one string
+	// (worker.Config.LedgerForm1).
+	Form1 bool `json:"-"`
 }
 
 // ledgerResponse is a settlement's response as settlement.confirmed and
@@ -373,9 +374,8 @@ type SettlementResent struct {
 	Response x402.SettleResponse `json:"response"`
 	Cost     *x402.SettleCost    `json:"cost,omitempty"`
 	Block    *x402.SettledBlock  `json:"block,omitempty"`
-	// PreviousForm writes the row as the previous release did
-	// (SettlementDone.PreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the row in ledger form 1 (SettlementDone.Form1).
+	Form1 bool `json:"-"`
 }
 
 // SettlementLost is the data of settlement.lost.
@@ -451,7 +451,7 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		// spacing are the operation's, and nothing is re-parsed to serve
 		// it. The call's id and op, which its columns state, are left
 		// out (callResult puts them back).
-		result, err := rowResult(v.Result, id, v.Op, v.PreviousForm)
+		result, err := rowResult(v.Result, id, v.Op, v.Form1)
 		if err != nil {
 			return false, err
 		}
@@ -472,7 +472,7 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		// payer): it is what the call is answered with. A settled
 		// call's is packed (receipt); a refused one's is the settlement
 		// column's JSON object, whose reason /ops lists.
-		if e.Type == EventSettlementConfirmed && !v.PreviousForm {
+		if e.Type == EventSettlementConfirmed && !v.Form1 {
 			b.Queue("UPDATE calls SET state = 'paid', receipt = "+receiptOf+", updated_at = $3 WHERE id = $1 AND state = 'settling'",
 				id, v.Response.MarshalLedgerBinary(v.Response.Network), now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
 			return true, nil
@@ -492,7 +492,7 @@ func projectCall(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, e
 		if !ok {
 			return false, fmt.Errorf("data is %T, want SettlementResent", e.Data)
 		}
-		if !v.PreviousForm {
+		if !v.Form1 {
 			b.Queue("UPDATE calls SET receipt = "+receiptOf+", settlement = NULL, updated_at = $3 WHERE id = $1 AND state = 'paid'",
 				id, v.Response.MarshalLedgerBinary(v.Response.Network), now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
 			return true, nil

@@ -23,6 +23,19 @@
 // The event log is found by stream (events_stream) and has no key of its
 // own; a call's id begins with its time, so that the indexes on it grow at
 // their end.
+//
+// # Ledger forms
+//
+// The ledger is written in form 2, which migrations 016 (a settled call's
+// row keeps its response packed in receipt, its result without call_id and
+// op) and 017 (call.paid's and job.succeeded's values as bytes in bin, a
+// settled EVM call's settlement.confirmed as one string, the payment packed
+// in its form 2) brought, or, while processes of a release before them
+// still run, in form 1, which is all those read: the result whole, the
+// response as the settlement column's JSON object, the events' data as
+// JSON. An event's Form1 field writes it and its projection in form 1
+// (api.Config.LedgerForm1, worker.Config.LedgerForm1); every reader reads
+// both (docs/operating.md, Upgrades).
 package store
 
 import (

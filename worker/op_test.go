@@ -117,7 +117,7 @@ func TestOpRecordsItsStart(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
 
 	// queue records a paid call as the api does (call.paid) and queues its
-	// job; queueOld as an api of the previous release did
+	// job; queueOld as an api of a release before migration 011 did
 	// (payment.verified, job.queued).
 	queueAs := func(t *testing.T, id string, in napInput, old bool) {
 		t.Helper()
@@ -192,10 +192,10 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, 1, settler.calls("quick"))
 	})
 
-	// A call admitted by an api of the previous release (payment.verified,
-	// job.queued) is run and settled by this worker, which reads its
+	// A call admitted by an api of a release before migration 011
+	// (payment.verified, job.queued) is run and settled by this worker, which reads its
 	// payment from payment.verified.
-	t.Run("AdmittedByPreviousRelease", func(t *testing.T) {
+	t.Run("AdmittedUnfolded", func(t *testing.T) {
 		queueAs(t, "oldapi", napInput{Ms: 0}, true)
 		call, events := final(t, "oldapi")
 		require.Equal(t, store.CallPaid, call.State)

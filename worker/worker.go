@@ -124,12 +124,12 @@ type Config struct {
 	// JobRetention is how long River keeps a completed job before its
 	// maintenance removes it. Defaults to River's 24 hours.
 	JobRetention time.Duration
-	// LedgerPreviousForm writes the calls rows and the call events as the
-	// previous release did (a result whole, a settlement's response as a
-	// JSON object, events as JSON), so that its apis answer from them and
-	// show them while its processes are replaced (docs/operating.md,
-	// Upgrades).
-	LedgerPreviousForm bool
+	// LedgerForm1 writes the calls rows and the call events in ledger
+	// form 1, as releases before migrations 016 and 017 did (a result
+	// whole, a settlement's response as a JSON object, events as JSON), so
+	// that their apis answer from them and show them while their processes
+	// are replaced (store, Ledger forms; docs/operating.md, Upgrades).
+	LedgerForm1 bool
 }
 
 // WithDefaults returns a copy of c with its defaults applied.
@@ -181,7 +181,7 @@ func NewClient(deps *Deps, cfg Config) (*Client, error) {
 	workers := river.NewWorkers()
 	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler)
 	commits.expiry = cfg.ExpiryMargin
-	commits.previousForm = cfg.LedgerPreviousForm
+	commits.form1 = cfg.LedgerForm1
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
@@ -242,8 +242,8 @@ type commits struct {
 	// expiry is Config.ExpiryMargin: the runs of a call end at least this
 	// long before its payment's validBefore.
 	expiry time.Duration
-	// previousForm is Config.LedgerPreviousForm.
-	previousForm bool
+	// form1 is Config.LedgerForm1.
+	form1 bool
 	// results records operation results and their settlement jobs,
 	// durably. (They once committed without waiting for the disk, on the
 	// argument that a crash losing them would make the job run again; but
