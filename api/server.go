@@ -169,8 +169,10 @@ type Server struct {
 	balanceCache balanceCache
 }
 
-// New returns the api server for cfg. It precomputes every quote.
-func New(cfg Config) (*Server, error) {
+// New returns the api server for config, of which it keeps a copy. It
+// precomputes every quote.
+func New(config *Config) (*Server, error) {
+	cfg := *config
 	if cfg.Payments == nil || cfg.Pool == nil || cfg.River == nil || cfg.Listener == nil || cfg.Logger == nil {
 		return nil, errors.New("api: Payments, Pool, River, Listener and Logger are required")
 	}
@@ -244,7 +246,7 @@ func New(cfg Config) (*Server, error) {
 			sold = append(sold, op)
 		}
 	}
-	tools, err := mcp.New(mcp.Config{
+	tools, err := mcp.New(&mcp.Config{
 		Ops: sold, Payments: cfg.Payments, Calls: toolCalls{s}, Index: xi.reader,
 		Wait: cfg.ToolWait, Logger: cfg.Logger, Version: cfg.Version,
 		MaxBatch: cfg.MCPMaxBatch, Admit: s.admitMCP, Metrics: cfg.Metrics,
@@ -268,7 +270,7 @@ func New(cfg Config) (*Server, error) {
 		if oc.TrustedProxies == nil {
 			oc.TrustedProxies = cfg.TrustedProxies
 		}
-		if err := ops.Mount(e, oc); err != nil {
+		if err := ops.Mount(e, &oc); err != nil {
 			return nil, err
 		}
 	}

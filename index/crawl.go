@@ -83,8 +83,9 @@ type Crawler struct {
 	cfg CrawlerConfig
 }
 
-// NewCrawler returns a Crawler for cfg.
-func NewCrawler(cfg CrawlerConfig) *Crawler {
+// NewCrawler returns a Crawler for config, of which it keeps a copy.
+func NewCrawler(config *CrawlerConfig) *Crawler {
+	cfg := *config
 	client := &http.Client{Timeout: 30 * time.Second}
 	if cfg.Client != nil {
 		c := *cfg.Client

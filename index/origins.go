@@ -74,8 +74,9 @@ type Discoverer struct {
 	crawler *Crawler
 }
 
-// NewDiscoverer returns a Discoverer for cfg.
-func NewDiscoverer(cfg DiscovererConfig) *Discoverer {
+// NewDiscoverer returns a Discoverer for config, of which it keeps a copy.
+func NewDiscoverer(config *DiscovererConfig) *Discoverer {
+	cfg := *config
 	if cfg.TXT == nil {
 		cfg.TXT = net.DefaultResolver
 	}
@@ -104,7 +105,7 @@ func NewDiscoverer(cfg DiscovererConfig) *Discoverer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Discoverer{cfg: cfg, crawler: NewCrawler(CrawlerConfig{Pool: cfg.Pool, Logger: cfg.Logger, Backoff: cfg.Backoff, MaxBackoff: cfg.Backoff})}
+	return &Discoverer{cfg: cfg, crawler: NewCrawler(&CrawlerConfig{Pool: cfg.Pool, Logger: cfg.Logger, Backoff: cfg.Backoff, MaxBackoff: cfg.Backoff})}
 }
 
 // OriginSource is the source name of what an origin declares.

@@ -68,7 +68,8 @@ type Follower struct {
 }
 
 // NewFollower returns a Follower; Start runs it.
-func NewFollower(cfg FollowerConfig) (*Follower, error) {
+func NewFollower(config *FollowerConfig) (*Follower, error) {
+	cfg := *config
 	if cfg.Pool == nil || cfg.Finality == nil || cfg.Settler == nil {
 		return nil, errors.New("worker: a follower needs Pool, Finality and Settler")
 	}

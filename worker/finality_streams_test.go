@@ -105,7 +105,7 @@ func TestFinalityReadsBothStreams(t *testing.T) {
 		rounds:  []x402.FollowedTx{{State: x402.TxMoved, Block: moved}, {State: x402.TxFinal, Block: moved}},
 		carried: map[string]bool{"0xold": true},
 	}
-	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
+	f, err := worker.NewFollower(&worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, f.Round(ctx))
 	require.Equal(t, 1, watchRows())

@@ -57,7 +57,7 @@ func TestFollower_FinalityThenStop(t *testing.T) {
 		return n
 	}
 
-	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: relayer, Settler: relayer, Every: 20 * time.Millisecond})
+	f, err := worker.NewFollower(&worker.FollowerConfig{Pool: db.Pool, Finality: relayer, Settler: relayer, Every: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, f.Start(ctx))
 	require.NoError(t, f.Start(ctx))

@@ -33,7 +33,7 @@ func TestReclaimer(t *testing.T) {
 	require.NoError(t, err)
 
 	live := worker.NewClientID()
-	present, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: live, After: time.Hour})
+	present, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: db.Pool, ClientID: live, After: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, present.Start(ctx))
 	t.Cleanup(present.Stop)
@@ -53,7 +53,7 @@ func TestReclaimer(t *testing.T) {
 	earlier := running("myhost_2026_11_27T08_00_00_000000", 1, 3)
 
 	now := time.Now()
-	sweeper, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: worker.NewClientID(), After: 15 * time.Second,
+	sweeper, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: db.Pool, ClientID: worker.NewClientID(), After: 15 * time.Second,
 		Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	state := func(id int64) (string, int) {
@@ -100,7 +100,7 @@ func TestReclaimerLostCompletions(t *testing.T) {
 	clock := func() time.Time { return now }
 	self := worker.NewClientID()
 	running := worker.NewRunning(clock)
-	r, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: self, After: 15 * time.Second, Running: running, Now: clock})
+	r, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: db.Pool, ClientID: self, After: 15 * time.Second, Running: running, Now: clock})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(ctx))
 	t.Cleanup(r.Stop)

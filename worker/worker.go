@@ -170,14 +170,14 @@ type Deps struct {
 // Client is the River client of this service.
 type Client = river.Client[pgx.Tx]
 
-// NewClient returns the River client for pool: with cfg.Work it works every
+// NewClient returns the River client for pool: with config.Work it works every
 // queue; without it, it only inserts. Every job kind is registered in both
 // cases, so inserting an unknown kind fails.
-func NewClient(deps *Deps, cfg Config) (*Client, error) {
+func NewClient(deps *Deps, config *Config) (*Client, error) {
 	if deps.Settler == nil {
 		return nil, errors.New("worker: Deps.Settler is required")
 	}
-	cfg = cfg.WithDefaults()
+	cfg := config.WithDefaults()
 	workers := river.NewWorkers()
 	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler)
 	commits.expiry = cfg.ExpiryMargin

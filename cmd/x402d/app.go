@@ -137,7 +137,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	defer pool.Close()
 
 	fetcher := fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs})
-	pages := browser.NewLazy(browser.Config{Fetch: fetcher, Logger: a.logger})
+	pages := browser.NewLazy(&browser.Config{Fetch: fetcher, Logger: a.logger})
 	defer func() {
 		if err := pages.Close(); err != nil {
 			a.logger.Error("close browser", "error", err)
@@ -156,7 +156,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	for i, op := range catalogue {
 		specs[i] = op.Spec
 	}
-	m := metrics.New(metrics.Config{Pool: pool})
+	m := metrics.New(&metrics.Config{Pool: pool})
 	payments, err := a.payments(ctx, pool, specs, m, withAPI && withWorker)
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
@@ -181,7 +181,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Logger:   a.logger,
 		Ops:      bindings,
 		Register: []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger)},
-	}, worker.Config{
+	}, &worker.Config{
 		PeriodicJobs:      periodic,
 		Work:              withWorker,
 		Concurrency:       a.cfg.concurrency(),
@@ -208,7 +208,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		}
 		// Present before the first job is fetched, gone after the last
 		// ended (defers run last first).
-		reclaimer, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: pool, ClientID: client.ID(), After: a.cfg.ReclaimAfter,
+		reclaimer, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: pool, ClientID: client.ID(), After: a.cfg.ReclaimAfter,
 			Running: running, Logger: a.logger, Metrics: m})
 		if err != nil {
 			return err
@@ -233,7 +233,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		defer watchers.Stop()
 		if payments.relayer != nil {
 			// Settlements are followed until final.
-			follower, err := worker.NewFollower(worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
+			follower, err := worker.NewFollower(&worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
 				Logger: a.logger, Metrics: m, LedgerForm1: a.cfg.LedgerForm == LedgerForm1})
 			if err != nil {
 				return err
@@ -261,7 +261,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}
 	defer listener.Stop()
 
-	srv, err := api.New(api.Config{
+	srv, err := api.New(&api.Config{
 		Ops:              catalogue,
 		Payments:         payments.verifier,
 		Pool:             pool,
@@ -362,9 +362,9 @@ func (a *app) indexSources() []string {
 
 // indexer returns the index's crawler, prober and discoverer.
 func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober, *index.Discoverer) {
-	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Guard: fetcher, Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
-	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
-	discoverer := index.NewDiscoverer(index.DiscovererConfig{Pool: pool, Fetch: fetcher, Origins: a.cfg.IndexOrigins, Gap: a.cfg.IndexPageGap, Logger: a.logger})
+	crawler := index.NewCrawler(&index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Guard: fetcher, Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
+	prober := index.NewProber(&index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
+	discoverer := index.NewDiscoverer(&index.DiscovererConfig{Pool: pool, Fetch: fetcher, Origins: a.cfg.IndexOrigins, Gap: a.cfg.IndexPageGap, Logger: a.logger})
 	return crawler, prober, discoverer
 }
 

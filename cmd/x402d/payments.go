@@ -135,7 +135,7 @@ func newSolanaSettlement(cfg *Config) (*solanaSettlement, error) {
 	}
 	// The verifier simulates every payment: the settler sends it without
 	// the node simulating it again.
-	settler, err := svm.NewSettler(svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment, SkipPreflight: true})
+	settler, err := svm.NewSettler(&svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment, SkipPreflight: true})
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func TestSettler_LostSend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
-	settler, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 100 * time.Millisecond, Polls: 100})
+	settler, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 100 * time.Millisecond, Polls: 100})
 	require.NoError(t, err)
 	dest := ata(t, f.payTo, f.mint, svm.TokenProgram)
 	pay := func(blockhash solana.Hash) *x402.Payment {
@@ -144,7 +144,7 @@ func TestSettler_LostSend(t *testing.T) {
 	fast.FundSOL(ctx, f.feePayer.PublicKey(), 1_000_000_000)
 	fast.Fund(ctx, f.authority.PublicKey(), 0, buyerBalance, solana.PublicKey{})
 	fastDest := fast.Fund(ctx, f.payTo, 0, 0, solana.PublicKey{})
-	fastSettler, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: fast.URL, Poll: 100 * time.Millisecond, Polls: 100})
+	fastSettler, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: fast.URL, Poll: 100 * time.Millisecond, Polls: 100})
 	require.NoError(t, err)
 	fast.IgnoreSends(ctx, 1000)
 	start := time.Now()

@@ -92,8 +92,9 @@ type Settler struct {
 
 var _ x402.Settler = (*Settler)(nil)
 
-// NewSettler returns a Settler for cfg.
-func NewSettler(cfg SettlerConfig) (*Settler, error) {
+// NewSettler returns a Settler for config, of which it keeps a copy.
+func NewSettler(config *SettlerConfig) (*Settler, error) {
+	cfg := *config
 	if len(cfg.Key) != 64 || cfg.URL == "" {
 		return nil, errors.New("svm settler: a 64-byte fee payer key and an RPC URL are required")
 	}

@@ -20,7 +20,7 @@ func TestSettler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
-	settler, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200})
+	settler, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200})
 	require.NoError(t, err)
 	owner := f.authority.PublicKey()
 	source, dest := ata(t, owner, f.mint, svm.TokenProgram), ata(t, f.payTo, f.mint, svm.TokenProgram)
@@ -57,7 +57,7 @@ func TestSettler(t *testing.T) {
 
 	// Sent without preflight (the verifier simulated it): the transfer
 	// lands once; one the chain refuses lands failed, a failed settlement.
-	direct, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200, SkipPreflight: true})
+	direct, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200, SkipPreflight: true})
 	require.NoError(t, err)
 	res, err = direct.Settle(ctx, pay(7_000))
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestSettler(t *testing.T) {
 	require.Equal(t, uint64(17_000), f.node.TokenBalance(ctx, dest))
 
 	// Another fee payer's transaction is not ours to sign.
-	other, err := svm.NewSettler(svm.SettlerConfig{Key: newKey(t), URL: f.node.URL, Poll: time.Millisecond})
+	other, err := svm.NewSettler(&svm.SettlerConfig{Key: newKey(t), URL: f.node.URL, Poll: time.Millisecond})
 	require.NoError(t, err)
 	refused, err := other.Settle(ctx, pay(10_000))
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func TestSettler(t *testing.T) {
 	require.Equal(t, uint64(17_000), f.node.TokenBalance(ctx, dest), "nothing else moved")
 
 	// An unreachable node is an error: River tries again.
-	down, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: "http://127.0.0.1:1", Poll: time.Millisecond})
+	down, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: "http://127.0.0.1:1", Poll: time.Millisecond})
 	require.NoError(t, err)
 	_, err = down.Settle(ctx, pay(10_000))
 	require.Error(t, err)
@@ -103,7 +103,7 @@ func TestSettlerCommitment(t *testing.T) {
 		{svm.CommitmentConfirmed, "confirmed"},
 		{svm.CommitmentFinalized, "finalized"},
 	} {
-		settler, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Commitment: c.commitment})
+		settler, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Commitment: c.commitment})
 		require.NoError(t, err)
 		req := f.requirement()
 		p := f.parts(t, req, svm.TokenProgram)
@@ -121,6 +121,6 @@ func TestSettlerCommitment(t *testing.T) {
 		t.Logf("settled at %q in %s", c.commitment, time.Since(start).Round(time.Millisecond))
 	}
 
-	_, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Commitment: "processed"})
+	_, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Commitment: "processed"})
 	require.ErrorContains(t, err, `"processed" is not confirmed or finalized`)
 }

@@ -274,7 +274,7 @@ func TestSettler_SmartWallet(t *testing.T) {
 	v, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: f.feePayer.PublicKey(), Simulator: svm.NewRPCSimulator(f.node.URL, nil),
 		SmartWallets: &svm.SmartWallets{Programs: []solana.PublicKey{svm.AssociatedTokenProgram}}})
 	require.NoError(t, err)
-	settler, err := svm.NewSettler(svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200})
+	settler, err := svm.NewSettler(&svm.SettlerConfig{Key: f.feePayer, URL: f.node.URL, Poll: 50 * time.Millisecond, Polls: 200})
 	require.NoError(t, err)
 	for _, changed := range []bool{false, true} {
 		w := newNestedWallet(t, f, price)
