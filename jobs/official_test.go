@@ -62,7 +62,7 @@ func TestOfficialPackagesReadQuotes(t *testing.T) {
 	}{
 		{x402.CatalogConfig{PublicURL: "https://x402d.example", PayToEVM: "0x000000000000000000000000000000000000dEaD",
 			EVMNetworks: []string{"eip155:8453", "eip155:42161", "eip155:137", "eip155:43114", "eip155:1329", "eip155:196"},
-			Solana:      &x402.SolanaOffer{PayTo: "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM", FeePayer: "2wmVCSfPxGPjrnMMn7rchp4uaeoTqN39mXFC2zhPdri9"}},
+			Solana:      &x402.SolanaOption{PayTo: "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM", FeePayer: "2wmVCSfPxGPjrnMMn7rchp4uaeoTqN39mXFC2zhPdri9"}},
 			true},
 		{x402.CatalogConfig{PublicURL: "http://127.0.0.1:8080", PayToEVM: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", EVMNetworks: []string{"eip155:8453"}}, false},
 	}

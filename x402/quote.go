@@ -28,9 +28,9 @@ const (
 	DefaultMaxTimeoutSeconds = 300
 )
 
-// SolanaOffer is the Solana option of the quotes, offered only when the
+// SolanaOption is the Solana option of the quotes, offered only when the
 // service can settle it.
-type SolanaOffer struct {
+type SolanaOption struct {
 	// PayTo is the receiving wallet (the owner, not its token account),
 	// base58. Malformed: no operation is sellable.
 	PayTo string
@@ -56,7 +56,7 @@ type CatalogConfig struct {
 	// Networks.
 	EVMNetworks []string
 	// Solana, when set, adds the Solana mainnet option.
-	Solana *SolanaOffer
+	Solana *SolanaOption
 	// MaxTimeoutSeconds is the payment window offered. Defaults to
 	// DefaultMaxTimeoutSeconds. The Solana option offers at most
 	// SolanaMaxTimeoutSeconds, the life of a blockhash.

@@ -60,7 +60,7 @@ func decodeRequired(t *testing.T, header string) PaymentRequired {
 func TestCatalog(t *testing.T) {
 	t.Parallel()
 	cat, err := NewCatalog(testOffers, &CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
-		EVMNetworks: []string{"eip155:8453", "eip155:137"}, Solana: &SolanaOffer{PayTo: solanaPayTo, FeePayer: feePayer}})
+		EVMNetworks: []string{"eip155:8453", "eip155:137"}, Solana: &SolanaOption{PayTo: solanaPayTo, FeePayer: feePayer}})
 	require.NoError(t, err)
 
 	q, err := cat.Quote("diff")
@@ -209,7 +209,7 @@ func TestQuoteWithError(t *testing.T) {
 
 func TestCatalogNotSellable(t *testing.T) {
 	t.Parallel()
-	sol := func(payTo, feePayer string) *SolanaOffer { return &SolanaOffer{PayTo: payTo, FeePayer: feePayer} }
+	sol := func(payTo, feePayer string) *SolanaOption { return &SolanaOption{PayTo: payTo, FeePayer: feePayer} }
 	for _, tc := range []struct {
 		name   string
 		cfg    CatalogConfig
@@ -277,7 +277,7 @@ func BenchmarkQuoteWithError(b *testing.B) {
 func TestCatalogSolanaBlockhash(t *testing.T) {
 	t.Parallel()
 	cat, err := NewCatalog(allSold(testOffers), &CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
-		EVMNetworks: []string{"eip155:8453"}, Solana: &SolanaOffer{PayTo: solanaPayTo, FeePayer: feePayer}})
+		EVMNetworks: []string{"eip155:8453"}, Solana: &SolanaOption{PayTo: solanaPayTo, FeePayer: feePayer}})
 	require.NoError(t, err)
 	before, err := cat.Quote("diff")
 	require.NoError(t, err)

@@ -74,13 +74,14 @@
 //
 // # Inside the binary
 //
-// main reads the Config (config.go) and runs a subcommand; serve (app.go)
-// wires the parts: the database pool, the operations (ops.go), the payment
-// step, the River client and its workers, the relayer and the follower of
-// its settlements, the balance watchers, the api, and the metrics and
-// profile servers, each on a listener of its own (sideServer). The payment
-// step is built once from the settlement mode (SETTLEMENT): each mode
-// builds its EVM side (settlement.go: devchainSettlement, rpcSettlement,
+// main reads the Config (config.go) and runs a subcommand (the smaller
+// ones in commands.go); serve (app.go) wires the parts: the database pool,
+// the operations (operations.go), the payment step, the River client and
+// its workers, the relayer and the follower of its settlements, the
+// balance watchers, the api, and the metrics and profile servers, each on
+// a listener of its own (sideServer). The payment step is built once from
+// the settlement mode (SETTLEMENT): each mode builds its EVM side
+// (settlement.go: devchainSettlement, rpcSettlement,
 // facilitatorSettlement), Solana is added when configured (payments.go),
 // and what the step opens and starts is stopped as one, the last first.
 // Every goroutine this package starts (the embedded devchain's server, the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -11,6 +12,7 @@ import (
 	"github.com/x402d/x402d/internal/startstop"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
 	"github.com/x402d/x402d/x402/svm"
@@ -76,7 +78,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		return nil, err
 	}
 	if sol != nil {
-		catCfg.Solana = &x402.SolanaOffer{PayTo: cfg.PayToSolana, FeePayer: sol.settler.FeePayer().String()}
+		catCfg.Solana = &x402.SolanaOption{PayTo: cfg.PayToSolana, FeePayer: sol.settler.FeePayer().String()}
 		// Payments are reserved against the balance of the token account
 		// they move funds from.
 		schemes["solana"] = x402.Scheme{Verifier: sol.verifier, Identify: svm.Identify, Balance: sol.verifier.Balance}
@@ -183,5 +185,75 @@ func renewSolanaBlockhash(ctx context.Context, blockhashes *svm.Blockhashes, cat
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// watchRelayer reads the relayer's balance on each chain every half minute
+// for /metrics, with whether its settlements wait for the base fee, and
+// warns when a balance is under low (wei; nil: never), until ctx ends.
+func watchRelayer(ctx context.Context, relayer *evm.Relayer, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	ctx = evm.WithPurpose(ctx, evm.PurposeRelayer)
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		balances, err := relayer.Balances(ctx)
+		if err != nil {
+			logger.WarnContext(ctx, "read relayer balance", "error", err)
+		}
+		waits := relayer.FeeWait()
+		for network, b := range balances {
+			_, waiting := waits[network]
+			m.RelayerState(network, b, waiting)
+			if low != nil && b.Cmp(low) < 0 {
+				logger.WarnContext(ctx, "relayer balance is low: top it up or settlements stop", "network", network,
+					"relayer", relayer.Address().Hex(), "balance_wei", b.String(), "warn_below_wei", low.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchFeePayer records the Solana fee payer's balance in m every 30 s
+// until ctx ends, warning when it is under low (lamports; nil: never).
+func watchFeePayer(ctx context.Context, settler *svm.Settler, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		balance, err := settler.Balance(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "read Solana fee payer balance", "error", err)
+		}
+		if err == nil {
+			m.SolanaFeePayerBalance(balance)
+			if low != nil && new(big.Int).SetUint64(balance).Cmp(low) < 0 {
+				logger.WarnContext(ctx, "Solana fee payer balance is low: top it up or settlements stop",
+					"fee_payer", settler.FeePayer().String(), "balance_lamports", balance, "warn_below_lamports", low.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// relayerStatus reports relayer's state for the dashboard; nil without a
+// relayer.
+func relayerStatus(relayer *evm.Relayer) func(ctx context.Context) ([]ops.RelayerChain, error) {
+	if relayer == nil {
+		return nil
+	}
+	return func(ctx context.Context) ([]ops.RelayerChain, error) {
+		chains, err := relayer.Status(evm.WithPurpose(ctx, evm.PurposeRelayer))
+		out := make([]ops.RelayerChain, len(chains))
+		for i, c := range chains {
+			out[i] = ops.RelayerChain{Network: c.Network, BalanceWei: c.Balance, BaseFeeWei: c.BaseFee, MaxFeeWei: relayer.MaxFee(), FeeWait: c.FeeWait}
+		}
+		return out, err
 	}
 }
