@@ -328,7 +328,13 @@ type sideServer struct {
 	addr          string
 	handler       http.Handler
 	logger        *slog.Logger
+	// bound is the address listened on, once Start returned.
+	bound net.Addr
 }
+
+// Addr returns the address listened on (with the port chosen for port 0),
+// once Start returned.
+func (s *sideServer) Addr() net.Addr { return s.bound }
 
 // Start listens on the address and serves it until Stop or ctx ends.
 func (s *sideServer) Start(ctx context.Context) error {
@@ -336,8 +342,9 @@ func (s *sideServer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", s.setting, s.addr, err)
 	}
+	s.bound = ln.Addr()
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
-	s.logger.InfoContext(ctx, s.name+" listening", "addr", ln.Addr().String())
+	s.logger.InfoContext(ctx, s.name+" listening", "addr", s.bound.String())
 	s.Base.Start(ctx, func(ctx context.Context) {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
