@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/x402d/x402d/fetch"
+	"github.com/x402d/x402d/internal/retryafter"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
@@ -463,7 +464,7 @@ func (c *Crawler) fetch(ctx context.Context, src string, offset int) (page *Page
 		return nil, resp.StatusCode, 0, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		return nil, resp.StatusCode, retryWait(resp.Header),
 			fmt.Errorf("status %d", resp.StatusCode)
 	}
 	page, err = ParsePage(body)
@@ -473,19 +474,11 @@ func (c *Crawler) fetch(ctx context.Context, src string, offset int) (page *Page
 	return page, resp.StatusCode, 0, nil
 }
 
-// parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
+// retryWait returns the wait an answer's Retry-After header asks for, 0
+// when it asks for none (retryafter.Parse).
+func retryWait(h http.Header) time.Duration {
+	wait, _ := retryafter.Parse(h.Get("Retry-After"), time.Now())
+	return wait
 }
 
 // changes returns the resource.indexed events of the page's new or changed

@@ -301,7 +301,7 @@ func (p *politeClient) getDoc(ctx context.Context, rawURL string, v any) (absent
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return false, &originError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		return false, &originError{status: resp.StatusCode, retryAfter: retryWait(resp.Header),
 			err: fmt.Errorf("%s: status %d", rawURL, resp.StatusCode)}
 	case resp.StatusCode != http.StatusOK:
 		return true, nil

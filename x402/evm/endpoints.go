@@ -20,6 +20,8 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/x402d/x402d/internal/retryafter"
 )
 
 // Kinds of endpoint errors, the values EndpointObserver.ObserveCall gets.
@@ -1148,30 +1150,11 @@ type limitTransport struct {
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		if d, ok := retryafter.Parse(resp.Header.Get("Retry-After"), time.Now()); ok {
 			t.ep.retryAfter.Store(time.Now().Add(d).UnixNano())
 		}
 	}
 	return resp, err
-}
-
-// parseRetryAfter parses a Retry-After header, seconds or an HTTP date,
-// into the time to wait from now.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 {
-			return 0, false
-		}
-		return time.Duration(min(secs, int64(365*24*time.Hour/time.Second))) * time.Second, true
-	}
-	if at, err := http.ParseTime(v); err == nil {
-		return max(at.Sub(now), 0), true
-	}
-	return 0, false
 }
 
 // RedactURL names an RPC endpoint for logs and metrics without the parts
