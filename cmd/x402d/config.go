@@ -789,18 +789,8 @@ func (c *Config) validate() error {
 	if c.SettlementBatchGasShare <= 0 || c.SettlementBatchGasShare > 1 {
 		fail("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", strconv.FormatFloat(c.SettlementBatchGasShare, 'g', -1, 64))
 	}
-	switch c.Settlement {
-	case SettlementRPC:
-		if len(c.RPCURLs) == 0 {
-			fail("SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
-		}
-		if c.RelayerKey == "" {
-			fail("SETTLEMENT=rpc needs RELAYER_KEY, the key that pays the settlements' gas")
-		}
-	case SettlementFacilitator:
-		if c.FacilitatorURL == "" {
-			fail("SETTLEMENT=facilitator needs FACILITATOR_URL")
-		}
+	if mode, ok := modeOf(c.Settlement); ok {
+		mode.check(c, fail)
 	}
 	if c.RelayerKey != "" {
 		if _, err := evm.ParseKey(c.RelayerKey); err != nil {
@@ -883,7 +873,8 @@ func (c *Config) concurrency() map[string]int {
 }
 
 // batch reports whether EVM settlements share transactions through
-// Multicall3 (SETTLEMENT_BATCH; auto batches on the devchain only).
+// Multicall3 (SETTLEMENT_BATCH; auto as the mode does by default: on the
+// devchain only).
 func (c *Config) batch() bool {
 	switch c.SettlementBatch {
 	case BatchOn:
@@ -891,7 +882,8 @@ func (c *Config) batch() bool {
 	case BatchOff:
 		return false
 	}
-	return c.Settlement == SettlementDevchain
+	mode, _ := modeOf(c.Settlement)
+	return mode.batchByDefault
 }
 
 // checkHTTPURL checks that s is an http or https URL with a host.

@@ -50,18 +50,62 @@ type settlementDeps struct {
 	embed bool
 }
 
+// settlementMode is what one settlement mode (SETTLEMENT) is made of: the
+// settings it needs, whether its settlements share transactions by
+// default, and the builder of its EVM side. modeOf is the one place that
+// tells the modes apart.
+type settlementMode struct {
+	// check reports, through fail, the settings the mode needs that are
+	// missing (Config.validate).
+	check func(c *Config, fail func(format string, args ...any))
+	// batchByDefault is SETTLEMENT_BATCH=auto's answer.
+	batchByDefault bool
+	// build builds the EVM side; what it opens and starts is added to
+	// parts, which stops it.
+	build func(ctx context.Context, cfg *Config, deps *settlementDeps, parts *parts) (*evmSettlement, error)
+}
+
+// modeOf returns the settlement mode m; ok is false for a value that is no
+// mode (SettlementMode.UnmarshalText refuses those).
+func modeOf(m SettlementMode) (mode settlementMode, ok bool) {
+	switch m {
+	case SettlementDevchain:
+		return settlementMode{check: func(*Config, func(string, ...any)) {}, batchByDefault: true, build: devchainSettlement}, true
+	case SettlementRPC:
+		return settlementMode{check: checkRPCSettlement, build: rpcSettlement}, true
+	case SettlementFacilitator:
+		return settlementMode{check: checkFacilitatorSettlement, build: facilitatorSettlement}, true
+	}
+	return settlementMode{}, false
+}
+
 // newEVMSettlement builds the EVM side of cfg's settlement mode; what it
 // opens and starts is added to parts, which stops it.
 func newEVMSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, parts *parts) (*evmSettlement, error) {
-	switch cfg.Settlement {
-	case SettlementDevchain:
-		return devchainSettlement(ctx, cfg, deps, parts)
-	case SettlementRPC:
-		return rpcSettlement(ctx, cfg, deps, parts)
-	case SettlementFacilitator:
-		return facilitatorSettlement(ctx, cfg, deps, parts)
+	mode, ok := modeOf(cfg.Settlement)
+	if !ok {
+		return nil, fmt.Errorf("SETTLEMENT: %q is not a settlement mode", cfg.Settlement)
 	}
-	return nil, fmt.Errorf("SETTLEMENT: %q is not a settlement mode", cfg.Settlement)
+	return mode.build(ctx, cfg, deps, parts)
+}
+
+// checkRPCSettlement reports what SETTLEMENT=rpc needs and lacks: an RPC
+// endpoint and the relayer's key.
+func checkRPCSettlement(c *Config, fail func(format string, args ...any)) {
+	if len(c.RPCURLs) == 0 {
+		fail("SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
+	}
+	if c.RelayerKey == "" {
+		fail("SETTLEMENT=rpc needs RELAYER_KEY, the key that pays the settlements' gas")
+	}
+}
+
+// checkFacilitatorSettlement reports what SETTLEMENT=facilitator needs and
+// lacks: the facilitator's URL.
+func checkFacilitatorSettlement(c *Config, fail func(format string, args ...any)) {
+	if c.FacilitatorURL == "" {
+		fail("SETTLEMENT=facilitator needs FACILITATOR_URL")
+	}
 }
 
 // devchainSettlement is SETTLEMENT=devchain: the relayer settles on the
