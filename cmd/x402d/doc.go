@@ -80,10 +80,10 @@
 // its workers, the relayer and the follower of its settlements, the
 // balance watchers, the api, and the metrics and profile servers, each on
 // a listener of its own (sideServer). The payment step is built once from
-// the settlement mode (SETTLEMENT): each mode builds its EVM side
-// (settlement.go: devchainSettlement, rpcSettlement,
-// facilitatorSettlement), Solana is added when configured (payments.go),
-// and what the step opens and starts is stopped as one, the last first.
+// the settlement mode (SETTLEMENT), one value per mode (settlement.go,
+// modeOf: the settings it needs, its batching by default, the builder of
+// its EVM side), Solana added when configured (payments.go), and what the
+// step opens and starts is stopped as one, the last first.
 // Every goroutine this package starts (the embedded devchain's server, the
 // Solana blockhash's renewal, the balance watchers, the side servers) runs
 // in a part with the lifecycle of internal/startstop, which stopping the
