@@ -50,11 +50,10 @@ const admissionLinger = 20 * time.Millisecond
 //
 // Nothing is charged before the settlement, and the run's result, which
 // commits durably, makes these records durable too (WAL is flushed in
-// order): they need not wait for the disk (store.InRelaxedTx). previous
-// writes call.paid as the previous release did (Config.LedgerPreviousForm);
-// clk is the clock reservations are weighed by, and the group commit's
+// order): they need not wait for the disk (store.InRelaxedTx). form1
+// writes call.paid in ledger form 1 (Config.LedgerForm1); clk is the clock reservations are weighed by, and the group commit's
 // (nil: clock.Real()).
-func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, previous bool, clk clock.Clock) *store.GroupCommitter[*admission] {
+func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, form1 bool, clk clock.Clock) *store.GroupCommitter[*admission] {
 	clk = clock.Or(clk)
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission"), Clock: clk}
 	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
@@ -73,7 +72,7 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 		events := make([]store.NewEvent, 0, len(batch))
 		for i, adm := range batch {
 			events = append(events, store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventCallPaid,
-				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID, PreviousForm: previous}})
+				Data: store.PaidCall{PaymentVerified: adm.verified, JobID: res[i].Job.ID, Form1: form1}})
 			if adm.identified != nil {
 				events = append(events, store.NewEvent{Stream: store.CallStream(adm.callID), Type: store.EventPaymentIdentified, Data: *adm.identified})
 			}

@@ -146,9 +146,9 @@ func TestAdmitterReserves(t *testing.T) {
 }
 
 // TestAdmitterForms: call.paid is kept as bytes (bin), its payment packed
-// in form 2, and with Config.LedgerPreviousForm as the previous release
-// wrote it, which its workers read: {"p": base64} in data, the payment in
-// form 1; the settle path reads both.
+// in form 2, and with Config.LedgerForm1 in ledger form 1, which the
+// workers of releases before migration 017 read: {"p": base64} in data,
+// the payment in form 1; the settle path reads both.
 func TestAdmitterForms(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -156,20 +156,20 @@ func TestAdmitterForms(t *testing.T) {
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		previous bool
+		form1 bool
 		// paymentForm is the first byte of the packed payment.
 		paymentForm byte
 	}{{false, 2}, {true, 1}} {
-		id := fmt.Sprintf("previous-%t", tc.previous)
+		id := fmt.Sprintf("form1-%t", tc.form1)
 		payment := paytest.ExactEVM("0xA11ce00000000000000000000000000000000001", id)
-		require.NoError(t, newAdmitter(db.Pool, rc, nil, tc.previous, nil).Commit(ctx, &admission{callID: id,
+		require.NoError(t, newAdmitter(db.Pool, rc, nil, tc.form1, nil).Commit(ctx, &admission{callID: id,
 			verified: store.PaymentVerified{Op: "diff", Token: "tok", RequestHash: []byte{1}, Payment: payment},
 			job:      river.InsertManyParams{Args: admitTestArgs{N: 1}, InsertOpts: &river.InsertOpts{Queue: "pure"}}}))
 
 		var bin []byte
 		var data string
 		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT bin, data::text FROM events WHERE stream = $1", store.CallStream(id)).Scan(&bin, &data))
-		if tc.previous {
+		if tc.form1 {
 			require.Nil(t, bin, data)
 			var v struct {
 				P string `json:"p"`

@@ -42,7 +42,7 @@ func discoveryServer(t *testing.T) (string, *x402.Seller) {
 	for i, op := range sevenOps {
 		specs[i] = op.Spec
 	}
-	cat, err := x402.NewCatalog(specs, x402.CatalogConfig{PublicURL: publicURL, PayToEVM: "0x000000000000000000000000000000000000dEaD",
+	cat, err := x402.NewCatalog(jobs.Offers(specs, false), &x402.CatalogConfig{PublicURL: publicURL, PayToEVM: "0x000000000000000000000000000000000000dEaD",
 		EVMNetworks: []string{"eip155:8453", "eip155:42161"}})
 	require.NoError(t, err)
 	seller := x402.NewSeller(cat, nil)

@@ -104,7 +104,7 @@ func freeServer(ctx context.Context, t *testing.T, cfg Config) string {
 	cfg.Listener = store.NewListener(db.Pool.Config().ConnConfig, slog.New(slog.DiscardHandler))
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-	s, err := New(cfg)
+	s, err := New(&cfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
@@ -200,7 +200,7 @@ func TestFreeSurfacesRateLimited(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	// A rate of one request every 4 s, a burst of 3, and a clock that
 	// stands still: the fourth request of an address is refused.
 	base := freeServer(ctx, t, Config{FreeRate: 0.25, FreeBurst: 3, Clock: clk, Metrics: m})
@@ -280,7 +280,7 @@ func metricsText(m *metrics.Metrics) string {
 func TestMCPBatchCapped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	base := freeServer(ctx, t, Config{MCPMaxBatch: 50, Metrics: m})
 
 	huge := batch(10_000, "index_search")

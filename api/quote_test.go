@@ -43,8 +43,8 @@ func TestQuoteFastPath(t *testing.T) {
 	require.NoError(t, err)
 	connConfig, err := pgx.ParseConfig(url)
 	require.NoError(t, err)
-	m := metrics.New(metrics.Config{})
-	s, err := New(Config{
+	m := metrics.New(&metrics.Config{})
+	s, err := New(&Config{
 		Ops:      []jobs.Operation{diff.Op, regex.Op},
 		Payments: &paytest.Payments{Unsold: map[string]bool{"regex": true}},
 		Pool:     pool, River: rc, Metrics: m,
@@ -126,9 +126,9 @@ func benchmarkQuote(b *testing.B, routed bool) {
 	require.NoError(b, err)
 	connConfig, err := pgx.ParseConfig("postgres://postgres@127.0.0.1:1/x")
 	require.NoError(b, err)
-	s, err := New(Config{
+	s, err := New(&Config{
 		Ops: []jobs.Operation{diff.Op}, Payments: &paytest.Payments{}, Pool: pool, River: rc,
-		Metrics:  metrics.New(metrics.Config{}),
+		Metrics:  metrics.New(&metrics.Config{}),
 		Listener: store.NewListener(connConfig, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.DiscardHandler),
 	})

@@ -67,11 +67,11 @@ type Config struct {
 	// ProgressEvery is how often a waiting MCP tool call sends a progress
 	// notification, when the client asked for them. Defaults to 5 s.
 	ProgressEvery time.Duration
-	// LedgerPreviousForm writes call.paid as the previous release did
-	// (store.PaidCall.PreviousForm), so that its workers settle the calls
-	// this api admits while its processes are replaced (docs/operating.md,
-	// Upgrades).
-	LedgerPreviousForm bool
+	// LedgerForm1 writes call.paid in ledger form 1, as releases before
+	// migration 017 did (store.PaidCall.Form1), so that their workers
+	// settle the calls this api admits while their processes are replaced
+	// (docs/operating.md, Upgrades).
+	LedgerForm1 bool
 	// Version is the service's version, announced to MCP clients.
 	Version string
 	// Logger receives one line per request.
@@ -171,8 +171,10 @@ type Server struct {
 	balanceCache balanceCache
 }
 
-// New returns the api server for cfg. It precomputes every quote.
-func New(cfg Config) (*Server, error) {
+// New returns the api server for config, of which it keeps a copy. It
+// precomputes every quote.
+func New(config *Config) (*Server, error) {
+	cfg := *config
 	if cfg.Payments == nil || cfg.Pool == nil || cfg.River == nil || cfg.Listener == nil || cfg.Logger == nil {
 		return nil, errors.New("api: Payments, Pool, River, Listener and Logger are required")
 	}
@@ -190,7 +192,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.UnpaidBurst = cmp.Or(cfg.UnpaidBurst, DefaultUnpaidBurst)
 	cfg.Clock = clock.Or(cfg.Clock)
 
-	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerPreviousForm, cfg.Clock),
+	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerForm1, cfg.Clock),
 		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Clock),
 		free:       newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Clock),
 		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Clock)}
@@ -244,7 +246,7 @@ func New(cfg Config) (*Server, error) {
 			sold = append(sold, op)
 		}
 	}
-	tools, err := mcp.New(mcp.Config{
+	tools, err := mcp.New(&mcp.Config{
 		Ops: sold, Payments: cfg.Payments, Calls: toolCalls{s}, Index: xi.reader,
 		Wait: cfg.ToolWait, Logger: cfg.Logger, Version: cfg.Version,
 		MaxBatch: cfg.MCPMaxBatch, Admit: s.admitMCP, Metrics: cfg.Metrics,
@@ -268,7 +270,7 @@ func New(cfg Config) (*Server, error) {
 		if oc.TrustedProxies == nil {
 			oc.TrustedProxies = cfg.TrustedProxies
 		}
-		if err := ops.Mount(e, oc); err != nil {
+		if err := ops.Mount(e, &oc); err != nil {
 			return nil, err
 		}
 	}

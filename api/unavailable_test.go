@@ -50,7 +50,7 @@ func unreachableServer(t testing.TB, cfg Config) *Server {
 	}
 	cfg.Pool, cfg.River = pool, rc
 	cfg.Listener = store.NewListener(connConfig, slog.New(slog.DiscardHandler))
-	s, err := New(cfg)
+	s, err := New(&cfg)
 	require.NoError(t, err)
 	return s
 }

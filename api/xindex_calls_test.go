@@ -40,7 +40,7 @@ func TestXIndexSortByCalls(t *testing.T) {
 		}
 		items = append(items, it)
 	}
-	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
+	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 
 	want := []string{"busy.example", "quiet.example", "idle.example", "unknown-a.example", "unknown-b.example"}

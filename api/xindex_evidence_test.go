@@ -36,7 +36,7 @@ func TestXIndexEvidence(t *testing.T) {
 			"accepts": []any{map[string]any{"scheme": "exact", "network": network, "amount": "1000", "asset": baseUSDC, "payTo": payTo(host)}},
 		})
 	}
-	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
+	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 
 	// a, b and c are read from block 100 (d is not); a has three payers,

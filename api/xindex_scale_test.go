@@ -150,7 +150,7 @@ func generateIndex(ctx context.Context, b *testing.B, db *dbtest.DB, hosts int) 
 			})
 		}
 	}
-	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(b, items)}, Gap: -1})
+	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(b, items)}, Gap: -1})
 	require.NoError(b, c.FullPass(ctx, nil))
 	st.CrawlS = time.Since(began).Seconds()
 	_, err = db.Pool.Exec(ctx, "VACUUM ANALYZE events")

@@ -177,7 +177,7 @@ func TestXIndexScale(t *testing.T) {
 
 	source := pagedListing(t, items)
 	start := time.Now()
-	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{source}, Gap: -1})
+	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{source}, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 	crawl := time.Since(start)
 	// The reference, in the same run: the same pages read and decoded by a
@@ -248,7 +248,7 @@ func TestXIndexScale(t *testing.T) {
 
 	start = time.Now()
 	client := fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: loopback{}})
-	p := index.NewProber(index.ProberConfig{Pool: db.Pool, Fetch: client, Timeout: 10 * time.Second}) // the default concurrency
+	p := index.NewProber(&index.ProberConfig{Pool: db.Pool, Fetch: client, Timeout: 10 * time.Second}) // the default concurrency
 	rep, err := p.ProbeAll(ctx)
 	require.NoError(t, err)
 	probe := time.Since(start)
@@ -321,7 +321,7 @@ func BenchmarkXIndexHostsQuery(b *testing.B) {
 	db := dbtest.Schema(ctx, b)
 	base := xindexServer(b, db)
 	items := scaleListing("9")
-	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(b, items)}, Gap: -1})
+	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(b, items)}, Gap: -1})
 	require.NoError(b, c.FullPass(ctx, nil))
 	var hosts []string
 	seen := map[string]bool{}
@@ -379,7 +379,7 @@ func smallIndex(ctx context.Context, t *testing.T, db *dbtest.DB) {
 	items[5]["quality"] = map[string]any{"l30DaysTotalCalls": 30, "l30DaysUniquePayers": 12}
 	items = append(items, map[string]any{"url": "https://free-form.example/x", "accepts": []any{
 		map[string]any{"scheme": "exact", "network": "solana", "maxAmountRequired": "$0.01", "asset": "x", "payTo": "y"}}})
-	c := index.NewCrawler(index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
+	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 	live, dead := true, false
 	status402, status404, latency := 402, 404, 87

@@ -84,7 +84,8 @@ func chromiumFlags() []flags.Flag {
 
 // New starts Chromium and the proxy in front of it. ctx bounds the start
 // only. The caller must Close the pool.
-func New(ctx context.Context, cfg Config) (*Pool, error) {
+func New(ctx context.Context, config *Config) (*Pool, error) {
+	cfg := *config
 	if cfg.Fetch == nil {
 		return nil, errors.New("browser: Config.Fetch is required")
 	}

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 		defer cancel()
 		fc := fetch.New(&fetch.Config{AllowCIDRs: allowed, Resolver: testResolver{}})
 		var err error
-		testPool, err = New(ctx, Config{
+		testPool, err = New(ctx, &Config{
 			Fetch:         fc,
 			MaxPages:      2,
 			RenderTimeout: 10 * time.Second,
@@ -405,10 +405,10 @@ func TestProxyTunnel(t *testing.T) {
 func TestNewWithoutChromium(t *testing.T) {
 	t.Parallel()
 
-	_, err := New(t.Context(), Config{Fetch: fetch.New(nil), Bin: "/nonexistent/chromium"})
+	_, err := New(t.Context(), &Config{Fetch: fetch.New(nil), Bin: "/nonexistent/chromium"})
 	require.ErrorIs(t, err, ErrNoChromium)
 	require.Contains(t, err.Error(), "apt-get install -y chromium")
 
-	_, err = New(t.Context(), Config{})
+	_, err = New(t.Context(), &Config{})
 	require.Error(t, err)
 }

@@ -21,9 +21,9 @@ type Lazy struct {
 	closed   bool
 }
 
-// NewLazy returns a Lazy pool with cfg. Close it like a Pool.
-func NewLazy(cfg Config) *Lazy {
-	return &Lazy{cfg: cfg, retryAfter: 30 * time.Second}
+// NewLazy returns a Lazy pool with a copy of cfg. Close it like a Pool.
+func NewLazy(cfg *Config) *Lazy {
+	return &Lazy{cfg: *cfg, retryAfter: 30 * time.Second}
 }
 
 // Render starts the pool if needed and renders rawURL (see Pool.Render).
@@ -46,7 +46,7 @@ func (l *Lazy) get(ctx context.Context) (*Pool, error) {
 	case l.lastErr != nil && time.Since(l.failedAt) < l.retryAfter:
 		return nil, l.lastErr
 	}
-	p, err := New(ctx, l.cfg)
+	p, err := New(ctx, &l.cfg)
 	if err != nil {
 		l.lastErr, l.failedAt = err, time.Now()
 		return nil, err

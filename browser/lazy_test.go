@@ -21,7 +21,7 @@ func TestLazyStartsOnFirstRender(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = io.WriteString(w, `<html><body><script>document.title="lazy"</script></body></html>`)
 	})
-	lazy := NewLazy(Config{
+	lazy := NewLazy(&Config{
 		Fetch:    fetch.New(&fetch.Config{AllowCIDRs: allowed, Resolver: testResolver{}}),
 		Logger:   slog.New(slog.DiscardHandler),
 		IdleWait: 500 * time.Millisecond,
@@ -39,7 +39,7 @@ func TestLazyStartsOnFirstRender(t *testing.T) {
 
 func TestLazyRemembersAFailedStart(t *testing.T) {
 	t.Parallel()
-	lazy := NewLazy(Config{Fetch: fetch.New(&fetch.Config{}), Bin: "/nonexistent/chromium"})
+	lazy := NewLazy(&Config{Fetch: fetch.New(&fetch.Config{}), Bin: "/nonexistent/chromium"})
 	_, _, err := lazy.Render(context.Background(), "http://example.com/")
 	require.True(t, errors.Is(err, ErrNoChromium), err)
 	first := lazy.failedAt

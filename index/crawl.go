@@ -87,8 +87,9 @@ type Crawler struct {
 	cfg CrawlerConfig
 }
 
-// NewCrawler returns a Crawler for cfg.
-func NewCrawler(cfg CrawlerConfig) *Crawler {
+// NewCrawler returns a Crawler for config, of which it keeps a copy.
+func NewCrawler(config *CrawlerConfig) *Crawler {
+	cfg := *config
 	client := &http.Client{Timeout: 30 * time.Second}
 	if cfg.Client != nil {
 		c := *cfg.Client
@@ -459,7 +460,7 @@ func (c *Crawler) fetch(ctx context.Context, src string, offset int) (page *Page
 		return nil, resp.StatusCode, 0, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		return nil, resp.StatusCode, retryWait(resp.Header),
 			fmt.Errorf("status %d", resp.StatusCode)
 	}
 	page, err = ParsePage(body)
@@ -603,9 +604,9 @@ func (p *Page) urls() []string {
 	return urls
 }
 
-// parseRetryAfter is the wait a Retry-After value asks for
-// (retryafter.Parse), zero when it asks for none.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	d, _ := retryafter.Parse(v, now)
-	return d
+// retryWait returns the wait an answer's Retry-After header asks for, 0
+// when it asks for none (retryafter.Parse).
+func retryWait(h http.Header) time.Duration {
+	wait, _ := retryafter.Parse(h.Get("Retry-After"), time.Now())
+	return wait
 }

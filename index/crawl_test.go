@@ -75,7 +75,7 @@ func item(resource string, amount string, extra ...string) map[string]any {
 }
 
 func newCrawler(db *dbtest.DB, src string, pages int) *Crawler {
-	return NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src}, PageSize: 10, PagesPerRun: pages, Gap: -1, Backoff: time.Millisecond})
+	return NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{src}, PageSize: 10, PagesPerRun: pages, Gap: -1, Backoff: time.Millisecond})
 }
 
 // TestCrawl crawls a listing of many pages with duplicates of one host,
@@ -225,8 +225,8 @@ func TestCrawlOverlappingSources(t *testing.T) {
 	srvA, srvB := httptest.NewServer(a), httptest.NewServer(b)
 	defer srvA.Close()
 	defer srvB.Close()
-	both := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL, srvB.URL}, Gap: -1})
-	onlyA := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL}, Gap: -1})
+	both := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL, srvB.URL}, Gap: -1})
+	onlyA := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL}, Gap: -1})
 	r := NewReader(db.Pool, nil)
 	indexed := func() []string {
 		t.Helper()
@@ -273,8 +273,8 @@ func TestSummaryCountsConfiguredSources(t *testing.T) {
 	srvB := httptest.NewServer(&listing{items: []map[string]any{item("https://b.example/1", "1000")}})
 	defer srvA.Close()
 	defer srvB.Close()
-	both := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL, srvB.URL}, Gap: -1})
-	onlyA := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL}, Gap: -1})
+	both := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL, srvB.URL}, Gap: -1})
+	onlyA := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srvA.URL}, Gap: -1})
 	require.NoError(t, both.FullPass(ctx, nil))
 	for range 2 {
 		require.NoError(t, onlyA.FullPass(ctx, nil))
@@ -358,7 +358,7 @@ func TestCrawlGivesUp(t *testing.T) {
 	good := httptest.NewServer(&listing{items: []map[string]any{item("https://g.example/1", "1000"), item("https://g.example/2", "2000")}})
 	defer good.Close()
 
-	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srvMissing.URL, srvDown.URL, good.URL}, Gap: -1,
+	c := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srvMissing.URL, srvDown.URL, good.URL}, Gap: -1,
 		Backoff: time.Millisecond, Attempts: 3})
 	err := c.FullPass(ctx, nil)
 	require.Error(t, err)
@@ -390,7 +390,7 @@ func TestCrawlRetryAfter(t *testing.T) {
 		src.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, Gap: -1, Backoff: time.Millisecond})
+	c := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, Gap: -1, Backoff: time.Millisecond})
 	err := c.Run(ctx, nil)
 	var pageErr *PageError
 	require.ErrorAs(t, err, &pageErr)
@@ -474,7 +474,7 @@ func TestCrawlListingIgnoresOffset(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"items": items})
 	}))
 	defer srv.Close()
-	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, PageSize: 2, Gap: -1})
+	c := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, PageSize: 2, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 	require.Equal(t, int64(2), requests.Load())
 	s, err := NewReader(db.Pool, nil).Summary(ctx)
@@ -624,7 +624,7 @@ func TestCrawlRedirectGuarded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := dbtest.Schema(ctx, t)
 			before := elsewhereAsked.Load()
-			c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL + tc.path}, Guard: tc.guard, Gap: -1,
+			c := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL + tc.path}, Guard: tc.guard, Gap: -1,
 				Backoff: time.Millisecond, Attempts: 3})
 			err := c.FullPass(ctx, nil)
 			require.Equal(t, tc.wantAsked, elsewhereAsked.Load()-before)

@@ -55,7 +55,7 @@ func TestEvidenceScale(t *testing.T) {
 	}
 	srv := httptest.NewServer(&listing{items: items})
 	t.Cleanup(srv.Close)
-	require.NoError(t, NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, PageSize: 500, PagesPerRun: 10, Gap: -1}).FullPass(ctx, nil))
+	require.NoError(t, NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, PageSize: 500, PagesPerRun: 10, Gap: -1}).FullPass(ctx, nil))
 	// Every seller is listed on every network.
 	_, err := db.Pool.Exec(ctx, `UPDATE index_resources SET accepts = (
 		SELECT jsonb_agg(jsonb_set(accepts->0, '{network}', to_jsonb(n))) FROM unnest($1::text[]) n)`, scaleNetworks)

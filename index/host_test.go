@@ -29,7 +29,7 @@ func TestHostDetailBounded(t *testing.T) {
 	}
 	src := httptest.NewServer(&listing{items: items})
 	defer src.Close()
-	c := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL}, PagesPerRun: 100, Gap: -1})
+	c := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{src.URL}, PagesPerRun: 100, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 
 	d, err := NewReader(db.Pool, nil).HostDetail(ctx, "many.example")

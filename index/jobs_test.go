@@ -44,9 +44,9 @@ func liveItems(listed *listedSellers, n, hosts int) []map[string]any {
 // jobs (none when nil).
 func indexRiver(t *testing.T, db *dbtest.DB, listed *listedSellers, periodic []*river.PeriodicJob) *river.Client[pgx.Tx] {
 	t.Helper()
-	crawler := NewCrawler(CrawlerConfig{Pool: db.Pool, Sources: []string{listed.src}, PageSize: 10, PagesPerRun: 2, Gap: -1})
+	crawler := NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{listed.src}, PageSize: 10, PagesPerRun: 2, Gap: -1})
 	workers := river.NewWorkers()
-	require.NoError(t, Register(crawler, newProber(db, listed.client), NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: listed.client}))(workers))
+	require.NoError(t, Register(crawler, newProber(db, listed.client), NewDiscoverer(&DiscovererConfig{Pool: db.Pool, Fetch: listed.client}))(workers))
 	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{jobs.QueueIndex: {MaxWorkers: 2}},
 		Workers:           workers,

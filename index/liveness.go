@@ -46,8 +46,9 @@ type Prober struct {
 	cfg ProberConfig
 }
 
-// NewProber returns a Prober for cfg.
-func NewProber(cfg ProberConfig) *Prober {
+// NewProber returns a Prober for config, of which it keeps a copy.
+func NewProber(config *ProberConfig) *Prober {
+	cfg := *config
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 150
 	}

@@ -119,7 +119,7 @@ func (s *listedSellers) setItems(items ...map[string]any) {
 // newProber returns a prober of db's hosts through client, with a 1 s
 // timeout.
 func newProber(db *dbtest.DB, client *fetch.Client) *Prober {
-	return NewProber(ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
+	return NewProber(&ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Second})
 }
 
 // loopbackResolver resolves every .test name to 127.0.0.1 and

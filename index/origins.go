@@ -74,8 +74,9 @@ type Discoverer struct {
 	crawler *Crawler
 }
 
-// NewDiscoverer returns a Discoverer for cfg.
-func NewDiscoverer(cfg DiscovererConfig) *Discoverer {
+// NewDiscoverer returns a Discoverer for config, of which it keeps a copy.
+func NewDiscoverer(config *DiscovererConfig) *Discoverer {
+	cfg := *config
 	if cfg.TXT == nil {
 		cfg.TXT = net.DefaultResolver
 	}
@@ -104,7 +105,7 @@ func NewDiscoverer(cfg DiscovererConfig) *Discoverer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Discoverer{cfg: cfg, crawler: NewCrawler(CrawlerConfig{Pool: cfg.Pool, Logger: cfg.Logger, Backoff: cfg.Backoff, MaxBackoff: cfg.Backoff})}
+	return &Discoverer{cfg: cfg, crawler: NewCrawler(&CrawlerConfig{Pool: cfg.Pool, Logger: cfg.Logger, Backoff: cfg.Backoff, MaxBackoff: cfg.Backoff})}
 }
 
 // OriginSource is the source name of what an origin declares.
@@ -306,7 +307,7 @@ func (p *politeClient) getDoc(ctx context.Context, rawURL string, v any) (absent
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return false, &originError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		return false, &originError{status: resp.StatusCode, retryAfter: retryWait(resp.Header),
 			err: fmt.Errorf("%s: status %d", rawURL, resp.StatusCode)}
 	case resp.StatusCode != http.StatusOK:
 		return true, nil

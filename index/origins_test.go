@@ -163,7 +163,7 @@ func TestDiscovery(t *testing.T) {
 	require.Error(t, err)
 
 	gap := 40 * time.Millisecond
-	d := NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: client, TXT: resolver, Origins: configured, Gap: gap})
+	d := NewDiscoverer(&DiscovererConfig{Pool: db.Pool, Fetch: client, TXT: resolver, Origins: configured, Gap: gap})
 	rep, err := d.Run(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 5, rep.Origins)

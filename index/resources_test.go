@@ -233,7 +233,7 @@ func TestOwnershipProof(t *testing.T) {
 	defer srv.Close()
 	_, port, _ = net.SplitHostPort(srv.Listener.Addr().String())
 	_, client, _ := sellers(t)
-	d := NewDiscoverer(DiscovererConfig{Pool: db.Pool, Fetch: client, Gap: -1, TXT: txtServer(t, nil)})
+	d := NewDiscoverer(&DiscovererConfig{Pool: db.Pool, Fetch: client, Gap: -1, TXT: txtServer(t, nil)})
 	hosts := []string{"good.test", "sol.test", "forged.test", "copied.test"}
 	for _, h := range hosts {
 		via, n, err := d.Origin(ctx, "http://"+h+":"+port)

@@ -13,7 +13,8 @@
 //     [Define].
 //
 // The api decodes and validates bodies through [Operation.Decode]; the worker
-// package registers one River worker per operation and calls Work.
+// package registers one River worker per operation and calls Work; the
+// quotes are built from each Spec's [Spec.Offer].
 package jobs
 
 import (

@@ -144,8 +144,9 @@ type Handler struct {
 	paid map[string]bool
 }
 
-// New returns the MCP endpoint for cfg, with every tool defined.
-func New(cfg Config) (*Handler, error) {
+// New returns the MCP endpoint for config, with every tool defined.
+func New(config *Config) (*Handler, error) {
+	cfg := *config
 	if cfg.Calls == nil || cfg.Payments == nil || cfg.Index == nil || cfg.Logger == nil {
 		return nil, errors.New("mcp: Calls, Payments, Index and Logger are required")
 	}

@@ -80,7 +80,7 @@ func TestWriteDeadlineExtended(t *testing.T) {
 // public Host, as from a reverse proxy on the same machine, is served.
 func TestBehindAProxy(t *testing.T) {
 	t.Parallel()
-	h, err := New(Config{
+	h, err := New(&Config{
 		Ops: []jobs.Operation{diff.Op}, Payments: &paytest.Payments{}, Calls: noCalls{},
 		Index: index.NewReader(nil, nil), Logger: slog.New(slog.DiscardHandler), Version: "test",
 	})

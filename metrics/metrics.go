@@ -97,7 +97,8 @@ type Metrics struct {
 
 // New returns the metrics of one process, with Go runtime and process
 // collectors registered beside the service's own.
-func New(cfg Config) *Metrics {
+func New(config *Config) *Metrics {
+	cfg := *config
 	if cfg.ScrapeTimeout <= 0 {
 		cfg.ScrapeTimeout = 2 * time.Second
 	}

@@ -104,7 +104,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 // for them, and reads them back.
 func TestUnpaidWorkFigures(t *testing.T) {
 	t.Parallel()
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	m.UnpaidWork("regex", "operation_failed", 200*time.Millisecond)
 	m.UnpaidWork("regex", "operation_failed", 300*time.Millisecond)
 	m.UnpaidWork("diff", "payment_expired", 2*time.Second)
@@ -134,7 +134,7 @@ func TestUnpaidWorkFigures(t *testing.T) {
 // by network and endpoint name.
 func TestRPCEndpointFigures(t *testing.T) {
 	t.Parallel()
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	a := m.RPCEndpoint("eip155:8453", "https://a.example")
 	b := m.RPCEndpoint("eip155:8453", "https://b.example:8545")
 	a.ObserveCall(time.Millisecond, "")
@@ -169,7 +169,7 @@ func TestRPCEndpointFigures(t *testing.T) {
 
 func TestMiddlewareCountsByRouteAndStatus(t *testing.T) {
 	t.Parallel()
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	e := echo.New()
 	e.Use(m.Middleware())
 	e.GET("/items/:id", func(c echo.Context) error { return c.String(http.StatusOK, c.Param("id")) })
@@ -208,7 +208,7 @@ func TestMiddlewareCountsByRouteAndStatus(t *testing.T) {
 // kept for the life of the process.
 func TestMiddlewareMethodsBounded(t *testing.T) {
 	t.Parallel()
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	e := echo.New()
 	e.Use(m.Middleware())
 	e.GET("/items/:id", func(c echo.Context) error { return c.String(http.StatusOK, c.Param("id")) })
@@ -225,7 +225,7 @@ func TestMiddlewareMethodsBounded(t *testing.T) {
 
 func TestJobMiddleware(t *testing.T) {
 	t.Parallel()
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	mw := m.JobMiddleware().(rivertype.WorkerMiddleware)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -272,7 +272,7 @@ func TestDatabaseFigures(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, "UPDATE river_job SET scheduled_at = now() - interval '61 seconds' WHERE id = (SELECT min(id) FROM river_job WHERE queue = 'alpha')")
 	require.NoError(t, err)
 
-	m := metrics.New(metrics.Config{Pool: db.Pool})
+	m := metrics.New(&metrics.Config{Pool: db.Pool})
 	fams := scrape(t, m)
 	for _, tc := range []struct {
 		labels map[string]string
@@ -318,7 +318,7 @@ func (kindArgs) Kind() string { return "metrics_test_kind" }
 // BenchmarkRequestFigures is what metrics add to an unpaid quote: the
 // request's counter and latency, and the quote's counter.
 func BenchmarkRequestFigures(b *testing.B) {
-	m := metrics.New(metrics.Config{})
+	m := metrics.New(&metrics.Config{})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -87,7 +87,7 @@ func startServiceWith(ctx context.Context, t testing.TB, token string, payments 
 	db := dbtest.Schema(ctx, t)
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m := metrics.New(metrics.Config{Pool: db.Pool})
+	m := metrics.New(&metrics.Config{Pool: db.Pool})
 	client, err := worker.NewClient(&worker.Deps{
 		Pool:     db.Pool,
 		Settler:  payments,
@@ -95,7 +95,7 @@ func startServiceWith(ctx context.Context, t testing.TB, token string, payments 
 		Ops:      []worker.Op{worker.Bind(diff.Op, diff.Work, false)},
 		Register: []func(*river.Workers) error{func(w *river.Workers) error { return river.AddWorkerSafely(w, flakyWorker{}) }},
 		Metrics:  m,
-	}, worker.Config{Work: true, FetchPollInterval: 100 * time.Millisecond})
+	}, &worker.Config{Work: true, FetchPollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { _ = worker.Stop(client, 5*time.Second) })
@@ -108,7 +108,7 @@ func startServiceWith(ctx context.Context, t testing.TB, token string, payments 
 	if configure != nil {
 		configure(dashboard)
 	}
-	srv, err := api.New(api.Config{
+	srv, err := api.New(&api.Config{
 		Ops:       []jobs.Operation{diff.Op},
 		Payments:  &paytest.Payments{},
 		Pool:      db.Pool,

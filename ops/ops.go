@@ -107,10 +107,11 @@ type dashboard struct {
 
 // Mount adds the dashboard's routes to e: /ops, /ops/login, /ops/logout,
 // /ops/calls, /ops/calls/:id, /ops/index, /ops/static/* and River UI under
-// /ops/jobs, and /metrics when cfg.ServeMetrics. With an empty cfg.Token it
+// /ops/jobs, and /metrics when config.ServeMetrics. With an empty config.Token it
 // adds nothing and the paths answer 404. A token shorter than
 // MinTokenBytes is refused.
-func Mount(e *echo.Echo, cfg Config) error {
+func Mount(e *echo.Echo, config *Config) error {
+	cfg := *config
 	if cfg.Token == "" {
 		switch {
 		case cfg.Logger == nil:

@@ -478,7 +478,7 @@ func TestTimelineOldAndFoldedStreams(t *testing.T) {
 	s := startService(ctx, t, testToken)
 	auth := map[string]string{"Authorization": "Bearer " + testToken}
 
-	// The old call, as the previous release wrote it, event by event.
+	// The old call, unfolded as before migration 011, event by event.
 	const old = "0ldc0ffee0ldc0ffee0ldc0ffee0ldc0"
 	stream := store.CallStream(old)
 	payment := x402.Payment{Network: "eip155:8453", Payer: "0xa11ce01d", Nonce: "n-old", Amount: "10000", Payload: json.RawMessage(`{}`)}
@@ -554,20 +554,21 @@ func TestTimelineCallPaidForms(t *testing.T) {
 	require.NoError(t, s.DB.Pool.QueryRow(ctx, "SELECT bin IS NOT NULL FROM events WHERE stream = 'call/binary1'").Scan(&hasBin))
 	require.True(t, hasBin)
 
-	// As an api of the previous release wrote it: the data, and the row.
-	previous := paid("previous-1", 82)
-	data, err := json.Marshal(previous)
+	// In ledger form 1, as an api of a release before migration 017
+	// wrote it: the data, and the row.
+	form1 := paid("form1-1", 82)
+	data, err := json.Marshal(form1)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(data), `{"p":"`), string(data))
 	at := time.Now().UTC()
-	_, err = s.DB.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, created_at) VALUES ('call/previous1', 'call.paid', $1, $2)`, data, at)
+	_, err = s.DB.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, created_at) VALUES ('call/form1call', 'call.paid', $1, $2)`, data, at)
 	require.NoError(t, err)
-	p := previous.Payment
+	p := form1.Payment
 	_, err = s.DB.Pool.Exec(ctx, `INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, created_at, updated_at)
-		VALUES ('previous1', 'diff', 'queued', 'tok', '', $1, $2, '', $3, $4, $4)`, store.PaymentDigest(p.Key()), p.Network, p.Amount, at)
+		VALUES ('form1call', 'diff', 'queued', 'tok', '', $1, $2, '', $3, $4, $4)`, store.PaymentDigest(p.Key()), p.Network, p.Amount, at)
 	require.NoError(t, err)
 
-	for id, v := range map[string]store.PaidCall{"binary1": binary, "previous1": previous} {
+	for id, v := range map[string]store.PaidCall{"binary1": binary, "form1call": form1} {
 		resp, body := s.get(t, "/ops/calls/"+id, auth)
 		require.Equal(t, http.StatusOK, resp.StatusCode, id)
 		page := string(body)
@@ -580,7 +581,7 @@ func TestTimelineCallPaidForms(t *testing.T) {
 
 // TestCallTimelineBlock shows the block of a settlement followed until
 // final in the call's timeline: the one its settlement.confirmed keeps (as
-// the previous release wrote it), or, when its transaction's
+// releases before settlement.mined wrote it), or, when its transaction's
 // settlement.mined keeps it, the one its transaction awaits finality in;
 // once final, its transaction alone.
 func TestCallTimelineBlock(t *testing.T) {

@@ -110,7 +110,7 @@ func TestMetricsOperatorOnly(t *testing.T) {
 func TestMountRefusesShortToken(t *testing.T) {
 	t.Parallel()
 	e := echo.New()
-	err := ops.Mount(e, ops.Config{Token: strings.Repeat("t", ops.MinTokenBytes-1)})
+	err := ops.Mount(e, &ops.Config{Token: strings.Repeat("t", ops.MinTokenBytes-1)})
 	require.ErrorContains(t, err, "the operator token has 31 bytes, fewer than 32")
 	require.Empty(t, e.Routes())
 }

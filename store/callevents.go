@@ -92,11 +92,11 @@ type PaymentVerified struct {
 type PaidCall struct {
 	PaymentVerified
 	JobID int64 `json:"job_id"`
-	// PreviousForm writes the event as the release before migration 017
-	// did, which its workers settle from: its packed form in base64
-	// inside data ({"p": ...}), the payment in its previous packed form,
-	// bin NULL (api.Config.LedgerPreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the event in ledger form 1, as releases before
+	// migration 017 did, which their workers settle from: its packed form
+	// in base64 inside data ({"p": ...}), the payment packed in its form
+	// 1, bin NULL (api.Config.LedgerForm1).
+	Form1 bool `json:"-"`
 }
 
 // PaymentDigest returns what the calls row of a call admitted with call.paid
@@ -151,12 +151,12 @@ type JobSucceeded struct {
 	Result json.RawMessage `json:"-"`
 	// Op is the call's operation, whose name the result object states
 	// after the call's id: the row keeps the result without the two
-	// (ResultObject), unless PreviousForm.
+	// (ResultObject), unless Form1.
 	Op string `json:"-"`
-	// PreviousForm writes the row and the event as the previous release
-	// did: the result whole, the event as JSON
-	// (worker.Config.LedgerPreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the row and the event in ledger form 1, as
+	// releases before migrations 016 and 017 did: the result whole, the
+	// event as JSON (worker.Config.LedgerForm1).
+	Form1 bool `json:"-"`
 	// Bytes is the result's size.
 	Bytes int `json:"bytes"`
 	// SHA256 is the hex SHA-256 of the result's bytes.
@@ -265,11 +265,12 @@ type SettlementDone struct {
 	// settlement.mined, which now records it once for the transaction's
 	// calls (EventSettlementMined): nil then.
 	Block *x402.SettledBlock `json:"block,omitempty"`
-	// PreviousForm writes the row and the event as the previous release
-	// did: a settlement's response as the JSON object of the settlement
-	// column, not packed in receipt, and the event as fields, not one
-	// string (worker.Config.LedgerPreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the row and the event in ledger form 1, as
+	// releases before migrations 016 and 017 did: a settlement's response
+	// as the JSON object of the settlement column, not packed in receipt,
+	// and the event as fields, not one string
+	// (worker.Config.LedgerForm1).
+	Form1 bool `json:"-"`
 }
 
 // ledgerResponse is a settlement's response as settlement.confirmed and
@@ -369,9 +370,8 @@ type SettlementResent struct {
 	Response x402.SettleResponse `json:"response"`
 	Cost     *x402.SettleCost    `json:"cost,omitempty"`
 	Block    *x402.SettledBlock  `json:"block,omitempty"`
-	// PreviousForm writes the row as the previous release did
-	// (SettlementDone.PreviousForm).
-	PreviousForm bool `json:"-"`
+	// Form1 writes the row in ledger form 1 (SettlementDone.Form1).
+	Form1 bool `json:"-"`
 }
 
 // SettlementLost is the data of settlement.lost.

@@ -12,12 +12,11 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
-// TestCallRowForms: a worker writes a settled call's row in this release's
-// form (the result without its call_id and op, the response packed in
-// receipt) or, with LedgerPreviousForm, in the previous release's (the
-// result whole, the response as the settlement column's JSON object, which
-// an api of that release answers from); every reader of this release reads
-// both alike, and a refused settlement keeps its JSON object in either.
+// TestCallRowForms: a worker writes a settled call's row in ledger form 2
+// (the result without its call_id and op, the response packed in receipt)
+// or, with Form1, in form 1 (the result whole, the response as the
+// settlement column's JSON object, which an api of a release before
+// migration 016 answers from); every reader reads both alike, and a refused settlement keeps its JSON object in either.
 func TestCallRowForms(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -45,14 +44,14 @@ func TestCallRowForms(t *testing.T) {
 		}
 		return r
 	}
-	run := func(t *testing.T, id string, previous bool, outcome string, response x402.SettleResponse) *store.Call {
+	run := func(t *testing.T, id string, form1 bool, outcome string, response x402.SettleResponse) *store.Call {
 		t.Helper()
 		s := store.CallStream(id)
 		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: store.EventPaymentVerified, Data: verified(id)}))
 		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: store.EventJobSucceeded,
-			Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, `"x":[1,2]`), Op: "diff", PreviousForm: previous}}))
+			Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, `"x":[1,2]`), Op: "diff", Form1: form1}}))
 		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: s, Type: outcome,
-			Data: store.SettlementDone{Response: response, PreviousForm: previous}}))
+			Data: store.SettlementDone{Response: response, Form1: form1}}))
 		c, err := store.CallGetByID(ctx, db.Pool, id)
 		require.NoError(t, err)
 		a, err := store.CallGetAnswer(ctx, db.Pool, id)
@@ -62,17 +61,17 @@ func TestCallRowForms(t *testing.T) {
 		return c
 	}
 
-	for _, previous := range []bool{false, true} {
-		id := map[bool]string{false: "now", true: "previous"}[previous]
+	for _, form1 := range []bool{false, true} {
+		id := map[bool]string{false: "form2", true: "form1"}[form1]
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
-			c := run(t, id, previous, store.EventSettlementConfirmed, settled)
+			c := run(t, id, form1, store.EventSettlementConfirmed, settled)
 			require.Equal(t, store.CallPaid, c.State)
 			require.Equal(t, string(resultOf(id, `"x":[1,2]`)), string(c.Result), "the result, byte for byte")
 			require.Equal(t, &settled, c.Settlement)
 
 			r := stored(t, id)
-			if previous {
+			if form1 {
 				require.Equal(t, string(resultOf(id, `"x":[1,2]`)), r.result)
 				var s x402.SettleResponse
 				require.NoError(t, json.Unmarshal([]byte(r.settlement), &s))
@@ -88,21 +87,21 @@ func TestCallRowForms(t *testing.T) {
 			again := settled
 			again.Transaction = moved
 			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
-				Data: store.SettlementResent{Previous: hash, Response: again, PreviousForm: previous}}))
+				Data: store.SettlementResent{Previous: hash, Response: again, Form1: form1}}))
 			c, err := store.CallGetAnswer(ctx, db.Pool, id)
 			require.NoError(t, err)
 			require.Equal(t, &again, c.Settlement)
 
 			refusedID := id + "-refused"
-			c = run(t, refusedID, previous, store.EventSettlementFailed, refused)
+			c = run(t, refusedID, form1, store.EventSettlementFailed, refused)
 			require.Equal(t, store.CallUnpaid, c.State)
 			require.Equal(t, &refused, c.Settlement)
 			require.Nil(t, stored(t, refusedID).receipt, "a refusal keeps its JSON object, whose reason /ops lists")
 		})
 	}
 
-	// A row written whole reads back whole (the rows of releases before).
-	t.Run("resent over previous", func(t *testing.T) {
+	// A row written whole reads back whole (form 1).
+	t.Run("resent over form 1", func(t *testing.T) {
 		t.Parallel()
 		id := "mixed"
 		run(t, id, true, store.EventSettlementConfirmed, settled)

@@ -22,7 +22,7 @@ import (
 // opsCall records a call of op by payer on network through its events, up
 // to final state: "paid", "failed", "unpaid", or "queued" to stop early. A
 // call whose id ends in an odd digit is written as calls are now
-// (call.paid), the others as the previous release wrote them
+// (call.paid), the others as streams written before migration 011 are
 // (payment.verified, job.queued).
 func opsCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, op, network, payer, amount, final string) {
 	t.Helper()

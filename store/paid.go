@@ -23,7 +23,7 @@ const paidPackedVersion = 1
 // the job's id. ok is false for any other payment, which is written as
 // JSON fields (MarshalJSON). UnmarshalEventBinary reads it.
 func (c PaidCall) MarshalEventBinary() ([]byte, bool) {
-	if c.PreviousForm {
+	if c.Form1 {
 		return nil, false
 	}
 	return c.pack(c.Payment.MarshalLedgerBinary)
@@ -63,13 +63,12 @@ func (c *PaidCall) UnmarshalEventBinary(b []byte) error {
 // (MarshalEventBinary) as {"p": its base64}, the form call.paid's data
 // had before the event log kept binary data (migration 017), or, for a
 // payment without a packed form, as fields (PaymentVerified's, and
-// job_id). UnmarshalJSON reads both. With PreviousForm the payment is
-// packed as the release before packed it
-// (x402.Payment.MarshalLedgerBinaryPrevious).
+// job_id). UnmarshalJSON reads both. With Form1 the payment is
+// packed in its form 1 (x402.Payment.MarshalLedgerBinaryForm1).
 func (c PaidCall) MarshalJSON() ([]byte, error) {
 	payment := c.Payment.MarshalLedgerBinary
-	if c.PreviousForm {
-		payment = c.Payment.MarshalLedgerBinaryPrevious
+	if c.Form1 {
+		payment = c.Payment.MarshalLedgerBinaryForm1
 	}
 	b, ok := c.pack(payment)
 	if !ok {

@@ -12,18 +12,18 @@ import (
 	"github.com/x402d/x402d/store"
 )
 
-// previousPaid is the data of a call.paid as the release before migration
-// 017 wrote it: its packed form in base64 inside jsonb, the payment
-// packed in form 1 (paytest.ExactEVM(previousPayer, "prev-1"), operation
-// "diff", token previousToken, request hash 1 2 3, job 7).
+// form1Paid is the data of a call.paid in ledger form 1, as releases
+// before migration 017 wrote it: its packed form in base64 inside jsonb,
+// the payment packed in form 1 (paytest.ExactEVM(form1Payer, "prev-1"),
+// operation "diff", token form1Token, request hash 1 2 3, job 7).
 const (
-	previousPaid  = `{"p":"AfIBAQILZWlwMTU1Ojg0NTMAgzWJ/NbttuCPTHwy1PcbVL2gKROASSABBKwCIXsibmFtZSI6IlVTRCBDb2luIiwidmVyc2lvbiI6IjIifQChHOAAAAAAAAAAAAAAAAAAAAAAAQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAJAAAAAACRTgGBrpmkDyAk0+CHv+DBX2BtuXg2RJhSpEQU+Y9CUwH7CK/7PWTBHEGruOI5rvm350b/IcOMxaGi7c1eyc7inG1/DRUO3gkrRKu44jmu+bfnRv8hw4zFoaLtzV7JzuKcbX8NFQ7eCStEGwAAAAAAAAAEZGlmZgAAAQIDBAUGBwgJCgsMDQ4PEBESExQVFhcDAQIDBw"}`
-	previousPayer = "0xA11ce00000000000000000000000000000000001"
-	previousToken = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYX"
+	form1Paid  = `{"p":"AfIBAQILZWlwMTU1Ojg0NTMAgzWJ/NbttuCPTHwy1PcbVL2gKROASSABBKwCIXsibmFtZSI6IlVTRCBDb2luIiwidmVyc2lvbiI6IjIifQChHOAAAAAAAAAAAAAAAAAAAAAAAQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAJAAAAAACRTgGBrpmkDyAk0+CHv+DBX2BtuXg2RJhSpEQU+Y9CUwH7CK/7PWTBHEGruOI5rvm350b/IcOMxaGi7c1eyc7inG1/DRUO3gkrRKu44jmu+bfnRv8hw4zFoaLtzV7JzuKcbX8NFQ7eCStEGwAAAAAAAAAEZGlmZgAAAQIDBAUGBwgJCgsMDQ4PEBESExQVFhcDAQIDBw"}`
+	form1Payer = "0xA11ce00000000000000000000000000000000001"
+	form1Token = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYX"
 )
 
 // TestCallPaidForms: a call.paid kept in its binary form (bin, data {}) and
-// one in the previous release's form ({"p": base64} in data) read back the
+// one in ledger form 1 ({"p": base64} in data) read back the
 // same through every reader of a call's payment (the settle path, by id,
 // by payment key) and the stream's events (Event.Decode).
 func TestCallPaidForms(t *testing.T) {
@@ -31,29 +31,29 @@ func TestCallPaidForms(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
 	paid := func(nonce string) store.PaidCall {
-		return store.PaidCall{PaymentVerified: store.PaymentVerified{Op: "diff", Token: previousToken, RequestHash: []byte{1, 2, 3},
-			Payment: paytest.ExactEVM(previousPayer, nonce)}, JobID: 7}
+		return store.PaidCall{PaymentVerified: store.PaymentVerified{Op: "diff", Token: form1Token, RequestHash: []byte{1, 2, 3},
+			Payment: paytest.ExactEVM(form1Payer, nonce)}, JobID: 7}
 	}
-	want := map[string]store.PaidCall{"binary": paid("new-1"), "previous": paid("prev-1")}
+	want := map[string]store.PaidCall{"binary": paid("new-1"), "form1": paid("prev-1")}
 
 	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("binary"), Type: store.EventCallPaid, Data: want["binary"]}))
-	// The previous release's api: its event and the row its projection
-	// wrote.
-	prev := want["previous"].Payment
+	// An api of a release before migration 017: its event and the row
+	// its projection wrote.
+	prev := want["form1"].Payment
 	at := time.Now().UTC()
-	_, err := db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, created_at) VALUES ('call/previous', 'call.paid', $1, $2)`, previousPaid, at)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO events (stream, type, data, created_at) VALUES ('call/form1', 'call.paid', $1, $2)`, form1Paid, at)
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, created_at, updated_at)
-		VALUES ('previous', 'diff', 'queued', $1, '', $2, $3, '', $4, $5, $5)`, previousToken, store.PaymentDigest(prev.Key()), prev.Network, prev.Amount, at)
+		VALUES ('form1', 'diff', 'queued', $1, '', $2, $3, '', $4, $5, $5)`, form1Token, store.PaymentDigest(prev.Key()), prev.Network, prev.Amount, at)
 	require.NoError(t, err)
 
-	for id, binary := range map[string]bool{"binary": true, "previous": false} {
+	for id, binary := range map[string]bool{"binary": true, "form1": false} {
 		var hasBin bool
 		var data string
 		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT bin IS NOT NULL, data::text FROM events WHERE stream = $1", store.CallStream(id)).Scan(&hasBin, &data))
 		require.Equal(t, binary, hasBin, id)
 		if binary {
-			require.Equal(t, "{}", data, "a reader of the previous release sees an empty object")
+			require.Equal(t, "{}", data, "a reader of form 1 sees an empty object")
 		}
 	}
 
@@ -61,10 +61,10 @@ func TestCallPaidForms(t *testing.T) {
 		t.Helper()
 		w := want[c.ID]
 		require.Equal(t, w.Payment, c.Payment, name)
-		require.Equal(t, previousPayer, c.Payer, name)
+		require.Equal(t, form1Payer, c.Payer, name)
 		require.Equal(t, w.RequestHash, c.RequestHash, name)
 	}
-	settle, err := store.CallListToSettle(ctx, db.Pool, []string{"binary", "previous"})
+	settle, err := store.CallListToSettle(ctx, db.Pool, []string{"binary", "form1"})
 	require.NoError(t, err)
 	require.Len(t, settle, 2)
 	for _, c := range settle {

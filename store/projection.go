@@ -89,7 +89,7 @@ func projectJobStarted(p projection, _ JobStarted) (bool, error) {
 // re-parsed to serve it. The call's id and op, which its columns state,
 // are left out (callResult puts them back).
 func projectJobSucceeded(p projection, v JobSucceeded) (bool, error) {
-	result, err := rowResult(v.Result, p.id, v.Op, v.PreviousForm)
+	result, err := rowResult(v.Result, p.id, v.Op, v.Form1)
 	if err != nil {
 		return false, err
 	}
@@ -113,7 +113,7 @@ func projectSettlementSubmitted(p projection, _ SettlementSubmitted) (bool, erro
 // is packed (receipt); a refused one's is the settlement column's JSON
 // object, whose reason /ops lists.
 func projectSettlementDone(p projection, v SettlementDone) (bool, error) {
-	if p.typ == EventSettlementConfirmed && !v.PreviousForm {
+	if p.typ == EventSettlementConfirmed && !v.Form1 {
 		p.b.Queue("UPDATE calls SET state = 'paid', receipt = "+receiptOf+", updated_at = $3 WHERE id = $1 AND state = 'settling'",
 			p.id, v.Response.MarshalLedgerBinary(v.Response.Network), p.now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
 		return true, nil
@@ -131,7 +131,7 @@ func projectSettlementDone(p projection, v SettlementDone) (bool, error) {
 }
 
 func projectSettlementResent(p projection, v SettlementResent) (bool, error) {
-	if !v.PreviousForm {
+	if !v.Form1 {
 		p.b.Queue("UPDATE calls SET receipt = "+receiptOf+", settlement = NULL, updated_at = $3 WHERE id = $1 AND state = 'paid'",
 			p.id, v.Response.MarshalLedgerBinary(v.Response.Network), p.now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
 		return true, nil

@@ -51,20 +51,20 @@ func resultFields(result []byte, id, op string) ([]byte, bool) {
 }
 
 // resultHead is how a result object kept whole begins: rows written before
-// migration 016, or while LEDGER_PREVIOUS_FORM was set, keep the call's id
+// migration 016, or in ledger form 1 (LEDGER_FORM=1), keep the call's id
 // and op in it.
 const resultHead = `{"call_id":`
 
 // rowResult returns what the calls row of call id of operation op keeps of
-// its result object: its fields (resultFields) unless previous (the
-// previous release's form, the object whole) or unless they do not give it
+// its result object: its fields (resultFields) unless form1 (ledger form
+// 1, the object whole) or unless they do not give it
 // back exactly. A result kept whole must begin as ResultObject begins it,
 // which callResult tells the two forms by.
-func rowResult(result []byte, id, op string, previous bool) ([]byte, error) {
+func rowResult(result []byte, id, op string, form1 bool) ([]byte, error) {
 	if !hasResultHead(result) {
 		return nil, fmt.Errorf("result of call %s: does not begin with its call_id", id)
 	}
-	if previous {
+	if form1 {
 		return result, nil
 	}
 	if fields, ok := resultFields(result, id, op); ok {

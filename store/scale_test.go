@@ -25,7 +25,7 @@ const scaleHistory = 120 * 24 * time.Hour
 // longer than a moment (call.paid with a payment of the size real ones
 // have, job.started, job.succeeded naming its settlement job,
 // settlement.confirmed; a quicker run has no job.started of its own) in
-// the forms of the release before the packed ones (larger rows, which
+// the forms written before migration 015 packed them (larger rows, which
 // every reader reads), and its calls row as call.paid writes it, in
 // monthly partitions.
 func generateLedger(ctx context.Context, b *testing.B, db *dbtest.DB, n int) {

@@ -22,10 +22,10 @@ type settledOneString struct {
 // that form: a settlement that succeeded with an EVM transaction (32 bytes
 // of 0x-prefixed lower-case hex) and a cost, on a network and at a gas
 // price that hold no space (a CAIP-2 name, a canonical decimal), written
-// in this release's form (not PreviousForm).
+// in ledger form 2 (not Form1).
 func settledString(d *SettlementDone) (string, bool) {
 	r := &d.Response
-	if !r.Success || r.ErrorReason != "" || d.Cost == nil || d.PreviousForm || r.Network == "" || strings.ContainsRune(r.Network, ' ') || d.Cost.Batch < 0 {
+	if !r.Success || r.ErrorReason != "" || d.Cost == nil || d.Form1 || r.Network == "" || strings.ContainsRune(r.Network, ' ') || d.Cost.Batch < 0 {
 		return "", false
 	}
 	tx, ok := x402.HashBytes(r.Transaction)

@@ -25,9 +25,8 @@
 // their end.
 //
 // The service's SQL statements live in this package (the schema package
-// keeps the migrations and the partitions' DDL; the index package still
-// holds its own), each behind a
-// function named, as most are, after its entity and then its action
+// keeps the migrations and the partitions' DDL), each behind a function
+// named, as most are, after its entity and then its action
 // ([CallGetByID], [EventListByStream], [RetentionMarkAdvance],
 // [WatchFollowLock]). The files, by concern:
 //
@@ -54,7 +53,11 @@
 //   - watch.go: the settlement transactions followed until final;
 //     relayer.go: the relayer's nonces and refused payers.
 //   - index.go: the index's events and projections (host and crawl
-//     streams), outside the registry.
+//     streams), outside the registry; indexread.go the index's reads
+//     (hosts, changes, probe targets), resources.go its resources search,
+//     evidence.go its chain reader's transfers and figures.
+//     A payment identifier (x402's payment-identifier extension) is bound
+//     to its call by payment.identified (callevents.go, payment_ids).
 //   - retention.go and partition.go: the retention job's sweeps and marks,
 //     and the event log's partitions as wholes (counted, copied, swapped).
 //   - listener.go: the one listening connection per process.
@@ -62,6 +65,19 @@
 //     the database, or lost their completion, taken up again
 //     ([PresenceGoneList], [PresenceGoneReclaim], for the worker's
 //     Reclaimer).
+//
+// # Ledger forms
+//
+// The ledger is written in form 2, which migrations 016 (a settled call's
+// row keeps its response packed in receipt, its result without call_id and
+// op) and 017 (call.paid's and job.succeeded's values as bytes in bin, a
+// settled EVM call's settlement.confirmed as one string, the payment packed
+// in its form 2) brought, or, while processes of a release before them
+// still run, in form 1, which is all those read: the result whole, the
+// response as the settlement column's JSON object, the events' data as
+// JSON. An event's Form1 field writes it and its projection in form 1
+// (api.Config.LedgerForm1, worker.Config.LedgerForm1); every reader reads
+// both (docs/operating.md, Upgrades).
 package store
 
 import (

@@ -171,9 +171,9 @@ func TestAppend(t *testing.T) {
 	})
 
 	// The replay guard holds between the forms: a payment admitted with
-	// call.paid is refused as payment.verified (an api of the previous
-	// release, whose whole key migration 012's trigger turns into its
-	// digest), and the other way round; a call admitted before the
+	// call.paid is refused as payment.verified (an api of a release
+	// before migration 012, whose whole key that migration's trigger turns
+	// into its digest), and the other way round; a call admitted before the
 	// migration (its whole key in the row) is found by its key.
 	t.Run("PaymentUsedOnceAcrossForms", func(t *testing.T) {
 		t.Parallel()

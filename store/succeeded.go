@@ -17,12 +17,12 @@ const succeededPackedVersion = 1
 // the digest's 32 bytes, then the transaction named before sending (its
 // length, then its bytes): about 45 bytes against 72 of data for the
 // one-string JSON form (MarshalJSON). ok is false when the event is
-// written as the previous release wrote it (PreviousForm), or for values the
+// written in ledger form 1 (Form1), or for values the
 // form does not hold (a negative number, a digest that is not 32 bytes of
 // lower-case hex), which are written as JSON. UnmarshalEventBinary reads
 // it.
 func (j JobSucceeded) MarshalEventBinary() ([]byte, bool) {
-	if j.PreviousForm {
+	if j.Form1 {
 		return nil, false
 	}
 	if j.Result != nil {

@@ -11,7 +11,7 @@ import (
 
 // TestJobSucceededBinary: job.succeeded's binary form gives back what its
 // JSON forms give back, with or without a transaction named before
-// sending; the previous release's form and values the form does not hold
+// sending; ledger form 1 (Form1) and values the form does not hold
 // are written as JSON; a value cut short or too long is refused.
 func TestJobSucceededBinary(t *testing.T) {
 	t.Parallel()
@@ -29,7 +29,7 @@ func TestJobSucceededBinary(t *testing.T) {
 		{"with the transaction named before sending", JobSucceeded{JobID: 602, Result: result, Attempt: 1, SettleJobID: 603,
 			Transaction: "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnb"}, true, 84},
 		{"the digest only", JobSucceeded{JobID: 71, Bytes: 268, SHA256: digest}, true, 0},
-		{"the previous release's form", JobSucceeded{JobID: 602, Result: result, PreviousForm: true}, false, 0},
+		{"ledger form 1", JobSucceeded{JobID: 602, Result: result, Form1: true}, false, 0},
 		{"a digest in upper case", JobSucceeded{JobID: 71, Bytes: 268, SHA256: "AB" + digest[2:]}, false, 0},
 		{"a negative job", JobSucceeded{JobID: -1, Result: result}, false, 0},
 	}

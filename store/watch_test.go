@@ -17,7 +17,7 @@ import (
 
 // paidCall appends the events of a paid call id, settled by transaction tx:
 // folded (call.paid, job.succeeded with its start and submission) as
-// written now, or as the previous release wrote them.
+// written since migration 011, or unfolded as before it.
 func paidCall(ctx context.Context, t *testing.T, db *dbtest.DB, id, tx string, folded bool) {
 	t.Helper()
 	s := store.CallStream(id)
@@ -49,7 +49,7 @@ func inTx(ctx context.Context, t *testing.T, db *dbtest.DB, f func(tx pgx.Tx) er
 }
 
 // TestWatch follows three paid calls in two transactions, one call's stream
-// written by the previous release: the rows group the calls of a
+// unfolded (as before migration 011): the rows group the calls of a
 // transaction with their prices (one row a transaction, none a call), a second worker skips the
 // rows a first one holds, a call taken out leaves its row, a final
 // transaction is one settlement.final event, and a lost call counts in the
@@ -135,10 +135,10 @@ func TestWatch(t *testing.T) {
 // TestWatchMined records the settlements of four calls carried by one
 // transaction: two in one transaction of the database with one
 // settlement.mined, one in another with its own (a second group of the same
-// batch), one as the previous release did (its block in its
+// batch), one as releases before settlement.mined did (its block in its
 // settlement.confirmed, its row written by WatchAdd). The transaction has
 // one row, with the first block recorded, the four calls and their prices;
-// the confirmed events of the new form keep no block, the mined events no
+// the confirmed events written with settlement.mined keep no block, the mined events no
 // calls, and each confirmed event finds its block in the mined event
 // appended with it; WatchBlockGet answers the row's block until the
 // transaction is final.
@@ -194,7 +194,7 @@ func TestWatchMined(t *testing.T) {
 		var done store.SettlementDone
 		require.NoError(t, json.Unmarshal(e.Data, &done))
 		if want == nil {
-			require.Equal(t, &b1, done.Block, "%s: the previous release's form keeps its block", id)
+			require.Equal(t, &b1, done.Block, "%s: the form before settlement.mined keeps its block", id)
 			continue
 		}
 		require.Nil(t, done.Block, id)

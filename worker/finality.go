@@ -39,9 +39,9 @@ type FollowerConfig struct {
 	Batch int
 	// Logger receives the follower's logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// LedgerPreviousForm writes the calls rows as the previous release did
-	// (Config.LedgerPreviousForm).
-	LedgerPreviousForm bool
+	// LedgerForm1 writes the calls rows in ledger form 1
+	// (Config.LedgerForm1).
+	LedgerForm1 bool
 	// Metrics counts final revenue and reorganised settlements. Optional.
 	Metrics *metrics.Metrics
 	// Clock times the rounds and GoneAfter. Defaults to clock.Real().
@@ -67,7 +67,8 @@ type Follower struct {
 }
 
 // NewFollower returns a Follower; Start runs it.
-func NewFollower(cfg FollowerConfig) (*Follower, error) {
+func NewFollower(config *FollowerConfig) (*Follower, error) {
+	cfg := *config
 	if cfg.Pool == nil || cfg.Finality == nil || cfg.Settler == nil {
 		return nil, errors.New("worker: a follower needs Pool, Finality and Settler")
 	}
@@ -238,7 +239,7 @@ func (f *Follower) moved(ctx context.Context, w store.WatchedTx, block x402.Sett
 			resp := x402.SettleResponse{Success: true, Transaction: w.Transaction, Network: w.Network, Payer: c.Payment.Payer}
 			if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(c.ID), Type: store.EventSettlementResent,
 				Data: store.SettlementResent{Previous: w.Transaction, Response: resp, Block: &block,
-					PreviousForm: f.cfg.LedgerPreviousForm}}); err != nil {
+					Form1: f.cfg.LedgerForm1}}); err != nil {
 				return err
 			}
 			stayed++
@@ -294,7 +295,7 @@ func (f *Follower) settleAgain(ctx context.Context, w store.WatchedTx, id string
 		}
 		if err := store.Append(rctx, tx, store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementResent,
 			Data: store.SettlementResent{Previous: w.Transaction, Response: *resp, Cost: resp.Cost, Block: resp.Block,
-				PreviousForm: f.cfg.LedgerPreviousForm}}); err != nil {
+				Form1: f.cfg.LedgerForm1}}); err != nil {
 			return err
 		}
 		if resp.Block != nil {

@@ -80,7 +80,7 @@ func TestFollowerRecordsEachResend(t *testing.T) {
 	defer stop()
 	settler := &interruptedSettler{stop: stop}
 	chain := &scriptedFinality{rounds: []x402.FollowedTx{{State: x402.TxGone, Block: block}}}
-	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: settler, Logger: slog.New(slog.DiscardHandler)})
+	f, err := worker.NewFollower(&worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: settler, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	_ = f.Round(roundCtx)
 	require.Equal(t, []string{"n-first", "n-second"}, settler.settled, "both settlements went out")
@@ -121,7 +121,7 @@ func TestFollowerOneProcessANetwork(t *testing.T) {
 	require.True(t, mine)
 
 	chain := &scriptedFinality{rounds: []x402.FollowedTx{{State: x402.TxFinal, Block: block}}}
-	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
+	f, err := worker.NewFollower(&worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	watched := func() int {
 		var n int

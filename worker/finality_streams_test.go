@@ -44,7 +44,7 @@ func (f *scriptedFinality) Carried(_ context.Context, _, _ string, payments []*x
 func (f *scriptedFinality) Keep(context.Context, string) {}
 
 // TestFinalityReadsBothStreams follows a settlement transaction that
-// carried two calls, one whose stream the previous release wrote
+// carried two calls, one whose stream is unfolded, as before migration 011
 // (payment.verified … settlement.submitted) and one written now (call.paid,
 // folded job.succeeded, its block recorded once for the transaction in a
 // settlement.mined): a reorganisation mines it again elsewhere, still
@@ -76,7 +76,8 @@ func TestFinalityReadsBothStreams(t *testing.T) {
 			store.NewEvent{Stream: folded, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verifiedNew, JobID: 3}},
 			store.NewEvent{Stream: folded, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 3, Attempt: 1, Result: result("folded"), SettleJobID: 4}})
 	}))
-	// The old call's settlement as the previous release recorded it (its
+	// The old call's settlement as releases before settlement.mined
+	// recorded it (its
 	// block in its settlement.confirmed, its row written by WatchAdd), the
 	// other's as recorded now (the block in the transaction's
 	// settlement.mined).
@@ -104,7 +105,7 @@ func TestFinalityReadsBothStreams(t *testing.T) {
 		rounds:  []x402.FollowedTx{{State: x402.TxMoved, Block: moved}, {State: x402.TxFinal, Block: moved}},
 		carried: map[string]bool{"0xold": true},
 	}
-	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
+	f, err := worker.NewFollower(&worker.FollowerConfig{Pool: db.Pool, Finality: chain, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, f.Round(ctx))
 	require.Equal(t, 1, watchRows())

@@ -57,7 +57,7 @@ func TestFollower_FinalityThenStop(t *testing.T) {
 		return n
 	}
 
-	f, err := worker.NewFollower(worker.FollowerConfig{Pool: db.Pool, Finality: relayer, Settler: relayer, Every: 20 * time.Millisecond})
+	f, err := worker.NewFollower(&worker.FollowerConfig{Pool: db.Pool, Finality: relayer, Settler: relayer, Every: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, f.Round(ctx))
 	require.Equal(t, 1, watched(), "final before two blocks on top")

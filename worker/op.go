@@ -126,7 +126,7 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 	// River's batched completer once Work returns: a run repeated because
 	// its completion was lost finds the call past running and stops.
 	succeeded := &completed{callID: callID, succeeded: store.JobSucceeded{JobID: job.ID, Result: result,
-		Op: w.binding.op.Name, PreviousForm: w.commits.previousForm}}
+		Op: w.binding.op.Name, Form1: w.commits.form1}}
 	if len(pending) > 0 {
 		// The start of a run that ended before it was recorded commits
 		// with its success: one event.

@@ -111,13 +111,13 @@ func TestOpRecordsItsStart(t *testing.T) {
 			}
 			return map[string]int{"runs": int(flakyRuns.Load())}, nil
 		}, true)},
-	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, SettleGrace: 2 * time.Second})
+	}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, SettleGrace: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
 
 	// queue records a paid call as the api does (call.paid) and queues its
-	// job; queueOld as an api of the previous release did
+	// job; queueOld as an api of a release before migration 011 did
 	// (payment.verified, job.queued).
 	queueAs := func(t *testing.T, id string, in napInput, old bool) {
 		t.Helper()
@@ -192,10 +192,10 @@ func TestOpRecordsItsStart(t *testing.T) {
 		require.Equal(t, 1, settler.calls("quick"))
 	})
 
-	// A call admitted by an api of the previous release (payment.verified,
-	// job.queued) is run and settled by this worker, which reads its
+	// A call admitted by an api of a release before migration 011
+	// (payment.verified, job.queued) is run and settled by this worker, which reads its
 	// payment from payment.verified.
-	t.Run("AdmittedByPreviousRelease", func(t *testing.T) {
+	t.Run("AdmittedUnfolded", func(t *testing.T) {
 		queueAs(t, "oldapi", napInput{Ms: 0}, true)
 		call, events := final(t, "oldapi")
 		require.Equal(t, store.CallPaid, call.State)
@@ -386,7 +386,7 @@ func TestOpValidityWindow(t *testing.T) {
 			runs.Add(1)
 			return nil, errors.New("the model cited no source")
 		}, true)},
-	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, ExpiryMargin: 10 * time.Second})
+	}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, ExpiryMargin: 10 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
@@ -486,7 +486,7 @@ func TestOpStopsAtJobTimeout(t *testing.T) {
 			<-release
 			return map[string]int{}, nil
 		}, false)},
-	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, JobTimeout: timeout})
+	}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, JobTimeout: timeout})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() {
@@ -570,7 +570,7 @@ func TestUnpaidWorkRecorded(t *testing.T) {
 	client, err := worker.NewClient(&worker.Deps{
 		Pool: db.Pool, Settler: &refusingSettler{Settler: &paytest.Payments{}, refuse: "refused"}, Logger: slog.New(slog.DiscardHandler),
 		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
-	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+	}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })

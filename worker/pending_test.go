@@ -54,7 +54,7 @@ func TestSettlePendingRecorded(t *testing.T) {
 	client, err := worker.NewClient(&worker.Deps{
 		Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler),
 		Ops: []worker.Op{worker.Bind(napOp, nap, false)},
-	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, SettleGrace: time.Minute})
+	}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, SettleGrace: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })

@@ -177,7 +177,8 @@ type Reclaimer struct {
 }
 
 // NewReclaimer returns a Reclaimer; Start starts it.
-func NewReclaimer(cfg ReclaimConfig) (*Reclaimer, error) {
+func NewReclaimer(config *ReclaimConfig) (*Reclaimer, error) {
+	cfg := *config
 	if cfg.Pool == nil || cfg.ClientID == "" {
 		return nil, errors.New("worker: ReclaimConfig.Pool and ClientID are required")
 	}

@@ -34,7 +34,7 @@ func TestReclaimer(t *testing.T) {
 	require.NoError(t, err)
 
 	live := worker.NewClientID()
-	present, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: live, After: time.Hour})
+	present, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: db.Pool, ClientID: live, After: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, present.Start(ctx))
 	t.Cleanup(present.Stop)
@@ -54,7 +54,7 @@ func TestReclaimer(t *testing.T) {
 	earlier := running("myhost_2026_11_27T08_00_00_000000", 1, 3)
 
 	clk := clock.NewFake(time.Now())
-	sweeper, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: worker.NewClientID(), After: 15 * time.Second,
+	sweeper, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: db.Pool, ClientID: worker.NewClientID(), After: 15 * time.Second,
 		Clock: clk})
 	require.NoError(t, err)
 	state := func(id int64) (string, int) {
@@ -103,7 +103,7 @@ func TestReclaimerLostCompletions(t *testing.T) {
 	running := worker.NewRunning(clk)
 	// Every is long: the test sweeps on its own, the fake clock moving
 	// past no round of Start's.
-	r, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: db.Pool, ClientID: self, After: 15 * time.Second, Every: time.Hour,
+	r, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: db.Pool, ClientID: self, After: 15 * time.Second, Every: time.Hour,
 		Running: running, Clock: clk})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(ctx))

@@ -114,7 +114,7 @@ func (w *reconcileWorker) reconcile(ctx context.Context, job *river.Job[Reconcil
 			typ = store.EventSettlementFailed
 		}
 		err := w.commits.outcomes.Commit(ctx, settled{event: store.NewEvent{Stream: store.CallStream(call.ID), Type: typ,
-			Data: store.SettlementDone{Response: *resp, Block: resp.Block, PreviousForm: w.commits.previousForm}}})
+			Data: store.SettlementDone{Response: *resp, Block: resp.Block, Form1: w.commits.form1}}})
 		if errors.Is(err, store.ErrConflict) {
 			return nil
 		}

@@ -123,7 +123,7 @@ func TestReconcileExhaustedSettlements(t *testing.T) {
 
 	settler := &exhaustingSettler{Relayer: stack.Relayer, land: map[string]bool{paid.Nonce: true}, landed: map[string]string{}}
 	client, err := worker.NewClient(&worker.Deps{Pool: db.Pool, Settler: settler, Logger: slog.New(slog.DiscardHandler)},
-		worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, ReconcileEvery: time.Hour})
+		&worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, ReconcileEvery: time.Hour})
 	require.NoError(t, err)
 	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	defer cancel()

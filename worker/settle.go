@@ -165,7 +165,7 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 	}
 	out := settled{
 		event: store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost, Block: resp.Block,
-			PreviousForm: commits.previousForm}},
+			Form1: commits.form1}},
 		safetyNet: safetyNet,
 	}
 	if !resp.Success {

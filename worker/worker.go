@@ -125,12 +125,12 @@ type Config struct {
 	// JobRetention is how long River keeps a completed job before its
 	// maintenance removes it. Defaults to River's 24 hours.
 	JobRetention time.Duration
-	// LedgerPreviousForm writes the calls rows and the call events as the
-	// previous release did (a result whole, a settlement's response as a
-	// JSON object, events as JSON), so that its apis answer from them and
-	// show them while its processes are replaced (docs/operating.md,
-	// Upgrades).
-	LedgerPreviousForm bool
+	// LedgerForm1 writes the calls rows and the call events in ledger
+	// form 1, as releases before migrations 016 and 017 did (a result
+	// whole, a settlement's response as a JSON object, events as JSON), so
+	// that their apis answer from them and show them while their processes
+	// are replaced (store, Ledger forms; docs/operating.md, Upgrades).
+	LedgerForm1 bool
 	// Clock is the time of the runs (their payment's window, their
 	// duration), of the settlement jobs' schedule and of the group
 	// commits' lingers. Defaults to clock.Real().
@@ -176,18 +176,18 @@ type Deps struct {
 // Client is the River client of this service.
 type Client = river.Client[pgx.Tx]
 
-// NewClient returns the River client for pool: with cfg.Work it works every
+// NewClient returns the River client for pool: with config.Work it works every
 // queue; without it, it only inserts. Every job kind is registered in both
 // cases, so inserting an unknown kind fails.
-func NewClient(deps *Deps, cfg Config) (*Client, error) {
+func NewClient(deps *Deps, config *Config) (*Client, error) {
 	if deps.Settler == nil {
 		return nil, errors.New("worker: Deps.Settler is required")
 	}
-	cfg = cfg.WithDefaults()
+	cfg := config.WithDefaults()
 	workers := river.NewWorkers()
 	commits := newCommits(deps.Pool, deps.Metrics, cfg.SettleGrace, deps.Settler, cfg.Clock)
 	commits.expiry = cfg.ExpiryMargin
-	commits.previousForm = cfg.LedgerPreviousForm
+	commits.form1 = cfg.LedgerForm1
 	for _, op := range deps.Ops {
 		if err := op.register(workers, deps, commits); err != nil {
 			return nil, fmt.Errorf("worker: register %s: %w", op.Name(), err)
@@ -248,8 +248,8 @@ type commits struct {
 	// expiry is Config.ExpiryMargin: the runs of a call end at least this
 	// long before its payment's validBefore.
 	expiry time.Duration
-	// previousForm is Config.LedgerPreviousForm.
-	previousForm bool
+	// form1 is Config.LedgerForm1.
+	form1 bool
 	// clock is Config.Clock.
 	clock clock.Clock
 	// results records operation results and their settlement jobs,

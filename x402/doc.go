@@ -1,7 +1,9 @@
 // Package x402 is the payment protocol of the service: x402 v2's types and
 // headers, the quotes of the catalogue, and the seller that verifies a
 // payment against its own requirement and hands it to the settler of its
-// network. The schemes live below it: evm (EIP-3009 on EVM networks, and
+// network. It knows an operation only by the Offer the catalogue hands it
+// (jobs.Spec.Offer: name, price, description, examples, input schema) and
+// imports no package of the service above it. The schemes live below it: evm (EIP-3009 on EVM networks, and
 // the relayer that settles), svm (Solana), devchain (the embedded
 // development chain), facilitator (a remote facilitator) and payclient (a
 // paying client).

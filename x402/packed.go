@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// The first byte of a packed ledger payment: packedVersion is the form
-// packPayment writes; unpackPayment also reads packedVersionWhole, the
-// form written before, which kept the option's asset and extra whole.
+// The first byte of a packed ledger payment: packedVersion is form 2,
+// which packPayment writes; unpackPayment also reads packedVersionWhole,
+// form 1, which keeps the option's asset and extra whole (written before
+// migration 017, and in ledger form 1 since: store.PaidCall.Form1).
 const (
 	packedVersion      = 2
 	packedVersionWhole = 1
@@ -35,8 +36,8 @@ const (
 func packPayment(l *ledgerPayment) []byte { return packPaymentForm(l, packedVersion) }
 
 // packPaymentForm is packPayment in form version: packedVersion, or
-// packedVersionWhole (the asset and extra kept whole), which the release
-// before reads.
+// packedVersionWhole (the asset and extra kept whole), which the releases
+// before migration 017 read.
 func packPaymentForm(l *ledgerPayment, version byte) []byte {
 	e := l.EVM
 	b := make([]byte, 0, 256)

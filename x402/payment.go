@@ -93,10 +93,10 @@ func (p Payment) MarshalLedgerBinary() ([]byte, bool) {
 	return packPayment(&l), true
 }
 
-// MarshalLedgerBinaryPrevious is MarshalLedgerBinary in the packed form
-// the release before wrote and reads (the option's asset and extra kept
-// whole), for a record written while that release's processes still run.
-func (p Payment) MarshalLedgerBinaryPrevious() ([]byte, bool) {
+// MarshalLedgerBinaryForm1 is MarshalLedgerBinary in packed form 1, which
+// releases before form 2 wrote and read (the option's asset and extra kept
+// whole), for a record written while their processes still run.
+func (p Payment) MarshalLedgerBinaryForm1() ([]byte, bool) {
 	l := p.ledger()
 	if !packable(&l) {
 		return nil, false
@@ -105,7 +105,7 @@ func (p Payment) MarshalLedgerBinaryPrevious() ([]byte, bool) {
 }
 
 // UnmarshalLedgerBinary decodes what MarshalLedgerBinary or
-// MarshalLedgerBinaryPrevious returned.
+// MarshalLedgerBinaryForm1 returned.
 func (p *Payment) UnmarshalLedgerBinary(b []byte) error {
 	l, err := unpackPayment(b)
 	if err != nil {

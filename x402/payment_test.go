@@ -246,7 +246,7 @@ func TestPaymentPacked(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, base("eip155:8453", usdCoin), *back)
 	require.Len(t, packPayment(back), len(v1)-len(usdCoin)-25, "the same payment packed now: the extra and the asset a byte each")
-	require.Equal(t, v1, packPaymentForm(back, packedVersionWhole), "form 1 as the release before wrote it")
+	require.Equal(t, v1, packPaymentForm(back, packedVersionWhole), "form 1 as written before migration 017")
 	for i := range len(v1) - 1 {
 		_, err := unpackPayment(v1[:i])
 		require.Error(t, err, "cut at %d", i)

@@ -54,7 +54,9 @@ func TestPaymentPayload_PaymentID(t *testing.T) {
 
 func TestWithPaymentID(t *testing.T) {
 	t.Parallel()
-	cat, err := x402.NewCatalog(specs(), x402.CatalogConfig{PublicURL: "http://127.0.0.1:8080", PayToEVM: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", EVMNetworks: []string{"eip155:8453"}})
+	offers := []x402.Offer{{Name: "diff", Price: "0.010000", Description: "diff", InputExample: map[string]string{"a": "x", "b": "y"},
+		InputSchema: json.RawMessage(`{"type":"object","required":["a","b"]}`), OutputExample: map[string]bool{"identical": false}}}
+	cat, err := x402.NewCatalog(offers, &x402.CatalogConfig{PublicURL: "http://127.0.0.1:8080", PayToEVM: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", EVMNetworks: []string{"eip155:8453"}})
 	require.NoError(t, err)
 	q, err := cat.Quote("diff")
 	require.NoError(t, err)

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 
 	"github.com/mr-tron/base58"
-
-	"github.com/x402d/x402d/jobs"
 )
 
 // Texts of the quotes.
@@ -30,9 +28,9 @@ const (
 	DefaultMaxTimeoutSeconds = 300
 )
 
-// SolanaOffer is the Solana option of the quotes, offered only when the
+// SolanaOption is the Solana option of the quotes, offered only when the
 // service can settle it.
-type SolanaOffer struct {
+type SolanaOption struct {
 	// PayTo is the receiving wallet (the owner, not its token account),
 	// base58. Malformed: no operation is sellable.
 	PayTo string
@@ -58,19 +56,39 @@ type CatalogConfig struct {
 	// Networks.
 	EVMNetworks []string
 	// Solana, when set, adds the Solana mainnet option.
-	Solana *SolanaOffer
-	// ModelReady reports whether the model operations can run (a Gemini
-	// key is configured).
-	ModelReady bool
+	Solana *SolanaOption
 	// MaxTimeoutSeconds is the payment window offered. Defaults to
 	// DefaultMaxTimeoutSeconds. The Solana option offers at most
 	// SolanaMaxTimeoutSeconds, the life of a blockhash.
 	MaxTimeoutSeconds int
 }
 
+// Offer is what the quotes say of one operation: all the protocol knows
+// of it, handed over by the catalogue of operations (jobs.Spec.Offer).
+type Offer struct {
+	// Name is the operation's name, the last segment of its resource URL.
+	Name string
+	// Price is the fixed price in USD with at most 6 decimals, e.g.
+	// "0.010000".
+	Price string
+	// Description says what the operation returns (the quote's
+	// resource.description).
+	Description string
+	// InputExample is a valid request body, InputSchema its JSON Schema
+	// (draft 2020-12), and OutputExample the result of InputExample: the
+	// bazaar extension's content (x402.md §7).
+	InputExample  any
+	InputSchema   json.RawMessage
+	OutputExample any
+	// Unavailable, when set, is why the operation is not sold now (its
+	// blocked reason), unless no operation is sold, whose reason
+	// (NewCatalog) is given instead.
+	Unavailable string
+}
+
 // Entry is one operation of the catalogue as discovery documents show it.
 type Entry struct {
-	Spec jobs.Spec
+	Offer Offer
 	// Resource is the operation's URL.
 	Resource string
 	// Sellable is false when the operation is not sold now, for
@@ -102,8 +120,8 @@ func (e *NotSellableError) Is(target error) bool { return target == ErrNotSellab
 // does no I/O and no allocation, and a quote naming a refusal costs only the
 // encoding of the refusal's words.
 type Catalog struct {
-	specs []jobs.Spec
-	cfg   CatalogConfig
+	offers []Offer
+	cfg    CatalogConfig
 	// mu serialises SetSolanaBlockhash; readers load state alone.
 	mu    sync.Mutex
 	state atomic.Pointer[catalogState]
@@ -176,17 +194,18 @@ func ValidSolanaAddress(s string) bool {
 	return err == nil && len(b) == 32
 }
 
-// NewCatalog builds the quotes of specs, in order. An operation is not
-// sellable, with a blocked reason, when PayToEVM is missing or malformed,
-// when the Solana option names a malformed address, when no network is
-// configured, or when it uses the model and ModelReady is false.
-func NewCatalog(specs []jobs.Spec, cfg CatalogConfig) (*Catalog, error) {
+// NewCatalog builds the quotes of offers, in order, with a copy of cfg. No
+// operation is sellable, with a blocked reason, when PayToEVM is missing or
+// malformed, when the Solana option names a malformed address, or when no
+// network is configured; otherwise an offer is sold unless it is
+// Unavailable.
+func NewCatalog(offers []Offer, cfg *CatalogConfig) (*Catalog, error) {
+	c := &Catalog{offers: offers, cfg: *cfg}
 	if cfg.Solana != nil {
 		solana := *cfg.Solana
-		cfg.Solana = &solana
+		c.cfg.Solana = &solana
 	}
-	c := &Catalog{specs: specs, cfg: cfg}
-	st, err := buildCatalog(specs, &c.cfg)
+	st, err := buildCatalog(offers, &c.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +227,7 @@ func (c *Catalog) SetSolanaBlockhash(hash string, lastValidBlockHeight uint64) e
 	solana := *cfg.Solana
 	solana.RecentBlockhash, solana.LastValidBlockHeight = hash, lastValidBlockHeight
 	cfg.Solana = &solana
-	st, err := buildCatalog(c.specs, &cfg)
+	st, err := buildCatalog(c.offers, &cfg)
 	if err != nil {
 		return fmt.Errorf("renew the Solana blockhash: %w", err)
 	}
@@ -217,8 +236,8 @@ func (c *Catalog) SetSolanaBlockhash(hash string, lastValidBlockHeight uint64) e
 	return nil
 }
 
-// buildCatalog builds the quotes of specs for cfg, applying its defaults.
-func buildCatalog(specs []jobs.Spec, cfg *CatalogConfig) (*catalogState, error) {
+// buildCatalog builds the quotes of offers for cfg, applying its defaults.
+func buildCatalog(offers []Offer, cfg *CatalogConfig) (*catalogState, error) {
 	if cfg.MaxTimeoutSeconds <= 0 {
 		cfg.MaxTimeoutSeconds = DefaultMaxTimeoutSeconds
 	}
@@ -239,44 +258,45 @@ func buildCatalog(specs []jobs.Spec, cfg *CatalogConfig) (*catalogState, error) 
 		blocked = "no network to settle payments on is configured"
 	}
 	base := strings.TrimRight(cfg.PublicURL, "/")
-	c := &catalogState{entries: make([]Entry, len(specs)), quotes: make(map[string]*catalogQuote, len(specs))}
-	for i, spec := range specs {
-		if _, dup := c.quotes[spec.Name]; dup {
-			return nil, fmt.Errorf("catalog: operation %s listed twice", spec.Name)
+	c := &catalogState{entries: make([]Entry, len(offers)), quotes: make(map[string]*catalogQuote, len(offers))}
+	for i := range offers {
+		offer := &offers[i]
+		if _, dup := c.quotes[offer.Name]; dup {
+			return nil, fmt.Errorf("catalog: operation %s listed twice", offer.Name)
 		}
-		amount, err := atomicAmount(spec.Price, 6)
+		amount, err := atomicAmount(offer.Price, 6)
 		if err != nil {
-			return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
+			return nil, fmt.Errorf("quote %s: %w", offer.Name, err)
 		}
 		e := &c.entries[i]
-		*e = Entry{Spec: spec, Resource: base + "/api/x402/" + spec.Name, Sellable: true}
+		*e = Entry{Offer: *offer, Resource: base + "/api/x402/" + offer.Name, Sellable: true}
 		switch {
 		case blocked != "":
 			e.Sellable, e.BlockedReason = false, blocked
-		case spec.UsesModel && !cfg.ModelReady:
-			e.Sellable, e.BlockedReason = false, "model not configured (GEMINI_API_KEY unset)"
+		case offer.Unavailable != "":
+			e.Sellable, e.BlockedReason = false, offer.Unavailable
 		}
-		bazaar, err := bazaarExtension(&spec)
+		bazaar, err := bazaarExtension(offer)
 		if err != nil {
-			return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
+			return nil, fmt.Errorf("quote %s: %w", offer.Name, err)
 		}
 		e.Required = PaymentRequired{
 			X402Version: Version,
 			Error:       ErrorPaymentRequired,
-			Resource:    ResourceInfo{URL: e.Resource, Description: spec.Description, MimeType: "application/json"},
+			Resource:    ResourceInfo{URL: e.Resource, Description: offer.Description, MimeType: "application/json"},
 			Accepts:     []Requirements{},
 			Extensions:  map[string]json.RawMessage{"bazaar": bazaar, ExtensionPaymentIdentifier: paymentIdentifierDeclaration},
 		}
 		if e.Sellable {
 			if e.Required.Accepts, err = accepts(amount, cfg); err != nil {
-				return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
+				return nil, fmt.Errorf("quote %s: %w", offer.Name, err)
 			}
 		}
 		q, err := buildQuote(e, cfg, amount)
 		if err != nil {
-			return nil, fmt.Errorf("quote %s: %w", spec.Name, err)
+			return nil, fmt.Errorf("quote %s: %w", offer.Name, err)
 		}
-		c.quotes[spec.Name] = q
+		c.quotes[offer.Name] = q
 	}
 	return c, nil
 }
@@ -309,7 +329,7 @@ func accepts(amount string, cfg *CatalogConfig) ([]Requirements, error) {
 func buildQuote(e *Entry, cfg *CatalogConfig, amount string) (*catalogQuote, error) {
 	q := &catalogQuote{entry: e}
 	if !e.Sellable {
-		q.notSellable = &NotSellableError{Op: e.Spec.Name, Reason: e.BlockedReason}
+		q.notSellable = &NotSellableError{Op: e.Offer.Name, Reason: e.BlockedReason}
 	}
 
 	// The header: the PaymentRequired without "error", cut for splicing.
@@ -335,7 +355,7 @@ func buildQuote(e *Entry, cfg *CatalogConfig, amount string) (*catalogQuote, err
 		Resource:      e.Required.Resource,
 		Accepts:       e.Required.Accepts,
 		Extensions:    e.Required.Extensions,
-		Price:         quotePrice{Mode: "fixed", Currency: "USD", Amount: e.Spec.Price},
+		Price:         quotePrice{Mode: "fixed", Currency: "USD", Amount: e.Offer.Price},
 		Protocols:     []string{"x402"},
 		Scheme:        "exact",
 		Method:        "POST",
@@ -357,7 +377,7 @@ func buildQuote(e *Entry, cfg *CatalogConfig, amount string) (*catalogQuote, err
 	q.bodyRest = body[len(head):]
 
 	q.challenge = challenge(e, cfg, amount)
-	message := fmt.Sprintf("%s costs %s USD: pay one of accepts (also in the PAYMENT-REQUIRED header) and resend the same request with a PAYMENT-SIGNATURE header", e.Spec.Name, e.Spec.Price)
+	message := fmt.Sprintf("%s costs %s USD: pay one of accepts (also in the PAYMENT-REQUIRED header) and resend the same request with a PAYMENT-SIGNATURE header", e.Offer.Name, e.Offer.Price)
 	q.quote = *q.withError(ErrorPaymentRequired, message)
 	q.quote.WWWAuthenticate = q.challenge
 	return q, nil
@@ -387,7 +407,7 @@ func challenge(e *Entry, cfg *CatalogConfig, amount string) string {
 	for i, p := range [...][2]string{
 		{"realm", Realm}, {"resource", e.Resource}, {"version", strconv.Itoa(Version)}, {"scheme", "exact"},
 		{"network", network}, {"amount", amount}, {"asset", asset}, {"pay_to", payTo},
-		{"price", e.Spec.Price + " USD"}, {"header", HeaderPaymentRequired},
+		{"price", e.Offer.Price + " USD"}, {"header", HeaderPaymentRequired},
 	} {
 		if i > 0 {
 			b.WriteString(", ")
@@ -515,16 +535,16 @@ func (c *Catalog) Requirement(op, scheme, network string) (*Requirements, bool) 
 // caller must not modify it.
 func (c *Catalog) Entries() []Entry { return c.state.Load().entries }
 
-// bazaarExtension builds the bazaar extension of spec (x402.md §7): the
+// bazaarExtension builds the bazaar extension of offer (x402.md §7): the
 // request as a POST with a JSON body (the input example), the output
 // example, and the JSON Schema of info, whose body is the operation's input
 // schema.
-func bazaarExtension(spec *jobs.Spec) (json.RawMessage, error) {
-	bodySchema, err := EmbeddableSchema(spec.InputSchema)
+func bazaarExtension(offer *Offer) (json.RawMessage, error) {
+	bodySchema, err := EmbeddableSchema(offer.InputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("bazaar extension: input schema: %w", err)
 	}
-	input := spec.InputExample
+	input := offer.InputExample
 	if input == nil {
 		input = map[string]any{}
 	}
@@ -543,8 +563,8 @@ func bazaarExtension(spec *jobs.Spec) (json.RawMessage, error) {
 			},
 		},
 	}
-	if spec.OutputExample != nil {
-		info["output"] = map[string]any{"type": "json", "example": spec.OutputExample}
+	if offer.OutputExample != nil {
+		info["output"] = map[string]any{"type": "json", "example": offer.OutputExample}
 		properties["output"] = map[string]any{
 			"type": "object", "required": []string{"type"},
 			"properties": map[string]any{

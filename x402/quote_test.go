@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/x402d/x402d/jobs"
 )
 
 const (
@@ -17,11 +15,24 @@ const (
 	feePayer    = "2wmVCSfPxGPjrnMMn7rchp4uaeoTqN39mXFC2zhPdri9"
 )
 
-var testSpecs = []jobs.Spec{
+// unavailable is the reason testOffers' second operation is not sold.
+const unavailable = "model not configured (GEMINI_API_KEY unset)"
+
+// testOffers are two operations: one sold, one not sold now.
+var testOffers = []Offer{
 	{Name: "diff", Price: "0.010000", Description: "diff", InputExample: map[string]string{"a": "x", "b": "y"},
 		InputSchema:   json.RawMessage(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","required":["a","b"]}`),
 		OutputExample: map[string]bool{"identical": false}},
-	{Name: "brief", Price: "0.250000", Description: "brief", UsesModel: true},
+	{Name: "brief", Price: "0.250000", Description: "brief", Unavailable: unavailable},
+}
+
+// allSold returns offers, every one sold.
+func allSold(offers []Offer) []Offer {
+	out := append([]Offer(nil), offers...)
+	for i := range out {
+		out[i].Unavailable = ""
+	}
+	return out
 }
 
 func TestAtomicAmount(t *testing.T) {
@@ -48,8 +59,8 @@ func decodeRequired(t *testing.T, header string) PaymentRequired {
 
 func TestCatalog(t *testing.T) {
 	t.Parallel()
-	cat, err := NewCatalog(testSpecs, CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
-		EVMNetworks: []string{"eip155:8453", "eip155:137"}, Solana: &SolanaOffer{PayTo: solanaPayTo, FeePayer: feePayer}})
+	cat, err := NewCatalog(testOffers, &CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
+		EVMNetworks: []string{"eip155:8453", "eip155:137"}, Solana: &SolanaOption{PayTo: solanaPayTo, FeePayer: feePayer}})
 	require.NoError(t, err)
 
 	q, err := cat.Quote("diff")
@@ -109,12 +120,12 @@ func TestCatalog(t *testing.T) {
 		"scheme": "exact", "network": "eip155:8453", "amount": "10000", "asset": required.Accepts[0].Asset,
 		"pay_to": payTo, "price": "0.010000 USD", "header": "PAYMENT-REQUIRED"}, params)
 
-	// A model operation without a model is listed, not sold.
+	// An operation unavailable is listed, not sold.
 	_, err = cat.Quote("brief")
 	require.ErrorIs(t, err, ErrNotSellable)
 	var ns *NotSellableError
 	require.True(t, errors.As(err, &ns))
-	require.Equal(t, "model not configured (GEMINI_API_KEY unset)", ns.Reason)
+	require.Equal(t, unavailable, ns.Reason)
 	require.Equal(t, ns.Reason, cat.Entries()[1].BlockedReason)
 	require.False(t, cat.Entries()[1].Sellable)
 	_, err = cat.QuoteWithError("brief", "x", "y")
@@ -153,7 +164,7 @@ func parseChallenge(t *testing.T, s string) (string, map[string]string) {
 
 func TestQuoteWithError(t *testing.T) {
 	t.Parallel()
-	cat, err := NewCatalog(testSpecs, CatalogConfig{PublicURL: "https://x.test", PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	cat, err := NewCatalog(testOffers, &CatalogConfig{PublicURL: "https://x.test", PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
 	require.NoError(t, err)
 	q, err := cat.Quote("diff")
 	require.NoError(t, err)
@@ -198,7 +209,7 @@ func TestQuoteWithError(t *testing.T) {
 
 func TestCatalogNotSellable(t *testing.T) {
 	t.Parallel()
-	sol := func(payTo, feePayer string) *SolanaOffer { return &SolanaOffer{PayTo: payTo, FeePayer: feePayer} }
+	sol := func(payTo, feePayer string) *SolanaOption { return &SolanaOption{PayTo: payTo, FeePayer: feePayer} }
 	for _, tc := range []struct {
 		name   string
 		cfg    CatalogConfig
@@ -212,8 +223,8 @@ func TestCatalogNotSellable(t *testing.T) {
 		{"NoNetwork", CatalogConfig{PayToEVM: payTo}, "no network to settle payments on is configured"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.ModelReady = true
-			cat, err := NewCatalog(testSpecs, tc.cfg)
+			// The catalogue's reason, before the unavailable offer's own.
+			cat, err := NewCatalog(testOffers, &tc.cfg)
 			require.NoError(t, err)
 			for _, op := range []string{"diff", "brief"} {
 				_, err := cat.Quote(op)
@@ -226,19 +237,19 @@ func TestCatalogNotSellable(t *testing.T) {
 			}
 		})
 	}
-	_, err := NewCatalog(testSpecs, CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:1"}})
+	_, err := NewCatalog(testOffers, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:1"}})
 	require.Error(t, err, "a network that is not listed")
-	_, err = NewCatalog(testSpecs, CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{SolanaMainnet}})
+	_, err = NewCatalog(testOffers, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{SolanaMainnet}})
 	require.Error(t, err, "Solana is not an EVM network")
-	_, err = NewCatalog([]jobs.Spec{testSpecs[0], testSpecs[0]}, CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	_, err = NewCatalog([]Offer{testOffers[0], testOffers[0]}, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
 	require.Error(t, err, "an operation listed twice")
-	_, err = NewCatalog([]jobs.Spec{{Name: "x", Price: "0.0000001"}}, CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	_, err = NewCatalog([]Offer{{Name: "x", Price: "0.0000001"}}, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
 	require.Error(t, err, "a price finer than the asset")
 }
 
 // BenchmarkQuote measures the unpaid path's lookup of a precomputed quote.
 func BenchmarkQuote(b *testing.B) {
-	cat, err := NewCatalog(testSpecs, CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	cat, err := NewCatalog(testOffers, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
 	require.NoError(b, err)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -250,7 +261,7 @@ func BenchmarkQuote(b *testing.B) {
 
 // BenchmarkQuoteWithError measures the quote answering a refused payment.
 func BenchmarkQuoteWithError(b *testing.B) {
-	cat, err := NewCatalog(testSpecs, CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453", "eip155:137"}})
+	cat, err := NewCatalog(testOffers, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453", "eip155:137"}})
 	require.NoError(b, err)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -265,8 +276,8 @@ func BenchmarkQuoteWithError(b *testing.B) {
 // and that the other options and quotes taken before are unchanged.
 func TestCatalogSolanaBlockhash(t *testing.T) {
 	t.Parallel()
-	cat, err := NewCatalog(testSpecs, CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
-		EVMNetworks: []string{"eip155:8453"}, Solana: &SolanaOffer{PayTo: solanaPayTo, FeePayer: feePayer}, ModelReady: true})
+	cat, err := NewCatalog(allSold(testOffers), &CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
+		EVMNetworks: []string{"eip155:8453"}, Solana: &SolanaOption{PayTo: solanaPayTo, FeePayer: feePayer}})
 	require.NoError(t, err)
 	before, err := cat.Quote("diff")
 	require.NoError(t, err)
@@ -290,7 +301,7 @@ func TestCatalogSolanaBlockhash(t *testing.T) {
 	require.JSONEq(t, `{"feePayer":"`+feePayer+`"}`, string(decodeRequired(t, before.PaymentRequired).Accepts[1].Extra))
 
 	// Without a Solana option there is nothing to renew.
-	evmOnly, err := NewCatalog(testSpecs, CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	evmOnly, err := NewCatalog(testOffers, &CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
 	require.NoError(t, err)
 	require.NoError(t, evmOnly.SetSolanaBlockhash(hash, 1))
 	q, err := evmOnly.Quote("diff")

@@ -38,8 +38,8 @@ func fakeIdentify(p *PaymentPayload) (string, string, error) {
 
 func TestSeller(t *testing.T) {
 	t.Parallel()
-	cat, err := NewCatalog(testSpecs, CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453", "eip155:137"},
-		Solana: &SolanaOffer{PayTo: solanaPayTo, FeePayer: feePayer}})
+	cat, err := NewCatalog(testOffers, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453", "eip155:137"},
+		Solana: &SolanaOption{PayTo: solanaPayTo, FeePayer: feePayer}})
 	require.NoError(t, err)
 	evm, svm := &fakeScheme{}, &fakeScheme{}
 	seller := NewSeller(cat, map[string]Scheme{

@@ -272,7 +272,7 @@ type minedFigures struct {
 	Confirmed, Mined, Transactions int
 	// ConfirmedBytes is the mean size of a settlement.confirmed's data as
 	// stored (pg_column_size), WithBlockBytes that of the same data with
-	// the block inside, as the release before wrote it, and MinedBytes the
+	// the block inside, as releases before settlement.mined wrote it, and MinedBytes the
 	// size of every settlement.mined's data over the confirmed events;
 	// ConfirmedRow and MinedRow are the same of their whole rows
 	// (pg_column_size of the row: without its tuple header and its index

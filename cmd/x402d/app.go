@@ -18,6 +18,7 @@ import (
 	"github.com/x402d/x402d/browser"
 	"github.com/x402d/x402d/fetch"
 	"github.com/x402d/x402d/index"
+	"github.com/x402d/x402d/internal/startstop"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/ops"
@@ -25,9 +26,6 @@ import (
 	"github.com/x402d/x402d/schema"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
-	"github.com/x402d/x402d/x402"
-	"github.com/x402d/x402d/x402/evm"
-	"github.com/x402d/x402d/x402/svm"
 )
 
 // options are the seams tests use. Production passes none.
@@ -38,20 +36,6 @@ type options struct {
 	ops []opDef
 	// listening is told the api's address once it accepts connections.
 	listening func(addr string)
-}
-
-// paymentStack is the payment step: quotes and verification for the api,
-// settlement for the workers.
-type paymentStack struct {
-	verifier x402.Verifier
-	settler  x402.Settler
-	close    func()
-	// relayer is the EVM relayer, when the mode has one: worker processes
-	// watch its balance and fee waits (watchRelayer).
-	relayer *evm.Relayer
-	// solana is the Solana settler, when Solana is offered: worker
-	// processes watch its fee payer's balance (watchFeePayer).
-	solana *svm.Settler
 }
 
 // app wires the service's parts for one subcommand.
@@ -153,7 +137,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	defer pool.Close()
 
 	fetcher := fetch.New(&fetch.Config{AllowCIDRs: a.cfg.FetchAllowCIDRs})
-	pages := browser.NewLazy(browser.Config{Fetch: fetcher, Logger: a.logger})
+	pages := browser.NewLazy(&browser.Config{Fetch: fetcher, Logger: a.logger})
 	defer func() {
 		if err := pages.Close(); err != nil {
 			a.logger.Error("close browser", "error", err)
@@ -172,7 +156,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	for i, op := range catalogue {
 		specs[i] = op.Spec
 	}
-	m := metrics.New(metrics.Config{Pool: pool})
+	m := metrics.New(&metrics.Config{Pool: pool})
 	payments, err := a.payments(ctx, pool, specs, m, withAPI && withWorker)
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
@@ -202,17 +186,17 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Logger:   a.logger,
 		Ops:      bindings,
 		Register: []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger), index.RegisterChain(chainReader)},
-	}, worker.Config{
-		PeriodicJobs:       periodic,
-		Work:               withWorker,
-		Concurrency:        a.cfg.concurrency(),
-		JobTimeout:         a.cfg.JobTimeout,
-		FetchPollInterval:  a.cfg.FetchPollInterval,
-		RescueAfter:        a.cfg.RescueAfter,
-		SettleGrace:        a.cfg.SettleGrace,
-		JobRetention:       a.cfg.JobRetention,
-		LedgerPreviousForm: a.cfg.LedgerPreviousForm,
-		Running:            running,
+	}, &worker.Config{
+		PeriodicJobs:      periodic,
+		Work:              withWorker,
+		Concurrency:       a.cfg.concurrency(),
+		JobTimeout:        a.cfg.JobTimeout,
+		FetchPollInterval: a.cfg.FetchPollInterval,
+		RescueAfter:       a.cfg.RescueAfter,
+		SettleGrace:       a.cfg.SettleGrace,
+		JobRetention:      a.cfg.JobRetention,
+		LedgerForm1:       a.cfg.LedgerForm == LedgerForm1,
+		Running:           running,
 	})
 	if err != nil {
 		return err
@@ -229,7 +213,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		}
 		// Present before the first job is fetched, gone after the last
 		// ended (defers run last first).
-		reclaimer, err := worker.NewReclaimer(worker.ReclaimConfig{Pool: pool, ClientID: client.ID(), After: a.cfg.ReclaimAfter,
+		reclaimer, err := worker.NewReclaimer(&worker.ReclaimConfig{Pool: pool, ClientID: client.ID(), After: a.cfg.ReclaimAfter,
 			Running: running, Logger: a.logger, Metrics: m})
 		if err != nil {
 			return err
@@ -247,14 +231,15 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			}
 		}()
 		a.logger.InfoContext(ctx, "workers started")
-		if payments.solana != nil {
-			go watchFeePayer(ctx, payments.solana, a.cfg.SolanaLowBalance, m, a.logger)
+		var watchers startstop.Group
+		if err := watchers.Start(ctx, payments.watchers(a.cfg, m, a.logger)...); err != nil {
+			return err
 		}
+		defer watchers.Stop()
 		if payments.relayer != nil {
-			go watchRelayer(ctx, payments.relayer, a.cfg.RelayerLowBalance, m, a.logger)
 			// Settlements are followed until final.
-			follower, err := worker.NewFollower(worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
-				Logger: a.logger, Metrics: m, LedgerPreviousForm: a.cfg.LedgerPreviousForm})
+			follower, err := worker.NewFollower(&worker.FollowerConfig{Pool: pool, Finality: payments.relayer, Settler: payments.settler,
+				Logger: a.logger, Metrics: m, LedgerForm1: a.cfg.LedgerForm == LedgerForm1})
 			if err != nil {
 				return err
 			}
@@ -264,8 +249,11 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 			defer follower.Stop()
 		}
 	}
-	if err := a.serveMetrics(ctx, m); err != nil {
-		return err
+	if srv := a.metricsServer(m); srv != nil {
+		if err := srv.Start(ctx); err != nil {
+			return err
+		}
+		defer srv.Stop()
 	}
 	if !withAPI {
 		<-ctx.Done()
@@ -278,31 +266,31 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	}
 	defer listener.Stop()
 
-	srv, err := api.New(api.Config{
-		Ops:                catalogue,
-		Payments:           payments.verifier,
-		Pool:               pool,
-		River:              client,
-		Listener:           listener,
-		Limits:             a.limits(),
-		CallWait:           a.cfg.CallWait,
-		ToolWait:           a.cfg.JobTimeout + time.Minute,
-		PaymentValidFor:    a.cfg.paymentValidFor(),
-		Logger:             a.logger,
-		Metrics:            m,
-		PublicURL:          a.cfg.PublicURL,
-		IndexSources:       a.indexSources(),
-		MetricsElsewhere:   a.cfg.MetricsAddr != "",
-		Dashboard:          &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
-		RefusedRate:        a.cfg.RefusedRate,
-		RefusedBurst:       a.cfg.RefusedBurst,
-		FreeRate:           a.cfg.FreeRate,
-		FreeBurst:          a.cfg.FreeBurst,
-		MCPMaxBatch:        a.cfg.MCPMaxBatch,
-		UnpaidRate:         a.cfg.UnpaidRate,
-		UnpaidBurst:        a.cfg.UnpaidBurst,
-		TrustedProxies:     a.cfg.TrustedProxies,
-		LedgerPreviousForm: a.cfg.LedgerPreviousForm,
+	srv, err := api.New(&api.Config{
+		Ops:              catalogue,
+		Payments:         payments.verifier,
+		Pool:             pool,
+		River:            client,
+		Listener:         listener,
+		Limits:           a.limits(),
+		CallWait:         a.cfg.CallWait,
+		ToolWait:         a.cfg.JobTimeout + time.Minute,
+		PaymentValidFor:  a.cfg.paymentValidFor(),
+		Logger:           a.logger,
+		Metrics:          m,
+		PublicURL:        a.cfg.PublicURL,
+		IndexSources:     a.indexSources(),
+		MetricsElsewhere: a.cfg.MetricsAddr != "",
+		Dashboard:        &ops.Config{Token: a.cfg.OpsToken, Relayer: relayerStatus(payments.relayer), RelayerLowWei: a.cfg.RelayerLowBalance},
+		RefusedRate:      a.cfg.RefusedRate,
+		RefusedBurst:     a.cfg.RefusedBurst,
+		FreeRate:         a.cfg.FreeRate,
+		FreeBurst:        a.cfg.FreeBurst,
+		MCPMaxBatch:      a.cfg.MCPMaxBatch,
+		UnpaidRate:       a.cfg.UnpaidRate,
+		UnpaidBurst:      a.cfg.UnpaidBurst,
+		TrustedProxies:   a.cfg.TrustedProxies,
+		LedgerForm1:      a.cfg.LedgerForm == LedgerForm1,
 	})
 	if err != nil {
 		return err
@@ -322,33 +310,56 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 	return nil
 }
 
-// serveMetrics serves /metrics and /healthz on METRICS_ADDR, a listener of
-// their own, until ctx ends (nowhere when METRICS_ADDR is unset). It
-// returns once the address is listened on.
-func (a *app) serveMetrics(ctx context.Context, m *metrics.Metrics) error {
+// metricsServer serves /metrics and /healthz on METRICS_ADDR, a listener
+// of their own (nil when METRICS_ADDR is unset).
+func (a *app) metricsServer(m *metrics.Metrics) *sideServer {
 	if a.cfg.MetricsAddr == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"ok":true}`)) })
-	srv := &http.Server{Addr: a.cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+	return &sideServer{name: "metrics", setting: "METRICS_ADDR", addr: a.cfg.MetricsAddr, handler: mux, logger: a.logger}
+}
+
+// sideServer serves handler on addr, a listener of its own (METRICS_ADDR,
+// PPROF_ADDR), from Start until Stop or the end of Start's context: Start
+// returns once the address is listened on; the server is then shut down,
+// its requests given 5 s, and Stop waits for it.
+type sideServer struct {
+	startstop.Base
+	// name names the server in logs, setting the variable of its address.
+	name, setting string
+	addr          string
+	handler       http.Handler
+	logger        *slog.Logger
+	// bound is the address listened on, once Start returned.
+	bound net.Addr
+}
+
+// Addr returns the address listened on (with the port chosen for port 0),
+// once Start returned.
+func (s *sideServer) Addr() net.Addr { return s.bound }
+
+// Start listens on the address and serves it until Stop or ctx ends.
+func (s *sideServer) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
-		return fmt.Errorf("METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
+		return fmt.Errorf("%s %s: %w", s.setting, s.addr, err)
 	}
-	a.logger.InfoContext(ctx, "metrics listening", "addr", ln.Addr().String())
-	go func() {
+	s.bound = ln.Addr()
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+	s.logger.InfoContext(ctx, s.name+" listening", "addr", s.bound.String())
+	s.Base.Start(ctx, func(ctx context.Context) {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}()
-	go func() {
+	}, func(context.Context) {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.logger.Error("metrics stopped serving", "error", err)
+			s.logger.Error(s.name+" stopped serving", "error", err)
 		}
-	}()
+	})
 	return nil
 }
 
@@ -363,9 +374,9 @@ func (a *app) indexSources() []string {
 
 // indexer returns the index's crawler, prober and discoverer.
 func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober, *index.Discoverer) {
-	crawler := index.NewCrawler(index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Guard: fetcher, Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
-	prober := index.NewProber(index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
-	discoverer := index.NewDiscoverer(index.DiscovererConfig{Pool: pool, Fetch: fetcher, Origins: a.cfg.IndexOrigins, Gap: a.cfg.IndexPageGap, Logger: a.logger})
+	crawler := index.NewCrawler(&index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Guard: fetcher, Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
+	prober := index.NewProber(&index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
+	discoverer := index.NewDiscoverer(&index.DiscovererConfig{Pool: pool, Fetch: fetcher, Origins: a.cfg.IndexOrigins, Gap: a.cfg.IndexPageGap, Logger: a.logger})
 	return crawler, prober, discoverer
 }
 

@@ -61,14 +61,16 @@ type Config struct {
 	// ShutdownTimeout is how long a stopping process waits for its
 	// requests and jobs to end.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
-	// LedgerPreviousForm makes this release write the ledger as the
-	// previous release did: the workers the calls rows (a result with its
-	// call_id and op, a settlement's response as a JSON object), which its
-	// apis answer from, and their events as JSON; the apis call.paid in
-	// data, not bin, which its workers settle from. True while a previous
-	// release's processes are replaced, then unset (docs/operating.md,
-	// Upgrades).
-	LedgerPreviousForm bool `env:"LEDGER_PREVIOUS_FORM"`
+	// LedgerForm is the form the ledger is written in: 2, or 1 as the
+	// releases before migrations 016 and 017 write and read it. In form 1
+	// the workers write the calls rows with the result's call_id and op
+	// and the settlement's response as a JSON object, which those
+	// releases' apis answer from, and their events as JSON; the apis write
+	// call.paid in data, not bin, which those releases' workers settle
+	// from. Set 1 while processes of such a release are replaced, then
+	// unset (docs/operating.md, Upgrades). Its earlier name,
+	// LEDGER_PREVIOUS_FORM, is still read: true is 1, false 2.
+	LedgerForm LedgerForm `env:"LEDGER_FORM"`
 	// LogLevel is the least level logged: debug, info, warn or error.
 	LogLevel LogLevel `env:"LOG_LEVEL"`
 	// LogFormat is the logs' format: text (lines a person reads), json (one
@@ -386,6 +388,7 @@ func DefaultConfig() *Config {
 		ShutdownTimeout:         30 * time.Second,
 		LogLevel:                "info",
 		LogFormat:               LogFormatAuto,
+		LedgerForm:              LedgerForm2,
 		Settlement:              SettlementDevchain,
 		SettlementBatch:         BatchAuto,
 		RPCURLs:                 map[string][]string{},
@@ -450,6 +453,50 @@ const (
 // UnmarshalText reads a settlement mode.
 func (m *SettlementMode) UnmarshalText(b []byte) error {
 	return readOneOf(m, b, SettlementDevchain, SettlementRPC, SettlementFacilitator)
+}
+
+// LedgerForm is LEDGER_FORM: the form the ledger is written in (store,
+// Ledger forms).
+type LedgerForm string
+
+// The ledger forms.
+const (
+	// LedgerForm1 is the ledger as the releases before migrations 016 and
+	// 017 wrote it, which they read.
+	LedgerForm1 LedgerForm = "1"
+	// LedgerForm2 is the ledger since migrations 016 and 017.
+	LedgerForm2 LedgerForm = "2"
+)
+
+// UnmarshalText reads a ledger form.
+func (f *LedgerForm) UnmarshalText(b []byte) error {
+	return readOneOf(f, b, LedgerForm1, LedgerForm2)
+}
+
+// ledgerFormAlias is LEDGER_FORM's earlier name, a boolean: true is form 1.
+const ledgerFormAlias = "LEDGER_PREVIOUS_FORM"
+
+// readLedgerFormAlias sets c.LedgerForm from LEDGER_PREVIOUS_FORM, when it
+// is set: true is form 1, false form 2. Set beside LEDGER_FORM, the two
+// must agree.
+func (c *Config) readLedgerFormAlias(getenv func(string) string) error {
+	s := strings.TrimSpace(getenv(ledgerFormAlias))
+	if s == "" {
+		return nil
+	}
+	form1, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not true or false", ledgerFormAlias, s)
+	}
+	form := LedgerForm2
+	if form1 {
+		form = LedgerForm1
+	}
+	if strings.TrimSpace(getenv("LEDGER_FORM")) != "" && c.LedgerForm != form {
+		return fmt.Errorf("%s=%s (form %s) contradicts LEDGER_FORM=%s: set LEDGER_FORM only", ledgerFormAlias, s, form, c.LedgerForm)
+	}
+	c.LedgerForm = form
+	return nil
 }
 
 // BatchMode is SETTLEMENT_BATCH: whether EVM settlements share
@@ -579,6 +626,9 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		if err := setValue(v.FieldByIndex(f.Index), f.Tag, s); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
+	}
+	if err := c.readLedgerFormAlias(getenv); err != nil {
+		errs = append(errs, err)
 	}
 	c.PublicURL = strings.TrimRight(cmp.Or(c.PublicURL, "http://"+c.ListenAddr), "/")
 	c.DevchainDataDir = cmp.Or(c.DevchainDataDir, os.TempDir())
@@ -752,18 +802,8 @@ func (c *Config) validate() error {
 	if c.SettlementBatchGasShare <= 0 || c.SettlementBatchGasShare > 1 {
 		fail("SETTLEMENT_BATCH_GAS_SHARE: %q is not a share between 0 and 1", strconv.FormatFloat(c.SettlementBatchGasShare, 'g', -1, 64))
 	}
-	switch c.Settlement {
-	case SettlementRPC:
-		if len(c.RPCURLs) == 0 {
-			fail("SETTLEMENT=rpc needs at least one RPC_URL_<CHAIN>, e.g. RPC_URL_EIP155_8453")
-		}
-		if c.RelayerKey == "" {
-			fail("SETTLEMENT=rpc needs RELAYER_KEY, the key that pays the settlements' gas")
-		}
-	case SettlementFacilitator:
-		if c.FacilitatorURL == "" {
-			fail("SETTLEMENT=facilitator needs FACILITATOR_URL")
-		}
+	if mode, ok := modeOf(c.Settlement); ok {
+		mode.check(c, fail)
 	}
 	if c.RelayerKey != "" {
 		if _, err := evm.ParseKey(c.RelayerKey); err != nil {
@@ -824,7 +864,6 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// concurrency returns WORKERS_<QUEUE> by queue.
 // paymentValidFor is how long a payment's authorization must stay valid
 // after its verification: the operations' time budget (JOB_TIMEOUT) and the
 // settlement window.
@@ -843,6 +882,7 @@ func (c *Config) maxTimeoutSeconds() int {
 	return max(x402.DefaultMaxTimeoutSeconds, int((need+time.Second-1)/time.Second))
 }
 
+// concurrency returns WORKERS_<QUEUE> by queue.
 func (c *Config) concurrency() map[string]int {
 	return map[string]int{
 		jobs.QueuePure:       c.WorkersPure,
@@ -854,7 +894,8 @@ func (c *Config) concurrency() map[string]int {
 }
 
 // batch reports whether EVM settlements share transactions through
-// Multicall3 (SETTLEMENT_BATCH; auto batches on the devchain only).
+// Multicall3 (SETTLEMENT_BATCH; auto as the mode does by default: on the
+// devchain only).
 func (c *Config) batch() bool {
 	switch c.SettlementBatch {
 	case BatchOn:
@@ -862,7 +903,8 @@ func (c *Config) batch() bool {
 	case BatchOff:
 		return false
 	}
-	return c.Settlement == SettlementDevchain
+	mode, _ := modeOf(c.Settlement)
+	return mode.batchByDefault
 }
 
 // checkHTTPURL checks that s is an http or https URL with a host.

@@ -45,7 +45,9 @@ func loadEnv(t *testing.T, env map[string]string, wantErr string) *Config {
 // variable. Covered: settlement (SETTLEMENT, SETTLEMENT_BATCH,
 // SETTLE_GRACE), retention (RESULT_TTL, a Go duration or days, and
 // JOB_RETENTION), refused payments (REFUSED_PAYMENTS_*, TRUSTED_PROXIES,
-// VERIFY_RPC_CONCURRENCY) and the index (INDEX_ORIGINS, INDEX_PAGE_GAP).
+// VERIFY_RPC_CONCURRENCY), the index (INDEX_ORIGINS, INDEX_PAGE_GAP) and
+// the ledger's form (LEDGER_FORM, and its earlier name
+// LEDGER_PREVIOUS_FORM).
 func TestLoadConfigValues(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -108,6 +110,16 @@ func TestLoadConfigValues(t *testing.T) {
 			c.IndexOrigins, c.IndexPageGap = []string{"https://Shop.Example/api", "http://b.example:8080"}, 250*time.Millisecond
 		}},
 		{name: "IndexOriginScheme", env: map[string]string{"INDEX_ORIGINS": "ftp://x.example"}, wantErr: "INDEX_ORIGINS"},
+
+		{name: "LedgerForm1", env: map[string]string{"LEDGER_FORM": "1"}, want: func(c *Config) { c.LedgerForm = LedgerForm1 }},
+		{name: "LedgerForm2", env: map[string]string{"LEDGER_FORM": "2"}, want: func(c *Config) {}},
+		{name: "LedgerFormUnknown", env: map[string]string{"LEDGER_FORM": "previous"}, wantErr: `LEDGER_FORM: "previous" is not 1 or 2`},
+		{name: "LedgerFormEarlierName", env: map[string]string{"LEDGER_PREVIOUS_FORM": "true"}, want: func(c *Config) { c.LedgerForm = LedgerForm1 }},
+		{name: "LedgerFormEarlierNameFalse", env: map[string]string{"LEDGER_PREVIOUS_FORM": "false"}, want: func(c *Config) {}},
+		{name: "LedgerFormBothAgree", env: map[string]string{"LEDGER_FORM": "1", "LEDGER_PREVIOUS_FORM": "1"}, want: func(c *Config) { c.LedgerForm = LedgerForm1 }},
+		{name: "LedgerFormBothDisagree", env: map[string]string{"LEDGER_FORM": "2", "LEDGER_PREVIOUS_FORM": "true"},
+			wantErr: "LEDGER_PREVIOUS_FORM=true (form 1) contradicts LEDGER_FORM=2"},
+		{name: "LedgerFormEarlierNameNotBool", env: map[string]string{"LEDGER_PREVIOUS_FORM": "yes"}, wantErr: `LEDGER_PREVIOUS_FORM: "yes" is not true or false`},
 
 		{name: "ProbeRetentionDays", env: map[string]string{"INDEX_PROBE_RETENTION": "60d"}, want: func(c *Config) { c.IndexProbeRetention = 60 * 24 * time.Hour }},
 		{name: "ProbeRetentionHours", env: map[string]string{"INDEX_PROBE_RETENTION": "36h"}, want: func(c *Config) { c.IndexProbeRetention = 36 * time.Hour }},

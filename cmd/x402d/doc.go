@@ -72,6 +72,23 @@
 // verified, and delivers the result if the transfer is there. While the
 // database is away, requests are answered 503 unavailable with Retry-After.
 //
+// # Inside the binary
+//
+// main reads the Config (config.go) and runs a subcommand (the smaller
+// ones in commands.go); serve (app.go) wires the parts: the database pool,
+// the operations (operations.go), the payment step, the River client and
+// its workers, the relayer and the follower of its settlements, the
+// balance watchers, the api, and the metrics and profile servers, each on
+// a listener of its own (sideServer). The payment step is built once from
+// the settlement mode (SETTLEMENT), one value per mode (settlement.go,
+// modeOf: the settings it needs, its batching by default, the builder of
+// its EVM side), Solana added when configured (payments.go), and what the
+// step opens and starts is stopped as one, the last first.
+// Every goroutine this package starts (the embedded devchain's server, the
+// Solana blockhash's renewal, the balance watchers, the side servers) runs
+// in a part with the lifecycle of internal/startstop, which stopping the
+// process waits for.
+//
 // Run any number of x402d api and x402d worker processes against one
 // Postgres: the api is stateless, River distributes jobs among workers, and
 // periodic jobs (the index crawl, liveness, retention) run on River's elected

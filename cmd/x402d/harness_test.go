@@ -69,7 +69,9 @@ func testOptions(getenv func(string) string) *options {
 			for _, s := range specs {
 				fp.Unsold[s.Name] = s.UsesModel && cfg.GeminiAPIKey == ""
 			}
-			return &paymentStack{verifier: fp, settler: fp, close: pool.Close}, nil
+			stack := &paymentStack{verifier: fp, settler: fp}
+			stack.parts.closes(pool.Close)
+			return stack, nil
 		},
 		ops: []opDef{{sleepOp, worker.Bind(sleepOp, sleepWork, false)}},
 	}

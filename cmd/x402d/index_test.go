@@ -341,7 +341,7 @@ func TestIndexDiscoversOwnService(t *testing.T) {
 	require.Greater(t, paid, len(sold), "every paid path, sold now or not")
 
 	client := fetch.New(&fetch.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	d := index.NewDiscoverer(index.DiscovererConfig{Pool: db.Pool, Fetch: client, Gap: -1})
+	d := index.NewDiscoverer(&index.DiscovererConfig{Pool: db.Pool, Fetch: client, Gap: -1})
 	via, indexed, err := d.Origin(ctx, origin)
 	require.NoError(t, err)
 	require.Equal(t, "openapi", via)

@@ -59,9 +59,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a := newApp(cfg, stderr, opts)
 	if cfg.PprofAddr != "" {
-		if err := servePprof(ctx, cfg.PprofAddr, a.logger); err != nil {
+		srv := pprofServer(cfg.PprofAddr, a.logger)
+		if err := srv.Start(ctx); err != nil {
 			return err
 		}
+		defer srv.Stop()
 	}
 	switch args[0] {
 	case "serve":

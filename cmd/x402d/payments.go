@@ -4,144 +4,144 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
+	"math/big"
 	"time"
 
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/x402d/x402d/internal/startstop"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/x402"
-	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
 	"github.com/x402d/x402d/x402/svm"
 )
 
-// buildPayments builds the payment step of the configured settlement mode:
-// the catalogue of quotes, the seller that verifies payments, and the
-// settler, its RPC endpoints' figures recorded in m. With embed and SETTLEMENT=devchain it starts the devchain in this
-// process and serves it on DEVCHAIN_RPC_ADDR.
-func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs []jobs.Spec, m *metrics.Metrics, logger *slog.Logger, embed bool) (*paymentStack, error) {
-	var closers []func()
-	closeAll := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+// paymentStack is the payment step of the settlement mode, built once from
+// the *Config by buildPayments: quotes and verification for the api,
+// settlement for the workers, and the parts it opened and started (the
+// embedded devchain, the RPC endpoints, the renewal of the Solana
+// blockhash), which close stops, the last first.
+type paymentStack struct {
+	verifier x402.Verifier
+	settler  x402.Settler
+	// relayer is the EVM relayer, when the mode has one: worker processes
+	// start it, follow its settlements until final and watch its balance
+	// and fee waits (watchers).
+	relayer *evm.Relayer
+	// solana is the Solana settler, when Solana is offered: worker
+	// processes watch its fee payer's balance (watchers).
+	solana *svm.Settler
+	parts  parts
+}
+
+// close stops what the payment step opened and started, the last first.
+func (p *paymentStack) close() { p.parts.Stop() }
+
+// watchers are the balance watchers of a worker process (watchRelayer,
+// watchFeePayer), to run until it stops.
+func (p *paymentStack) watchers(cfg *Config, m *metrics.Metrics, logger *slog.Logger) []startstop.Service {
+	var out []startstop.Service
+	if p.solana != nil {
+		out = append(out, startstop.NewFunc(func(ctx context.Context) { watchFeePayer(ctx, p.solana, cfg.SolanaLowBalance, m, logger) }))
 	}
-	var chain *devchain.Chain
-	if cfg.Settlement == SettlementDevchain && embed {
-		ln, err := net.Listen("tcp", cfg.DevchainRPCAddr)
+	if p.relayer != nil {
+		out = append(out, startstop.NewFunc(func(ctx context.Context) { watchRelayer(ctx, p.relayer, cfg.RelayerLowBalance, m, logger) }))
+	}
+	return out
+}
+
+// buildPayments builds the payment step of the configured settlement mode
+// (newEVMSettlement), with Solana when it is configured: the catalogue of
+// quotes, the seller that verifies payments, and the settlers, the RPC
+// endpoints' figures recorded in m. With embed and SETTLEMENT=devchain it
+// starts the devchain in this process and serves it on DEVCHAIN_RPC_ADDR.
+// On an error, what it opened is closed.
+func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs []jobs.Spec, m *metrics.Metrics, logger *slog.Logger, embed bool) (_ *paymentStack, err error) {
+	stack := &paymentStack{}
+	defer func() {
 		if err != nil {
-			return nil, fmt.Errorf("devchain: listen on %s: %w", cfg.DevchainRPCAddr, err)
+			stack.close()
 		}
-		if chain, err = devchain.New(ctx, cfg.devchain(logger)); err != nil {
-			ln.Close()
-			return nil, err
-		}
-		serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		go func() {
-			if err := chain.Serve(serveCtx, ln); err != nil && serveCtx.Err() == nil {
-				logger.Error("devchain stopped serving", "error", err)
-			}
-		}()
-		closers = append(closers, func() { stop(); _ = chain.Close() })
-		logger.InfoContext(ctx, "devchain serving", "addr", ln.Addr().String(), "usdc", devchain.USDC.Hex())
-	}
-	verifier, settler, closeFn, err := evmSettlement(ctx, cfg, chain, pool, m, logger)
+	}()
+	evmMode, err := newEVMSettlement(ctx, cfg, &settlementDeps{pool: pool, metrics: m, logger: logger, embed: embed}, &stack.parts)
 	if err != nil {
-		closeAll()
 		return nil, err
 	}
-	closers = append(closers, closeFn)
-
-	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: cfg.PayToEVM, ModelReady: cfg.GeminiAPIKey != "", MaxTimeoutSeconds: cfg.maxTimeoutSeconds()}
-	switch cfg.Settlement {
-	case SettlementDevchain:
-		catCfg.EVMNetworks = []string{devchainNetwork}
-		if catCfg.PayToEVM == "" {
-			key, err := devchain.DeriveKey(devchain.Mnemonic, devchain.PayToAccount)
-			if err != nil {
-				closeAll()
-				return nil, err
-			}
-			catCfg.PayToEVM = crypto.PubkeyToAddress(key.PublicKey).Hex()
-		}
-	case SettlementRPC:
-		for _, n := range x402.Networks() {
-			if _, ok := cfg.RPCURLs[n.ID]; ok {
-				catCfg.EVMNetworks = append(catCfg.EVMNetworks, n.ID)
-			}
-		}
-	case SettlementFacilitator:
-		catCfg.EVMNetworks = []string{devchainNetwork}
+	stack.relayer = evmMode.relayer
+	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: evmMode.payTo, EVMNetworks: evmMode.networks, MaxTimeoutSeconds: cfg.maxTimeoutSeconds()}
+	schemes := map[string]x402.Scheme{"eip155": evmMode.scheme}
+	settlers := x402.Settlers{"eip155": evmMode.settler}
+	sol, err := newSolanaSettlement(cfg)
+	if err != nil {
+		return nil, err
 	}
-	evmScheme := x402.Scheme{Verifier: verifier, Identify: evm.Identify}
-	if v, ok := verifier.(*evm.Verifier); ok {
-		// Payments verified here are reserved against their payer's
-		// balance, read from the chain as verification reads it.
-		evmScheme.Balance = v.Balance
-	}
-	schemes := map[string]x402.Scheme{"eip155": evmScheme}
-	settlers := x402.Settlers{"eip155": settler}
-	// Solana is offered only when it can be settled: a fee payer key, an
-	// RPC endpoint and a receiving wallet.
-	var blockhashes *svm.Blockhashes
-	if cfg.SolanaFeePayer != "" && cfg.RPCURLSolana != "" && cfg.PayToSolana != "" {
-		key, err := svm.ParsePrivateKey(cfg.SolanaFeePayer)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("SOLANA_FEE_PAYER_KEY: %w", err)
-		}
-		blockhashes = svm.NewBlockhashes(cfg.RPCURLSolana, nil)
-		var smartWallets *svm.SmartWallets
-		if len(cfg.SolanaSmartWalletPrograms) > 0 {
-			programs, err := svm.ParseSmartWalletPrograms(cfg.SolanaSmartWalletPrograms)
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("SOLANA_SMART_WALLET_PROGRAMS: %w", err)
-			}
-			smartWallets = &svm.SmartWallets{Programs: programs}
-		}
-		sv, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil),
-			Blockhashes: blockhashes, SmartWallets: smartWallets, Balances: svm.NewTokenBalances(cfg.RPCURLSolana, nil)})
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		// The verifier simulates every payment: the settler sends it
-		// without the node simulating it again.
-		ss, err := svm.NewSettler(&svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment, SkipPreflight: true})
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		catCfg.Solana = &x402.SolanaOffer{PayTo: cfg.PayToSolana, FeePayer: key.PublicKey().String()}
+	if sol != nil {
+		catCfg.Solana = &x402.SolanaOption{PayTo: cfg.PayToSolana, FeePayer: sol.settler.FeePayer().String()}
 		// Payments are reserved against the balance of the token account
 		// they move funds from.
-		schemes["solana"] = x402.Scheme{Verifier: sv, Identify: svm.Identify, Balance: sv.Balance}
-		settlers["solana"] = ss
+		schemes["solana"] = x402.Scheme{Verifier: sol.verifier, Identify: svm.Identify, Balance: sol.verifier.Balance}
+		settlers["solana"] = sol.settler
+		stack.solana = sol.settler
 	}
-	catalog, err := x402.NewCatalog(specs, catCfg)
+	catalog, err := x402.NewCatalog(jobs.Offers(specs, cfg.GeminiAPIKey != ""), &catCfg)
 	if err != nil {
-		closeAll()
 		return nil, err
 	}
-	if blockhashes != nil {
-		renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		closers = append(closers, stop)
-		go renewSolanaBlockhash(renewCtx, blockhashes, catalog, logger)
+	if sol != nil {
+		stack.parts.runs(ctx, func(ctx context.Context) { renewSolanaBlockhash(ctx, sol.blockhashes, catalog, logger) })
 	}
 	for _, e := range catalog.Entries() {
 		if !e.Sellable {
-			logger.WarnContext(ctx, "operation not sold", "op", e.Spec.Name, "reason", e.BlockedReason)
+			logger.WarnContext(ctx, "operation not sold", "op", e.Offer.Name, "reason", e.BlockedReason)
 		}
 	}
-	seller := x402.NewSeller(catalog, schemes)
-	stack := &paymentStack{verifier: seller, settler: settlers, close: closeAll}
-	stack.relayer, _ = settler.(*evm.Relayer)
-	stack.solana, _ = settlers["solana"].(*svm.Settler)
+	stack.verifier, stack.settler = x402.NewSeller(catalog, schemes), settlers
 	return stack, nil
+}
+
+// solanaSettlement is the Solana option: its verifier, its settler, and
+// the blockhashes its quotes hand out.
+type solanaSettlement struct {
+	verifier    *svm.Verifier
+	settler     *svm.Settler
+	blockhashes *svm.Blockhashes
+}
+
+// newSolanaSettlement builds the Solana option, offered only when it can
+// be settled: with a fee payer key (SOLANA_FEE_PAYER_KEY), an RPC endpoint
+// (RPC_URL_SOLANA) and a receiving wallet (PAY_TO_SOLANA). It is nil
+// without them.
+func newSolanaSettlement(cfg *Config) (*solanaSettlement, error) {
+	if cfg.SolanaFeePayer == "" || cfg.RPCURLSolana == "" || cfg.PayToSolana == "" {
+		return nil, nil
+	}
+	key, err := svm.ParsePrivateKey(cfg.SolanaFeePayer)
+	if err != nil {
+		return nil, fmt.Errorf("SOLANA_FEE_PAYER_KEY: %w", err)
+	}
+	blockhashes := svm.NewBlockhashes(cfg.RPCURLSolana, nil)
+	var smartWallets *svm.SmartWallets
+	if len(cfg.SolanaSmartWalletPrograms) > 0 {
+		programs, err := svm.ParseSmartWalletPrograms(cfg.SolanaSmartWalletPrograms)
+		if err != nil {
+			return nil, fmt.Errorf("SOLANA_SMART_WALLET_PROGRAMS: %w", err)
+		}
+		smartWallets = &svm.SmartWallets{Programs: programs}
+	}
+	verifier, err := svm.NewVerifier(&svm.VerifierConfig{FeePayer: key.PublicKey(), Simulator: svm.NewRPCSimulator(cfg.RPCURLSolana, nil),
+		Blockhashes: blockhashes, SmartWallets: smartWallets, Balances: svm.NewTokenBalances(cfg.RPCURLSolana, nil)})
+	if err != nil {
+		return nil, err
+	}
+	// The verifier simulates every payment: the settler sends it without
+	// the node simulating it again.
+	settler, err := svm.NewSettler(&svm.SettlerConfig{Key: key, URL: cfg.RPCURLSolana, Commitment: cfg.SolanaCommitment, SkipPreflight: true})
+	if err != nil {
+		return nil, err
+	}
+	return &solanaSettlement{verifier: verifier, settler: settler, blockhashes: blockhashes}, nil
 }
 
 // solanaBlockhashEvery is how often the Solana option's blockhash is
@@ -185,5 +185,75 @@ func renewSolanaBlockhash(ctx context.Context, blockhashes *svm.Blockhashes, cat
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// watchRelayer reads the relayer's balance on each chain every half minute
+// for /metrics, with whether its settlements wait for the base fee, and
+// warns when a balance is under low (wei; nil: never), until ctx ends.
+func watchRelayer(ctx context.Context, relayer *evm.Relayer, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	ctx = evm.WithPurpose(ctx, evm.PurposeRelayer)
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		balances, err := relayer.Balances(ctx)
+		if err != nil {
+			logger.WarnContext(ctx, "read relayer balance", "error", err)
+		}
+		waits := relayer.FeeWait()
+		for network, b := range balances {
+			_, waiting := waits[network]
+			m.RelayerState(network, b, waiting)
+			if low != nil && b.Cmp(low) < 0 {
+				logger.WarnContext(ctx, "relayer balance is low: top it up or settlements stop", "network", network,
+					"relayer", relayer.Address().Hex(), "balance_wei", b.String(), "warn_below_wei", low.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchFeePayer records the Solana fee payer's balance in m every 30 s
+// until ctx ends, warning when it is under low (lamports; nil: never).
+func watchFeePayer(ctx context.Context, settler *svm.Settler, low *big.Int, m *metrics.Metrics, logger *slog.Logger) {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		balance, err := settler.Balance(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "read Solana fee payer balance", "error", err)
+		}
+		if err == nil {
+			m.SolanaFeePayerBalance(balance)
+			if low != nil && new(big.Int).SetUint64(balance).Cmp(low) < 0 {
+				logger.WarnContext(ctx, "Solana fee payer balance is low: top it up or settlements stop",
+					"fee_payer", settler.FeePayer().String(), "balance_lamports", balance, "warn_below_lamports", low.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// relayerStatus reports relayer's state for the dashboard; nil without a
+// relayer.
+func relayerStatus(relayer *evm.Relayer) func(ctx context.Context) ([]ops.RelayerChain, error) {
+	if relayer == nil {
+		return nil
+	}
+	return func(ctx context.Context) ([]ops.RelayerChain, error) {
+		chains, err := relayer.Status(evm.WithPurpose(ctx, evm.PurposeRelayer))
+		out := make([]ops.RelayerChain, len(chains))
+		for i, c := range chains {
+			out[i] = ops.RelayerChain{Network: c.Network, BalanceWei: c.Balance, BaseFeeWei: c.BaseFee, MaxFeeWei: relayer.MaxFee(), FeeWait: c.FeeWait}
+		}
+		return out, err
 	}
 }

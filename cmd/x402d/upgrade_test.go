@@ -25,44 +25,45 @@ import (
 	"github.com/x402d/x402d/x402/payclient"
 )
 
-// previousRelease is the commit of the release whose processes this one
-// must work beside: during an upgrade its apis and workers run on the same
-// database as this release's until every one is replaced
-// (docs/operating.md, Upgrades; TestUpgradeFromPreviousRelease). Move it
-// forward to the release before when a release changes what the other
-// release's processes read.
-const previousRelease = "75e52b07f4658db3ce8c2d6c65eea1e367224299"
+// form1Release is the commit of the last release that writes ledger form 1
+// (its newest migration is 015), whose processes this one must work
+// beside: during an upgrade its apis and workers run on the same database
+// as this release's until every one is replaced (docs/operating.md,
+// Upgrades; TestUpgradeFromForm1Release). When a release changes what an
+// older release's processes read, the upgrade from that older release is
+// tested as this one is.
+const form1Release = "75e52b07f4658db3ce8c2d6c65eea1e367224299"
 
-// buildPreviousRelease builds the x402d binary of previousRelease from this
+// buildForm1Release builds the x402d binary of form1Release from this
 // repository's git history and returns its path. The test fails, saying
 // why, when git or the commit is missing: the upgrade is not tested then.
-func buildPreviousRelease(ctx context.Context, t *testing.T) string {
+func buildForm1Release(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	start := time.Now()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("the upgrade test builds the previous release (%s) from git, which is not installed: %v", previousRelease, err)
+		t.Fatalf("the upgrade test builds the form 1 release (%s) from git, which is not installed: %v", form1Release, err)
 	}
 	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--show-toplevel").CombinedOutput()
 	if err != nil {
-		t.Fatalf("the upgrade test builds the previous release (%s) from this repository's git history, and the source is not in a git work tree: %v: %s",
-			previousRelease, err, out)
+		t.Fatalf("the upgrade test builds the form 1 release (%s) from this repository's git history, and the source is not in a git work tree: %v: %s",
+			form1Release, err, out)
 	}
 	top := strings.TrimSpace(string(out))
 	has := func() error {
-		return exec.CommandContext(ctx, "git", "-C", top, "cat-file", "-e", previousRelease+"^{commit}").Run()
+		return exec.CommandContext(ctx, "git", "-C", top, "cat-file", "-e", form1Release+"^{commit}").Run()
 	}
 	if has() != nil {
 		// A shallow clone: the commit is fetched from where it was
 		// cloned from.
-		out, err := exec.CommandContext(ctx, "git", "-C", top, "fetch", "--quiet", "origin", previousRelease).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "git", "-C", top, "fetch", "--quiet", "origin", form1Release).CombinedOutput()
 		if err != nil || has() != nil {
-			t.Fatalf("the previous release's commit %s is not in the clone at %s, nor fetched from its origin (git fetch origin %s): %v: %s",
-				previousRelease, top, previousRelease, err, out)
+			t.Fatalf("the form 1 release's commit %s is not in the clone at %s, nor fetched from its origin (git fetch origin %s): %v: %s",
+				form1Release, top, form1Release, err, out)
 		}
 	}
 
 	src := t.TempDir()
-	archive := exec.CommandContext(ctx, "git", "-C", top, "archive", previousRelease)
+	archive := exec.CommandContext(ctx, "git", "-C", top, "archive", form1Release)
 	untar := exec.CommandContext(ctx, "tar", "-x", "-C", src)
 	var archiveErr, untarErr bytes.Buffer
 	archive.Stderr, untar.Stderr = &archiveErr, &untarErr
@@ -70,7 +71,7 @@ func buildPreviousRelease(ctx context.Context, t *testing.T) string {
 	require.NoError(t, err)
 	untar.Stdin = pipe
 	require.NoError(t, untar.Start(), "tar")
-	require.NoError(t, archive.Run(), "git archive %s: %s", previousRelease, archiveErr.String())
+	require.NoError(t, archive.Run(), "git archive %s: %s", form1Release, archiveErr.String())
 	require.NoError(t, untar.Wait(), "tar: %s", untarErr.String())
 
 	// Without -trimpath the dependencies' compiled packages are those the
@@ -81,20 +82,20 @@ func buildPreviousRelease(ctx context.Context, t *testing.T) string {
 	build := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-ldflags=-s -w", "-o", exe, "./cmd/x402d")
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the previous release %s: %v: %s", previousRelease, err, out)
+		t.Fatalf("build the form 1 release %s: %v: %s", form1Release, err, out)
 	}
-	t.Logf("built the previous release %.7s in %s", previousRelease, time.Since(start).Round(time.Millisecond))
+	t.Logf("built the form 1 release %.7s in %s", form1Release, time.Since(start).Round(time.Millisecond))
 	return exe
 }
 
-// startPrevious starts `x402d <command>` of the previous release's binary
+// startForm1Release starts `x402d <command>` of the form 1 release's binary
 // exe (startProcess).
-func startPrevious(t *testing.T, exe, command string, env map[string]string) *child {
+func startForm1Release(t *testing.T, exe, command string, env map[string]string) *child {
 	t.Helper()
 	c := startProcess(t, exe, command, os.Environ(), env)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("previous release's x402d %s logs:\n%s", command, c.output())
+			t.Logf("form 1 release's x402d %s logs:\n%s", command, c.output())
 		}
 	})
 	return c
@@ -127,8 +128,9 @@ func withEnv(env map[string]string, kv ...string) map[string]string {
 // upgradeCall is a call paid during the upgrade and its first answer, which
 // every later answer to it must repeat.
 type upgradeCall struct {
-	// id is the call's id; form is how its calls row is written: previous
-	// (the result whole, the settlement as JSON) or new (migration 016).
+	// id is the call's id; form is the ledger form its calls row and
+	// events are written in: "1" (the result whole, the settlement as
+	// JSON, the events as JSON) or "2" (migrations 016 and 017).
 	id, form string
 	req      *payclient.Request
 	// signature is the PAYMENT-SIGNATURE paid with.
@@ -209,22 +211,22 @@ func requireSameAnswer(ctx context.Context, t *testing.T, db *dbtest.DB, payer *
 	var token string
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT token FROM calls WHERE id = $1", c.id).Scan(&token))
 	status, header, body := getAnswer(ctx, t, base+"/api/x402/calls/"+c.id+"?token="+token)
-	require.Equal(t, http.StatusOK, status, "poll of call %s (%s form): %s", c.id, c.form, body)
-	require.Equal(t, c.answer, string(body), "poll of call %s (%s form)", c.id, c.form)
-	require.Equal(t, c.settlement, settlementOf(t, header), "poll of call %s (%s form)", c.id, c.form)
+	require.Equal(t, http.StatusOK, status, "poll of call %s (form %s): %s", c.id, c.form, body)
+	require.Equal(t, c.answer, string(body), "poll of call %s (form %s)", c.id, c.form)
+	require.Equal(t, c.settlement, settlementOf(t, header), "poll of call %s (form %s)", c.id, c.form)
 
 	again, err := payer.Resend(ctx, &payclient.Request{URL: base + "/api/x402/diff", Body: c.req.Body}, c.signature)
 	require.NoError(t, err)
 	status, header, body = answerOf(ctx, t, base, again)
-	require.Equal(t, http.StatusOK, status, "payment of call %s (%s form) sent again: %s", c.id, c.form, body)
-	require.Equal(t, c.answer, string(body), "payment of call %s (%s form) sent again", c.id, c.form)
-	require.Equal(t, c.settlement, settlementOf(t, header), "payment of call %s (%s form) sent again", c.id, c.form)
+	require.Equal(t, http.StatusOK, status, "payment of call %s (form %s) sent again: %s", c.id, c.form, body)
+	require.Equal(t, c.answer, string(body), "payment of call %s (form %s) sent again", c.id, c.form)
+	require.Equal(t, c.settlement, settlementOf(t, header), "payment of call %s (form %s) sent again", c.id, c.form)
 }
 
-// requireRowForm checks how the calls row of c is written: the previous
-// release's form (the result whole, the settlement's response as JSON, no
-// receipt) or this one's (the result without its call_id and op, the
-// response packed in receipt), and its events' forms.
+// requireRowForm checks the ledger form c is written in: form 1 (the
+// result whole, the settlement's response as JSON, no receipt) or form 2
+// (the result without its call_id and op, the response packed in
+// receipt), in its calls row and in its events.
 func requireRowForm(ctx context.Context, t *testing.T, db *dbtest.DB, c upgradeCall) {
 	t.Helper()
 	var state, result string
@@ -233,47 +235,46 @@ func requireRowForm(ctx context.Context, t *testing.T, db *dbtest.DB, c upgradeC
 		Scan(&state, &result, &hasSettlement, &hasReceipt))
 	require.Equal(t, store.CallPaid, state, c.id)
 	// Its events (migration 017): call.paid's and job.succeeded's values
-	// in bin, not in data, and settlement.confirmed as one string, in the
-	// new form only.
+	// in bin, not in data, and settlement.confirmed as one string, in
+	// form 2 only.
 	var paidInBin, succeededInBin, settledOneString bool
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT
 		(SELECT bin IS NOT NULL FROM events WHERE stream = $1 AND type = 'call.paid'),
 		(SELECT bin IS NOT NULL FROM events WHERE stream = $1 AND type = 'job.succeeded'),
 		(SELECT data ? 's' FROM events WHERE stream = $1 AND type = 'settlement.confirmed')`, store.CallStream(c.id)).
 		Scan(&paidInBin, &succeededInBin, &settledOneString))
-	isNew := c.form == "new"
+	isNew := c.form == "2"
 	require.Equal(t, []bool{isNew, isNew, isNew}, []bool{paidInBin, succeededInBin, settledOneString},
 		"call %s: call.paid in bin, job.succeeded in bin, settlement.confirmed one string", c.id)
 	whole := strings.HasPrefix(result, `{"call_id"`)
 	switch c.form {
-	case "previous":
-		require.True(t, whole, "call %s: the previous form keeps the result whole: %s", c.id, result)
-		require.True(t, hasSettlement, "call %s: the previous form keeps the settlement as JSON", c.id)
-		require.False(t, hasReceipt, "call %s: the previous form has no receipt", c.id)
-	case "new":
-		require.False(t, whole, "call %s: the new form keeps the result without its call_id and op: %s", c.id, result)
-		require.False(t, hasSettlement, "call %s: the new form keeps no settlement JSON", c.id)
-		require.True(t, hasReceipt, "call %s: the new form keeps the response in receipt", c.id)
+	case "1":
+		require.True(t, whole, "call %s: form 1 keeps the result whole: %s", c.id, result)
+		require.True(t, hasSettlement, "call %s: form 1 keeps the settlement as JSON", c.id)
+		require.False(t, hasReceipt, "call %s: form 1 has no receipt", c.id)
+	case "2":
+		require.False(t, whole, "call %s: form 2 keeps the result without its call_id and op: %s", c.id, result)
+		require.False(t, hasSettlement, "call %s: form 2 keeps no settlement JSON", c.id)
+		require.True(t, hasReceipt, "call %s: form 2 keeps the response in receipt", c.id)
 	default:
 		t.Fatalf("call %s: unknown form %q", c.id, c.form)
 	}
 }
 
-// TestUpgradeFromPreviousRelease walks the upgrade of docs/operating.md
-// with the previous release's real binary (previousRelease) and this
-// release's, as separate processes on one database settling on a devchain:
-// the previous release's api and worker on a database it migrated; this
-// release's `x402d migrate`; a new worker (LEDGER_PREVIOUS_FORM=true) in
-// place of the old one, the old api answering the calls it settles; a new
-// api in place of the old one, answering every call paid so far; the
-// workers and apis restarted without LEDGER_PREVIOUS_FORM, writing the new
-// form. Every call keeps its first answer through every api after it, and
+// TestUpgradeFromForm1Release walks the upgrade of docs/operating.md
+// with the real binary of the last release writing ledger form 1
+// (form1Release) and this release's, as separate processes on one database
+// settling on a devchain: the old release's api and worker on a database
+// it migrated; this release's `x402d migrate`; a new worker (LEDGER_FORM=1)
+// in place of the old one, the old api answering the calls it settles; a
+// new api in place of the old one, answering every call paid so far; the
+// workers and apis restarted without LEDGER_FORM, writing form 2. Every call keeps its first answer through every api after it, and
 // each payment is settled once.
-func TestUpgradeFromPreviousRelease(t *testing.T) {
+func TestUpgradeFromForm1Release(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	start := time.Now()
-	prev := buildPreviousRelease(ctx, t)
+	prev := buildForm1Release(ctx, t)
 	newExe, err := os.Executable()
 	require.NoError(t, err)
 	newBase := func() []string { return append(os.Environ(), "X402D_TEST_CHILD=1") }
@@ -295,27 +296,27 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		}
 	}
 
-	// (a) The previous release on a database it migrated.
-	oldAPI := startPrevious(t, prev, "api", env)
-	oldWorker := startPrevious(t, prev, "worker", env)
-	pay(oldAPI.addr, "previous", 2)
-	t.Logf("(a) previous release: %d calls paid (%s)", len(calls), time.Since(start).Round(time.Millisecond))
+	// (a) The form 1 release on a database it migrated.
+	oldAPI := startForm1Release(t, prev, "api", env)
+	oldWorker := startForm1Release(t, prev, "worker", env)
+	pay(oldAPI.addr, "1", 2)
+	t.Logf("(a) form 1 release: %d calls paid (%s)", len(calls), time.Since(start).Round(time.Millisecond))
 
-	// (b) This release's migrations; the previous release goes on.
+	// (b) This release's migrations; the form 1 release goes on.
 	migrateWith(ctx, t, newExe, newBase(), env)
 	var hasReceipt bool
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = 'calls' AND column_name = 'receipt')`).Scan(&hasReceipt))
 	require.True(t, hasReceipt, "migration 016 applied")
-	pay(oldAPI.addr, "previous", 1)
+	pay(oldAPI.addr, "1", 1)
 
-	// (c) A new worker writing the previous form replaces the old one; the
-	// old api answers the calls it settles.
-	previousForm := withEnv(env, "LEDGER_PREVIOUS_FORM", "true")
-	newWorker := startChild(t, "worker", previousForm)
+	// (c) A new worker writing form 1 replaces the old one; the old api
+	// answers the calls it settles.
+	form1 := withEnv(env, "LEDGER_FORM", "1")
+	newWorker := startChild(t, "worker", form1)
 	oldWorker.stop(t)
 	first := len(calls)
-	pay(oldAPI.addr, "previous", 3)
+	pay(oldAPI.addr, "1", 3)
 	for _, c := range calls[first:] {
 		requireRowForm(ctx, t, db, c)
 	}
@@ -323,27 +324,26 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Logf("(c) new worker, old api: %d calls paid (%s)", len(calls), time.Since(start).Round(time.Millisecond))
 
 	// (d) A new api replaces the old one: every call answers as it did.
-	newAPI := startChild(t, "api", previousForm)
+	newAPI := startChild(t, "api", form1)
 	oldAPI.stop(t)
 	for _, c := range calls {
 		requireSameAnswer(ctx, t, db, payer, newAPI.addr, c)
 	}
-	pay(newAPI.addr, "previous", 1)
+	pay(newAPI.addr, "1", 1)
 	t.Logf("(d) new api: %d calls answered again (%s)", len(calls), time.Since(start).Round(time.Millisecond))
 
-	// (e) No process of the previous release is left: the worker and the
-	// api restart without LEDGER_PREVIOUS_FORM, and the worker writes the
-	// new form.
+	// (e) No process of the form 1 release is left: the worker and the
+	// api restart without LEDGER_FORM, and the worker writes form 2.
 	startChild(t, "worker", env)
 	newWorker.stop(t)
 	api := startChild(t, "api", env)
 	newAPI.stop(t)
-	pay(api.addr, "new", 3)
+	pay(api.addr, "2", 3)
 	for _, c := range calls {
 		requireRowForm(ctx, t, db, c)
 		requireSameAnswer(ctx, t, db, payer, api.addr, c)
 	}
-	t.Logf("(e) new form: %d calls in all answered again (%s)", len(calls), time.Since(start).Round(time.Millisecond))
+	t.Logf("(e) form 2: %d calls in all answered again (%s)", len(calls), time.Since(start).Round(time.Millisecond))
 
 	// Each payment settled once: one settlement.confirmed a call, the
 	// payer's and the receiver's balances moved by the calls' prices.

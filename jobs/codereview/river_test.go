@@ -50,7 +50,7 @@ func TestRiverRetryAndCharge(t *testing.T) {
 		Settler: settler,
 		Logger:  slog.New(slog.DiscardHandler),
 		Ops:     []worker.Op{worker.Bind(codereview.Op, w.Work, true)},
-	}, worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+	}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, rc.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, worker.Stop(rc, 10*time.Second)) })

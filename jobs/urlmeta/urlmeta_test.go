@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var err error
-		testPool, err = browser.New(ctx, browser.Config{
+		testPool, err = browser.New(ctx, &browser.Config{
 			Fetch:         fetch.New(&fetch.Config{AllowCIDRs: loopback}),
 			MaxPages:      2,
 			RenderTimeout: 10 * time.Second,

@@ -5,7 +5,7 @@
 -- payment_key the replay key's digest (store.PaymentDigest: the base64 of
 -- the first 16 bytes of its SHA-256, 24 characters, where the key takes
 -- about 120) rather than the key. The unique index on payment_key stays
--- the replay guard: a key written whole (by an api of the previous release
+-- the replay guard: a key written whole (by an api of a release before it
 -- while an upgrade replaces them) is turned into its digest as it is
 -- inserted, so that a payment admitted by either release is refused by the
 -- other. The trigger runs for those keys only: a key names its network

@@ -5,6 +5,6 @@
 -- reader puts them back, store.ResultObject). A refused settlement keeps
 -- its JSON object in settlement, whose errorReason /ops lists. Rows written
 -- before keep theirs, which every reader of this release reads; a worker
--- writes rows in the previous form while LEDGER_PREVIOUS_FORM is set, for
--- the apis of the previous release (docs/operating.md, Upgrades).
+-- writes rows in ledger form 1, as before, while LEDGER_FORM=1, for the
+-- apis of the releases before this migration (docs/operating.md, Upgrades).
 ALTER TABLE calls ADD COLUMN IF NOT EXISTS receipt bytea;

@@ -92,7 +92,7 @@ type Settler struct {
 
 var _ x402.Settler = (*Settler)(nil)
 
-// NewSettler returns a Settler for cfg.
+// NewSettler returns a Settler for config, of which it keeps a copy.
 func NewSettler(config *SettlerConfig) (*Settler, error) {
 	cfg := *config
 	if len(cfg.Key) != 64 || cfg.URL == "" {

@@ -1,4 +1,4 @@
-package x402_test
+package jobs_test
 
 import (
 	"bytes"
@@ -37,9 +37,10 @@ func specs() []jobs.Spec {
 	return out
 }
 
-// TestOfficialPackagesReadQuotes serves every quote the catalogue builds
-// (each operation, on one network and on all seven, and with refusal
-// reasons) as a 402 on loopback, and has the official packages read them:
+// TestOfficialPackagesReadQuotes serves every quote x402 builds of the
+// catalogue's offers (each operation, on one network and on all seven,
+// and with refusal reasons) as a 402 on loopback, and has the official
+// packages read them:
 // @x402/core's HTTP client and header decoder, its PaymentRequired v2
 // schema, @x402/extensions' validation of the bazaar extension (the
 // facilitator's check before cataloguing), and its payment-identifier
@@ -57,33 +58,36 @@ func TestOfficialPackagesReadQuotes(t *testing.T) {
 		require.NoError(t, err, "the official x402 packages are missing; run: go tool task npm")
 	}
 
-	configs := []x402.CatalogConfig{
-		{PublicURL: "https://x402d.example", PayToEVM: "0x000000000000000000000000000000000000dEaD",
+	configs := []struct {
+		cfg        x402.CatalogConfig
+		modelReady bool
+	}{
+		{x402.CatalogConfig{PublicURL: "https://x402d.example", PayToEVM: "0x000000000000000000000000000000000000dEaD",
 			EVMNetworks: []string{"eip155:8453", "eip155:42161", "eip155:137", "eip155:43114", "eip155:1329", "eip155:196"},
-			Solana:      &x402.SolanaOffer{PayTo: "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM", FeePayer: "2wmVCSfPxGPjrnMMn7rchp4uaeoTqN39mXFC2zhPdri9"},
-			ModelReady:  true},
-		{PublicURL: "http://127.0.0.1:8080", PayToEVM: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", EVMNetworks: []string{"eip155:8453"}},
+			Solana:      &x402.SolanaOption{PayTo: "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM", FeePayer: "2wmVCSfPxGPjrnMMn7rchp4uaeoTqN39mXFC2zhPdri9"}},
+			true},
+		{x402.CatalogConfig{PublicURL: "http://127.0.0.1:8080", PayToEVM: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", EVMNetworks: []string{"eip155:8453"}}, false},
 	}
 	type served struct {
 		name  string
 		quote *x402.Quote
 	}
 	var quotes []served
-	for i, cfg := range configs {
-		cat, err := x402.NewCatalog(specs(), cfg)
+	for i, c := range configs {
+		cat, err := x402.NewCatalog(jobs.Offers(specs(), c.modelReady), &c.cfg)
 		require.NoError(t, err)
 		for _, e := range cat.Entries() {
-			q, err := cat.Quote(e.Spec.Name)
+			q, err := cat.Quote(e.Offer.Name)
 			if !e.Sellable {
 				require.ErrorIs(t, err, x402.ErrNotSellable)
 				continue
 			}
 			require.NoError(t, err)
-			quotes = append(quotes, served{fmt.Sprintf("config %d %s", i, e.Spec.Name), q})
+			quotes = append(quotes, served{fmt.Sprintf("config %d %s", i, e.Offer.Name), q})
 			for _, reason := range []string{x402.ReasonNoMatch, "invalid_exact_evm_signature", `odd "reason" \ ü`} {
-				rq, err := cat.QuoteWithError(e.Spec.Name, reason, "refused: "+reason)
+				rq, err := cat.QuoteWithError(e.Offer.Name, reason, "refused: "+reason)
 				require.NoError(t, err)
-				quotes = append(quotes, served{fmt.Sprintf("config %d %s refused %q", i, e.Spec.Name, reason), rq})
+				quotes = append(quotes, served{fmt.Sprintf("config %d %s refused %q", i, e.Offer.Name, reason), rq})
 			}
 		}
 	}
