@@ -1,4 +1,3 @@
-DROP TRIGGER IF EXISTS index_resource_search_host_change ON index_hosts;
 DROP TRIGGER IF EXISTS index_resource_search_host_write ON index_hosts;
 DROP FUNCTION IF EXISTS index_resource_search_host();
 DROP TRIGGER IF EXISTS index_resource_search_change ON index_resources;

@@ -87,13 +87,12 @@ BEGIN
 END
 $$;
 
+-- No WHEN clause nor column list: either would make the trigger depend on
+-- the liveness columns, which migration 011's down drops; the update above
+-- changes only the rows whose copy differs.
 DROP TRIGGER IF EXISTS index_resource_search_host_write ON index_hosts;
-CREATE TRIGGER index_resource_search_host_write AFTER INSERT OR DELETE ON index_hosts
+CREATE TRIGGER index_resource_search_host_write AFTER INSERT OR UPDATE OR DELETE ON index_hosts
     FOR EACH ROW EXECUTE FUNCTION index_resource_search_host();
-DROP TRIGGER IF EXISTS index_resource_search_host_change ON index_hosts;
-CREATE TRIGGER index_resource_search_host_change AFTER UPDATE ON index_hosts
-    FOR EACH ROW WHEN ((OLD.live, OLD.uptime_30d) IS DISTINCT FROM (NEW.live, NEW.uptime_30d))
-    EXECUTE FUNCTION index_resource_search_host();
 
 INSERT INTO index_resource_search (resource, document, host_live, host_uptime_30d, updated_at, host, price_usdc,
     networks, assets, schemes, pay_tos, tag_keys, extension_keys)
