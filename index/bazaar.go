@@ -159,13 +159,26 @@ func (r *Reader) BazaarList(ctx context.Context, q BazaarListQuery) (*BazaarList
 	if q.Type == "mcp" {
 		return a, nil
 	}
+	// The page and the total are read at once, on two connections: the
+	// total counts every selected resource, the page may skip as many.
+	type counted struct {
+		n   int
+		err error
+	}
+	total := make(chan counted, 1)
+	go func() {
+		n, err := store.ResourceCount(ctx, r.pool, &q.resources.params)
+		total <- counted{n, err}
+	}()
 	list, _, err := store.ResourceSearch(ctx, r.pool, &q.resources.params)
+	c := <-total
 	if err != nil {
 		return nil, fmt.Errorf("index: bazaar list: %w", err)
 	}
-	if a.Pagination.Total, err = store.ResourceCount(ctx, r.pool, &q.resources.params); err != nil {
-		return nil, fmt.Errorf("index: bazaar list: %w", err)
+	if c.err != nil {
+		return nil, fmt.Errorf("index: bazaar list: %w", c.err)
 	}
+	a.Pagination.Total = c.n
 	for i := range list {
 		a.Items = append(a.Items, bazaarResource(&list[i]))
 	}

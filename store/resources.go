@@ -72,7 +72,10 @@ type ResourceEvidence struct {
 const resourceEvidence = `NULL::bigint, NULL::float8, NULL::bigint`
 
 // resourceEvidenceBoost is the on-chain part of a resource's evidence, 0
-// until on-chain figures are joined in resourceEvidence.
+// until on-chain figures are joined in resourceEvidence. It is computed
+// for every match of a text over index_resource_search r (resourceScore),
+// so what it reads should be a column of that narrow table (kept by its
+// triggers, migration 024) or a cheap lookup by r.pay_tos.
 const resourceEvidenceBoost = `0`
 
 // resourceVerified is whether the origin of r proved ownership of one of
@@ -84,10 +87,11 @@ const resourceVerified = `coalesce((SELECT array_agg(o.pay_to ORDER BY o.pay_to)
 // query) times one plus its evidence: its host live now (0.5), its uptime
 // over 30 days (up to 0.5) and its on-chain figures
 // (resourceEvidenceBoost). It is computed for every match, so it reads
-// only the resource's row and its host's: a proof of ownership is shown
+// only the match's row of the narrow side table index_resource_search
+// (which carries its host's liveness): a proof of ownership is shown
 // (verified_pay_to), not ranked, as a lookup per match costs a third of a
 // search at 100,000 resources.
-const resourceScore = `ts_rank(r.document, q.query) * (1 + CASE WHEN h.live THEN 0.5 ELSE 0 END + 0.5 * coalesce(h.uptime_30d, 0)
+const resourceScore = `ts_rank(r.document, q.query) * (1 + CASE WHEN r.host_live THEN 0.5 ELSE 0 END + 0.5 * coalesce(r.host_uptime_30d, 0)
 	+ ` + resourceEvidenceBoost + `)`
 
 // resourceSorts are the resources search's sorts and their orders.
@@ -148,21 +152,24 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 	if order == "" {
 		return nil, false, fmt.Errorf("resources: unknown sort %q", p.Sort)
 	}
-	where, args := resourceWhere(p)
+	// A text is matched and ranked over the narrow side table
+	// index_resource_search (the live resources, with their host's
+	// liveness); without, the page is chosen from index_resources' narrow
+	// columns (the Bazaar list's order is read from its index alone). The
+	// hosts are joined only when the live filter or the sort reads them,
+	// then the page's rows are read whole.
+	text := strings.TrimSpace(p.Q)
+	where, args := resourceWhere(p, text != "")
 	score := "0::float8"
 	from := "index_resources r"
-	if q := strings.TrimSpace(p.Q); q != "" {
-		args = append(args, q)
-		from = "(SELECT websearch_to_tsquery('english', $" + strconv.Itoa(len(args)) + ") AS query) q CROSS JOIN index_resources r"
+	if text != "" {
+		args = append(args, text)
+		from = "(SELECT websearch_to_tsquery('english', $" + strconv.Itoa(len(args)) + ") AS query) q CROSS JOIN index_resource_search r"
 		where += " AND r.document @@ q.query"
 		score = resourceScore
 	}
 	args = append(args, p.Limit+1, p.Offset)
-	// The page is chosen from the narrow columns, joined with the hosts
-	// only when the text's score, the live filter or the sort reads them
-	// (without, the Bazaar list's order is read from its index alone), then
-	// its rows are read whole.
-	if score != "0::float8" || p.Live != "" || strings.Contains(order, "h.") {
+	if (text == "" && p.Live != "") || strings.Contains(order, "h.") {
 		from += " LEFT JOIN index_hosts h ON h.host = r.host"
 	}
 	query := `WITH page AS (
@@ -214,7 +221,7 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 // ResourceCount counts the live resources p selects (its text, sort and
 // page aside).
 func ResourceCount(ctx context.Context, db DBTX, p *ResourceSearchParams) (int, error) {
-	where, args := resourceWhere(p)
+	where, args := resourceWhere(p, false)
 	from := "index_resources r"
 	if p.Live != "" {
 		from += " LEFT JOIN index_hosts h ON h.host = r.host"
@@ -226,11 +233,12 @@ func ResourceCount(ctx context.Context, db DBTX, p *ResourceSearchParams) (int, 
 	return n, nil
 }
 
-// resourceLive are the values of the live filter and their condition.
+// resourceLive are the values of the live filter and their condition on
+// the host's liveness (%[1]s).
 var resourceLive = map[string]string{
-	"true":  "h.live",
-	"false": "NOT h.live",
-	"null":  "h.live IS NULL",
+	"true":  "%[1]s",
+	"false": "NOT %[1]s",
+	"null":  "%[1]s IS NULL",
 }
 
 // ResourceLiveKnown reports whether v is a value of the resources search's
@@ -241,9 +249,15 @@ func ResourceLiveKnown(v string) bool {
 }
 
 // resourceWhere returns the condition of p's filters (its text aside) and
-// its arguments.
-func resourceWhere(p *ResourceSearchParams) (string, []any) {
+// its arguments, over index_resources r, or over index_resource_search r
+// when narrow (its rows are the live resources, with their host's
+// liveness).
+func resourceWhere(p *ResourceSearchParams, narrow bool) (string, []any) {
 	where := []string{"NOT r.retired"}
+	live := "h.live"
+	if narrow {
+		where, live = []string{"true"}, "r.host_live"
+	}
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
@@ -272,9 +286,11 @@ func resourceWhere(p *ResourceSearchParams) (string, []any) {
 		where = append(where, "r.tag_keys @> "+arg(tags)+"::text[]")
 	}
 	if cond, ok := resourceLive[p.Live]; ok {
-		where = append(where, cond)
+		where = append(where, fmt.Sprintf(cond, live))
 	}
-	if p.Extension != "" {
+	if p.Extension != "" && narrow {
+		where = append(where, "r.extension_keys @> ARRAY["+arg(p.Extension)+"::text]")
+	} else if p.Extension != "" {
 		where = append(where, "r.extensions ? "+arg(p.Extension))
 	}
 	return strings.Join(where, " AND "), args

@@ -1,0 +1,98 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+)
+
+// resourceSearchDrift counts the rows of index_resource_search that differ
+// from what index_resources and index_hosts say now (either way).
+const resourceSearchDrift = `
+WITH want AS (
+	SELECT r.resource, r.document, h.live AS host_live, h.uptime_30d AS host_uptime_30d, r.updated_at, r.host, r.price_usdc,
+		r.networks, r.assets, r.schemes, r.pay_tos, r.tag_keys, index_resource_extension_keys(r.extensions) AS extension_keys
+	FROM index_resources r LEFT JOIN index_hosts h ON h.host = r.host WHERE NOT r.retired),
+have AS (
+	SELECT resource, document, host_live, host_uptime_30d, updated_at, host, price_usdc, networks, assets, schemes, pay_tos,
+		tag_keys, extension_keys FROM index_resource_search)
+SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT SELECT * FROM have) a)
+	+ (SELECT count(*) FROM (SELECT * FROM have EXCEPT SELECT * FROM want) b)`
+
+// TestResourceSearchSideTable: the narrow table a text search matches and
+// ranks over follows every write of the resources and their hosts, so that
+// a text search finds and orders what the resources say now.
+func TestResourceSearchSideTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+		var drift int
+		require.NoError(t, db.Pool.QueryRow(ctx, resourceSearchDrift).Scan(&drift))
+		require.Zero(t, drift, "index_resource_search after %s", sql)
+	}
+	search := func(p store.ResourceSearchParams) []string {
+		t.Helper()
+		if p.Sort == "" {
+			p.Sort = "relevance"
+		}
+		p.Limit = 10
+		list, _, err := store.ResourceSearch(ctx, db.Pool, &p)
+		require.NoError(t, err)
+		var out []string
+		for _, r := range list {
+			out = append(out, r.Resource)
+		}
+		return out
+	}
+
+	exec(`INSERT INTO index_resources (resource, host, description, updated_at, tags, tag_keys, extensions, pay_tos, networks, price_usdc)
+		VALUES ('https://a.test/w', 'a.test', 'Weather forecasts', now(), '{weather}', '{weather}', '{"bazaar":{}}', '{0xaaa}', '{eip155:8453}', 0.01),
+		       ('https://b.test/w', 'b.test', 'Weather forecasts', now(), '{weather}', '{weather}', '["bazaar", 1]', '{0xbbb}', '{eip155:8453}', 0.02),
+		       ('https://c.test/w', 'c.test', 'Weather now', now(), '{}', '{}', NULL, '{0xccc}', '{eip155:137}', NULL)`)
+	// A host measured after its resources were written.
+	exec(`INSERT INTO index_hosts (host, live, uptime_30d) VALUES ('a.test', false, 0.1), ('b.test', true, 0.99)`)
+	require.Equal(t, []string{"https://b.test/w", "https://a.test/w", "https://c.test/w"}, search(store.ResourceSearchParams{Q: "weather"}))
+
+	// Liveness moves the rank.
+	exec(`UPDATE index_hosts SET live = true, uptime_30d = 1 WHERE host = 'a.test'`)
+	exec(`UPDATE index_hosts SET live = NULL WHERE host = 'b.test'`)
+	require.Equal(t, []string{"https://a.test/w", "https://b.test/w", "https://c.test/w"}, search(store.ResourceSearchParams{Q: "weather"}))
+	require.Equal(t, []string{"https://b.test/w"}, search(store.ResourceSearchParams{Q: "weather", Live: "null", Tags: []string{"weather"}}))
+	require.Equal(t, []string{"https://a.test/w"}, search(store.ResourceSearchParams{Q: "weather", Live: "true"}))
+
+	// The filters read the same on both tables: with a text and without.
+	for _, p := range []store.ResourceSearchParams{
+		{Extension: "bazaar", Sort: "url"},
+		{PayTo: "0xCCC", Sort: "url"},
+		{Network: "eip155:8453", Sort: "url"},
+		{Tags: []string{"WEATHER"}, Sort: "url"},
+		{MaxUSDC: new(0.015), Sort: "url"},
+		{Live: "false", Sort: "url"},
+	} {
+		without := search(p)
+		p.Q = "weather"
+		require.Equal(t, without, search(p), "%+v", p)
+	}
+	require.Equal(t, []string{"https://a.test/w", "https://b.test/w"}, search(store.ResourceSearchParams{Q: "weather", Extension: "bazaar", Sort: "url"}))
+
+	// A listing that changes, a resource retired, one deleted, a host
+	// removed.
+	exec(`UPDATE index_resources SET description = 'Stock quotes', updated_at = now() WHERE resource = 'https://c.test/w'`)
+	require.Equal(t, []string{"https://c.test/w"}, search(store.ResourceSearchParams{Q: "stock"}))
+	exec(`UPDATE index_resources SET retired = true WHERE resource = 'https://a.test/w'`)
+	require.Equal(t, []string{"https://b.test/w"}, search(store.ResourceSearchParams{Q: "weather"}))
+	exec(`UPDATE index_resources SET retired = false WHERE resource = 'https://a.test/w'`)
+	exec(`DELETE FROM index_resources WHERE resource = 'https://b.test/w'`)
+	exec(`DELETE FROM index_hosts WHERE host = 'a.test'`)
+	require.Equal(t, []string{"https://a.test/w"}, search(store.ResourceSearchParams{Q: "weather"}))
+	exec(`UPDATE index_resources SET resource = 'https://a.test/w2' WHERE resource = 'https://a.test/w'`)
+	require.Equal(t, []string{"https://a.test/w2"}, search(store.ResourceSearchParams{Q: "weather"}))
+}
