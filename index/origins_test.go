@@ -93,7 +93,6 @@ func (o *origins) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.inFlight[host]--
 		o.mu.Unlock()
 	}()
-	time.Sleep(5 * time.Millisecond)
 	base := "http://" + host + ":" + o.port
 	quote := func(amount, description string) {
 		w.Header().Set("PAYMENT-REQUIRED", base64.StdEncoding.EncodeToString([]byte(`{"x402Version":2,"resource":{"url":"`+base+r.URL.Path+`","description":"`+description+`"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"`+amount+`","asset":"`+usdc+`","payTo":"0x1"}]}`)))
