@@ -24,6 +24,12 @@ import (
 type sellerLog struct {
 	mu       sync.Mutex
 	requests map[string][]string // host -> "METHOD body"
+	// quick are the hosts that answer at once and have not yet; fast is
+	// closed once each has. slowHeld is how long slow.test held its
+	// answer, waiting for them.
+	quick    map[string]bool
+	fast     chan struct{}
+	slowHeld time.Duration
 }
 
 func (l *sellerLog) add(host, entry string) {
@@ -32,17 +38,35 @@ func (l *sellerLog) add(host, entry string) {
 	l.requests[host] = append(l.requests[host], entry)
 }
 
+// answered notes that host has answered.
+func (l *sellerLog) answered(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.quick[host] {
+		delete(l.quick, host)
+		if len(l.quick) == 0 {
+			close(l.fast)
+		}
+	}
+}
+
 // sellers answers as the resources of hosts named after their behaviour,
 // all on one loopback server; the fetch client resolves every .test name to
-// it (private.test to a private address the guard refuses).
+// it (private.test to a private address the guard refuses). slow.test
+// answers once paid, v1, bogus402, missing, broken and busy.test have: a
+// prober asking one host at a time gets no answer from it.
 func sellers(t *testing.T) (*httptest.Server, *fetch.Client, *sellerLog) {
 	t.Helper()
 	quote := base64.StdEncoding.EncodeToString([]byte(`{"x402Version":2,"resource":{"url":"x"},"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10","asset":"` + usdc + `","payTo":"0x1","maxTimeoutSeconds":60}]}`))
-	log := &sellerLog{requests: map[string][]string{}}
+	log := &sellerLog{requests: map[string][]string{}, fast: make(chan struct{}), quick: map[string]bool{}}
+	for _, h := range []string{"paid", "v1", "bogus402", "missing", "broken", "busy"} {
+		log.quick[h+".test"] = true
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.Host)
 		body, _ := io.ReadAll(r.Body)
 		log.add(host, r.Method+" "+string(body))
+		defer log.answered(host)
 		if r.Method == http.MethodHead {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
@@ -60,7 +84,15 @@ func sellers(t *testing.T) (*httptest.Server, *fetch.Client, *sellerLog) {
 		case host == "paid.test" || strings.HasPrefix(host, "live"):
 			paid()
 		case host == "slow.test":
-			time.Sleep(300 * time.Millisecond)
+			arrived := time.Now()
+			select {
+			case <-log.fast:
+			case <-r.Context().Done():
+				return
+			}
+			log.mu.Lock()
+			log.slowHeld = time.Since(arrived)
+			log.mu.Unlock()
 			paid()
 		case host == "v1.test":
 			w.WriteHeader(http.StatusPaymentRequired)
@@ -204,7 +236,11 @@ func TestLiveness(t *testing.T) {
 	check("paid.test", true, 402)
 	check("v1.test", true, 402)
 	check("slow.test", true, 402)
-	require.GreaterOrEqual(t, *got["slow.test"].LatencyMS, 300)
+	log.mu.Lock()
+	held := log.slowHeld
+	log.mu.Unlock()
+	require.Positive(t, held, "slow.test answered after the others")
+	require.GreaterOrEqual(t, *got["slow.test"].LatencyMS, int(held.Milliseconds()), "the latency counts the seller's wait")
 	check("bogus402.test", false, 402)
 	check("missing.test", false, 404)
 	check("broken.test", false, 500)

@@ -36,6 +36,15 @@ func newStatusRecorder() *statusRecorder {
 	return &statusRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), seen: map[int]int{}}
 }
 
+// loadClient returns a client for loadgen of concurrency requests at a
+// time, like its own, whose answers rec records.
+func loadClient(concurrency int) (*http.Client, *statusRecorder) {
+	rec := newStatusRecorder()
+	tr := rec.next.(*http.Transport)
+	tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = concurrency, concurrency
+	return &http.Client{Transport: rec, Timeout: 70 * time.Second}, rec
+}
+
 func (r *statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
 	if err == nil {
@@ -90,6 +99,10 @@ func awaitAnswers(t *testing.T, r *statusRecorder, code, n int) {
 // (the jobs whose completion was lost are taken up again,
 // JOB_RECLAIM_AFTER).
 func TestLoadDatabaseCut(t *testing.T) {
+	// What River's completer logs once it has given up retrying the
+	// completion of a batch of jobs.
+	const completerGaveUp = "Too many errors; giving up"
+
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
@@ -97,20 +110,26 @@ func TestLoadDatabaseCut(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": proxy.URL(db), "LISTEN_ADDR": "127.0.0.1:0", "CALL_WAIT": "2s", "RIVER_POLL_INTERVAL": "200ms",
 		"JOB_TIMEOUT": "10m"}
 	apis := []*child{startChild(t, "api", env), startChild(t, "api", env)}
-	startChild(t, "worker", env)
-	startChild(t, "worker", env)
+	workers := []*child{startChild(t, "worker", env), startChild(t, "worker", env)}
 
 	var restored atomic.Int64
 	cut := make(chan struct{})
 	recorder := newStatusRecorder()
 	go func() {
 		defer close(cut)
-		// Cut once the load is under way; the outage itself lasts real
-		// time, across the child processes, longer than River's completer
-		// retries.
+		// Cut once the load is under way; the outage lasts until a
+		// worker's River completer has given up retrying a completion
+		// (it logs so), so that the completion is lost.
 		awaitAnswers(t, recorder, http.StatusOK, 16)
 		proxy.Cut()
-		time.Sleep(12 * time.Second)
+		away := time.Now()
+		defer func() { t.Logf("database away for %s", time.Since(away).Round(time.Millisecond)) }()
+		select {
+		case <-workers[0].logged(completerGaveUp):
+		case <-workers[1].logged(completerGaveUp):
+		case <-time.After(time.Minute):
+			t.Errorf("no worker's completer gave up within a minute of the cut")
+		}
 		proxy.Restore()
 		restored.Store(time.Now().UnixNano())
 	}()

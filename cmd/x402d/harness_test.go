@@ -190,11 +190,33 @@ func startInProcessWith(ctx context.Context, t testing.TB, cmd string, getenv fu
 
 // child is an x402d process started from the test binary.
 type child struct {
-	cmd  *exec.Cmd
-	addr string
-	logs *bytes.Buffer
-	mu   *sync.Mutex
-	done chan struct{}
+	cmd   *exec.Cmd
+	addr  string
+	logs  *bytes.Buffer
+	mu    *sync.Mutex
+	waits []logWait // guarded by mu
+	done  chan struct{}
+}
+
+// logWait is a channel closed once the process logs a line containing text.
+type logWait struct {
+	text string
+	ch   chan struct{}
+}
+
+// logged returns a channel closed once the process has logged a line
+// containing text: a test waits on what the process says it did rather
+// than on a guess of how long it takes.
+func (c *child) logged(text string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := logWait{text: text, ch: make(chan struct{})}
+	if strings.Contains(c.logs.String(), text) {
+		close(w.ch)
+		return w.ch
+	}
+	c.waits = append(c.waits, w)
+	return w.ch
 }
 
 // startTwoAPIsTwoWorkers starts two `x402d api` and two `x402d worker`
@@ -241,6 +263,15 @@ func startProcess(t testing.TB, exe, command string, base []string, env map[stri
 			line := sc.Text()
 			c.mu.Lock()
 			c.logs.WriteString(line + "\n")
+			waits := c.waits[:0]
+			for _, w := range c.waits {
+				if strings.Contains(line, w.text) {
+					close(w.ch)
+				} else {
+					waits = append(waits, w)
+				}
+			}
+			c.waits = waits
 			c.mu.Unlock()
 			var rec struct {
 				Msg  string `json:"msg"`

@@ -68,9 +68,15 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 	// session of the server holds a transaction or snapshot as old as the
 	// newest row version of calls (waiting a minute at most in all), the
 	// warm-up's as the run's.
+	// The sessions are other tests' and processes': Postgres tells no one
+	// when a snapshot is released, so pg_stat_activity is polled.
 	deadline := time.Now().Add(time.Minute)
 	quiet := func() {
-		for time.Now().Before(deadline) {
+		qctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
 			var holding int
 			require.NoError(t, db.Pool.QueryRow(ctx, `WITH newest AS (SELECT max(xmin::text::bigint) AS xid FROM calls)
 				SELECT count(*) FROM pg_stat_activity, newest WHERE pid <> pg_backend_pid()
@@ -78,9 +84,13 @@ func ledgerPerCall(ctx context.Context, t testing.TB, run time.Duration, n int) 
 			if holding == 0 {
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-tick.C:
+			case <-qctx.Done():
+				t.Logf("a transaction older than calls' newest row is still open: dead row versions may be counted as compacted")
+				return
+			}
 		}
-		t.Logf("a transaction older than calls' newest row is still open: dead row versions may be counted as compacted")
 	}
 	var events0, calls0 int64
 	for i := range 3 {

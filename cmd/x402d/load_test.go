@@ -335,12 +335,14 @@ func TestLoadAPIKilled(t *testing.T) {
 	// a header to a2 once a1 is gone.
 	proxy := &failover{primary: a1.addr, backup: a2.addr, sent: map[string]bool{}}
 	srv := newLoopbackServer(t, proxy)
+	client, recorder := loadClient(16)
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
+		// Once the load is under way: calls are in flight on a1.
+		awaitAnswers(t, recorder, http.StatusOK, 32)
 		a1.kill()
 	}()
 	rep, err := loadgen.Run(ctx, loadgen.Config{
-		BaseURL: srv, Requests: loadRequests, Payer: &fakePayer{payer: "0xapi"},
+		BaseURL: srv, Requests: loadRequests, Payer: &fakePayer{payer: "0xapi"}, Client: client,
 		Concurrency: 16, Duration: 4 * time.Second, Retry: true, RetryFor: 30 * time.Second,
 	})
 	require.NoError(t, err)

@@ -8,12 +8,14 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -136,18 +138,45 @@ func TestMCPOfficialClientsPayEveryOperation(t *testing.T) {
 // what a seller must refuse, on the devchain: a payment for another amount,
 // one to another receiver, a payment sent again with other arguments, bad
 // arguments; and a call abandoned mid-run then sent again with the same
-// payment. Only the two good payments move money, once each.
+// payment (the page it reads answers only once the call is sent again).
+// Only the two good payments move money, once each.
 func TestMCPOfficialClientRefusals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	compatDir(t, "@modelcontextprotocol/sdk", "agents", "@x402/evm")
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(2 * time.Second)
+	resent := make(chan struct{})
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-resent:
+		case <-r.Context().Done():
+			return
+		}
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = io.WriteString(w, "<html><head><title>Slow page</title></head><body>x</body></html>")
 	}))
 	defer page.Close()
-	base, chain := startDevchainService(ctx, t)
+	service, chain := startDevchainService(ctx, t)
+	// The client talks to the service through a proxy that closes resent
+	// once the paid url-meta call arrives the second time.
+	target, err := url.Parse(service)
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	forward.FlushInterval = -1
+	var urlMetaPaid atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"name":"url-meta"`)) && bytes.Contains(body, []byte(`"x402/payment"`)) && urlMetaPaid.Add(1) == 2 {
+			close(resent)
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	base := proxy.URL
 	const account = 7
 	payer := devAddress(t, account)
 	before := usdcBalance(ctx, t, chain, payer)

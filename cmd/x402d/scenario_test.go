@@ -46,8 +46,10 @@ func TestLoadPostgresRestarted(t *testing.T) {
 			worker := startChild(t, "worker", env)
 
 			restarted := make(chan error, 1)
+			client, recorder := loadClient(8)
 			go func() {
-				time.Sleep(2 * time.Second)
+				// Once the load is under way: calls are in flight.
+				awaitAnswers(t, recorder, http.StatusOK, 16)
 				t.Logf("postgres %s at %s", strings.ToLower(tt.name), time.Now().UTC().Format(time.RFC3339Nano))
 				out, err := exec.Command("sh", "-c", tt.command).CombinedOutput()
 				if err != nil {
@@ -56,7 +58,7 @@ func TestLoadPostgresRestarted(t *testing.T) {
 				restarted <- err
 			}()
 			rep, err := loadgen.Run(ctx, loadgen.Config{
-				BaseURL: api.addr, Requests: loadRequests, Payer: &fakePayer{payer: "0xpg"},
+				BaseURL: api.addr, Requests: loadRequests, Payer: &fakePayer{payer: "0xpg"}, Client: client,
 				Concurrency: 8, Duration: 8 * time.Second, Retry: true, RetryFor: 90 * time.Second,
 			})
 			require.NoError(t, <-restarted)

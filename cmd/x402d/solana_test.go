@@ -643,20 +643,38 @@ func killBeforeCommitment(t *testing.T, commitment string, payer solana.PrivateK
 	require.Eventually(t, func() bool { return moved() >= 10 }, 60*time.Second, 50*time.Millisecond, "no settlement under way")
 
 	// No block for 5 s: the settlements sent meanwhile are processed (the
-	// payer's USDC has moved) and none reaches its commitment. Those that
-	// reached it before the pause are all in the ledger after a second.
+	// payer's USDC has moved) and none reaches its commitment. Which have
+	// reached it is asked of the node, once the pause has begun, for every
+	// transaction the ledger names before sending it: the ledger's own
+	// settlement.confirmed may lag.
 	s.node.Pause(ctx, 5*time.Second)
-	time.Sleep(time.Second)
+	want := svm.Commitment(commitment)
+	if want == "" {
+		want = svm.CommitmentConfirmed
+	}
+	var atCommitment int
+	sent := map[string]bool{}
+	for _, txs := range transactionsByCall(ctx, t, s.db, store.EventJobSucceeded, store.EventSettlementSubmitted) {
+		for _, tx := range txs {
+			if tx == "" || sent[tx] {
+				continue
+			}
+			sent[tx] = true
+			if status, failed := s.node.SignatureStatus(ctx, tx); failed == "" && (status == string(svm.CommitmentFinalized) || status == string(want)) {
+				atCommitment++
+			}
+		}
+	}
 	var waiting int
 	require.Eventually(t, func() bool {
-		waiting = moved() - settled()
+		waiting = moved() - atCommitment
 		return waiting >= 3
 	}, 3*time.Second, 50*time.Millisecond, "no settlements waiting for their commitment")
 	for i, w := range workers {
 		w.kill()
 		workers[i] = startChild(t, "worker", s.env)
 	}
-	t.Logf("both workers killed with %d settlements sent and not at their commitment", waiting)
+	t.Logf("both workers killed with %d settlements sent and not at their commitment (%d at it on the node, %d in the ledger)", waiting, atCommitment, settled())
 
 	r := <-done
 	require.NoError(t, r.err)
