@@ -41,7 +41,7 @@ type IndexResource struct {
 	VerifiedPayTo []string `json:"verified_pay_to"`
 	// HostLiveness is its host's measured liveness.
 	HostLiveness ResourceHost `json:"host_liveness"`
-	// Evidence is what the chain says of its receivers.
+	// Evidence is what the chain says of its host's receivers.
 	Evidence ResourceEvidence `json:"evidence"`
 	// Score is its rank: text relevance times the evidence (see
 	// resourceScore); 0 without a text.
@@ -57,7 +57,7 @@ type ResourceHost struct {
 	QuoteMatchesListing *bool      `json:"quote_matches_listing"`
 }
 
-// ResourceEvidence is what the chain says of a resource's receivers over
+// ResourceEvidence is what the chain says of its host's receivers over
 // 30 days: settlements, their volume in USDC and distinct payers. Null
 // where not measured (resourceEvidence).
 type ResourceEvidence struct {
@@ -66,17 +66,22 @@ type ResourceEvidence struct {
 	Payers30d       *int64   `json:"payers_30d"`
 }
 
-// resourceEvidence are the columns of ResourceEvidence: the join point of
-// the on-chain figures per receiver. Until they are measured, null (never
-// 0). A figure joined here also ranks (resourceEvidenceBoost).
-const resourceEvidence = `NULL::bigint, NULL::float8, NULL::bigint`
+// resourceEvidence are the columns of ResourceEvidence: its host's
+// on-chain figures over 30 days (index_host_evidence, volume in USDC from
+// atomic units), read per row of the page. Null where the host's evidence
+// is not measured (never 0). Its distinct payers also rank
+// (resourceEvidenceBoost).
+const resourceEvidence = `e.transactions_30d, (e.volume_30d / 1e6)::float8, e.payers_30d`
 
-// resourceEvidenceBoost is the on-chain part of a resource's evidence, 0
-// until on-chain figures are joined in resourceEvidence. It is computed
-// for every match of a text over index_resource_search r (resourceScore),
-// so what it reads should be a column of that narrow table (kept by its
-// triggers, migration 024) or a cheap lookup by r.pay_tos.
-const resourceEvidenceBoost = `0`
+// resourceEvidenceBoost is the on-chain part of a resource's evidence: up
+// to 0.5 for its host's distinct payers over 30 days, growing with their
+// logarithm and reaching 0.5 at 100 payers; 0 where not measured. Distinct
+// payers rather than volume or transactions, as one wash trader inflates
+// those by paying itself again and again, while each payer more is another
+// funded address. It is computed for every match of a text, so it reads
+// the column index_resource_search r keeps in step with
+// index_host_evidence (its triggers, migrations 024 and 025).
+const resourceEvidenceBoost = `0.5 * least(1, ln(1 + coalesce(r.host_payers_30d, 0)) / ln(101))`
 
 // resourceVerified is whether the origin of r proved ownership of one of
 // its receivers.
@@ -185,6 +190,7 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 			` + resourceEvidence + `,
 			page.score AS score
 		FROM page JOIN index_resources r ON r.resource = page.resource LEFT JOIN index_hosts h ON h.host = r.host
+			LEFT JOIN index_host_evidence e ON e.host = r.host
 		ORDER BY ` + order
 	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
