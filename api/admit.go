@@ -56,7 +56,7 @@ const admissionLinger = 20 * time.Millisecond
 func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, form1 bool, clk clock.Clock) *store.GroupCommitter[*admission] {
 	clk = clock.Or(clk)
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission"), Clock: clk}
-	return store.NewGroupCommitter(pool, cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
+	return store.NewGroupCommitter(pool, &cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
 		batch, err := reserve(ctx, tx, clk.Now(), batch)
 		if err != nil || len(batch) == 0 {
 			return err

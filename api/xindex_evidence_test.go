@@ -54,7 +54,7 @@ func TestXIndexEvidence(t *testing.T) {
 		transfer(3, watched[0], "0x0000000000000000000000000000000000000003", "30000", 3*24*time.Hour),
 		transfer(4, watched[1], "0x0000000000000000000000000000000000000004", "1000000", 10*24*time.Hour),
 	}))
-	_, err := index.NewChainReader(index.ChainReaderConfig{Pool: db.Pool}).Run(ctx)
+	_, err := index.NewChainReader(&index.ChainReaderConfig{Pool: db.Pool}).Run(ctx)
 	require.NoError(t, err)
 
 	disc, _ := discoveryServer(t)

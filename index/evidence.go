@@ -141,8 +141,10 @@ type ChainReader struct {
 	logger       *slog.Logger
 }
 
-// NewChainReader returns the chain reader of cfg.
-func NewChainReader(cfg ChainReaderConfig) *ChainReader {
+// NewChainReader returns the chain reader of config, of which it keeps a
+// copy.
+func NewChainReader(config *ChainReaderConfig) *ChainReader {
+	cfg := *config
 	cfg.MaxRange = cmp.Or(cfg.MaxRange, DefaultChainMaxRange)
 	cfg.MaxRanges = cmp.Or(cfg.MaxRanges, 20)
 	cfg.MaxAddresses = cmp.Or(cfg.MaxAddresses, 1000)

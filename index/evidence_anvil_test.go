@@ -259,7 +259,7 @@ func TestEvidenceAnvil(t *testing.T) {
 	t.Cleanup(srv.Close)
 	require.NoError(t, newCrawler(db, srv.URL, 100).FullPass(ctx, nil))
 
-	reader := NewChainReader(ChainReaderConfig{Pool: db.Pool, Chains: map[string]Chain{"eip155:8453": endpoints},
+	reader := NewChainReader(&ChainReaderConfig{Pool: db.Pool, Chains: map[string]Chain{"eip155:8453": endpoints},
 		Finality: map[string]evm.FinalityPolicy{"eip155:8453": {}}, Facilitators: map[common.Address]string{addr(facilitator): "TestFac"}})
 	runJob := chainRiver(ctx, t, db, reader)
 	r := NewReader(db.Pool, nil)
@@ -396,7 +396,7 @@ func TestEvidenceFinality(t *testing.T) {
 	require.NoError(t, newCrawler(db, srv.URL, 100).FullPass(ctx, nil))
 
 	const depth = 5
-	reader := NewChainReader(ChainReaderConfig{Pool: db.Pool, Chains: map[string]Chain{"eip155:8453": endpoints},
+	reader := NewChainReader(&ChainReaderConfig{Pool: db.Pool, Chains: map[string]Chain{"eip155:8453": endpoints},
 		Finality: map[string]evm.FinalityPolicy{"eip155:8453": {Depth: depth}}})
 	_, err = reader.Run(ctx)
 	require.NoError(t, err)

@@ -77,7 +77,7 @@ func TestEvidenceScale(t *testing.T) {
 		finality[n] = evm.FinalityPolicy{} // anvil: final at once
 	}
 	// A block with more than two transfers has its receipts read whole.
-	reader := NewChainReader(ChainReaderConfig{Pool: db.Pool, Chains: chains, Assets: assets, Finality: finality, ReceiptsByTx: 2})
+	reader := NewChainReader(&ChainReaderConfig{Pool: db.Pool, Chains: chains, Assets: assets, Finality: finality, ReceiptsByTx: 2})
 	_, err = reader.Run(ctx) // the cursors start at the head
 	require.NoError(t, err)
 

@@ -35,7 +35,7 @@ func TestEvidenceOneRunAtATime(t *testing.T) {
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM index_host_evidence`).Scan(&n))
 		return n
 	}
-	reader := NewChainReader(ChainReaderConfig{Pool: db.Pool})
+	reader := NewChainReader(&ChainReaderConfig{Pool: db.Pool})
 	unlock, ok, err := store.ChainReaderLock(ctx, db.Pool)
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -111,8 +111,9 @@ type groupItem[T any] struct {
 }
 
 // NewGroupCommitter returns a GroupCommitter that writes items with write,
-// in a transaction of pool.
-func NewGroupCommitter[T any](pool *pgxpool.Pool, cfg GroupCommitConfig, write func(ctx context.Context, tx pgx.Tx, items []T) error) *GroupCommitter[T] {
+// in a transaction of pool, configured by config, of which it keeps a copy.
+func NewGroupCommitter[T any](pool *pgxpool.Pool, config *GroupCommitConfig, write func(ctx context.Context, tx pgx.Tx, items []T) error) *GroupCommitter[T] {
+	cfg := *config
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = 4
 	}

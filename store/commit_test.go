@@ -34,7 +34,7 @@ func TestGroupCommitter(t *testing.T) {
 		observed = append(observed, fmt.Sprint(items, " ", outcome))
 		mu.Unlock()
 	}
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{MaxBatch: 50, Relaxed: true, Observe: observe}, func(ctx context.Context, tx pgx.Tx, items []int) error {
+	g := NewGroupCommitter(db.Pool, &GroupCommitConfig{MaxBatch: 50, Relaxed: true, Observe: observe}, func(ctx context.Context, tx pgx.Tx, items []int) error {
 		mu.Lock()
 		batches = append(batches, len(items))
 		mu.Unlock()
@@ -100,7 +100,7 @@ func TestGroupCommitterConcurrent(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	var mu sync.Mutex
 	var txs int
-	g := NewGroupCommitter(db.Pool, GroupCommitConfig{}, func(ctx context.Context, tx pgx.Tx, items []string) error {
+	g := NewGroupCommitter(db.Pool, &GroupCommitConfig{}, func(ctx context.Context, tx pgx.Tx, items []string) error {
 		mu.Lock()
 		txs++
 		mu.Unlock()
@@ -174,7 +174,7 @@ func BenchmarkAdmission(b *testing.B) {
 	})
 	b.Run("GroupCommit", func(b *testing.B) {
 		var items, txs atomic.Int64
-		g := NewGroupCommitter(db.Pool, GroupCommitConfig{Relaxed: true, Observe: func(n int, _ string) {
+		g := NewGroupCommitter(db.Pool, &GroupCommitConfig{Relaxed: true, Observe: func(n int, _ string) {
 			items.Add(int64(n))
 			txs.Add(1)
 		}}, func(ctx context.Context, tx pgx.Tx, events []NewEvent) error { return Append(ctx, tx, events...) })
@@ -193,7 +193,7 @@ func recordingCommitter(t *testing.T, cfg GroupCommitConfig, before func(items [
 	db := dbtest.Schema(context.Background(), t)
 	var mu sync.Mutex
 	var batches [][]int
-	g := NewGroupCommitter(db.Pool, cfg, func(_ context.Context, _ pgx.Tx, items []int) error {
+	g := NewGroupCommitter(db.Pool, &cfg, func(_ context.Context, _ pgx.Tx, items []int) error {
 		if before != nil {
 			before(items)
 		}

@@ -29,7 +29,7 @@ func TestGroupCommitterPrimaryGone(t *testing.T) {
 	t.Cleanup(pool.Close)
 	require.NoError(t, pool.Ping(ctx))
 
-	g := NewGroupCommitter(pool, GroupCommitConfig{Timeout: time.Second}, func(ctx context.Context, tx pgx.Tx, items []int) error {
+	g := NewGroupCommitter(pool, &GroupCommitConfig{Timeout: time.Second}, func(ctx context.Context, tx pgx.Tx, items []int) error {
 		_, err := tx.Exec(ctx, "SELECT 1")
 		return err
 	})

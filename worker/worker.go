@@ -299,7 +299,7 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 		grace: grace,
 		slow:  slow,
 		clock: clk,
-		results: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
+		results: store.NewGroupCommitter(pool, &store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
 			if err := readPayments(ctx, tx, runs); err != nil {
 				return err
 			}
@@ -337,8 +337,8 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 			}
 			return store.Append(ctx, tx, events...)
 		}),
-		submissions: store.NewGroupCommitter(pool, store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission"), Clock: clk}, appendEvents),
-		outcomes: store.NewGroupCommitter(pool, store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
+		submissions: store.NewGroupCommitter(pool, &store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission"), Clock: clk}, appendEvents),
+		outcomes: store.NewGroupCommitter(pool, &store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
 			return writeOutcomes(ctx, tx, clk.Now(), outcomes)
 		}),
 	}

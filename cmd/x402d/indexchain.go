@@ -25,7 +25,7 @@ const indexChainProbeEvery = 15 * time.Second
 func (a *app) chainReader(ctx context.Context, pool *pgxpool.Pool, withWorker bool) (*index.ChainReader, []*river.PeriodicJob, error) {
 	cfg := index.ChainReaderConfig{Pool: pool, Finality: a.cfg.Finality, MaxRange: uint64(a.cfg.IndexChainMaxRange), Logger: a.logger}
 	if !withWorker || len(a.cfg.RPCURLs) == 0 {
-		return index.NewChainReader(cfg), nil, nil
+		return index.NewChainReader(&cfg), nil, nil
 	}
 	chains, err := evm.DialChains(ctx, a.cfg.RPCURLs, &evm.EndpointsConfig{
 		ProbeEvery: indexChainProbeEvery,
@@ -47,5 +47,5 @@ func (a *app) chainReader(ctx context.Context, pool *pgxpool.Pool, withWorker bo
 	if err != nil {
 		return nil, nil, err
 	}
-	return index.NewChainReader(cfg), jobs, nil
+	return index.NewChainReader(&cfg), jobs, nil
 }
