@@ -51,8 +51,9 @@ const admissionLinger = 20 * time.Millisecond
 // Nothing is charged before the settlement, and the run's result, which
 // commits durably, makes these records durable too (WAL is flushed in
 // order): they need not wait for the disk (store.InRelaxedTx). form1
-// writes call.paid in ledger form 1 (Config.LedgerForm1); clk is the clock reservations are weighed by, and the group commit's
-// (nil: clock.Real()).
+// writes call.paid in ledger form 1 (Config.LedgerForm1); clk is the
+// clock reservations are weighed by, and the group commit's (nil:
+// clock.Real()).
 func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metrics, form1 bool, clk clock.Clock) *store.GroupCommitter[*admission] {
 	clk = clock.Or(clk)
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission"), Clock: clk}
