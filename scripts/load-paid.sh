@@ -74,14 +74,11 @@ for _ in $(seq 1 120); do
   done
   sleep 0.5
 done
-# ticks PIDS...: the user and system clock ticks of the processes.
+# ticks PIDS...: the user and system clock ticks of the processes, summed.
+. "$(dirname "$0")/cputicks.sh"
 ticks() {
-  local sum=0 p line f
-  for p in "$@"; do
-    read -r line <"/proc/$p/stat" 2>/dev/null || continue
-    f=(${line##*) })
-    sum=$((sum + f[11] + f[12]))
-  done
+  local sum=0 p n
+  while read -r p n; do sum=$((sum + n)); done < <(cputicks "$@")
   echo "$sum"
 }
 # cores: the busy and the total ticks of the machine's cores.

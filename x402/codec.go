@@ -31,21 +31,31 @@ func EncodeHeader(v any) (string, error) {
 // URL-safe alphabet ('-' and '_') is refused, as the official packages
 // refuse it. A value over MaxHeaderBytes is refused before decoding.
 func DecodeHeader(value string, v any) error {
-	value = strings.TrimSpace(value)
-	if len(value) > MaxHeaderBytes {
-		return fmt.Errorf("header of %d bytes is over %d", len(value), MaxHeaderBytes)
-	}
-	if value == "" {
-		return errors.New("empty header")
-	}
-	raw, err := base64.StdEncoding.DecodeString(value)
+	raw, err := headerJSON(value)
 	if err != nil {
-		if raw, err = base64.RawStdEncoding.DecodeString(value); err != nil {
-			return fmt.Errorf("header is not base64: %w", err)
-		}
+		return err
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		return fmt.Errorf("header is not the expected JSON: %w", err)
 	}
 	return nil
+}
+
+// headerJSON returns the JSON a header value carries, decoded as
+// DecodeHeader decodes it.
+func headerJSON(value string) ([]byte, error) {
+	value = strings.TrimSpace(value)
+	if len(value) > MaxHeaderBytes {
+		return nil, fmt.Errorf("header of %d bytes is over %d", len(value), MaxHeaderBytes)
+	}
+	if value == "" {
+		return nil, errors.New("empty header")
+	}
+	raw, err := base64.StdEncoding.DecodeString(value)
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(value); err != nil {
+			return nil, fmt.Errorf("header is not base64: %w", err)
+		}
+	}
+	return raw, nil
 }

@@ -1,6 +1,7 @@
 package x402
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -245,8 +246,10 @@ func compactEVM(payload json.RawMessage) (*ledgerEVM, bool) {
 	c := &ledgerEVM{Version: pp.X402Version, Network: pp.Accepted.Network, Asset: pp.Accepted.Asset, Timeout: pp.Accepted.MaxTimeoutSeconds,
 		Extra: pp.Accepted.Extra, From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter, ValidBefore: a.ValidBefore,
 		Nonce: nonce, Signature: sig}
+	// The form's own encoding (what clients and Ledger mostly send) is
+	// the same value byte for byte; any other is compared as JSON.
 	back, err := c.payload()
-	if err != nil || !SameJSON(back, payload) {
+	if err != nil || !bytes.Equal(back, payload) && !SameJSON(back, payload) {
 		return nil, false
 	}
 	return c, true

@@ -113,12 +113,21 @@ func TestPaymentLedgerCompact(t *testing.T) {
 	}
 	verbatim, err := json.Marshal(&ledgerPayment{Payload: payload(sig, payTo, "", "")})
 	require.NoError(t, err)
+	var pp PaymentPayload
+	require.NoError(t, json.Unmarshal(payload(sig, payTo, "", ""), &pp))
+	inner, err := json.Marshal(&ExactEVMPayload{Signature: sig, Authorization: EVMAuthorization{From: payer, To: payTo, Value: "10000",
+		ValidAfter: "1795577837", ValidBefore: "1795578737", Nonce: nonce}})
+	require.NoError(t, err)
+	pp.Payload = inner
+	canonical, err := pp.Ledger()
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name    string
 		payload json.RawMessage
 		compact bool
 	}{
 		{"lower-case hex, keys in any order", payload(sig, payTo, "", ""), true},
+		{"lower-case hex, keys in the form's order", canonical, true},
 		{"upper-case hex signature", payload(sig[:2]+strings.ToUpper(sig[2:6])+sig[6:], payTo, "", ""), false},
 		{"a field the form does not know", payload(sig, payTo, `"memo":"x",`, ""), false},
 		{"paid to another address than the option's", payload(sig, "0x0000000000000000000000000000000000000001", "", ""), false},

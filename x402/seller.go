@@ -1,11 +1,13 @@
 package x402
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"strings"
+	"unicode/utf8"
 )
 
 // Refusal reasons of the seller itself, spelled as the x402 specification
@@ -139,14 +141,48 @@ func (s *Seller) Identify(op, header string) (*Payment, error) {
 // none), with no check of the payment and no I/O: an
 // *InvalidPaymentIDError when its extension breaks the spec's rules. A
 // header that cannot be read names none; Verify refuses it.
+//
+// A payload that cannot name "extensions" (mayNameExtensions) names none
+// and is not decoded here: Verify decodes it, once.
 func (s *Seller) PaymentID(header string) (string, error) {
+	raw, err := headerJSON(header)
+	if err != nil || !mayNameExtensions(raw) {
+		return "", nil
+	}
 	var payload struct {
 		Extensions map[string]json.RawMessage `json:"extensions"`
 	}
-	if err := DecodeHeader(header, &payload); err != nil {
+	if err := json.Unmarshal(raw, &payload); err != nil {
 		return "", nil
 	}
 	return (&PaymentPayload{Extensions: payload.Extensions}).PaymentID()
+}
+
+// mayNameExtensions reports whether JSON raw may hold a key that
+// encoding/json takes for "extensions": it matches keys without regard to
+// case, Unicode's foldings included (ſ, K), and undoes escapes. A raw
+// that is all ASCII, has no escape \u and no "extensions" in any case
+// holds none.
+func mayNameExtensions(raw []byte) bool {
+	for _, b := range raw {
+		if b >= utf8.RuneSelf {
+			return true
+		}
+	}
+	if bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	const key = `"extensions"`
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(raw[i:], '"')
+		if j < 0 || i+j+len(key) > len(raw) {
+			return false
+		}
+		i += j
+		if bytes.EqualFold(raw[i:i+len(key)], []byte(key)) {
+			return true
+		}
+	}
 }
 
 // Authenticate checks that header's payment for op answers one of op's

@@ -361,6 +361,17 @@ func (n *Node) Resume() {
 	n.start(true)
 }
 
+// PID returns the process id of the running anvil, or 0 when it is
+// stopped.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 func (n *Node) stop() {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited

@@ -109,9 +109,10 @@ type batchItem struct {
 	gas   uint64
 
 	// Set before done is closed: the batch's transaction (nil if it could
-	// not be sent), its receipt, or why there is none.
+	// not be sent), the outcome of its receipt (shared by the batch's
+	// items), or why there is none.
 	tx      *types.Transaction
-	receipt *types.Receipt
+	outcome *txOutcome
 	err     error
 	done    chan struct{}
 	// batch is the number of transfers of the batch it went in.
@@ -223,13 +224,13 @@ func (r *Relayer) sendBatches(ctx context.Context, chain *relayChain) {
 
 // sendBatch sends items in one aggregate3 transaction with gas, records it
 // as sent for each of their payments (a retry waits for it instead of
-// sending again), and hands each item the transaction's receipt once it
-// comes (on a goroutine of its own, so that the next batch is not held
+// sending again), and hands each item the outcome of the transaction's
+// receipt once it comes, read once for the batch (on a goroutine of its own, so that the next batch is not held
 // up, and on the relayer's span: Relayer.Stop waits for it).
 func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*batchItem, gas uint64) {
-	finish := func(tx *types.Transaction, receipt *types.Receipt, err error) {
+	finish := func(tx *types.Transaction, outcome *txOutcome, err error) {
 		for _, it := range items {
-			it.tx, it.receipt, it.err, it.batch = tx, receipt, err, len(items)
+			it.tx, it.outcome, it.err, it.batch = tx, outcome, err, len(items)
 			close(it.done)
 		}
 	}
@@ -257,7 +258,7 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 	b := chain.batch
 	b.unmined.Add(tx.Gas())
 	r.life.Go(ctx, func(ctx context.Context) {
-		receipt, err := chain.receipts.wait(ctx, tx.Hash())
+		outcome, err := chain.receipts.outcome(ctx, tx.Hash())
 		b.unmined.Add(-tx.Gas())
 		select {
 		case b.mined <- struct{}{}:
@@ -267,8 +268,8 @@ func (r *Relayer) sendBatch(ctx context.Context, chain *relayChain, items []*bat
 			finish(tx, nil, fmt.Errorf("batch of %d transfers: %w", len(items), err))
 			return
 		}
-		learnFrom(chain.fees, receipt, items)
-		finish(tx, receipt, nil)
+		learnFrom(chain.fees, outcome, items)
+		finish(tx, outcome, nil)
 	})
 }
 
@@ -291,43 +292,22 @@ func (r *Relayer) CheckMulticall(ctx context.Context) error {
 	return nil
 }
 
-// usedIn reports whether receipt holds the AuthorizationUsed event of auth
-// on asset: the transfer of a batch succeeded.
-func usedIn(receipt *types.Receipt, asset common.Address, auth *Authorization) bool {
-	if receipt.Status != types.ReceiptStatusSuccessful {
-		return false
-	}
-	want := usedTopics(auth)
-	for _, l := range receipt.Logs {
-		if l.Address == asset && len(l.Topics) == 3 && [3]common.Hash(l.Topics) == want {
-			return true
-		}
-	}
-	return false
-}
-
-// learnFrom learns the gas of a transfer inside a batch from the receipt
+// learnFrom learns the gas of a transfer inside a batch from the outcome
 // of a batch of one asset's transfers that all succeeded (each left its
 // AuthorizationUsed event): a failed transfer stops early and would teach
 // too low a figure.
-func learnFrom(fees *fees, receipt *types.Receipt, items []*batchItem) {
-	if receipt.Status != types.ReceiptStatusSuccessful || len(items) < learnFromBatch {
+func learnFrom(fees *fees, o *txOutcome, items []*batchItem) {
+	if !o.succeeded() || len(items) < learnFromBatch {
 		return
 	}
 	asset := items[0].asset
-	used := 0
-	for _, l := range receipt.Logs {
-		if l.Address == asset && len(l.Topics) == 3 && l.Topics[0] == token.Events["AuthorizationUsed"].ID {
-			used++
-		}
-	}
 	for _, it := range items {
 		if it.asset != asset {
 			return
 		}
 	}
-	if used == len(items) {
-		fees.learnBatchedGas(asset, receipt.GasUsed, len(items))
+	if o.usedOf[asset] == len(items) {
+		fees.learnBatchedGas(asset, o.receipt.GasUsed, len(items))
 	}
 }
 

@@ -265,12 +265,15 @@ func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x
 	if err != nil {
 		return nil, fmt.Errorf("carried by %s: receipt: %w", tx, err)
 	}
+	// Read afresh (the chain may have reorganised since), once for all of
+	// payments.
+	outcome := newTxOutcome(receipt)
 	for i, p := range payments {
 		asset, ep, err := paymentTransfer(p)
 		if err != nil {
 			return nil, fmt.Errorf("carried by %s: %s: %w", tx, p.Key(), err)
 		}
-		out[i] = usedIn(receipt, asset, ep.auth)
+		out[i] = outcome.usedIn(asset, ep.auth)
 	}
 	return out, nil
 }

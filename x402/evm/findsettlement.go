@@ -27,9 +27,12 @@ func (r *Relayer) settledBy(ctx context.Context, chain *relayChain, p *x402.Paym
 	}
 	resp := &x402.SettleResponse{Success: true, Transaction: hash.Hex(), Network: p.Network, Payer: p.Payer}
 	if !chain.finality.policy.AtReceipt() {
-		// Followed until final as any other: from its block.
-		receipt, err := chain.backend.TransactionReceipt(ctx, hash)
-		if err != nil {
+		// Followed until final as any other: from its block (the
+		// receipt's outcome kept when this process awaited it).
+		var receipt *types.Receipt
+		if o, ok := chain.receipts.outcomes.get(hash); ok {
+			receipt = o.receipt
+		} else if receipt, err = chain.backend.TransactionReceipt(ctx, hash); err != nil {
 			return nil, fmt.Errorf("receipt of %s: %w", hash.Hex(), err)
 		}
 		resp.Block = chain.finality.settledBlock(receipt)

@@ -58,6 +58,9 @@ type receipts struct {
 	// noBlockReceipts is set once the node answered that it has no
 	// eth_getBlockReceipts: waiters then ask for their own receipts.
 	noBlockReceipts atomic.Bool
+
+	// outcomes keeps what the last receipts awaited say (outcome).
+	outcomes outcomes
 }
 
 func newReceipts(backend Backend, nonces *nonces, passes passRequests, cfg *RelayerConfig) *receipts {
@@ -91,6 +94,20 @@ var errReceiptTimeout = errors.New("no receipt within the receipt timeout")
 
 // errNoBlockReceipts is a node without eth_getBlockReceipts.
 var errNoBlockReceipts = errors.New("the node has no eth_getBlockReceipts")
+
+// outcome returns what the receipt of hash says of the settlements its
+// transaction carries: read once per transaction, however many settlements
+// (the transfers of a batch, their retries) ask; otherwise as wait.
+func (rc *receipts) outcome(ctx context.Context, hash common.Hash) (*txOutcome, error) {
+	if o, ok := rc.outcomes.get(hash); ok {
+		return o, nil
+	}
+	receipt, err := rc.wait(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	return rc.outcomes.of(hash, receipt), nil
+}
 
 // wait waits for the receipt of hash: it asks for it once, then waits for
 // a scan of new blocks to bring it, looking at the head after firstPause

@@ -48,11 +48,11 @@ func (r *Relayer) settle(ctx context.Context, p *x402.Payment) (*x402.SettleResp
 	if s == nil {
 		return resp, err
 	}
-	sent, receipt, err := r.send(ctx, s)
+	sent, outcome, err := r.send(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	return r.classify(ctx, s, sent, receipt)
+	return r.classify(ctx, s, sent, outcome)
 }
 
 // settlement is one attempt at settling a payment: what prepare read of
@@ -110,16 +110,16 @@ func (r *Relayer) prepare(ctx context.Context, p *x402.Payment) (*settlement, *x
 	prev, sentBefore := r.sent[p.Key()]
 	r.sentMu.Unlock()
 	if sentBefore {
-		receipt, err := r.awaitReceipt(ctx, s, prev.hash)
+		outcome, err := r.awaitReceipt(ctx, s, prev.hash)
 		if err != nil {
 			return answered(nil, err)
 		}
-		if transferred(receipt, prev, asset, s.auth) {
-			return answered(s.settled(receipt, prev.batch), nil)
+		if transferred(outcome, prev, asset, s.auth) {
+			return answered(s.settled(outcome.receipt, prev.batch), nil)
 		}
 		if prev.payerCode {
 			// Never sent again: its code made it revert once.
-			return answered(r.payerCodeReverted(ctx, s, receipt))
+			return answered(r.payerCodeReverted(ctx, s, outcome.receipt))
 		}
 	}
 
@@ -211,9 +211,9 @@ func answered(resp *x402.SettleResponse, err error) (*settlement, *x402.SettleRe
 }
 
 // send sends the settlement's transfer, in a batch when its chain batches
-// or in a transaction of its own, and returns what was sent and its
-// receipt.
-func (r *Relayer) send(ctx context.Context, s *settlement) (sentTx, *types.Receipt, error) {
+// or in a transaction of its own, and returns what was sent and the
+// outcome of its receipt.
+func (r *Relayer) send(ctx context.Context, s *settlement) (sentTx, *txOutcome, error) {
 	chain, key := s.chain, s.p.Key()
 	if chain.batch != nil {
 		gas := s.gas
@@ -226,7 +226,7 @@ func (r *Relayer) send(ctx context.Context, s *settlement) (sentTx, *types.Recei
 			return sentTx{}, nil, err
 		}
 		r.forget(key)
-		return sentTx{hash: it.receipt.TxHash, gas: it.tx.Gas(), batched: true, batch: it.batch}, it.receipt, nil
+		return sentTx{hash: it.outcome.receipt.TxHash, gas: it.tx.Gas(), batched: true, batch: it.batch}, it.outcome, nil
 	}
 	tx, err := chain.sender.send(ctx, s.asset, s.msg.Data, s.gas)
 	if err != nil {
@@ -235,17 +235,18 @@ func (r *Relayer) send(ctx context.Context, s *settlement) (sentTx, *types.Recei
 	sent := sentTx{hash: tx.Hash(), gas: tx.Gas(), batch: 1}
 	r.remember(key, sent)
 	s.log.DebugContext(ctx, "settlement sent", "transaction", tx.Hash().Hex(), "nonce", tx.Nonce())
-	receipt, err := r.awaitReceipt(ctx, s, tx.Hash())
-	return sent, receipt, err
+	outcome, err := r.awaitReceipt(ctx, s, tx.Hash())
+	return sent, outcome, err
 }
 
-// classify answers a settlement from the receipt of the transaction sent:
+// classify answers a settlement from the outcome of the receipt of the
+// transaction sent:
 // settled when it shows the transfer; an error when it ran out of the gas
 // learnt (the next attempt estimates again); else the reason the transfer
 // reverted, found by running it again.
-func (r *Relayer) classify(ctx context.Context, s *settlement, sent sentTx, receipt *types.Receipt) (*x402.SettleResponse, error) {
-	chain := s.chain
-	if transferred(receipt, sent, s.asset, s.auth) {
+func (r *Relayer) classify(ctx context.Context, s *settlement, sent sentTx, outcome *txOutcome) (*x402.SettleResponse, error) {
+	chain, receipt := s.chain, outcome.receipt
+	if transferred(outcome, sent, s.asset, s.auth) {
 		return s.settled(receipt, sent.batch), nil
 	}
 	if receipt.Status != types.ReceiptStatusSuccessful && !sent.batched {
@@ -273,17 +274,18 @@ func (r *Relayer) classify(ctx context.Context, s *settlement, sent sentTx, rece
 	return r.reverted(ctx, s, err, sent.hash.Hex())
 }
 
-// awaitReceipt waits for the receipt of hash, sent for s's payment: the
-// record of the transaction sent is dropped once it comes, or when it did
-// not come in time (forgetIfTimedOut).
-func (r *Relayer) awaitReceipt(ctx context.Context, s *settlement, hash common.Hash) (*types.Receipt, error) {
-	receipt, err := s.chain.receipts.wait(ctx, hash)
+// awaitReceipt waits for the receipt of hash, sent for s's payment, and
+// returns its outcome (read once per transaction): the record of the
+// transaction sent is dropped once it comes, or when it did not come in
+// time (forgetIfTimedOut).
+func (r *Relayer) awaitReceipt(ctx context.Context, s *settlement, hash common.Hash) (*txOutcome, error) {
+	outcome, err := s.chain.receipts.outcome(ctx, hash)
 	if err != nil {
 		r.forgetIfTimedOut(s.p.Key(), err)
 		return nil, err
 	}
 	r.forget(s.p.Key())
-	return receipt, nil
+	return outcome, nil
 }
 
 // settlePayerCode settles s, whose transfer runs the payer's code: its
@@ -365,14 +367,14 @@ func (r *Relayer) settlePayerCode(ctx context.Context, s *settlement, w *wrapped
 	sent := sentTx{hash: tx.Hash(), gas: tx.Gas(), batched: w != nil, batch: 1, payerCode: true}
 	r.remember(s.p.Key(), sent)
 	log.InfoContext(ctx, "settlement runs the payer's code", "transaction", tx.Hash().Hex(), "gas", tx.Gas(), "estimate", estimate)
-	receipt, err := r.awaitReceipt(ctx, s, tx.Hash())
+	outcome, err := r.awaitReceipt(ctx, s, tx.Hash())
 	if err != nil {
 		return nil, err
 	}
-	if transferred(receipt, sent, s.asset, auth) {
-		return s.settled(receipt, 1), nil
+	if transferred(outcome, sent, s.asset, auth) {
+		return s.settled(outcome.receipt, 1), nil
 	}
-	return r.payerCodeReverted(ctx, s, receipt)
+	return r.payerCodeReverted(ctx, s, outcome.receipt)
 }
 
 // payerCodeReverted answers a settlement that ran the payer's code and
@@ -424,14 +426,14 @@ func isOutOfGas(err error) bool {
 	return strings.Contains(msg, "out of gas") || strings.Contains(msg, "gas required exceeds")
 }
 
-// transferred reports whether the receipt of a transaction sent for a
+// transferred reports whether the outcome of a transaction sent for a
 // payment shows its transfer: the transaction succeeded, and when it is a
 // batch, it holds the authorization's AuthorizationUsed event.
-func transferred(receipt *types.Receipt, sent sentTx, asset common.Address, auth *Authorization) bool {
+func transferred(o *txOutcome, sent sentTx, asset common.Address, auth *Authorization) bool {
 	if !sent.batched {
-		return receipt.Status == types.ReceiptStatusSuccessful
+		return o.succeeded()
 	}
-	return usedIn(receipt, asset, auth)
+	return o.usedIn(asset, auth)
 }
 
 // remember records the transaction sent for a payment, so that a retry

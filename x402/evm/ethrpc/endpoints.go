@@ -943,7 +943,7 @@ func (e *Endpoints) SuggestGasTipCap(ctx context.Context) (*big.Int, error) {
 // NotFound.
 func (e *Endpoints) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
 	f := func(ctx context.Context, c *ethclient.Client) (*types.Receipt, error) {
-		return c.TransactionReceipt(ctx, hash)
+		return transactionReceipt(ctx, c, hash)
 	}
 	if r, ok, err := agreed(ctx, e, nil, "receipt", hash.Hex(), f, receiptKey); ok {
 		return r, err
@@ -967,7 +967,7 @@ func (e *Endpoints) BlockReceipts(ctx context.Context, block rpc.BlockNumberOrHa
 		number = uint64(n)
 	}
 	f := func(ctx context.Context, c *ethclient.Client) ([]*types.Receipt, error) {
-		return c.BlockReceipts(ctx, block)
+		return blockReceipts(ctx, c, block)
 	}
 	var keep func(s *endpointState) bool
 	if number > 0 {
