@@ -2,11 +2,9 @@ package index
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/robfig/cron/v3"
 
 	"github.com/x402d/x402d/jobs"
 )
@@ -19,7 +17,8 @@ type ChainArgs struct{}
 func (ChainArgs) Kind() string { return "index.chain" }
 
 // InsertOpts puts the chain reader on the index queue, at most one per
-// minute.
+// minute when inserted by hand (its periodic job is unique by its
+// schedule's period instead: ChainPeriodicJobs).
 func (ChainArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
 }
@@ -46,13 +45,15 @@ func RegisterChain(reader *ChainReader) func(*river.Workers) error {
 }
 
 // ChainPeriodicJobs returns the chain reader's job on its cron schedule
-// (INDEX_CHAIN_CRON), also run at start.
+// (INDEX_CHAIN_CRON), also run at start, unique by the schedule's period
+// as the index's other jobs are (PeriodicJobs): an "@every 10s" runs every
+// 10 seconds, and a schedule they could not keep is refused.
 func ChainPeriodicJobs(chainCron string) ([]*river.PeriodicJob, error) {
-	sched, err := cron.ParseStandard(chainCron)
+	sched, period, err := parseSchedule("INDEX_CHAIN_CRON", chainCron, time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("INDEX_CHAIN_CRON %q: %w", chainCron, err)
+		return nil, err
 	}
 	return []*river.PeriodicJob{
-		river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return ChainArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) { return ChainArgs{}, uniqueBy(period) }, &river.PeriodicJobOpts{RunOnStart: true}),
 	}, nil
 }

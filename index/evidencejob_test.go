@@ -18,6 +18,10 @@ func TestEvidencePeriodicJobs(t *testing.T) {
 	require.Len(t, periodic, 1)
 	_, err = ChainPeriodicJobs("now and then")
 	require.ErrorContains(t, err, "INDEX_CHAIN_CRON")
+	_, err = ChainPeriodicJobs("@every 10s")
+	require.NoError(t, err)
+	_, err = ChainPeriodicJobs("@every 1500ms")
+	require.ErrorContains(t, err, "could not run as often as asked", "a schedule the job cannot keep is refused")
 }
 
 // TestEvidenceOneRunAtATime: a run started while another holds the chain

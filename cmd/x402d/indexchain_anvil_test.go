@@ -20,7 +20,7 @@ import (
 // TestAnvil_IndexReadsOwnSales runs `x402d serve` settling in rpc mode on
 // anvil with its own catalogue as the index's listing: the paid calls'
 // settlements are read from the chain by the index's chain job (run by the
-// worker on INDEX_CHAIN_CRON) and counted for the service's own host, each
+// worker on INDEX_CHAIN_CRON, here every 2 seconds) and counted for the service's own host, each
 // an EIP-3009 settlement sent by its relayer.
 func TestAnvil_IndexReadsOwnSales(t *testing.T) {
 	t.Parallel()
@@ -36,6 +36,7 @@ func TestAnvil_IndexReadsOwnSales(t *testing.T) {
 	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["LISTEN_ADDR"], env["PUBLIC_URL"] = testMaxConns, "warn", addr, origin
 	env["FINALITY_EIP155_8453"], env["FETCH_ALLOW_CIDRS"] = "receipt", "127.0.0.1/32"
 	env["INDEX_SOURCES"] = origin + "/api/x402/discovery/resources"
+	env["INDEX_CHAIN_CRON"] = "@every 2s"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	// The index lists the service's own operations (the crawl at start may
@@ -47,7 +48,7 @@ func TestAnvil_IndexReadsOwnSales(t *testing.T) {
 	host := listed.Hosts[0].Host
 	require.Nil(t, listed.Hosts[0].Evidence, "nothing read yet")
 
-	// Reading begins when a run of the chain job (every minute, and at
+	// Reading begins when a run of the chain job (every 2 seconds, and at
 	// start) first finds the listed payTo: pay after it did.
 	require.Eventually(t, func() bool {
 		var n int
