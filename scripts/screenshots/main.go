@@ -2,7 +2,10 @@
 // service, as its users see it: start it with `go tool task run` (with
 // OPS_TOKEN set for the dashboard's pages), make a few paid calls
 // (`go run ./cmd/x402d pay ...`), then run `go tool task screenshots`.
-// It drives the system Chromium, headless.
+// It drives the system Chromium, headless. The index's pictures need a
+// market with on-chain figures: scripts/screenshots/sellers serves demo
+// sellers and pays them on the devchain, and says how to start the service
+// reading them.
 package main
 
 import (
