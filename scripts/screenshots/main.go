@@ -2,7 +2,10 @@
 // service, as its users see it: start it with `go tool task run` (with
 // OPS_TOKEN set for the dashboard's pages), make a few paid calls
 // (`go run ./cmd/x402d pay ...`), then run `go tool task screenshots`.
-// It drives the system Chromium, headless.
+// It drives the system Chromium, headless. The index's pictures need a
+// market with on-chain figures: scripts/screenshots/sellers serves demo
+// sellers and pays them on the devchain, and says how to start the service
+// reading them.
 package main
 
 import (
@@ -10,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,17 +29,19 @@ func main() {
 	base := flag.String("url", "http://127.0.0.1:8080", "the running service")
 	token := flag.String("token", os.Getenv("OPS_TOKEN"), "the operator token (default $OPS_TOKEN); without it the dashboard is not taken")
 	dir := flag.String("dir", filepath.Join("docs", "screenshots"), "where the pictures are written")
+	host := flag.String("host", "", "the index host whose page is taken (default: the first the index page lists)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *base, *token, *dir); err != nil {
+	if err := run(ctx, *base, *token, *dir, *host); err != nil {
 		fmt.Fprintln(os.Stderr, "screenshots:", err)
 		os.Exit(1)
 	}
 }
 
-// run writes each page's picture into dir.
-func run(ctx context.Context, base, token, dir string) error {
+// run writes each page's picture into dir; host is the index host whose
+// page is taken, or "" for the first the index page lists.
+func run(ctx context.Context, base, token, dir, host string) error {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
 		return errors.New("the system Chromium is needed: go tool task chromium (apt-get install -y chromium)")
@@ -83,19 +89,23 @@ func run(ctx context.Context, base, token, dir string) error {
 			return err
 		}
 	}
-	// A host's page: the first host of the index page.
-	if err := open(page, base+"/x402-index"); err != nil {
-		return err
+	// A host's page: host's, or the first host of the index page.
+	hostURL := base + "/x402-index/hosts/" + url.PathEscape(host)
+	if host == "" {
+		if err := open(page, base+"/x402-index"); err != nil {
+			return err
+		}
+		hostLink, err := page.Timeout(10 * time.Second).Element(`td.host a`)
+		if err != nil {
+			return fmt.Errorf("/x402-index lists no host: let the index crawl first: %w", err)
+		}
+		hostHref, err := hostLink.Property("href")
+		if err != nil {
+			return err
+		}
+		hostURL = hostHref.String()
 	}
-	hostLink, err := page.Timeout(10 * time.Second).Element(`td.host a`)
-	if err != nil {
-		return fmt.Errorf("/x402-index lists no host: let the index crawl first: %w", err)
-	}
-	hostHref, err := hostLink.Property("href")
-	if err != nil {
-		return err
-	}
-	if err := shoot(page, hostHref.String(), filepath.Join(dir, "x402-index-host.png")); err != nil {
+	if err := shoot(page, hostURL, filepath.Join(dir, "x402-index-host.png")); err != nil {
 		return err
 	}
 	if token == "" {
