@@ -231,7 +231,7 @@ type BazaarSearchPagination struct {
 // BazaarSearch is the Bazaar's search answer
 // (SearchDiscoveryResourcesResponse). PartialResults is set when more
 // matched than the deepest page the cursor reaches, or than are ranked
-// (the store.ResourceRankCap candidates with the strongest evidence).
+// (store.ResourceRankCap).
 type BazaarSearch struct {
 	X402Version    int                    `json:"x402Version"`
 	Resources      []BazaarResource       `json:"resources"`

@@ -154,9 +154,8 @@ type ResourcesAnswer struct {
 	Resources []IndexedResource `json:"resources"`
 	Next      *string           `json:"next"`
 	// Partial is set when more matched than the deepest page a cursor
-	// reaches, or than a text's relevance ranks (the candidates with the
-	// strongest evidence, store.ResourceRankCap): a narrower query finds
-	// them.
+	// reaches, or than a text's relevance ranks (store.ResourceRankCap):
+	// a narrower query finds them.
 	Partial bool   `json:"partial"`
 	Honesty string `json:"honesty"`
 }

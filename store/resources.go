@@ -105,17 +105,16 @@ const resourceScore = `ts_rank(r.document, q.query) * ` + resourceEvidenceFactor
 
 // ResourceRankCap is the most matches of a text the relevance sort reads
 // and ranks (its candidates): the first the text's index hands out, in the
-// table's order, which says nothing of their rank. Reading a match is the
-// search's cost (~2.5 µs, ranking it another ~1): a common word matches
-// ~8,400 of 100,000 resources, and reading them all took the Bazaar
-// search's p95 over its 30 ms goal (docs/performance.md). No index hands
-// the matches out in an order of rank without reading as many: scanned in
-// the order of their evidence, 2,001 matches of such a word read 38,000
-// buffers, against 4,400 to read all 8,400 off the text's index and 1,100
-// to read 2,001. 2,000 is ten times the deepest Bazaar page and twenty
-// times the largest page of the resources search. When more match, the
-// answer says it is partial (ResourcePage.Capped): a narrower query ranks
-// them all.
+// table's order, which says nothing of their rank. Reading a match is most
+// of the search's cost, ranking it the rest: a common word matches ~8,400
+// of 100,000 resources, and reading them all kept the Bazaar search's p95
+// over its 30 ms goal (docs/performance.md). No index hands the matches
+// out in an order of rank without reading more: scanned in the order of
+// their evidence, 2,001 matches of such a word read nine times the buffers
+// of all 8,400 off the text's index. 2,000 is ten times the deepest Bazaar
+// page and twenty times the largest page of the resources search. When
+// more match, the answer says it is partial (ResourcePage.Capped): a
+// narrower query ranks them all.
 const ResourceRankCap = 2000
 
 // resourceSorts are the resources search's sorts and their orders.
