@@ -170,7 +170,7 @@ func (r *Reader) BazaarList(ctx context.Context, q BazaarListQuery) (*BazaarList
 		n, err := store.ResourceCount(ctx, r.pool, &q.resources.params)
 		total <- counted{n, err}
 	}()
-	list, _, err := store.ResourceSearch(ctx, r.pool, &q.resources.params)
+	page, err := store.ResourceSearch(ctx, r.pool, &q.resources.params)
 	c := <-total
 	if err != nil {
 		return nil, fmt.Errorf("index: bazaar list: %w", err)
@@ -179,8 +179,8 @@ func (r *Reader) BazaarList(ctx context.Context, q BazaarListQuery) (*BazaarList
 		return nil, fmt.Errorf("index: bazaar list: %w", c.err)
 	}
 	a.Pagination.Total = c.n
-	for i := range list {
-		a.Items = append(a.Items, bazaarResource(&list[i]))
+	for i := range page.Resources {
+		a.Items = append(a.Items, bazaarResource(&page.Resources[i]))
 	}
 	return a, nil
 }
@@ -230,7 +230,8 @@ type BazaarSearchPagination struct {
 
 // BazaarSearch is the Bazaar's search answer
 // (SearchDiscoveryResourcesResponse). PartialResults is set when more
-// matched than the deepest page the cursor reaches.
+// matched than the deepest page the cursor reaches, or than are ranked
+// (store.ResourceRankCap).
 type BazaarSearch struct {
 	X402Version    int                    `json:"x402Version"`
 	Resources      []BazaarResource       `json:"resources"`
@@ -240,7 +241,8 @@ type BazaarSearch struct {
 
 // BazaarSearch answers q, which Check has accepted: the live resources
 // matching its text, the most relevant first (relevance and evidence, as
-// the resources search ranks them).
+// the resources search ranks them, among its candidates when more match
+// than store.ResourceRankCap).
 func (r *Reader) BazaarSearch(ctx context.Context, q BazaarSearchQuery) (*BazaarSearch, error) {
 	a := &BazaarSearch{X402Version: BazaarVersion, Resources: []BazaarResource{}, Pagination: BazaarSearchPagination{Limit: q.Limit}}
 	if q.Type == "mcp" {

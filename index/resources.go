@@ -119,6 +119,10 @@ func (q *ResourceQuery) Check() error {
 		if !ok {
 			return &QueryError{Field: "cursor", Message: "cursor must be the next of an earlier page"}
 		}
+		if p.Q != "" && p.Sort == "relevance" && offset >= store.ResourceRankCap {
+			// Past the ranked candidates: no page of them gives it.
+			return &QueryError{Field: "cursor", Message: "cursor must be the next of an earlier page"}
+		}
 		p.Offset = offset
 	}
 	q.params = p
@@ -150,7 +154,8 @@ type ResourcesAnswer struct {
 	Resources []IndexedResource `json:"resources"`
 	Next      *string           `json:"next"`
 	// Partial is set when more matched than the deepest page a cursor
-	// reaches: a narrower query finds them.
+	// reaches, or than a text's relevance ranks (store.ResourceRankCap):
+	// a narrower query finds them.
 	Partial bool   `json:"partial"`
 	Honesty string `json:"honesty"`
 }
@@ -160,15 +165,15 @@ const ResourcesHonesty = "Resources as their listings (or origins) state them: a
 
 // Resources answers q, which Check has accepted.
 func (r *Reader) Resources(ctx context.Context, q ResourceQuery) (*ResourcesAnswer, error) {
-	list, more, err := store.ResourceSearch(ctx, r.pool, &q.params)
+	page, err := store.ResourceSearch(ctx, r.pool, &q.params)
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	a := &ResourcesAnswer{OK: true, Resources: list, Honesty: ResourcesHonesty}
-	if next := q.params.Offset + len(list); more && next <= maxResourcesOffset {
+	a := &ResourcesAnswer{OK: true, Resources: page.Resources, Partial: page.Capped, Honesty: ResourcesHonesty}
+	if next := q.params.Offset + len(page.Resources); page.More && next <= maxResourcesOffset {
 		c := encodeCursor(next)
 		a.Next = &c
-	} else if more {
+	} else if page.More {
 		a.Partial = true
 	}
 	return a, nil

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -379,6 +380,7 @@ func TestResourcesSearch(t *testing.T) {
 		{ResourceQuery{Limit: 1000}, "limit"},
 		{ResourceQuery{Cursor: "nope"}, "cursor"},
 		{ResourceQuery{Q: strings.Repeat("x", 201)}, "q"},
+		{ResourceQuery{Q: "weather", Cursor: encodeCursor(store.ResourceRankCap)}, "cursor"},
 	} {
 		var qe *QueryError
 		require.ErrorAs(t, bad.q.Check(), &qe, bad.field)
@@ -408,4 +410,39 @@ func TestResourcesSearch(t *testing.T) {
 	require.Equal(t, "5000", found.Resources[0].Accepts[0].MaxAmountRequired)
 	empty := BazaarSearchQuery{}
 	require.ErrorContains(t, empty.Check(), "query")
+
+	// More matches than are ranked: two of the three, in their order
+	// among all, said partial; as many as are ranked: all, whole.
+	all := []string{"live0.test", "live1.test", "dead.test"}
+	for _, c := range []struct {
+		rankCap int
+		partial bool
+	}{{2, true}, {3, false}} {
+		sq := BazaarSearchQuery{Query: "weather"}
+		require.NoError(t, sq.Check())
+		sq.resources.params.RankCap = c.rankCap
+		found, err := r.BazaarSearch(ctx, sq)
+		require.NoError(t, err)
+		var got []string
+		for _, res := range found.Resources {
+			got = append(got, strings.TrimPrefix(strings.Split(res.Resource, ":")[1], "//"))
+		}
+		require.Len(t, got, c.rankCap)
+		var ranked []string
+		for _, u := range all {
+			if slices.Contains(got, u) {
+				ranked = append(ranked, u)
+			}
+		}
+		require.Equal(t, ranked, got, c.rankCap)
+		require.Equal(t, c.partial, found.PartialResults, c.rankCap)
+		rq := ResourceQuery{Q: "weather", Limit: 1}
+		require.NoError(t, rq.Check())
+		rq.params.RankCap = c.rankCap
+		a, err := r.Resources(ctx, rq)
+		require.NoError(t, err)
+		require.Equal(t, got[:1], urls(a))
+		require.Equal(t, c.partial, a.Partial, c.rankCap)
+		require.NotNil(t, a.Next)
+	}
 }

@@ -88,16 +88,34 @@ const resourceEvidenceBoost = `0.5 * least(1, ln(1 + coalesce(r.host_payers_30d,
 const resourceVerified = `coalesce((SELECT array_agg(o.pay_to ORDER BY o.pay_to) FROM index_ownership o
 	WHERE o.origin = substring(r.resource FROM '^https?://[^/]+') AND o.pay_to = ANY(r.pay_tos)), '{}')`
 
-// resourceScore ranks a resource: its text relevance (ts_rank of the
-// query) times one plus its evidence: its host live now (0.5), its uptime
-// over 30 days (up to 0.5) and its on-chain figures
-// (resourceEvidenceBoost). It is computed for every match, so it reads
-// only the match's row of the narrow side table index_resource_search
-// (which carries its host's liveness): a proof of ownership is shown
-// (verified_pay_to), not ranked, as a lookup per match costs a third of a
-// search at 100,000 resources.
-const resourceScore = `ts_rank(r.document, q.query) * (1 + CASE WHEN r.host_live THEN 0.5 ELSE 0 END + 0.5 * coalesce(r.host_uptime_30d, 0)
+// resourceEvidenceFactor is what a resource's text relevance is
+// multiplied by: one plus its evidence: its host live now (0.5), its
+// uptime over 30 days (up to 0.5) and its on-chain figures
+// (resourceEvidenceBoost). It reads only the match's row of the narrow
+// side table index_resource_search (which carries its host's liveness): a
+// proof of ownership is shown (verified_pay_to), not ranked, as a lookup
+// per match costs a third of a search at 100,000 resources.
+const resourceEvidenceFactor = `(1 + CASE WHEN r.host_live THEN 0.5 ELSE 0 END + 0.5 * coalesce(r.host_uptime_30d, 0)
 	+ ` + resourceEvidenceBoost + `)`
+
+// resourceScore ranks a resource: its text relevance (ts_rank of the
+// query) times its evidence (resourceEvidenceFactor). It is computed for
+// each candidate match (ResourceRankCap).
+const resourceScore = `ts_rank(r.document, q.query) * ` + resourceEvidenceFactor
+
+// ResourceRankCap is the most matches of a text the relevance sort reads
+// and ranks (its candidates): the first the text's index hands out, in the
+// table's order, which says nothing of their rank. Reading a match is most
+// of the search's cost, ranking it the rest: a common word matches ~8,400
+// of 100,000 resources, and reading them all kept the Bazaar search's p95
+// over its 30 ms goal (docs/performance.md). No index hands the matches
+// out in an order of rank without reading more: scanned in the order of
+// their evidence, 2,001 matches of such a word read nine times the buffers
+// of all 8,400 off the text's index. 2,000 is ten times the deepest Bazaar
+// page and twenty times the largest page of the resources search. When
+// more match, the answer says it is partial (ResourcePage.Capped): a
+// narrower query ranks them all.
+const ResourceRankCap = 2000
 
 // resourceSorts are the resources search's sorts and their orders.
 var resourceSorts = []struct{ key, order string }{
@@ -143,11 +161,27 @@ type ResourceSearchParams struct {
 	// evidence alone.
 	Sort          string
 	Limit, Offset int
+	// RankCap is the most matches of Q the relevance sort ranks; 0 is
+	// ResourceRankCap.
+	RankCap int
 }
 
-// ResourceSearch returns the live resources p selects, in its order, and
-// whether more follow.
-func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]IndexResource, bool, error) {
+// ResourcePage is a page of the resources search.
+type ResourcePage struct {
+	// Resources are the page's, in the search's order.
+	Resources []IndexResource
+	// More is whether more follow (among the ranked candidates when
+	// Capped).
+	More bool
+	// Capped is whether more matched the text than the relevance sort
+	// ranks (RankCap): the page is of the best ranked among the candidates.
+	// It is read from the page's rows: false on an empty page.
+	Capped bool
+}
+
+// ResourceSearch returns the page of the live resources p selects, in
+// its order.
+func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) (*ResourcePage, error) {
 	order := ""
 	for _, s := range resourceSorts {
 		if s.key == p.Sort {
@@ -155,34 +189,52 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 		}
 	}
 	if order == "" {
-		return nil, false, fmt.Errorf("resources: unknown sort %q", p.Sort)
+		return nil, fmt.Errorf("resources: unknown sort %q", p.Sort)
 	}
 	// A text is matched and ranked over the narrow side table
 	// index_resource_search (the live resources, with their host's
 	// liveness); without, the page is chosen from index_resources' narrow
 	// columns (the Bazaar list's order is read from its index alone). The
 	// hosts are joined only when the live filter or the sort reads them,
-	// then the page's rows are read whole.
+	// then the page's rows are read whole. The relevance of a text ranks
+	// only its candidates (ResourceRankCap): one more match than the cap is
+	// read, to tell whether more matched.
 	text := strings.TrimSpace(p.Q)
 	where, args := resourceWhere(p, text != "")
 	score := "0::float8"
 	from := "index_resources r"
+	capped, with := "false", "WITH "
 	if text != "" {
 		args = append(args, text)
-		from = "(SELECT websearch_to_tsquery('english', $" + strconv.Itoa(len(args)) + ") AS query) q CROSS JOIN index_resource_search r"
+		tsq := "(SELECT websearch_to_tsquery('english', $" + strconv.Itoa(len(args)) + ") AS query) q"
+		from = tsq + " CROSS JOIN index_resource_search r"
 		where += " AND r.document @@ q.query"
 		score = resourceScore
+		if p.Sort == "relevance" {
+			rankCap := p.RankCap
+			if rankCap <= 0 {
+				rankCap = ResourceRankCap
+			}
+			args = append(args, rankCap)
+			n := "$" + strconv.Itoa(len(args)) + "::integer"
+			with += `matched AS (
+				SELECT r.resource, r.document, r.host_live, r.host_uptime_30d, r.host_payers_30d, r.updated_at
+				FROM ` + from + ` WHERE ` + where + ` LIMIT ` + n + ` + 1), `
+			from = tsq + " CROSS JOIN (SELECT * FROM matched LIMIT " + n + ") r"
+			where = "true"
+			capped = "(SELECT count(*) FROM matched) > " + n
+		}
 	}
 	args = append(args, p.Limit+1, p.Offset)
 	if (text == "" && p.Live != "") || strings.Contains(order, "h.") {
 		from += " LEFT JOIN index_hosts h ON h.host = r.host"
 	}
-	query := `WITH page AS (
+	query := with + `page AS (
 			SELECT r.resource, ` + score + ` AS score FROM ` + from + `
 			WHERE ` + where + `
 			ORDER BY ` + order + `
 			LIMIT $` + strconv.Itoa(len(args)-1) + ` OFFSET $` + strconv.Itoa(len(args)) + `)
-		SELECT r.resource, r.host, r.method, r.description, r.tags, coalesce(r.accepts, '[]'), r.price_usdc::float8, r.networks,
+		SELECT ` + capped + `, r.resource, r.host, r.method, r.description, r.tags, coalesce(r.accepts, '[]'), r.price_usdc::float8, r.networks,
 			r.input_schema, r.output_schema, r.extensions, r.x402_version, r.mime_type, r.updated_at,
 			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at,
 			` + resourceVerified + `,
@@ -194,14 +246,15 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 		ORDER BY ` + order
 	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
-		return nil, false, fmt.Errorf("resources: %w", err)
+		return nil, fmt.Errorf("resources: %w", err)
 	}
+	page := &ResourcePage{}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (IndexResource, error) {
 		var r IndexResource
 		var q Quality
 		e := &r.Evidence
 		h := &r.HostLiveness
-		err := row.Scan(&r.Resource, &r.Host, &r.Method, &r.Description, &r.Tags, &r.Accepts, &r.PriceUSDC, &r.Networks,
+		err := row.Scan(&page.Capped, &r.Resource, &r.Host, &r.Method, &r.Description, &r.Tags, &r.Accepts, &r.PriceUSDC, &r.Networks,
 			&r.InputSchema, &r.OutputSchema, &r.Extensions, &r.X402Version, &r.MimeType, &r.UpdatedAt,
 			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt, &r.VerifiedPayTo,
 			&h.Live, &h.Uptime30d, &h.LatencyP50MS, &h.CheckedAt, &h.QuoteMatchesListing,
@@ -212,16 +265,17 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) ([]In
 		return r, err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("resources: %w", err)
+		return nil, fmt.Errorf("resources: %w", err)
 	}
-	more := len(list) > p.Limit
-	if more {
+	page.More = len(list) > p.Limit
+	if page.More {
 		list = list[:p.Limit]
 	}
 	if list == nil {
 		list = []IndexResource{}
 	}
-	return list, more, nil
+	page.Resources = list
+	return page, nil
 }
 
 // ResourceCount counts the live resources p selects (its text, sort and

@@ -47,10 +47,10 @@ func TestResourceSearchSideTable(t *testing.T) {
 			p.Sort = "relevance"
 		}
 		p.Limit = 10
-		list, _, err := store.ResourceSearch(ctx, db.Pool, &p)
+		page, err := store.ResourceSearch(ctx, db.Pool, &p)
 		require.NoError(t, err)
 		var out []string
-		for _, r := range list {
+		for _, r := range page.Resources {
 			out = append(out, r.Resource)
 		}
 		return out
@@ -133,10 +133,10 @@ func TestResourceSearchEvidence(t *testing.T) {
 	}
 	search := func() []shown {
 		t.Helper()
-		list, _, err := store.ResourceSearch(ctx, db.Pool, &store.ResourceSearchParams{Q: "weather", Sort: "relevance", Limit: 10})
+		page, err := store.ResourceSearch(ctx, db.Pool, &store.ResourceSearchParams{Q: "weather", Sort: "relevance", Limit: 10})
 		require.NoError(t, err)
 		var out []shown
-		for _, r := range list {
+		for _, r := range page.Resources {
 			out = append(out, shown{r.Resource, r.Evidence.Transactions30d, r.Evidence.VolumeUSDC30d, r.Evidence.Payers30d})
 		}
 		return out
@@ -171,4 +171,67 @@ func TestResourceSearchEvidence(t *testing.T) {
 	exec(`DELETE FROM index_host_evidence WHERE host IN ('x.test', 'y.test')`)
 	got = search()
 	require.Equal(t, []shown{{resource: "https://y.test/v"}, {resource: "https://y.test/w"}, {resource: "https://x.test/w"}}, got)
+}
+
+// TestResourceSearchCap: when more resources match a text than its
+// relevance ranks (RankCap), the page is the best ranked among the
+// candidates, the first matches in the table's order, and says it is
+// capped; with as many matches as the cap, all rank as without it.
+func TestResourceSearchCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO index_hosts (host, live, uptime_30d)
+		VALUES ('a.test', true, 1), ('b.test', true, 0.2), ('c.test', false, 0.9), ('d.test', true, 1)`)
+	require.NoError(t, err)
+	// Written in one go after their hosts, the resources lie in the
+	// table in this order: d.test's, the best ranked, is the last.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO index_resources (resource, host, description, updated_at, tags, tag_keys, pay_tos, networks)
+		VALUES ('https://a.test/w', 'a.test', 'Weather forecasts and stock quotes for traders', now(), '{}', '{}', '{0xaaa}', '{eip155:8453}'),
+		       ('https://b.test/w', 'b.test', 'Weather: weather forecasts, weather maps', now(), '{weather}', '{weather}', '{0xbbb}', '{eip155:8453}'),
+		       ('https://c.test/w', 'c.test', 'Weather now', now(), '{}', '{}', '{0xccc}', '{eip155:8453}'),
+		       ('https://d.test/w', 'd.test', 'Weather, weather, weather: the weather', now(), '{weather}', '{weather}', '{0xddd}', '{eip155:8453}')`)
+	require.NoError(t, err)
+	search := func(rankCap, limit, offset int) ([]string, *store.ResourcePage) {
+		t.Helper()
+		page, err := store.ResourceSearch(ctx, db.Pool, &store.ResourceSearchParams{Q: "weather", Sort: "relevance", RankCap: rankCap,
+			Limit: limit, Offset: offset})
+		require.NoError(t, err)
+		var out []string
+		for _, r := range page.Resources {
+			out = append(out, r.Resource)
+		}
+		return out, page
+	}
+
+	all, page := search(0, 10, 0)
+	require.False(t, page.Capped)
+	require.Len(t, all, 4)
+	require.Equal(t, "https://d.test/w", all[0])
+	four, page := search(4, 10, 0)
+	require.False(t, page.Capped, "as many matches as the cap")
+	require.Equal(t, all, four)
+
+	// Three candidates: d.test's resource is not one; the others rank as
+	// they do among all.
+	var candidates []string
+	for _, r := range all {
+		if r != "https://d.test/w" {
+			candidates = append(candidates, r)
+		}
+	}
+	require.Equal(t, []string{"https://b.test/w", "https://a.test/w", "https://c.test/w"}, candidates, "b.test's text outranks a.test's evidence")
+	got, page := search(3, 10, 0)
+	require.True(t, page.Capped)
+	require.False(t, page.More)
+	require.Equal(t, candidates, got)
+	// Paged, each page says so.
+	got, page = search(3, 2, 0)
+	require.True(t, page.Capped)
+	require.True(t, page.More)
+	require.Equal(t, candidates[:2], got)
+	got, page = search(3, 2, 2)
+	require.True(t, page.Capped)
+	require.False(t, page.More)
+	require.Equal(t, candidates[2:], got)
 }
