@@ -331,6 +331,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout tim
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	<-errc // Serve returns once Shutdown has closed the listener.
+	// The admissions of the last requests may still be written by a
+	// writer of their own.
+	s.admitter.Wait()
 	if err != nil {
 		return fmt.Errorf("api: shutdown: %w", err)
 	}

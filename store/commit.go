@@ -27,6 +27,8 @@ type GroupCommitter[T any] struct {
 	pool  *pgxpool.Pool
 	cfg   GroupCommitConfig
 	write func(ctx context.Context, tx pgx.Tx, items []T) error
+	// writers counts the writers of their own that Commit starts (Wait).
+	writers sync.WaitGroup
 
 	mu       sync.Mutex
 	pending  []*groupItem[T]
@@ -155,10 +157,10 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 		if g.writeNext(wctx) {
 			// Items came in meanwhile: a writer of its own takes them, so
 			// that this caller returns without waiting for them.
-			go func() {
+			g.writers.Go(func() {
 				for g.writeNext(wctx) {
 				}
-			}()
+			})
 		}
 	}
 	select {
@@ -168,6 +170,11 @@ func (g *GroupCommitter[T]) Commit(ctx context.Context, item T) error {
 		return context.Cause(ctx)
 	}
 }
+
+// Wait returns once no writer of its own that Commit started still writes:
+// its owner calls it on stop, after its last Commit, so that no write
+// outlives the process's pool.
+func (g *GroupCommitter[T]) Wait() { g.writers.Wait() }
 
 // linger waits for more items, from start up to Linger, and less once none
 // has come for LingerIdle or when its caller gives up (the items are then

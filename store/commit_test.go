@@ -447,3 +447,48 @@ func TestGroupCommitterLingerIdle(t *testing.T) {
 	require.Len(t, batches, 2)
 	require.ElementsMatch(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, batches[1])
 }
+
+// TestGroupCommitterWait: Wait returns only once a writer of its own that
+// Commit started has written the items its callers gave up waiting for.
+func TestGroupCommitterWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+	entered := make(chan string, 2)
+	releaseB := sync.OnceFunc(func() { close(release["b"]) })
+	t.Cleanup(releaseB) // a failure lets the writer end, and the pool close
+	var written sync.Map
+	g := NewGroupCommitter(db.Pool, &GroupCommitConfig{InFlight: 1}, func(ctx context.Context, tx pgx.Tx, items []string) error {
+		entered <- items[0]
+		<-release[items[0]]
+		for _, it := range items {
+			written.Store(it, true)
+		}
+		return nil
+	})
+	first := make(chan error, 1)
+	go func() { first <- g.Commit(ctx, "a") }()
+	require.Equal(t, "a", <-entered)
+	// b waits behind a's transaction; its caller gives up.
+	bctx, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- g.Commit(bctx, "b") }()
+	require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.pending) == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	close(release["a"])
+	require.NoError(t, <-first)
+	require.Equal(t, "b", <-entered, "b is written by a writer of its own")
+	waited := make(chan struct{})
+	go func() { g.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned while b was being written")
+	case <-time.After(100 * time.Millisecond):
+	}
+	releaseB()
+	<-waited
+	_, ok := written.Load("b")
+	require.True(t, ok, "Wait returned before b was written")
+}
