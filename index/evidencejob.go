@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-
-	"github.com/x402d/x402d/jobs"
 )
 
 // ChainArgs is the periodic job of the chain reader: every network read
@@ -20,7 +18,7 @@ func (ChainArgs) Kind() string { return "index.chain" }
 // minute when inserted by hand (its periodic job is unique by its
 // schedule's period instead: ChainPeriodicJobs).
 func (ChainArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+	return indexInsertOpts()
 }
 
 type chainWorker struct {

@@ -31,7 +31,7 @@ func (CrawlArgs) Kind() string { return "index.crawl" }
 // when inserted by hand (the periodic job is unique by its schedule's
 // period, uniqueBy).
 func (CrawlArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+	return indexInsertOpts()
 }
 
 // LivenessArgs is the periodic liveness job: every host probed once.
@@ -44,7 +44,7 @@ func (LivenessArgs) Kind() string { return "index.liveness" }
 // when inserted by hand (the periodic job is unique by its schedule's
 // period, uniqueBy).
 func (LivenessArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+	return indexInsertOpts()
 }
 
 // DiscoverArgs is the periodic discovery job: a few origins read.
@@ -55,7 +55,7 @@ func (DiscoverArgs) Kind() string { return "index.discover" }
 
 // InsertOpts puts the discovery on the index queue, at most one per minute.
 func (DiscoverArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+	return indexInsertOpts()
 }
 
 type discoverWorker struct {
@@ -189,6 +189,14 @@ func parseSchedule(setting, spec string, now time.Time) (cron.Schedule, time.Dur
 func CheckSchedule(setting, spec string) error {
 	_, _, err := parseSchedule(setting, spec, time.Now())
 	return err
+}
+
+// indexInsertOpts are the insert options of every index job inserted by
+// hand: the index queue, three attempts, one a minute by arguments (a
+// periodic job's own uniqueBy replaces the minute by its schedule's
+// period).
+func indexInsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: jobs.QueueIndex, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
 }
 
 // uniqueBy returns the insert options of a periodic job whose schedule
