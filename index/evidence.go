@@ -24,6 +24,7 @@ import (
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/svm"
 )
 
 // The events the chain reader reads, by their topic: ERC-20's Transfer and
@@ -91,8 +92,23 @@ type ChainReaderConfig struct {
 	// funded by the seller). Defaults to MaxRange.
 	FundingLookback uint64
 	// Facilitators are addresses known to send settlements besides
-	// KnownFacilitators, by name.
-	Facilitators map[common.Address]string
+	// KnownFacilitators, by name, spelt as the reader records senders
+	// (EVM: lower-case hex; Solana: base58).
+	Facilitators map[string]string
+	// Solana are the Solana networks read (CAIP-2 solana:<genesis hash>,
+	// listed in x402.Networks for its USDC mint) and their nodes.
+	Solana map[string]SolanaChain
+	// SolanaPage is the most signatures one getSignaturesForAddress call
+	// asks for. Defaults to 100.
+	SolanaPage int
+	// SolanaAccounts is the most payTo addresses of a Solana network one
+	// run reads, the least recently read first (the rest by the next
+	// runs). Defaults to 100.
+	SolanaAccounts int
+	// SolanaTransactions is the most transactions of a Solana network one
+	// run reads (getTransaction); a run stops after the page that reaches
+	// it. Defaults to 1000.
+	SolanaTransactions int
 	// StaleAfter is how long a host's figures are kept before they are
 	// counted again without a new transfer (the windows move). Defaults to
 	// 10 minutes.
@@ -136,7 +152,7 @@ type ChainReaderConfig struct {
 // near one another).
 type ChainReader struct {
 	cfg          ChainReaderConfig
-	facilitators map[common.Address]string
+	facilitators map[string]string
 	clock        clock.Clock
 	logger       *slog.Logger
 }
@@ -153,14 +169,18 @@ func NewChainReader(config *ChainReaderConfig) *ChainReader {
 	cfg.FundingLookback = cmp.Or(cfg.FundingLookback, cfg.MaxRange)
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, 10*time.Minute)
 	cfg.RefreshLimit = cmp.Or(cfg.RefreshLimit, 2000)
+	cfg.SolanaPage = min(cmp.Or(cfg.SolanaPage, 100), svm.MaxSignatures)
+	cfg.SolanaAccounts = cmp.Or(cfg.SolanaAccounts, 100)
+	cfg.SolanaTransactions = cmp.Or(cfg.SolanaTransactions, 1000)
 	facilitators := KnownFacilitators()
 	maps.Copy(facilitators, cfg.Facilitators)
 	return &ChainReader{cfg: cfg, facilitators: facilitators, clock: clock.Or(cfg.Clock), logger: cmp.Or(cfg.Logger, slog.Default())}
 }
 
-// Networks returns the networks the reader reads, in order.
+// Networks returns the networks the reader reads, in order: the EVM
+// networks, then Solana's.
 func (r *ChainReader) Networks() []string {
-	return slices.Sorted(maps.Keys(r.cfg.Chains))
+	return append(slices.Sorted(maps.Keys(r.cfg.Chains)), slices.Sorted(maps.Keys(r.cfg.Solana))...)
 }
 
 // ChainRun is what one run of the reader did.
@@ -171,6 +191,9 @@ type ChainRun struct {
 	Transfers int
 	// Reorgs is how many networks were read again after a reorganisation.
 	Reorgs int
+	// Pages is how many pages of a Solana token account's signatures
+	// were read.
+	Pages int
 	// Hosts is how many hosts' figures were counted.
 	Hosts int
 }
@@ -190,7 +213,11 @@ func (r *ChainReader) Run(ctx context.Context) (*ChainRun, error) {
 	var touched []string
 	var firstErr error
 	for _, network := range r.Networks() {
-		t, err := r.readNetwork(ctx, network, run)
+		read := r.readNetwork
+		if _, ok := r.cfg.Solana[network]; ok {
+			read = r.readSolana
+		}
+		t, err := read(ctx, network, run)
 		touched = append(touched, t...)
 		if err != nil {
 			r.logger.WarnContext(ctx, "index: read chain", "network", network, "error", err)
