@@ -122,9 +122,9 @@ type ChainReaderConfig struct {
 	Logger *slog.Logger
 }
 
-// ChainReader reads, on each EVM network with endpoints, the USDC
-// transfers into the payTo addresses the index's listings name, and counts
-// each host's figures from them (Evidence).
+// ChainReader reads, on each EVM network with endpoints and on Solana
+// (readSolana), the USDC transfers into the payTo addresses the index's
+// listings name, and counts each host's figures from them (Evidence).
 //
 // A run reads each network from its cursor (the last block read) up to the
 // newest block its finality policy holds final, in ranges of MaxRange

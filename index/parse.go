@@ -34,7 +34,9 @@
 // listings name, read from a cursor up to the network's finality, with each
 // transfer's sender and whether it was an EIP-3009 settlement; a
 // reorganisation that replaced the cursor's block undoes what was read
-// since. Each host's figures over 24 hours, 7 and 30 days (transactions,
+// since. On Solana (RPC_URL_SOLANA), the USDC transfers into each payTo's
+// token account, read at "finalized" from its signatures and transactions
+// (evidence_svm.go), the fee payer as sender. Each host's figures over 24 hours, 7 and 30 days (transactions,
 // volume, distinct payers, senders, the wash signal) are kept in
 // index_host_evidence for the hosts' sorts and filters; null where no
 // payTo of the host is read.

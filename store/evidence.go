@@ -494,9 +494,11 @@ type Evidence struct {
 	Last24h EvidenceWindow `json:"last_24h"`
 	Last7d  EvidenceWindow `json:"last_7d"`
 	Last30d EvidenceWindow `json:"last_30d"`
-	// Settlements30d is how many of the 30 days' transfers were EIP-3009
-	// settlements (the transaction used the payer's authorization: x402's
-	// exact scheme), the others being plain transfers.
+	// Settlements30d is how many of the 30 days' transfers were
+	// settlements as x402's exact scheme makes them, the others being plain
+	// transfers: on an EVM network EIP-3009 settlements (the transaction
+	// used the payer's authorization), on Solana transfers whose fee payer
+	// is not the payer (the payer signed, another sent).
 	Settlements30d int64 `json:"settlements_30d"`
 	// Senders are who sent the 30 days' transfers, the most frequent
 	// first (at most 10).

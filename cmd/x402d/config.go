@@ -218,7 +218,9 @@ type Config struct {
 	// SolanaFeePayer is the Solana fee payer's private key (base58, or
 	// solana-keygen's JSON byte array), which co-signs and sends payments.
 	SolanaFeePayer string `env:"SOLANA_FEE_PAYER_KEY"`
-	// RPCURLSolana is the Solana JSON-RPC URL.
+	// RPCURLSolana is the Solana JSON-RPC URL (mainnet). The index's chain
+	// reader reads Solana's USDC transfers through it too
+	// (INDEX_CHAIN_CRON).
 	RPCURLSolana string `env:"RPC_URL_SOLANA"`
 	// SolanaCommitment is how far a Solana settlement's transaction must
 	// have come before the call is answered: confirmed (voted on by a
@@ -345,8 +347,9 @@ type Config struct {
 	// honoured on top).
 	IndexPageGap time.Duration `env:"INDEX_PAGE_GAP"`
 	// IndexChainCron is when the index reads each network with
-	// RPC_URL_<CHAIN> for the USDC transfers into the payTo addresses its
-	// listings name, up to the network's finality (FINALITY_<CHAIN>), and
+	// RPC_URL_<CHAIN> (and Solana with RPC_URL_SOLANA) for the USDC
+	// transfers into the payTo addresses its listings name, up to the
+	// network's finality (FINALITY_<CHAIN>; Solana at finalized), and
 	// counts each seller's on-chain figures (cron; also when the leader
 	// starts). Reading begins at the first run: nothing earlier is counted.
 	IndexChainCron string `env:"INDEX_CHAIN_CRON"`
