@@ -38,3 +38,8 @@ CREATE TABLE IF NOT EXISTS index_svm_fundings (
     PRIMARY KEY (network, signature, position)
 );
 CREATE INDEX IF NOT EXISTS index_svm_fundings_recipient ON index_svm_fundings (network, pay_to, recipient);
+
+-- Price honesty (index.Prober): a 402 that moved since the last one and
+-- differs from its listing as last read is not compared until the crawl
+-- reads the listing again (the listing may have moved too).
+ALTER TABLE index_hosts ADD COLUMN IF NOT EXISTS quote_pending boolean NOT NULL DEFAULT false;

@@ -1,3 +1,4 @@
+ALTER TABLE index_hosts DROP COLUMN IF EXISTS quote_pending;
 DROP TABLE IF EXISTS index_svm_fundings;
 DROP TABLE IF EXISTS index_svm_cursors;
 DELETE FROM index_transfers WHERE network LIKE 'solana:%';
