@@ -65,7 +65,9 @@ func TestHistory(t *testing.T) {
 	tx2 := send(payer, plain, false, true)
 	tx3 := send(feePayer, checked(1<<62), false, false) // more than the payer holds: lands, failed
 	require.Eventually(t, func() bool {
-		var out struct{ Value []*struct{ ConfirmationStatus string } }
+		var out struct {
+			Value []*struct{ ConfirmationStatus string }
+		}
 		require.NoError(t, node.Call(ctx, &out, "getSignatureStatuses", []string{tx3}))
 		require.NotNil(t, out.Value[0])
 		return out.Value[0].ConfirmationStatus == "finalized"
