@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -714,12 +713,11 @@ const quoteLock int32 = 0x78347174
 // probe's verdict and a crawl's comparison read the other side under it,
 // so the later of the two always compares what the other wrote.
 func QuoteLock(ctx context.Context, tx DBTX, hosts []string) error {
-	hosts = slices.Clone(hosts)
-	slices.Sort(hosts)
-	for _, h := range slices.Compact(hosts) {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || ' ' || $2))`, quoteLock, h); err != nil {
-			return fmt.Errorf("quote lock of %s: %w", h, err)
-		}
+	// One statement: the locks are taken as the sorted hosts come.
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || ' ' || h))
+		FROM (SELECT DISTINCT h FROM unnest($2::text[]) h ORDER BY h) sorted`, quoteLock, hosts)
+	if err != nil {
+		return fmt.Errorf("quote locks of %d hosts: %w", len(hosts), err)
 	}
 	return nil
 }
