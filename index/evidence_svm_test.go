@@ -100,7 +100,10 @@ func svmItem(resource, network string, payTo solana.PublicKey) map[string]any {
 // runs it, reads them at "finalized" two signatures a page, over runs of
 // at most four transactions, and counts them per seller with their
 // senders and wash signal, shown by the host and the resources search. A
-// transfer before the seller was first read is not counted.
+// transfer before the seller was first read is not counted; a node that
+// loses an answer in the middle of a page costs a run, not a transfer.
+// There is no reorganisation case: reading at "finalized", no slot read is
+// ever replaced.
 func TestEvidenceSolana(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -239,4 +242,21 @@ func TestEvidenceSolana(t *testing.T) {
 	calls, _, _ = counter.take()
 	require.Equal(t, 2, calls["getSignaturesForAddress"])
 	require.Zero(t, calls["getTransaction"])
+
+	// A node that fails in the middle of a page (its answer lost) fails
+	// the run and records nothing of the page; the next run reads it.
+	chain.transfer(ctx, facilitator, payer2, sellerB.PublicKey(), 4_000, true)
+	chain.finalized(ctx, chain.transfer(ctx, facilitator, payer2, sellerB.PublicKey(), 6_000, true))
+	node.DropAnswers(ctx, "getTransaction", 1)
+	_, err = reader.Run(ctx)
+	require.Error(t, err)
+	d, err = r.HostDetail(ctx, "beta.test")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), d.Host.Evidence.Last30d.Transactions)
+	run, err := reader.Run(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, run.Transfers)
+	d, err = r.HostDetail(ctx, "beta.test")
+	require.NoError(t, err)
+	require.Equal(t, EvidenceWindow{Transactions: 3, VolumeUSDC: "0.040000", Payers: 2}, d.Host.Evidence.Last30d)
 }
