@@ -53,6 +53,12 @@ var _ Chain = (*evm.Endpoints)(nil)
 // what the common providers allow for a filter on addresses.
 const DefaultChainMaxRange = 1000
 
+// DefaultSolanaCallsPerSecond is the most calls a second the chain reader
+// makes to a Solana node unless configured
+// (INDEX_SOLANA_CALLS_PER_SECOND): the common providers' free plans allow
+// 10 requests a second.
+const DefaultSolanaCallsPerSecond = 10
+
 // ChainReaderConfig configures a ChainReader.
 type ChainReaderConfig struct {
 	// Pool is the index's database. Required.
@@ -109,6 +115,11 @@ type ChainReaderConfig struct {
 	// run reads (getTransaction); a run stops after the page that reaches
 	// it. Defaults to 1000.
 	SolanaTransactions int
+	// SolanaCallGap is the least time between two calls of a run to a
+	// Solana node (a JSON-RPC batch of n calls counts n), within its
+	// provider's rate limit; 0: none. A 429 ends the network's run, the
+	// next resumes from the cursors.
+	SolanaCallGap time.Duration
 	// StaleAfter is how long a host's figures are kept before they are
 	// counted again without a new transfer (the windows move). Defaults to
 	// 10 minutes.

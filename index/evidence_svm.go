@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/svm"
@@ -64,6 +66,7 @@ func (r *ChainReader) readSolana(ctx context.Context, network string, run *Chain
 	}
 	var touched []string
 	budget := r.cfg.SolanaTransactions
+	node = &pacedSolana{SolanaChain: node, pacer: pacer{clock: r.clock, gap: r.cfg.SolanaCallGap}}
 	for i := range due {
 		if budget <= 0 {
 			break
@@ -183,6 +186,49 @@ func (r *ChainReader) readSolanaPayTo(ctx context.Context, node SolanaChain, min
 			return changed, used, nil
 		}
 	}
+}
+
+// pacer spaces calls by gap each.
+type pacer struct {
+	clock clock.Clock
+	gap   time.Duration
+	next  time.Time
+}
+
+// wait waits until calls more may be made, or ctx ends.
+func (p *pacer) wait(ctx context.Context, calls int) error {
+	if p.gap <= 0 {
+		return nil
+	}
+	now := p.clock.Now()
+	if err := clock.Sleep(ctx, p.clock, p.next.Sub(now)); err != nil {
+		return err
+	}
+	if p.next.Before(now) {
+		p.next = now
+	}
+	p.next = p.next.Add(time.Duration(calls) * p.gap)
+	return nil
+}
+
+// pacedSolana is a Solana node whose calls a pacer spaces.
+type pacedSolana struct {
+	SolanaChain
+	pacer pacer
+}
+
+func (p *pacedSolana) Signatures(ctx context.Context, account solana.PublicKey, before, until string, limit int) ([]svm.SignatureInfo, error) {
+	if err := p.pacer.wait(ctx, 1); err != nil {
+		return nil, err
+	}
+	return p.SolanaChain.Signatures(ctx, account, before, until, limit)
+}
+
+func (p *pacedSolana) Transactions(ctx context.Context, signatures []string) ([]*svm.LandedTransaction, error) {
+	if err := p.pacer.wait(ctx, len(signatures)); err != nil {
+		return nil, err
+	}
+	return p.SolanaChain.Transactions(ctx, signatures)
 }
 
 // errSolanaMissing is a finalized signature whose transaction the node

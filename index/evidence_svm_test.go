@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/internal/svmtest"
 	"github.com/x402d/x402d/store"
@@ -108,6 +110,7 @@ func TestEvidenceSolana(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	node := svmtest.Start(t, &svmtest.Config{SlotTime: 20 * time.Millisecond, Payers: 3})
+	const callGap = 10 * time.Millisecond // paced (TestPacer)
 	db := dbtest.Schema(ctx, t)
 	counter := newRPCCounter(t, node.URL)
 	chain := &svmChain{t: t, node: node}
@@ -139,7 +142,7 @@ func TestEvidenceSolana(t *testing.T) {
 	reader := NewChainReader(&ChainReaderConfig{Pool: db.Pool,
 		Solana:       map[string]SolanaChain{x402.SolanaMainnet: svm.NewHistory(counter.URL, nil)},
 		Facilitators: map[string]string{facilitator.PublicKey().String(): "TestFac"},
-		SolanaPage:   2, SolanaTransactions: 4})
+		SolanaPage:   2, SolanaTransactions: 4, SolanaCallGap: callGap})
 	runJob := chainRiver(ctx, t, db, reader)
 	r := NewReader(db.Pool, nil)
 	d, err := r.HostDetail(ctx, "alpha.test")
@@ -259,4 +262,41 @@ func TestEvidenceSolana(t *testing.T) {
 	d, err = r.HostDetail(ctx, "beta.test")
 	require.NoError(t, err)
 	require.Equal(t, EvidenceWindow{Transactions: 3, VolumeUSDC: "0.040000", Payers: 2}, d.Host.Evidence.Last30d)
+}
+
+// TestPacer: calls are spaced by the gap, a batch of n counting n; the
+// first waits for none, and one made after a pause waits for none.
+func TestPacer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fake := clock.NewFake(start)
+	p := &pacer{clock: fake, gap: time.Second}
+	require.NoError(t, p.wait(ctx, 1), "the first at once")
+	waited := func(calls int) time.Duration {
+		t.Helper()
+		done := make(chan error, 1)
+		began := fake.Now()
+		go func() { done <- p.wait(ctx, calls) }()
+		for {
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+				return fake.Now().Sub(began)
+			default:
+			}
+			if next, ok := fake.Next(); ok {
+				fake.Set(next)
+			} else {
+				runtime.Gosched() // not waiting yet, or done
+			}
+		}
+	}
+	require.Equal(t, time.Second, waited(3), "a gap after the one call")
+	require.Equal(t, 3*time.Second, waited(1), "three gaps after the batch of three")
+	fake.Advance(time.Hour)
+	require.Zero(t, waited(1), "after a pause, at once")
+	unpaced := &pacer{clock: fake}
+	require.NoError(t, unpaced.wait(ctx, 100))
+	require.NoError(t, unpaced.wait(ctx, 100))
 }

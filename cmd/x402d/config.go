@@ -356,6 +356,10 @@ type Config struct {
 	// IndexChainMaxRange is the most blocks one eth_getLogs call of the
 	// index's chain reader asks for (providers cap the range).
 	IndexChainMaxRange int `env:"INDEX_CHAIN_MAX_RANGE"`
+	// IndexSolanaRate is the most calls a second the index's chain reader
+	// makes to RPC_URL_SOLANA (a JSON-RPC batch counts its calls): within
+	// the provider's rate limit. 0: no limit.
+	IndexSolanaRate int `env:"INDEX_SOLANA_CALLS_PER_SECOND"`
 	// ResultTTL is how long a call's result is kept (a Go duration or
 	// days, like 30d); the call's ledger fields stay, and polling it or
 	// resending its payment then answers 410 result_expired.
@@ -432,6 +436,7 @@ func DefaultConfig() *Config {
 		IndexPageGap:            index.DefaultPageGap,
 		IndexChainCron:          "* * * * *",
 		IndexChainMaxRange:      index.DefaultChainMaxRange,
+		IndexSolanaRate:         index.DefaultSolanaCallsPerSecond,
 		ResultTTL:               30 * 24 * time.Hour,
 		RetentionCron:           "17 * * * *",
 		JobRetention:            24 * time.Hour,

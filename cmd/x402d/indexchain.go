@@ -32,6 +32,9 @@ func (a *app) chainReader(ctx context.Context, pool *pgxpool.Pool, withWorker bo
 	}
 	if a.cfg.RPCURLSolana != "" {
 		cfg.Solana = map[string]index.SolanaChain{x402.SolanaMainnet: svm.NewHistory(a.cfg.RPCURLSolana, nil)}
+		if a.cfg.IndexSolanaRate > 0 {
+			cfg.SolanaCallGap = time.Second / time.Duration(a.cfg.IndexSolanaRate)
+		}
 	}
 	chains, err := evm.DialChains(ctx, a.cfg.RPCURLs, &evm.EndpointsConfig{
 		ProbeEvery: indexChainProbeEvery,
