@@ -77,4 +77,15 @@ func TestSolanaIndexReadsOwnSales(t *testing.T) {
 	require.Equal(t, payer.PublicKey().String(), *e.Wash.TopPayer)
 	require.Len(t, d.PayTos, 1)
 	require.Equal(t, s.payTo.String(), d.PayTos[0].PayTo)
+
+	// The resources search shows each of the host's resources with them.
+	var found index.ResourcesAnswer
+	getJSON(t, s.base+"/api/xindex/resources?network=solana&limit=100", &found)
+	require.NotEmpty(t, found.Resources)
+	for _, r := range found.Resources {
+		require.Equal(t, host, r.Host)
+		require.NotNil(t, r.Evidence.Transactions30d, r.Resource)
+		require.Equal(t, int64(calls), *r.Evidence.Transactions30d, r.Resource)
+		require.Equal(t, int64(1), *r.Evidence.Payers30d, r.Resource)
+	}
 }
