@@ -1,0 +1,455 @@
+package worker_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/internal/anviltest"
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/channel"
+)
+
+// claimNetwork is anvil's network (Base's chain id).
+const claimNetwork = "eip155:8453"
+
+// claimBench is anvil with Circle's USDC and the channel contracts at
+// their canonical addresses, a database, the relayer sending from
+// devchain.RelayerAccount with its nonces in the database, and channels
+// of the development accounts paying payTo (an account of no one, so its
+// balance is what the settles paid it), claimed with the receiver
+// authorizer's key (account 7).
+type claimBench struct {
+	t          *testing.T
+	node       *anviltest.Node
+	db         *dbtest.DB
+	relayer    *evm.Relayer
+	authorizer *ecdsa.PrivateKey
+	payTo      common.Address
+	chainID    *big.Int
+	clock      *clock.Fake
+	salt       int64
+}
+
+func newClaimBench(t *testing.T, finality evm.FinalityPolicy) *claimBench {
+	t.Helper()
+	ctx := context.Background()
+	b := &claimBench{t: t, node: anviltest.Start(t, &anviltest.Config{BlockTime: -1}), db: dbtest.Schema(ctx, t), authorizer: devKey(t, 7),
+		payTo: common.HexToAddress("0x00000000000000000000000000000000000c1a1e"), chainID: big.NewInt(anviltest.ChainID),
+		clock: clock.NewFake(time.Now())}
+	b.relayer = b.newRelayer(finality)
+	return b
+}
+
+// newRelayer starts a relayer process of the bench's key and nonce store.
+func (b *claimBench) newRelayer(finality evm.FinalityPolicy) *evm.Relayer {
+	b.t.Helper()
+	relayer, err := evm.NewRelayer(&evm.RelayerConfig{
+		Key: devKey(b.t, devchain.RelayerAccount), Chains: map[string]evm.Backend{claimNetwork: b.node.Client},
+		Nonces: store.RelayerNonces{DB: b.db.Pool}, Finality: map[string]evm.FinalityPolicy{claimNetwork: finality},
+		KeepEvery: 200 * time.Millisecond, KeepIdle: 200 * time.Millisecond, RPCTimeout: 5 * time.Second,
+	})
+	require.NoError(b.t, err)
+	require.NoError(b.t, relayer.Start(context.Background()))
+	b.t.Cleanup(relayer.Stop)
+	return relayer
+}
+
+func devKey(t testing.TB, i int) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := devchain.DeriveKey(devchain.Mnemonic, uint32(i))
+	require.NoError(t, err)
+	return k
+}
+
+func devAddr(t testing.TB, i int) common.Address {
+	return crypto.PubkeyToAddress(devKey(t, i).PublicKey)
+}
+
+// claimer returns a Claimer of the bench with policy interval and
+// minAmount, on the bench's fake clock.
+func (b *claimBench) claimer(interval time.Duration, minAmount int64) *worker.Claimer {
+	b.t.Helper()
+	c, err := worker.NewClaimer(&worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, Interval: interval, MinAmount: big.NewInt(minAmount), Clock: b.clock, GoneAfter: 5 * time.Second,
+	})
+	require.NoError(b.t, err)
+	return c
+}
+
+// benchChannel is a channel opened on chain and its payer's key.
+type benchChannel struct {
+	state *channel.State
+	payer int
+}
+
+// open deposits deposit into a new channel of development account payer
+// (through the collector, sent by the relayer's Send) and puts its row.
+func (b *claimBench) open(payer int, deposit int64) *benchChannel {
+	b.t.Helper()
+	ctx := context.Background()
+	b.salt++
+	c := channel.Config{Payer: devAddr(b.t, payer), PayerAuthorizer: devAddr(b.t, payer), Receiver: b.payTo,
+		ReceiverAuthorizer: devAddr(b.t, 7), Token: devchain.USDC, WithdrawDelay: channel.MinWithdrawDelay,
+		Salt: common.BigToHash(big.NewInt(b.salt))}
+	id := c.ID(b.chainID)
+	amount := big.NewInt(deposit)
+	auth := &channel.ERC3009Authorization{ValidAfter: big.NewInt(0), ValidBefore: big.NewInt(time.Now().Unix() + 600), Salt: common.Hash{0x42}}
+	var err error
+	auth.Signature, err = channel.Sign(devKey(b.t, payer), channel.ReceiveAuthorizationDigest(b.chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion,
+		&channel.ReceiveAuthorization{From: c.Payer, Value: amount, ValidAfter: auth.ValidAfter, ValidBefore: auth.ValidBefore, Nonce: channel.DepositNonce(id, auth.Salt)}))
+	require.NoError(b.t, err)
+	input, err := channel.DepositInput(&channel.Payload{Type: channel.TypeDeposit, Config: c, Voucher: channel.Voucher{ChannelID: id},
+		Deposit: &channel.Deposit{Amount: amount, ERC3009: auth}})
+	require.NoError(b.t, err)
+	b.sendOK(input)
+	st, err := channel.ReadState(ctx, b.node.Client, id, nil)
+	require.NoError(b.t, err)
+	require.Equal(b.t, amount, st.Balance)
+	ch := &benchChannel{state: channel.NewState(&c, b.chainID, st), payer: payer}
+	b.put(ch.state)
+	return ch
+}
+
+// sendOK sends input to the settlement contract from the relayer and
+// requires it mined successfully.
+func (b *claimBench) sendOK(input []byte) *types.Receipt {
+	b.t.Helper()
+	ctx := context.Background()
+	hash, err := b.relayer.Send(ctx, claimNetwork, channel.SettlementAddress, input, 0)
+	require.NoError(b.t, err)
+	r, err := b.relayer.Await(ctx, claimNetwork, hash)
+	require.NoError(b.t, err)
+	require.Equal(b.t, types.ReceiptStatusSuccessful, r.Status)
+	return r
+}
+
+// charge charges ch amount under a voucher of its payer for the new
+// cumulative total (signer: the voucher's key, the payer's when nil) and
+// puts the row, as chan-pay's flow records a call.
+func (b *claimBench) charge(ch *benchChannel, amount int64, signer *ecdsa.PrivateKey) {
+	b.t.Helper()
+	if signer == nil {
+		signer = devKey(b.t, ch.payer)
+	}
+	total := new(big.Int).Add(ch.state.Charged, big.NewInt(amount))
+	sig, err := channel.Sign(signer, channel.VoucherDigest(b.chainID, ch.state.ChannelID, total))
+	require.NoError(b.t, err)
+	next, err := ch.state.Charge(&channel.Payload{Type: channel.TypeVoucher, Config: ch.state.Config,
+		Voucher: channel.Voucher{ChannelID: ch.state.ChannelID, MaxClaimable: total, Signature: sig}}, big.NewInt(amount))
+	require.NoError(b.t, err)
+	ch.state = next
+	b.put(next)
+}
+
+func (b *claimBench) put(s *channel.State) {
+	b.t.Helper()
+	ctx := context.Background()
+	require.NoError(b.t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error { return store.ChannelPut(ctx, tx, claimNetwork, s) }))
+}
+
+// onChain returns ch's state on chain.
+func (b *claimBench) onChain(ch *benchChannel) *channel.OnChain {
+	b.t.Helper()
+	st, err := channel.ReadState(context.Background(), b.node.Client, ch.state.ChannelID, nil)
+	require.NoError(b.t, err)
+	return st
+}
+
+// row returns ch's row.
+func (b *claimBench) row(ch *benchChannel) *store.Channel {
+	b.t.Helper()
+	c, err := store.ChannelGet(context.Background(), b.db.Pool, claimNetwork, ch.state.ChannelID)
+	require.NoError(b.t, err)
+	return c
+}
+
+// usdc returns who's USDC balance.
+func (b *claimBench) usdc(who common.Address) *big.Int {
+	b.t.Helper()
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(b.t, err)
+	input, err := token.ABI.Pack("balanceOf", who)
+	require.NoError(b.t, err)
+	out, err := b.node.Client.CallContract(context.Background(), ethereum.CallMsg{To: &devchain.USDC, Data: input}, nil)
+	require.NoError(b.t, err)
+	return new(big.Int).SetBytes(out)
+}
+
+// nonce returns the relayer's count of mined transactions.
+func (b *claimBench) nonce() uint64 {
+	b.t.Helper()
+	n, err := b.node.Client.NonceAt(context.Background(), b.relayer.Address(), nil)
+	require.NoError(b.t, err)
+	return n
+}
+
+// claimTxs returns the claim transactions recorded, with their channel
+// counts and gas.
+func (b *claimBench) claimTxs(kind string) (n, channels int, gas int64) {
+	b.t.Helper()
+	require.NoError(b.t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*), coalesce(sum(cardinality(channels)), 0), coalesce(sum(gas_used), 0) FROM channel_claims WHERE kind = $1 AND state <> 'gone'`, kind).
+		Scan(&n, &channels, &gas))
+	return n, channels, gas
+}
+
+// TestClaim_ManyChannelsOneTransaction opens five channels with real
+// deposits, charges them under real vouchers, and runs a claim round: the
+// five are claimed in one claimWithSignature (each channel's claimed total
+// on chain is its charge, its row all claimed), then one settle pays payTo
+// their sum; a second round sends nothing. The gas per claimed channel is
+// logged.
+func TestClaim_ManyChannelsOneTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	var chans []*benchChannel
+	sum := new(big.Int)
+	for i := range 5 {
+		ch := b.open(i%4, 1_000_000)
+		for range i + 1 {
+			b.charge(ch, 10_000, nil)
+		}
+		sum.Add(sum, ch.state.Charged)
+		chans = append(chans, ch)
+	}
+	c := b.claimer(time.Hour, 1) // the amount is due at once
+	require.NoError(t, c.Round(ctx, claimNetwork))
+
+	n, channels, gas := b.claimTxs(store.ClaimKindClaim)
+	require.Equal(t, 1, n, "one claim transaction")
+	require.Equal(t, 5, channels)
+	t.Logf("claimWithSignature of %d channels: %d gas, %d a channel", channels, gas, gas/int64(channels))
+	for _, ch := range chans {
+		require.Equal(t, ch.state.Charged, b.onChain(ch).TotalClaimed)
+		row := b.row(ch)
+		require.Equal(t, ch.state.Charged, row.State.OnChain.TotalClaimed)
+		require.Nil(t, row.UnclaimedSince)
+	}
+	settles, _, settleGas := b.claimTxs(store.ClaimKindSettle)
+	require.Equal(t, 1, settles)
+	t.Logf("settle: %d gas", settleGas)
+	require.Equal(t, sum, b.usdc(b.payTo), "payTo holds every charge once")
+
+	totals, err := store.ChannelTotalsList(ctx, b.db.Pool)
+	require.NoError(t, err)
+	require.Len(t, totals, 1)
+	require.Equal(t, 5, totals[0].Channels)
+	require.Zero(t, totals[0].Unclaimed.Sign())
+	require.Equal(t, sum, totals[0].Claimed)
+	require.Equal(t, sum, totals[0].Settled)
+
+	before := b.nonce()
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	require.Equal(t, before, b.nonce(), "nothing left to claim or settle: nothing sent")
+	events, err := store.EventListByStream(ctx, b.db.Pool, store.ChannelStream(claimNetwork, chans[0].state.ChannelID))
+	require.NoError(t, err)
+	require.Equal(t, store.EventChannelClaimed, events[len(events)-1].Type)
+}
+
+// TestClaim_DropsFailingRows claims four channels of which two cannot be
+// claimed (a voucher signed by another key; a charge over the channel's
+// balance): the two are found by halving the batch's simulation, left out
+// with their reason, and the other two claimed in one transaction; the
+// next round does not try the two again until their charge moves.
+func TestClaim_DropsFailingRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	good1, badSig, good2, over := b.open(0, 1_000_000), b.open(1, 1_000_000), b.open(2, 1_000_000), b.open(3, 50_000)
+	b.charge(good1, 10_000, nil)
+	b.charge(badSig, 10_000, devKey(t, 5))
+	b.charge(good2, 30_000, nil)
+	b.charge(over, 60_000, nil)
+	c := b.claimer(time.Hour, 1)
+	require.NoError(t, c.Round(ctx, claimNetwork))
+
+	n, channels, _ := b.claimTxs(store.ClaimKindClaim)
+	require.Equal(t, 1, n)
+	require.Equal(t, 2, channels)
+	require.Equal(t, good1.state.Charged, b.onChain(good1).TotalClaimed)
+	require.Equal(t, good2.state.Charged, b.onChain(good2).TotalClaimed)
+	require.Zero(t, b.onChain(badSig).TotalClaimed.Sign())
+	require.Zero(t, b.onChain(over).TotalClaimed.Sign())
+	reason := func(ch *benchChannel) string {
+		var r *string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT claim_refused_reason FROM channels WHERE channel_id = $1", ch.state.ChannelID.Bytes()).Scan(&r))
+		require.NotNil(t, r)
+		return *r
+	}
+	require.Equal(t, "InvalidSignature", reason(badSig))
+	require.Equal(t, "ClaimExceedsBalance", reason(over))
+	require.Equal(t, new(big.Int).Add(good1.state.Charged, good2.state.Charged), b.usdc(b.payTo))
+
+	before := b.nonce()
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	require.Equal(t, before, b.nonce(), "the refused rows are not tried again at the same charge")
+	u, err := store.ChannelUnclaimed(ctx, b.db.Pool, claimNetwork)
+	require.NoError(t, err)
+	require.Zero(t, u.Channels, "refused rows do not hold the policy")
+}
+
+// TestClaim_WithdrawInitiated: a payer starts a timed withdrawal
+// (initiateWithdraw from the payer) while the policy would claim nothing
+// for an hour: the next round's watcher reads the WithdrawInitiated log,
+// records it on the channel, and the channel is claimed at once, long
+// before the delay ends; its voucher is not lost. A channel of another
+// payer stays unclaimed (the policy is not due).
+func TestClaim_WithdrawInitiated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	leaving, staying := b.open(0, 500_000), b.open(1, 500_000)
+	b.charge(leaving, 70_000, nil)
+	b.charge(staying, 20_000, nil)
+	c := b.claimer(time.Hour, 1_000_000_000)
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	require.Zero(t, b.onChain(leaving).TotalClaimed.Sign(), "not due")
+
+	settlement, err := contracts.Load(contracts.BatchSettlement)
+	require.NoError(t, err)
+	cfg := leaving.state.Config
+	input, err := settlement.ABI.Pack("initiateWithdraw", struct {
+		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
+		WithdrawDelay                                          *big.Int
+		Salt                                                   [32]byte
+	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt},
+		big.NewInt(500_000-70_000))
+	require.NoError(t, err)
+	r := b.node.Transact(devKey(t, 0), channel.SettlementAddress, input)
+	require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
+	started := b.onChain(leaving).WithdrawRequestedAt
+	require.NotZero(t, started)
+
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	require.Equal(t, leaving.state.Charged, b.onChain(leaving).TotalClaimed, "claimed at once: no voucher lost")
+	require.Equal(t, started, b.row(leaving).State.OnChain.WithdrawRequestedAt)
+	require.Zero(t, b.onChain(staying).TotalClaimed.Sign(), "the other channel waits for the policy")
+	head, err := b.node.Client.HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+	require.Less(t, head.Time, started+cfg.WithdrawDelay, "claimed before the delay ends")
+	require.Equal(t, leaving.state.Charged, b.usdc(b.payTo))
+}
+
+// TestClaim_Reorganisation claims two channels on a chain whose
+// transactions are final 5 blocks deep, then replaces the claim's block
+// and the settle's with empty ones and has the node forget them: the
+// claim is sent again, the channels' claimed totals on chain end equal to
+// their charges, payTo holds their sum once, and every record ends final
+// (or gone, when made again). Keeper: the relayer's keeper gives the node
+// the same transactions again (they are mined elsewhere: moved).
+// RecordsLost: the relayer's records of them are lost too (a new relayer
+// process, its nonce store emptied), so they stay gone and the claimer,
+// after GoneAfter, reads the channels from the chain and claims and
+// settles them again in new transactions.
+func TestClaim_Reorganisation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		lost bool
+	}{{"Keeper", false}, {"RecordsLost", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{Depth: 5})
+			one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
+			b.charge(one, 40_000, nil)
+			b.charge(two, 25_000, nil)
+			c := b.claimer(time.Hour, 1)
+			require.NoError(t, c.Round(ctx, claimNetwork))
+			require.Equal(t, one.state.Charged, b.onChain(one).TotalClaimed)
+			var oldest int64
+			var first string
+			require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT block_number, transaction FROM channel_claims WHERE kind = 'claim'").Scan(&oldest, &first))
+			head, err := b.node.Client.BlockNumber(ctx)
+			require.NoError(t, err)
+			if tc.lost {
+				b.relayer.Stop()
+			}
+			require.NoError(t, b.node.Call(ctx, nil, "anvil_reorg", head-uint64(oldest)+1, []any{}))
+			require.NoError(t, b.node.Call(ctx, nil, "anvil_dropAllTransactions"))
+			require.Zero(t, b.onChain(one).TotalClaimed.Sign(), "the reorganisation undid the claim")
+			if tc.lost {
+				_, err := b.db.Pool.Exec(ctx, "DELETE FROM relayer_txs; DELETE FROM relayer_nonces")
+				require.NoError(t, err)
+				b.relayer = b.newRelayer(evm.FinalityPolicy{Depth: 5})
+				c = b.claimer(time.Hour, 1)
+			}
+
+			sum := new(big.Int).Add(one.state.Charged, two.state.Charged)
+			require.Eventually(t, func() bool {
+				require.NoError(t, b.node.Mine(ctx))
+				b.clock.Advance(time.Second)
+				require.NoError(t, c.Round(ctx, claimNetwork))
+				var pending int
+				require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM channel_claims WHERE state = 'pending'").Scan(&pending))
+				return pending == 0 && b.onChain(one).TotalClaimed.Cmp(one.state.Charged) == 0 && b.onChain(two).TotalClaimed.Cmp(two.state.Charged) == 0 &&
+					b.usdc(b.payTo).Cmp(sum) == 0
+			}, 60*time.Second, 50*time.Millisecond, "the claim is made again and becomes final")
+			require.Equal(t, one.state.Charged, b.row(one).State.OnChain.TotalClaimed)
+			require.Equal(t, two.state.Charged, b.row(two).State.OnChain.TotalClaimed)
+			require.Equal(t, sum, b.usdc(b.payTo), "payTo paid once")
+			totals, err := store.ChannelTotalsList(ctx, b.db.Pool)
+			require.NoError(t, err)
+			require.Equal(t, sum, totals[0].Claimed)
+			require.Equal(t, sum, totals[0].Settled)
+			var state string
+			require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT state FROM channel_claims WHERE transaction = $1", first).Scan(&state))
+			claims, _, _ := b.claimTxs(store.ClaimKindClaim)
+			require.Equal(t, 1, claims, "one claim counts")
+			if tc.lost {
+				require.Equal(t, "gone", state, "the first claim was undone for good")
+			} else {
+				require.Equal(t, "final", state, "the same claim, mined again, is final")
+			}
+		})
+	}
+}
+
+// TestClaimPolicy: a network's channels are claimed once the oldest
+// unclaimed charge is Interval old or the unclaimed total reaches
+// MinAmount, never with nothing unclaimed.
+func TestClaimPolicy(t *testing.T) {
+	t.Parallel()
+	now := clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	p := worker.ClaimPolicy{Interval: time.Hour, MinAmount: big.NewInt(10_000_000)}
+	for _, tc := range []struct {
+		name   string
+		age    time.Duration
+		amount int64
+		due    bool
+	}{
+		{"Nothing", 0, 0, false},
+		{"YoungAndSmall", 59 * time.Minute, 9_999_999, false},
+		{"OldEnough", time.Hour, 1, true},
+		{"Older", 3 * time.Hour, 10_000, true},
+		{"Enough", time.Second, 10_000_000, true},
+		{"More", 0, 50_000_000, true},
+		{"OldButNothing", 2 * time.Hour, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oldest := time.Time{}
+			if tc.amount > 0 {
+				oldest = now.Now().Add(-tc.age)
+			}
+			require.Equal(t, tc.due, p.Due(oldest, big.NewInt(tc.amount), now.Now()))
+		})
+	}
+}
