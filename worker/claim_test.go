@@ -328,8 +328,8 @@ func TestClaim_WithdrawInitiated(t *testing.T) {
 	cfg := leaving.state.Config
 	input, err := settlement.ABI.Pack("initiateWithdraw", struct {
 		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
-		WithdrawDelay                                          *big.Int
-		Salt                                                   [32]byte
+		WithdrawDelay                                               *big.Int
+		Salt                                                        [32]byte
 	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt},
 		big.NewInt(500_000-70_000))
 	require.NoError(t, err)
