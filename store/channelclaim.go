@@ -53,15 +53,17 @@ type ChannelClaimed struct {
 }
 
 // ChannelSettled is the data of channel.settled: Amount of Token claimed
-// by Receiver went to it in Transaction.
+// by Receiver went to it in Transaction, mined in Block (BlockHash) with
+// GasUsed. Its projection is the settle's channel_claims row, followed
+// until final.
 type ChannelSettled struct {
 	Transaction string         `json:"transaction"`
 	Receiver    common.Address `json:"receiver"`
 	Token       common.Address `json:"token"`
 	Amount      string         `json:"amount"`
-	// Undone, when set, is the settle transaction a reorganisation undid
-	// (Transaction makes it again).
-	Undone string `json:"undone,omitempty"`
+	Block       uint64         `json:"block"`
+	BlockHash   string         `json:"block_hash"`
+	GasUsed     uint64         `json:"gas_used"`
 }
 
 // ChannelWithdrawInitiated is the data of channel.withdraw_initiated: the
@@ -122,8 +124,20 @@ func projectChannelClaimRefused(p projection, v ChannelClaimRefused) (bool, erro
 	return true, nil
 }
 
-// projectNothing is the projection of an event that is its own record.
-func projectNothing[T any](projection, T) (bool, error) { return false, nil }
+// projectChannelSettled writes the settle's channel_claims row; the
+// network is the stream's (channel/<network>/settle/...).
+func projectChannelSettled(p projection, v ChannelSettled) (bool, error) {
+	network, _, ok := strings.Cut(p.id, "/settle/")
+	if !ok {
+		network = p.id[:max(0, strings.LastIndexByte(p.id, '/'))]
+	}
+	p.b.Queue(`INSERT INTO channel_claims (network, transaction, kind, receiver, token, amount, gas_used, block_number, block_hash, created_at, updated_at)
+		VALUES ($1, $2, 'settle', $3, $4, $5::numeric, $6, $7, $8, $9, $9)
+		ON CONFLICT (network, transaction) DO UPDATE SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash,
+			state = 'pending', gone_since = NULL, updated_at = EXCLUDED.updated_at`,
+		network, v.Transaction, v.Receiver.Bytes(), v.Token.Bytes(), v.Amount, int64(v.GasUsed), int64(v.Block), v.BlockHash, p.now)
+	return false, nil
+}
 
 func showChannelClaimed(v ChannelClaimed) []EventField {
 	fs := []EventField{
@@ -164,7 +178,7 @@ var channelClaimEventTypes = []EventType{
 	defineEvent(EventType{Name: EventChannelClaimed, Stream: "channel", Label: "vouchers claimed on chain"},
 		showChannelClaimed, projectChannelClaimed),
 	defineEvent(EventType{Name: EventChannelSettled, Stream: "channel", Label: "claimed funds settled to the receiver"},
-		showChannelSettled, projectNothing[ChannelSettled]),
+		showChannelSettled, projectChannelSettled),
 	defineEvent(EventType{Name: EventChannelWithdrawInitiated, Stream: "channel", Label: "payer started a timed withdrawal"},
 		showChannelWithdrawInitiated, projectChannelWithdrawInitiated),
 	defineEvent(EventType{Name: EventChannelClaimRefused, Stream: "channel", Label: "claim refused by its simulation"},
@@ -341,25 +355,28 @@ type ChannelClaimTx struct {
 	GoneSince time.Time
 }
 
-// ChannelClaimRecord records tx, mined, in dbtx with the events of its
-// receipt: the row of channel_claims and events, appended in the same
-// transaction.
+// ChannelClaimRecord records tx, mined, in dbtx: a claim's channel_claims
+// row, with events (the channel.claimed of its channels) appended in the
+// same transaction; a settle as its channel.settled event, whose
+// projection is its row.
 func ChannelClaimRecord(ctx context.Context, dbtx pgx.Tx, tx *ChannelClaimTx, events ...NewEvent) error {
-	ids := make([][]byte, len(tx.Channels))
-	for i, h := range tx.Channels {
-		ids[i] = h.Bytes()
-	}
-	var receiver, token []byte
 	if tx.Kind == ClaimKindSettle {
-		receiver, token = tx.Receiver.Bytes(), tx.Token.Bytes()
-	}
-	_, err := dbtx.Exec(ctx, `INSERT INTO channel_claims (network, transaction, kind, channels, receiver, token, amount, gas_used, block_number, block_hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, $9, $10)
-		ON CONFLICT (network, transaction) DO UPDATE SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash,
-			state = 'pending', gone_since = NULL, updated_at = now()`,
-		tx.Network, tx.Transaction, tx.Kind, ids, receiver, token, tx.Amount.String(), int64(tx.GasUsed), int64(tx.Block.Number), tx.Block.Hash)
-	if err != nil {
-		return fmt.Errorf("record %s %s on %s: %w", tx.Kind, tx.Transaction, tx.Network, interpretError(err))
+		events = append(events, NewEvent{Stream: ChannelSettleStream(tx.Network, tx.Receiver, tx.Token), Type: EventChannelSettled,
+			Data: ChannelSettled{Transaction: tx.Transaction, Receiver: tx.Receiver, Token: tx.Token, Amount: tx.Amount.String(),
+				Block: tx.Block.Number, BlockHash: tx.Block.Hash, GasUsed: tx.GasUsed}})
+	} else {
+		ids := make([][]byte, len(tx.Channels))
+		for i, h := range tx.Channels {
+			ids[i] = h.Bytes()
+		}
+		_, err := dbtx.Exec(ctx, `INSERT INTO channel_claims (network, transaction, kind, channels, amount, gas_used, block_number, block_hash)
+			VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8)
+			ON CONFLICT (network, transaction) DO UPDATE SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash,
+				state = 'pending', gone_since = NULL, updated_at = now()`,
+			tx.Network, tx.Transaction, tx.Kind, ids, tx.Amount.String(), int64(tx.GasUsed), int64(tx.Block.Number), tx.Block.Hash)
+		if err != nil {
+			return fmt.Errorf("record %s %s on %s: %w", tx.Kind, tx.Transaction, tx.Network, interpretError(err))
+		}
 	}
 	if err := Append(ctx, dbtx, events...); err != nil {
 		return fmt.Errorf("record %s %s on %s: %w", tx.Kind, tx.Transaction, tx.Network, err)

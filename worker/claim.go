@@ -745,9 +745,7 @@ func (r *claimRound) settle(ctx context.Context) error {
 		}
 		rec := &store.ChannelClaimTx{Network: r.network, Kind: store.ClaimKindSettle, Receiver: p.Receiver, Token: p.Token, Amount: amount,
 			GasUsed: receipt.GasUsed, FollowedTx: x402.FollowedTx{Transaction: receipt.TxHash.Hex(), Block: blockOf(receipt)}}
-		ev := store.NewEvent{Stream: store.ChannelSettleStream(r.network, p.Receiver, p.Token), Type: store.EventChannelSettled,
-			Data: store.ChannelSettled{Transaction: rec.Transaction, Receiver: p.Receiver, Token: p.Token, Amount: amount.String()}}
-		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.ChannelClaimRecord(ctx, tx, rec, ev) }); err != nil {
+		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.ChannelClaimRecord(ctx, tx, rec) }); err != nil {
 			r.log.ErrorContext(ctx, "channel settle mined but not recorded", "transaction", rec.Transaction, "error", err)
 			return err
 		}
