@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"crypto/ecdsa"
+	"log/slog"
 	"math/big"
 	"testing"
 	"time"
@@ -12,12 +13,14 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402/devchain"
@@ -452,4 +455,81 @@ func TestClaimPolicy(t *testing.T) {
 			require.Equal(t, tc.due, p.Due(oldest, big.NewInt(tc.amount), now.Now()))
 		})
 	}
+}
+
+// TestClaim_RiverJob runs the claim rounds as the service does: the
+// periodic channel.claim job of each network, worked by River, claims and
+// settles a charged channel.
+func TestClaim_RiverJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(0, 1_000_000)
+	b.charge(ch, 10_000, nil)
+	c, err := worker.NewClaimer(&worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, Interval: time.Hour, MinAmount: big.NewInt(1), CheckEvery: time.Hour,
+	})
+	require.NoError(t, err)
+	require.Len(t, c.PeriodicJobs(), 1, "one periodic job per network")
+	client, err := worker.NewClient(&worker.Deps{Pool: b.db.Pool, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler),
+		Register: []func(*river.Workers) error{c.Register}},
+		&worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond, PeriodicJobs: c.PeriodicJobs()})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
+	require.Eventually(t, func() bool { return b.usdc(b.payTo).Cmp(ch.state.Charged) == 0 }, 30*time.Second, 50*time.Millisecond,
+		"the periodic job (run at start) claims and settles the channel")
+	require.Equal(t, ch.state.Charged, b.onChain(ch).TotalClaimed)
+}
+
+// cutChain is the relayer, and a process that dies once its claim is
+// sent: the first Await ends with the round (a worker killed between its
+// claim's send and its record).
+type cutChain struct {
+	*evm.Relayer
+	cut bool
+}
+
+func (c *cutChain) Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error) {
+	if !c.cut {
+		c.cut = true
+		return nil, context.Canceled
+	}
+	return c.Relayer.Await(ctx, network, hash)
+}
+
+// TestClaim_CrashAfterSend: a round whose process dies once its claim is
+// sent (before the receipt is recorded) leaves the claim to the chain; the
+// next round, in a new process, reads the channels' state, finds them
+// claimed, records them so without sending a claim again, and settles:
+// nothing claimed twice, nothing lost.
+func TestClaim_CrashAfterSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
+	b.charge(one, 10_000, nil)
+	b.charge(two, 20_000, nil)
+	before := b.nonce()
+	dying, err := worker.NewClaimer(&worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: &cutChain{Relayer: b.relayer}, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, Interval: time.Hour, MinAmount: big.NewInt(1), Clock: b.clock,
+	})
+	require.NoError(t, err)
+	require.Error(t, dying.Round(ctx, claimNetwork))
+	n, _, _ := b.claimTxs(store.ClaimKindClaim)
+	require.Zero(t, n, "nothing recorded")
+	require.NotNil(t, b.row(one).UnclaimedSince)
+
+	require.Eventually(t, func() bool { return b.onChain(one).TotalClaimed.Cmp(one.state.Charged) == 0 }, 10*time.Second, 20*time.Millisecond,
+		"the claim sent goes on")
+	require.NoError(t, b.claimer(time.Hour, 1).Round(ctx, claimNetwork))
+	require.Equal(t, before+2, b.nonce(), "one claim, one settle: nothing sent twice")
+	for _, ch := range []*benchChannel{one, two} {
+		require.Equal(t, ch.state.Charged, b.onChain(ch).TotalClaimed)
+		require.Equal(t, ch.state.Charged, b.row(ch).State.OnChain.TotalClaimed)
+		require.Nil(t, b.row(ch).UnclaimedSince)
+	}
+	require.Equal(t, new(big.Int).Add(one.state.Charged, two.state.Charged), b.usdc(b.payTo))
 }
