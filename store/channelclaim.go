@@ -197,18 +197,22 @@ type ChannelToClaim struct {
 // unclaimed and a voucher, those with a timed withdrawal started first,
 // then the oldest unclaimed; only the urgent ones (a withdrawal started,
 // or named in also) when urgentOnly. Channels whose claim was refused at
-// their present charge are left out.
-func ChannelListToClaim(ctx context.Context, db DBTX, network string, limit int, urgentOnly bool, also []common.Hash) ([]ChannelToClaim, error) {
-	ids := make([][]byte, len(also))
-	for i, h := range also {
-		ids[i] = h.Bytes()
+// their present charge, and those named in except (claimed already by
+// the round asking), are left out.
+func ChannelListToClaim(ctx context.Context, db DBTX, network string, limit int, urgentOnly bool, also, except []common.Hash) ([]ChannelToClaim, error) {
+	raw := func(hs []common.Hash) [][]byte {
+		out := make([][]byte, len(hs))
+		for i, h := range hs {
+			out[i] = h.Bytes()
+		}
+		return out
 	}
 	rows, err := db.Query(ctx, `SELECT channel_id, `+channelColumns+` FROM channels
 		WHERE network = $1 AND unclaimed_since IS NOT NULL AND signed IS NOT NULL AND charged > total_claimed
 			AND claim_refused_charged IS DISTINCT FROM charged
-			AND (NOT $3 OR withdraw_requested_at > 0 OR channel_id = ANY($4))
+			AND (NOT $3 OR withdraw_requested_at > 0 OR channel_id = ANY($4)) AND NOT channel_id = ANY($5)
 		ORDER BY withdraw_requested_at > 0 OR channel_id = ANY($4) DESC, unclaimed_since, channel_id
-		LIMIT $2`, network, limit, urgentOnly, ids)
+		LIMIT $2`, network, limit, urgentOnly, raw(also), raw(except))
 	if err != nil {
 		return nil, fmt.Errorf("list channels to claim on %s: %w", network, err)
 	}

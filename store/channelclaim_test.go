@@ -36,7 +36,7 @@ func TestChannelClaimRows(t *testing.T) {
 	stream := store.ChannelStream(network, s.ChannelID)
 
 	list := func(urgentOnly bool, also ...common.Hash) []store.ChannelToClaim {
-		rows, err := store.ChannelListToClaim(ctx, db.Pool, network, 10, urgentOnly, also)
+		rows, err := store.ChannelListToClaim(ctx, db.Pool, network, 10, urgentOnly, also, nil)
 		require.NoError(t, err)
 		return rows
 	}
@@ -47,6 +47,9 @@ func TestChannelClaimRows(t *testing.T) {
 	require.Equal(t, "50000", rows[0].State.Signed.String())
 	require.Empty(t, list(true), "nothing urgent")
 	require.Len(t, list(true, s.ChannelID), 1, "named urgent")
+	except, err := store.ChannelListToClaim(ctx, db.Pool, network, 10, false, nil, []common.Hash{s.ChannelID})
+	require.NoError(t, err)
+	require.Empty(t, except, "claimed by the round already")
 	u, err := store.ChannelUnclaimed(ctx, db.Pool, network)
 	require.NoError(t, err)
 	require.Equal(t, 1, u.Channels)

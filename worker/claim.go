@@ -483,13 +483,19 @@ func (r *claimRound) claim(ctx context.Context) error {
 	for id := range r.urgent {
 		also = append(also, id)
 	}
+	// A channel charged again while the round claims it is left to the
+	// next round: each is looked at once a round.
+	var done []common.Hash
 	for range r.c.cfg.MaxTxs {
-		rows, err := store.ChannelListToClaim(ctx, r.c.cfg.Pool, r.network, r.c.maxChannels(), !due, also)
+		rows, err := store.ChannelListToClaim(ctx, r.c.cfg.Pool, r.network, r.c.maxChannels(), !due, also, done)
 		if err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
+		}
+		for _, row := range rows {
+			done = append(done, row.State.ChannelID)
 		}
 		if err := r.claimBatch(ctx, rows); err != nil {
 			return err

@@ -533,3 +533,30 @@ func TestClaim_CrashAfterSend(t *testing.T) {
 	}
 	require.Equal(t, new(big.Int).Add(one.state.Charged, two.state.Charged), b.usdc(b.payTo))
 }
+
+// TestClaim_BoundedByGas: a claim transaction carries at most the
+// channels MaxGas allows (two here), so five channels take three claims in
+// one round, and one settle.
+func TestClaim_BoundedByGas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	sum := new(big.Int)
+	for i := range 5 {
+		ch := b.open(i%4, 100_000)
+		b.charge(ch, 1_000, nil)
+		sum.Add(sum, ch.state.Charged)
+	}
+	c, err := worker.NewClaimer(&worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), MaxGas: 80_000, Clock: b.clock,
+	})
+	require.NoError(t, err)
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	n, channels, _ := b.claimTxs(store.ClaimKindClaim)
+	require.Equal(t, 3, n)
+	require.Equal(t, 5, channels)
+	settles, _, _ := b.claimTxs(store.ClaimKindSettle)
+	require.Equal(t, 1, settles)
+	require.Equal(t, sum, b.usdc(b.payTo))
+}
