@@ -213,21 +213,22 @@ func (b *claimBench) claimTxs(kind string) (n, channels int, gas int64) {
 	return n, channels, gas
 }
 
-// TestClaim_ManyChannelsOneTransaction opens five channels with real
+// TestClaim_ManyChannelsOneTransaction opens 40 channels with real
 // deposits, charges them under real vouchers, and runs a claim round: the
-// five are claimed in one claimWithSignature (each channel's claimed total
-// on chain is its charge, its row all claimed), then one settle pays payTo
-// their sum; a second round sends nothing. The gas per claimed channel is
-// logged.
+// 40 are claimed in one claimWithSignature (each channel's claimed total
+// on chain is its charge, its row all claimed) within
+// worker.ClaimGasPerChannel a channel, then one settle pays payTo their
+// sum; a second round sends nothing.
 func TestClaim_ManyChannelsOneTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
 	var chans []*benchChannel
 	sum := new(big.Int)
-	for i := range 5 {
+	const n = 40
+	for i := range n {
 		ch := b.open(i%4, 1_000_000)
-		for range i + 1 {
+		for range i%5 + 1 {
 			b.charge(ch, 10_000, nil)
 		}
 		sum.Add(sum, ch.state.Charged)
@@ -236,10 +237,11 @@ func TestClaim_ManyChannelsOneTransaction(t *testing.T) {
 	c := b.claimer(time.Hour, 1) // the amount is due at once
 	require.NoError(t, c.Round(ctx, claimNetwork))
 
-	n, channels, gas := b.claimTxs(store.ClaimKindClaim)
-	require.Equal(t, 1, n, "one claim transaction")
-	require.Equal(t, 5, channels)
+	txs, channels, gas := b.claimTxs(store.ClaimKindClaim)
+	require.Equal(t, 1, txs, "one claim transaction")
+	require.Equal(t, n, channels)
 	t.Logf("claimWithSignature of %d channels: %d gas, %d a channel", channels, gas, gas/int64(channels))
+	require.Less(t, gas/int64(channels), int64(worker.ClaimGasPerChannel), "the bound the batches are sized with holds")
 	for _, ch := range chans {
 		require.Equal(t, ch.state.Charged, b.onChain(ch).TotalClaimed)
 		row := b.row(ch)
@@ -254,7 +256,7 @@ func TestClaim_ManyChannelsOneTransaction(t *testing.T) {
 	totals, err := store.ChannelTotalsList(ctx, b.db.Pool)
 	require.NoError(t, err)
 	require.Len(t, totals, 1)
-	require.Equal(t, 5, totals[0].Channels)
+	require.Equal(t, n, totals[0].Channels)
 	require.Zero(t, totals[0].Unclaimed.Sign())
 	require.Equal(t, sum, totals[0].Claimed)
 	require.Equal(t, sum, totals[0].Settled)
