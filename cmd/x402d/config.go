@@ -171,7 +171,7 @@ type Config struct {
 	// of that network with charges unclaimed is claimed (claimWithSignature,
 	// many channels a transaction), and the claimed funds settled to the
 	// receiver. A channel whose payer starts a timed withdrawal is claimed
-	// at once whatever this says. Defaults to 1h: a claim costs about
+	// at once whatever this says. Defaults to 1h: a claim costs 25,000 to
 	// 35,000 gas a channel, so a channel making 35 calls an hour or more
 	// pays at most 1,000 gas of claims a call, and the earned funds stay
 	// in escrow an hour at most.
