@@ -213,6 +213,25 @@ func (b *claimBench) claimTxs(kind string) (n, channels int, gas int64) {
 	return n, channels, gas
 }
 
+// initiateWithdraw starts a timed withdrawal of amount from ch, sent by
+// its payer.
+func (b *claimBench) initiateWithdraw(ch *benchChannel, amount int64) *types.Receipt {
+	b.t.Helper()
+	settlement, err := contracts.Load(contracts.BatchSettlement)
+	require.NoError(b.t, err)
+	cfg := ch.state.Config
+	input, err := settlement.ABI.Pack("initiateWithdraw", struct {
+		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
+		WithdrawDelay                                               *big.Int
+		Salt                                                        [32]byte
+	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt},
+		big.NewInt(amount))
+	require.NoError(b.t, err)
+	r := b.node.Transact(devKey(b.t, ch.payer), channel.SettlementAddress, input)
+	require.Equal(b.t, types.ReceiptStatusSuccessful, r.Status)
+	return r
+}
+
 // TestClaim_ManyChannelsOneTransaction opens 40 channels with real
 // deposits, charges them under real vouchers, and runs a claim round: the
 // 40 are claimed in one claimWithSignature (each channel's claimed total
@@ -328,18 +347,8 @@ func TestClaim_WithdrawInitiated(t *testing.T) {
 	require.NoError(t, c.Round(ctx, claimNetwork))
 	require.Zero(t, b.onChain(leaving).TotalClaimed.Sign(), "not due")
 
-	settlement, err := contracts.Load(contracts.BatchSettlement)
-	require.NoError(t, err)
 	cfg := leaving.state.Config
-	input, err := settlement.ABI.Pack("initiateWithdraw", struct {
-		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
-		WithdrawDelay                                               *big.Int
-		Salt                                                        [32]byte
-	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt},
-		big.NewInt(500_000-70_000))
-	require.NoError(t, err)
-	r := b.node.Transact(devKey(t, 0), channel.SettlementAddress, input)
-	require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
+	b.initiateWithdraw(leaving, 500_000-70_000)
 	started := b.onChain(leaving).WithdrawRequestedAt
 	require.NotZero(t, started)
 
@@ -561,4 +570,52 @@ func TestClaim_BoundedByGas(t *testing.T) {
 	settles, _, _ := b.claimTxs(store.ClaimKindSettle)
 	require.Equal(t, 1, settles)
 	require.Equal(t, sum, b.usdc(b.payTo))
+}
+
+// TestClaim_WatcherResumes: the watcher reads WithdrawInitiated logs in
+// ranges of LogRange blocks, at most LogRanges a round, from its stored
+// cursor: a withdrawal a dozen blocks past the cursor is found by the
+// round whose ranges reach it, each round going on where the last stopped (the
+// cursor is the database's: a new Claimer goes on from it), and its
+// channel is claimed in that round; a log of a channel the seller does not
+// hold is passed over.
+func TestClaim_WatcherResumes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch, stranger := b.open(0, 500_000), b.open(1, 500_000)
+	b.charge(ch, 10_000, nil)
+	_, err := b.db.Pool.Exec(ctx, "DELETE FROM channels WHERE channel_id = $1", stranger.state.ChannelID.Bytes())
+	require.NoError(t, err)
+	head, err := b.node.Client.BlockNumber(ctx)
+	require.NoError(t, err)
+	require.NoError(t, store.ChannelClaimCursorSet(ctx, b.db.Pool, claimNetwork, head+1))
+	for range 9 {
+		require.NoError(t, b.node.Mine(ctx))
+	}
+	b.initiateWithdraw(stranger, 1_000)
+	at := b.initiateWithdraw(ch, 1_000).BlockNumber.Uint64()
+	require.Greater(t, at, head+9)
+	from := head + 1
+	for rounds := 0; b.onChain(ch).TotalClaimed.Sign() == 0; rounds++ {
+		require.Less(t, rounds, 10, "the withdrawal is never found")
+		c, err := worker.NewClaimer(&worker.ClaimConfig{
+			Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+			AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1_000_000_000), LogRange: 2, LogRanges: 2, Clock: b.clock,
+		})
+		require.NoError(t, err)
+		require.NoError(t, c.Round(ctx, claimNetwork))
+		next, known, err := store.ChannelClaimCursor(ctx, b.db.Pool, claimNetwork)
+		require.NoError(t, err)
+		require.True(t, known)
+		require.Equal(t, from+4, next, "four blocks a round, from where the last stopped")
+		if b.onChain(ch).TotalClaimed.Sign() == 0 {
+			require.Less(t, next-1, at, "not found before its block is read")
+		} else {
+			require.GreaterOrEqual(t, next-1, at, "found by the round that read its block")
+		}
+		from = next
+	}
+	require.Equal(t, ch.state.Charged, b.onChain(ch).TotalClaimed)
+	require.NotZero(t, b.row(ch).State.OnChain.WithdrawRequestedAt)
 }
