@@ -1,10 +1,15 @@
 package worker_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
+	"fmt"
 	"log/slog"
 	"math/big"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +17,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -51,8 +58,14 @@ type claimBench struct {
 
 func newClaimBench(t *testing.T, finality evm.FinalityPolicy) *claimBench {
 	t.Helper()
+	return newClaimBenchOn(t, finality, &anviltest.Config{BlockTime: -1})
+}
+
+// newClaimBenchOn is newClaimBench on a node of cfg.
+func newClaimBenchOn(t *testing.T, finality evm.FinalityPolicy, cfg *anviltest.Config) *claimBench {
+	t.Helper()
 	ctx := context.Background()
-	b := &claimBench{t: t, node: anviltest.Start(t, &anviltest.Config{BlockTime: -1}), db: dbtest.Schema(ctx, t), authorizer: devKey(t, 7),
+	b := &claimBench{t: t, node: anviltest.Start(t, cfg), db: dbtest.Schema(ctx, t), authorizer: devKey(t, 7),
 		payTo: common.HexToAddress("0x00000000000000000000000000000000000c1a1e"), chainID: big.NewInt(anviltest.ChainID),
 		clock: clock.NewFake(time.Now())}
 	b.relayer = b.newRelayer(finality)
@@ -618,4 +631,113 @@ func TestClaim_WatcherResumes(t *testing.T) {
 	}
 	require.Equal(t, ch.state.Charged, b.onChain(ch).TotalClaimed)
 	require.NotZero(t, b.row(ch).State.OnChain.WithdrawRequestedAt)
+}
+
+// claimKillChild is set in the environment of the worker process
+// TestClaim_KilledMidClaim starts and kills.
+const claimKillChild = "X402D_CLAIM_KILL_CHILD"
+
+// blockedChain is the relayer of a process killed mid-claim: once its
+// claim is sent it says so on stdout and waits for its end.
+type blockedChain struct{ *evm.Relayer }
+
+func (c blockedChain) Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error) {
+	fmt.Println("claim sent", hash.Hex())
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// claimChild is the killed worker process: a claim round on the database
+// and the node the parent names, whose claim is sent and never recorded.
+func claimChild(t *testing.T) {
+	ctx := context.Background()
+	poolCfg, err := pgxpool.ParseConfig(os.Getenv("X402D_CLAIM_DB"))
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	require.NoError(t, err)
+	client, err := ethclient.Dial(os.Getenv("X402D_CLAIM_NODE"))
+	require.NoError(t, err)
+	relayer, err := evm.NewRelayer(&evm.RelayerConfig{Key: devKey(t, devchain.RelayerAccount), Chains: map[string]evm.Backend{claimNetwork: client},
+		Nonces: store.RelayerNonces{DB: pool}})
+	require.NoError(t, err)
+	require.NoError(t, relayer.Start(ctx))
+	c, err := worker.NewClaimer(&worker.ClaimConfig{Pool: pool, Chain: blockedChain{relayer}, Readers: map[string]worker.ClaimReader{claimNetwork: client},
+		AuthorizerKey: devKey(t, 7), MinAmount: big.NewInt(1)})
+	require.NoError(t, err)
+	_ = c.Round(ctx, claimNetwork)
+	t.Fatal("the round ended: it should have been killed")
+}
+
+// TestClaim_KilledMidClaim kills (SIGKILL) a worker process whose claim
+// round sent its claim, unmined yet (2-second blocks), and runs the next
+// round in another process at once: the channels' claims sum to their
+// charges on chain (the Claimed events: nothing claimed twice), every
+// charge is claimed and settled once to payTo (nothing lost), and the rows
+// and records agree.
+func TestClaim_KilledMidClaim(t *testing.T) {
+	if os.Getenv(claimKillChild) != "" {
+		claimChild(t)
+		return
+	}
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBenchOn(t, evm.FinalityPolicy{}, &anviltest.Config{BlockTime: 2 * time.Second})
+	one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
+	b.charge(one, 10_000, nil)
+	b.charge(two, 30_000, nil)
+	from, err := b.node.Client.BlockNumber(ctx)
+	require.NoError(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClaim_KilledMidClaim$", "-test.count=1")
+	cmd.Env = append(os.Environ(), claimKillChild+"=1", "X402D_CLAIM_DB="+b.db.URL, "X402D_CLAIM_NODE="+b.node.URL)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	sent := make(chan string, 1)
+	go func() {
+		lines := bufio.NewScanner(out)
+		for lines.Scan() {
+			if hash, ok := strings.CutPrefix(lines.Text(), "claim sent "); ok {
+				sent <- hash
+			}
+		}
+		close(sent)
+	}()
+	var hash string
+	select {
+	case hash = <-sent:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the child sent no claim")
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	_, err = b.node.Client.TransactionReceipt(ctx, common.HexToHash(hash))
+	require.ErrorIs(t, err, ethereum.NotFound, "killed before its claim was mined")
+
+	require.NoError(t, b.claimer(time.Hour, 1).Round(ctx, claimNetwork))
+	sum := new(big.Int).Add(one.state.Charged, two.state.Charged)
+	require.Eventually(t, func() bool { return b.usdc(b.payTo).Cmp(sum) >= 0 }, 30*time.Second, 100*time.Millisecond)
+	require.Equal(t, sum, b.usdc(b.payTo), "every charge settled once")
+
+	logs, err := b.node.Client.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: new(big.Int).SetUint64(from), Addresses: []common.Address{channel.SettlementAddress},
+		Topics: [][]common.Hash{{crypto.Keccak256Hash([]byte("Claimed(bytes32,address,uint128,uint128)"))}}})
+	require.NoError(t, err)
+	claimed := map[common.Hash]*big.Int{}
+	for _, l := range logs {
+		if claimed[l.Topics[1]] == nil {
+			claimed[l.Topics[1]] = new(big.Int)
+		}
+		claimed[l.Topics[1]].Add(claimed[l.Topics[1]], new(big.Int).SetBytes(l.Data[:32]))
+	}
+	for _, ch := range []*benchChannel{one, two} {
+		require.Equal(t, ch.state.Charged, claimed[ch.state.ChannelID], "claimed once in all")
+		require.Equal(t, ch.state.Charged, b.onChain(ch).TotalClaimed)
+		require.Equal(t, ch.state.Charged, b.row(ch).State.OnChain.TotalClaimed)
+		require.Nil(t, b.row(ch).UnclaimedSince)
+	}
+	totals, err := store.ChannelTotalsList(ctx, b.db.Pool)
+	require.NoError(t, err)
+	require.Equal(t, sum, totals[0].Claimed)
+	require.Equal(t, sum, totals[0].Settled)
 }
