@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -269,6 +270,14 @@ func (c *Claimer) Round(ctx context.Context, network string) error {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 	}()
+	networks, err := store.ChannelNetworkList(ctx, c.cfg.Pool)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", network, err)
+	}
+	if !slices.Contains(networks, network) {
+		// No channel there: nothing to follow, watch or claim.
+		return nil
+	}
 	r := &claimRound{c: c, network: network, reader: reader, urgent: map[common.Hash]bool{},
 		log: c.cfg.Logger.With("network", network, "job", "channel.claim")}
 	if r.chainID, err = c.cfg.Chain.ChainID(network); err != nil {
