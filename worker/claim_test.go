@@ -245,6 +245,22 @@ func (b *claimBench) initiateWithdraw(ch *benchChannel, amount int64) *types.Rec
 	return r
 }
 
+// finalizeWithdraw ends ch's timed withdrawal, sent by its payer.
+func (b *claimBench) finalizeWithdraw(ch *benchChannel) {
+	b.t.Helper()
+	settlement, err := contracts.Load(contracts.BatchSettlement)
+	require.NoError(b.t, err)
+	cfg := ch.state.Config
+	input, err := settlement.ABI.Pack("finalizeWithdraw", struct {
+		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
+		WithdrawDelay                                               *big.Int
+		Salt                                                        [32]byte
+	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt})
+	require.NoError(b.t, err)
+	r := b.node.Transact(devKey(b.t, ch.payer), channel.SettlementAddress, input)
+	require.Equal(b.t, types.ReceiptStatusSuccessful, r.Status)
+}
+
 // TestClaim_ManyChannelsOneTransaction opens 40 channels with real
 // deposits, charges them under real vouchers, and runs a claim round: the
 // 40 are claimed in one claimWithSignature (each channel's claimed total
@@ -301,20 +317,27 @@ func TestClaim_ManyChannelsOneTransaction(t *testing.T) {
 	require.Equal(t, store.EventChannelClaimed, events[len(events)-1].Type)
 }
 
-// TestClaim_DropsFailingRows claims four channels of which two cannot be
-// claimed (a voucher signed by another key; a charge over the channel's
-// balance): the two are found by halving the batch's simulation, left out
-// with their reason, and the other two claimed in one transaction; the
-// next round does not try the two again until their charge moves.
+// TestClaim_DropsFailingRows claims five channels of which three cannot
+// be claimed (a voucher signed by another key; a charge over the
+// channel's balance; a channel its payer emptied by a timed withdrawal the
+// seller did not claim before, the delay passed): the three are found by
+// halving the batch's simulation, left out with their reason, and the
+// other two claimed in one transaction; the next round does not try the
+// three again until their charge moves.
 func TestClaim_DropsFailingRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	good1, badSig, good2, over := b.open(0, 1_000_000), b.open(1, 1_000_000), b.open(2, 1_000_000), b.open(3, 50_000)
+	good1, badSig, good2, over, gone := b.open(0, 1_000_000), b.open(1, 1_000_000), b.open(2, 1_000_000), b.open(3, 50_000), b.open(0, 80_000)
 	b.charge(good1, 10_000, nil)
 	b.charge(badSig, 10_000, devKey(t, 5))
 	b.charge(good2, 30_000, nil)
 	b.charge(over, 60_000, nil)
+	b.charge(gone, 20_000, nil)
+	b.initiateWithdraw(gone, 80_000)
+	require.NoError(t, b.node.Call(ctx, nil, "evm_increaseTime", channel.MinWithdrawDelay+1))
+	b.finalizeWithdraw(gone)
+	require.Zero(t, b.onChain(gone).Balance.Sign(), "the payer took it all back")
 	c := b.claimer(time.Hour, 1)
 	require.NoError(t, c.Round(ctx, claimNetwork))
 
@@ -325,6 +348,7 @@ func TestClaim_DropsFailingRows(t *testing.T) {
 	require.Equal(t, good2.state.Charged, b.onChain(good2).TotalClaimed)
 	require.Zero(t, b.onChain(badSig).TotalClaimed.Sign())
 	require.Zero(t, b.onChain(over).TotalClaimed.Sign())
+	require.Zero(t, b.onChain(gone).TotalClaimed.Sign())
 	reason := func(ch *benchChannel) string {
 		var r *string
 		require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT claim_refused_reason FROM channels WHERE channel_id = $1", ch.state.ChannelID.Bytes()).Scan(&r))
@@ -333,6 +357,8 @@ func TestClaim_DropsFailingRows(t *testing.T) {
 	}
 	require.Equal(t, "InvalidSignature", reason(badSig))
 	require.Equal(t, "ClaimExceedsBalance", reason(over))
+	require.Equal(t, "ClaimExceedsBalance", reason(gone))
+	require.NotZero(t, b.row(gone).State.OnChain.WithdrawRequestedAt, "its withdrawal was seen")
 	require.Equal(t, new(big.Int).Add(good1.state.Charged, good2.state.Charged), b.usdc(b.payTo))
 
 	before := b.nonce()
