@@ -767,3 +767,45 @@ func TestClaim_KilledMidClaim(t *testing.T) {
 	require.Equal(t, sum, totals[0].Claimed)
 	require.Equal(t, sum, totals[0].Settled)
 }
+
+// countingChain is the relayer, counting the claims' simulations.
+type countingChain struct {
+	*evm.Relayer
+	calls int
+}
+
+func (c *countingChain) Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error) {
+	c.calls++
+	return c.Relayer.Call(ctx, network, to, input)
+}
+
+// TestClaim_HalvingFindsFewCalls: one bad voucher among 32 channels is
+// found by halving the batch's simulation in a few runs (one of the 32, a
+// pair per level of 5 levels, and the good ones together: 12 at most), not
+// one run per channel; the 31 others are claimed in one transaction.
+func TestClaim_HalvingFindsFewCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	const n = 32
+	for i := range n {
+		ch := b.open(i%4, 100_000)
+		var signer *ecdsa.PrivateKey
+		if i == 19 {
+			signer = devKey(t, 5)
+		}
+		b.charge(ch, 1_000, signer)
+	}
+	chain := &countingChain{Relayer: b.relayer}
+	c, err := worker.NewClaimer(&worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: chain, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), Clock: b.clock,
+	})
+	require.NoError(t, err)
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	txs, channels, _ := b.claimTxs(store.ClaimKindClaim)
+	require.Equal(t, 1, txs)
+	require.Equal(t, n-1, channels)
+	t.Logf("%d simulations for %d channels, one bad", chain.calls, n)
+	require.LessOrEqual(t, chain.calls, 12)
+}
