@@ -817,9 +817,6 @@ func (c *Config) validate() error {
 	if c.ChannelClaimInterval <= 0 {
 		fail("CHANNEL_CLAIM_INTERVAL: must be positive")
 	}
-	if c.ChannelClaimMinAmount == nil || c.ChannelClaimMinAmount.Sign() <= 0 {
-		fail("CHANNEL_CLAIM_MIN_AMOUNT: must be at least 1")
-	}
 	if c.ReclaimAfter < time.Second {
 		fail("JOB_RECLAIM_AFTER: %s is shorter than a second", c.ReclaimAfter)
 	}
