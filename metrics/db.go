@@ -72,9 +72,9 @@ func newDBCollector(pool *pgxpool.Pool, timeout time.Duration) *dbCollector {
 		unclaimedAge: prometheus.NewDesc(name("channel_unclaimed_oldest_seconds"),
 			"Age of the oldest unclaimed charge of the channels, by network (0 when none).", []string{"network"}, nil),
 		claimed: prometheus.NewDesc(name("channel_claimed"),
-			"What the seller's claims took from the channels in all, in atomic units, by network (claims a reorganisation undid not counted).", []string{"network"}, nil),
+			"The channels' claimed totals on chain as last known, in atomic units, by network (a claim a reorganisation undid taken back).", []string{"network"}, nil),
 		settled: prometheus.NewDesc(name("channel_settled"),
-			"What the seller's settles paid the receivers in all, in atomic units, by network.", []string{"network"}, nil),
+			"What settles paid the receivers in all, in atomic units, by network, as the claim rounds last read it from the chain.", []string{"network"}, nil),
 		refunded: prometheus.NewDesc(name("channel_refunded"),
 			"What cooperative refunds returned to the payers in all, in atomic units, by network.", []string{"network"}, nil),
 	}

@@ -507,6 +507,17 @@ func ChannelClaimUnlock(ctx context.Context, conn DBTX, network string) error {
 	return nil
 }
 
+// ChannelReceiverSet records the claimed and settled totals on chain of
+// receiver's token on network, as read or made by a claim round.
+func ChannelReceiverSet(ctx context.Context, db DBTX, network string, r ChannelReceiver, claimed, settled *big.Int) error {
+	if _, err := db.Exec(ctx, `INSERT INTO channel_receivers (network, receiver, token, claimed, settled) VALUES ($1, $2, $3, $4::numeric, $5::numeric)
+		ON CONFLICT (network, receiver, token) DO UPDATE SET claimed = EXCLUDED.claimed, settled = EXCLUDED.settled, updated_at = now()`,
+		network, r.Receiver.Bytes(), r.Token.Bytes(), claimed.String(), settled.String()); err != nil {
+		return fmt.Errorf("set receiver %s totals on %s: %w", r.Receiver.Hex(), network, err)
+	}
+	return nil
+}
+
 // ChannelTotals is the state of a network's channels for an operator.
 type ChannelTotals struct {
 	Network string
@@ -516,28 +527,28 @@ type ChannelTotals struct {
 	// the unclaimed_since of the oldest (zero when none).
 	Unclaimed       *big.Int
 	OldestUnclaimed time.Time
-	// Claimed, Settled and Refunded are what claims, settles and refunds
-	// moved in all (claims and settles a reorganisation undid not
-	// counted).
-	Claimed, Settled, Refunded *big.Int
+	// Claimed is the channels' claimed totals on chain, as last known
+	// (a claim a reorganisation undid is taken back).
+	Claimed *big.Int
+	// Settled is what the receivers' settles paid them, as the claim
+	// rounds last read it from the chain.
+	Settled *big.Int
+	// Refunded is what cooperative refunds returned to the payers.
+	Refunded *big.Int
 }
 
 // ChannelTotalsList returns each network's channel totals.
 func ChannelTotalsList(ctx context.Context, db DBTX) ([]ChannelTotals, error) {
 	rows, err := db.Query(ctx, `WITH ch AS (
 			SELECT network, count(*) AS n, coalesce(sum(charged - total_claimed) FILTER (WHERE charged > total_claimed), 0) AS unclaimed,
-				min(unclaimed_since) AS oldest
+				min(unclaimed_since) AS oldest, sum(total_claimed) AS claimed
 			FROM channels GROUP BY network),
-		cl AS (
-			SELECT network, coalesce(sum(amount) FILTER (WHERE kind = 'claim'), 0) AS claimed,
-				coalesce(sum(amount) FILTER (WHERE kind = 'settle'), 0) AS settled
-			FROM channel_claims WHERE state <> 'gone' GROUP BY network),
+		st AS (SELECT network, sum(settled) AS settled FROM channel_receivers GROUP BY network),
 		rf AS (
 			SELECT split_part(stream, '/', 2) AS network, sum((data->>'amount')::numeric) AS refunded
 			FROM events WHERE type = 'channel.refunded' GROUP BY 1)
-		SELECT ch.network, ch.n, ch.unclaimed::text, ch.oldest, coalesce(cl.claimed, 0)::text, coalesce(cl.settled, 0)::text,
-			coalesce(rf.refunded, 0)::text
-		FROM ch LEFT JOIN cl USING (network) LEFT JOIN rf USING (network) ORDER BY ch.network`)
+		SELECT ch.network, ch.n, ch.unclaimed::text, ch.oldest, ch.claimed::text, coalesce(st.settled, 0)::text, coalesce(rf.refunded, 0)::text
+		FROM ch LEFT JOIN st USING (network) LEFT JOIN rf USING (network) ORDER BY ch.network`)
 	if err != nil {
 		return nil, fmt.Errorf("channel totals: %w", err)
 	}

@@ -133,8 +133,15 @@ func TestChannelClaimRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, totals, 1)
 	require.Equal(t, 2, totals[0].Channels)
-	require.Zero(t, totals[0].Claimed.Sign(), "the claim gone counts no more")
-	require.Equal(t, "100", totals[0].Settled.String())
+	require.Equal(t, "20000", totals[0].Claimed.String(), "the rows' claimed totals (the undone claim taken back)")
+	require.Zero(t, totals[0].Settled.Sign(), "no receiver's totals read yet")
+	require.NoError(t, store.ChannelReceiverSet(ctx, db.Pool, network, store.ChannelReceiver{Receiver: s.Config.Receiver, Token: s.Config.Token},
+		big.NewInt(20_000), big.NewInt(15_000)))
+	require.NoError(t, store.ChannelReceiverSet(ctx, db.Pool, network, store.ChannelReceiver{Receiver: s.Config.Receiver, Token: s.Config.Token},
+		big.NewInt(20_000), big.NewInt(20_000)))
+	totals, err = store.ChannelTotalsList(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Equal(t, "20000", totals[0].Settled.String(), "the receiver's settled total as last read")
 
 	_, known, err := store.ChannelClaimCursor(ctx, db.Pool, network)
 	require.NoError(t, err)

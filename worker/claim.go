@@ -741,6 +741,11 @@ func (r *claimRound) settle(ctx context.Context) error {
 		claimed, settled := new(big.Int).SetBytes(out[:32]), new(big.Int).SetBytes(out[32:64])
 		amount := new(big.Int).Sub(claimed, settled)
 		if amount.Sign() <= 0 {
+			// Settled already (by this process, or by anyone: settle is
+			// open to all); the figures are the chain's.
+			if err := store.ChannelReceiverSet(ctx, r.c.cfg.Pool, r.network, p, claimed, settled); err != nil {
+				return err
+			}
 			continue
 		}
 		input, err := channel.SettleInput(p.Receiver, p.Token)
@@ -761,7 +766,12 @@ func (r *claimRound) settle(ctx context.Context) error {
 		}
 		rec := &store.ChannelClaimTx{Network: r.network, Kind: store.ClaimKindSettle, Receiver: p.Receiver, Token: p.Token, Amount: amount,
 			GasUsed: receipt.GasUsed, FollowedTx: x402.FollowedTx{Transaction: receipt.TxHash.Hex(), Block: blockOf(receipt)}}
-		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.ChannelClaimRecord(ctx, tx, rec) }); err != nil {
+		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			if err := store.ChannelClaimRecord(ctx, tx, rec); err != nil {
+				return err
+			}
+			return store.ChannelReceiverSet(ctx, tx, r.network, p, claimed, claimed)
+		}); err != nil {
 			r.log.ErrorContext(ctx, "channel settle mined but not recorded", "transaction", rec.Transaction, "error", err)
 			return err
 		}

@@ -27,6 +27,20 @@ CREATE TABLE IF NOT EXISTS channel_claims (
 );
 CREATE INDEX IF NOT EXISTS channel_claims_pending ON channel_claims (network, block_number) WHERE state = 'pending';
 
+-- channel_receivers: each receiver's and token's claimed and settled
+-- totals on chain (the settlement contract's receivers(receiver, token)),
+-- as each claim round last read them or made them: what was settled to the
+-- receiver, whoever sent the settle.
+CREATE TABLE IF NOT EXISTS channel_receivers (
+    network    text          NOT NULL,
+    receiver   bytea         NOT NULL,
+    token      bytea         NOT NULL,
+    claimed    numeric(78,0) NOT NULL,
+    settled    numeric(78,0) NOT NULL,
+    updated_at timestamptz   NOT NULL DEFAULT now(),
+    PRIMARY KEY (network, receiver, token)
+);
+
 -- channel_claim_cursors: the next block the WithdrawInitiated watcher of
 -- each network reads from.
 CREATE TABLE IF NOT EXISTS channel_claim_cursors (
