@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -547,6 +548,13 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 			events = append(events, refusedEvent(r.network, row, "the channel's receiverAuthorizer is not RECEIVER_AUTHORIZER_KEY's"))
 			continue
 		}
+		if r.inFlight(ctx, id, row.State.Charged) {
+			// A claim of it sent and not mined yet (by a process that
+			// died before recording it): the next round finds it mined,
+			// or, if it never is, claims the channel then.
+			r.log.InfoContext(ctx, "channel claim in flight: left to the next round", "channel", id.Hex())
+			continue
+		}
 		c, ok := row.State.Claim()
 		if !ok {
 			continue
@@ -571,6 +579,15 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 		return nil
 	}
 	return r.send(ctx, good)
+}
+
+// inFlight reports whether the node's pending state (the transactions it
+// holds, unmined) claims channel id up to charged already. A node that
+// does not answer for its pending state says no: the claim is sent, and a
+// claim mined twice changes nothing the second time.
+func (r *claimRound) inFlight(ctx context.Context, id common.Hash, charged *big.Int) bool {
+	st, err := channel.ReadState(ctx, r.reader, id, big.NewInt(int64(rpc.PendingBlockNumber)))
+	return err == nil && st.TotalClaimed.Cmp(charged) >= 0
 }
 
 func refusedEvent(network string, row *store.ChannelToClaim, reason string) store.NewEvent {

@@ -696,10 +696,11 @@ func claimChild(t *testing.T) {
 
 // TestClaim_KilledMidClaim kills (SIGKILL) a worker process whose claim
 // round sent its claim, unmined yet (2-second blocks), and runs the next
-// round in another process at once: the channels' claims sum to their
+// round in another process at once: it finds the claim in the node's
+// pending state and sends none again; the channels' claims sum to their
 // charges on chain (the Claimed events: nothing claimed twice), every
 // charge is claimed and settled once to payTo (nothing lost), and the rows
-// and records agree.
+// agree once the next rounds find the claim mined.
 func TestClaim_KilledMidClaim(t *testing.T) {
 	if os.Getenv(claimKillChild) != "" {
 		claimChild(t)
@@ -713,6 +714,7 @@ func TestClaim_KilledMidClaim(t *testing.T) {
 	b.charge(two, 30_000, nil)
 	from, err := b.node.Client.BlockNumber(ctx)
 	require.NoError(t, err)
+	before := b.nonce()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClaim_KilledMidClaim$", "-test.count=1")
 	cmd.Env = append(os.Environ(), claimKillChild+"=1", "X402D_CLAIM_DB="+b.db.URL, "X402D_CLAIM_NODE="+b.node.URL)
@@ -741,10 +743,16 @@ func TestClaim_KilledMidClaim(t *testing.T) {
 	_, err = b.node.Client.TransactionReceipt(ctx, common.HexToHash(hash))
 	require.ErrorIs(t, err, ethereum.NotFound, "killed before its claim was mined")
 
-	require.NoError(t, b.claimer(time.Hour, 1).Round(ctx, claimNetwork))
+	// The next rounds, as the periodic job runs them.
+	next := b.claimer(time.Hour, 1)
 	sum := new(big.Int).Add(one.state.Charged, two.state.Charged)
-	require.Eventually(t, func() bool { return b.usdc(b.payTo).Cmp(sum) >= 0 }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		require.NoError(t, next.Round(ctx, claimNetwork))
+		return b.usdc(b.payTo).Cmp(sum) >= 0
+	}, 30*time.Second, 200*time.Millisecond)
 	require.Equal(t, sum, b.usdc(b.payTo), "every charge settled once")
+	require.Eventually(t, func() bool { return b.nonce() == before+2 }, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, before+2, b.nonce(), "the killed process's claim, and a settle: no claim sent again")
 
 	logs, err := b.node.Client.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: new(big.Int).SetUint64(from), Addresses: []common.Address{channel.SettlementAddress},
 		Topics: [][]common.Hash{{crypto.Keccak256Hash([]byte("Claimed(bytes32,address,uint128,uint128)"))}}})
