@@ -142,7 +142,8 @@ type ClaimConfig struct {
 //     channel with charges unclaimed, else only the urgent ones, in
 //     claimWithSignature transactions of at most MaxGas: each channel's
 //     state is read first (a claim already made, by a transaction whose
-//     record a crash lost, is recorded as it is, nothing sent), the batch
+//     record a crash lost, is recorded as it is, nothing sent; one in the
+//     node's pending state is left to the next round), the batch
 //     is run (eth_call) and the rows that make it fail are found by
 //     halving, left out and recorded (channel.claim_refused); the receipt
 //     is recorded with channel.claimed for each channel carried.
