@@ -22,3 +22,6 @@ func Held(r *Relayer) (own, waiters, sent, nonces int) {
 	}
 	return own, waiters, sent, nonces
 }
+
+// IsRevert is isRevert: whether err is the node saying the call reverted.
+var IsRevert = isRevert
