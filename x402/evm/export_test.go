@@ -40,5 +40,3 @@ func PayerCodes(backend Backend, clk clock.Clock, maxPoll time.Duration) (hasCod
 	return c.hasCode, func(head uint64) { rc.sawHead(head, clk.Now()) }
 }
 
-// IsRevert is isRevert: whether err is the node saying the call reverted.
-var IsRevert = isRevert
