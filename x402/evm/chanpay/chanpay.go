@@ -43,6 +43,7 @@ import (
 	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm"
 	"github.com/x402d/x402d/x402/evm/channel"
 )
 
@@ -55,6 +56,16 @@ type Sender interface {
 	Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error)
 	// Await waits for the receipt of a transaction Send sent.
 	Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error)
+}
+
+// BlockNamer is a Sender whose network's transactions are followed until
+// final (evm.Relayer.SettledBlock): a deposit's settlement names its block,
+// and the worker follows it, and sends it again after a reorganisation,
+// as an exact settlement's.
+type BlockNamer interface {
+	// SettledBlock returns the block of receipt to follow, nil when
+	// network's transactions are final at their receipt.
+	SettledBlock(network string, receipt *types.Receipt) (*x402.SettledBlock, error)
 }
 
 // Config configures a Scheme.
@@ -301,6 +312,13 @@ func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	var events []store.NewEvent
 	var st *channel.State
 	var tx common.Hash
+	var block *x402.SettledBlock
+	if row != nil && row.State.Charged.Cmp(d.Voucher.MaxClaimable) >= 0 && d.Type != channel.TypeRefund {
+		// Charged already: a settlement made again (its deposit undone by
+		// a reorganisation, sent again if its authorization is unused).
+		// Nothing is charged twice.
+		return s.settledAgain(ctx, p, d, row, price)
+	}
 	switch d.Type {
 	case channel.TypeVoucher:
 		if row == nil {
@@ -309,7 +327,7 @@ func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 		st = &row.State
 	case channel.TypeDeposit:
 		var onchain *channel.OnChain
-		tx, onchain, err = s.deposit(ctx, p.Network, d)
+		tx, block, onchain, err = s.deposit(ctx, p.Network, d)
 		if err != nil {
 			var r *x402.Refusal
 			if errors.As(err, &r) {
@@ -347,7 +365,32 @@ func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	if err != nil {
 		return nil, err
 	}
-	out.Ledger = events
+	out.Ledger, out.Block = events, block
+	return out, nil
+}
+
+// settledAgain answers the settlement of p made again once its voucher was
+// charged (row): a voucher's response as it was, a deposit sent again when
+// a reorganisation undid it. It records nothing.
+func (s *Scheme) settledAgain(ctx context.Context, p *x402.Payment, d *channel.Payload, row *store.Channel, price *big.Int) (*x402.SettleResponse, error) {
+	if d.Type != channel.TypeDeposit {
+		return settleResponse(channel.VoucherResponse(p.Network, &row.State, price))
+	}
+	tx, block, onchain, err := s.deposit(ctx, p.Network, d)
+	if err != nil {
+		var r *x402.Refusal
+		if errors.As(err, &r) {
+			return failed(p, r)
+		}
+		return nil, err
+	}
+	st := row.State
+	st.OnChain = *onchain
+	out, err := settleResponse(channel.DepositResponse(p.Network, &st, tx, d.Deposit.Amount, price))
+	if err != nil {
+		return nil, err
+	}
+	out.Block = block
 	return out, nil
 }
 
@@ -390,42 +433,59 @@ var authorizationStateSelector = crypto.Keccak256([]byte("authorizationState(add
 
 // deposit sends d's deposit, unless its authorization was used already
 // (an earlier attempt's, mined), and returns its transaction (zero when
-// found used) and the channel's state on chain after it.
-func (s *Scheme) deposit(ctx context.Context, network string, d *channel.Payload) (common.Hash, *channel.OnChain, error) {
+// found used), the block to follow it in (nil: none) and the channel's
+// state on chain after it.
+func (s *Scheme) deposit(ctx context.Context, network string, d *channel.Payload) (common.Hash, *x402.SettledBlock, *channel.OnChain, error) {
+	tx, block, onchain, err := s.sendDeposit(ctx, network, d)
+	if err != nil && evm.IsRevert(err) {
+		return tx, nil, nil, refuse(channel.ReasonDepositSimulationFailed, "the deposit would revert: %v", err)
+	}
+	return tx, block, onchain, err
+}
+
+// sendDeposit is deposit, its revert an error.
+func (s *Scheme) sendDeposit(ctx context.Context, network string, d *channel.Payload) (common.Hash, *x402.SettledBlock, *channel.OnChain, error) {
 	caller := s.cfg.Chains[network]
 	if caller == nil {
-		return common.Hash{}, nil, fmt.Errorf("deposit: no chain reader for %s", network)
+		return common.Hash{}, nil, nil, fmt.Errorf("deposit: no chain reader for %s", network)
 	}
 	nonce := channel.DepositNonce(d.Voucher.ChannelID, d.Deposit.ERC3009.Salt)
 	input := append(append(append([]byte{}, authorizationStateSelector...), common.LeftPadBytes(d.Config.Payer.Bytes(), 32)...), nonce[:]...)
 	used, err := caller.CallContract(ctx, ethereum.CallMsg{To: &d.Config.Token, Data: input}, nil)
 	if err != nil {
-		return common.Hash{}, nil, fmt.Errorf("deposit: read its authorization's state: %w", err)
+		return common.Hash{}, nil, nil, fmt.Errorf("deposit: read its authorization's state: %w", err)
 	}
 	var tx common.Hash
-	var block *big.Int
+	var at *big.Int
+	var block *x402.SettledBlock
 	if new(big.Int).SetBytes(used).Sign() == 0 {
 		input, err := channel.DepositInput(d)
 		if err != nil {
-			return common.Hash{}, nil, err
+			return common.Hash{}, nil, nil, err
 		}
 		if tx, err = s.cfg.Sender.Send(ctx, network, channel.SettlementAddress, input, 0); err != nil {
-			return common.Hash{}, nil, fmt.Errorf("deposit: send: %w", err)
+			return common.Hash{}, nil, nil, fmt.Errorf("deposit: send: %w", err)
 		}
 		receipt, err := s.cfg.Sender.Await(ctx, network, tx)
 		if err != nil {
-			return common.Hash{}, nil, fmt.Errorf("deposit: await %s: %w", tx.Hex(), err)
+			return common.Hash{}, nil, nil, fmt.Errorf("deposit: await %s: %w", tx.Hex(), err)
 		}
+		tx = receipt.TxHash
 		if receipt.Status != types.ReceiptStatusSuccessful {
-			return tx, nil, refuse(channel.ReasonDepositTransactionFailed, "deposit transaction %s reverted", tx.Hex())
+			return tx, nil, nil, refuse(channel.ReasonDepositTransactionFailed, "deposit transaction %s reverted", tx.Hex())
 		}
-		block = receipt.BlockNumber
+		at = receipt.BlockNumber
+		if namer, ok := s.cfg.Sender.(BlockNamer); ok {
+			if block, err = namer.SettledBlock(network, receipt); err != nil {
+				return common.Hash{}, nil, nil, err
+			}
+		}
 	}
-	onchain, err := channel.ReadState(ctx, caller, d.Voucher.ChannelID, block)
+	onchain, err := channel.ReadState(ctx, caller, d.Voucher.ChannelID, at)
 	if err != nil {
-		return common.Hash{}, nil, fmt.Errorf("deposit: %w", err)
+		return common.Hash{}, nil, nil, fmt.Errorf("deposit: %w", err)
 	}
-	return tx, onchain, nil
+	return tx, block, onchain, nil
 }
 
 // Refund makes the cooperative refund a refund payload asks: what the
@@ -497,6 +557,9 @@ func (s *Scheme) Refund(ctx context.Context, req *x402.Requirements, payload *x4
 	tx, err := s.cfg.Sender.Send(ctx, req.Network, channel.SettlementAddress, input, 0)
 	if err != nil {
 		release()
+		if evm.IsRevert(err) {
+			return nil, refuse(channel.ReasonRefundSimulationFailed, "the refund would revert: %v", err)
+		}
 		return nil, fmt.Errorf("refund: send: %w", err)
 	}
 	receipt, err := s.cfg.Sender.Await(ctx, req.Network, tx)
