@@ -3,41 +3,51 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"encoding/json"
+	"io"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm/channel"
 )
 
 // startChannelService starts `serve` on the devchain, as
 // startDevchainServiceIn does, and returns its base URL, the devchain's
 // JSON-RPC URL, a client of it and the service's database.
-func startChannelService(ctx context.Context, t *testing.T) (base, rpcURL string, chain *ethclient.Client, db *dbtest.DB) {
+func startChannelService(ctx context.Context, t *testing.T) (base, rpcURL string, chain *ethclient.Client, db *dbtest.DB, fake *modeltest.Server) {
 	t.Helper()
 	db = dbtest.Schema(ctx, t)
-	fake := modeltest.NewServer(t)
+	fake = modeltest.NewServer(t)
 	rpc := freeAddr(t)
 	env := map[string]string{
 		"DATABASE_URL": db.URL, "DB_MAX_CONNS": testMaxConns, "LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"DEVCHAIN_RPC_ADDR": rpc, "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
+		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
 	}
 	base = startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
 	require.NoError(t, err)
 	t.Cleanup(chain.Close)
-	return base, "http://" + rpc, chain, db
+	return base, "http://" + rpc, chain, db, fake
 }
 
 // batchStep is one step's result as compat/batch_pay.mjs reports it.
@@ -101,7 +111,7 @@ func channelOf(ctx context.Context, t *testing.T, db *dbtest.DB, payer common.Ad
 func TestOfficialBatchClientPays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, chain, db := startChannelService(ctx, t)
+	base, rpcURL, chain, db, _ := startChannelService(ctx, t)
 	const account = 3
 	payer := devAddress(t, account)
 	before := usdcBalance(ctx, t, chain, payer)
@@ -150,4 +160,176 @@ func TestOfficialBatchClientPays(t *testing.T) {
 	}
 	require.Equal(t, []string{store.EventChannelOpened, store.EventChannelCharged, store.EventChannelCharged, store.EventChannelCharged,
 		store.EventChannelDeposited, store.EventChannelCharged, store.EventChannelCharged, store.EventChannelRefunded}, types)
+}
+
+// voucherClient signs voucher payments of development account account's
+// channel (opened by the official client) in Go, as the official client
+// would: for tests of the seller's rules the official client never breaks
+// on purpose.
+type voucherClient struct {
+	t      *testing.T
+	base   string
+	config channel.Config
+	id     common.Hash
+	key    *ecdsa.PrivateKey
+}
+
+// header returns the PAYMENT-SIGNATURE of a voucher of cumulative amount
+// for op (its quote's batch-settlement option).
+func (v *voucherClient) header(ctx context.Context, op string, amount int64) string {
+	t := v.t
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.base+"/api/x402/"+op, strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	var required x402.PaymentRequired
+	require.NoError(t, x402.DecodeHeader(resp.Header.Get("PAYMENT-REQUIRED"), &required))
+	var option *x402.Requirements
+	for i := range required.Accepts {
+		if required.Accepts[i].Scheme == channel.Scheme {
+			option = &required.Accepts[i]
+		}
+	}
+	require.NotNil(t, option, "the quote offers batch-settlement")
+	sig, err := channel.Sign(v.key, channel.VoucherDigest(big.NewInt(8453), v.id, big.NewInt(amount)))
+	require.NoError(t, err)
+	payload, err := json.Marshal(map[string]any{"type": "voucher", "channelConfig": v.config,
+		"voucher": map[string]any{"channelId": v.id, "maxClaimableAmount": strconv.FormatInt(amount, 10), "signature": hexutil.Bytes(sig)}})
+	require.NoError(t, err)
+	header, err := x402.EncodeHeader(x402.PaymentPayload{X402Version: 2, Accepted: *option, Payload: payload})
+	require.NoError(t, err)
+	return header
+}
+
+// paidCall is one answer to a paid request.
+type paidCall struct {
+	status     int
+	body       string
+	settlement *x402.SettleResponse
+	required   *x402.PaymentRequired
+}
+
+// postVoucher sends body to op with the payment header.
+func postVoucher(ctx context.Context, t *testing.T, base, op, body, header string) paidCall {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/x402/"+op, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("PAYMENT-SIGNATURE", header)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := paidCall{status: resp.StatusCode, body: string(b)}
+	if h := resp.Header.Get("PAYMENT-RESPONSE"); h != "" {
+		out.settlement = &x402.SettleResponse{}
+		require.NoError(t, x402.DecodeHeader(h, out.settlement))
+	}
+	if h := resp.Header.Get("PAYMENT-REQUIRED"); h != "" {
+		out.required = &x402.PaymentRequired{}
+		require.NoError(t, x402.DecodeHeader(h, out.required))
+	}
+	return out
+}
+
+// TestChannelVoucherRules: on a channel the official client opened, the
+// seller's rules for vouchers: a failed operation charges nothing and the
+// same voucher then pays the same request; that voucher sent again gets
+// the stored result and PAYMENT-RESPONSE, and with another request is
+// refused; a second call of the channel while one runs is answered
+// channel_busy; a voucher behind the seller's charge gets the corrective
+// 402 with the channel's state and last voucher.
+func TestChannelVoucherRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, rpcURL, _, db, model := startChannelService(ctx, t)
+	const account = 5
+	regexBody := `{"pattern":"\\d+","text":"a1b22","flags":"g"}`
+	steps := payWithBatchClient(ctx, t, base, rpcURL, account, "1000000", []map[string]any{{"op": "regex", "body": regexBody}})
+	require.Equal(t, 200, steps[0].Status, steps[0].Body+steps[0].Error)
+	payer := devAddress(t, account)
+	c := channelOf(ctx, t, db, payer)
+	key, err := devchain.DeriveKey(devchain.Mnemonic, account)
+	require.NoError(t, err)
+	v := &voucherClient{t: t, base: base, config: c.State.Config, id: c.State.ChannelID, key: key}
+	charged := func() string { return channelOf(ctx, t, db, payer).State.Charged.String() }
+	require.Equal(t, "10000", charged())
+
+	// The model refuses the first brief: the operation fails.
+	model.Enqueue(modeltest.ErrorReply(http.StatusBadRequest, "refused"))
+	briefBody := `{"question":"What is the x402 protocol?"}`
+	header := v.header(ctx, "brief", 260_000)
+	failed := postVoucher(ctx, t, base, "brief", briefBody, header)
+	require.Equal(t, http.StatusBadGateway, failed.status, failed.body)
+	require.Equal(t, "10000", charged(), "a failed operation charges nothing")
+	require.Empty(t, channelOf(ctx, t, db, payer).BusyCall)
+
+	paid := postVoucher(ctx, t, base, "brief", briefBody, header)
+	require.Equal(t, http.StatusOK, paid.status, paid.body)
+	require.NotNil(t, paid.settlement)
+	require.True(t, paid.settlement.Success)
+	require.Empty(t, paid.settlement.Transaction)
+	require.Equal(t, "260000", charged(), "the same voucher paid once the operation could run")
+	var extra channel.ResponseExtra
+	require.NoError(t, json.Unmarshal(paid.settlement.Extra, &extra))
+	require.Equal(t, "250000", extra.ChargedAmount)
+	require.Equal(t, "260000", extra.ChannelState.ChargedCumulativeAmount)
+
+	again := postVoucher(ctx, t, base, "brief", briefBody, header)
+	require.Equal(t, http.StatusOK, again.status, again.body)
+	require.JSONEq(t, paid.body, again.body, "the stored result")
+	require.Equal(t, paid.settlement, again.settlement, "and its PAYMENT-RESPONSE")
+	require.Equal(t, "260000", charged())
+
+	other := postVoucher(ctx, t, base, "brief", `{"question":"Another question?"}`, header)
+	require.Equal(t, http.StatusPaymentRequired, other.status, other.body)
+	require.Contains(t, other.body, "payment_already_used")
+
+	// The page url-meta reads, answering /slow when released.
+	release := make(chan struct{})
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><head><title>Page</title></head><body>x</body></html>")
+	}))
+	t.Cleanup(page.Close)
+
+	// channel_busy: a call of the channel runs (its page answers when
+	// released); another voucher of the channel meanwhile is refused.
+	slow := make(chan paidCall, 1)
+	slowHeader := v.header(ctx, "url-meta", 290_000)
+	go func() { slow <- postVoucher(ctx, t, base, "url-meta", `{"url":"`+page.URL+`/slow"}`, slowHeader) }()
+	require.Eventually(t, func() bool { return channelOf(ctx, t, db, payer).BusyCall != "" }, 10*time.Second, 10*time.Millisecond)
+	busy := postVoucher(ctx, t, base, "regex", regexBody, v.header(ctx, "regex", 270_000))
+	require.Equal(t, http.StatusPaymentRequired, busy.status, busy.body)
+	require.Equal(t, channel.ReasonChannelBusy, busy.required.Error)
+	close(release)
+	done := <-slow
+	require.Equal(t, http.StatusOK, done.status, done.body)
+	require.Equal(t, "290000", charged())
+
+	// The corrective 402: a voucher signed on a charge the seller left
+	// behind carries the channel's state and last voucher.
+	behind := postVoucher(ctx, t, base, "regex", regexBody, v.header(ctx, "regex", 270_000))
+	require.Equal(t, http.StatusPaymentRequired, behind.status, behind.body)
+	require.Equal(t, channel.ReasonCumulativeAmountMismatch, behind.required.Error)
+	var corrective *x402.Requirements
+	for i := range behind.required.Accepts {
+		if behind.required.Accepts[i].Scheme == channel.Scheme {
+			corrective = &behind.required.Accepts[i]
+		}
+	}
+	require.NotNil(t, corrective)
+	var cx channel.Extra
+	require.NoError(t, json.Unmarshal(corrective.Extra, &cx))
+	require.NotNil(t, cx.ChannelState)
+	require.Equal(t, "290000", cx.ChannelState.ChargedCumulativeAmount)
+	require.NotNil(t, cx.VoucherState)
+	require.Equal(t, "290000", cx.VoucherState.SignedMaxClaimable)
+	require.Equal(t, "exact", behind.required.Accepts[0].Scheme, "exact stays first")
+	require.Equal(t, "290000", charged())
 }
