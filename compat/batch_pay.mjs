@@ -16,9 +16,18 @@
 //                                                 refund payload)
 // Each result: {status, body, settlement (decoded PAYMENT-RESPONSE),
 // type (the payload type sent last), sent (its voucher's maxClaimableAmount)}.
+// With MODE=mcp the calls are MCP tool calls (the official MCP TypeScript
+// SDK, x402's MCP transport: the PaymentRequired from the tool error's
+// structuredContent, the payload in _meta["x402/payment"], the response in
+// _meta["x402/payment-response"], handed to the client's payment-response
+// hooks, which recover from a corrective PaymentRequired as over HTTP); the
+// body is the tool's arguments; status is 200 for a result, 402 for a tool
+// error carrying a PaymentRequired.
 // Usage:
-//   RPC_URL=http://127.0.0.1:8545 PAYER=3 [DEPOSIT=20000] node compat/batch_pay.mjs <base URL> '<steps JSON>'
+//   RPC_URL=http://127.0.0.1:8545 PAYER=3 [DEPOSIT=20000] [MODE=mcp] node compat/batch_pay.mjs <base URL> '<steps JSON>'
 import { createRequire } from "node:module";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const require = createRequire(import.meta.url);
 const { wrapFetchWithPayment, x402Client, decodePaymentResponseHeader } = require("@x402/fetch");
@@ -60,17 +69,42 @@ function newClient() {
   client.onAfterPaymentCreation(async ({ paymentPayload }) => {
     last = paymentPayload;
   });
-  return { scheme, pay: wrapFetchWithPayment(fetch, client) };
+  return { scheme, client, pay: wrapFetchWithPayment(fetch, client) };
 }
 
-let { scheme, pay } = newClient();
+// payMCP pays one call of tool op with args over MCP with client, as
+// wrapFetchWithPayment pays over HTTP: one retry after a recovery.
+async function payMCP(mcp, client, op, args) {
+  const quote = await mcp.callTool({ name: op, arguments: args });
+  const required = quote.structuredContent;
+  if (!quote.isError || !required?.accepts) return { status: 500, body: JSON.stringify(quote) };
+  let payload = await client.createPaymentPayload(required);
+  for (let attempt = 0; ; attempt++) {
+    const res = await mcp.callTool({ name: op, arguments: args, _meta: { "x402/payment": payload } }, undefined, { timeout: 180_000 });
+    const settlement = res._meta?.["x402/payment-response"] ?? null;
+    const body = res.content?.[0]?.text ?? null;
+    if (!res.isError) {
+      await client.handlePaymentResponse({ paymentPayload: payload, requirements: payload.accepted, settleResponse: settlement });
+      return { status: 200, body, settlement };
+    }
+    const refused = res.structuredContent;
+    if (!refused?.accepts) return { status: 500, body, settlement };
+    const r = await client.handlePaymentResponse({ paymentPayload: payload, requirements: payload.accepted, paymentRequired: refused });
+    if (!r?.recovered || attempt > 0) return { status: 402, body: JSON.stringify(refused), settlement };
+    payload = await client.createPaymentPayload(required);
+  }
+}
+
+const mcp = process.env.MODE === "mcp" ? new Client({ name: "x402d-batch", version: "1.0.0" }) : null;
+if (mcp) await mcp.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`)));
+let { scheme, client, pay } = newClient();
 const out = { address: account.address, steps: [] };
 for (const step of JSON.parse(stepsJSON)) {
   const result = {};
   last = null;
   try {
     if (step.forget) {
-      ({ scheme, pay } = newClient());
+      ({ scheme, client, pay } = newClient());
       result.status = 0;
     } else if (step.refund) {
       const settled = await scheme.refund(`${base}/api/x402/${step.refund}`, step.amount ? { amount: step.amount } : undefined);
@@ -79,6 +113,11 @@ for (const step of JSON.parse(stepsJSON)) {
     } else {
       if (step.paymentId === true) paymentId = generatePaymentId();
       else if (step.paymentId !== "same") paymentId = null;
+      if (mcp) {
+        Object.assign(result, await payMCP(mcp, client, step.op, JSON.parse(step.body)));
+        out.steps.push(Object.assign(result, { type: last?.payload?.type ?? null, sent: last?.payload?.voucher?.maxClaimableAmount ?? null }));
+        continue;
+      }
       const res = await pay(`${base}/api/x402/${step.op}`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
@@ -98,4 +137,5 @@ for (const step of JSON.parse(stepsJSON)) {
   result.paymentId = paymentId;
   out.steps.push(result);
 }
+if (mcp) await mcp.close();
 console.log(JSON.stringify(out));

@@ -71,10 +71,11 @@ type batchStep struct {
 
 // payWithBatchClient runs compat/batch_pay.mjs (the official
 // batch-settlement client) against base as development account payer,
-// each deposit deposit atomic units ("" for the client's sizing).
-func payWithBatchClient(ctx context.Context, t *testing.T, base, rpcURL string, payer int, deposit string, steps []map[string]any) []batchStep {
+// each deposit deposit atomic units ("" for the client's sizing), with the
+// environment env added (MODE=mcp: over MCP).
+func payWithBatchClient(ctx context.Context, t *testing.T, base, rpcURL string, payer int, deposit string, steps []map[string]any, env ...string) []batchStep {
 	t.Helper()
-	compat := compatDir(t, "@x402/fetch", "@x402/evm", "@x402/extensions")
+	compat := compatDir(t, "@x402/fetch", "@x402/evm", "@x402/extensions", "@modelcontextprotocol/sdk")
 	raw, err := json.Marshal(steps)
 	require.NoError(t, err)
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "batch_pay.mjs"), base, string(raw))
@@ -82,6 +83,7 @@ func payWithBatchClient(ctx context.Context, t *testing.T, base, rpcURL string, 
 	if deposit != "" {
 		cmd.Env = append(cmd.Env, "DEPOSIT="+deposit)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "node batch_pay.mjs: %s", stderr.String())
@@ -160,6 +162,37 @@ func TestOfficialBatchClientPays(t *testing.T) {
 	}
 	require.Equal(t, []string{store.EventChannelOpened, store.EventChannelCharged, store.EventChannelCharged, store.EventChannelCharged,
 		store.EventChannelDeposited, store.EventChannelCharged, store.EventChannelCharged, store.EventChannelRefunded}, types)
+}
+
+// TestOfficialBatchClientPaysOverMCP has the official batch-settlement
+// client pay regex tool calls over MCP (compat/batch_pay.mjs, MODE=mcp: the
+// official MCP SDK, x402's MCP transport): a deposit, a voucher, a top-up,
+// and a client that lost its state recovering through the corrective
+// PaymentRequired; each payment response names the charge.
+func TestOfficialBatchClientPaysOverMCP(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, rpcURL, _, db, _ := startChannelService(ctx, t)
+	const account = 4
+	regex := map[string]any{"op": "regex", "body": `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}
+	steps := payWithBatchClient(ctx, t, base, rpcURL, account, "20000", []map[string]any{regex, regex, regex, {"forget": true}, regex}, "MODE=mcp")
+	for i, want := range []string{"deposit", "voucher", "deposit", "", "voucher"} {
+		s := steps[i]
+		if want == "" {
+			continue
+		}
+		require.Equal(t, 200, s.Status, "step %d: %s %s", i, s.Body, s.Error)
+		require.Equal(t, want, s.Type, "step %d", i)
+		require.NotNil(t, s.Settlement, "step %d", i)
+		require.True(t, s.Settlement.Success, "step %d", i)
+		require.Equal(t, "10000", s.Settlement.Extra.ChargedAmount, "step %d", i)
+		require.Equal(t, s.Sent, s.Settlement.Extra.ChannelState.ChargedCumulativeAmount, "step %d", i)
+		require.Contains(t, s.Body, `"matches"`, "step %d", i)
+	}
+	require.Equal(t, "40000", steps[4].Sent, "signed on the seller's charge after the corrective PaymentRequired")
+	c := channelOf(ctx, t, db, devAddress(t, account))
+	require.Equal(t, "40000", c.State.Charged.String())
+	require.Equal(t, "40000", c.State.OnChain.Balance.String())
 }
 
 // voucherClient signs voucher payments of development account account's
