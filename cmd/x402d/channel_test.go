@@ -9,11 +9,14 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,6 +196,57 @@ func TestOfficialBatchClientPaysOverMCP(t *testing.T) {
 	c := channelOf(ctx, t, db, devAddress(t, account))
 	require.Equal(t, "40000", c.State.Charged.String())
 	require.Equal(t, "40000", c.State.OnChain.Balance.String())
+}
+
+// TestOfficialBatchClientRetriesWithPaymentID: the official
+// batch-settlement client pays with a payment identifier (the official
+// helper) through a proxy that loses the first paid answer after the
+// service gave it; the client pays again, a new payment under the same id,
+// gets the call's stored result and is charged once.
+func TestOfficialBatchClientRetriesWithPaymentID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, rpcURL, chain, db, _ := startChannelService(ctx, t)
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var lost atomic.Bool
+	var lostStatus atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("PAYMENT-SIGNATURE") != "" && lost.CompareAndSwap(false, true) {
+			rec := httptest.NewRecorder()
+			forward.ServeHTTP(rec, r)
+			lostStatus.Store(int32(rec.Code))
+			panic(http.ErrAbortHandler) // the connection drops before the answer
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+
+	const account = 6
+	payer := devAddress(t, account)
+	before := usdcBalance(ctx, t, chain, payer)
+	body := `{"pattern":"\\d+","text":"a1b22","flags":"g"}`
+	steps := payWithBatchClient(ctx, t, proxy.URL, rpcURL, account, "50000", []map[string]any{
+		{"op": "regex", "body": body, "paymentId": true},
+		{"op": "regex", "body": body, "paymentId": "same"},
+		{"op": "regex", "body": body},
+	})
+	require.Equal(t, -1, steps[0].Status, "the first answer was lost")
+	require.EqualValues(t, http.StatusOK, lostStatus.Load(), "after the service answered it")
+	require.Equal(t, http.StatusOK, steps[1].Status, steps[1].Body+steps[1].Error)
+	require.Equal(t, steps[0].PaymentID, steps[1].PaymentID)
+	require.NotNil(t, steps[1].Settlement)
+	require.True(t, steps[1].Settlement.Success)
+	require.Equal(t, "10000", steps[1].Settlement.Extra.ChannelState.ChargedCumulativeAmount, "the first call's answer")
+	// The next call pays on from the one charge.
+	require.Equal(t, http.StatusOK, steps[2].Status, steps[2].Body+steps[2].Error)
+	var calls int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM calls").Scan(&calls))
+	require.Equal(t, 2, calls, "the payment under the same id ran nothing")
+	c := channelOf(ctx, t, db, payer)
+	require.Equal(t, "20000", c.State.Charged.String(), "charged once for the call paid twice, once for the next")
+	require.Equal(t, big.NewInt(50_000), new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer)), "one deposit")
 }
 
 // voucherClient signs voucher payments of development account account's
