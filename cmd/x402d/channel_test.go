@@ -22,9 +22,11 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/store"
@@ -247,6 +249,58 @@ func TestOfficialBatchClientRetriesWithPaymentID(t *testing.T) {
 	c := channelOf(ctx, t, db, payer)
 	require.Equal(t, "20000", c.State.Charged.String(), "charged once for the call paid twice, once for the next")
 	require.Equal(t, big.NewInt(50_000), new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer)), "one deposit")
+}
+
+// TestAnvil_OfficialBatchClientPays has the official batch-settlement
+// client pay `serve` settling in rpc mode on anvil with Circle's USDC and
+// the channel contracts at their canonical addresses, 2-second blocks: a
+// deposit, vouchers, a top-up and a cooperative refund; the chain and the
+// channel's record agree, and the deposits' transactions are followed
+// until final.
+func TestAnvil_OfficialBatchClientPays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, nil)
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
+	require.NoError(t, err)
+	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", "depth:2"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	const account = 3
+	payer := devAddress(t, account)
+	before := usdcBalance(ctx, t, node.Client, payer)
+	regex := map[string]any{"op": "regex", "body": `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}
+	steps := payWithBatchClient(ctx, t, base, node.URL, account, "20000", []map[string]any{regex, regex, regex, {"refund": "regex"}})
+	for i, want := range []string{"deposit", "voucher", "deposit", ""} {
+		s := steps[i]
+		require.Equal(t, 200, s.Status, "step %d: %s %s", i, s.Body, s.Error)
+		require.Equal(t, want, s.Type, "step %d (the refund's own client is not watched)", i)
+		require.True(t, s.Settlement.Success, "step %d", i)
+	}
+	c := channelOf(ctx, t, db, payer)
+	require.Equal(t, "30000", c.State.Charged.String())
+	onchain, err := channel.ReadState(ctx, node.Client, c.State.ChannelID, nil)
+	require.NoError(t, err)
+	require.Equal(t, "30000", onchain.Balance.String(), "the refund left what was charged")
+	require.Equal(t, onchain.Balance.String(), c.State.OnChain.Balance.String())
+	require.Equal(t, big.NewInt(30_000), new(big.Int).Sub(before, usdcBalance(ctx, t, node.Client, payer)))
+	// The deposits' transactions are followed until final, as exact
+	// settlements are: two calls in settlement_watch, then final.
+	var mined int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1 AND stream = $2`,
+		store.EventSettlementMined, store.ChainStream(devchainNetwork)).Scan(&mined))
+	require.Equal(t, 2, mined, "the two deposits' blocks recorded")
+	require.Eventually(t, func() bool {
+		var left, final int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM settlement_watch`).Scan(&left))
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT coalesce(sum((data->>'calls')::int), 0) FROM events WHERE type = $1 AND stream = $2`,
+			store.EventSettlementFinal, store.ChainStream(devchainNetwork)).Scan(&final))
+		return left == 0 && final == 2
+	}, 60*time.Second, 200*time.Millisecond, "the deposits' settlement.final")
+	requireNodeClean(t, node)
 }
 
 // voucherClient signs voucher payments of development account account's
