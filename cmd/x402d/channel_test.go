@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -300,6 +301,55 @@ func TestAnvil_OfficialBatchClientPays(t *testing.T) {
 			store.EventSettlementFinal, store.ChainStream(devchainNetwork)).Scan(&final))
 		return left == 0 && final == 2
 	}, 60*time.Second, 200*time.Millisecond, "the deposits' settlement.final")
+	requireNodeClean(t, node)
+}
+
+// TestAnvil_ReorganisationUndoesDeposit: a channel's deposit, followed
+// until final as exact settlements are, is undone by a reorganisation
+// (anvil forgets its block and transactions): it is sent again, becomes
+// final, and the channel holds it once, charged once.
+func TestAnvil_ReorganisationUndoesDeposit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
+	require.NoError(t, err)
+	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", fmt.Sprintf("depth:%d", followDepth)
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	const account = 2
+	payer := devAddress(t, account)
+	before := usdcBalance(ctx, t, node.Client, payer)
+	regex := map[string]any{"op": "regex", "body": `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}
+	steps := payWithBatchClient(ctx, t, base, node.URL, account, "100000", []map[string]any{regex, regex})
+	for i, s := range steps {
+		require.Equal(t, 200, s.Status, "step %d: %s %s", i, s.Body, s.Error)
+	}
+	var pending int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT coalesce(sum(cardinality(calls)), 0) FROM settlement_watch`).Scan(&pending))
+	require.Equal(t, 1, pending, "the deposit awaits finality")
+
+	reorgWatched(ctx, t, node, db)
+	require.NoError(t, node.Call(ctx, nil, "anvil_dropAllTransactions"))
+	require.Eventually(t, func() bool {
+		var left int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM settlement_watch`).Scan(&left))
+		return left == 0
+	}, 90*time.Second, 200*time.Millisecond, "the deposit still awaits finality")
+	var lost, final int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1`, store.EventSettlementLost).Scan(&lost))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT coalesce(sum((data->>'calls')::int), 0) FROM events WHERE type = $1`, store.EventSettlementFinal).Scan(&final))
+	require.Zero(t, lost)
+	require.Equal(t, 1, final)
+	c := channelOf(ctx, t, db, payer)
+	require.Equal(t, "20000", c.State.Charged.String(), "charged once each call")
+	onchain, err := channel.ReadState(ctx, node.Client, c.State.ChannelID, nil)
+	require.NoError(t, err)
+	require.Equal(t, "100000", onchain.Balance.String(), "the deposit on chain once")
+	require.Equal(t, big.NewInt(100_000), new(big.Int).Sub(before, usdcBalance(ctx, t, node.Client, payer)))
 	requireNodeClean(t, node)
 }
 
