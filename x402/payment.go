@@ -673,6 +673,22 @@ type Refunder interface {
 // implements Settler.
 type Settlers map[string]Settler
 
+// OffChainSettler is a Settler some of whose settlements move nothing on
+// chain and need no I/O but the database (a batch-settlement voucher's
+// charge): the worker makes them in the transaction that records the
+// call's result, with no settlement job.
+type OffChainSettler interface {
+	// OffChain reports whether p's settlement is one.
+	OffChain(p *Payment) bool
+}
+
+// OffChain reports whether the settler of p's namespace and scheme settles
+// it off chain (OffChainSettler).
+func (s Settlers) OffChain(p *Payment) bool {
+	o, ok := s[settlerKey(p)].(OffChainSettler)
+	return ok && o.OffChain(p)
+}
+
 // ChannelNoncePrefix begins the Nonce of every batch-settlement payment
 // ("channel/<0x channel id>/..."), which tells it from an exact one
 // (SchemeOf) with no decoding.

@@ -106,10 +106,11 @@ func (s *Scheme) ReceiverAuthorizer() common.Address {
 }
 
 var (
-	_ x402.SchemeVerifier = (*Scheme)(nil)
-	_ x402.Authenticator  = (*Scheme)(nil)
-	_ x402.Settler        = (*Scheme)(nil)
-	_ x402.SchemeRefunder = (*Scheme)(nil)
+	_ x402.SchemeVerifier  = (*Scheme)(nil)
+	_ x402.Authenticator   = (*Scheme)(nil)
+	_ x402.Settler         = (*Scheme)(nil)
+	_ x402.SchemeRefunder  = (*Scheme)(nil)
+	_ x402.OffChainSettler = (*Scheme)(nil)
 )
 
 // Identify returns the payer and the nonce of a batch-settlement payload
@@ -279,6 +280,17 @@ func (s *Scheme) corrective(req *x402.Requirements, st *channel.State, r *x402.R
 	out := *r
 	out.Option = &option
 	return &out
+}
+
+// OffChain reports whether p is a voucher's payment, whose settlement is
+// a charge in the database only (x402.OffChainSettler).
+func (s *Scheme) OffChain(p *x402.Payment) bool {
+	var pp struct {
+		Payload struct {
+			Type string `json:"type"`
+		} `json:"payload"`
+	}
+	return json.Unmarshal(p.Payload, &pp) == nil && pp.Payload.Type == channel.TypeVoucher
 }
 
 // Settle settles a payment Verify accepted, after its call's operation
