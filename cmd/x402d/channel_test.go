@@ -368,6 +368,11 @@ type voucherClient struct {
 // header returns the PAYMENT-SIGNATURE of a voucher of cumulative amount
 // for op (its quote's batch-settlement option).
 func (v *voucherClient) header(ctx context.Context, op string, amount int64) string {
+	return v.headerWithID(ctx, op, amount, "")
+}
+
+// headerWithID is header with a payment identifier id ("" for none).
+func (v *voucherClient) headerWithID(ctx context.Context, op string, amount int64, id string) string {
 	t := v.t
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.base+"/api/x402/"+op, strings.NewReader("{}"))
 	require.NoError(t, err)
@@ -388,7 +393,11 @@ func (v *voucherClient) header(ctx context.Context, op string, amount int64) str
 	payload, err := json.Marshal(map[string]any{"type": "voucher", "channelConfig": v.config,
 		"voucher": map[string]any{"channelId": v.id, "maxClaimableAmount": strconv.FormatInt(amount, 10), "signature": hexutil.Bytes(sig)}})
 	require.NoError(t, err)
-	header, err := x402.EncodeHeader(x402.PaymentPayload{X402Version: 2, Accepted: *option, Payload: payload})
+	p := x402.PaymentPayload{X402Version: 2, Accepted: *option, Payload: payload}
+	if id != "" {
+		p.Extensions = map[string]json.RawMessage{x402.ExtensionPaymentIdentifier: json.RawMessage(`{"info":{"required":false,"id":"` + id + `"}}`)}
+	}
+	header, err := x402.EncodeHeader(p)
 	require.NoError(t, err)
 	return header
 }
@@ -523,4 +532,19 @@ func TestChannelVoucherRules(t *testing.T) {
 	require.Equal(t, "290000", cx.VoucherState.SignedMaxClaimable)
 	require.Equal(t, "exact", behind.required.Accepts[0].Scheme, "exact stays first")
 	require.Equal(t, "290000", charged())
+
+	// payment-identifier with vouchers: the id's call answers a new
+	// voucher under it for the same request, charged once; another
+	// request under it is 409.
+	const id = "pay_channel_0123456789"
+	first := postVoucher(ctx, t, base, "regex", regexBody, v.headerWithID(ctx, "regex", 300_000, id))
+	require.Equal(t, http.StatusOK, first.status, first.body)
+	retried := postVoucher(ctx, t, base, "regex", regexBody, v.headerWithID(ctx, "regex", 310_000, id))
+	require.Equal(t, http.StatusOK, retried.status, retried.body)
+	require.JSONEq(t, first.body, retried.body)
+	require.Equal(t, first.settlement, retried.settlement)
+	require.Equal(t, "300000", charged(), "charged once")
+	conflict := postVoucher(ctx, t, base, "regex", `{"pattern":"b","text":"abc"}`, v.headerWithID(ctx, "regex", 310_000, id))
+	require.Equal(t, http.StatusConflict, conflict.status, conflict.body)
+	require.Equal(t, "300000", charged())
 }
