@@ -56,6 +56,12 @@ func registeredPayloads() map[string]any {
 		EventChannelDeposited: ChannelOpened{CallID: "c3", Transaction: tx, Amount: "50000", Balance: "150000"},
 		EventChannelCharged:   ChannelCharged{CallID: "c4", Amount: "10000", Charged: "30000", Signed: "30000", Signature: []byte{3, 4}},
 		EventChannelRefunded:  ChannelRefunded{CallID: "c5", Transaction: tx, Amount: "120000", Nonce: "1", Balance: "30000"},
+		EventChannelClaimed:   ChannelClaimed{Transaction: tx, TotalClaimed: "30000"},
+		EventChannelSettled: ChannelSettled{Transaction: tx, Receiver: config.Receiver, Token: config.Token, Amount: "30000",
+			Block: 9, BlockHash: "0x09", GasUsed: 76_000},
+		EventChannelWithdrawInitiated: ChannelWithdrawInitiated{Block: 9, Transaction: tx, At: 1_700_000_000, FinalizeAfter: 1_700_000_900,
+			Amount: "70000"},
+		EventChannelClaimRefused: ChannelClaimRefused{Charged: "30000", Reason: "InvalidSignature"},
 	}
 }
 

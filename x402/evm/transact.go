@@ -114,3 +114,14 @@ func (r *Relayer) Call(ctx context.Context, network string, to common.Address, i
 // IsRevert reports whether err is a node's answer that a call or a gas
 // estimate reverted (not a failure to reach the node).
 func IsRevert(err error) bool { return isRevert(err) }
+
+// Backends returns the client of each network the relayer sends through,
+// by network, for the reads that go with its transactions (a channel's
+// state, the settlement contract's logs).
+func (r *Relayer) Backends() map[string]Backend {
+	out := make(map[string]Backend, len(r.chains))
+	for network, chain := range r.chains {
+		out[network] = chain.backend
+	}
+	return out
+}
