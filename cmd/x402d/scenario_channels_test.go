@@ -77,6 +77,9 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 		dur = d
 	}
 	secs := strconv.Itoa(int(dur / time.Second))
+	// Each payer's payments made before a run: perSecond of them a second
+	// of it (a payer that runs out pays live).
+	presign := func(perSecond int) string { return "PRESIGN=" + strconv.Itoa(perSecond*int(dur/time.Second)) }
 	var exact *loadgen.Report
 	var official, vouchers, steady *batchReport
 
@@ -101,17 +104,17 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 		// (e) the official seller on the same node, the same client.
 		t.Logf("machine load before (e): %s", loadAverage(t))
 		seller := startCompatServer(t, "official_batch_seller.mjs", "RPC_URL="+node.URL)
-		official = runBatchLoad(t, seller, node.URL, "FIRST_PAYER=400", "DURATION="+secs, "PRESIGN=2000")
+		official = runBatchLoad(t, seller, node.URL, "FIRST_PAYER=400", "DURATION="+secs, presign(3))
 		t.Logf("(e) official batch-settlement seller: %s", official)
 		require.Positive(t, official.OK, "the official seller was paid")
 
 		// (b) and (c) on x402d.
 		t.Logf("machine load before (b): %s", loadAverage(t))
-		vouchers = runBatchLoad(t, base, node.URL, "FIRST_PAYER=100", "DURATION="+secs, "PRESIGN=2000")
+		vouchers = runBatchLoad(t, base, node.URL, "FIRST_PAYER=100", "DURATION="+secs, presign(15))
 		t.Logf("(b) vouchers on x402d: %s", vouchers)
 		vouchers.requireAllPaid(t)
 		t.Logf("machine load before (c): %s", loadAverage(t))
-		steady = runBatchLoad(t, base, node.URL, "FIRST_PAYER=200", "RATE=150", "DURATION="+secs, "PRESIGN=100")
+		steady = runBatchLoad(t, base, node.URL, "FIRST_PAYER=200", "RATE=150", "DURATION="+secs, presign(2))
 		t.Logf("(c) vouchers on x402d at 150/s: %s", steady)
 		steady.requireAllPaid(t)
 		requireChargedAsAnswered(ctx, t, db, vouchers, steady)
@@ -131,7 +134,7 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 		base := startChild(t, "serve", env).addr
 		first, err := node.Client.BlockNumber(ctx)
 		require.NoError(t, err)
-		rep := runBatchLoad(t, base, node.URL, "FIRST_PAYER=500", "CALLS_PER_PAYER=100", "PRESIGN=100")
+		rep := runBatchLoad(t, base, node.URL, "FIRST_PAYER=500", "CALLS_PER_PAYER=100", "PRESIGN=99")
 		t.Logf("(d) 100 channels of 100 calls: %s", rep)
 		rep.requireAllPaid(t)
 		calls := 0
@@ -210,7 +213,7 @@ func channelEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]st
 	env := anvilEnv(t, node, db)
 	key, err := devchain.DeriveKey(devchain.Mnemonic, channelAuthorizerAccount)
 	require.NoError(t, err)
-	env["TEST_REAL_PAYMENTS"], env["DB_MAX_CONNS"], env["LOG_LEVEL"] = "1", "20", "warn"
+	env["TEST_REAL_PAYMENTS"], env["DB_MAX_CONNS"] = "1", "20"
 	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(key))
 	return env
 }
