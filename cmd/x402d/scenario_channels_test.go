@@ -59,8 +59,8 @@ const (
 //	(c) p50/p99 of vouchers at a steady 150/s on x402d (100 other payers);
 //	(d) on a node and service of their own, 100 channels each making 100
 //	    calls: the gas of the claim and settle transactions (claimed on
-//	    CHANNEL_CLAIM_INTERVAL, LOAD_CLAIM_INTERVAL, default 30 s) over the
-//	    paid calls, once every channel's claimed total on chain equals the
+//	    time, CHANNEL_CLAIM_INTERVAL = LOAD_CLAIM_INTERVAL, default 30 s,
+//	    the amount threshold out of reach) over the paid calls, once every channel's claimed total on chain equals the
 //	    charges its client was answered and all is settled to payTo.
 //
 // Every payer's deposit must succeed on x402d and each voucher be
@@ -127,7 +127,10 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 		node := anviltest.Start(t, nil)
 		db := dbtest.Schema(ctx, t)
 		env := channelEnv(t, node, db)
-		env["CHANNEL_CLAIM_INTERVAL"] = "30s"
+		// Claimed on time only (the amount threshold above the run's
+		// 100 USDC): each channel's calls in one claim, or two if the run
+		// outlasts the interval.
+		env["CHANNEL_CLAIM_INTERVAL"], env["CHANNEL_CLAIM_MIN_AMOUNT"] = "30s", "1000000000"
 		if v := os.Getenv("LOAD_CLAIM_INTERVAL"); v != "" {
 			env["CHANNEL_CLAIM_INTERVAL"] = v
 		}
