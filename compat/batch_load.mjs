@@ -33,7 +33,8 @@
 //
 //   BASE_URL=http://127.0.0.1:8080 RPC_URL=http://127.0.0.1:8545 [OP=diff BODY='{..}'] node compat/batch_load.mjs
 //
-// It prints one line of JSON: the deposits, then the load phase's calls,
+// It says on stderr when the load phase starts ("load phase started"), and
+// prints one line of JSON: the deposits, then the load phase's calls,
 // paid calls/s (throughput: answered 200 over the phase; sustained: the
 // rate answers came at once under way, fitted as x402d's loadgen does),
 // latency percentiles in ms, non-200 answers by code, the CPU time this
@@ -261,6 +262,7 @@ const release = (p) => {
   else free.push(p);
 };
 const outcomes = [];
+console.error(`load phase started: ${opened.length} channels`);
 const cpuBefore = process.cpuUsage();
 const start = performance.now();
 const end = start + cfg.duration * 1000;

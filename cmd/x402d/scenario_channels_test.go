@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -163,9 +164,10 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 }
 
 // TestLoadChannelsServeKilled pays vouchers of 20 payers' channels with the
-// official client (compat/batch_load.mjs, 20 in flight for 12 s; a call
-// whose answer was lost is sent again with the same voucher) while `x402d
-// serve` is SIGKILLed every 2.5 s and started again on the same address:
+// official client (compat/batch_load.mjs, 20 in flight for 15 s once each
+// payer's deposit is made; a call whose answer was lost is sent again with
+// the same voucher) while `x402d serve` is SIGKILLed 2.5 s after each of
+// its starts for 10 s and started again on the same address:
 // every call is answered 200 in the end, x402d records for each channel the
 // sum of the charges its client was answered, and once the claim job ran
 // each channel's claimed total on chain equals it: no voucher lost, none
@@ -176,31 +178,21 @@ func TestLoadChannelsServeKilled(t *testing.T) {
 	db := dbtest.Schema(ctx, t)
 	env := channelEnv(t, node, db)
 	env["LISTEN_ADDR"], env["CHANNEL_CLAIM_INTERVAL"] = freeAddr(t), "5s"
-	env["CALL_WAIT"], env["JOB_RESCUE_AFTER"], env["RIVER_POLL_INTERVAL"] = "2s", "4s", "100ms"
+	env["CALL_WAIT"], env["JOB_TIMEOUT"], env["JOB_RESCUE_AFTER"], env["RIVER_POLL_INTERVAL"] = "2s", "3s", "4s", "100ms"
 	serve := startChild(t, "serve", env)
 	base := serve.addr
 
-	stop, killed := make(chan int, 1), make(chan int)
-	go func() {
-		n, atLeast, stopping := 0, 0, false
-		defer func() { killed <- n }()
-		tick := time.NewTicker(2500 * time.Millisecond)
-		defer tick.Stop()
-		for !stopping || n < atLeast {
-			select {
-			case atLeast = <-stop:
-				stopping = true
-				continue
-			case <-tick.C:
-			}
-			serve.kill()
-			serve = startChild(t, "serve", env)
-			n++
-		}
-	}()
-	rep := runBatchLoad(t, base, node.URL, "PAYERS=20", "FIRST_PAYER=600", "DURATION=12", "RETRY_FOR=120", "PRESIGN=500")
-	stop <- 3
-	t.Logf("serve killed %d times under voucher load: %s", <-killed, rep)
+	load := startBatchLoad(t, base, node.URL, "PAYERS=20", "FIRST_PAYER=600", "DURATION=15", "RETRY_FOR=120", "PRESIGN=150")
+	<-load.loading
+	// Killed 2.5 s after each start, while the load runs.
+	kills := 0
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); kills++ {
+		<-time.After(2500 * time.Millisecond)
+		serve.kill()
+		serve = startChild(t, "serve", env)
+	}
+	rep := load.wait(t)
+	t.Logf("serve killed %d times under voucher load: %s", kills, rep)
 	rep.requireAllPaid(t)
 	requireChargedAsAnswered(ctx, t, db, rep)
 	awaitClaimedAsAnswered(ctx, t, node, rep, 2*time.Minute)
@@ -269,15 +261,54 @@ func (r *batchReport) requireAllPaid(t *testing.T) {
 // channelFunderAccount unless env says otherwise, and returns its report.
 func runBatchLoad(t *testing.T, base, rpc string, env ...string) *batchReport {
 	t.Helper()
+	return startBatchLoad(t, base, rpc, env...).wait(t)
+}
+
+// batchLoad is a running compat/batch_load.mjs.
+type batchLoad struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	// loading is closed once its deposits are made and its load phase
+	// started (or it ended).
+	loading chan struct{}
+	done    chan error
+}
+
+// startBatchLoad starts compat/batch_load.mjs as runBatchLoad runs it.
+func startBatchLoad(t *testing.T, base, rpc string, env ...string) *batchLoad {
+	t.Helper()
 	compat := compatDir(t, "@x402/core", "@x402/evm", "viem")
-	cmd := exec.Command("node", filepath.Join(compat, "batch_load.mjs"))
-	cmd.Env = append(os.Environ(), "BASE_URL="+base, "RPC_URL="+rpc, "FUND_FROM="+strconv.Itoa(channelFunderAccount))
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "batch_load.mjs: %s", stderr.String())
+	b := &batchLoad{cmd: exec.Command("node", filepath.Join(compat, "batch_load.mjs")), loading: make(chan struct{}), done: make(chan error, 1)}
+	b.cmd.Env = append(os.Environ(), "BASE_URL="+base, "RPC_URL="+rpc, "FUND_FROM="+strconv.Itoa(channelFunderAccount))
+	b.cmd.Env = append(b.cmd.Env, env...)
+	b.cmd.Stdout = &b.stdout
+	stderr, err := b.cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, b.cmd.Start())
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		started := false
+		for sc.Scan() {
+			b.stderr.WriteString(sc.Text() + "\n")
+			if !started && strings.HasPrefix(sc.Text(), "load phase started") {
+				started = true
+				close(b.loading)
+			}
+		}
+		if !started {
+			close(b.loading)
+		}
+		b.done <- b.cmd.Wait()
+	}()
+	return b
+}
+
+// wait waits for the run to end and returns its report.
+func (b *batchLoad) wait(t *testing.T) *batchReport {
+	t.Helper()
+	require.NoError(t, <-b.done, "batch_load.mjs: %s", b.stderr.String())
 	rep := &batchReport{}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), rep), "batch_load.mjs printed %q", stdout.String())
+	require.NoError(t, json.Unmarshal(b.stdout.Bytes(), rep), "batch_load.mjs printed %q", b.stdout.String())
 	return rep
 }
 
