@@ -25,9 +25,10 @@
 // presigned payments ran out or went wrong pays with the official client
 // live.
 //
-// A call whose answer was lost (connection error, 5xx) is sent again with
-// the same payment, as a careful client does, for up to RETRY_FOR seconds
-// (default 60); a call answered channel_busy is sent again likewise; a
+// A call whose answer was lost (connection error, 5xx) or not ready (202:
+// still running) is sent again with the same payment, as a careful client
+// does, for up to RETRY_FOR seconds (default 60); a call answered
+// channel_busy is sent again likewise; a
 // corrective 402 goes through the official client's recovery, then the
 // call is paid again.
 //
@@ -194,7 +195,7 @@ async function pay(p) {
     }
     count(code);
     if (Date.now() > until) return { ok: false };
-    if (resp.status >= 500 || /channel_busy/.test(code)) {
+    if (resp.status >= 500 || resp.status === 202 || /channel_busy/.test(code)) {
       await sleep(100);
       continue;
     }
