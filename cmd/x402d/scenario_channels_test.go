@@ -234,7 +234,9 @@ type batchReport struct {
 	P99        float64        `json:"p99_ms"`
 	Max        float64        `json:"max_ms"`
 	Errors     map[string]int `json:"errors"`
-	Channels   []struct {
+	// ClientCPU is the CPU time the client spent a call, in ms.
+	ClientCPU float64 `json:"client_cpu_ms_per_call"`
+	Channels  []struct {
 		ChannelID string `json:"channelId"`
 		Payer     string `json:"payer"`
 		Calls     int    `json:"calls"`
@@ -243,9 +245,9 @@ type batchReport struct {
 }
 
 func (r *batchReport) String() string {
-	return fmt.Sprintf("%d payers, deposits %d ok %d failed in %.1f s %v; %s: %d calls, %d answered 200 in %.1f s: %.1f paid calls/s (%.1f sustained), p50 %.1f ms p95 %.1f ms p99 %.1f ms max %.1f ms; errors %v",
+	return fmt.Sprintf("%d payers, deposits %d ok %d failed in %.1f s %v; %s: %d calls, %d answered 200 in %.1f s: %.1f paid calls/s (%.1f sustained), p50 %.1f ms p95 %.1f ms p99 %.1f ms max %.1f ms; errors %v; the client's CPU %.2f ms a call",
 		r.Payers, r.Deposits.OK, r.Deposits.Failed, r.Deposits.Seconds, r.Deposits.Errors, r.Mode, r.Calls, r.OK, r.Seconds,
-		r.Throughput, r.Sustained, r.P50, r.P95, r.P99, r.Max, r.Errors)
+		r.Throughput, r.Sustained, r.P50, r.P95, r.P99, r.Max, r.Errors, r.ClientCPU)
 }
 
 // requireAllPaid requires every deposit and every call answered 200.
