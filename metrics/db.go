@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"math/big"
 	"strconv"
 	"time"
 
@@ -29,6 +30,12 @@ type dbCollector struct {
 	pendingCalls  *prometheus.Desc
 	lost          *prometheus.Desc
 	lostCalls     *prometheus.Desc
+	channels      *prometheus.Desc
+	unclaimed     *prometheus.Desc
+	unclaimedAge  *prometheus.Desc
+	claimed       *prometheus.Desc
+	settled       *prometheus.Desc
+	refunded      *prometheus.Desc
 }
 
 func newDBCollector(pool *pgxpool.Pool, timeout time.Duration) *dbCollector {
@@ -58,12 +65,25 @@ func newDBCollector(pool *pgxpool.Pool, timeout time.Duration) *dbCollector {
 			"Prices of the paid calls whose settlement a reorganisation undid for good, in the asset's atomic units, by network.", []string{"network"}, nil),
 		lostCalls: prometheus.NewDesc(name("settlement_lost_calls"),
 			"Paid calls whose settlement a reorganisation undid for good, by network.", []string{"network"}, nil),
+		channels: prometheus.NewDesc(name("channels"),
+			"Batch-settlement channels the seller holds, by network.", []string{"network"}, nil),
+		unclaimed: prometheus.NewDesc(name("channel_unclaimed"),
+			"What the channels' vouchers charged and no claim took yet, in the asset's atomic units, by network.", []string{"network"}, nil),
+		unclaimedAge: prometheus.NewDesc(name("channel_unclaimed_oldest_seconds"),
+			"Age of the oldest unclaimed charge of the channels, by network (0 when none).", []string{"network"}, nil),
+		claimed: prometheus.NewDesc(name("channel_claimed"),
+			"The channels' claimed totals on chain as last known, in atomic units, by network (a claim a reorganisation undid taken back).", []string{"network"}, nil),
+		settled: prometheus.NewDesc(name("channel_settled"),
+			"What settles paid the receivers in all, in atomic units, by network, as the claim rounds last read it from the chain.", []string{"network"}, nil),
+		refunded: prometheus.NewDesc(name("channel_refunded"),
+			"What cooperative refunds returned to the payers in all, in atomic units, by network.", []string{"network"}, nil),
 	}
 }
 
 // Describe sends the descriptors of every figure.
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queueJobs, c.oldestWaiting, c.up, c.sources, c.fullScans, c.resources, c.hosts, c.pending, c.pendingCalls, c.lost, c.lostCalls} {
+	for _, d := range []*prometheus.Desc{c.queueJobs, c.oldestWaiting, c.up, c.sources, c.fullScans, c.resources, c.hosts, c.pending, c.pendingCalls, c.lost, c.lostCalls,
+		c.channels, c.unclaimed, c.unclaimedAge, c.claimed, c.settled, c.refunded} {
 		ch <- d
 	}
 }
@@ -81,6 +101,9 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		ok = 0
 	}
 	if err := c.collectFinality(ctx, ch); err != nil {
+		ok = 0
+	}
+	if err := c.collectChannels(ctx, ch); err != nil {
 		ok = 0
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok)
@@ -130,6 +153,30 @@ func (c *dbCollector) collectFinality(ctx context.Context, ch chan<- prometheus.
 		ch <- prometheus.MustNewConstMetric(c.pendingCalls, prometheus.GaugeValue, float64(f.PendingCalls), f.Network)
 		ch <- prometheus.MustNewConstMetric(c.lost, prometheus.GaugeValue, lost, f.Network)
 		ch <- prometheus.MustNewConstMetric(c.lostCalls, prometheus.GaugeValue, float64(f.LostCalls), f.Network)
+	}
+	return nil
+}
+
+func (c *dbCollector) collectChannels(ctx context.Context, ch chan<- prometheus.Metric) error {
+	list, err := store.ChannelTotalsList(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	amount := func(v *big.Int) float64 {
+		f, _ := new(big.Float).SetInt(v).Float64()
+		return f
+	}
+	for _, t := range list {
+		age := 0.0
+		if !t.OldestUnclaimed.IsZero() {
+			age = time.Since(t.OldestUnclaimed).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.channels, prometheus.GaugeValue, float64(t.Channels), t.Network)
+		ch <- prometheus.MustNewConstMetric(c.unclaimed, prometheus.GaugeValue, amount(t.Unclaimed), t.Network)
+		ch <- prometheus.MustNewConstMetric(c.unclaimedAge, prometheus.GaugeValue, age, t.Network)
+		ch <- prometheus.MustNewConstMetric(c.claimed, prometheus.GaugeValue, amount(t.Claimed), t.Network)
+		ch <- prometheus.MustNewConstMetric(c.settled, prometheus.GaugeValue, amount(t.Settled), t.Network)
+		ch <- prometheus.MustNewConstMetric(c.refunded, prometheus.GaugeValue, amount(t.Refunded), t.Network)
 	}
 	return nil
 }

@@ -90,6 +90,10 @@ type Metrics struct {
 	unpaidWork       *prometheus.CounterVec
 	unpaidSeconds    *prometheus.CounterVec
 	unpaidLimited    *prometheus.CounterVec
+	channelTxs       *prometheus.CounterVec
+	channelGas       *prometheus.CounterVec
+	channelClaimed   *prometheus.CounterVec
+	channelReorged   *prometheus.CounterVec
 
 	// statuses are the label values of the HTTP statuses, made once.
 	statuses [600]string
@@ -203,6 +207,18 @@ func New(config *Config) *Metrics {
 		unpaidLimited: newCounterVec(reg, "unpaid_work_limited_total",
 			"Paid calls answered 429 before any work because their payer or client address had too many runs end unpaid, by operation and by what was limited (payer, client).",
 			"op", "by"),
+		channelTxs: newCounterVec(reg, "channel_transactions_total",
+			"The seller's transactions of batch-settlement channels, by network, kind (claim: claimWithSignature of many channels; settle: the claimed funds to the receiver) and outcome (mined, reverted).",
+			"network", "kind", "outcome"),
+		channelGas: newCounterVec(reg, "channel_transaction_gas_total",
+			"Gas used by the seller's claim and settle transactions of channels, by network and kind.",
+			"network", "kind"),
+		channelClaimed: newCounterVec(reg, "channel_claimed_channels_total",
+			"Channels carried by mined claim transactions, by network; x402d_channel_transaction_gas_total{kind=\"claim\"} divided by it is the gas per claimed channel.",
+			"network"),
+		channelReorged: newCounterVec(reg, "channel_reorganised_total",
+			"Claim and settle transactions a reorganisation undid and the node did not mine again, made again, by network and kind.",
+			"network", "kind"),
 	}
 	for i := range m.statuses {
 		m.statuses[i] = strconv.Itoa(i)
@@ -463,6 +479,29 @@ func (m *Metrics) RelayerState(network string, balanceWei *big.Int, feeWait bool
 		wait = 1
 	}
 	m.feeWait.WithLabelValues(network).Set(wait)
+}
+
+// ChannelTx counts a claim or settle transaction (kind) of channels on
+// network with outcome ("mined", "reverted"), the gas it used and the
+// channels a claim carried.
+func (m *Metrics) ChannelTx(network, kind, outcome string, gasUsed uint64, channels int) {
+	if m == nil {
+		return
+	}
+	m.channelTxs.WithLabelValues(network, kind, outcome).Inc()
+	m.channelGas.WithLabelValues(network, kind).Add(float64(gasUsed))
+	if outcome == "mined" && channels > 0 {
+		m.channelClaimed.WithLabelValues(network).Add(float64(channels))
+	}
+}
+
+// ChannelReorganised counts a claim or settle transaction (kind) on
+// network that a reorganisation undid, made again.
+func (m *Metrics) ChannelReorganised(network, kind string) {
+	if m == nil {
+		return
+	}
+	m.channelReorged.WithLabelValues(network, kind).Inc()
 }
 
 // SolanaFeePayerBalance records the Solana fee payer's balance, in

@@ -76,6 +76,10 @@ func (d *dashboard) overview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	channels, err := store.ChannelTotalsList(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
 	var total, finished int64
 	for state, n := range stats.States {
 		total += n
@@ -120,6 +124,7 @@ func (d *dashboard) overview(c echo.Context) error {
 		"Sources":    sources,
 		"Relayer":    relayer,
 		"Finality":   finality,
+		"Channels":   channels,
 	})
 }
 

@@ -21,7 +21,7 @@ type EventType struct {
 	// Name is the type as the log keeps it (Event.Type).
 	Name string
 	// Stream is the kind of stream its events are appended to: "call"
-	// (CallStream) or "chain" (ChainStream).
+	// (CallStream), "chain" (ChainStream) or "channel" (ChannelStream).
 	Stream string
 	// Label says in words what an event of the type records.
 	Label string
@@ -150,7 +150,7 @@ func defineEvent[T any](t EventType, show func(T) []EventField, project func(pro
 
 // eventTypes is the registry: every type of the call and chain streams,
 // by name. It is made once and only read.
-var eventTypes = registry(
+var eventTypes = registry(append([]EventType{
 	defineEvent(EventType{Name: EventCallPaid, Stream: "call", Label: "payment verified and job queued"},
 		showPaidCall, projectCallPaid),
 	defineEvent(EventType{Name: EventPaymentVerified, Stream: "call", Label: "payment verified"},
@@ -179,7 +179,7 @@ var eventTypes = registry(
 		showSettlementMined, projectSettlementMined),
 	defineEvent(EventType{Name: EventSettlementFinal, Stream: "chain", Label: "settlement transactions final"},
 		showSettlementFinal, projectSettlementFinal),
-)
+}, slices.Concat(channelEventTypes, channelClaimEventTypes)...)...)
 
 // typeRegistry is the registered types, in their order and by name.
 type typeRegistry struct {

@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/channel"
 )
 
 // registeredPayloads is a payload of every registered event type, in the
@@ -26,6 +28,9 @@ func registeredPayloads() map[string]any {
 	payment := x402.Payment{Network: "eip155:8453", Payer: payer, Nonce: nonce, Amount: "10000", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
 		Payload: evm, VerifiedAt: time.Date(2026, 11, 25, 3, 47, 17, 600026248, time.UTC), ValidBefore: time.Unix(1795578737, 0).UTC()}
 	verified := PaymentVerified{Op: "regex", Token: "jM2XnoKC0mp6sIrcFCkbOtGxjQKFwc-9", RequestHash: []byte("0123456789abcdef0123456789abcdef"), Payment: payment}
+	config := channel.Config{Payer: common.HexToAddress(payer), Receiver: common.HexToAddress("0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"),
+		ReceiverAuthorizer: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"), Token: common.HexToAddress("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"),
+		WithdrawDelay: 86400, Salt: common.HexToHash("0x01")}
 	block := &x402.SettledBlock{Number: 10, Hash: "0x" + strings.Repeat("b1", 32)}
 	return map[string]any{
 		EventCallPaid:          PaidCall{PaymentVerified: verified, JobID: 602},
@@ -45,6 +50,18 @@ func registeredPayloads() map[string]any {
 		EventSettlementLost:  SettlementLost{Previous: tx, Network: "eip155:8453", Amount: "10000", Reason: "authorization expired"},
 		EventSettlementMined: SettlementMined{Transaction: tx, Block: *block},
 		EventSettlementFinal: SettlementFinal{Block: 12, Transactions: []string{tx}, Calls: 3, Amount: "30000"},
+		EventChannelOpened:   ChannelOpened{Config: &config, CallID: "c1", Transaction: tx, Amount: "100000", Balance: "100000"},
+		EventChannelAdopted: ChannelAdopted{Config: config, Charged: "20000", Signed: "20000", Signature: []byte{1, 2}, Balance: "100000",
+			TotalClaimed: "10000", RefundNonce: "1", BusyCall: "c2"},
+		EventChannelDeposited: ChannelOpened{CallID: "c3", Transaction: tx, Amount: "50000", Balance: "150000"},
+		EventChannelCharged:   ChannelCharged{CallID: "c4", Amount: "10000", Charged: "30000", Signed: "30000", Signature: []byte{3, 4}},
+		EventChannelRefunded:  ChannelRefunded{CallID: "c5", Transaction: tx, Amount: "120000", Nonce: "1"},
+		EventChannelClaimed:   ChannelClaimed{Transaction: tx, TotalClaimed: "30000"},
+		EventChannelSettled: ChannelSettled{Transaction: tx, Receiver: config.Receiver, Token: config.Token, Amount: "30000",
+			Block: 9, BlockHash: "0x09", GasUsed: 76_000},
+		EventChannelWithdrawInitiated: ChannelWithdrawInitiated{Block: 9, Transaction: tx, At: 1_700_000_000, FinalizeAfter: 1_700_000_900,
+			Amount: "70000"},
+		EventChannelClaimRefused: ChannelClaimRefused{Charged: "30000", Reason: "InvalidSignature"},
 	}
 }
 
@@ -85,7 +102,7 @@ func TestEventTypesRoundTrip(t *testing.T) {
 			got, ok := EventTypeGet(typ.Name)
 			require.True(t, ok)
 			require.Equal(t, typ.Name, got.Name)
-			require.Contains(t, []string{"call", "chain"}, typ.Stream)
+			require.Contains(t, []string{"call", "chain", "channel"}, typ.Stream)
 			require.NotEmpty(t, typ.Label)
 
 			data, bin, err := encodeData(want)
@@ -110,11 +127,15 @@ func TestEventTypesRoundTrip(t *testing.T) {
 				j.Result, j.Op = json.RawMessage(`{"call_id":"x","op":"regex","n":1}`), "regex"
 				written = j
 			}
+			id := "x"
+			if typ.Stream == "channel" {
+				id = "eip155:84532/0x" + strings.Repeat("ab", 32)
+			}
 			b := &pgx.Batch{}
-			_, err = typ.project(projection{b: b, id: "x", typ: typ.Name, data: data, now: time.Now()}, &NewEvent{Stream: e.Stream, Type: typ.Name, Data: written})
+			_, err = typ.project(projection{b: b, id: id, typ: typ.Name, data: data, now: time.Now()}, &NewEvent{Stream: e.Stream, Type: typ.Name, Data: written})
 			require.NoError(t, err)
 			require.Positive(t, b.Len()+boolInt(typ.Name == EventSettlementFinal), "a projection statement")
-			_, err = typ.project(projection{b: &pgx.Batch{}, id: "x", typ: typ.Name, data: data}, &NewEvent{Stream: e.Stream, Type: typ.Name, Data: &want})
+			_, err = typ.project(projection{b: &pgx.Batch{}, id: id, typ: typ.Name, data: data}, &NewEvent{Stream: e.Stream, Type: typ.Name, Data: &want})
 			require.ErrorContains(t, err, "want store.")
 		})
 	}

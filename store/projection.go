@@ -18,7 +18,7 @@ type projector func(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (must
 // projectorFor returns the projection that events of a stream kind update.
 func projectorFor(kind string) (projector, bool) {
 	switch kind {
-	case "call", "chain":
+	case "call", "chain", "channel":
 		return projectRegistered, true
 	case "host":
 		return projectHost, true
@@ -98,6 +98,7 @@ func projectJobSucceeded(p projection, v JobSucceeded) (bool, error) {
 }
 
 func projectJobFailed(p projection, _ JobFailed) (bool, error) {
+	releaseChannelOf(p)
 	p.b.Queue("UPDATE calls SET state = 'failed', failure = $2, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", p.id, p.data, p.now)
 	return true, nil
 }
@@ -125,6 +126,7 @@ func projectSettlementDone(p projection, v SettlementDone) (bool, error) {
 	state := CallPaid
 	if p.typ == EventSettlementFailed {
 		state = CallUnpaid
+		releaseChannelOf(p)
 	}
 	p.b.Queue("UPDATE calls SET state = $2, settlement = $3::jsonb, updated_at = $4 WHERE id = $1 AND state = 'settling'", p.id, state, response, p.now)
 	return true, nil
@@ -146,6 +148,7 @@ func projectSettlementResent(p projection, v SettlementResent) (bool, error) {
 // the chain shows used by no transfer found (worker's reconciliation). Its
 // result is released either way.
 func projectSettlementLost(p projection, v SettlementLost) (bool, error) {
+	releaseChannelOf(p)
 	p.b.Queue(`INSERT INTO settlement_losses AS l (network, calls, amount) VALUES ($1, 1, $2::numeric)
 		ON CONFLICT (network) DO UPDATE SET calls = l.calls + 1, amount = l.amount + EXCLUDED.amount`, v.Network, v.Amount)
 	p.b.Queue("UPDATE calls SET state = 'lost', updated_at = $2 WHERE id = $1 AND state IN ('paid', 'settling')", p.id, p.now)

@@ -14,6 +14,14 @@
 // A failed operation is never settled. Jobs are completed by River's batched
 // completer: each step is guarded by the call's state, so a job run again
 // after a lost completion finds its work done and stops.
+//
+// The claims of batch-settlement channels are a periodic job per network
+// (ClaimArgs, worked by a Claimer): each round follows the claim and
+// settle transactions until final, reads the payers' WithdrawInitiated
+// logs, claims the channels with charges unclaimed when ClaimPolicy says
+// so (and a channel whose payer started a withdrawal at once), many
+// channels a claimWithSignature, and settles the claimed funds to the
+// receiver (claim.go).
 package worker
 
 import (

@@ -178,6 +178,17 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		return err
 	}
 	periodic = append(periodic, chainJobs...)
+	register := []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger), index.RegisterChain(chainReader)}
+	claimer, err := channelClaimer(a.cfg, pool, payments, m, a.logger)
+	if err != nil {
+		return fmt.Errorf("channel claims: %w", err)
+	}
+	if claimer != nil {
+		// The channels' vouchers claimed, and settled to PAY_TO, by
+		// periodic rounds per network.
+		periodic = append(periodic, claimer.PeriodicJobs()...)
+		register = append(register, claimer.Register)
+	}
 	running := worker.NewRunning(nil)
 	client, err := worker.NewClient(&worker.Deps{
 		Metrics:  m,
@@ -185,7 +196,7 @@ func (a *app) serve(ctx context.Context, withAPI, withWorker bool) error {
 		Settler:  payments.settler,
 		Logger:   a.logger,
 		Ops:      bindings,
-		Register: []func(*river.Workers) error{index.Register(crawler, prober, discoverer), retention.Register(pool, a.logger), index.RegisterChain(chainReader)},
+		Register: register,
 	}, &worker.Config{
 		PeriodicJobs:      periodic,
 		Work:              withWorker,

@@ -166,6 +166,22 @@ type Config struct {
 	// SOLANA_COMMITMENT=finalized have finalization's 32 slots (12.8 s) on
 	// top of it.
 	SettleGrace time.Duration `env:"SETTLE_GRACE"`
+	// ChannelClaimInterval is how long the oldest unclaimed voucher charge
+	// of a network's batch-settlement channels waits before every channel
+	// of that network with charges unclaimed is claimed (claimWithSignature,
+	// many channels a transaction), and the claimed funds settled to the
+	// receiver. A channel whose payer starts a timed withdrawal is claimed
+	// at once whatever this says. Defaults to 1h: a claim costs 25,000 to
+	// 35,000 gas a channel, so a channel making 35 calls an hour or more
+	// pays at most 1,000 gas of claims a call, and the earned funds stay
+	// in escrow an hour at most.
+	ChannelClaimInterval time.Duration `env:"CHANNEL_CLAIM_INTERVAL"`
+	// ChannelClaimMinAmount is the unclaimed total of a network's channels,
+	// in the token's atomic units, at which they are claimed before
+	// CHANNEL_CLAIM_INTERVAL. Defaults to 10000000 (10 USDC): a thousand
+	// calls at 0.01 USDC, so busy channels are claimed sooner, each claim
+	// still carrying enough charges that its gas is a small share of them.
+	ChannelClaimMinAmount *big.Int `env:"CHANNEL_CLAIM_MIN_AMOUNT"`
 	// VerifyRPCConcurrency is how many RPC calls may be in flight on an
 	// EVM chain (settlement's included) for one of verification's to
 	// start; settlement's never wait, verification's wait up to 2 s, then
@@ -400,6 +416,8 @@ func DefaultConfig() *Config {
 		SolanaLowBalance:        big.NewInt(5e7),  // 0.05 SOL
 		SolanaCommitment:        svm.CommitmentConfirmed,
 		SettleGrace:             worker.DefaultSettleGrace,
+		ChannelClaimInterval:    worker.DefaultClaimInterval,
+		ChannelClaimMinAmount:   worker.DefaultClaimMinAmount(),
 		VerifyRPCConcurrency:    evm.DefaultVerifyConcurrency,
 		RefusedRate:             api.DefaultRefusedRate,
 		RefusedBurst:            api.DefaultRefusedBurst,
@@ -795,6 +813,9 @@ func (c *Config) validate() error {
 	}
 	if c.PayerCodeRefuseFor <= 0 {
 		fail("PAYER_CODE_REFUSE_FOR: must be positive")
+	}
+	if c.ChannelClaimInterval <= 0 {
+		fail("CHANNEL_CLAIM_INTERVAL: must be positive")
 	}
 	if c.ReclaimAfter < time.Second {
 		fail("JOB_RECLAIM_AFTER: %s is shorter than a second", c.ReclaimAfter)

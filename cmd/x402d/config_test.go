@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math/big"
 	"net/netip"
 	"os"
 	"strings"
@@ -95,6 +96,11 @@ func TestLoadConfigValues(t *testing.T) {
 		{name: "FreeRateNotPositive", env: map[string]string{"FREE_REQUESTS_PER_SECOND": "-1"}, wantErr: `FREE_REQUESTS_PER_SECOND: "-1" is not a positive number`},
 		{name: "FreeBurstZero", env: map[string]string{"FREE_REQUESTS_BURST": "0"}, wantErr: "FREE_REQUESTS_BURST: must be at least 1"},
 		{name: "MCPMaxBatchZero", env: map[string]string{"MCP_MAX_BATCH": "0"}, wantErr: "MCP_MAX_BATCH: must be at least 1"},
+		{name: "ChannelClaimSet", env: map[string]string{"CHANNEL_CLAIM_INTERVAL": "10m", "CHANNEL_CLAIM_MIN_AMOUNT": "2500000"}, want: func(c *Config) {
+			c.ChannelClaimInterval, c.ChannelClaimMinAmount = 10*time.Minute, big.NewInt(2_500_000)
+		}},
+		{name: "ChannelClaimIntervalZero", env: map[string]string{"CHANNEL_CLAIM_INTERVAL": "0s"}, wantErr: "CHANNEL_CLAIM_INTERVAL: must be positive"},
+		{name: "ChannelClaimMinAmountZero", env: map[string]string{"CHANNEL_CLAIM_MIN_AMOUNT": "0"}, wantErr: `CHANNEL_CLAIM_MIN_AMOUNT: "0" is not a positive decimal number`},
 
 		{name: "OpsTokenLong", env: map[string]string{"OPS_TOKEN": strings.Repeat("k", 32)}, want: func(c *Config) { c.OpsToken = strings.Repeat("k", 32) }},
 		{name: "OpsTokenShort", env: map[string]string{"OPS_TOKEN": strings.Repeat("k", 31)}, wantErr: "OPS_TOKEN: has 31 bytes, fewer than 32"},

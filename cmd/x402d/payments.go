@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -30,6 +31,11 @@ type paymentStack struct {
 	// start it, follow its settlements until final and watch its balance
 	// and fee waits (watchers).
 	relayer *evm.Relayer
+	// receiverAuthorizer is the receiver authorizer's key of the
+	// batch-settlement channels (RECEIVER_AUTHORIZER_KEY), when the mode
+	// offers them: worker processes claim the channels' vouchers with it
+	// (channelClaimer). Nil: channels are not claimed.
+	receiverAuthorizer *ecdsa.PrivateKey
 	// solana is the Solana settler, when Solana is offered: worker
 	// processes watch its fee payer's balance (watchers).
 	solana *svm.Settler

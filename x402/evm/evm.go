@@ -26,6 +26,9 @@
 // type in a file of its name, built in that order by newRelayChain
 // (chain.go) with no pointer back, each owning its lock. Its pauses, caches and expiries
 // follow RelayerConfig.Clock (internal/clock), which tests move.
+// Relayer.Send and Await (transact.go) send any call from the same key on
+// the same nonces (a payment channel's deposit, claim, settle or refund),
+// recorded, re-sent and replaced as settlements are.
 //
 // Both work on any eip155:<chain id> network through a JSON-RPC client per
 // network: package ethrpc, below this one, is that client over several

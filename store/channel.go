@@ -1,0 +1,375 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/x402d/x402d/x402/evm/channel"
+)
+
+// Channel event types (x402's batch-settlement scheme), appended to the
+// channel's stream (ChannelStream). Each one's projection is the change of
+// the channel's channels row it records (migration 026): the event log is
+// the record, the row its projection.
+const (
+	// EventChannelOpened: the channel's first deposit was mined; the row
+	// is created with the balance the chain shows after it.
+	EventChannelOpened = "channel.opened"
+	// EventChannelAdopted: a channel the seller had no row of (its state
+	// lost, or a row put by hand: ChannelPut) is taken up from the state
+	// the chain shows, charged what was claimed on chain (never what the
+	// client's voucher says).
+	EventChannelAdopted = "channel.adopted"
+	// EventChannelDeposited: a top-up was mined; the row's balance is the
+	// chain's after it.
+	EventChannelDeposited = "channel.deposited"
+	// EventChannelCharged: a call paid by a voucher (or a deposit's
+	// voucher) was charged its price, with the call's settlement in the
+	// same transaction; the voucher becomes the channel's last.
+	EventChannelCharged = "channel.charged"
+	// EventChannelRefunded: a cooperative refund was mined.
+	EventChannelRefunded = "channel.refunded"
+)
+
+// ChannelStream returns the event stream of the channel id on network:
+// channel/<network>/<0x id lower case>.
+func ChannelStream(network string, id common.Hash) string {
+	return "channel/" + network + "/" + strings.ToLower(id.Hex())
+}
+
+// Channel is a channels row: a channel's record as the seller keeps it.
+type Channel struct {
+	// Network is the channel's CAIP-2 network.
+	Network string
+	// State is the channel's configuration, id, charges, last voucher and
+	// state on chain as last known.
+	State channel.State
+	// UnclaimedSince is when the charges first exceeded what was claimed
+	// on chain (nil when all is claimed).
+	UnclaimedSince *time.Time
+	// BusyCall is the call running on the channel, "" when none.
+	BusyCall string
+	// CreatedAt and UpdatedAt are the row's times.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// ChannelOpened is the data of channel.opened and channel.deposited: the
+// deposit's transaction, its amount and the channel's balance on chain
+// after it. Config is channel.opened's only (the row's configuration).
+type ChannelOpened struct {
+	Config      *channel.Config `json:"config,omitempty"`
+	CallID      string          `json:"call_id"`
+	Transaction string          `json:"transaction"`
+	Amount      string          `json:"amount"`
+	Balance     string          `json:"balance"`
+	// TotalClaimed is what was claimed on chain when the deposit was
+	// mined (channel.opened: the row's total_claimed; 0 for a new channel).
+	TotalClaimed string `json:"total_claimed,omitempty"`
+}
+
+// ChannelAdopted is the data of channel.adopted: the whole record taken
+// up. BusyCall, when set, is the call admitted with the adoption (the
+// row is created busy with it).
+type ChannelAdopted struct {
+	Config              channel.Config `json:"config"`
+	Charged             string         `json:"charged"`
+	Signed              string         `json:"signed,omitempty"`
+	Signature           hexutil.Bytes  `json:"signature,omitempty"`
+	Balance             string         `json:"balance"`
+	TotalClaimed        string         `json:"total_claimed"`
+	WithdrawRequestedAt uint64         `json:"withdraw_requested_at,omitempty"`
+	RefundNonce         string         `json:"refund_nonce"`
+	BusyCall            string         `json:"busy_call,omitempty"`
+}
+
+// ChannelCharged is the data of channel.charged: call CallID charged
+// Amount, the channel's cumulative charge then Charged, under the voucher
+// (Signed, Signature). Its projection refuses (ErrConflict) a row whose
+// charge is not Charged-Amount, whose voucher would not cover it, or that
+// another call holds busy.
+type ChannelCharged struct {
+	CallID    string        `json:"call_id"`
+	Amount    string        `json:"amount"`
+	Charged   string        `json:"charged"`
+	Signed    string        `json:"signed"`
+	Signature hexutil.Bytes `json:"signature"`
+}
+
+// ChannelRefunded is the data of channel.refunded: a cooperative refund
+// of Amount in Transaction, with refund nonce Nonce (the row's next is
+// Nonce+1), asked by call CallID.
+type ChannelRefunded struct {
+	CallID      string `json:"call_id"`
+	Transaction string `json:"transaction"`
+	Amount      string `json:"amount"`
+	Nonce       string `json:"nonce"`
+}
+
+// channelKey returns the network and the channel id of a channel
+// stream's id part ("<network>/<0x id>").
+func channelKey(id string) (string, []byte, error) {
+	i := strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return "", nil, fmt.Errorf("channel stream %q names no channel", id)
+	}
+	raw, err := hexutil.Decode(id[i+1:])
+	if err != nil || len(raw) != 32 {
+		return "", nil, fmt.Errorf("channel stream %q: id is not 32 bytes of hex", id)
+	}
+	return id[:i], raw, nil
+}
+
+func projectChannelOpened(p projection, v ChannelOpened) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	if p.typ == EventChannelDeposited {
+		p.b.Queue("UPDATE channels SET balance = $3::numeric, updated_at = $4 WHERE network = $1 AND channel_id = $2", network, id, v.Balance, p.now)
+		return true, nil
+	}
+	if v.Config == nil {
+		return false, errors.New("channel.opened names no configuration")
+	}
+	config, err := json.Marshal(v.Config)
+	if err != nil {
+		return false, fmt.Errorf("marshal channel configuration: %w", err)
+	}
+	p.b.Queue(`INSERT INTO channels (network, channel_id, config, payer, receiver, token, charged, balance, total_claimed, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8::numeric, $7::numeric, $9, $9)`,
+		network, id, config, v.Config.Payer.Bytes(), v.Config.Receiver.Bytes(), v.Config.Token.Bytes(),
+		cmpOr(v.TotalClaimed, "0"), v.Balance, p.now)
+	return true, nil
+}
+
+func projectChannelAdopted(p projection, v ChannelAdopted) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	config, err := json.Marshal(&v.Config)
+	if err != nil {
+		return false, fmt.Errorf("marshal channel configuration: %w", err)
+	}
+	var signed *string
+	if v.Signed != "" {
+		signed = &v.Signed
+	}
+	var busy *string
+	if v.BusyCall != "" {
+		busy = &v.BusyCall
+	}
+	p.b.Queue(`INSERT INTO channels AS c (network, channel_id, config, payer, receiver, token, charged, signed, signature, balance, total_claimed,
+			withdraw_requested_at, refund_nonce, unclaimed_since, busy_call, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8::numeric, $9, $10::numeric, $11::numeric, $12, $13::numeric,
+			CASE WHEN $7::numeric > $11::numeric THEN $15::timestamptz END, $14, $15, $15)
+		ON CONFLICT (network, channel_id) DO UPDATE SET charged = EXCLUDED.charged, signed = EXCLUDED.signed, signature = EXCLUDED.signature,
+			balance = EXCLUDED.balance, total_claimed = EXCLUDED.total_claimed, withdraw_requested_at = EXCLUDED.withdraw_requested_at,
+			refund_nonce = EXCLUDED.refund_nonce, unclaimed_since = EXCLUDED.unclaimed_since, busy_call = EXCLUDED.busy_call, updated_at = EXCLUDED.updated_at
+		WHERE c.busy_call IS NULL`,
+		network, id, config, v.Config.Payer.Bytes(), v.Config.Receiver.Bytes(), v.Config.Token.Bytes(),
+		v.Charged, signed, []byte(v.Signature), v.Balance, v.TotalClaimed, int64(v.WithdrawRequestedAt), cmpOr(v.RefundNonce, "0"), busy, p.now)
+	return true, nil
+}
+
+// projectChannelCharged charges the call's amount under its voucher and
+// frees the channel of the call.
+func projectChannelCharged(p projection, v ChannelCharged) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	p.b.Queue(`UPDATE channels SET charged = $3::numeric, signed = $5::numeric, signature = $6, busy_call = NULL,
+			unclaimed_since = CASE WHEN $3::numeric > total_claimed THEN coalesce(unclaimed_since, $7) END, updated_at = $7
+		WHERE network = $1 AND channel_id = $2 AND charged = $3::numeric - $4::numeric AND $3::numeric <= $5::numeric
+			AND (busy_call IS NULL OR busy_call = $8)`,
+		network, id, v.Charged, v.Amount, v.Signed, []byte(v.Signature), p.now, v.CallID)
+	return true, nil
+}
+
+// projectChannelRefunded takes the refund off the balance, moves the
+// refund nonce on and frees the channel of the call.
+func projectChannelRefunded(p projection, v ChannelRefunded) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	p.b.Queue(`UPDATE channels SET balance = balance - $3::numeric, refund_nonce = $4::numeric + 1, busy_call = NULL, updated_at = $5
+		WHERE network = $1 AND channel_id = $2 AND refund_nonce = $4::numeric`,
+		network, id, v.Amount, v.Nonce, p.now)
+	return true, nil
+}
+
+func showChannelOpened(v ChannelOpened) []EventField {
+	return []EventField{
+		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
+		{Name: "amount", Value: v.Amount, Kind: FieldAmount},
+		{Name: "balance", Value: v.Balance, Kind: FieldAmount},
+	}
+}
+
+func showChannelAdopted(v ChannelAdopted) []EventField {
+	return []EventField{
+		{Name: "payer", Value: v.Config.Payer.Hex(), Kind: FieldMono},
+		{Name: "charged", Value: v.Charged, Kind: FieldAmount},
+		{Name: "balance", Value: v.Balance, Kind: FieldAmount},
+		{Name: "claimed", Value: v.TotalClaimed, Kind: FieldAmount},
+	}
+}
+
+func showChannelCharged(v ChannelCharged) []EventField {
+	return []EventField{
+		{Name: "call", Value: v.CallID, Kind: FieldMono},
+		{Name: "amount", Value: v.Amount, Kind: FieldAmount},
+		{Name: "charged", Value: v.Charged, Kind: FieldAmount},
+		{Name: "voucher", Value: v.Signed, Kind: FieldAmount},
+	}
+}
+
+func showChannelRefunded(v ChannelRefunded) []EventField {
+	return []EventField{
+		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
+		{Name: "amount", Value: v.Amount, Kind: FieldAmount},
+		{Name: "nonce", Value: v.Nonce},
+	}
+}
+
+// channelEventTypes are the registered types of the channel streams that
+// chan-pay's flow appends (the payments); claims and settlements of
+// channels are registered beside them.
+var channelEventTypes = []EventType{
+	defineEvent(EventType{Name: EventChannelOpened, Stream: "channel", Label: "channel opened by a deposit"},
+		showChannelOpened, projectChannelOpened),
+	defineEvent(EventType{Name: EventChannelAdopted, Stream: "channel", Label: "channel taken up from the chain"},
+		showChannelAdopted, projectChannelAdopted),
+	defineEvent(EventType{Name: EventChannelDeposited, Stream: "channel", Label: "channel topped up"},
+		showChannelOpened, projectChannelOpened),
+	defineEvent(EventType{Name: EventChannelCharged, Stream: "channel", Label: "call charged to the channel"},
+		showChannelCharged, projectChannelCharged),
+	defineEvent(EventType{Name: EventChannelRefunded, Stream: "channel", Label: "channel refunded"},
+		showChannelRefunded, projectChannelRefunded),
+}
+
+// cmpOr returns s, or def when s is empty.
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// channelColumns are the columns scanChannel reads, in its order.
+const channelColumns = `network, config, charged::text, signed::text, signature, balance::text, total_claimed::text,
+	withdraw_requested_at, refund_nonce::text, unclaimed_since, coalesce(busy_call, ''), created_at, updated_at`
+
+// scanChannel reads a channels row selected with channelColumns; chainID
+// names the channel's id (its config's hash on the network's chain).
+func scanChannel(row pgx.Row, id common.Hash) (*Channel, error) {
+	var c Channel
+	var config []byte
+	var charged, balance, claimed, nonce string
+	var signed *string
+	var withdraw int64
+	err := row.Scan(&c.Network, &config, &charged, &signed, &c.State.Signature, &balance, &claimed, &withdraw, &nonce,
+		&c.UnclaimedSince, &c.BusyCall, &c.CreatedAt, &c.UpdatedAt)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if err := json.Unmarshal(config, &c.State.Config); err != nil {
+		return nil, fmt.Errorf("channel %s: config: %w", id.Hex(), err)
+	}
+	c.State.ChannelID = id
+	num := func(s string) (*big.Int, error) {
+		v, ok := new(big.Int).SetString(s, 10)
+		if !ok {
+			return nil, fmt.Errorf("channel %s: %q is not a number", id.Hex(), s)
+		}
+		return v, nil
+	}
+	if c.State.Charged, err = num(charged); err != nil {
+		return nil, err
+	}
+	if signed != nil {
+		if c.State.Signed, err = num(*signed); err != nil {
+			return nil, err
+		}
+	}
+	if c.State.OnChain.Balance, err = num(balance); err != nil {
+		return nil, err
+	}
+	if c.State.OnChain.TotalClaimed, err = num(claimed); err != nil {
+		return nil, err
+	}
+	if c.State.OnChain.RefundNonce, err = num(nonce); err != nil {
+		return nil, err
+	}
+	c.State.OnChain.WithdrawRequestedAt = uint64(withdraw)
+	return &c, nil
+}
+
+// ChannelGet returns the channel id on network, or ErrNotFound.
+func ChannelGet(ctx context.Context, db DBTX, network string, id common.Hash) (*Channel, error) {
+	c, err := scanChannel(db.QueryRow(ctx, "SELECT "+channelColumns+" FROM channels WHERE network = $1 AND channel_id = $2", network, id.Bytes()), id)
+	if err != nil {
+		return nil, fmt.Errorf("get channel %s on %s: %w", id.Hex(), network, err)
+	}
+	return c, nil
+}
+
+// AdoptedOf returns the channel.adopted data of the record s (busy with
+// call busyCall, "" for none).
+func AdoptedOf(s *channel.State, busyCall string) ChannelAdopted {
+	a := ChannelAdopted{Config: s.Config, Charged: s.Charged.String(), Balance: s.OnChain.Balance.String(),
+		TotalClaimed: s.OnChain.TotalClaimed.String(), WithdrawRequestedAt: s.OnChain.WithdrawRequestedAt, RefundNonce: "0", BusyCall: busyCall}
+	if s.Signed != nil {
+		a.Signed, a.Signature = s.Signed.String(), append(hexutil.Bytes(nil), s.Signature...)
+	}
+	if s.OnChain.RefundNonce != nil {
+		a.RefundNonce = s.OnChain.RefundNonce.String()
+	}
+	return a
+}
+
+// ChannelPut writes the record s of a channel on network in tx, as a
+// channel.adopted event whose projection creates or replaces its row (a
+// row busy with a call is left: ErrConflict): for a channel taken up from
+// the chain, and for tests that need rows with real vouchers.
+func ChannelPut(ctx context.Context, tx pgx.Tx, network string, s *channel.State) error {
+	if err := Append(ctx, tx, NewEvent{Stream: ChannelStream(network, s.ChannelID), Type: EventChannelAdopted, Data: AdoptedOf(s, "")}); err != nil {
+		return fmt.Errorf("put channel %s on %s: %w", s.ChannelID.Hex(), network, err)
+	}
+	return nil
+}
+
+// ChannelHold marks the channel id on network busy with call callID in
+// tx, the call's admission, when no call holds it and its charge is
+// charged (what the call's voucher was checked against). ok is false when
+// either is not so: the call must not run (channel_busy, or the charge
+// moved since the check).
+func ChannelHold(ctx context.Context, tx pgx.Tx, network string, id common.Hash, callID string, charged *big.Int) (ok bool, err error) {
+	tag, err := tx.Exec(ctx, `UPDATE channels SET busy_call = $3 WHERE network = $1 AND channel_id = $2 AND busy_call IS NULL AND charged = $4::numeric`,
+		network, id.Bytes(), callID, charged.String())
+	if err != nil {
+		return false, fmt.Errorf("hold channel %s on %s: %w", id.Hex(), network, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// releaseChannelOf queues the statement that frees the channel call p.id
+// holds busy (none for most calls), for the events that end a call
+// without a charge: the call's voucher then pays for nothing, and its
+// client may send it again for a new call, so the call's replay key
+// (calls.payment_key) is set aside, made the call's own.
+func releaseChannelOf(p projection) {
+	p.b.Queue(`WITH freed AS (UPDATE channels SET busy_call = NULL WHERE busy_call = $1 RETURNING 1)
+		UPDATE calls SET payment_key = payment_key || '/' || id WHERE id = $1 AND EXISTS (SELECT 1 FROM freed)`, p.id)
+}

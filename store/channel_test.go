@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"context"
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/internal/paytest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402/evm/channel"
+)
+
+// testChannel returns the record of a channel on chain 84532 with balance
+// and claimed on chain, charged nothing past it, signed by a real key.
+func testChannel(t *testing.T, balance, claimed int64) (*channel.State, func(amount int64) (*big.Int, []byte)) {
+	t.Helper()
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	cfg := &channel.Config{
+		Payer: crypto.PubkeyToAddress(key.PublicKey), Receiver: common.HexToAddress("0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"),
+		ReceiverAuthorizer: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+		Token:              common.HexToAddress("0x036CbD53842c5426634e7929541eC2318f3dCF7e"), WithdrawDelay: 86400,
+		Salt: common.HexToHash("0x01"),
+	}
+	chainID := big.NewInt(84532)
+	s := channel.NewState(cfg, chainID, &channel.OnChain{Balance: big.NewInt(balance), TotalClaimed: big.NewInt(claimed), RefundNonce: big.NewInt(0)})
+	sign := func(amount int64) (*big.Int, []byte) {
+		sig, err := channel.Sign(key, channel.VoucherDigest(chainID, s.ChannelID, big.NewInt(amount)))
+		require.NoError(t, err)
+		return big.NewInt(amount), sig
+	}
+	return s, sign
+}
+
+// TestChannelRows drives a channel's row through its events and the
+// admission's hold, as the paid pipeline does: put (adopted) and read
+// back, held by one call and not by another, charged by the call holding
+// it (which frees it) and refused a charge that does not follow the row's,
+// freed without a charge by its call's failure (its replay key set
+// aside), refunded.
+func TestChannelRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network = "eip155:84532"
+	s, sign := testChannel(t, 1_000_000, 20_000)
+
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, store.ChannelPut(ctx, tx, network, s))
+	require.NoError(t, tx.Commit(ctx))
+	got, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
+	require.NoError(t, err)
+	require.Equal(t, s.Config, got.State.Config)
+	require.Equal(t, "20000", got.State.Charged.String())
+	require.Nil(t, got.State.Signed)
+	require.Nil(t, got.UnclaimedSince)
+	require.Empty(t, got.BusyCall)
+	_, err = store.ChannelGet(ctx, db.Pool, "eip155:8453", s.ChannelID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	hold := func(call string, charged int64) bool {
+		tx, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		ok, err := store.ChannelHold(ctx, tx, network, s.ChannelID, call, big.NewInt(charged))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return ok
+	}
+	stream := store.ChannelStream(network, s.ChannelID)
+	charge := func(call string, amount, charged int64) error {
+		signed, sig := sign(charged)
+		return appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelCharged, Data: store.ChannelCharged{
+			CallID: call, Amount: big.NewInt(amount).String(), Charged: big.NewInt(charged).String(), Signed: signed.String(), Signature: sig}})
+	}
+
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"hold refused for a stale charge", func(t *testing.T) { require.False(t, hold("c0", 10_000)) }},
+		{"held", func(t *testing.T) { require.True(t, hold("c1", 20_000)) }},
+		{"busy", func(t *testing.T) { require.False(t, hold("c2", 20_000)) }},
+		{"charge by another call refused", func(t *testing.T) {
+			require.ErrorIs(t, charge("c2", 10_000, 30_000), store.ErrConflict)
+		}},
+		{"charge not following the row refused", func(t *testing.T) {
+			require.ErrorIs(t, charge("c1", 10_000, 40_000), store.ErrConflict)
+		}},
+		{"charged and freed", func(t *testing.T) {
+			require.NoError(t, charge("c1", 10_000, 30_000))
+			c, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
+			require.NoError(t, err)
+			require.Equal(t, "30000", c.State.Charged.String())
+			require.Equal(t, "30000", c.State.Signed.String())
+			require.NotNil(t, c.UnclaimedSince)
+			require.Empty(t, c.BusyCall)
+			require.Equal(t, "10000", c.State.Unclaimed().String())
+		}},
+		{"a failed call frees its channel and its replay key", func(t *testing.T) {
+			v := verified("n-c3")
+			v.Payment = paytest.ExactEVM("0xA11ce00000000000000000000000000000000001", "n-c3")
+			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("c3"), Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: v, JobID: 1}}))
+			require.True(t, hold("c3", 30_000))
+			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("c3"), Type: store.EventJobFailed, Data: store.JobFailed{JobID: 1, Error: "operation_failed"}}))
+			c, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
+			require.NoError(t, err)
+			require.Empty(t, c.BusyCall)
+			_, err = store.CallGetByPaymentKey(ctx, db.Pool, v.Payment.Key())
+			require.ErrorIs(t, err, store.ErrNotFound)
+			// The same payment admits a new call.
+			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream("c4"), Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: v, JobID: 2}}))
+		}},
+		{"refunded", func(t *testing.T) {
+			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelRefunded, Data: store.ChannelRefunded{
+				CallID: "c5", Transaction: "0x01", Amount: "970000", Nonce: "0"}}))
+			c, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
+			require.NoError(t, err)
+			require.Equal(t, "30000", c.State.OnChain.Balance.String())
+			require.Equal(t, "1", c.State.OnChain.RefundNonce.String())
+			require.ErrorIs(t, appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelRefunded, Data: store.ChannelRefunded{
+				CallID: "c5", Transaction: "0x01", Amount: "1", Nonce: "0"}}), store.ErrConflict)
+		}},
+	} {
+		t.Run(tc.name, tc.run)
+	}
+	events, err := store.EventListByStream(ctx, db.Pool, stream)
+	require.NoError(t, err)
+	types := make([]string, len(events))
+	for i, e := range events {
+		types[i] = e.Type
+	}
+	require.Equal(t, []string{store.EventChannelAdopted, store.EventChannelCharged, store.EventChannelRefunded}, types)
+}
+
+// TestChannelOpened opens a channel by its deposit's event, charges the
+// deposit's voucher with it, and tops it up.
+func TestChannelOpened(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network = "eip155:84532"
+	s, sign := testChannel(t, 0, 0)
+	stream := store.ChannelStream(network, s.ChannelID)
+	signed, sig := sign(10_000)
+	require.NoError(t, appendTx(ctx, t, db,
+		store.NewEvent{Stream: stream, Type: store.EventChannelOpened, Data: store.ChannelOpened{Config: &s.Config, CallID: "c1", Transaction: "0x02", Amount: "100000", Balance: "100000"}},
+		store.NewEvent{Stream: stream, Type: store.EventChannelCharged, Data: store.ChannelCharged{CallID: "c1", Amount: "10000", Charged: "10000", Signed: signed.String(), Signature: sig}},
+	))
+	c, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
+	require.NoError(t, err)
+	require.Equal(t, "100000", c.State.OnChain.Balance.String())
+	require.Equal(t, "10000", c.State.Charged.String())
+	require.Equal(t, s.ChannelID, c.State.ChannelID)
+	require.NoError(t, appendTx(ctx, t, db,
+		store.NewEvent{Stream: stream, Type: store.EventChannelDeposited, Data: store.ChannelOpened{CallID: "c2", Transaction: "0x03", Amount: "50000", Balance: "150000"}}))
+	c, err = store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
+	require.NoError(t, err)
+	require.Equal(t, "150000", c.State.OnChain.Balance.String())
+}

@@ -1,0 +1,841 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/channel"
+)
+
+// Defaults of ClaimConfig.
+const (
+	// DefaultClaimInterval is ClaimConfig.Interval's default
+	// (CHANNEL_CLAIM_INTERVAL).
+	DefaultClaimInterval = time.Hour
+	// DefaultClaimCheckEvery is ClaimConfig.CheckEvery's default.
+	DefaultClaimCheckEvery = 30 * time.Second
+	// DefaultClaimMaxGas is ClaimConfig.MaxGas's default: a tenth of a
+	// 30M-gas block (the relayer's batches' share, evm.DefaultBlockGasShare).
+	DefaultClaimMaxGas = 3_000_000
+	// ClaimGasPerChannel bounds the gas of a claimWithSignature per
+	// channel it carries (measured 25,000 a channel for 40 channels with
+	// Circle's USDC, 34,000 for 5: an ECDSA recovery and two storage
+	// writes each, the transaction's own cost shared), for the count of
+	// channels a transaction carries (MaxGas / ClaimGasPerChannel).
+	ClaimGasPerChannel = 40_000
+)
+
+// DefaultClaimMinAmount returns ClaimConfig.MinAmount's default
+// (CHANNEL_CLAIM_MIN_AMOUNT): 10,000,000 atomic units, 10 USDC.
+func DefaultClaimMinAmount() *big.Int { return big.NewInt(10_000_000) }
+
+// ClaimChain is what claims need of the chain: the relayer
+// (evm.Relayer), which signs and sends from its key on its one nonce
+// sequence and follows transactions to finality.
+type ClaimChain interface {
+	x402.Finality
+	Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error)
+	Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error)
+	ChainID(network string) (*big.Int, error)
+	Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error)
+}
+
+// ClaimReader reads a network's chain: channels' state, the settlement
+// contract's logs, the head.
+type ClaimReader interface {
+	channel.Caller
+	ethereum.LogFilterer
+	ethereum.BlockNumberReader
+}
+
+// ClaimConfig configures a Claimer.
+type ClaimConfig struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// Chain sends and follows the claims. Required.
+	Chain ClaimChain
+	// Readers maps each network whose channels are claimed to a reader
+	// of its chain. Required.
+	Readers map[string]ClaimReader
+	// AuthorizerKey is the receiver authorizer's key
+	// (RECEIVER_AUTHORIZER_KEY): it signs the claims. Required.
+	AuthorizerKey *ecdsa.PrivateKey
+	// Interval is how long the oldest unclaimed charge of a network may
+	// wait before its channels are claimed (CHANNEL_CLAIM_INTERVAL).
+	// Defaults to DefaultClaimInterval.
+	Interval time.Duration
+	// MinAmount is the unclaimed total of a network (atomic units) at
+	// which its channels are claimed whatever their age
+	// (CHANNEL_CLAIM_MIN_AMOUNT). Defaults to DefaultClaimMinAmount.
+	MinAmount *big.Int
+	// CheckEvery is how often each network is looked at (the periodic
+	// job): the watcher reads the new WithdrawInitiated logs then.
+	// Defaults to DefaultClaimCheckEvery.
+	CheckEvery time.Duration
+	// MaxGas bounds the gas of one claim transaction, and so the channels
+	// it carries. Defaults to DefaultClaimMaxGas.
+	MaxGas uint64
+	// MaxTxs bounds the claim transactions of one round. Defaults to 16.
+	MaxTxs int
+	// LogRange is the largest block range of one eth_getLogs. Defaults
+	// to 2,000.
+	LogRange uint64
+	// LogRanges bounds the eth_getLogs requests of one round; the watcher
+	// goes on from its cursor next round. Defaults to 50.
+	LogRanges int
+	// GoneAfter is how long a claim or settle may stay in no block after
+	// a reorganisation (the relayer's keeper gives the node the same
+	// transaction again meanwhile) before what it did is made again.
+	// Defaults to 20 s.
+	GoneAfter time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics counts claims and settles. Optional.
+	Metrics *metrics.Metrics
+	// Clock tells the claim policy's time and GoneAfter. Defaults to
+	// clock.Real().
+	Clock clock.Clock
+}
+
+// Claimer claims the vouchers of the seller's batch-settlement channels
+// and settles what was claimed to the receiver. Each round on a network
+// (Round; the periodic ClaimArgs job) does, under the network's claim
+// lock:
+//
+//  1. follow: the claim and settle transactions not final yet are
+//     followed (ClaimChain.Follow); one a reorganisation undid and the
+//     node did not mine again within GoneAfter is made again: its
+//     channels are read from the chain again (channel.claimed with
+//     Undone) and claimed again in this round, its receiver settled
+//     again.
+//  2. watch: the settlement contract's WithdrawInitiated logs from the
+//     stored cursor on, in bounded ranges; each of a channel held gets
+//     channel.withdraw_initiated and is claimed in this round, whatever
+//     the policy.
+//  3. claim: when the policy says so (Due: the oldest unclaimed charge is
+//     Interval old, or the unclaimed total reaches MinAmount) every
+//     channel with charges unclaimed, else only the urgent ones, in
+//     claimWithSignature transactions of at most MaxGas: each channel's
+//     state is read first (a claim already made, by a transaction whose
+//     record a crash lost, is recorded as it is, nothing sent; one in the
+//     node's pending state is left to the next round), the batch
+//     is run (eth_call) and the rows that make it fail are found by
+//     halving, left out and recorded (channel.claim_refused); the receipt
+//     is recorded with channel.claimed for each channel carried.
+//  4. settle: each receiver and token whose claimed total on chain
+//     exceeds its settled total is settled (settle), recorded with
+//     channel.settled.
+//
+// No database transaction is open while the chain is asked or sent to.
+type Claimer struct {
+	cfg  ClaimConfig
+	from common.Address
+}
+
+// NewClaimer returns a Claimer.
+func NewClaimer(config *ClaimConfig) (*Claimer, error) {
+	cfg := *config
+	if cfg.Pool == nil || cfg.Chain == nil || cfg.AuthorizerKey == nil || len(cfg.Readers) == 0 {
+		return nil, errors.New("worker: a claimer needs Pool, Chain, Readers and AuthorizerKey")
+	}
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultClaimInterval)
+	if cfg.MinAmount == nil || cfg.MinAmount.Sign() <= 0 {
+		cfg.MinAmount = DefaultClaimMinAmount()
+	}
+	cfg.CheckEvery = cmp.Or(cfg.CheckEvery, DefaultClaimCheckEvery)
+	cfg.MaxGas = cmp.Or(cfg.MaxGas, DefaultClaimMaxGas)
+	cfg.MaxTxs = cmp.Or(cfg.MaxTxs, 16)
+	cfg.LogRange = cmp.Or(cfg.LogRange, 2_000)
+	cfg.LogRanges = cmp.Or(cfg.LogRanges, 50)
+	cfg.GoneAfter = cmp.Or(cfg.GoneAfter, 20*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	return &Claimer{cfg: cfg, from: crypto.PubkeyToAddress(cfg.AuthorizerKey.PublicKey)}, nil
+}
+
+// ClaimPolicy is when a network's channels are claimed.
+type ClaimPolicy struct {
+	// Interval is the longest an unclaimed charge waits.
+	Interval time.Duration
+	// MinAmount is the unclaimed total that is claimed at once.
+	MinAmount *big.Int
+}
+
+// Due reports whether channels whose oldest unclaimed charge dates from
+// oldest (zero: none) and whose unclaimed total is amount are claimed at
+// now.
+func (p ClaimPolicy) Due(oldest time.Time, amount *big.Int, now time.Time) bool {
+	if oldest.IsZero() || amount == nil || amount.Sign() <= 0 {
+		return false
+	}
+	return now.Sub(oldest) >= p.Interval || amount.Cmp(p.MinAmount) >= 0
+}
+
+// maxChannels is the most channels one claim transaction carries.
+func (c *Claimer) maxChannels() int {
+	return max(1, int(c.cfg.MaxGas/ClaimGasPerChannel))
+}
+
+// ClaimArgs are the args of the periodic job that runs a claim round on
+// a network.
+type ClaimArgs struct {
+	Network string `json:"network"`
+}
+
+// Kind is the River job kind.
+func (ClaimArgs) Kind() string { return "channel.claim" }
+
+// InsertOpts puts the rounds on the settlement queue, one waiting per
+// network.
+func (ClaimArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: jobs.QueueSettlement, MaxAttempts: 3,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+		}}}
+}
+
+type claimWorker struct {
+	river.WorkerDefaults[ClaimArgs]
+	c *Claimer
+}
+
+// Work runs a round on the job's network.
+func (w *claimWorker) Work(ctx context.Context, job *river.Job[ClaimArgs]) error {
+	return w.c.Round(ctx, job.Args.Network)
+}
+
+// Register registers the claim job's worker.
+func (c *Claimer) Register(workers *river.Workers) error {
+	if err := river.AddWorkerSafely(workers, &claimWorker{c: c}); err != nil {
+		return fmt.Errorf("worker: register channel.claim: %w", err)
+	}
+	return nil
+}
+
+// PeriodicJobs returns the claim rounds' periodic jobs, one per network
+// every CheckEvery.
+func (c *Claimer) PeriodicJobs() []*river.PeriodicJob {
+	var out []*river.PeriodicJob
+	for network := range c.cfg.Readers {
+		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(c.cfg.CheckEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return ClaimArgs{Network: network}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	return out
+}
+
+// Round runs one claim round on network (see Claimer); another process's
+// round running there makes it return at once.
+func (c *Claimer) Round(ctx context.Context, network string) error {
+	reader := c.cfg.Readers[network]
+	if reader == nil {
+		return fmt.Errorf("claim %s: no chain reader", network)
+	}
+	conn, err := c.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", network, err)
+	}
+	defer conn.Release()
+	mine, err := store.ChannelClaimLock(ctx, conn, network)
+	if err != nil || !mine {
+		return err
+	}
+	defer func() {
+		if err := store.ChannelClaimUnlock(context.WithoutCancel(ctx), conn, network); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	networks, err := store.ChannelNetworkList(ctx, c.cfg.Pool)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", network, err)
+	}
+	if !slices.Contains(networks, network) {
+		// No channel there: nothing to follow, watch or claim.
+		return nil
+	}
+	r := &claimRound{c: c, network: network, reader: reader, urgent: map[common.Hash]bool{},
+		log: c.cfg.Logger.With("network", network, "job", "channel.claim")}
+	if r.chainID, err = c.cfg.Chain.ChainID(network); err != nil {
+		return fmt.Errorf("claim %s: %w", network, err)
+	}
+	if err := r.follow(ctx); err != nil {
+		return fmt.Errorf("claim %s: follow: %w", network, err)
+	}
+	if err := r.watch(ctx); err != nil {
+		// The claims go on: a channel whose withdrawal is missed this
+		// round is found next round, long before its delay ends.
+		r.log.WarnContext(ctx, "withdrawal watcher failed; it goes on from its cursor next round", "error", err)
+	}
+	if err := r.claim(ctx); err != nil {
+		return fmt.Errorf("claim %s: %w", network, err)
+	}
+	if err := r.settle(ctx); err != nil {
+		return fmt.Errorf("claim %s: settle: %w", network, err)
+	}
+	return nil
+}
+
+// claimRound is one round on one network.
+type claimRound struct {
+	c       *Claimer
+	network string
+	chainID *big.Int
+	reader  ClaimReader
+	log     *slog.Logger
+	// urgent are the channels claimed this round whatever the policy: a
+	// withdrawal started, or their claim was undone.
+	urgent map[common.Hash]bool
+}
+
+// record runs fn in a transaction of its own, written even when the
+// round's context ends meanwhile (what it records is on chain).
+func (r *claimRound) record(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	return pgx.BeginFunc(rctx, r.c.cfg.Pool, func(tx pgx.Tx) error { return fn(rctx, tx) })
+}
+
+// follow follows the claims and settles not final yet.
+func (r *claimRound) follow(ctx context.Context) error {
+	pending, err := store.ChannelClaimPendingList(ctx, r.c.cfg.Pool, r.network, 1000)
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+	txs := make([]x402.FollowedTx, len(pending))
+	for i, p := range pending {
+		txs[i] = p.FollowedTx
+	}
+	if _, err := r.c.cfg.Chain.Follow(ctx, r.network, txs); err != nil {
+		return err
+	}
+	var final []string
+	now := r.c.cfg.Clock.Now()
+	for i, p := range pending {
+		switch txs[i].State {
+		case x402.TxFinal:
+			final = append(final, p.Transaction)
+		case x402.TxMoved:
+			if err := store.ChannelClaimMove(ctx, r.c.cfg.Pool, r.network, p.Transaction, txs[i].Block); err != nil {
+				return err
+			}
+		case x402.TxGone:
+			if p.GoneSince.IsZero() {
+				r.log.WarnContext(ctx, "channel transaction undone by a reorganisation: the keeper gives it to the node again",
+					"kind", p.Kind, "transaction", p.Transaction, "block", p.Block.Number)
+				if err := store.ChannelClaimGone(ctx, r.c.cfg.Pool, r.network, p.Transaction, now, false); err != nil {
+					return err
+				}
+				continue
+			}
+			if now.Sub(p.GoneSince) < r.c.cfg.GoneAfter {
+				continue
+			}
+			if err := r.undone(ctx, &p); err != nil {
+				return err
+			}
+		}
+	}
+	if len(final) > 0 {
+		return store.ChannelClaimFinal(ctx, r.c.cfg.Pool, r.network, final)
+	}
+	return nil
+}
+
+// undone makes again what p, undone by a reorganisation, did: a claim's
+// channels take the chain's claimed totals again and are claimed in this
+// round; a settle is made again by this round's settle step (which reads
+// the chain's totals).
+func (r *claimRound) undone(ctx context.Context, p *store.ChannelClaimTx) error {
+	var events []store.NewEvent
+	if p.Kind == store.ClaimKindClaim {
+		for _, id := range p.Channels {
+			st, err := channel.ReadState(ctx, r.reader, id, nil)
+			if err != nil {
+				return err
+			}
+			events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, id), Type: store.EventChannelClaimed,
+				Data: store.ChannelClaimed{TotalClaimed: st.TotalClaimed.String(), Undone: p.Transaction}})
+			r.urgent[id] = true
+		}
+	}
+	r.log.WarnContext(ctx, "channel transaction undone by a reorganisation and not mined again: made again", "kind", p.Kind,
+		"transaction", p.Transaction, "channels", len(p.Channels))
+	r.c.cfg.Metrics.ChannelReorganised(r.network, p.Kind)
+	return r.record(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := store.ChannelClaimGone(ctx, tx, r.network, p.Transaction, r.c.cfg.Clock.Now(), true); err != nil {
+			return err
+		}
+		return store.Append(ctx, tx, events...)
+	})
+}
+
+// watch reads the WithdrawInitiated logs from the cursor to the head, in
+// ranges of LogRange, and marks the channels held urgent.
+func (r *claimRound) watch(ctx context.Context) error {
+	head, err := r.reader.BlockNumber(ctx)
+	if err != nil {
+		return fmt.Errorf("read head: %w", err)
+	}
+	from, known, err := store.ChannelClaimCursor(ctx, r.c.cfg.Pool, r.network)
+	if err != nil {
+		return err
+	}
+	if !known {
+		// The first round reads back one range: channels are held only
+		// from their first deposit, which this process saw; a withdrawal
+		// older than that is found by the claim's read of the channel.
+		from = head - min(head, r.c.cfg.LogRange-1)
+	}
+	for n := 0; from <= head && n < r.c.cfg.LogRanges; n++ {
+		to := min(head, from+r.c.cfg.LogRange-1)
+		logs, err := r.reader.FilterLogs(ctx, ethereum.FilterQuery{
+			FromBlock: new(big.Int).SetUint64(from), ToBlock: new(big.Int).SetUint64(to),
+			Addresses: []common.Address{channel.SettlementAddress}, Topics: [][]common.Hash{{channel.WithdrawInitiatedTopic}},
+		})
+		if err != nil {
+			return fmt.Errorf("read WithdrawInitiated logs %d-%d: %w", from, to, err)
+		}
+		if err := r.withdrawals(ctx, logs); err != nil {
+			return err
+		}
+		if err := store.ChannelClaimCursorSet(ctx, r.c.cfg.Pool, r.network, to+1); err != nil {
+			return err
+		}
+		from = to + 1
+	}
+	return nil
+}
+
+// withdrawals records the WithdrawInitiated logs of the channels held and
+// marks those urgent.
+func (r *claimRound) withdrawals(ctx context.Context, logs []types.Log) error {
+	found := map[common.Hash]*channel.WithdrawInitiated{}
+	at := map[common.Hash]types.Log{}
+	var ids []common.Hash
+	for i := range logs {
+		w, ok, err := channel.ParseWithdrawInitiated(&logs[i])
+		if err != nil || !ok || logs[i].Removed {
+			continue
+		}
+		if _, seen := found[w.ChannelID]; !seen {
+			ids = append(ids, w.ChannelID)
+		}
+		found[w.ChannelID], at[w.ChannelID] = w, logs[i]
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	held, err := store.ChannelHeld(ctx, r.c.cfg.Pool, r.network, ids)
+	if err != nil {
+		return err
+	}
+	var events []store.NewEvent
+	for _, id := range ids {
+		if !held[id] {
+			continue
+		}
+		ch, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.network, id)
+		if err != nil {
+			return err
+		}
+		w, l := found[id], at[id]
+		started := w.FinalizeAfter - min(w.FinalizeAfter, ch.State.Config.WithdrawDelay)
+		r.urgent[id] = true
+		r.log.WarnContext(ctx, "payer started a timed withdrawal: the channel is claimed now", "channel", id.Hex(),
+			"finalize_after", time.Unix(int64(w.FinalizeAfter), 0).UTC(), "amount", w.Amount.String())
+		events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, id), Type: store.EventChannelWithdrawInitiated,
+			Data: store.ChannelWithdrawInitiated{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), At: started,
+				FinalizeAfter: w.FinalizeAfter, Amount: w.Amount.String()}})
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	return r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, events...) })
+}
+
+// claim claims the channels the policy, or urgency, says.
+func (r *claimRound) claim(ctx context.Context) error {
+	u, err := store.ChannelUnclaimed(ctx, r.c.cfg.Pool, r.network)
+	if err != nil {
+		return err
+	}
+	policy := ClaimPolicy{Interval: r.c.cfg.Interval, MinAmount: r.c.cfg.MinAmount}
+	due := policy.Due(u.Oldest, u.Amount, r.c.cfg.Clock.Now())
+	if !due && u.Urgent == 0 && len(r.urgent) == 0 {
+		return nil
+	}
+	also := make([]common.Hash, 0, len(r.urgent))
+	for id := range r.urgent {
+		also = append(also, id)
+	}
+	// A channel charged again while the round claims it is left to the
+	// next round: each is looked at once a round.
+	var done []common.Hash
+	for range r.c.cfg.MaxTxs {
+		rows, err := store.ChannelListToClaim(ctx, r.c.cfg.Pool, r.network, r.c.maxChannels(), !due, also, done)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		for _, row := range rows {
+			done = append(done, row.State.ChannelID)
+		}
+		if err := r.claimBatch(ctx, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimRow is a channel to claim: its row, its claim, and its claimed
+// total on chain before.
+type claimRow struct {
+	row    *store.ChannelToClaim
+	claim  channel.Claim
+	before *big.Int
+}
+
+// claimBatch claims rows in one transaction: those the chain shows
+// claimed already are recorded so, those whose claim fails its run are
+// left out and recorded, the rest are sent.
+func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim) error {
+	var events []store.NewEvent
+	var todo []claimRow
+	for i := range rows {
+		row := &rows[i]
+		id := row.State.ChannelID
+		st, err := channel.ReadState(ctx, r.reader, id, nil)
+		if err != nil {
+			return err
+		}
+		if st.TotalClaimed.Cmp(row.State.Charged) >= 0 {
+			// Claimed already: by a transaction whose record was lost
+			// (a crash between its send and its record), or by one a
+			// reorganisation moved. Nothing to send.
+			events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, id), Type: store.EventChannelClaimed,
+				Data: store.ChannelClaimed{TotalClaimed: st.TotalClaimed.String()}})
+			continue
+		}
+		if row.State.Config.ReceiverAuthorizer != r.c.from {
+			events = append(events, refusedEvent(r.network, row, "the channel's receiverAuthorizer is not RECEIVER_AUTHORIZER_KEY's"))
+			continue
+		}
+		if r.inFlight(ctx, id, row.State.Charged) {
+			// A claim of it sent and not mined yet (by a process that
+			// died before recording it): the next round finds it mined,
+			// or, if it never is, claims the channel then.
+			r.log.InfoContext(ctx, "channel claim in flight: left to the next round", "channel", id.Hex())
+			continue
+		}
+		c, ok := row.State.Claim()
+		if !ok {
+			continue
+		}
+		todo = append(todo, claimRow{row: row, claim: c, before: st.TotalClaimed})
+	}
+	good, refused, err := r.simulate(ctx, todo)
+	if err != nil {
+		return err
+	}
+	for _, f := range refused {
+		r.log.WarnContext(ctx, "channel claim left out: its run fails", "channel", f.row.row.State.ChannelID.Hex(),
+			"charged", f.row.row.State.Charged.String(), "reason", f.reason)
+		events = append(events, refusedEvent(r.network, f.row.row, f.reason))
+	}
+	if len(events) > 0 {
+		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, events...) }); err != nil {
+			return err
+		}
+	}
+	if len(good) == 0 {
+		return nil
+	}
+	return r.send(ctx, good)
+}
+
+// inFlight reports whether the node's pending state (the transactions it
+// holds, unmined) claims channel id up to charged already. A node that
+// does not answer for its pending state says no: the claim is sent, and a
+// claim mined twice changes nothing the second time.
+func (r *claimRound) inFlight(ctx context.Context, id common.Hash, charged *big.Int) bool {
+	st, err := channel.ReadState(ctx, r.reader, id, big.NewInt(int64(rpc.PendingBlockNumber)))
+	return err == nil && st.TotalClaimed.Cmp(charged) >= 0
+}
+
+func refusedEvent(network string, row *store.ChannelToClaim, reason string) store.NewEvent {
+	return store.NewEvent{Stream: store.ChannelStream(network, row.State.ChannelID), Type: store.EventChannelClaimRefused,
+		Data: store.ChannelClaimRefused{Charged: row.State.Charged.String(), Reason: reason}}
+}
+
+// claimInput returns the signed claimWithSignature input of rows.
+func (r *claimRound) claimInput(rows []claimRow) ([]byte, error) {
+	claims := make([]channel.Claim, len(rows))
+	for i, row := range rows {
+		claims[i] = row.claim
+	}
+	sig, err := channel.Sign(r.c.cfg.AuthorizerKey, channel.ClaimBatchDigestOf(r.chainID, claims))
+	if err != nil {
+		return nil, err
+	}
+	return channel.ClaimWithSignatureInput(claims, sig)
+}
+
+// refusedRow is a row whose claim's run fails, and why.
+type refusedRow struct {
+	row    claimRow
+	reason string
+}
+
+// simulate runs the claim of rows (eth_call) and returns the rows whose
+// claims run together and those that fail: a batch that fails is halved
+// until the failing rows stand alone, so k failing rows of n cost about
+// 2k·log2(n) runs, not n.
+func (r *claimRound) simulate(ctx context.Context, rows []claimRow) (good []claimRow, refused []refusedRow, err error) {
+	if len(rows) == 0 {
+		return nil, nil, nil
+	}
+	run := func(rows []claimRow) (string, error) {
+		input, err := r.claimInput(rows)
+		if err != nil {
+			return "", err
+		}
+		_, err = r.c.cfg.Chain.Call(ctx, r.network, channel.SettlementAddress, input)
+		if err == nil {
+			return "", nil
+		}
+		if !isRevert(err) {
+			return "", err
+		}
+		return revertMessage(err), nil
+	}
+	var split func(rows []claimRow) error
+	split = func(rows []claimRow) error {
+		reason, err := run(rows)
+		switch {
+		case err != nil:
+			return err
+		case reason == "":
+			good = append(good, rows...)
+			return nil
+		case len(rows) == 1:
+			refused = append(refused, refusedRow{row: rows[0], reason: reason})
+			return nil
+		}
+		half := len(rows) / 2
+		if err := split(rows[:half]); err != nil {
+			return err
+		}
+		return split(rows[half:])
+	}
+	if err := split(rows); err != nil {
+		return nil, nil, fmt.Errorf("run claim: %w", err)
+	}
+	if len(refused) > 0 && len(good) > 0 {
+		// The rows that ran in parts run together too, unless a row fails
+		// only beside another (a channel twice): then next round.
+		if reason, err := run(good); err != nil || reason != "" {
+			return nil, refused, errors.Join(err, errors.New("the claim's rows that run apart fail together: "+reason))
+		}
+	}
+	return good, refused, nil
+}
+
+// send sends the claim of rows, awaits its receipt and records it.
+func (r *claimRound) send(ctx context.Context, rows []claimRow) error {
+	input, err := r.claimInput(rows)
+	if err != nil {
+		return err
+	}
+	hash, err := r.c.cfg.Chain.Send(ctx, r.network, channel.SettlementAddress, input, 0)
+	if err != nil {
+		return err
+	}
+	r.log.InfoContext(ctx, "channel claim sent", "transaction", hash.Hex(), "channels", len(rows))
+	receipt, err := r.c.cfg.Chain.Await(ctx, r.network, hash)
+	if err != nil {
+		// The transaction is the relayer's to send again; the next round
+		// reads the channels' state and finds the claim made.
+		return err
+	}
+	if receipt.Status != types.ReceiptStatusSuccessful {
+		r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindClaim, "reverted", receipt.GasUsed, len(rows))
+		return fmt.Errorf("claim %s reverted on chain (%d gas); the next round runs the channels again", receipt.TxHash.Hex(), receipt.GasUsed)
+	}
+	claimed := claimedIn(receipt)
+	rec := &store.ChannelClaimTx{Network: r.network, Kind: store.ClaimKindClaim, Amount: new(big.Int), GasUsed: receipt.GasUsed,
+		FollowedTx: x402.FollowedTx{Transaction: receipt.TxHash.Hex(), Block: blockOf(receipt)}}
+	var events []store.NewEvent
+	for _, row := range rows {
+		id := row.row.State.ChannelID
+		total := row.claim.TotalClaimed
+		if got, ok := claimed[id]; ok {
+			total = got
+		}
+		rec.Channels = append(rec.Channels, id)
+		rec.Amount.Add(rec.Amount, new(big.Int).Sub(total, row.before))
+		events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, id), Type: store.EventChannelClaimed,
+			Data: store.ChannelClaimed{Transaction: receipt.TxHash.Hex(), TotalClaimed: total.String()}})
+	}
+	if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.ChannelClaimRecord(ctx, tx, rec, events...) }); err != nil {
+		r.log.ErrorContext(ctx, "channel claim mined but not recorded; the next round finds it on chain", "transaction", rec.Transaction, "error", err)
+		return err
+	}
+	r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindClaim, "mined", receipt.GasUsed, len(rows))
+	r.log.InfoContext(ctx, "channels claimed", "transaction", rec.Transaction, "channels", len(rows), "amount", rec.Amount.String(),
+		"gas", receipt.GasUsed, "gas_per_channel", receipt.GasUsed/uint64(len(rows)))
+	return nil
+}
+
+// claimedTopic is the Claimed event's topic.
+var claimedTopic = crypto.Keccak256Hash([]byte("Claimed(bytes32,address,uint128,uint128)"))
+
+// claimedIn returns the channels' claimed totals after receipt's
+// transaction, from its Claimed events (newTotalClaimed).
+func claimedIn(receipt *types.Receipt) map[common.Hash]*big.Int {
+	out := map[common.Hash]*big.Int{}
+	for _, l := range receipt.Logs {
+		if l.Address == channel.SettlementAddress && len(l.Topics) == 3 && l.Topics[0] == claimedTopic && len(l.Data) == 64 {
+			out[l.Topics[1]] = new(big.Int).SetBytes(l.Data[32:64])
+		}
+	}
+	return out
+}
+
+// blockOf returns the block of receipt.
+func blockOf(receipt *types.Receipt) x402.SettledBlock {
+	return x402.SettledBlock{Number: receipt.BlockNumber.Uint64(), Hash: receipt.BlockHash.Hex()}
+}
+
+// receiversInput is the input of receivers(receiver, token).
+func receiversInput(receiver, token common.Address) []byte {
+	return append(append(crypto.Keccak256([]byte("receivers(address,address)"))[:4:4],
+		common.LeftPadBytes(receiver.Bytes(), 32)...), common.LeftPadBytes(token.Bytes(), 32)...)
+}
+
+// settle settles each receiver and token whose claimed total on chain
+// exceeds its settled one.
+func (r *claimRound) settle(ctx context.Context) error {
+	pairs, err := store.ChannelReceiverList(ctx, r.c.cfg.Pool, r.network)
+	if err != nil {
+		return err
+	}
+	for _, p := range pairs {
+		out, err := r.reader.CallContract(ctx, ethereum.CallMsg{To: &channel.SettlementAddress, Data: receiversInput(p.Receiver, p.Token)}, nil)
+		if err != nil {
+			return fmt.Errorf("read receivers(%s, %s): %w", p.Receiver.Hex(), p.Token.Hex(), err)
+		}
+		if len(out) < 64 {
+			return fmt.Errorf("read receivers(%s, %s): %d bytes", p.Receiver.Hex(), p.Token.Hex(), len(out))
+		}
+		claimed, settled := new(big.Int).SetBytes(out[:32]), new(big.Int).SetBytes(out[32:64])
+		amount := new(big.Int).Sub(claimed, settled)
+		if amount.Sign() <= 0 {
+			// Settled already (by this process, or by anyone: settle is
+			// open to all); the figures are the chain's.
+			if err := store.ChannelReceiverSet(ctx, r.c.cfg.Pool, r.network, p, claimed, settled); err != nil {
+				return err
+			}
+			continue
+		}
+		input, err := channel.SettleInput(p.Receiver, p.Token)
+		if err != nil {
+			return err
+		}
+		hash, err := r.c.cfg.Chain.Send(ctx, r.network, channel.SettlementAddress, input, 0)
+		if err != nil {
+			return err
+		}
+		receipt, err := r.c.cfg.Chain.Await(ctx, r.network, hash)
+		if err != nil {
+			return err
+		}
+		if receipt.Status != types.ReceiptStatusSuccessful {
+			r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindSettle, "reverted", receipt.GasUsed, 0)
+			return fmt.Errorf("settle %s reverted on chain (%d gas)", receipt.TxHash.Hex(), receipt.GasUsed)
+		}
+		rec := &store.ChannelClaimTx{Network: r.network, Kind: store.ClaimKindSettle, Receiver: p.Receiver, Token: p.Token, Amount: amount,
+			GasUsed: receipt.GasUsed, FollowedTx: x402.FollowedTx{Transaction: receipt.TxHash.Hex(), Block: blockOf(receipt)}}
+		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			if err := store.ChannelClaimRecord(ctx, tx, rec); err != nil {
+				return err
+			}
+			return store.ChannelReceiverSet(ctx, tx, r.network, p, claimed, claimed)
+		}); err != nil {
+			r.log.ErrorContext(ctx, "channel settle mined but not recorded", "transaction", rec.Transaction, "error", err)
+			return err
+		}
+		r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindSettle, "mined", receipt.GasUsed, 0)
+		r.log.InfoContext(ctx, "claimed funds settled", "transaction", rec.Transaction, "receiver", p.Receiver.Hex(), "amount", amount.String(),
+			"gas", receipt.GasUsed)
+	}
+	return nil
+}
+
+// settlementErrors are the settlement contract's custom errors, by
+// selector, to name a claim's revert.
+var settlementErrors = func() map[[4]byte]string {
+	out := map[[4]byte]string{}
+	a, err := contracts.Load(contracts.BatchSettlement)
+	if err != nil {
+		return out
+	}
+	for name, e := range a.ABI.Errors {
+		out[[4]byte(e.ID[:4])] = name
+	}
+	return out
+}()
+
+// isRevert reports whether err is a node's answer that a call reverted
+// (not a failure to reach it).
+func isRevert(err error) bool {
+	var de rpcDataError
+	return errors.As(err, &de) || strings.Contains(err.Error(), "execution reverted")
+}
+
+// rpcDataError is a node's JSON-RPC error with data (a revert's).
+type rpcDataError interface{ ErrorData() any }
+
+// revertMessage names a revert: the settlement contract's custom error
+// when its data is one, else the node's message.
+func revertMessage(err error) string {
+	var de rpcDataError
+	if errors.As(err, &de) {
+		if s, ok := de.ErrorData().(string); ok {
+			if data, derr := hexutil.Decode(s); derr == nil && len(data) >= 4 {
+				if name, ok := settlementErrors[[4]byte(data[:4])]; ok {
+					return name
+				}
+			}
+		}
+	}
+	return err.Error()
+}
