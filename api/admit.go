@@ -12,6 +12,7 @@ import (
 	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
 )
 
 // admission is a paid call to record and queue: its job, and its call.paid
@@ -30,6 +31,13 @@ type admission struct {
 	// carried to the call (payment.identified): a payer's id already
 	// bound refuses the admission with store.ErrConflict.
 	identified *store.PaymentIdentified
+	// hold, when set, is the channel a batch-settlement payment on network
+	// is charged to: the call is recorded and queued only when the
+	// admission's transaction holds it busy (store.ChannelHold), which
+	// unheld then tells.
+	hold    *x402.ChannelHold
+	network string
+	unheld  bool
 }
 
 // admissionLinger is the Linger of the admission's group commit, shorter
@@ -58,7 +66,11 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 	clk = clock.Or(clk)
 	cfg := store.GroupCommitConfig{Relaxed: true, Linger: admissionLinger, Observe: m.GroupCommitObserver("admission"), Clock: clk}
 	return store.NewGroupCommitter(pool, &cfg, func(ctx context.Context, tx pgx.Tx, batch []*admission) error {
-		batch, err := reserve(ctx, tx, clk.Now(), batch)
+		batch, err := holdChannels(ctx, tx, batch)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		batch, err = reserve(ctx, tx, clk.Now(), batch)
 		if err != nil || len(batch) == 0 {
 			return err
 		}
@@ -80,6 +92,29 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 		}
 		return store.Append(ctx, tx, events...)
 	})
+}
+
+// holdChannels holds busy, in tx, the channels the batch-settlement
+// payments of batch are charged to, and returns the admissions to record:
+// the others, and those whose channel is held. Each admission's unheld is
+// set (again: a transaction refused is written again).
+func holdChannels(ctx context.Context, tx pgx.Tx, batch []*admission) ([]*admission, error) {
+	out := batch[:0:0]
+	for _, adm := range batch {
+		adm.unheld = false
+		if adm.hold != nil {
+			ok, err := store.ChannelHold(ctx, tx, adm.network, adm.hold.ChannelID, adm.callID, adm.hold.Charged)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				adm.unheld = true
+				continue
+			}
+		}
+		out = append(out, adm)
+	}
+	return out, nil
 }
 
 // reserve reserves the payments of batch that have a reservation and

@@ -13,6 +13,7 @@ import (
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/channel"
 )
 
 // A paid call goes through one pipeline whatever carried it (an HTTP request
@@ -118,7 +119,16 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 	if paymentID != "" {
 		adm.identified = &store.PaymentIdentified{Payer: payment.Payer, ID: paymentID}
 	}
+	adm.hold, adm.network = payment.Hold, payment.Network
 	err = s.admitter.Commit(ctx, adm)
+	if err == nil && adm.unheld {
+		// Another call took the channel, or charged it, since the payment
+		// was verified: verified again, it is answered channel_busy, the
+		// corrective 402, or the call that holds it (this very payment
+		// sent twice at once).
+		sub.Close()
+		return s.channelTaken(ctx, entry, header, requestHash)
+	}
 	for reads := 0; err == nil && adm.reserved.Outcome != store.ReserveHeld; reads++ {
 		// The payment sent again while its call is in flight is that
 		// call's, not one more to reserve; so is a payment under a
@@ -188,6 +198,25 @@ func (s *Server) admit(ctx context.Context, entry *opEntry, body []byte, header 
 		follow = nil
 	}
 	return &admitted{id: callID, token: token, sub: sub}, nil
+}
+
+// channelTaken answers a batch-settlement payment whose channel its
+// admission could not hold: verified again, its refusal (channel_busy, the
+// corrective 402) or the call the same payment was admitted for.
+func (s *Server) channelTaken(ctx context.Context, entry *opEntry, header string, requestHash []byte) (*admitted, error) {
+	_, err := s.cfg.Payments.Verify(ctx, entry.op.Name, header)
+	if err == nil {
+		// Freed meanwhile: the client may send it again.
+		err = &x402.Refusal{Reason: channel.ReasonChannelBusy, Message: "another call of this channel was running: send this payment again"}
+	}
+	prior, lerr := s.acceptedBefore(ctx, entry, header, err)
+	if lerr != nil {
+		return nil, lerr
+	}
+	if prior != nil {
+		return s.resume(entry, prior, requestHash)
+	}
+	return nil, s.refusal(ctx, entry, err)
 }
 
 // validFor is how long a payment for entry's operation must stay valid

@@ -339,10 +339,10 @@ func componentSchemas() obj {
 		"Health": object([]string{"ok"}, obj{"ok": obj{"type": "boolean"}}),
 		"Price":  price,
 		"PaymentRequirements": object([]string{"scheme", "network", "amount", "asset", "payTo", "maxTimeoutSeconds"}, obj{
-			"scheme": obj{"type": "string", "const": "exact"}, "network": obj{"type": "string", "description": "CAIP-2"},
+			"scheme": obj{"type": "string", "enum": []string{"exact", x402.SchemeBatchSettlement}}, "network": obj{"type": "string", "description": "CAIP-2"},
 			"amount": obj{"type": "string", "pattern": "^[0-9]+$", "description": "atomic units of asset (USDC: 6 decimals)"},
 			"asset":  str, "payTo": str, "maxTimeoutSeconds": obj{"type": "integer", "minimum": 1},
-			"extra": obj{"type": "object", "description": "EVM: the token's EIP-712 domain {name, version}; Solana: {feePayer}"},
+			"extra": obj{"type": "object", "description": "EVM: the token's EIP-712 domain {name, version}, and for batch-settlement {receiverAuthorizer, withdrawDelay, minDeposit}; Solana: {feePayer}"},
 		}),
 		"PaymentRequired": object([]string{"x402Version", "resource", "accepts"}, obj{
 			"x402Version": obj{"type": "integer", "const": 2}, "error": str,

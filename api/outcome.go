@@ -92,7 +92,14 @@ func (s *Server) outcomeOf(ctx context.Context, op string, a *admitted, call *st
 // requote is the outcome of a payment of op refused (or, with settlement,
 // not settled): a fresh quote whose error names the reason.
 func (s *Server) requote(ctx context.Context, op string, refusal *x402.Refusal, settlement *x402.SettleResponse) outcome {
-	q, err := s.cfg.Payments.QuoteWithError(op, refusal.Reason, refusal.Message)
+	var q *x402.Quote
+	var err error
+	if oq, ok := s.cfg.Payments.(x402.OptionQuoter); ok && refusal.Option != nil {
+		// The corrective 402: the option carries the channel's state.
+		q, err = oq.QuoteWithOption(op, refusal.Reason, refusal.Message, refusal.Option)
+	} else {
+		q, err = s.cfg.Payments.QuoteWithError(op, refusal.Reason, refusal.Message)
+	}
 	if err != nil {
 		return s.failed(ctx, fmt.Errorf("quote %s after a refusal: %w", op, err))
 	}

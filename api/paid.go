@@ -131,6 +131,36 @@ func (s *Server) paid(c echo.Context) error {
 	return s.await(c, entry.op.Name, a, s.cfg.CallWait)
 }
 
+// refund is GET /api/x402/:op: the quote without payment, as POST answers
+// it, and with a batch-settlement refund payload the cooperative refund it
+// asks (x402.Refunder), made at once, no operation run: 200 with the
+// refund's PAYMENT-RESPONSE, or the 402 of its refusal. The official
+// client probes and refunds a channel so (refundChannel).
+func (s *Server) refund(c echo.Context) error {
+	entry, ok := s.ops[c.Param("op")]
+	if !ok {
+		return &Error{Status: http.StatusNotFound, Code: "unknown_operation", Message: "no such operation"}
+	}
+	req := c.Request()
+	header := req.Header.Get(headerPaymentSignature)
+	refunder, can := s.cfg.Payments.(x402.Refunder)
+	if header == "" || !entry.sold() || !can {
+		return s.write(c, s.unpaid(req.Context(), entry))
+	}
+	ctx := req.Context()
+	resp, err := refunder.Refund(ctx, entry.op.Name, header)
+	if err != nil {
+		var refusal *x402.Refusal
+		if errors.As(err, &refusal) {
+			s.cfg.Metrics.PaymentRefused(entry.op.Name, refusal.Reason)
+			return s.write(c, s.requote(ctx, entry.op.Name, refusal, nil))
+		}
+		return s.write(c, s.failed(ctx, s.refusal(ctx, entry, err)))
+	}
+	return s.write(c, outcome{status: http.StatusOK, settlement: resp,
+		result: json.RawMessage(`{"refunded":` + strconv.Quote(resp.Amount) + `,"transaction":` + strconv.Quote(resp.Transaction) + `}`)})
+}
+
 // maxAttempts is how often a call's job may run: runs killed with their
 // worker count, and operations that call outside services retry on failure.
 func maxAttempts(op jobs.Operation) int {

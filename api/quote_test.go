@@ -83,7 +83,9 @@ func TestQuoteFastPath(t *testing.T) {
 		{"QuoteWithQuery", http.MethodPost, "/api/x402/diff?x=1", "", http.StatusPaymentRequired},
 		{"Unsold", http.MethodPost, "/api/x402/regex", "", http.StatusServiceUnavailable},
 		{"Unknown", http.MethodPost, "/api/x402/nope", "", http.StatusNotFound},
-		{"Get", http.MethodGet, "/api/x402/diff", "", http.StatusMethodNotAllowed},
+		// GET answers the quote too: the official batch-settlement
+		// client probes a resource so before a refund.
+		{"Get", http.MethodGet, "/api/x402/diff", "", http.StatusPaymentRequired},
 		{"Unreadable", http.MethodPost, "/api/x402/diff", "garbage", http.StatusPaymentRequired},
 		{"TooLarge", http.MethodPost, "/api/x402/diff?large", "", http.StatusRequestEntityTooLarge},
 	} {
@@ -106,7 +108,7 @@ func TestQuoteFastPath(t *testing.T) {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	out.WriteString(rec.Body.String())
-	require.Contains(t, out.String(), `x402d_quotes_served_total{op="diff"} 4`)
+	require.Contains(t, out.String(), `x402d_quotes_served_total{op="diff"} 6`)
 }
 
 // BenchmarkQuoteFastPath is the server's work for an unpaid call, without

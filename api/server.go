@@ -233,6 +233,7 @@ func New(config *Config) (*Server, error) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.POST("/api/x402/:op", s.paid)
+	e.GET("/api/x402/:op", s.refund)
 	e.GET("/api/x402/calls/:id", s.poll)
 	s.registerDiscovery(e)
 	page, err := index.NewHTMLPage()

@@ -286,6 +286,10 @@ type ledgerResponse struct {
 	// against 66.
 	Tx      []byte `json:"tx,omitempty"`
 	Network string `json:"network"`
+	// Amount and Extra are a batch-settlement payment's
+	// (x402.SettleResponse.Amount, Extra).
+	Amount string          `json:"amount,omitempty"`
+	Extra  json.RawMessage `json:"extra,omitempty"`
 }
 
 type settlementDoneJSON struct {
@@ -330,7 +334,8 @@ func (d SettlementDone) MarshalJSON() ([]byte, error) {
 	if s, ok := settledString(&d); ok {
 		return json.Marshal(settledOneString{S: s, Block: d.Block})
 	}
-	r := ledgerResponse{ErrorReason: d.Response.ErrorReason, Transaction: d.Response.Transaction, Network: d.Response.Network}
+	r := ledgerResponse{ErrorReason: d.Response.ErrorReason, Transaction: d.Response.Transaction, Network: d.Response.Network,
+		Amount: d.Response.Amount, Extra: d.Response.Extra}
 	if !d.Response.Success {
 		r.Success = new(bool)
 	}
@@ -357,7 +362,8 @@ func (d *SettlementDone) UnmarshalJSON(b []byte) error {
 		v.Response.Transaction = "0x" + hex.EncodeToString(v.Response.Tx)
 	}
 	*d = SettlementDone{Response: x402.SettleResponse{Success: v.Response.Success == nil || *v.Response.Success,
-		ErrorReason: v.Response.ErrorReason, Payer: v.Response.Payer, Transaction: v.Response.Transaction, Network: v.Response.Network},
+		ErrorReason: v.Response.ErrorReason, Payer: v.Response.Payer, Transaction: v.Response.Transaction, Network: v.Response.Network,
+		Amount: v.Response.Amount, Extra: v.Response.Extra},
 		Cost: (*x402.SettleCost)(v.Cost), Block: v.Block}
 	return nil
 }

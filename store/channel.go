@@ -106,12 +106,14 @@ type ChannelCharged struct {
 
 // ChannelRefunded is the data of channel.refunded: a cooperative refund
 // of Amount in Transaction, with refund nonce Nonce (the row's next is
-// Nonce+1), asked by call CallID.
+// Nonce+1), asked by CallID (the refund's payment nonce), leaving Balance
+// on chain.
 type ChannelRefunded struct {
 	CallID      string `json:"call_id"`
 	Transaction string `json:"transaction"`
 	Amount      string `json:"amount"`
 	Nonce       string `json:"nonce"`
+	Balance     string `json:"balance"`
 }
 
 // channelKey returns the network and the channel id of a channel
@@ -168,14 +170,11 @@ func projectChannelAdopted(p projection, v ChannelAdopted) (bool, error) {
 	if v.BusyCall != "" {
 		busy = &v.BusyCall
 	}
-	p.b.Queue(`INSERT INTO channels AS c (network, channel_id, config, payer, receiver, token, charged, signed, signature, balance, total_claimed,
+	p.b.Queue(`INSERT INTO channels (network, channel_id, config, payer, receiver, token, charged, signed, signature, balance, total_claimed,
 			withdraw_requested_at, refund_nonce, unclaimed_since, busy_call, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8::numeric, $9, $10::numeric, $11::numeric, $12, $13::numeric,
 			CASE WHEN $7::numeric > $11::numeric THEN $15::timestamptz END, $14, $15, $15)
-		ON CONFLICT (network, channel_id) DO UPDATE SET charged = EXCLUDED.charged, signed = EXCLUDED.signed, signature = EXCLUDED.signature,
-			balance = EXCLUDED.balance, total_claimed = EXCLUDED.total_claimed, withdraw_requested_at = EXCLUDED.withdraw_requested_at,
-			refund_nonce = EXCLUDED.refund_nonce, unclaimed_since = EXCLUDED.unclaimed_since, busy_call = EXCLUDED.busy_call, updated_at = EXCLUDED.updated_at
-		WHERE c.busy_call IS NULL`,
+		ON CONFLICT (network, channel_id) DO NOTHING`,
 		network, id, config, v.Config.Payer.Bytes(), v.Config.Receiver.Bytes(), v.Config.Token.Bytes(),
 		v.Charged, signed, []byte(v.Signature), v.Balance, v.TotalClaimed, int64(v.WithdrawRequestedAt), cmpOr(v.RefundNonce, "0"), busy, p.now)
 	return true, nil
@@ -196,16 +195,16 @@ func projectChannelCharged(p projection, v ChannelCharged) (bool, error) {
 	return true, nil
 }
 
-// projectChannelRefunded takes the refund off the balance, moves the
-// refund nonce on and frees the channel of the call.
+// projectChannelRefunded sets the balance left, moves the refund nonce
+// past the refund's and frees the channel of the refund.
 func projectChannelRefunded(p projection, v ChannelRefunded) (bool, error) {
 	network, id, err := channelKey(p.id)
 	if err != nil {
 		return false, err
 	}
-	p.b.Queue(`UPDATE channels SET balance = balance - $3::numeric, refund_nonce = $4::numeric + 1, busy_call = NULL, updated_at = $5
-		WHERE network = $1 AND channel_id = $2 AND refund_nonce = $4::numeric`,
-		network, id, v.Amount, v.Nonce, p.now)
+	p.b.Queue(`UPDATE channels SET balance = $3::numeric, refund_nonce = $4::numeric + 1, busy_call = NULL, updated_at = $5
+		WHERE network = $1 AND channel_id = $2 AND refund_nonce <= $4::numeric`,
+		network, id, v.Balance, v.Nonce, p.now)
 	return true, nil
 }
 
@@ -340,9 +339,9 @@ func AdoptedOf(s *channel.State, busyCall string) ChannelAdopted {
 }
 
 // ChannelPut writes the record s of a channel on network in tx, as a
-// channel.adopted event whose projection creates or replaces its row (a
-// row busy with a call is left: ErrConflict): for a channel taken up from
-// the chain, and for tests that need rows with real vouchers.
+// channel.adopted event whose projection creates its row (ErrConflict
+// when it has one: a record is never replaced): for a channel taken up
+// from the chain, and for tests that need rows with real vouchers.
 func ChannelPut(ctx context.Context, tx pgx.Tx, network string, s *channel.State) error {
 	if err := Append(ctx, tx, NewEvent{Stream: ChannelStream(network, s.ChannelID), Type: EventChannelAdopted, Data: AdoptedOf(s, "")}); err != nil {
 		return fmt.Errorf("put channel %s on %s: %w", s.ChannelID.Hex(), network, err)

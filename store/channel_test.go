@@ -54,6 +54,10 @@ func TestChannelRows(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, store.ChannelPut(ctx, tx, network, s))
 	require.NoError(t, tx.Commit(ctx))
+	tx, err = db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, store.ChannelPut(ctx, tx, network, s), store.ErrConflict, "a record is never replaced")
+	require.NoError(t, tx.Rollback(ctx))
 	got, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
 	require.NoError(t, err)
 	require.Equal(t, s.Config, got.State.Config)
@@ -118,13 +122,13 @@ func TestChannelRows(t *testing.T) {
 		}},
 		{"refunded", func(t *testing.T) {
 			require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelRefunded, Data: store.ChannelRefunded{
-				CallID: "c5", Transaction: "0x01", Amount: "970000", Nonce: "0"}}))
+				CallID: "c5", Transaction: "0x01", Amount: "970000", Nonce: "0", Balance: "30000"}}))
 			c, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
 			require.NoError(t, err)
 			require.Equal(t, "30000", c.State.OnChain.Balance.String())
 			require.Equal(t, "1", c.State.OnChain.RefundNonce.String())
 			require.ErrorIs(t, appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelRefunded, Data: store.ChannelRefunded{
-				CallID: "c5", Transaction: "0x01", Amount: "1", Nonce: "0"}}), store.ErrConflict)
+				CallID: "c5", Transaction: "0x01", Amount: "1", Nonce: "0", Balance: "29999"}}), store.ErrConflict)
 		}},
 	} {
 		t.Run(tc.name, tc.run)

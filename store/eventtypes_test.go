@@ -55,7 +55,7 @@ func registeredPayloads() map[string]any {
 			TotalClaimed: "10000", RefundNonce: "1", BusyCall: "c2"},
 		EventChannelDeposited: ChannelOpened{CallID: "c3", Transaction: tx, Amount: "50000", Balance: "150000"},
 		EventChannelCharged:   ChannelCharged{CallID: "c4", Amount: "10000", Charged: "30000", Signed: "30000", Signature: []byte{3, 4}},
-		EventChannelRefunded:  ChannelRefunded{CallID: "c5", Transaction: tx, Amount: "120000", Nonce: "1"},
+		EventChannelRefunded:  ChannelRefunded{CallID: "c5", Transaction: tx, Amount: "120000", Nonce: "1", Balance: "30000"},
 		EventChannelClaimed:   ChannelClaimed{Transaction: tx, TotalClaimed: "30000"},
 		EventChannelSettled: ChannelSettled{Transaction: tx, Receiver: config.Receiver, Token: config.Token, Amount: "30000",
 			Block: 9, BlockHash: "0x09", GasUsed: 76_000},

@@ -25,7 +25,7 @@ type settledOneString struct {
 // in ledger form 2 (not Form1).
 func settledString(d *SettlementDone) (string, bool) {
 	r := &d.Response
-	if !r.Success || r.ErrorReason != "" || d.Cost == nil || d.Form1 || r.Network == "" || strings.ContainsRune(r.Network, ' ') || d.Cost.Batch < 0 {
+	if !r.Success || r.ErrorReason != "" || r.Amount != "" || len(r.Extra) > 0 || d.Cost == nil || d.Form1 || r.Network == "" || strings.ContainsRune(r.Network, ' ') || d.Cost.Batch < 0 {
 		return "", false
 	}
 	tx, ok := x402.HashBytes(r.Transaction)

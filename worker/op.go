@@ -14,6 +14,7 @@ import (
 
 	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/jobs"
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 )
 
@@ -141,6 +142,12 @@ func (w *opWorker[In, Out]) Work(ctx context.Context, job *river.Job[jobs.Args[I
 		return fmt.Errorf("complete call %s: %w", callID, err)
 	}
 	log.InfoContext(ctx, "job succeeded", "duration_ms", clk.Now().Sub(start).Milliseconds())
+	if succeeded.settled != nil {
+		// Settled off chain with the result.
+		w.deps.Metrics.Settlement(succeeded.payment.Network, metrics.SettlementConfirmed)
+		w.deps.Metrics.RevenueFinal(succeeded.payment.Network, succeeded.payment.Amount)
+		return nil
+	}
 	w.settleRun(ctx, succeeded, log)
 	return nil
 }

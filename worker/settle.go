@@ -149,6 +149,9 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 	start := commits.clock.Now()
 	var resp *x402.SettleResponse
 	var err error
+	// A settler whose records name the call (a channel's charge) reads it
+	// from ctx.
+	ctx = x402.WithCall(ctx, callID)
 	if follower, ok := deps.Settler.(x402.PendingFollower); ok && pending != "" {
 		resp, err = follower.SettlePending(ctx, payment, pending)
 	} else {
@@ -167,6 +170,13 @@ func settle(ctx context.Context, deps *Deps, commits *commits, log *slog.Logger,
 		event: store.NewEvent{Stream: store.CallStream(callID), Type: typ, Data: store.SettlementDone{Response: *resp, Cost: resp.Cost, Block: resp.Block,
 			Form1: commits.form1}},
 		safetyNet: safetyNet,
+	}
+	if resp.Ledger != nil {
+		ledger, ok := resp.Ledger.([]store.NewEvent)
+		if !ok {
+			return fmt.Errorf("settle %s: the settler's ledger records are %T", callID, resp.Ledger)
+		}
+		out.ledger = ledger
 	}
 	if !resp.Success {
 		// Work done and never paid (the authorization expired, the
@@ -199,6 +209,9 @@ type settled struct {
 	event     store.NewEvent
 	safetyNet int64
 	unpaid    string
+	// ledger are the settler's own records of the settlement (a
+	// channel's charge: x402.SettleResponse.Ledger), appended with it.
+	ledger []store.NewEvent
 }
 
 // writeOutcomes appends the outcomes of a group of settlements and deletes
@@ -221,7 +234,9 @@ func writeOutcomes(ctx context.Context, tx pgx.Tx, now time.Time, outcomes []set
 	at := map[[2]string]int{}
 	calls := make([]store.NewEvent, 0, len(outcomes))
 	var unpaid []string
+	var ledger []store.NewEvent
 	for _, o := range outcomes {
+		ledger = append(ledger, o.ledger...)
 		if o.safetyNet != 0 {
 			ids = append(ids, o.safetyNet)
 		}
@@ -244,7 +259,8 @@ func writeOutcomes(ctx context.Context, tx pgx.Tx, now time.Time, outcomes []set
 		}
 		calls = append(calls, o.event)
 	}
-	events := make([]store.NewEvent, 0, len(mined)+len(calls))
+	events := make([]store.NewEvent, 0, len(ledger)+len(mined)+len(calls))
+	events = append(events, ledger...)
 	for _, m := range mined {
 		events = append(events, store.NewEvent{Stream: store.ChainStream(m.network), Type: store.EventSettlementMined, Data: m.data})
 	}

@@ -297,13 +297,19 @@ type completed struct {
 	succeeded store.JobSucceeded
 	settleJob int64
 	payment   *x402.Payment
+	// settled is the settlement made in the transaction that records the
+	// result (an off-chain one: x402.OffChainSettler), nil when the run
+	// settles afterwards.
+	settled *x402.SettleResponse
 }
 
 func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, settler x402.Settler, clk clock.Clock) *commits {
 	namer, _ := settler.(x402.TransactionNamer)
+	offChain, _ := settler.(x402.OffChainSettler)
 	slow, _ := settler.(x402.SlowSettler)
 	clk = clock.Or(clk)
-	return &commits{
+	var c *commits
+	c = &commits{
 		grace: grace,
 		slow:  slow,
 		clock: clk,
@@ -311,37 +317,64 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 			if err := readPayments(ctx, tx, runs); err != nil {
 				return err
 			}
-			// The runs settle their payments themselves: their
+			// A settlement off chain (a voucher's charge) is made here,
+			// with the result: no settlement job, no transaction of its
+			// own. One that fails is left to the run, as the others.
+			var ledger []store.NewEvent
+			for _, run := range runs {
+				run.settled = nil
+				if offChain == nil || !offChain.OffChain(run.payment) {
+					continue
+				}
+				resp, err := settler.Settle(x402.WithCall(ctx, run.callID), run.payment)
+				if err != nil || !resp.Success {
+					continue
+				}
+				recs, _ := resp.Ledger.([]store.NewEvent)
+				ledger = append(ledger, recs...)
+				run.settled = resp
+			}
+			// The other runs settle their payments themselves: their
 			// settlement jobs wait their grace, as a safety net.
 			now := clk.Now()
-			params := make([]river.InsertManyParams, len(runs))
-			for i, run := range runs {
+			params := make([]river.InsertManyParams, 0, len(runs))
+			for _, run := range runs {
+				if run.settled != nil {
+					continue
+				}
 				opts := &river.InsertOpts{ScheduledAt: now.Add(graceOf(grace, slow, run.payment))}
-				params[i] = river.InsertManyParams{Args: SettleArgs{CallID: run.callID}, InsertOpts: opts}
+				params = append(params, river.InsertManyParams{Args: SettleArgs{CallID: run.callID}, InsertOpts: opts})
 			}
-			// The workers' client, from the context of the job whose
-			// run writes this transaction.
-			client := river.ClientFromContext[pgx.Tx](ctx)
-			inserted, err := client.InsertManyTx(ctx, tx, params)
-			if err != nil {
-				return fmt.Errorf("insert %d settle jobs: %w", len(runs), err)
-			}
-			settleJobs, err := settleJobIDs(inserted)
-			if err != nil {
-				return err
+			settleJobs := map[string]int64{}
+			if len(params) > 0 {
+				// The workers' client, from the context of the job whose
+				// run writes this transaction.
+				client := river.ClientFromContext[pgx.Tx](ctx)
+				inserted, err := client.InsertManyTx(ctx, tx, params)
+				if err != nil {
+					return fmt.Errorf("insert %d settle jobs: %w", len(params), err)
+				}
+				if settleJobs, err = settleJobIDs(inserted); err != nil {
+					return err
+				}
 			}
 			// Each settlement's first attempt, the run's, is recorded
 			// here with the result, in its job.succeeded, with the
 			// transaction it sends when that is named beforehand:
 			// durable before any transfer, and no write of its own. A
 			// later attempt records itself (settleWorker).
-			events := make([]store.NewEvent, len(runs))
-			for i, run := range runs {
+			events := make([]store.NewEvent, 0, len(ledger)+len(runs))
+			events = append(events, ledger...)
+			for _, run := range runs {
 				run.settleJob = settleJobs[run.callID]
 				succeeded := run.succeeded
 				succeeded.SettleJobID = run.settleJob
 				succeeded.Transaction = transactionOf(namer, run.payment)
-				events[i] = store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded}
+				events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded})
+				if run.settled != nil {
+					events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventSettlementConfirmed,
+						Data: store.SettlementDone{Response: *run.settled, Form1: c.form1}})
+				}
 			}
 			return store.Append(ctx, tx, events...)
 		}),
@@ -350,6 +383,7 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 			return writeOutcomes(ctx, tx, clk.Now(), outcomes)
 		}),
 	}
+	return c
 }
 
 // graceOf returns how long the run that recorded a result has to settle

@@ -42,6 +42,36 @@
 // call), never verified as a charge, reserved or settled: the client whose
 // answer was lost and who signed again is charged once.
 //
+// # Payment channels (batch-settlement)
+//
+// Where the relayer settles (SETTLEMENT=devchain or rpc) and a receiver
+// authorizer key is configured (RECEIVER_AUTHORIZER_KEY; on the devchain
+// its account #10 by default), every EVM network's exact option is followed
+// in accepts, after all the exact ones, by a batch-settlement option at the
+// same price, asset and payTo, whose extra is the official server's: the
+// token's EIP-712 name and version, receiverAuthorizer, withdrawDelay
+// (CHANNEL_WITHDRAW_DELAY) and minDeposit (ten prices, a hint). A payer
+// deposits once into a channel (an EIP-3009 receiveWithAuthorization
+// through the canonical deposit collector, which the relayer sends once
+// the first call's operation succeeded, and follows until final as an
+// exact settlement), then pays each call with a cumulative voucher,
+// checked against the channel's record in Postgres (package evm/chanpay,
+// store.Channel) and charged off chain: the charge is appended with the
+// call's settlement, before its result is released (PAYMENT-RESPONSE:
+// transaction "" for a voucher, extra.chargedAmount, extra.channelState).
+// A voucher whose cumulative amount is not the seller's charge plus the
+// price is answered the corrective 402, its option carrying
+// extra.channelState and extra.voucherState (the official client
+// resynchronizes from it); a second call of a channel while one runs is
+// refused invalid_batch_settlement_evm_channel_busy; a failed operation
+// charges nothing and frees the voucher for another call; the same voucher
+// and request get the stored result. A channel the seller has no record
+// of is taken up from the chain, charged what was claimed there. GET on
+// an operation's URL answers its quote, and, with a refund payload, makes
+// the cooperative refund of what the channel holds beyond the charge
+// (refundWithSignature, signed by the receiver authorizer, sent by the
+// relayer). Claims of vouchers and the sweep to payTo are the workers'.
+//
 // # Settlement modes
 //
 // SETTLEMENT=devchain (the default) settles on the embedded chain of package

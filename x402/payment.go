@@ -49,6 +49,21 @@ type Payment struct {
 	// reservation against the payer's balance counts until then. Not
 	// kept in the ledger.
 	ReserveUntil time.Time `json:"-"`
+	// Hold, when set, is the channel a batch-settlement payment is charged
+	// to: its call's admission holds it busy (channel_busy) while its
+	// charge is still the one the payment was verified against. Not kept
+	// in the ledger.
+	Hold *ChannelHold `json:"-"`
+}
+
+// ChannelHold is the channel a verified batch-settlement payment is
+// charged to (Payment.Hold).
+type ChannelHold struct {
+	// ChannelID is the channel's id.
+	ChannelID [32]byte
+	// Charged is the channel's cumulative charge the payment's voucher was
+	// checked against.
+	Charged *big.Int
 }
 
 // ledgerPayment is the form the ledger keeps a Payment in (MarshalJSON):
@@ -341,6 +356,19 @@ type Refusal struct {
 	// network, recipient, amount or start are wrong): no earlier call holds
 	// it, and the ledger need not be asked for one.
 	NeverValid bool
+	// Option, when set, is the seller's option to answer in place of the
+	// quote's of its scheme and network: a batch-settlement payment whose
+	// cumulative amount is not the seller's is answered the corrective
+	// 402, whose option carries the channel's state (OptionQuoter).
+	Option *Requirements
+}
+
+// OptionQuoter is a Verifier that answers a refusal naming an option
+// (Refusal.Option) with a quote carrying it.
+type OptionQuoter interface {
+	// QuoteWithOption returns op's quote naming reason and message whose
+	// option of option's scheme and network is option.
+	QuoteWithOption(op, reason, message string, option *Requirements) (*Quote, error)
 }
 
 func (r *Refusal) Error() string { return r.Reason + ": " + r.Message }
@@ -407,6 +435,12 @@ type SettleResponse struct {
 	Payer       string `json:"payer,omitempty"`
 	Transaction string `json:"transaction"`
 	Network     string `json:"network"`
+	// Amount and Extra are a batch-settlement payment's (channel.Response):
+	// what moved on chain ("" for a voucher, left out) and
+	// extra.chargedAmount and extra.channelState. Exact payments have
+	// neither.
+	Amount string          `json:"amount,omitempty"`
+	Extra  json.RawMessage `json:"extra,omitempty"`
 	// Cost is what the settlement cost the seller in gas, when it sent a
 	// transaction: for its own books, never sent to the payer.
 	Cost *SettleCost `json:"-"`
@@ -414,6 +448,26 @@ type SettleResponse struct {
 	// the settler follows it until final (a Finality does): nil when the
 	// settlement is final as it is answered.
 	Block *SettledBlock `json:"-"`
+	// Ledger, when set, is what the settlement records in the ledger with
+	// its outcome, in the same transaction: a scheme's own records (a
+	// batch-settlement payment's channel events, []store.NewEvent), for
+	// the worker to append. Never sent.
+	Ledger any `json:"-"`
+}
+
+// callKey is the context key of WithCall.
+type callKey struct{}
+
+// WithCall returns ctx naming the call whose payment is being settled, for
+// a settler whose ledger records name it (SettleResponse.Ledger).
+func WithCall(ctx context.Context, callID string) context.Context {
+	return context.WithValue(ctx, callKey{}, callID)
+}
+
+// CallOf returns the call WithCall named in ctx, "" when none.
+func CallOf(ctx context.Context) string {
+	id, _ := ctx.Value(callKey{}).(string)
+	return id
 }
 
 // SettledBlock is a block a settlement's transaction was mined in.
@@ -598,14 +652,69 @@ type SchemeVerifier interface {
 	Verify(ctx context.Context, req *Requirements, payload *PaymentPayload) (*Payment, error)
 }
 
+// SchemeRefunder is a SchemeVerifier whose scheme has refunds that pay for
+// no call (batch-settlement's cooperative refund): they are made at once.
+type SchemeRefunder interface {
+	// Refund checks payload against req and makes the refund it asks,
+	// returning its response, or a *Refusal.
+	Refund(ctx context.Context, req *Requirements, payload *PaymentPayload) (*SettleResponse, error)
+}
+
+// Refunder is a Verifier that makes refunds (Seller.Refund).
+type Refunder interface {
+	// Refund makes the refund header asks for op's seller, or refuses it
+	// (a *Refusal).
+	Refund(ctx context.Context, op, header string) (*SettleResponse, error)
+}
+
 // Settlers settles each payment with the settler of its network's CAIP-2
-// namespace ("eip155", "solana"). It implements Settler.
+// namespace ("eip155", "solana"), or, for a scheme other than exact, of
+// its namespace and scheme ("eip155/batch-settlement": SchemeOf). It
+// implements Settler.
 type Settlers map[string]Settler
+
+// OffChainSettler is a Settler some of whose settlements move nothing on
+// chain and need no I/O but the database (a batch-settlement voucher's
+// charge): the worker makes them in the transaction that records the
+// call's result, with no settlement job.
+type OffChainSettler interface {
+	// OffChain reports whether p's settlement is one.
+	OffChain(p *Payment) bool
+}
+
+// OffChain reports whether the settler of p's namespace and scheme settles
+// it off chain (OffChainSettler).
+func (s Settlers) OffChain(p *Payment) bool {
+	o, ok := s[settlerKey(p)].(OffChainSettler)
+	return ok && o.OffChain(p)
+}
+
+// ChannelNoncePrefix begins the Nonce of every batch-settlement payment
+// ("channel/<0x channel id>/..."), which tells it from an exact one
+// (SchemeOf) with no decoding.
+const ChannelNoncePrefix = "channel/"
+
+// SchemeOf returns the scheme of a verified payment: batch-settlement
+// when its nonce is a channel's (ChannelNoncePrefix), exact otherwise.
+func SchemeOf(p *Payment) string {
+	if strings.HasPrefix(p.Nonce, ChannelNoncePrefix) {
+		return SchemeBatchSettlement
+	}
+	return "exact"
+}
+
+// settlerKey returns the key of p's settler in Settlers.
+func settlerKey(p *Payment) string {
+	namespace, _, _ := strings.Cut(p.Network, ":")
+	if scheme := SchemeOf(p); scheme != "exact" {
+		return namespace + "/" + scheme
+	}
+	return namespace
+}
 
 // Settle settles p with the settler of its namespace.
 func (s Settlers) Settle(ctx context.Context, p *Payment) (*SettleResponse, error) {
-	namespace, _, _ := strings.Cut(p.Network, ":")
-	settler, ok := s[namespace]
+	settler, ok := s[settlerKey(p)]
 	if !ok {
 		return nil, fmt.Errorf("settle: no settler for %s", p.Network)
 	}
@@ -615,8 +724,7 @@ func (s Settlers) Settle(ctx context.Context, p *Payment) (*SettleResponse, erro
 // SettlePending settles p with the settler of its namespace, as its
 // SettlePending when it is a PendingFollower, else as Settle.
 func (s Settlers) SettlePending(ctx context.Context, p *Payment, tx string) (*SettleResponse, error) {
-	namespace, _, _ := strings.Cut(p.Network, ":")
-	if f, ok := s[namespace].(PendingFollower); ok {
+	if f, ok := s[settlerKey(p)].(PendingFollower); ok {
 		return f.SettlePending(ctx, p, tx)
 	}
 	return s.Settle(ctx, p)
@@ -626,8 +734,7 @@ func (s Settlers) SettlePending(ctx context.Context, p *Payment, tx string) (*Se
 // settlement of p waits, when the settler of its namespace is a
 // SlowSettler; 0 otherwise.
 func (s Settlers) ExtraWait(p *Payment) time.Duration {
-	namespace, _, _ := strings.Cut(p.Network, ":")
-	if slow, ok := s[namespace].(SlowSettler); ok {
+	if slow, ok := s[settlerKey(p)].(SlowSettler); ok {
 		return slow.ExtraWait(p)
 	}
 	return 0
@@ -636,8 +743,7 @@ func (s Settlers) ExtraWait(p *Payment) time.Duration {
 // Reconcile reconciles p with the settler of its namespace when it is a
 // Reconciler; otherwise it answers ReconcilePending (p is settled again).
 func (s Settlers) Reconcile(ctx context.Context, p *Payment) (Reconciliation, *SettleResponse, error) {
-	namespace, _, _ := strings.Cut(p.Network, ":")
-	if r, ok := s[namespace].(Reconciler); ok {
+	if r, ok := s[settlerKey(p)].(Reconciler); ok {
 		return r.Reconcile(ctx, p)
 	}
 	return ReconcilePending, nil, nil
@@ -646,8 +752,7 @@ func (s Settlers) Reconcile(ctx context.Context, p *Payment) (Reconciliation, *S
 // Transaction returns the id of the transaction that settles p, when the
 // settler of its namespace is a TransactionNamer; "" otherwise.
 func (s Settlers) Transaction(p *Payment) (string, error) {
-	namespace, _, _ := strings.Cut(p.Network, ":")
-	if namer, ok := s[namespace].(TransactionNamer); ok {
+	if namer, ok := s[settlerKey(p)].(TransactionNamer); ok {
 		return namer.Transaction(p)
 	}
 	return "", nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,41 @@ type SolanaOption struct {
 	LastValidBlockHeight uint64
 }
 
+// SchemeBatchSettlement is the name of x402's batch-settlement scheme
+// (payment channels: x402/evm/channel).
+const SchemeBatchSettlement = "batch-settlement"
+
+// ChannelOption is the batch-settlement option of the quotes, offered on
+// every EVM network beside exact when the service can settle it (a
+// receiver authorizer key is configured).
+type ChannelOption struct {
+	// ReceiverAuthorizer is the address of the seller's key that signs
+	// claims and refunds (extra.receiverAuthorizer), 0x hex.
+	ReceiverAuthorizer string
+	// WithdrawDelay is the channels' withdrawal delay in seconds
+	// (extra.withdrawDelay).
+	WithdrawDelay uint64
+}
+
+// channelExtra is the batch-settlement option's extra, in the order and
+// with the fields the official server (@x402/evm batch-settlement server,
+// enhancePaymentRequirements) emits: the token's EIP-712 domain, the
+// receiver authorizer, the withdrawal delay and the minimum deposit hint
+// (MinDepositMultiplier prices).
+type channelExtra struct {
+	Name               string `json:"name"`
+	Version            string `json:"version"`
+	ReceiverAuthorizer string `json:"receiverAuthorizer"`
+	WithdrawDelay      uint64 `json:"withdrawDelay"`
+	MinDeposit         string `json:"minDeposit"`
+}
+
+// MinDepositMultiplier is the minimum deposit hint of the batch-settlement
+// option (extra.minDeposit) in prices of the operation, the official
+// server's default (DEFAULT_SERVER_MIN_DEPOSIT_MULTIPLIER). It is a hint:
+// a smaller deposit is not refused.
+const MinDepositMultiplier = 10
+
 // CatalogConfig configures the quotes.
 type CatalogConfig struct {
 	// PublicURL is the service's base URL, used in resource URLs.
@@ -57,6 +93,9 @@ type CatalogConfig struct {
 	EVMNetworks []string
 	// Solana, when set, adds the Solana mainnet option.
 	Solana *SolanaOption
+	// Channels, when set, adds a batch-settlement option on each of
+	// EVMNetworks, after every exact option.
+	Channels *ChannelOption
 	// MaxTimeoutSeconds is the payment window offered. Defaults to
 	// DefaultMaxTimeoutSeconds. The Solana option offers at most
 	// SolanaMaxTimeoutSeconds, the life of a blockhash.
@@ -205,6 +244,10 @@ func NewCatalog(offers []Offer, cfg *CatalogConfig) (*Catalog, error) {
 		solana := *cfg.Solana
 		c.cfg.Solana = &solana
 	}
+	if cfg.Channels != nil {
+		channels := *cfg.Channels
+		c.cfg.Channels = &channels
+	}
 	st, err := buildCatalog(offers, &c.cfg)
 	if err != nil {
 		return nil, err
@@ -320,6 +363,23 @@ func accepts(amount string, cfg *CatalogConfig) ([]Requirements, error) {
 		}
 		out = append(out, Requirements{Scheme: "exact", Network: n.ID, Amount: amount, Asset: n.Asset,
 			PayTo: cfg.Solana.PayTo, MaxTimeoutSeconds: min(cfg.MaxTimeoutSeconds, SolanaMaxTimeoutSeconds), Extra: extra})
+	}
+	if ch := cfg.Channels; ch != nil {
+		price, ok := new(big.Int).SetString(amount, 10)
+		if !ok {
+			return nil, fmt.Errorf("requirement amount %q", amount)
+		}
+		minDeposit := price.Mul(price, big.NewInt(MinDepositMultiplier)).String()
+		for _, id := range cfg.EVMNetworks {
+			n, _ := NetworkByID(id)
+			extra, err := json.Marshal(channelExtra{Name: n.Name, Version: n.Version, ReceiverAuthorizer: ch.ReceiverAuthorizer,
+				WithdrawDelay: ch.WithdrawDelay, MinDeposit: minDeposit})
+			if err != nil {
+				return nil, fmt.Errorf("requirement extra: %w", err)
+			}
+			out = append(out, Requirements{Scheme: SchemeBatchSettlement, Network: n.ID, Amount: amount, Asset: n.Asset,
+				PayTo: cfg.PayToEVM, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, Extra: extra})
+		}
 	}
 	return out, nil
 }
@@ -514,6 +574,40 @@ func (c *Catalog) QuoteWithError(op, reason, message string) (*Quote, error) {
 		return nil, q.notSellable
 	}
 	return q.withError(reason, message), nil
+}
+
+// QuoteWithOption returns op's quote naming reason and message, as
+// QuoteWithError does, whose option of option's scheme and network is
+// option: the corrective 402 of the batch-settlement scheme, whose option
+// carries the channel's state (extra.channelState, extra.voucherState).
+// It is built whole, for this answer only.
+func (c *Catalog) QuoteWithOption(op, reason, message string, option *Requirements) (*Quote, error) {
+	c.mu.Lock()
+	cfg := c.cfg
+	c.mu.Unlock()
+	q, ok := c.state.Load().quotes[op]
+	if !ok {
+		return nil, fmt.Errorf("quote %s: %w", op, errNoSuchOperation)
+	}
+	if q.notSellable != nil {
+		return nil, q.notSellable
+	}
+	e := *q.entry
+	e.Required.Accepts = slices.Clone(e.Required.Accepts)
+	found := false
+	for i := range e.Required.Accepts {
+		if r := &e.Required.Accepts[i]; r.Scheme == option.Scheme && r.Network == option.Network {
+			*r, found = *option, true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("quote %s: no %s option on %s", op, option.Scheme, option.Network)
+	}
+	built, err := buildQuote(&e, &cfg, e.Required.Accepts[0].Amount)
+	if err != nil {
+		return nil, fmt.Errorf("quote %s: %w", op, err)
+	}
+	return built.withError(reason, message), nil
 }
 
 // Requirement returns the requirement of op on network with scheme.

@@ -308,3 +308,55 @@ func TestCatalogSolanaBlockhash(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, decodeRequired(t, q.PaymentRequired).Accepts, 1)
 }
+
+// TestCatalogChannels: with a channel option, every EVM network gets a
+// batch-settlement option after every exact one (which stay as they were,
+// byte for byte), at the same price, asset and payTo, its extra as the
+// official server emits it; quoting stays free of allocations; the
+// corrective quote replaces that option alone.
+func TestCatalogChannels(t *testing.T) {
+	// Not parallel: it counts allocations.
+	base := CatalogConfig{PublicURL: "https://x.test/", PayToEVM: payTo,
+		EVMNetworks: []string{"eip155:8453", "eip155:137"}, Solana: &SolanaOption{PayTo: solanaPayTo, FeePayer: feePayer}}
+	plain, err := NewCatalog(testOffers, &base)
+	require.NoError(t, err)
+	withChannels := base
+	withChannels.Channels = &ChannelOption{ReceiverAuthorizer: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", WithdrawDelay: 86400}
+	cat, err := NewCatalog(testOffers, &withChannels)
+	require.NoError(t, err)
+
+	q, err := cat.Quote("diff")
+	require.NoError(t, err)
+	p, err := plain.Quote("diff")
+	require.NoError(t, err)
+	required, exact := decodeRequired(t, q.PaymentRequired), decodeRequired(t, p.PaymentRequired)
+	require.Len(t, required.Accepts, 5)
+	require.Equal(t, exact.Accepts, required.Accepts[:3], "exact first, unchanged")
+	for i, network := range []string{"eip155:8453", "eip155:137"} {
+		r := required.Accepts[3+i]
+		require.Equal(t, SchemeBatchSettlement, r.Scheme)
+		require.Equal(t, network, r.Network)
+		require.Equal(t, exact.Accepts[i].Amount, r.Amount)
+		require.Equal(t, exact.Accepts[i].Asset, r.Asset)
+		require.Equal(t, payTo, r.PayTo)
+		n, _ := NetworkByID(network)
+		require.Equal(t, `{"name":"`+n.Name+`","version":"`+n.Version+`","receiverAuthorizer":"0x70997970C51812dc3A010C7d01b50e0d17dc79C8",`+
+			`"withdrawDelay":86400,"minDeposit":"100000"}`, string(r.Extra))
+		req, ok := cat.Requirement("diff", SchemeBatchSettlement, network)
+		require.True(t, ok)
+		require.Equal(t, r, *req)
+	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = cat.Quote("diff") }), "an unpaid quote allocates nothing")
+
+	option := required.Accepts[4]
+	option.Extra = json.RawMessage(`{"channelState":{"channelId":"0x01"}}`)
+	corrective, err := cat.QuoteWithOption("diff", "invalid_batch_settlement_evm_cumulative_amount_mismatch", "behind", &option)
+	require.NoError(t, err)
+	got := decodeRequired(t, corrective.PaymentRequired)
+	require.Equal(t, "invalid_batch_settlement_evm_cumulative_amount_mismatch", got.Error)
+	require.Equal(t, required.Accepts[:4], got.Accepts[:4])
+	require.Equal(t, option, got.Accepts[4])
+	require.Contains(t, string(corrective.Body), `"channelState"`)
+	_, err = cat.QuoteWithOption("diff", "x", "y", &Requirements{Scheme: SchemeBatchSettlement, Network: "eip155:1"})
+	require.Error(t, err, "no such option")
+}

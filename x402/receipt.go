@@ -2,6 +2,7 @@ package x402
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -19,6 +20,9 @@ const (
 	// receiptNetwork: the network is not the one the reader is given,
 	// and is kept as its string.
 	receiptNetwork
+	// receiptExtra: the response has an amount and an extra (a
+	// batch-settlement payment's), kept as two strings after the rest.
+	receiptExtra
 )
 
 // MarshalLedgerBinary returns r packed as the calls row keeps a settled
@@ -48,6 +52,11 @@ func (r SettleResponse) MarshalLedgerBinary(network string) []byte {
 		b[1] |= receiptNetwork
 		b = appendString(b, r.Network)
 	}
+	if r.Amount != "" || len(r.Extra) > 0 {
+		b[1] |= receiptExtra
+		b = appendString(b, r.Amount)
+		b = appendString(b, string(r.Extra))
+	}
 	return b
 }
 
@@ -76,6 +85,12 @@ func (r *SettleResponse) UnmarshalLedgerBinary(b []byte, network string) error {
 	v.Network = network
 	if flags&receiptNetwork != 0 {
 		v.Network = rd.string()
+	}
+	if flags&receiptExtra != 0 {
+		v.Amount = rd.string()
+		if extra := rd.string(); extra != "" {
+			v.Extra = json.RawMessage(extra)
+		}
 	}
 	if rd.err != nil {
 		return fmt.Errorf("decode settlement response: %w", rd.err)

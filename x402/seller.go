@@ -55,7 +55,9 @@ var (
 )
 
 // NewSeller returns a Seller of catalog's operations that verifies payments
-// with schemes, keyed by CAIP-2 namespace ("eip155", "solana").
+// with schemes, keyed by CAIP-2 namespace ("eip155", "solana") for the
+// exact scheme and by namespace and scheme for the others
+// ("eip155/batch-settlement").
 func NewSeller(catalog *Catalog, schemes map[string]Scheme) *Seller {
 	return &Seller{catalog: catalog, schemes: schemes}
 }
@@ -86,6 +88,27 @@ func (s *Seller) Verify(ctx context.Context, op, header string) (*Payment, error
 		return nil, err
 	}
 	return scheme.Verifier.Verify(ctx, req, payload)
+}
+
+// QuoteWithOption returns op's quote naming reason, with option in place
+// of the quote's of its scheme and network (Catalog.QuoteWithOption).
+func (s *Seller) QuoteWithOption(op, reason, message string, option *Requirements) (*Quote, error) {
+	return s.catalog.QuoteWithOption(op, reason, message, option)
+}
+
+// Refund makes the refund header asks (a batch-settlement refund payload),
+// with the scheme of the option it names when that is a SchemeRefunder;
+// any other payment is refused.
+func (s *Seller) Refund(ctx context.Context, op, header string) (*SettleResponse, error) {
+	payload, scheme, req, err := s.match(op, header)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := scheme.Verifier.(SchemeRefunder)
+	if !ok {
+		return nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: "payments of scheme " + req.Scheme + " have no refunds"}
+	}
+	return r.Refund(ctx, req, payload)
 }
 
 // Reserves reports whether payments on network are reserved against their
@@ -244,7 +267,13 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: fmt.Sprintf(
 			"accepted asks %s of %s to %s on %s; the quote asks %s of %s to %s", a.Amount, a.Asset, a.PayTo, a.Network, req.Amount, req.Asset, req.PayTo)}
 	}
-	scheme, ok := s.schemes[namespace]
+	// A scheme other than exact has its own verifier, keyed
+	// "<namespace>/<scheme>".
+	key := namespace
+	if req.Scheme != "exact" {
+		key += "/" + req.Scheme
+	}
+	scheme, ok := s.schemes[key]
 	if !ok || scheme.Verifier == nil {
 		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: "payments on " + req.Network + " are not verified here"}
 	}

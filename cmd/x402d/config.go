@@ -32,6 +32,7 @@ import (
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/channel"
 	"github.com/x402d/x402d/x402/svm"
 )
 
@@ -108,6 +109,21 @@ type Config struct {
 	// number of worker processes may share it. Required in rpc mode; unset
 	// in devchain mode: devchain account #8.
 	RelayerKey string `env:"RELAYER_KEY"`
+	// ReceiverAuthorizerKey is the hex private key of the seller's receiver
+	// authorizer in x402's batch-settlement scheme (payment channels): it
+	// signs the claims of vouchers and the cooperative refunds, and the
+	// quotes name its address (extra.receiverAuthorizer). It must not be
+	// RELAYER_KEY. Unset: devchain account #10 in devchain mode; in rpc
+	// mode the batch-settlement option is not offered.
+	ReceiverAuthorizerKey string `env:"RECEIVER_AUTHORIZER_KEY"`
+	// ChannelWithdrawDelay is the withdrawal delay of the payment channels
+	// the quotes offer (extra.withdrawDelay), in whole seconds, from 15m
+	// to 720h (the scheme's bounds): how long a payer who starts a timed
+	// withdrawal waits, and so how long the seller has to claim the
+	// channel's vouchers once it sees the withdrawal begin. A day leaves
+	// the claims a whole day when the workers are down for hours, and
+	// keeps a payer's unspent deposit from being held longer than that.
+	ChannelWithdrawDelay time.Duration `env:"CHANNEL_WITHDRAW_DELAY"`
 	// RPCURLs is RPC_URL_<CHAIN> of each EVM network that has one (e.g.
 	// RPC_URL_EIP155_8453 for eip155:8453), per network in rpc mode,
 	// read-only in facilitator mode (finding a settlement whose answer was
@@ -431,6 +447,7 @@ func DefaultConfig() *Config {
 		JobTimeout:              worker.DefaultJobTimeout,
 		SettlementWindow:        time.Minute,
 		ReclaimAfter:            worker.DefaultReclaimAfter,
+		ChannelWithdrawDelay:    24 * time.Hour,
 		FetchPollInterval:       worker.DefaultFetchPollInterval,
 		WorkersPure:             conc[jobs.QueuePure],
 		WorkersModel:            conc[jobs.QueueModel],
@@ -830,6 +847,17 @@ func (c *Config) validate() error {
 		if _, err := evm.ParseKey(c.RelayerKey); err != nil {
 			fail("RELAYER_KEY: not a hex private key")
 		}
+	}
+	if c.ReceiverAuthorizerKey != "" {
+		authorizer, err := evm.ParseKey(c.ReceiverAuthorizerKey)
+		if err != nil {
+			fail("RECEIVER_AUTHORIZER_KEY: not a hex private key")
+		} else if relayer, err := evm.ParseKey(c.RelayerKey); err == nil && relayer.D.Cmp(authorizer.D) == 0 {
+			fail("RECEIVER_AUTHORIZER_KEY: is RELAYER_KEY; use a key of its own (it signs claims and refunds, the relayer pays gas)")
+		}
+	}
+	if d := c.ChannelWithdrawDelay; d%time.Second != 0 || d < channel.MinWithdrawDelay*time.Second || d > channel.MaxWithdrawDelay*time.Second {
+		fail("CHANNEL_WITHDRAW_DELAY: %s is not a whole number of seconds from %s to %s", d, channel.MinWithdrawDelay*time.Second, channel.MaxWithdrawDelay*time.Second)
 	}
 	if _, err := svm.ParseSmartWalletPrograms(c.SolanaSmartWalletPrograms); err != nil {
 		fail("SOLANA_SMART_WALLET_PROGRAMS: %w", err)

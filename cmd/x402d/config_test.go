@@ -25,6 +25,9 @@ import (
 // testRelayerKey is a valid relayer key (anvil's first development key).
 const testRelayerKey = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 
+// testAuthorizerKey is a valid receiver authorizer key, not testRelayerKey.
+const testAuthorizerKey = "59c6995e998f97a0a700dda8c73e4f1b9e58b6a3fcbd2a4b8f5e0e2f1b3c3d4e"
+
 // loadEnv runs loadConfig on env. With wantErr it requires an error that
 // contains wantErr and quotes nothing marked SECRET, and returns nil;
 // otherwise it requires no error and returns the configuration.
@@ -111,6 +114,15 @@ func TestLoadConfigValues(t *testing.T) {
 		{name: "PprofAnyAddress", env: map[string]string{"PPROF_ADDR": "0.0.0.0:6060"}, wantErr: `PPROF_ADDR: "0.0.0.0:6060" is not a loopback address`},
 		{name: "PprofPublic", env: map[string]string{"PPROF_ADDR": "192.0.2.1:6060"}, wantErr: `PPROF_ADDR: "192.0.2.1:6060" is not a loopback address`},
 		{name: "PprofNoPort", env: map[string]string{"PPROF_ADDR": "127.0.0.1"}, wantErr: `PPROF_ADDR: "127.0.0.1" is not host:port`},
+		{name: "ReceiverAuthorizer", env: map[string]string{"RECEIVER_AUTHORIZER_KEY": testAuthorizerKey}, want: func(c *Config) { c.ReceiverAuthorizerKey = testAuthorizerKey }},
+		{name: "ReceiverAuthorizerIsRelayer", env: map[string]string{"RELAYER_KEY": testRelayerKey, "RECEIVER_AUTHORIZER_KEY": "0x" + testRelayerKey},
+			wantErr: "RECEIVER_AUTHORIZER_KEY: is RELAYER_KEY"},
+		{name: "ReceiverAuthorizerNotAKey", env: map[string]string{"RECEIVER_AUTHORIZER_KEY": "nope"}, wantErr: "RECEIVER_AUTHORIZER_KEY: not a hex private key"},
+		{name: "WithdrawDelay", env: map[string]string{"CHANNEL_WITHDRAW_DELAY": "15m"}, want: func(c *Config) { c.ChannelWithdrawDelay = 15 * time.Minute }},
+		{name: "WithdrawDelayLongest", env: map[string]string{"CHANNEL_WITHDRAW_DELAY": "720h"}, want: func(c *Config) { c.ChannelWithdrawDelay = 720 * time.Hour }},
+		{name: "WithdrawDelayShort", env: map[string]string{"CHANNEL_WITHDRAW_DELAY": "14m59s"}, wantErr: "CHANNEL_WITHDRAW_DELAY: 14m59s is not a whole number of seconds from 15m0s to 720h0m0s"},
+		{name: "WithdrawDelayLong", env: map[string]string{"CHANNEL_WITHDRAW_DELAY": "721h"}, wantErr: "CHANNEL_WITHDRAW_DELAY: 721h0m0s is not"},
+		{name: "WithdrawDelayFraction", env: map[string]string{"CHANNEL_WITHDRAW_DELAY": "1h0.5s"}, wantErr: "CHANNEL_WITHDRAW_DELAY: 1h0m0.5s is not"},
 
 		{name: "IndexOrigins", env: map[string]string{"INDEX_ORIGINS": "https://Shop.Example/api, http://b.example:8080,", "INDEX_PAGE_GAP": "250ms"}, want: func(c *Config) {
 			c.IndexOrigins, c.IndexPageGap = []string{"https://Shop.Example/api", "http://b.example:8080"}, 250*time.Millisecond

@@ -16,6 +16,7 @@ import (
 	"github.com/x402d/x402d/ops"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/chanpay"
 	"github.com/x402d/x402d/x402/svm"
 )
 
@@ -79,6 +80,13 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 	catCfg := x402.CatalogConfig{PublicURL: cfg.PublicURL, PayToEVM: evmMode.payTo, EVMNetworks: evmMode.networks, MaxTimeoutSeconds: cfg.maxTimeoutSeconds()}
 	schemes := map[string]x402.Scheme{"eip155": evmMode.scheme}
 	settlers := x402.Settlers{"eip155": evmMode.settler}
+	if ch := evmMode.channels; ch != nil {
+		// Payment channels on the same networks, beside exact.
+		catCfg.Channels = &x402.ChannelOption{ReceiverAuthorizer: ch.ReceiverAuthorizer().Hex(), WithdrawDelay: uint64(cfg.ChannelWithdrawDelay / time.Second)}
+		key := "eip155/" + x402.SchemeBatchSettlement
+		schemes[key] = x402.Scheme{Verifier: ch, Identify: chanpay.Identify}
+		settlers[key] = ch
+	}
 	sol, err := newSolanaSettlement(cfg)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +17,8 @@ import (
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/channel"
+	"github.com/x402d/x402d/x402/evm/chanpay"
 	"github.com/x402d/x402d/x402/facilitator"
 )
 
@@ -36,6 +39,10 @@ type evmSettlement struct {
 	networks []string
 	// payTo is the receiving address the quotes name.
 	payTo string
+	// channels, when set, verifies and settles batch-settlement payments
+	// (payment channels) on networks, which the quotes then offer: with a
+	// receiver authorizer key (RECEIVER_AUTHORIZER_KEY) only.
+	channels *chanpay.Scheme
 }
 
 // settlementDeps are what the settlement modes use besides the *Config.
@@ -153,7 +160,15 @@ func devchainSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, 
 		}
 		payTo = crypto.PubkeyToAddress(key.PublicKey).Hex()
 	}
-	s, err := relayerSettlement(ctx, cfg, deps, chains, relayerKey)
+	authorizerKey := cfg.ReceiverAuthorizerKey
+	if authorizerKey == "" {
+		key, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
+		if err != nil {
+			return nil, err
+		}
+		authorizerKey = fmt.Sprintf("%x", key.D.FillBytes(make([]byte, 32)))
+	}
+	s, err := relayerSettlement(ctx, cfg, deps, chains, relayerKey, authorizerKey)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +214,7 @@ func rpcSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, parts
 			chains.multicall[network] = evm.Multicall3
 		}
 	}
-	s, err := relayerSettlement(ctx, cfg, deps, chains, cfg.RelayerKey)
+	s, err := relayerSettlement(ctx, cfg, deps, chains, cfg.RelayerKey, cfg.ReceiverAuthorizerKey)
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +269,9 @@ type relayerChains struct {
 // chains and the verifier of its payments, whose balances reserve them,
 // and checks each chain (its id, its token's EIP-712 domain and decimals
 // against the network table, Multicall3 where it batches): a mismatch
-// refuses to start.
-func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, chains *relayerChains, relayerKey string) (*evmSettlement, error) {
+// refuses to start. With authorizerKey (the receiver authorizer's, "" for
+// none) and a database, it verifies and settles payment channels too.
+func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, chains *relayerChains, relayerKey, authorizerKey string) (*evmSettlement, error) {
 	key, err := evm.ParseKey(relayerKey)
 	if err != nil {
 		return nil, fmt.Errorf("RELAYER_KEY: %w", err)
@@ -299,8 +315,26 @@ func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, c
 	}
 	// Payments verified here are reserved against their payer's balance,
 	// read from the chain as verification reads it.
-	return &evmSettlement{scheme: x402.Scheme{Verifier: verifier, Identify: evm.Identify, Balance: verifier.Balance},
-		settler: relayer, relayer: relayer}, nil
+	s := &evmSettlement{scheme: x402.Scheme{Verifier: verifier, Identify: evm.Identify, Balance: verifier.Balance},
+		settler: relayer, relayer: relayer}
+	if authorizerKey == "" || deps.pool == nil {
+		return s, nil
+	}
+	authorizer, err := evm.ParseKey(authorizerKey)
+	if err != nil {
+		return nil, fmt.Errorf("RECEIVER_AUTHORIZER_KEY: %w", err)
+	}
+	if authorizer.D.Cmp(key.D) == 0 {
+		return nil, errors.New("RECEIVER_AUTHORIZER_KEY: is the relayer's key; use a key of its own")
+	}
+	callers := map[string]channel.Caller{}
+	for network, b := range backends {
+		callers[network] = b
+	}
+	if s.channels, err = chanpay.New(&chanpay.Config{Pool: deps.pool, Chains: callers, Sender: relayer, ReceiverAuthorizer: authorizer}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // dialRPC starts the RPC_URL_<CHAIN> endpoints of each network (none: no

@@ -449,7 +449,8 @@ func TestSolanaOffered(t *testing.T) {
 	solanaEnv := map[string]string{"SOLANA_FEE_PAYER_KEY": feePayer.String(), "RPC_URL_SOLANA": "http://127.0.0.1:1",
 		"PAY_TO_SOLANA": "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"}
 	pr := quote(solanaEnv)
-	require.Len(t, pr.Accepts, 2)
+	require.Len(t, pr.Accepts, 3, "exact on Base and Solana, then batch-settlement on Base")
+	require.Equal(t, x402.SchemeBatchSettlement, pr.Accepts[2].Scheme)
 	sol := pr.Accepts[1]
 	require.Equal(t, x402.SolanaMainnet, sol.Network)
 	require.Equal(t, "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", sol.Asset)
@@ -458,7 +459,7 @@ func TestSolanaOffered(t *testing.T) {
 	require.JSONEq(t, `{"feePayer":"`+feePayer.PublicKey().String()+`"}`, string(sol.Extra))
 
 	delete(solanaEnv, "RPC_URL_SOLANA")
-	require.Len(t, quote(solanaEnv).Accepts, 1, "no Solana option it cannot settle")
+	require.Len(t, quote(solanaEnv).Accepts, 2, "no Solana option it cannot settle")
 }
 
 // TestPaidMissingFieldIsNotCharged pays, with real signed payments on the

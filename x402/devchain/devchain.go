@@ -111,6 +111,10 @@ const (
 	RelayerAccount = 8
 	// PayToAccount receives payments on the devchain (PAY_TO_EVM's default).
 	PayToAccount = 9
+	// ReceiverAuthorizerAccount signs the seller's claims and refunds of
+	// payment channels on the devchain (RECEIVER_AUTHORIZER_KEY's
+	// default); it holds nothing and sends nothing.
+	ReceiverAuthorizerAccount = 10
 )
 
 // Token parameters of the devchain's USDC.

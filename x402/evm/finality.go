@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm/channel"
 	"github.com/x402d/x402d/x402/evm/ethrpc"
 )
 
@@ -269,6 +270,16 @@ func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x
 	// payments.
 	outcome := newTxOutcome(receipt)
 	for i, p := range payments {
+		if x402.SchemeOf(p) == x402.SchemeBatchSettlement {
+			// A channel's deposit: its EIP-3009 authorization, to the
+			// deposit collector, used.
+			token, auth, err := depositAuthorization(p)
+			if err != nil {
+				return nil, fmt.Errorf("carried by %s: %s: %w", tx, p.Key(), err)
+			}
+			out[i] = outcome.usedIn(token, auth)
+			continue
+		}
 		asset, ep, err := paymentTransfer(p)
 		if err != nil {
 			return nil, fmt.Errorf("carried by %s: %s: %w", tx, p.Key(), err)
@@ -276,6 +287,24 @@ func (r *Relayer) Carried(ctx context.Context, network, tx string, payments []*x
 		out[i] = outcome.usedIn(asset, ep.auth)
 	}
 	return out, nil
+}
+
+// depositAuthorization returns the token and the EIP-3009 authorization of
+// a batch-settlement deposit payment: the payer's receiveWithAuthorization
+// whose nonce binds it to the channel (channel.DepositNonce).
+func depositAuthorization(p *x402.Payment) (common.Address, *Authorization, error) {
+	raw, err := schemePayload(p.Payload)
+	if err != nil {
+		return common.Address{}, nil, err
+	}
+	d, err := channel.Decode(raw)
+	if err != nil {
+		return common.Address{}, nil, err
+	}
+	if d.Deposit == nil || d.Deposit.ERC3009 == nil {
+		return common.Address{}, nil, fmt.Errorf("payment %s is no EIP-3009 deposit", p.Key())
+	}
+	return d.Config.Token, &Authorization{From: d.Config.Payer, Nonce: channel.DepositNonce(d.Voucher.ChannelID, d.Deposit.ERC3009.Salt)}, nil
 }
 
 var _ x402.Finality = (*Relayer)(nil)
