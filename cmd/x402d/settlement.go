@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,9 @@ type evmSettlement struct {
 	// (payment channels) on networks, which the quotes then offer: with a
 	// receiver authorizer key (RECEIVER_AUTHORIZER_KEY) only.
 	channels *chanpay.Scheme
+	// authorizer is that receiver authorizer's key, set with channels:
+	// worker processes sign the channels' claims with it (channelClaimer).
+	authorizer *ecdsa.PrivateKey
 }
 
 // settlementDeps are what the settlement modes use besides the *Config.
@@ -334,6 +338,7 @@ func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, c
 	if s.channels, err = chanpay.New(&chanpay.Config{Pool: deps.pool, Chains: callers, Sender: relayer, ReceiverAuthorizer: authorizer}); err != nil {
 		return nil, err
 	}
+	s.authorizer = authorizer
 	return s, nil
 }
 
