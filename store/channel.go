@@ -89,6 +89,10 @@ type ChannelAdopted struct {
 	WithdrawRequestedAt uint64         `json:"withdraw_requested_at,omitempty"`
 	RefundNonce         string         `json:"refund_nonce"`
 	BusyCall            string         `json:"busy_call,omitempty"`
+	// Replace, when set, replaces the row the channel has, unless a call
+	// holds it (ChannelPut); otherwise a row the channel has is kept and
+	// the event refused (ChannelAdopt).
+	Replace bool `json:"replace,omitempty"`
 }
 
 // ChannelCharged is the data of channel.charged: call CallID charged
@@ -170,11 +174,19 @@ func projectChannelAdopted(p projection, v ChannelAdopted) (bool, error) {
 	if v.BusyCall != "" {
 		busy = &v.BusyCall
 	}
+	onConflict := "NOTHING"
+	if v.Replace {
+		onConflict = `UPDATE SET charged = EXCLUDED.charged, signed = EXCLUDED.signed, signature = EXCLUDED.signature,
+			balance = EXCLUDED.balance, total_claimed = EXCLUDED.total_claimed, withdraw_requested_at = EXCLUDED.withdraw_requested_at,
+			refund_nonce = EXCLUDED.refund_nonce, unclaimed_since = EXCLUDED.unclaimed_since, busy_call = EXCLUDED.busy_call,
+			updated_at = EXCLUDED.updated_at
+		WHERE channels.busy_call IS NULL`
+	}
 	p.b.Queue(`INSERT INTO channels (network, channel_id, config, payer, receiver, token, charged, signed, signature, balance, total_claimed,
 			withdraw_requested_at, refund_nonce, unclaimed_since, busy_call, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8::numeric, $9, $10::numeric, $11::numeric, $12, $13::numeric,
 			CASE WHEN $7::numeric > $11::numeric THEN $15::timestamptz END, $14, $15, $15)
-		ON CONFLICT (network, channel_id) DO NOTHING`,
+		ON CONFLICT (network, channel_id) DO `+onConflict,
 		network, id, config, v.Config.Payer.Bytes(), v.Config.Receiver.Bytes(), v.Config.Token.Bytes(),
 		v.Charged, signed, []byte(v.Signature), v.Balance, v.TotalClaimed, int64(v.WithdrawRequestedAt), cmpOr(v.RefundNonce, "0"), busy, p.now)
 	return true, nil
@@ -339,12 +351,25 @@ func AdoptedOf(s *channel.State, busyCall string) ChannelAdopted {
 }
 
 // ChannelPut writes the record s of a channel on network in tx, as a
-// channel.adopted event whose projection creates its row (ErrConflict
-// when it has one: a record is never replaced): for a channel taken up
-// from the chain, and for tests that need rows with real vouchers.
+// channel.adopted event whose projection creates its row or replaces it
+// (ErrConflict when a call holds it): for tests that need rows with real
+// vouchers.
 func ChannelPut(ctx context.Context, tx pgx.Tx, network string, s *channel.State) error {
-	if err := Append(ctx, tx, NewEvent{Stream: ChannelStream(network, s.ChannelID), Type: EventChannelAdopted, Data: AdoptedOf(s, "")}); err != nil {
+	a := AdoptedOf(s, "")
+	a.Replace = true
+	if err := Append(ctx, tx, NewEvent{Stream: ChannelStream(network, s.ChannelID), Type: EventChannelAdopted, Data: a}); err != nil {
 		return fmt.Errorf("put channel %s on %s: %w", s.ChannelID.Hex(), network, err)
+	}
+	return nil
+}
+
+// ChannelAdopt writes the record s of a channel on network taken up from
+// the chain, in tx, as a channel.adopted event whose projection creates
+// its row: ErrConflict when it has one (a record is never replaced by the
+// chain's view).
+func ChannelAdopt(ctx context.Context, tx pgx.Tx, network string, s *channel.State) error {
+	if err := Append(ctx, tx, NewEvent{Stream: ChannelStream(network, s.ChannelID), Type: EventChannelAdopted, Data: AdoptedOf(s, "")}); err != nil {
+		return fmt.Errorf("adopt channel %s on %s: %w", s.ChannelID.Hex(), network, err)
 	}
 	return nil
 }

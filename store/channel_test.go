@@ -56,7 +56,7 @@ func TestChannelRows(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	tx, err = db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	require.ErrorIs(t, store.ChannelPut(ctx, tx, network, s), store.ErrConflict, "a record is never replaced")
+	require.ErrorIs(t, store.ChannelAdopt(ctx, tx, network, s), store.ErrConflict, "a record is never replaced by the chain's view")
 	require.NoError(t, tx.Rollback(ctx))
 	got, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
 	require.NoError(t, err)

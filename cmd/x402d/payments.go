@@ -86,6 +86,7 @@ func buildPayments(ctx context.Context, cfg *Config, pool *pgxpool.Pool, specs [
 		key := "eip155/" + x402.SchemeBatchSettlement
 		schemes[key] = x402.Scheme{Verifier: ch, Identify: chanpay.Identify}
 		settlers[key] = ch
+		// Its key signs the channels' claims too (claims.go).
 		stack.receiverAuthorizer = evmMode.authorizer
 	}
 	sol, err := newSolanaSettlement(cfg)

@@ -44,8 +44,8 @@ type evmSettlement struct {
 	// (payment channels) on networks, which the quotes then offer: with a
 	// receiver authorizer key (RECEIVER_AUTHORIZER_KEY) only.
 	channels *chanpay.Scheme
-	// authorizer is that receiver authorizer's key, set with channels:
-	// worker processes sign the channels' claims with it (channelClaimer).
+	// authorizer is the receiver authorizer's key, set with channels: it
+	// signs their claims (claims.go) and refunds.
 	authorizer *ecdsa.PrivateKey
 }
 

@@ -195,7 +195,7 @@ func (s *Scheme) record(ctx context.Context, network string, chainID *big.Int, d
 		if !adopt || onchain.Balance.Sign() == 0 {
 			return st, nil, nil
 		}
-		err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error { return store.ChannelPut(ctx, tx, network, st) })
+		err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error { return store.ChannelAdopt(ctx, tx, network, st) })
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return nil, nil, err
 		}
