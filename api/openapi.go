@@ -284,7 +284,7 @@ func componentSchemas() obj {
 		"probes_24h": integer, "probes_7d": integer, "probes_30d": integer,
 		"latency_p50_ms": nullable("integer"), "latency_p95_ms": nullable("integer"),
 		"first_seen": nullTime, "last_change": nullTime,
-		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared"},
+		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared (or a 402 that moved, waiting for its listing to be read again)"},
 		"quality": obj{"type": []string{"object", "null"}, "required": []string{"services", "calls_30d", "unique_payers_30d_max", "last_called_at"},
 			"description": "the use its listings (Bazaar's quality figures) report of its live services, over those that report any; null: none does",
 			"properties": obj{
@@ -300,16 +300,16 @@ func componentSchemas() obj {
 		"transactions": integer, "volume_usdc": usdcAmount, "payers": obj{"type": "integer", "description": "distinct payers"},
 	})
 	evidence := obj{"type": []string{"object", "null"},
-		"description": "what the chain says of the seller: the USDC transfers into its payTo addresses (Transfer logs) read on the networks this service has RPC endpoints for, up to their finality; null: none of its addresses is read (not measured), never 0",
+		"description": "what the chain says of the seller: the USDC transfers into its payTo addresses (Transfer logs; on Solana, SPL Token transfers into their USDC token accounts) read on the networks this service has RPC endpoints for, up to their finality (Solana: finalized); null: none of its addresses is read (not measured), never 0",
 		"required":    []string{"networks", "measured_since", "last_24h", "last_7d", "last_30d", "settlements_30d", "senders_30d", "wash_30d", "last_transfer_at"},
 		"properties": obj{
 			"networks":       array(str),
 			"measured_since": obj{"type": "string", "format": "date-time", "description": "nothing earlier is counted"},
 			"last_24h":       window, "last_7d": window, "last_30d": window,
-			"settlements_30d": obj{"type": "integer", "description": "the 30 days' transfers made by EIP-3009 (AuthorizationUsed in the same transaction); the others are plain transfers"},
+			"settlements_30d": obj{"type": "integer", "description": "the 30 days' settlements as x402's exact scheme makes them: EIP-3009 (AuthorizationUsed in the same transaction), on Solana a fee payer other than the payer; the others are plain transfers"},
 			"senders_30d": array(object([]string{"address", "class", "transactions", "volume_usdc"}, obj{
 				"address": str, "class": obj{"type": "string", "enum": []string{index.SenderFacilitator, index.SenderSeller, index.SenderPayer, index.SenderOther},
-					"description": "the transaction's sender: a known facilitator, one of the seller's own payTo addresses, the payer (a plain transfer), or other"},
+					"description": "the transaction's sender (on Solana its fee payer): a known facilitator, one of the seller's own payTo addresses, the payer (a plain transfer), or other"},
 				"name": obj{"type": "string", "description": "the facilitator's name"}, "transactions": integer, "volume_usdc": usdcAmount,
 			})),
 			"wash_30d": object([]string{"top_payer", "top_payer_share", "funded_payers", "self_payments"}, obj{

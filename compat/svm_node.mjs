@@ -18,7 +18,14 @@
 // node answers them), sendTransaction
 // (preflight unless skipPreflight), getSignatureStatuses (processed, then
 // confirmed one slot later, finalized 32 slots later), getTransaction
-// (its meta's err and innerInstructions only), isBlockhashValid,
+// (encoding base64 or base58: the whole transaction, at its slot and
+// block time, with a meta of err, status, fee, innerInstructions in their
+// compiled form and the pre and post token balances of its writable token
+// accounts; the lamport balances, logs and rewards are answered empty; any
+// other encoding: its meta's err and innerInstructions only, SPL Token's
+// TransferChecked parsed), getSignaturesForAddress (newest first, with
+// before, until, limit and commitment as a node takes them; memo is
+// answered null), isBlockhashValid,
 // getBlockHeight, getSlot, getBalance, getTokenAccountBalance,
 // getMinimumBalanceForRentExemption, getHealth, getVersion, getGenesisHash;
 // for the tests: litesvm_fund {address, lamports, amount, mint} (SOL and an
@@ -91,8 +98,10 @@ function devKey(i) {
 // blockhash of each, and what became of each transaction sent.
 let chain = {
   slot: 0, // current slot; one block per slot (no slot is skipped)
+  time: Math.floor(Date.now() / 1000), // the current slot's block time
   blocks: [], // [{slot, height, hash}], newest last, kept while valid
-  statuses: {}, // signature -> {slot, err}
+  statuses: {}, // signature -> {slot, err, time, tx (base64), fee, pre, post, inner, cinner}
+  byAddress: {}, // account key (hex) -> the signatures of the transactions naming it, oldest first
 };
 let svm;
 
@@ -141,6 +150,7 @@ async function restore() {
   svm.inner.setBlockhashCheck(false);
   svm.inner.setSigverify(true);
   chain = saved.chain;
+  chain.byAddress ??= {}; // a state saved before it was kept
 }
 
 function save() {
@@ -159,7 +169,8 @@ function tick() {
   if (chain.blocks.length > keep) chain.blocks.splice(0, chain.blocks.length - keep);
   const c = svm.getClock();
   c.slot = BigInt(chain.slot);
-  c.unixTimestamp = BigInt(Math.floor(Date.now() / 1000));
+  chain.time = Math.floor(Date.now() / 1000);
+  c.unixTimestamp = BigInt(chain.time);
   svm.setClock(c);
 }
 
@@ -256,7 +267,7 @@ function decodeTx(encoded, encoding) {
   }
   const signature = b58dec.decode(bytes.subarray(sigStart, sigStart + 64));
   const blockhash = b58dec.decode(bytes.subarray(blockhashOffset, blockhashOffset + 32));
-  return { bytes, signature, blockhash, blockhashOffset, versioned, numKeys, keysStart };
+  return { bytes, signature, blockhash, blockhashOffset, versioned, numKeys, keysStart, header, numSignatures };
 }
 
 // run simulates or executes tx on LiteSVM. It returns {err, logs, units}
@@ -295,6 +306,82 @@ function staticKeys(d) {
   const keys = [];
   for (let i = 0; i < d.numKeys; i++) keys.push(b58dec.decode(d.bytes.subarray(d.keysStart + 32 * i, d.keysStart + 32 * (i + 1))));
   return keys;
+}
+
+// writable returns the indexes of the keys a transaction's message marks
+// writable: the signed keys before its read-only signed ones, the unsigned
+// keys before its read-only unsigned ones.
+function writable(d) {
+  const [nsig, roSigned, roUnsigned] = [d.bytes[d.header], d.bytes[d.header + 1], d.bytes[d.header + 2]];
+  const out = [];
+  for (let i = 0; i < d.numKeys; i++) {
+    if (i < nsig ? i < nsig - roSigned : i < d.numKeys - roUnsigned) out.push(i);
+  }
+  return out;
+}
+
+const tokenProgramBytes = TOKEN_PROGRAMS.map((p) => Buffer.from(addrEnc.encode(p)));
+
+// tokenAccounts returns the token accounts among the writable keys of a
+// transaction (d, from decodeTx) as they are now, each as [key index,
+// token program index, its first 72 bytes (mint, owner, amount) in
+// base64]: what its pre or post token balances are made of. A node lists
+// its read-only token accounts too, whose balances a transaction cannot
+// change; they are left out here, as are the accounts of other programs
+// (read by their raw key: base58 is slow).
+function tokenAccounts(d) {
+  const out = [];
+  for (const i of writable(d)) {
+    const a = svm.inner.getAccount(d.bytes.subarray(d.keysStart + 32 * i, d.keysStart + 32 * (i + 1)));
+    if (!a) continue;
+    const p = tokenProgramBytes.findIndex((b) => b.equals(a.owner()));
+    const data = a.data();
+    // A Token-2022 account with extensions is longer, its type (2) after
+    // the base account's 165 bytes.
+    if (p < 0 || data.length < 165 || (data.length > 165 && data[165] !== 2)) continue;
+    out.push([i, p, Buffer.from(data.subarray(0, 72)).toString("base64")]);
+  }
+  return out;
+}
+
+// tokenBalance returns a token account of tokenAccounts as a node answers
+// it in preTokenBalances and postTokenBalances.
+function tokenBalance([accountIndex, p, raw]) {
+  const b = Buffer.from(raw, "base64");
+  const mint = b58dec.decode(b.subarray(0, 32));
+  const amount = b.readBigUInt64LE(64);
+  const m = svm.getAccount(mint);
+  const decimals = m.exists ? m.data[44] : 0;
+  const ui = Number(amount) / 10 ** decimals;
+  return {
+    accountIndex, mint, owner: b58dec.decode(b.subarray(32, 64)), programId: TOKEN_PROGRAMS[p],
+    uiTokenAmount: { amount: amount.toString(), decimals, uiAmount: ui, uiAmountString: String(ui) },
+  };
+}
+
+// indexKeys records the signature of a landed transaction under each of
+// its account keys, for getSignaturesForAddress.
+function indexKeys(d) {
+  for (let i = 0; i < d.numKeys; i++) {
+    const key = Buffer.from(d.bytes.subarray(d.keysStart + 32 * i, d.keysStart + 32 * (i + 1))).toString("hex");
+    (chain.byAddress[key] ??= []).push(d.signature);
+  }
+}
+
+// compiledInner returns the inner instructions of a transaction run (r,
+// from run) in their compiled form, as a node answers them for the base64
+// and base58 encodings: program and accounts as indexes of its keys, data
+// in base58.
+function compiledInner(r) {
+  const out = [];
+  r.meta.innerInstructions().forEach((group, index) => {
+    if (group.length === 0) return;
+    out.push({ index, instructions: group.map((inner) => {
+      const ix = inner.instruction();
+      return { programIdIndex: ix.programIdIndex(), accounts: [...ix.accounts()], data: b58dec.decode(ix.data()), stackHeight: inner.stackHeight() };
+    }) });
+  });
+  return out;
 }
 
 // innerInstructions returns the inner instructions of a transaction run
@@ -381,11 +468,57 @@ const methods = {
   },
   getSignatureStatuses: (sigs) => ({ context: ctx("processed"), value: sigs.map(status) }),
   getTransaction: (sig, cfg = {}) => {
+    if (cfg.commitment === "processed") throw new RPCError(-32602, "Method does not support commitment below `confirmed`");
     const st = status(sig);
     const order = ["processed", "confirmed", "finalized"];
     if (!st || order.indexOf(st.confirmationStatus) < order.indexOf(cfg.commitment ?? "finalized")) return null;
-    const { slot, err, inner } = chain.statuses[sig];
-    return { slot, blockTime: null, transaction: { signatures: [sig] }, meta: { err, status: st.status, fee: 5000, innerInstructions: inner ?? [] } };
+    const s = chain.statuses[sig];
+    const { slot, err, inner } = s;
+    const encoding = cfg.encoding ?? "json";
+    if ((encoding === "base64" || encoding === "base58") && s.tx !== undefined) {
+      const d = decodeTx(s.tx, "base64");
+      if (d.versioned && cfg.maxSupportedTransactionVersion === undefined) {
+        throw new RPCError(-32015, "Transaction version (0) is not supported by the requesting client. Please try the request again with the following configuration parameter: \"maxSupportedTransactionVersion\": 0");
+      }
+      return {
+        slot, blockTime: s.time ?? null, version: d.versioned ? 0 : "legacy",
+        transaction: [encoding === "base64" ? s.tx : b58dec.decode(d.bytes), encoding],
+        meta: {
+          err, status: st.status, fee: s.fee, preBalances: [], postBalances: [], innerInstructions: s.cinner ?? [], logMessages: [],
+          preTokenBalances: (s.pre ?? []).map(tokenBalance), postTokenBalances: (s.post ?? []).map(tokenBalance), rewards: [],
+          loadedAddresses: { writable: [], readonly: [] }, computeUnitsConsumed: s.units ?? 0,
+        },
+      };
+    }
+    return { slot, blockTime: s.time ?? null, transaction: { signatures: [sig] }, meta: { err, status: st.status, fee: 5000, innerInstructions: inner ?? [] } };
+  },
+  getSignaturesForAddress: (address, cfg = {}) => {
+    const commitment = cfg.commitment ?? "finalized";
+    if (commitment === "processed") throw new RPCError(-32602, "Method does not support commitment below `confirmed`");
+    const limit = cfg.limit ?? 1000;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new RPCError(-32602, "Invalid limit; max 1000");
+    let key;
+    try {
+      key = Buffer.from(addrEnc.encode(address)).toString("hex");
+    } catch {
+      throw new RPCError(-32602, "Invalid param: Invalid");
+    }
+    const sigs = chain.byAddress[key] ?? [];
+    const top = blockAt(commitment).slot;
+    // Newest first, from before (exclusive; one the node does not know
+    // finds nothing, as a node's does) down to until (exclusive).
+    let i = sigs.length - 1;
+    if (cfg.before) i = sigs.lastIndexOf(cfg.before) - 1;
+    if (cfg.before && !chain.statuses[cfg.before]) i = -1;
+    const out = [];
+    for (; i >= 0 && out.length < limit; i--) {
+      const sig = sigs[i];
+      if (sig === cfg.until) break;
+      const s = chain.statuses[sig];
+      if (s.slot > top) continue;
+      out.push({ signature: sig, slot: s.slot, err: s.err, memo: null, blockTime: s.time ?? null, confirmationStatus: status(sig).confirmationStatus });
+    }
+    return out;
   },
   simulateTransaction: (encoded, cfg = {}) => {
     const encoding = cfg.encoding ?? "base58";
@@ -431,11 +564,18 @@ const methods = {
       ignoreSends--;
       return d.signature;
     }
+    const pre = tokenAccounts(d);
     const r = run(d, { simulate: false, sigVerify: true });
     if (r.landed) {
-      chain.statuses[d.signature] = { slot: chain.slot, err: r.err };
+      // For getTransaction and getSignaturesForAddress.
+      const s = { slot: chain.slot, err: r.err, time: chain.time, tx: Buffer.from(d.bytes).toString("base64"), fee: 5000 * d.numSignatures, pre, post: tokenAccounts(d) };
+      chain.statuses[d.signature] = s;
       const inner = innerInstructions(r);
-      if (inner.length > 0) chain.statuses[d.signature].inner = inner; // for getTransaction
+      if (inner.length > 0) {
+        s.inner = inner;
+        s.cinner = compiledInner(r);
+      }
+      indexKeys(d);
     }
     else if (r.err === "SignatureFailure") throw new RPCError(-32003, "Transaction signature verification failure");
     return d.signature;

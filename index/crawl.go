@@ -362,7 +362,7 @@ func (c *Crawler) Page(ctx context.Context, src string) (Step, error) {
 // resources the pass no longer found, all in one transaction.
 func (c *Crawler) record(ctx context.Context, src string, st sourceState, page *Page) (Step, error) {
 	step := Step{Source: src, Cursor: st.Cursor}
-	events, changedHosts, fresh, err := c.changes(ctx, src, st.Pass, page)
+	events, changedHosts, compare, fresh, err := c.changes(ctx, src, st.Pass, page)
 	if err != nil {
 		return step, err
 	}
@@ -390,6 +390,12 @@ func (c *Crawler) record(ctx context.Context, src string, st sourceState, page *
 	}
 
 	err = pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
+		// First, before anything is written: the quote locks.
+		compared, err := quoteCompared(ctx, tx, compare)
+		if err != nil {
+			return err
+		}
+		events := append(events, compared...)
 		if step.PassDone {
 			retired, err := store.ResourceUnlistedList(ctx, tx, src, st.Pass, urls)
 			if err != nil {
@@ -477,10 +483,10 @@ func (c *Crawler) fetch(ctx context.Context, src string, offset int) (page *Page
 // A resource listed twice in one pass (the same URL spelt two ways, on two
 // pages) keeps what its first listing said, so that duplicates that
 // disagree do not flip it back and forth.
-func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page) (events []store.NewEvent, hosts []string, fresh int, err error) {
+func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page) (events []store.NewEvent, hosts []string, compare []quoteListing, fresh int, err error) {
 	existing, err := store.ResourceIndexedList(ctx, c.cfg.Pool, page.urls(), src, pass)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("index: %w", err)
+		return nil, nil, nil, 0, fmt.Errorf("index: %w", err)
 	}
 
 	seen := map[string]bool{}
@@ -499,6 +505,12 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			// What a listing says of a resource stands; its origin only
 			// keeps it listed.
 			continue
+		}
+		if ok && !k.Retired && (k.QuotePending || !slices.Equal(k.Accepts, r.Accepts)) {
+			// A listing that changed, or read again while its host's
+			// comparison waits for it: compared with the resource's last
+			// 402 (if it is a host's sample) as the page is recorded.
+			compare = append(compare, quoteListing{host: r.Host, resource: r.URL, accepts: r.Accepts})
 		}
 		quality := r.Quality
 		if quality == nil && ok && !k.Retired && k.Elsewhere {
@@ -519,13 +531,6 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			Tags: r.Tags, InputSchema: r.InputSchema, OutputSchema: r.OutputSchema, Extensions: r.Extensions,
 			X402Version: r.X402Version, MimeType: r.MimeType,
 		}})
-		if ok && k.SampleOf == r.Host && len(k.QuoteAccepts) > 0 && !slices.Equal(k.Accepts, r.Accepts) {
-			// The listing of the host's sample changed: compared again
-			// with the last 402 at once, not at the next probe.
-			matches, differences := compareQuote(r.URL, r.Accepts, k.QuoteAccepts)
-			events = append(events, store.NewEvent{Stream: store.HostStream(r.Host), Type: store.EventHostQuoteCompared,
-				Data: store.HostQuoteCompared{Resource: r.URL, QuoteMatchesListing: matches, QuoteDifferences: differences}})
-		}
 		for _, h := range []string{r.Host, k.Host} {
 			if h != "" && !hostSeen[h] {
 				hostSeen[h] = true
@@ -533,7 +538,47 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			}
 		}
 	}
-	return events, hosts, fresh, nil
+	return events, hosts, compare, fresh, nil
+}
+
+// quoteListing is a resource's listing as a page reads it, to compare
+// with its last 402.
+type quoteListing struct {
+	host, resource string
+	accepts        []store.Accept
+}
+
+// quoteCompared compares each of listings that is its host's sample with
+// the host's last 402, in tx under the hosts' quote locks, so that a probe
+// writing its verdict at the same time is compared before or after, never
+// with the listing this one replaces; it returns the host.quote_compared
+// events.
+func quoteCompared(ctx context.Context, tx pgx.Tx, listings []quoteListing) ([]store.NewEvent, error) {
+	if len(listings) == 0 {
+		return nil, nil
+	}
+	hosts, resources := make([]string, len(listings)), make([]string, len(listings))
+	for i, l := range listings {
+		hosts[i], resources[i] = l.host, l.resource
+	}
+	if err := store.QuoteLock(ctx, tx, hosts); err != nil {
+		return nil, err
+	}
+	quotes, err := store.SampleQuotes(ctx, tx, resources)
+	if err != nil {
+		return nil, err
+	}
+	var events []store.NewEvent
+	for _, l := range listings {
+		q, ok := quotes[l.resource]
+		if !ok || q.Host != l.host {
+			continue
+		}
+		matches, differences := compareQuote(l.resource, l.accepts, q.Quote)
+		events = append(events, store.NewEvent{Stream: store.HostStream(l.host), Type: store.EventHostQuoteCompared,
+			Data: store.HostQuoteCompared{Resource: l.resource, QuoteMatchesListing: matches, QuoteDifferences: differences}})
+	}
+	return events, nil
 }
 
 func (c *Crawler) append(ctx context.Context, events ...store.NewEvent) error {

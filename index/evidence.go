@@ -24,6 +24,7 @@ import (
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/svm"
 )
 
 // The events the chain reader reads, by their topic: ERC-20's Transfer and
@@ -51,6 +52,12 @@ var _ Chain = (*evm.Endpoints)(nil)
 // chain reader asks for unless configured (INDEX_CHAIN_MAX_RANGE): within
 // what the common providers allow for a filter on addresses.
 const DefaultChainMaxRange = 1000
+
+// DefaultSolanaCallsPerSecond is the most calls a second the chain reader
+// makes to a Solana node unless configured
+// (INDEX_SOLANA_CALLS_PER_SECOND): the common providers' free plans allow
+// 10 requests a second.
+const DefaultSolanaCallsPerSecond = 10
 
 // ChainReaderConfig configures a ChainReader.
 type ChainReaderConfig struct {
@@ -91,8 +98,28 @@ type ChainReaderConfig struct {
 	// funded by the seller). Defaults to MaxRange.
 	FundingLookback uint64
 	// Facilitators are addresses known to send settlements besides
-	// KnownFacilitators, by name.
-	Facilitators map[common.Address]string
+	// KnownFacilitators, by name, spelt as the reader records senders
+	// (EVM: lower-case hex; Solana: base58).
+	Facilitators map[string]string
+	// Solana are the Solana networks read (CAIP-2 solana:<genesis hash>,
+	// listed in x402.Networks for its USDC mint) and their nodes.
+	Solana map[string]SolanaChain
+	// SolanaPage is the most signatures one getSignaturesForAddress call
+	// asks for. Defaults to 100.
+	SolanaPage int
+	// SolanaAccounts is the most payTo addresses of a Solana network one
+	// run reads, the least recently read first (the rest by the next
+	// runs). Defaults to 100.
+	SolanaAccounts int
+	// SolanaTransactions is the most transactions of a Solana network one
+	// run reads (getTransaction); a run stops after the page that reaches
+	// it. Defaults to 1000.
+	SolanaTransactions int
+	// SolanaCallGap is the least time between two calls of a run to a
+	// Solana node (a JSON-RPC batch of n calls counts n), within its
+	// provider's rate limit; 0: none. A 429 ends the network's run, the
+	// next resumes from the cursors.
+	SolanaCallGap time.Duration
 	// StaleAfter is how long a host's figures are kept before they are
 	// counted again without a new transfer (the windows move). Defaults to
 	// 10 minutes.
@@ -106,9 +133,9 @@ type ChainReaderConfig struct {
 	Logger *slog.Logger
 }
 
-// ChainReader reads, on each EVM network with endpoints, the USDC
-// transfers into the payTo addresses the index's listings name, and counts
-// each host's figures from them (Evidence).
+// ChainReader reads, on each EVM network with endpoints and on Solana
+// (readSolana), the USDC transfers into the payTo addresses the index's
+// listings name, and counts each host's figures from them (Evidence).
 //
 // A run reads each network from its cursor (the last block read) up to the
 // newest block its finality policy holds final, in ranges of MaxRange
@@ -136,7 +163,7 @@ type ChainReaderConfig struct {
 // near one another).
 type ChainReader struct {
 	cfg          ChainReaderConfig
-	facilitators map[common.Address]string
+	facilitators map[string]string
 	clock        clock.Clock
 	logger       *slog.Logger
 }
@@ -153,14 +180,18 @@ func NewChainReader(config *ChainReaderConfig) *ChainReader {
 	cfg.FundingLookback = cmp.Or(cfg.FundingLookback, cfg.MaxRange)
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, 10*time.Minute)
 	cfg.RefreshLimit = cmp.Or(cfg.RefreshLimit, 2000)
+	cfg.SolanaPage = min(cmp.Or(cfg.SolanaPage, 100), svm.MaxSignatures)
+	cfg.SolanaAccounts = cmp.Or(cfg.SolanaAccounts, 100)
+	cfg.SolanaTransactions = cmp.Or(cfg.SolanaTransactions, 1000)
 	facilitators := KnownFacilitators()
 	maps.Copy(facilitators, cfg.Facilitators)
 	return &ChainReader{cfg: cfg, facilitators: facilitators, clock: clock.Or(cfg.Clock), logger: cmp.Or(cfg.Logger, slog.Default())}
 }
 
-// Networks returns the networks the reader reads, in order.
+// Networks returns the networks the reader reads, in order: the EVM
+// networks, then Solana's.
 func (r *ChainReader) Networks() []string {
-	return slices.Sorted(maps.Keys(r.cfg.Chains))
+	return append(slices.Sorted(maps.Keys(r.cfg.Chains)), slices.Sorted(maps.Keys(r.cfg.Solana))...)
 }
 
 // ChainRun is what one run of the reader did.
@@ -171,6 +202,9 @@ type ChainRun struct {
 	Transfers int
 	// Reorgs is how many networks were read again after a reorganisation.
 	Reorgs int
+	// Pages is how many pages of a Solana token account's signatures
+	// were read.
+	Pages int
 	// Hosts is how many hosts' figures were counted.
 	Hosts int
 }
@@ -190,7 +224,11 @@ func (r *ChainReader) Run(ctx context.Context) (*ChainRun, error) {
 	var touched []string
 	var firstErr error
 	for _, network := range r.Networks() {
-		t, err := r.readNetwork(ctx, network, run)
+		read := r.readNetwork
+		if _, ok := r.cfg.Solana[network]; ok {
+			read = r.readSolana
+		}
+		t, err := read(ctx, network, run)
 		touched = append(touched, t...)
 		if err != nil {
 			r.logger.WarnContext(ctx, "index: read chain", "network", network, "error", err)

@@ -260,7 +260,7 @@ func TestEvidenceAnvil(t *testing.T) {
 	require.NoError(t, newCrawler(db, srv.URL, 100).FullPass(ctx, nil))
 
 	reader := NewChainReader(&ChainReaderConfig{Pool: db.Pool, Chains: map[string]Chain{"eip155:8453": endpoints},
-		Finality: map[string]evm.FinalityPolicy{"eip155:8453": {}}, Facilitators: map[common.Address]string{addr(facilitator): "TestFac"}})
+		Finality: map[string]evm.FinalityPolicy{"eip155:8453": {}}, Facilitators: map[string]string{lower(addr(facilitator)): "TestFac"}})
 	runJob := chainRiver(ctx, t, db, reader)
 	r := NewReader(db.Pool, nil)
 

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
@@ -59,12 +56,12 @@ func usdcText(atomic string) string {
 }
 
 // senderClass classifies a sender.
-func senderClass(s store.EvidenceSenderRaw, facilitators map[common.Address]string) (class, name string) {
+func senderClass(s store.EvidenceSenderRaw, facilitators map[string]string) (class, name string) {
 	switch {
 	case s.Own:
 		return SenderSeller, ""
-	case facilitators[common.HexToAddress(s.Address)] != "":
-		return SenderFacilitator, facilitators[common.HexToAddress(s.Address)]
+	case facilitators[s.Address] != "":
+		return SenderFacilitator, facilitators[s.Address]
 	case s.Payer:
 		return SenderPayer, ""
 	}
@@ -76,7 +73,7 @@ const sendersLimit = 10
 
 // evidenceOf returns the Evidence of raw, its senders classified with
 // facilitators.
-func evidenceOf(raw *store.EvidenceRaw, facilitators map[common.Address]string) *Evidence {
+func evidenceOf(raw *store.EvidenceRaw, facilitators map[string]string) *Evidence {
 	e := &Evidence{
 		Networks: raw.Networks, MeasuredSince: raw.MeasuredSince,
 		Last24h:        EvidenceWindow{Transactions: raw.Transactions24h, VolumeUSDC: usdcText(raw.Volume24h), Payers: raw.Payers24h},
@@ -94,12 +91,12 @@ func evidenceOf(raw *store.EvidenceRaw, facilitators map[common.Address]string) 
 	return e
 }
 
-// evmNetworks are the EVM networks of the network table: those whose
-// payTo addresses the chain reader may read.
-func evmNetworks() []string {
+// evidenceNetworks are the networks of the network table whose payTo
+// addresses the chain reader may read: the EVM networks and Solana.
+func evidenceNetworks() []string {
 	var out []string
 	for _, n := range x402.Networks() {
-		if strings.HasPrefix(n.ID, "eip155:") {
+		if ns := n.Namespace(); ns == "eip155" || ns == "solana" {
 			out = append(out, n.ID)
 		}
 	}
@@ -114,7 +111,7 @@ func (r *ChainReader) refresh(ctx context.Context, touched []string, run *ChainR
 	now := r.clock.Now()
 	slices.Sort(touched)
 	touched = slices.Compact(touched)
-	networks := evmNetworks()
+	networks := evidenceNetworks()
 	due, gone, err := store.EvidenceHostsDue(ctx, r.cfg.Pool, networks, touched, now.Add(-r.cfg.StaleAfter), r.cfg.RefreshLimit)
 	if err != nil || (len(due) == 0 && len(gone) == 0) {
 		return err
@@ -184,7 +181,7 @@ func (r *Reader) withEvidence(ctx context.Context, hosts []Host) error {
 // classified as the host's kept figures classified them (the reader's
 // facilitators), else with KnownFacilitators.
 func (r *Reader) payToEvidence(ctx context.Context, host string, hostEv *Evidence) ([]PayToEvidence, error) {
-	networks := evmNetworks()
+	networks := evidenceNetworks()
 	pts, err := store.HostPayTos(ctx, r.pool, []string{host}, networks)
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
@@ -200,7 +197,7 @@ func (r *Reader) payToEvidence(ctx context.Context, host string, hostEv *Evidenc
 	if hostEv != nil {
 		for _, s := range hostEv.Senders {
 			if s.Class == SenderFacilitator {
-				facilitators[common.HexToAddress(s.Address)] = s.Name
+				facilitators[s.Address] = s.Name
 			}
 		}
 	}

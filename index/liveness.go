@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -85,6 +86,18 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 		}
 		p.cfg.Metrics.LivenessProbe(outcome(m), time.Since(began))
 		err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+			// Compared with the listing as it stands when the verdict is
+			// written, not as it stood when the run began: a crawl that
+			// read a new listing meanwhile compared it with the 402
+			// before this one.
+			if err := store.QuoteLock(ctx, tx, []string{t.Host}); err != nil {
+				return err
+			}
+			listing, last, pending, err := store.ProbeQuoteState(ctx, tx, t.Host, t.URL)
+			if err != nil {
+				return err
+			}
+			probeVerdict(&m, t.URL, listing, last, pending)
 			return store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(t.Host), Type: store.EventHostProbed, Data: m})
 		})
 		mu.Lock()
@@ -262,6 +275,26 @@ func compareQuote(resource string, listing, quote []store.Accept) (*bool, []stor
 	}
 	matches := len(diffs) == 0
 	return &matches, diffs
+}
+
+// probeVerdict compares the 402 of m (a probe of resource) with listing,
+// the options its listing asks as last read. A 402 that differs from it
+// and moved since the last one (last), or whose comparison was already
+// pending, is not compared: the seller may have moved its listing too,
+// which the crawl has not read yet; m is marked pending, and the crawl
+// compares the two when it next reads the listing, changed or not
+// (Crawler.changes). So a seller moving both is never shown asking other
+// than it lists, and one that moved only its 402 is shown so once its
+// listing is read again.
+func probeVerdict(m *store.HostProbed, resource string, listing, last []store.Accept, pending bool) {
+	if len(m.QuoteAccepts) == 0 {
+		return
+	}
+	m.QuoteMatchesListing, m.QuoteDifferences = compareQuote(resource, listing, m.QuoteAccepts)
+	m.QuotePending = false
+	if m.QuoteMatchesListing != nil && !*m.QuoteMatchesListing && (pending || len(last) > 0 && !slices.Equal(last, m.QuoteAccepts)) {
+		m.QuoteMatchesListing, m.QuoteDifferences, m.QuotePending = nil, nil, true
+	}
 }
 
 // sameAmount compares atomic amounts as integers ("010" is 10).

@@ -310,3 +310,40 @@ func recordProbe(ctx context.Context, db *dbtest.DB, host string, live bool) err
 	}
 	return tx.Commit(ctx)
 }
+
+// TestProbeVerdict: a probe's 402 is compared with the listing as it
+// stands, unless it moved and differs (the listing may have moved too, not
+// read yet) or its comparison already waits for the listing: then it is
+// not compared (nil) and pending.
+func TestProbeVerdict(t *testing.T) {
+	at := func(amount string) []store.Accept {
+		return []store.Accept{{Scheme: "exact", Network: "eip155:8453", Asset: usdc, Amount: amount, PayTo: "0xabc"}}
+	}
+	yes, no := true, false
+	for _, tc := range []struct {
+		name           string
+		listing, last  []store.Accept
+		quote          []store.Accept
+		pending        bool
+		want           *bool
+		wantPending    bool
+		wantDifference bool
+	}{
+		{name: "no quote", listing: at("10"), last: at("10")},
+		{name: "agree", listing: at("10"), last: at("10"), quote: at("10"), want: &yes},
+		{name: "first quote differs", listing: at("10"), quote: at("20"), want: &no, wantDifference: true},
+		{name: "moved and differs", listing: at("10"), last: at("10"), quote: at("20"), wantPending: true},
+		{name: "differs as before", listing: at("10"), last: at("20"), quote: at("20"), want: &no, wantDifference: true},
+		{name: "still waiting", listing: at("10"), last: at("20"), quote: at("20"), pending: true, wantPending: true},
+		{name: "agree while waiting", listing: at("20"), last: at("20"), quote: at("20"), pending: true, want: &yes},
+		{name: "moved and agrees", listing: at("20"), last: at("10"), quote: at("20"), want: &yes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := store.HostProbed{QuoteAccepts: tc.quote}
+			probeVerdict(&m, "https://r.test/x", tc.listing, tc.last, tc.pending)
+			require.Equal(t, tc.want, m.QuoteMatchesListing)
+			require.Equal(t, tc.wantPending, m.QuotePending)
+			require.Equal(t, tc.wantDifference, len(m.QuoteDifferences) > 0)
+		})
+	}
+}

@@ -34,7 +34,9 @@
 // listings name, read from a cursor up to the network's finality, with each
 // transfer's sender and whether it was an EIP-3009 settlement; a
 // reorganisation that replaced the cursor's block undoes what was read
-// since. Each host's figures over 24 hours, 7 and 30 days (transactions,
+// since. On Solana (RPC_URL_SOLANA), the USDC transfers into each payTo's
+// token account, read at "finalized" from its signatures and transactions
+// (evidence_svm.go), the fee payer as sender. Each host's figures over 24 hours, 7 and 30 days (transactions,
 // volume, distinct payers, senders, the wash signal) are kept in
 // index_host_evidence for the hosts' sorts and filters; null where no
 // payTo of the host is read.
@@ -44,7 +46,13 @@
 // the 402's options; a crawl that finds the sample's listing changed
 // compares it again with them at once (host.quote_compared), so that a
 // seller moving its listing and its 402 together is shown agreeing as soon
-// as the index has read both, not at the next probe.
+// as the index has read both, not at the next probe. A 402 that moved and
+// differs from the listing as last read is not compared (null, pending)
+// until the crawl reads the listing again, changed or not: the listing may
+// have moved too. Both sides are compared under a lock per host
+// (store.QuoteLock), each reading the other as it stands, so a probe
+// written after a crawl that read the new listing meanwhile compares with
+// that listing, not the one its run began with.
 //
 // Resources are first-class: each keeps what its listing (or its origin's
 // 402) says beyond its price, as given: its options with their scheme, its

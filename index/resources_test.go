@@ -86,13 +86,22 @@ func TestPriceHonestyWhenPricesMove(t *testing.T) {
 	got, _ := verdict()
 	require.Equal(t, &yes, got)
 
-	// The 402 is read first: the listing as last read says less. Once the
-	// listing is read, the two agree, with no probe in between.
+	// The 402 is read first: the listing as last read says less, and may
+	// have moved too: not compared (never shown asking more than it
+	// lists). Once the listing is read, the two agree, with no probe in
+	// between.
 	setPrice(20)
 	_, err = prober.ProbeAll(ctx)
 	require.NoError(t, err)
-	require.NoError(t, crawler.FullPass(ctx, nil))
 	got, differences := verdict()
+	require.Nil(t, got, "%+v", differences)
+	require.Empty(t, differences)
+	_, err = prober.ProbeAll(ctx)
+	require.NoError(t, err)
+	got, _ = verdict()
+	require.Nil(t, got, "still waiting for the listing")
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	got, differences = verdict()
 	require.Equal(t, &yes, got, "%+v", differences)
 
 	// The listing is read first: compared with the last 402 at once, it
@@ -117,6 +126,91 @@ func TestPriceHonestyWhenPricesMove(t *testing.T) {
 	no := false
 	require.Equal(t, &no, got)
 	require.Equal(t, []store.QuoteDifference{{Resource: resource, Network: "eip155:8453", Asset: usdc, Field: "amount", Listing: "5", Quote: "30"}}, differences)
+
+	// A 402 that moves alone: not compared until the listing is read
+	// again, unchanged; then shown differing.
+	price.Store(50)
+	_, err = prober.ProbeAll(ctx)
+	require.NoError(t, err)
+	got, _ = verdict()
+	require.Nil(t, got)
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	got, differences = verdict()
+	require.Equal(t, &no, got)
+	require.Equal(t, []store.QuoteDifference{{Resource: resource, Network: "eip155:8453", Asset: usdc, Field: "amount", Listing: "5", Quote: "50"}}, differences)
+}
+
+// TestPriceHonestyProbeAcrossCrawl: a probe run reads its targets' listings
+// when it begins; a crawl that reads the new listing while the probe waits
+// for the new 402 compares it with the 402 before, and the probe, written
+// after, compares its 402 with the listing as it stands then, not as it
+// stood when the run began: the seller that moved both is shown agreeing.
+func TestPriceHonestyProbeAcrossCrawl(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	var price atomic.Int64
+	price.Store(10)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	var hold atomic.Bool
+	seller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hold.Load() {
+			arrived <- struct{}{}
+			<-release
+		}
+		w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"eip155:8453","amount":"`+
+			big.NewInt(price.Load()).String()+`","asset":"`+usdc+`","payTo":"0xabc"}`))
+		w.WriteHeader(http.StatusPaymentRequired)
+	}))
+	defer seller.Close()
+	_, port, _ := net.SplitHostPort(seller.Listener.Addr().String())
+	_, client, _ := sellers(t)
+	list := &listing{}
+	src := httptest.NewServer(list)
+	defer src.Close()
+	resource := "http://race.test:" + port + "/r"
+	setListing := func(amount int64) {
+		it := item(resource, big.NewInt(amount).String())
+		it["accepts"].([]any)[0].(map[string]any)["payTo"] = "0xabc"
+		list.mu.Lock()
+		list.items = []map[string]any{it}
+		list.mu.Unlock()
+	}
+	crawler, r := newCrawler(db, src.URL, 100), NewReader(db.Pool, nil)
+	prober := NewProber(&ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Minute})
+	verdict := func() (*bool, []store.QuoteDifference) {
+		t.Helper()
+		d, err := r.HostDetail(ctx, "race.test")
+		require.NoError(t, err)
+		return d.Host.QuoteMatchesListing, d.QuoteDifferences
+	}
+	yes := true
+
+	setListing(10)
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	_, err := prober.ProbeAll(ctx)
+	require.NoError(t, err)
+	got, _ := verdict()
+	require.Equal(t, &yes, got)
+
+	// The seller moves both to 20. A probe run begins (the listing it read
+	// says 10) and its request is held; the crawl reads the new listing
+	// meanwhile; then the probe gets the new 402 and writes.
+	price.Store(20)
+	hold.Store(true)
+	probed := make(chan error, 1)
+	go func() {
+		_, err := prober.ProbeAll(ctx)
+		probed <- err
+	}()
+	<-arrived
+	hold.Store(false)
+	setListing(20)
+	require.NoError(t, crawler.FullPass(ctx, nil))
+	close(release)
+	require.NoError(t, <-probed)
+	got, differences := verdict()
+	require.Equal(t, &yes, got, "%+v", differences)
 }
 
 // TestSchedules: a schedule's jobs are unique by its own period, so every

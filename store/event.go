@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +90,9 @@ func Notifies(stream, typ string) bool {
 // one statement), applies each to its projection and sends NOTIFY for those
 // that Notifies names, in one round trip. A projection that the events next
 // to it on the same stream leave as it would (superseded) is not written.
+// The projections that write a row other transactions' events write too
+// are applied first, in one order (projectionOrder), so that two Appends
+// cannot deadlock on them.
 // It returns ErrConflict when an event does not fit its projection's state;
 // the caller should then roll back.
 func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
@@ -123,7 +127,7 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 			streams, types, datas, bins, now)
 	}
 	checks = append(checks, check{event: &events[0]})
-	for i := range events {
+	for _, i := range projectionOrder(events) {
 		e := &events[i]
 		kind, _, _ := strings.Cut(e.Stream, "/")
 		if project, ok := projectorFor(kind); ok && !superseded(events, i) {
@@ -159,6 +163,68 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 		return fmt.Errorf("append: %w", interpretError(err))
 	}
 	return nil
+}
+
+// projectionOrder returns the order in which Append applies the
+// projections of events: first those that write a row shared with other
+// transactions' events (sharedRow), sorted by that row's key, then the
+// others in their order. Two workers recording calls of the same
+// settlement transactions each write those transactions' rows of
+// settlement_watch (settlement.mined) before their calls' rows; in the
+// order each met them, one could hold a row the other waits for while
+// waiting for one the other holds (SQLSTATE 40P01). The events themselves
+// keep their order in the log, and the events of one stream their order
+// among its projections. WatchFinal deletes rows in the same order.
+func projectionOrder(events []NewEvent) []int {
+	order := make([]int, len(events))
+	shared := 0
+	for i := range events {
+		order[i] = i
+		if _, ok := sharedRow(&events[i]); ok {
+			shared++
+		}
+	}
+	if shared < 2 && (shared == 0 || isShared(&events[0])) {
+		return order
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		ki, iok := sharedRow(&events[i])
+		kj, jok := sharedRow(&events[j])
+		switch {
+		case iok && jok:
+			return strings.Compare(ki, kj)
+		case iok:
+			return -1
+		case jok:
+			return 1
+		}
+		return 0
+	})
+	return order
+}
+
+// isShared reports whether e's projection writes a row shared with other
+// transactions' events (sharedRow).
+func isShared(e *NewEvent) bool {
+	_, ok := sharedRow(e)
+	return ok
+}
+
+// sharedRow returns the key of the row e's projection writes that events
+// appended by other transactions write too, in the byte order of which
+// they are locked: a settlement transaction's row of settlement_watch,
+// written by the settlement.mined of every group of its calls, keyed by
+// the network's stream and the transaction's hash. ok is false for an
+// event whose projection writes only its own call's rows.
+func sharedRow(e *NewEvent) (key string, ok bool) {
+	if e.Type != EventSettlementMined {
+		return "", false
+	}
+	m, ok := e.Data.(SettlementMined)
+	if !ok {
+		return "", false
+	}
+	return e.Stream + "\x00" + m.Transaction, true
 }
 
 // encodeData returns the columns of an event's payload v: its binary form

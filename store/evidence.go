@@ -48,15 +48,19 @@ func ChainCursorSet(ctx context.Context, db DBTX, c *ChainCursor, now time.Time)
 }
 
 // hostPayTos is the query of the payTo addresses the index's live
-// resources name on networks $1, by host: (host, network, pay_to), the
-// address in lower case.
-const hostPayTos = `SELECT DISTINCT r.host, a->>'network' AS network, lower(a->>'pay_to') AS pay_to
+// resources name on networks $1, by host: (host, network, pay_to), an EVM
+// address in lower-case hex, a Solana address in base58 as listed (it is
+// case-sensitive).
+const hostPayTos = `SELECT DISTINCT r.host, a->>'network' AS network,
+		CASE WHEN a->>'network' LIKE 'eip155:%' THEN lower(a->>'pay_to') ELSE a->>'pay_to' END AS pay_to
 	FROM index_resources r
 	CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(r.accepts) WHEN 'array' THEN r.accepts ELSE '[]'::jsonb END) a
-	WHERE NOT r.retired AND a->>'network' = ANY($1::text[]) AND a->>'pay_to' ~* '^0x[0-9a-f]{40}$'`
+	WHERE NOT r.retired AND a->>'network' = ANY($1::text[]) AND (
+		(a->>'network' LIKE 'eip155:%' AND a->>'pay_to' ~* '^0x[0-9a-f]{40}$') OR
+		(a->>'network' LIKE 'solana:%' AND a->>'pay_to' ~ '^[1-9A-HJ-NP-Za-km-z]{32,44}$'))`
 
-// ChainPayTos returns the payTo addresses (lower-case hex) that the
-// index's live resources name on network.
+// ChainPayTos returns the payTo addresses (EVM: lower-case hex; Solana:
+// base58) that the index's live resources name on network.
 func ChainPayTos(ctx context.Context, db DBTX, network string) ([]string, error) {
 	rows, err := db.Query(ctx, `SELECT DISTINCT pay_to FROM (`+hostPayTos+`) m ORDER BY pay_to`, []string{network})
 	if err != nil {
@@ -80,8 +84,13 @@ func ChainWatch(ctx context.Context, db DBTX, network string, payTos []string, s
 	return nil
 }
 
-// Transfer is one USDC Transfer log into a watched payTo. Addresses are
-// lower-case hex; Amount is in atomic units (decimal text).
+// Transfer is one USDC transfer into a watched payTo: on an EVM network a
+// Transfer log, its addresses in lower-case hex; on Solana a Transfer or
+// TransferChecked instruction into the payTo's token account, its
+// addresses in base58 (Block is the slot, BlockHash empty, LogIndex the
+// instruction's place in its transaction, Sender the fee payer, EIP3009
+// whether the fee payer is not the payer). Amount is in atomic units
+// (decimal text).
 type Transfer struct {
 	Network   string
 	TxHash    string
@@ -485,9 +494,11 @@ type Evidence struct {
 	Last24h EvidenceWindow `json:"last_24h"`
 	Last7d  EvidenceWindow `json:"last_7d"`
 	Last30d EvidenceWindow `json:"last_30d"`
-	// Settlements30d is how many of the 30 days' transfers were EIP-3009
-	// settlements (the transaction used the payer's authorization: x402's
-	// exact scheme), the others being plain transfers.
+	// Settlements30d is how many of the 30 days' transfers were
+	// settlements as x402's exact scheme makes them, the others being plain
+	// transfers: on an EVM network EIP-3009 settlements (the transaction
+	// used the payer's authorization), on Solana transfers whose fee payer
+	// is not the payer (the payer signed, another sent).
 	Settlements30d int64 `json:"settlements_30d"`
 	// Senders are who sent the 30 days' transfers, the most frequent
 	// first (at most 10).

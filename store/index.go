@@ -164,11 +164,17 @@ type HostProbed struct {
 	// QuoteAccepts are the options of the 402 (on networks the index
 	// knows), kept to compare a listing that changes later.
 	QuoteAccepts []Accept `json:"quote_accepts,omitempty"`
+	// QuotePending is a 402 that moved since the last one and differs from
+	// the listing as last read: the listing may have moved too and not be
+	// read yet, so it is not compared (QuoteMatchesListing nil) until the
+	// crawl reads the listing again (HostQuoteCompared).
+	QuotePending bool `json:"quote_pending,omitempty"`
 }
 
-// HostQuoteCompared is the listing of a host's sample resource, changed,
-// compared with the last 402 the resource answered (HostProbed's
-// QuoteAccepts), without probing again.
+// HostQuoteCompared is the listing of a host's sample resource, changed
+// (or read again while its comparison is pending), compared with the last
+// 402 the resource answered (HostProbed's QuoteAccepts), without probing
+// again.
 type HostQuoteCompared struct {
 	Resource            string            `json:"resource"`
 	QuoteMatchesListing *bool             `json:"quote_matches_listing"`
@@ -391,17 +397,19 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 			quoteAccepts = string(raw)
 		}
 		b.Queue(`INSERT INTO index_hosts AS h (host, live, status, latency_ms, checked_at, probe_error,
-				quote_matches_listing, quote_differences, last_change, first_seen, quote_accepts)
+				quote_matches_listing, quote_differences, last_change, first_seen, quote_accepts, quote_pending)
 			VALUES ($1, CASE WHEN $7 THEN $2::boolean END, $3, $4, $5, NULLIF($6, ''),
-				CASE WHEN $7 THEN $8::boolean END, CASE WHEN $7 THEN $9::jsonb END, `+lastChange+`, $10, CASE WHEN $7 THEN $11::jsonb END)
+				CASE WHEN $7 THEN $8::boolean END, CASE WHEN $7 THEN $9::jsonb END, `+lastChange+`, $10, CASE WHEN $7 THEN $11::jsonb END,
+				$7 AND $12::boolean)
 			ON CONFLICT (host) DO UPDATE SET
 				live = CASE WHEN $7 THEN $2::boolean ELSE h.live END,
 				status = $3, latency_ms = $4, checked_at = $5, probe_error = NULLIF($6, ''),
 				quote_matches_listing = CASE WHEN $7 THEN $8::boolean ELSE h.quote_matches_listing END,
 				quote_differences = CASE WHEN $7 THEN $9::jsonb ELSE h.quote_differences END,
 				quote_accepts = CASE WHEN $7 THEN $11::jsonb ELSE h.quote_accepts END,
+				quote_pending = CASE WHEN $7 THEN $12::boolean ELSE h.quote_pending END,
 				last_change = coalesce(`+lastChange+`, h.last_change)`,
-			host, v.Live, v.Status, v.LatencyMS, checkedAt, v.Error, verdict, v.QuoteMatchesListing, differences, now, quoteAccepts)
+			host, v.Live, v.Status, v.LatencyMS, checkedAt, v.Error, verdict, v.QuoteMatchesListing, differences, now, quoteAccepts, v.QuotePending)
 		if verdict {
 			live := 0
 			if *v.Live {
@@ -428,7 +436,7 @@ func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, erro
 		}
 		// Only while the resource is still the host's sample: the verdict
 		// is of the sample's quote.
-		b.Queue(`UPDATE index_hosts SET quote_matches_listing = $3, quote_differences = $4::jsonb
+		b.Queue(`UPDATE index_hosts SET quote_matches_listing = $3, quote_differences = $4::jsonb, quote_pending = false
 			WHERE host = $1 AND sample_resource = $2`, host, v.Resource, v.QuoteMatchesListing, differences)
 		return false, nil
 	case OwnershipChecked:

@@ -543,9 +543,11 @@ type IndexedResource struct {
 	MimeType                              string
 	// SampleOf is the host whose sample resource it is ("" when none) and
 	// QuoteAccepts the options of that host's last 402 (nil when none was
-	// read).
+	// read); QuotePending says that 402's comparison waits for the listing
+	// to be read again (HostProbed.QuotePending).
 	SampleOf     string
 	QuoteAccepts []Accept
+	QuotePending bool
 }
 
 // ResourceIndexedList returns what the index keeps of the resources urls
@@ -557,7 +559,7 @@ func ResourceIndexedList(ctx context.Context, db DBTX, urls []string, src string
 			EXISTS (SELECT 1 FROM index_listings o WHERE o.resource = r.resource AND o.source <> $2),
 			r.quality_calls_30d, r.quality_unique_payers_30d, r.quality_last_called_at,
 			r.tags, r.input_schema, r.output_schema, r.extensions, r.x402_version, r.mime_type,
-			coalesce(h.host, ''), h.quote_accepts
+			coalesce(h.host, ''), h.quote_accepts, coalesce(h.quote_pending, false)
 		FROM index_resources r LEFT JOIN index_listings l ON l.resource = r.resource AND l.source = $2
 		LEFT JOIN index_hosts h ON h.host = r.host AND h.sample_resource = r.resource
 		WHERE r.resource = ANY($1)`, urls, src, pass)
@@ -571,7 +573,7 @@ func ResourceIndexedList(ctx context.Context, db DBTX, urls []string, src string
 		var q Quality
 		if err := rows.Scan(&url, &k.Host, &k.Description, &k.Method, &k.Networks, &k.Price, &k.Discoverable, &k.Retired, &k.SeenInPass, &k.Accepts, &k.Elsewhere,
 			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt,
-			&k.Tags, &k.InputSchema, &k.OutputSchema, &k.Extensions, &k.X402Version, &k.MimeType, &k.SampleOf, &k.QuoteAccepts); err != nil {
+			&k.Tags, &k.InputSchema, &k.OutputSchema, &k.Extensions, &k.X402Version, &k.MimeType, &k.SampleOf, &k.QuoteAccepts, &k.QuotePending); err != nil {
 			return nil, fmt.Errorf("read resources: %w", err)
 		}
 		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
@@ -698,4 +700,67 @@ func HostOwnershipList(ctx context.Context, db DBTX, host string) ([]Ownership, 
 		list = []Ownership{}
 	}
 	return list, nil
+}
+
+// quoteLock is the first key of the transaction-scoped advisory locks
+// under which a host's listing and its 402 are compared ("x4qt" in
+// ASCII); the second is the hash of the schema and host.
+const quoteLock int32 = 0x78347174
+
+// QuoteLock takes, until tx ends, the lock of each of hosts (in order,
+// so that two transactions locking several never wait on each other)
+// under which a host's sample listing and its last 402 are compared: a
+// probe's verdict and a crawl's comparison read the other side under it,
+// so the later of the two always compares what the other wrote.
+func QuoteLock(ctx context.Context, tx DBTX, hosts []string) error {
+	// One statement: the locks are taken as the sorted hosts come.
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || ' ' || h))
+		FROM (SELECT DISTINCT h FROM unnest($2::text[]) h ORDER BY h) sorted`, quoteLock, hosts)
+	if err != nil {
+		return fmt.Errorf("quote locks of %d hosts: %w", len(hosts), err)
+	}
+	return nil
+}
+
+// ProbeQuoteState returns, as they stand, the options resource's listing
+// asks and, while it is host's sample, host's last 402's options and
+// whether their comparison is pending.
+func ProbeQuoteState(ctx context.Context, db DBTX, host, resource string) (listing, lastQuote []Accept, pending bool, err error) {
+	err = db.QueryRow(ctx, `SELECT (SELECT accepts FROM index_resources WHERE resource = $2),
+			h.quote_accepts, coalesce(h.quote_pending, false)
+		FROM (SELECT 1) one LEFT JOIN index_hosts h ON h.host = $1 AND h.sample_resource = $2`, host, resource).Scan(&listing, &lastQuote, &pending)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("quote state of %s: %w", resource, err)
+	}
+	return listing, lastQuote, pending, nil
+}
+
+// SampleQuote is the last 402 of the host whose sample a resource is.
+type SampleQuote struct {
+	Host  string
+	Quote []Accept
+}
+
+// SampleQuotes returns, of resources, those that are a host's sample and
+// whose 402 the index has read, by resource.
+func SampleQuotes(ctx context.Context, db DBTX, resources []string) (map[string]SampleQuote, error) {
+	rows, err := db.Query(ctx, `SELECT sample_resource, host, quote_accepts FROM index_hosts
+		WHERE sample_resource = ANY($1) AND quote_accepts IS NOT NULL`, resources)
+	if err != nil {
+		return nil, fmt.Errorf("sample quotes: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]SampleQuote{}
+	for rows.Next() {
+		var resource string
+		var q SampleQuote
+		if err := rows.Scan(&resource, &q.Host, &q.Quote); err != nil {
+			return nil, fmt.Errorf("sample quotes: %w", err)
+		}
+		out[resource] = q
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sample quotes: %w", err)
+	}
+	return out, nil
 }

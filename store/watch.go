@@ -125,7 +125,10 @@ func WatchFinal(ctx context.Context, tx pgx.Tx, network string, block uint64, fi
 	}
 	var calls int
 	var amount string
-	err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM settlement_watch WHERE network = $1 AND tx_hash = ANY($2) RETURNING calls, amount)
+	// The rows are locked in the order Append writes them
+	// (projectionOrder): the bytes of their hashes.
+	err := tx.QueryRow(ctx, `WITH l AS (SELECT tx_hash FROM settlement_watch WHERE network = $1 AND tx_hash = ANY($2) ORDER BY tx_hash COLLATE "C" FOR UPDATE),
+		d AS (DELETE FROM settlement_watch s USING l WHERE s.network = $1 AND s.tx_hash = l.tx_hash RETURNING s.calls, s.amount)
 		SELECT coalesce(sum(cardinality(calls)), 0)::int, coalesce(sum(amount), 0)::text FROM d`, network, data.Transactions).Scan(&calls, &amount)
 	if err != nil {
 		return fmt.Errorf("final settlements on %s: %w", network, interpretError(err))

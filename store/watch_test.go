@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -243,5 +244,88 @@ func TestWatchFollowLock(t *testing.T) {
 		mine, err := step.take()
 		require.NoError(t, err, step.name)
 		require.Equal(t, step.mine, mine, step.name)
+	}
+}
+
+// TestWatchMinedConcurrently has two transactions of the database append,
+// at once, the settlement.mined events of the same settlement transactions
+// (two workers recording calls of the same batches, one found by the
+// "authorization already used" path) in opposite orders, each followed by
+// the settlement.confirmed events of its own calls: the rows of
+// settlement_watch they both write are taken in one order, so neither
+// waits for the other while holding what the other waits for (40P01). A
+// third transaction holds the first and the last rows until both
+// appenders wait, so that they start together; both then commit, and each
+// transaction's row holds both appenders' calls.
+func TestWatchMinedConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network, txs, rounds = "eip155:8453", 32, 3
+	for round := range rounds {
+		hashes := make([]string, txs)
+		for i := range hashes {
+			hashes[i] = fmt.Sprintf("0x%064x", round*txs+i)
+		}
+		// events are an appender's: its mined events in order (its call
+		// of each transaction), then its calls' confirmed events.
+		events := func(who string, order []string) []store.NewEvent {
+			var mined, confirmed []store.NewEvent
+			for _, h := range order {
+				id := fmt.Sprintf("r%d-%s-%s", round, who, h[len(h)-4:])
+				s := store.CallStream(id)
+				require.NoError(t, appendTx(ctx, t, db,
+					store.NewEvent{Stream: s, Type: store.EventCallPaid, Data: store.PaidCall{PaymentVerified: verified(id), JobID: 1}},
+					store.NewEvent{Stream: s, Type: store.EventJobSucceeded, Data: store.JobSucceeded{JobID: 1, Attempt: 1, Result: resultOf(id, ""), SettleJobID: 2}}))
+				mined = append(mined, store.NewEvent{Stream: store.ChainStream(network), Type: store.EventSettlementMined,
+					Data: store.SettlementMined{Transaction: h, Block: x402.SettledBlock{Number: 10, Hash: "0xb1"}, Calls: []string{id}}})
+				confirmed = append(confirmed, store.NewEvent{Stream: s, Type: store.EventSettlementConfirmed,
+					Data: store.SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: h, Network: network}}})
+			}
+			return append(mined, confirmed...)
+		}
+		reversed := slices.Clone(hashes)
+		slices.Reverse(reversed)
+		appenders := [][]store.NewEvent{events("a", hashes), events("b", reversed)}
+
+		holder, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = holder.Exec(ctx, `INSERT INTO settlement_watch (network, tx_hash, block, block_hash, calls, amount)
+			SELECT $1, h, 1, '0xb0', '{}', 0 FROM unnest($2::text[]) AS h`, network, []string{hashes[0], hashes[txs-1]})
+		require.NoError(t, err)
+		pids := make([]uint32, len(appenders))
+		errs := make(chan error, len(appenders))
+		for i, evs := range appenders {
+			tx, err := db.Pool.Begin(ctx)
+			require.NoError(t, err)
+			pids[i] = tx.Conn().PgConn().PID()
+			go func() {
+				defer func() { _ = tx.Rollback(ctx) }()
+				if err := store.Append(ctx, tx, evs...); err != nil {
+					errs <- err
+					return
+				}
+				errs <- tx.Commit(ctx)
+			}()
+		}
+		require.Eventually(t, func() bool {
+			var waiting int
+			require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid = ANY($1)", pids).Scan(&waiting))
+			return waiting == len(appenders)
+		}, 10*time.Second, time.Millisecond, "both appenders wait for the holder")
+		require.NoError(t, holder.Rollback(ctx))
+		for range appenders {
+			require.NoError(t, <-errs, "round %d", round)
+		}
+
+		list, err := store.WatchList(ctx, db.Pool, network, 2*txs*rounds)
+		require.NoError(t, err)
+		rows := map[string][]string{}
+		for _, w := range list {
+			rows[w.Transaction] = w.Calls
+		}
+		for _, h := range hashes {
+			require.Len(t, rows[h], len(appenders), "round %d: %s holds both appenders' calls", round, h)
+		}
 	}
 }

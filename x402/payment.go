@@ -133,7 +133,15 @@ func (p *Payment) UnmarshalLedgerBinary(b []byte) error {
 // ledger returns the ledger form of p: the fields its payload does not
 // state, and its payload compact when it can be.
 func (p Payment) ledger() ledgerPayment {
-	if s, ok := stated(p.Payload); ok {
+	evm, compact := compactEVM(p.Payload)
+	var s Payment
+	var ok bool
+	if compact {
+		s, ok = evm.stated()
+	} else {
+		s, ok = stated(p.Payload)
+	}
+	if ok {
 		if s.Network == p.Network {
 			p.Network = ""
 		}
@@ -155,7 +163,7 @@ func (p Payment) ledger() ledgerPayment {
 	}
 	l := ledgerPayment{Network: p.Network, Payer: p.Payer, Nonce: p.Nonce, Amount: p.Amount, Asset: p.Asset,
 		VerifiedAt: p.VerifiedAt, ValidBefore: p.ValidBefore}
-	if evm, ok := compactEVM(p.Payload); ok {
+	if compact {
 		l.EVM = evm
 	} else {
 		l.Payload = p.Payload
@@ -200,7 +208,15 @@ func (p *Payment) fromLedger(l *ledgerPayment) error {
 	if p.Network != "" && p.Payer != "" && p.Nonce != "" && p.Amount != "" && p.Asset != "" && !p.ValidBefore.IsZero() {
 		return nil
 	}
-	s, ok := stated(p.Payload)
+	var s Payment
+	var ok bool
+	if l.EVM != nil {
+		// What the payload states, from its compact form: not decoded
+		// again from the JSON just made of it.
+		s, ok = l.EVM.stated()
+	} else {
+		s, ok = stated(p.Payload)
+	}
 	if !ok {
 		return nil
 	}
@@ -325,6 +341,19 @@ func stated(payload json.RawMessage) (Payment, bool) {
 	a := &pp.Payload.Authorization
 	s := Payment{Network: pp.Accepted.Network, Payer: a.From, Nonce: a.Nonce, Amount: a.Value, Asset: pp.Accepted.Asset}
 	if v, ok := new(big.Int).SetString(a.ValidBefore, 10); ok {
+		s.ValidBefore = UnixTime(v)
+	}
+	return s, true
+}
+
+// stated returns what stated returns of the payload c is the compact
+// form of, with no decoding.
+func (c *ledgerEVM) stated() (Payment, bool) {
+	if c.From == "" {
+		return Payment{}, false
+	}
+	s := Payment{Network: c.Network, Payer: c.From, Nonce: "0x" + hex.EncodeToString(c.Nonce), Amount: c.Value, Asset: c.Asset}
+	if v, ok := new(big.Int).SetString(c.ValidBefore, 10); ok {
 		s.ValidBefore = UnixTime(v)
 	}
 	return s, true

@@ -2,6 +2,7 @@ package x402
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -281,4 +282,51 @@ func bytesOf(n int, seed byte) []byte {
 		b[i] = seed + byte(i)*31
 	}
 	return b
+}
+
+// BenchmarkPaymentLedgerBinary packs an exact EVM payment as the ledger
+// keeps it (call.paid, at admission) and unpacks it (each job that reads
+// its call's payment); its payload is in the form verification keeps
+// (PaymentPayload.Ledger of the official client's encoding).
+func BenchmarkPaymentLedgerBinary(b *testing.B) {
+	const (
+		payer = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f"
+		nonce = "0x766ab94dd68772beac3f339017a9b74612bba62630bf006e769206405b3434a0"
+		usdc  = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+		payTo = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
+	)
+	inner, err := json.Marshal(&ExactEVMPayload{Signature: "0x" + hex.EncodeToString(bytesOf(65, 7)), Authorization: EVMAuthorization{
+		From: payer, To: payTo, Value: "10000", ValidAfter: "1795577837", ValidBefore: "1795578737", Nonce: nonce}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pp := PaymentPayload{X402Version: 2, Payload: inner, Accepted: Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000",
+		Asset: usdc, PayTo: payTo, MaxTimeoutSeconds: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
+	raw, err := pp.Ledger()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := Payment{Network: "eip155:8453", Payer: payer, Nonce: nonce, Amount: "10000", Asset: usdc, Payload: raw,
+		VerifiedAt: time.Date(2026, 11, 25, 3, 47, 17, 0, time.UTC), ValidBefore: time.Unix(1795578737, 0).UTC()}
+	packed, ok := p.MarshalLedgerBinary()
+	if !ok {
+		b.Fatal("not packed")
+	}
+	b.Run("pack", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := p.MarshalLedgerBinary(); !ok {
+				b.Fatal("not packed")
+			}
+		}
+	})
+	b.Run("unpack", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var back Payment
+			if err := back.UnmarshalLedgerBinary(packed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

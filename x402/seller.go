@@ -8,6 +8,8 @@ import (
 	"math/big"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/x402d/x402d/internal/bounded"
 )
 
 // Refusal reasons of the seller itself, spelled as the x402 specification
@@ -47,7 +49,18 @@ type Seller struct {
 	catalog *Catalog
 	// schemes by CAIP-2 namespace ("eip155", "solana").
 	schemes map[string]Scheme
+	// decoded keeps the payloads PaymentID decoded whole, by header, for
+	// the Verify (Identify, Authenticate) of the same header that follows
+	// (match takes it): a header that names extensions, as one echoing
+	// the quote's does, is decoded once, not twice. Those no Verify
+	// follows (a payment identifier refused or bound to a call) go as
+	// newer ones come (decodedKept).
+	decoded *bounded.Map[string, *PaymentPayload]
 }
+
+// decodedKept bounds the payloads a Seller keeps between PaymentID and
+// the Verify that follows it: about the paid requests admitted at once.
+const decodedKept = 1024
 
 var (
 	_ Verifier      = (*Seller)(nil)
@@ -59,7 +72,7 @@ var (
 // exact scheme and by namespace and scheme for the others
 // ("eip155/batch-settlement").
 func NewSeller(catalog *Catalog, schemes map[string]Scheme) *Seller {
-	return &Seller{catalog: catalog, schemes: schemes}
+	return &Seller{catalog: catalog, schemes: schemes, decoded: bounded.New[string, *PaymentPayload](decodedKept)}
 }
 
 // Catalog returns the seller's catalogue.
@@ -166,19 +179,27 @@ func (s *Seller) Identify(op, header string) (*Payment, error) {
 // header that cannot be read names none; Verify refuses it.
 //
 // A payload that cannot name "extensions" (mayNameExtensions) names none
-// and is not decoded here: Verify decodes it, once.
+// and is not decoded here: Verify decodes it, once. One that may is
+// decoded whole, and kept for the Verify of the same header (decoded).
 func (s *Seller) PaymentID(header string) (string, error) {
 	raw, err := headerJSON(header)
 	if err != nil || !mayNameExtensions(raw) {
 		return "", nil
 	}
-	var payload struct {
-		Extensions map[string]json.RawMessage `json:"extensions"`
-	}
+	var payload PaymentPayload
 	if err := json.Unmarshal(raw, &payload); err != nil {
-		return "", nil
+		// Not a PaymentPayload (Verify refuses it), but its extensions
+		// may still name an id.
+		var ext struct {
+			Extensions map[string]json.RawMessage `json:"extensions"`
+		}
+		if err := json.Unmarshal(raw, &ext); err != nil {
+			return "", nil
+		}
+		return (&PaymentPayload{Extensions: ext.Extensions}).PaymentID()
 	}
-	return (&PaymentPayload{Extensions: payload.Extensions}).PaymentID()
+	s.decoded.Put(header, &payload)
+	return payload.PaymentID()
 }
 
 // mayNameExtensions reports whether JSON raw may hold a key that
@@ -246,9 +267,16 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 	if _, err := s.catalog.Quote(op); err != nil {
 		return nil, Scheme{}, nil, err
 	}
-	var payload PaymentPayload
-	if err := DecodeHeader(header, &payload); err != nil {
-		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidPayload, NeverValid: true, Message: "PAYMENT-SIGNATURE: " + err.Error()}
+	payload, ok := s.decoded.Get(header)
+	if ok {
+		// PaymentID decoded it: taken (a payload is read, never changed,
+		// by the schemes, so two takers of one header may share it).
+		s.decoded.Delete(header)
+	} else {
+		payload = &PaymentPayload{}
+		if err := DecodeHeader(header, payload); err != nil {
+			return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidPayload, NeverValid: true, Message: "PAYMENT-SIGNATURE: " + err.Error()}
+		}
 	}
 	if payload.X402Version != Version {
 		return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidVersion, NeverValid: true, Message: fmt.Sprintf("x402Version %d is not 2", payload.X402Version)}
@@ -277,5 +305,5 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 	if !ok || scheme.Verifier == nil {
 		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: "payments on " + req.Network + " are not verified here"}
 	}
-	return &payload, scheme, req, nil
+	return payload, scheme, req, nil
 }

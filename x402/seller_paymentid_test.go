@@ -1,7 +1,9 @@
 package x402
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -61,6 +63,77 @@ func BenchmarkSeller_PaymentID(b *testing.B) {
 	for b.Loop() {
 		if id, err := s.PaymentID(header); err != nil || id != "" {
 			b.Fatal(id, err)
+		}
+	}
+}
+
+// echoingHeader returns a header paying the first option of op's quote by
+// seller that echoes the quote's extensions, as the official client and
+// payclient send it (the bazaar's is over a kilobyte), with id as its
+// payment identifier ("" for none).
+func echoingHeader(t testing.TB, seller *Seller, op, id string) string {
+	t.Helper()
+	q, err := seller.Quote(op)
+	require.NoError(t, err)
+	var quoted PaymentRequired
+	require.NoError(t, DecodeHeader(q.PaymentRequired, &quoted))
+	ext := quoted.Extensions
+	if id != "" {
+		ext, err = WithPaymentID(ext, id)
+		require.NoError(t, err)
+	}
+	h, err := EncodeHeader(PaymentPayload{X402Version: 2, Resource: &quoted.Resource, Accepted: quoted.Accepts[0],
+		Payload: json.RawMessage(`{"payer":"0xP","nonce":"0x1"}`), Extensions: ext})
+	require.NoError(t, err)
+	return h
+}
+
+// TestSeller_PaymentIDThenVerify: a header that names extensions is
+// decoded once, by PaymentID, and that payload is the one Verify hands its
+// scheme; Verify answers as it does without PaymentID before it, and keeps
+// nothing after.
+func TestSeller_PaymentIDThenVerify(t *testing.T) {
+	t.Parallel()
+	cat, err := NewCatalog(testOffers, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	require.NoError(t, err)
+	for _, id := range []string{"", "pay_7d5d747be160e280504c099d984bcfe0"} {
+		scheme := &fakeScheme{}
+		seller := NewSeller(cat, map[string]Scheme{"eip155": {Verifier: scheme, Identify: fakeIdentify}})
+		h := echoingHeader(t, seller, "diff", id)
+		alone, err := seller.Verify(context.Background(), "diff", h)
+		require.NoError(t, err)
+
+		got, err := seller.PaymentID(h)
+		require.NoError(t, err)
+		require.Equal(t, id, got)
+		require.Equal(t, 1, seller.decoded.Len())
+		kept, _ := seller.decoded.Get(h)
+		p, err := seller.Verify(context.Background(), "diff", h)
+		require.NoError(t, err)
+		require.Same(t, kept, scheme.payload, "the payload PaymentID decoded")
+		require.Equal(t, alone, p)
+		require.Zero(t, seller.decoded.Len(), "taken by Verify")
+	}
+}
+
+// BenchmarkSeller_PaymentIDThenVerify reads the payment identifier of a
+// header echoing the quote's extensions and verifies it (with a scheme
+// that checks nothing), as a paid request does: the header's decoding.
+func BenchmarkSeller_PaymentIDThenVerify(b *testing.B) {
+	cat, err := NewCatalog(testOffers, &CatalogConfig{PayToEVM: payTo, EVMNetworks: []string{"eip155:8453"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	seller := NewSeller(cat, map[string]Scheme{"eip155": {Verifier: &fakeScheme{}, Identify: fakeIdentify}})
+	h := echoingHeader(b, seller, "diff", "")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if id, err := seller.PaymentID(h); err != nil || id != "" {
+			b.Fatal(id, err)
+		}
+		if _, err := seller.Verify(ctx, "diff", h); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -14,12 +14,13 @@ import (
 // fakeScheme is a SchemeVerifier that records the requirement it was asked
 // to check against and accepts the payment, or refuses with refuse.
 type fakeScheme struct {
-	got    *Requirements
-	refuse error
+	got     *Requirements
+	payload *PaymentPayload
+	refuse  error
 }
 
 func (f *fakeScheme) Verify(_ context.Context, req *Requirements, p *PaymentPayload) (*Payment, error) {
-	f.got = req
+	f.got, f.payload = req, p
 	if f.refuse != nil {
 		return nil, f.refuse
 	}

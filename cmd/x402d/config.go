@@ -250,7 +250,9 @@ type Config struct {
 	// SolanaFeePayer is the Solana fee payer's private key (base58, or
 	// solana-keygen's JSON byte array), which co-signs and sends payments.
 	SolanaFeePayer string `env:"SOLANA_FEE_PAYER_KEY"`
-	// RPCURLSolana is the Solana JSON-RPC URL.
+	// RPCURLSolana is the Solana JSON-RPC URL (mainnet). The index's chain
+	// reader reads Solana's USDC transfers through it too
+	// (INDEX_CHAIN_CRON).
 	RPCURLSolana string `env:"RPC_URL_SOLANA"`
 	// SolanaCommitment is how far a Solana settlement's transaction must
 	// have come before the call is answered: confirmed (voted on by a
@@ -377,14 +379,19 @@ type Config struct {
 	// honoured on top).
 	IndexPageGap time.Duration `env:"INDEX_PAGE_GAP"`
 	// IndexChainCron is when the index reads each network with
-	// RPC_URL_<CHAIN> for the USDC transfers into the payTo addresses its
-	// listings name, up to the network's finality (FINALITY_<CHAIN>), and
+	// RPC_URL_<CHAIN> (and Solana with RPC_URL_SOLANA) for the USDC
+	// transfers into the payTo addresses its listings name, up to the
+	// network's finality (FINALITY_<CHAIN>; Solana at finalized), and
 	// counts each seller's on-chain figures (cron; also when the leader
 	// starts). Reading begins at the first run: nothing earlier is counted.
 	IndexChainCron string `env:"INDEX_CHAIN_CRON"`
 	// IndexChainMaxRange is the most blocks one eth_getLogs call of the
 	// index's chain reader asks for (providers cap the range).
 	IndexChainMaxRange int `env:"INDEX_CHAIN_MAX_RANGE"`
+	// IndexSolanaRate is the most calls a second the index's chain reader
+	// makes to RPC_URL_SOLANA (a JSON-RPC batch counts its calls): within
+	// the provider's rate limit. 0: no limit.
+	IndexSolanaRate int `env:"INDEX_SOLANA_CALLS_PER_SECOND"`
 	// ResultTTL is how long a call's result is kept (a Go duration or
 	// days, like 30d); the call's ledger fields stay, and polling it or
 	// resending its payment then answers 410 result_expired.
@@ -464,6 +471,7 @@ func DefaultConfig() *Config {
 		IndexPageGap:            index.DefaultPageGap,
 		IndexChainCron:          "* * * * *",
 		IndexChainMaxRange:      index.DefaultChainMaxRange,
+		IndexSolanaRate:         index.DefaultSolanaCallsPerSecond,
 		ResultTTL:               30 * 24 * time.Hour,
 		RetentionCron:           "17 * * * *",
 		JobRetention:            24 * time.Hour,

@@ -267,6 +267,7 @@ func TestLoadConfigValidate(t *testing.T) {
 		{name: "Finality", env: map[string]string{"FINALITY_EIP155_8453": "soon"}, wantErr: "FINALITY_EIP155_8453: "},
 		{name: "Partition", env: map[string]string{"EVENTS_PARTITION": "year"}, wantErr: `EVENTS_PARTITION: "year" is not day, week or month`},
 		{name: "SolanaCommitment", env: map[string]string{"SOLANA_COMMITMENT": "processed"}, wantErr: `SOLANA_COMMITMENT: "processed" is not confirmed or finalized`},
+		{name: "SolanaRate", env: map[string]string{"INDEX_SOLANA_CALLS_PER_SECOND": "-1"}, wantErr: `INDEX_SOLANA_CALLS_PER_SECOND: "-1" is not a whole number`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

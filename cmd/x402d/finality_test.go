@@ -74,10 +74,12 @@ func reorgWatched(ctx context.Context, t *testing.T, node *anviltest.Node, db *d
 
 // TestAnvil_ReorganisationUndoesSettlements pays 40 calls of `x402d serve`
 // settling on anvil (Circle's USDC, 1-second blocks, final followDepth blocks deep),
-// then, while 16 more calls at a time are being paid, replaces every block
-// holding those settlements with empty ones (anvil forgets their
-// transactions) and has the node forget its pending transactions too:
-// every call is answered 200, every settlement is made again and becomes
+// then, while 16 more calls at a time are being paid (after the first 16
+// of them are answered), replaces every block holding those settlements
+// with empty ones (anvil forgets their transactions) and has the node
+// forget its pending transactions too: every call is answered 200 (a
+// payment verified while the node's chain shrinks is not refused for the
+// node's error, isRevert), every settlement is made again and becomes
 // final, the receiver holds every price once and the payer paid each once,
 // the ledger says that each of the 40 was undone and made again and that
 // every call's settlement is final (each settlement.confirmed finding its
@@ -105,12 +107,13 @@ func TestAnvil_ReorganisationUndoesSettlements(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
+	client, recorder := loadClient(16)
 	go func() {
 		rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Requests: []loadgen.Request{{Op: "diff", Body: `{"a":"one\ntwo\n","b":"one\n2\n"}`}},
-			Payer: payer, Concurrency: 16, Duration: 5 * time.Second, Retry: true, RetryFor: 90 * time.Second})
+			Payer: payer, Client: client, Concurrency: 16, Duration: 5 * time.Second, Retry: true, RetryFor: 90 * time.Second})
 		done <- result{rep, err}
 	}()
-	time.Sleep(time.Second)
+	awaitAnswers(t, recorder, http.StatusOK, 16)
 	reorgWatched(ctx, t, node, db)
 	require.NoError(t, node.Call(ctx, nil, "anvil_dropAllTransactions"))
 	res := <-done

@@ -46,6 +46,8 @@ type relayChain struct {
 	// batch, when the chain has a Multicall3-compatible contract, sends
 	// the transfers of concurrent settlements in shared transactions.
 	batch *batcher
+	// codes answers whether payers have code, once per block.
+	codes *payerCodes
 }
 
 // newRelayChain returns the relayer's parts on network, reached through
@@ -57,6 +59,7 @@ func newRelayChain(cfg *RelayerConfig, address common.Address, network string, i
 	c.fees = newFees(network, backend, cfg)
 	passes := newPassRequests()
 	c.receipts = newReceipts(backend, c.nonces, passes, cfg)
+	c.codes = &payerCodes{backend: backend, heads: c.receipts}
 	c.sender = &sender{network: network, address: address, key: cfg.Key, signer: types.LatestSignerForChainID(id), backend: backend,
 		nonces: c.nonces, fees: c.fees, receipts: c.receipts, logger: cfg.Logger}
 	c.keeper = &keeper{clock: cfg.Clock, network: network, address: address, owner: cfg.Owner, backend: backend, nonces: c.nonces, sender: c.sender,

@@ -1,5 +1,14 @@
 package evm
 
+import (
+	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/x402d/x402d/internal/clock"
+)
+
 // Held returns what r holds for settlements on all its chains: the
 // transactions it awaits (own), the receipts awaited (waiters), the payments
 // with a transaction sent (sent), and the nonces its in-memory NonceStore
@@ -22,3 +31,12 @@ func Held(r *Relayer) (own, waiters, sent, nonces int) {
 	}
 	return own, waiters, sent, nonces
 }
+
+// PayerCodes returns the answers of a chain's payerCodes on backend, whose
+// head is fresh for maxPoll after sawHead records it (by clk).
+func PayerCodes(backend Backend, clk clock.Clock, maxPoll time.Duration) (hasCode func(context.Context, common.Address) (bool, error), sawHead func(uint64)) {
+	rc := &receipts{backend: backend, clock: clk, maxPoll: maxPoll}
+	c := &payerCodes{backend: backend, heads: rc}
+	return c.hasCode, func(head uint64) { rc.sawHead(head, clk.Now()) }
+}
+

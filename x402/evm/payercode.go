@@ -200,3 +200,49 @@ func firstRefused(refused map[common.Address]time.Time, now time.Time, addrs []c
 	}
 	return common.Address{}, time.Time{}, false
 }
+
+// payerCodes answers whether payers have code (a contract wallet, an
+// EIP-7702 delegation) for the settlements of one chain: read once per
+// payer per block, not once per settlement. Code can appear in any block
+// (a delegation is one transaction), so an answer, read at the latest
+// block, serves only the settlements made while the newest block the
+// relayer has read is the one it had read before the answer, and only
+// while that read is fresh (receipts.freshHead: a block mined since is seen
+// within the receipts' pause); otherwise the code is read again, as it is
+// for every settlement while none awaits a receipt. The answers kept are
+// those of one block, at most one a payer settling in it.
+type payerCodes struct {
+	backend Backend
+	heads   *receipts
+
+	mu    sync.Mutex
+	block uint64
+	has   map[common.Address]bool
+}
+
+// hasCode reports whether payer has code now, as of the newest block read.
+func (c *payerCodes) hasCode(ctx context.Context, payer common.Address) (bool, error) {
+	head, fresh := c.heads.freshHead()
+	if fresh {
+		c.mu.Lock()
+		has, ok := c.has[payer]
+		ok = ok && c.block == head
+		c.mu.Unlock()
+		if ok {
+			return has, nil
+		}
+	}
+	code, err := c.backend.CodeAt(ctx, payer, nil)
+	if err != nil {
+		return false, fmt.Errorf("read code of %s: %w", payer.Hex(), err)
+	}
+	if fresh {
+		c.mu.Lock()
+		if c.block != head || c.has == nil {
+			c.block, c.has = head, map[common.Address]bool{}
+		}
+		c.has[payer] = len(code) > 0
+		c.mu.Unlock()
+	}
+	return len(code) > 0, nil
+}

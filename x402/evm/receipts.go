@@ -58,6 +58,9 @@ type receipts struct {
 	// noBlockReceipts is set once the node answered that it has no
 	// eth_getBlockReceipts: waiters then ask for their own receipts.
 	noBlockReceipts atomic.Bool
+	// head is the newest block number read (scan), and headAt when (unix
+	// nanoseconds of clock; 0 before the first): freshHead.
+	head, headAt atomic.Int64
 
 	// outcomes keeps what the last receipts awaited say (outcome).
 	outcomes outcomes
@@ -214,10 +217,12 @@ func (rc *receipts) add(ctx context.Context, hash common.Hash) (w *receiptWait, 
 		return w, false, nil
 	}
 	if len(rc.waiters) == 0 {
+		readAt := rc.clock.Now()
 		head, err := rc.backend.BlockNumber(ctx)
 		if err != nil {
 			return nil, false, fmt.Errorf("read block number: %w", err)
 		}
+		rc.sawHead(head, readAt)
 		rc.scanned = head
 	}
 	w = &receiptWait{ready: make(chan struct{}), waiters: 1, hashes: []common.Hash{hash}}
@@ -277,6 +282,25 @@ func (rc *receipts) firstPause(maxPause time.Duration) time.Duration {
 
 // observeLag adds the time a receipt took to come to lag's average (an
 // exponential one, over about the last eight).
+// sawHead records head, the chain's newest block number as read at readAt
+// (when the read was asked).
+func (rc *receipts) sawHead(head uint64, readAt time.Time) {
+	rc.head.Store(int64(head))
+	rc.headAt.Store(readAt.UnixNano())
+}
+
+// freshHead returns the newest block number read, when it was read less
+// than maxPoll ago: while settlements await receipts the head is read at
+// least that often (wait), and a later block would most likely have been
+// seen. ok is false otherwise (no wait is going on).
+func (rc *receipts) freshHead() (head uint64, ok bool) {
+	at := rc.headAt.Load()
+	if at == 0 || rc.clock.Now().Sub(time.Unix(0, at)) >= rc.maxPoll {
+		return 0, false
+	}
+	return uint64(rc.head.Load()), true
+}
+
 func (rc *receipts) observeLag(d time.Duration) {
 	for {
 		old := rc.lag.Load()
@@ -309,6 +333,7 @@ func (rc *receipts) scan(ctx context.Context, every time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("read block number: %w", err)
 	}
+	rc.sawHead(head, rc.lastScan)
 	rc.mu.Lock()
 	from := rc.scanned + 1
 	rc.mu.Unlock()

@@ -154,12 +154,13 @@ func (r *Relayer) prepare(ctx context.Context, p *x402.Payment) (*settlement, *x
 	}
 	// A payer with code (a contract wallet, an EIP-7702 delegation) has
 	// the token call its isValidSignature, whose gas only it bounds: its
-	// transfer goes alone, under PayerCodeGasCap (settlePayerCode).
-	code, err := chain.backend.CodeAt(ctx, s.auth.From, nil)
+	// transfer goes alone, under PayerCodeGasCap (settlePayerCode). The
+	// code is read once per payer per block (payerCodes).
+	hasCode, err := chain.codes.hasCode(ctx, s.auth.From)
 	if err != nil {
-		return answered(nil, fmt.Errorf("read code of %s: %w", s.auth.From.Hex(), err))
+		return answered(nil, err)
 	}
-	if len(code) > 0 {
+	if hasCode {
 		return answered(r.settlePayerCode(ctx, s, nil))
 	}
 	if resp, err := r.runTransfer(ctx, s); resp != nil || err != nil {

@@ -661,11 +661,17 @@ func call(ctx context.Context, reader Reader, to common.Address, method string, 
 	return res, nil
 }
 
-// isRevert reports whether err is the node saying the call reverted, as
-// opposed to the node being unreachable.
+// isRevert reports whether err is the node saying the call reverted (with
+// the revert's data, or saying "execution reverted"), as opposed to the
+// node being unreachable or failing to run it. Every JSON-RPC error has an
+// ErrorData method: one without data is a revert only by its message. A
+// node that answers a call at "latest" while a reorganisation shortens
+// its chain fails with no data ("BlockOutOfRangeError: block height is 43
+// but requested was 45", anvil): taken for a revert, it refused a good
+// payment (402) and would have left a settled call's work unpaid.
 func isRevert(err error) bool {
 	var de interface{ ErrorData() any }
-	if errors.As(err, &de) {
+	if errors.As(err, &de) && de.ErrorData() != nil {
 		return true
 	}
 	return strings.Contains(err.Error(), "execution reverted")

@@ -425,37 +425,48 @@ func (ii *InnerInstruction) transfer(keys []solana.PublicKey) (*transfer, bool) 
 		}
 		return tr, true
 	}
+	ix, ok := ii.instruction(keys)
+	if !ok {
+		return nil, false
+	}
+	return parseTransfer(ix)
+}
+
+// instruction returns ii, partially decoded or compiled (not parsed),
+// with its program and accounts resolved to keys; keys are the
+// transaction's account keys (for the compiled form).
+func (ii *InnerInstruction) instruction(keys []solana.PublicKey) (instruction, bool) {
 	data, err := base58.Decode(ii.Data)
 	if err != nil {
-		return nil, false
+		return instruction{}, false
 	}
 	ix := instruction{data: data}
 	if ii.ProgramIDIndex != nil {
 		var idx []int
 		if *ii.ProgramIDIndex < 0 || *ii.ProgramIDIndex >= len(keys) || json.Unmarshal(ii.Accounts, &idx) != nil {
-			return nil, false
+			return instruction{}, false
 		}
 		ix.program = keys[*ii.ProgramIDIndex]
 		for _, i := range idx {
 			if i < 0 || i >= len(keys) {
-				return nil, false
+				return instruction{}, false
 			}
 			ix.accounts = append(ix.accounts, keys[i])
 		}
-		return parseTransfer(ix)
+		return ix, true
 	}
 	var addrs []string
 	if ix.program, err = solana.PublicKeyFromBase58(ii.ProgramID); err != nil || json.Unmarshal(ii.Accounts, &addrs) != nil {
-		return nil, false
+		return instruction{}, false
 	}
 	for _, a := range addrs {
 		key, err := solana.PublicKeyFromBase58(a)
 		if err != nil {
-			return nil, false
+			return instruction{}, false
 		}
 		ix.accounts = append(ix.accounts, key)
 	}
-	return parseTransfer(ix)
+	return ix, true
 }
 
 // neverValid marks a refusal made for the transaction's own content: it
