@@ -39,4 +39,3 @@ func PayerCodes(backend Backend, clk clock.Clock, maxPoll time.Duration) (hasCod
 	c := &payerCodes{backend: backend, heads: rc}
 	return c.hasCode, func(head uint64) { rc.sawHead(head, clk.Now()) }
 }
-
