@@ -111,7 +111,7 @@ type ChannelCharged struct {
 // ChannelRefunded is the data of channel.refunded: a cooperative refund
 // of Amount in Transaction, with refund nonce Nonce (the row's next is
 // Nonce+1), asked by CallID (the refund's payment nonce), leaving Balance
-// on chain.
+// on chain (when "", the row's balance less Amount).
 type ChannelRefunded struct {
 	CallID      string `json:"call_id"`
 	Transaction string `json:"transaction"`
@@ -214,9 +214,14 @@ func projectChannelRefunded(p projection, v ChannelRefunded) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	p.b.Queue(`UPDATE channels SET balance = $3::numeric, refund_nonce = $4::numeric + 1, busy_call = NULL, updated_at = $5
+	// An event without the balance left takes the refund off the row's.
+	var balance *string
+	if v.Balance != "" {
+		balance = &v.Balance
+	}
+	p.b.Queue(`UPDATE channels SET balance = coalesce($3::numeric, balance - $6::numeric), refund_nonce = $4::numeric + 1, busy_call = NULL, updated_at = $5
 		WHERE network = $1 AND channel_id = $2 AND refund_nonce <= $4::numeric`,
-		network, id, v.Balance, v.Nonce, p.now)
+		network, id, balance, v.Nonce, p.now, v.Amount)
 	return true, nil
 }
 
