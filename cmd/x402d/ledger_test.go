@@ -145,7 +145,7 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	// transaction elsewhere on the server during the run (it keeps
 	// pages from being pruned) makes larger.
 	require.LessOrEqual(t, compacted[0]+compacted[1], 2000.0, "bytes per paid call, compacted")
-	require.LessOrEqual(t, written[0]+written[1], 2000.0, "bytes per paid call, as written")
+	require.LessOrEqual(t, written[0]+written[1], 2200.0, "bytes per paid call, as written (with the other suites' transactions of a CI run)")
 }
 
 // BenchmarkLedgerBytes pays b.N regex calls (16 in flight) and reports what

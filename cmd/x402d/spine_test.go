@@ -319,10 +319,13 @@ func TestPaidCall(t *testing.T) {
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 		require.Equal(t, "body_too_large", decodeJSON[errorBody](t, body).Error)
 
+		// GET answers the quote, as the official batch-settlement client
+		// probes it (and sends its cooperative refund by GET).
 		r, err := b.client.Get(b.base + "/api/x402/diff")
 		require.NoError(t, err)
 		defer r.Body.Close()
-		require.Equal(t, http.StatusMethodNotAllowed, r.StatusCode)
+		require.Equal(t, http.StatusPaymentRequired, r.StatusCode)
+		require.NotEmpty(t, r.Header.Get("Payment-Required"))
 		require.Equal(t, "application/json", strings.Split(r.Header.Get("Content-Type"), ";")[0])
 
 		for _, path := range []string{"/healthz", "/readyz"} {
