@@ -260,7 +260,7 @@ func showChannelRefunded(v ChannelRefunded) []EventField {
 }
 
 // channelEventTypes are the registered types of the channel streams that
-// chan-pay's flow appends (the payments); claims and settlements of
+// the payments append; claims and settlements of
 // channels are registered beside them.
 var channelEventTypes = []EventType{
 	defineEvent(EventType{Name: EventChannelOpened, Stream: "channel", Label: "channel opened by a deposit"},

@@ -158,7 +158,7 @@ func (b *claimBench) sendOK(input []byte) *types.Receipt {
 
 // charge charges ch amount under a voucher of its payer for the new
 // cumulative total (signer: the voucher's key, the payer's when nil) and
-// puts the row, as chan-pay's flow records a call.
+// puts the row, as the admission of a paid call records it.
 func (b *claimBench) charge(ch *benchChannel, amount int64, signer *ecdsa.PrivateKey) {
 	b.t.Helper()
 	if signer == nil {
