@@ -77,7 +77,7 @@ type Config struct {
 	// Sender sends deposits and refunds.
 	Sender Sender
 	// ReceiverAuthorizer is the seller's key that signs refunds (and
-	// claims: chan-claim), whose address the quotes name.
+	// claims, worker/claim.go), whose address the quotes name.
 	ReceiverAuthorizer *ecdsa.PrivateKey
 	// Clock tells the time of deposits' authorizations (nil: real).
 	Clock clock.Clock
