@@ -141,11 +141,12 @@ func TestLedgerBytesPerPaidCall(t *testing.T) {
 	// index; the calls row (the result without its call_id and op, the
 	// settlement's response packed) and its four indexes
 	// (docs/performance.md, The ledger). As written is larger by what
-	// the run's updates of calls left behind on its pages, which a long
-	// transaction elsewhere on the server during the run (it keeps
-	// pages from being pruned) makes larger.
+	// the run's updates of calls left behind on its pages, which the
+	// other suites' transactions of a CI run (they keep pages from being
+	// pruned) make larger by a varying amount: its bound is a guard
+	// against a row or an index more a call, not the goal.
 	require.LessOrEqual(t, compacted[0]+compacted[1], 2000.0, "bytes per paid call, compacted")
-	require.LessOrEqual(t, written[0]+written[1], 2200.0, "bytes per paid call, as written (with the other suites' transactions of a CI run)")
+	require.LessOrEqual(t, written[0]+written[1], 2700.0, "bytes per paid call, as written (with the other suites' transactions of a CI run)")
 }
 
 // BenchmarkLedgerBytes pays b.N regex calls (16 in flight) and reports what
