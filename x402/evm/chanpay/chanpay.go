@@ -13,8 +13,10 @@
 // the operation succeeded, as an exact payment's transfer is, then the
 // channel opened (or topped up) and charged. A refund payload asks a
 // cooperative refund of what the seller did not charge
-// (channel.RefundAmount), signed by the receiver authorizer and sent
-// through the relayer at once (Refund): no operation runs.
+// (channel.RefundAmount): no operation runs; Refund verifies it, holds the
+// channel and queues its job (RefundArgs), which a worker runs (it signs
+// the refund with the receiver authorizer and sends it through the
+// relayer: worker/refund.go), and returns it pending.
 //
 // A channel the seller has no record of, named by a voucher, is taken up
 // from the chain (channel.ReadState: store.EventChannelAdopted), charged
@@ -81,12 +83,14 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Chains reads each network's chain (channel state, signers' code).
 	Chains map[string]channel.Caller
-	// Sender sends deposits and refunds.
+	// Sender sends deposits.
 	Sender Sender
-	// ReceiverAuthorizer is the seller's key that signs refunds (and
-	// claims, worker/claim.go), whose address the quotes name.
+	// ReceiverAuthorizer is the seller's key whose address the quotes
+	// name; the workers sign the claims and the refunds with it
+	// (worker/claim.go, worker/refund.go).
 	ReceiverAuthorizer *ecdsa.PrivateKey
-	// Clock tells the time of deposits' authorizations (nil: real).
+	// Clock tells the time of deposits' authorizations and of refunds'
+	// requests (nil: real).
 	Clock clock.Clock
 }
 
