@@ -2,17 +2,21 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/big"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm"
 	"github.com/x402d/x402d/x402/evm/channel"
 	"github.com/x402d/x402d/x402/evm/chanpay"
@@ -225,4 +229,113 @@ func TestRefund_ReceiptNeverComes(t *testing.T) {
 			require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
 		})
 	}
+}
+
+// TestRefund_RefusedBySimulation: a refund whose run reverts (signed with
+// a refund nonce the chain no longer has) sends nothing and is recorded
+// failed, refund_simulation_failed, its channel freed.
+func TestRefund_RefusedBySimulation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(3, 100_000)
+	b.charge(ch, 10_000, nil)
+	a := b.requestRefund(ch)
+	// A refund nonce the chain will never take: the chain's is 0, and a
+	// nonce behind it would read as the refund made.
+	a.Nonce = "7"
+	before := b.nonce()
+	_, err := b.refunder(nil).Refund(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, before, b.nonce(), "nothing sent")
+	rec := b.refundRecord(a)
+	require.Empty(t, rec.Sent)
+	require.NotNil(t, rec.Failed)
+	require.Equal(t, channel.ReasonRefundSimulationFailed, rec.Failed.Reason)
+	require.Contains(t, rec.Failed.Message, "InvalidRefundNonce")
+	require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
+}
+
+// refundPayload returns the requirement of the bench's channels and a
+// refund payload of ch as the official client signs it (a zero-charge
+// voucher on the channel's charge), asking amount back ("" for all).
+func (b *claimBench) refundPayload(ch *benchChannel, amount string) (*x402.Requirements, *x402.PaymentPayload) {
+	b.t.Helper()
+	extra, err := json.Marshal(channel.Extra{ReceiverAuthorizer: ch.state.Config.ReceiverAuthorizer, WithdrawDelay: ch.state.Config.WithdrawDelay,
+		Name: devchain.TokenName, Version: devchain.TokenVersion})
+	require.NoError(b.t, err)
+	req := &x402.Requirements{Scheme: channel.Scheme, Network: claimNetwork, Amount: "10000", Asset: devchain.USDC.Hex(),
+		PayTo: b.payTo.Hex(), MaxTimeoutSeconds: 60, Extra: extra}
+	sig, err := channel.Sign(devKey(b.t, ch.payer), channel.VoucherDigest(b.chainID, ch.state.ChannelID, ch.state.Charged))
+	require.NoError(b.t, err)
+	p := map[string]any{"type": channel.TypeRefund, "channelConfig": ch.state.Config,
+		"voucher": map[string]any{"channelId": ch.state.ChannelID, "maxClaimableAmount": ch.state.Charged.String(), "signature": hexutil.Bytes(sig)}}
+	if amount != "" {
+		p["amount"] = amount
+	}
+	raw, err := json.Marshal(p)
+	require.NoError(b.t, err)
+	return req, &x402.PaymentPayload{X402Version: 2, Accepted: *req, Payload: raw}
+}
+
+// TestRefund_AskedThenMadeByItsJob runs a refund as the service does,
+// the River client aside: chanpay's Refund verifies the payload, holds the
+// channel and queues the job, and returns the refund pending; the same
+// payload asked again meanwhile waits for the same refund (no second
+// request), another (a partial refund) is refused channel_busy; the job
+// queued makes the refund, and the pending refund's outcome is its answer:
+// the amount refunded, the channel's state after it.
+func TestRefund_AskedThenMadeByItsJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(4, 100_000)
+	b.charge(ch, 10_000, nil)
+	scheme, err := chanpay.New(&chanpay.Config{Pool: b.db.Pool, Chains: map[string]channel.Caller{claimNetwork: b.node.Client},
+		Sender: b.relayer, ReceiverAuthorizer: b.authorizer, Clock: b.clock})
+	require.NoError(t, err)
+	req, payload := b.refundPayload(ch, "")
+
+	first, err := scheme.Refund(ctx, req, payload)
+	require.NoError(t, err)
+	resp, err := first.Outcome(ctx)
+	require.NoError(t, err)
+	require.Nil(t, resp, "pending until its job makes it")
+	busy := b.row(ch).BusyCall
+	require.Contains(t, busy, "refund/")
+
+	again, err := scheme.Refund(ctx, req, payload)
+	require.NoError(t, err)
+	require.Equal(t, first.Stream, again.Stream)
+	_, partial := b.refundPayload(ch, "5000")
+	_, err = scheme.Refund(ctx, req, partial)
+	var refusal *x402.Refusal
+	require.ErrorAs(t, err, &refusal)
+	require.Equal(t, channel.ReasonChannelBusy, refusal.Reason)
+
+	var raw []byte
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) OVER (), args FROM river_job WHERE kind = 'channel.refund'`).Scan(&n, &raw))
+	require.Equal(t, 1, n, "one request, one job")
+	var args chanpay.RefundArgs
+	require.NoError(t, json.Unmarshal(raw, &args))
+	require.Equal(t, busy, args.CallID)
+	require.Equal(t, "90000", args.Amount)
+	_, err = b.refunder(nil).Refund(ctx, &args)
+	require.NoError(t, err)
+
+	for _, p := range []*x402.PendingRefund{first, again} {
+		resp, err := p.Outcome(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, resp)
+		require.True(t, resp.Success)
+		require.Equal(t, "90000", resp.Amount)
+		require.Len(t, resp.Transaction, 66)
+		var extra channel.ResponseExtra
+		require.NoError(t, json.Unmarshal(resp.Extra, &extra))
+		require.Equal(t, "10000", extra.ChannelState.Balance)
+		require.Equal(t, "1", extra.ChannelState.RefundNonce)
+		require.Equal(t, "10000", extra.ChannelState.ChargedCumulativeAmount)
+	}
+	require.Empty(t, b.row(ch).BusyCall)
 }

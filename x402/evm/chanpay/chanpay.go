@@ -542,11 +542,15 @@ func (RefundArgs) InsertOpts() river.InsertOpts {
 }
 
 // refundPrefix is the start of the ids of the refunds payload d asks with
-// refund nonce nonce: "refund/<payment nonce>/<refund nonce>/"; each
-// request's id (the channel's busy_call while it runs) ends with a random
-// part of its own.
+// refund nonce nonce: "refund/<payment nonce>/<refund nonce>/<amount asked,
+// or all>/"; each request's id (the channel's busy_call while it runs)
+// ends with a random part of its own.
 func refundPrefix(d *channel.Payload, nonce *big.Int) string {
-	return "refund/" + nonceOf(d) + "/" + nonce.String() + "/"
+	amount := "all"
+	if d.RefundAmount != nil {
+		amount = d.RefundAmount.String()
+	}
+	return "refund/" + nonceOf(d) + "/" + nonce.String() + "/" + amount + "/"
 }
 
 // newRefundID returns the id of a new refund request of prefix.
