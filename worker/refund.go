@@ -62,6 +62,10 @@ func (w *refundWorker) Timeout(*river.Job[chanpay.RefundArgs]) time.Duration {
 	return w.c.cfg.RefundAwait + time.Minute
 }
 
+// refundKind is the kind of the refunds' transactions in the channel
+// transactions' figures (metrics.ChannelTx).
+const refundKind = "refund"
+
 // refundedTopic is the settlement contract's Refunded event's topic.
 var refundedTopic = crypto.Keccak256Hash([]byte("Refunded(bytes32,address,uint128)"))
 
@@ -134,6 +138,7 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 		case err == nil:
 			// Reverted: another transaction of it mined first, or the
 			// refund fails.
+			c.cfg.Metrics.ChannelTx(a.Network, refundKind, "reverted", receipt.GasUsed, 0)
 			if mined, err := r.mined(ctx); err != nil || mined {
 				if err != nil {
 					return 0, err
@@ -293,6 +298,7 @@ func (r *refundRun) record(ctx context.Context, receipt *types.Receipt) error {
 		r.log.ErrorContext(ctx, "refund mined but not recorded; the job is run again", "transaction", tx, "error", err)
 		return err
 	}
+	r.c.cfg.Metrics.ChannelTx(r.a.Network, refundKind, "mined", receipt.GasUsed, 0)
 	r.log.InfoContext(ctx, "channel refunded", "transaction", tx, "amount", paid.String())
 	return nil
 }

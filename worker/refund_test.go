@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402"
@@ -39,7 +42,7 @@ func (b *claimBench) refunder(chain worker.ClaimChain) *worker.Claimer {
 	}
 	c, err := worker.NewClaimer(&worker.ClaimConfig{
 		Pool: b.db.Pool, Chain: chain, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, Clock: b.clock, RefundAwait: 300 * time.Millisecond,
+		AuthorizerKey: b.authorizer, Clock: b.clock, Metrics: b.metrics, RefundAwait: 300 * time.Millisecond,
 		RefundResendAfter: refundResendAfter, RefundGiveUpAfter: refundGiveUpAfter,
 	})
 	require.NoError(b.t, err)
@@ -96,6 +99,7 @@ func TestRefund_Made(t *testing.T) {
 	b.charge(ch, 30_000, nil)
 	payer := b.usdc(ch.state.Config.Payer)
 	a := b.requestRefund(ch)
+	b.metrics = metrics.New(&metrics.Config{})
 	c := b.refunder(nil)
 	snooze, err := c.Refund(ctx, a)
 	require.NoError(t, err)
@@ -116,6 +120,9 @@ func TestRefund_Made(t *testing.T) {
 	_, err = c.Refund(ctx, a)
 	require.NoError(t, err)
 	require.Equal(t, sent, b.nonce(), "a refund recorded is not made again")
+	rec2 := httptest.NewRecorder()
+	b.metrics.Handler().ServeHTTP(rec2, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Contains(t, rec2.Body.String(), `x402d_channel_transactions_total{kind="refund",network="eip155:8453",outcome="mined"} 1`)
 }
 
 // dyingChain is the relayer, and a process that dies right after its
