@@ -240,13 +240,17 @@ func (r *refundRun) send(ctx context.Context, sent int) error {
 	})
 }
 
+// minedReceiptWait bounds the wait for the receipt of each transaction of
+// a refund the chain shows made: the one mined has its receipt at once.
+const minedReceiptWait = 5 * time.Second
+
 // recordMined records the refund the chain shows made: the receipt of its
 // transaction, the last sent first; when none of them (a run that died
 // between its send and its record), the Refunded event of the channel
 // in the last LogRange blocks.
 func (r *refundRun) recordMined(ctx context.Context, rec *store.ChannelRefundRecord) error {
 	for i := len(rec.Sent) - 1; i >= 0; i-- {
-		actx, cancel := context.WithTimeout(ctx, r.c.cfg.RefundAwait)
+		actx, cancel := context.WithTimeout(ctx, min(r.c.cfg.RefundAwait, minedReceiptWait))
 		receipt, err := r.c.cfg.Chain.Await(actx, r.a.Network, common.HexToHash(rec.Sent[i].Transaction))
 		cancel()
 		if err == nil && receipt.Status == types.ReceiptStatusSuccessful {
