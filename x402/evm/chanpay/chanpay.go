@@ -536,9 +536,11 @@ func (RefundArgs) Kind() string { return "channel.refund" }
 
 // InsertOpts puts refunds on the settlement queue. The job waits for its
 // transaction by snoozing, which spends no attempt; the attempts are for
-// the errors (the chain or the database out of reach).
+// the errors (the chain or the database out of reach): with River's
+// backoff, ten take about four hours, after which the refund is recorded
+// failed and its channel freed.
 func (RefundArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: jobs.QueueSettlement, MaxAttempts: 20}
+	return river.InsertOpts{Queue: jobs.QueueSettlement, MaxAttempts: 10}
 }
 
 // refundPrefix is the start of the ids of the refunds payload d asks with
