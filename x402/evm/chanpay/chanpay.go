@@ -645,32 +645,25 @@ func (s *Scheme) pending(network string, d *channel.Payload, id string) *x402.Pe
 		case rec.Refunded == nil:
 			return nil, nil
 		}
-		return RefundedResponse(network, &d.Config, d.Voucher.ChannelID, rec.Refunded)
+		return refundedResponse(network, &d.Config, d.Voucher.ChannelID, rec.Refunded)
 	}}
 }
 
-// RefundedResponse returns the answer of the refund of the channel id
+// refundedResponse returns the answer of the refund of the channel id
 // (of config) on network that r records.
-func RefundedResponse(network string, config *channel.Config, id common.Hash, r *store.ChannelRefunded) (*x402.SettleResponse, error) {
-	num := func(v, def string) (*big.Int, error) {
-		n, ok := new(big.Int).SetString(cmp.Or(v, def), 10)
-		if !ok {
-			return nil, fmt.Errorf("refund %s: %q is not a number", r.CallID, v)
-		}
-		return n, nil
-	}
-	var st channel.State
-	st.Config, st.ChannelID, st.OnChain.WithdrawRequestedAt = *config, id, r.WithdrawRequestedAt
-	var err error
+func refundedResponse(network string, config *channel.Config, id common.Hash, r *store.ChannelRefunded) (*x402.SettleResponse, error) {
+	st := channel.State{Config: *config, ChannelID: id}
+	st.OnChain.WithdrawRequestedAt = r.WithdrawRequestedAt
 	var nonce, amount *big.Int
 	for _, f := range []struct {
-		dst    **big.Int
-		v, def string
-	}{{&st.Charged, r.Charged, "0"}, {&st.OnChain.Balance, r.Balance, "0"}, {&st.OnChain.TotalClaimed, r.TotalClaimed, "0"},
-		{&nonce, r.Nonce, "0"}, {&amount, r.Amount, "0"}} {
-		if *f.dst, err = num(f.v, f.def); err != nil {
-			return nil, err
+		dst **big.Int
+		v   string
+	}{{&st.Charged, r.Charged}, {&st.OnChain.Balance, r.Balance}, {&st.OnChain.TotalClaimed, r.TotalClaimed}, {&nonce, r.Nonce}, {&amount, r.Amount}} {
+		n, ok := new(big.Int).SetString(cmp.Or(f.v, "0"), 10)
+		if !ok {
+			return nil, fmt.Errorf("refund %s: %q is not a number", r.CallID, f.v)
 		}
+		*f.dst = n
 	}
 	st.OnChain.RefundNonce = nonce.Add(nonce, big.NewInt(1))
 	return settleResponse(channel.RefundResponse(network, &st, common.HexToHash(r.Transaction), amount))
