@@ -133,9 +133,13 @@ func (s *Server) paid(c echo.Context) error {
 
 // refund is GET /api/x402/:op: the quote without payment, as POST answers
 // it, and with a batch-settlement refund payload the cooperative refund it
-// asks (x402.Refunder), made at once, no operation run: 200 with the
-// refund's PAYMENT-RESPONSE, or the 402 of its refusal. The official
-// client probes and refunds a channel so (refundChannel).
+// asks (x402.Refunder), no operation run: the refund is verified and
+// queued (its job, which a worker process runs), and the request waits
+// for its outcome (woken by its events' NOTIFY) up to ToolWait: 200 with
+// the refund's PAYMENT-RESPONSE, or the 402 of its refusal; past the wait
+// 503 refund_pending (the same refund payload sent again waits for the
+// same refund). The official client probes and refunds a channel so
+// (refundChannel).
 func (s *Server) refund(c echo.Context) error {
 	entry, ok := s.ops[c.Param("op")]
 	if !ok {
@@ -148,7 +152,11 @@ func (s *Server) refund(c echo.Context) error {
 		return s.write(c, s.unpaid(req.Context(), entry))
 	}
 	ctx := req.Context()
-	resp, err := refunder.Refund(ctx, entry.op.Name, header)
+	pending, err := refunder.Refund(ctx, entry.op.Name, header)
+	var resp *x402.SettleResponse
+	if err == nil {
+		resp, err = s.awaitRefund(ctx, pending)
+	}
 	if err != nil {
 		var refusal *x402.Refusal
 		if errors.As(err, &refusal) {
@@ -159,6 +167,35 @@ func (s *Server) refund(c echo.Context) error {
 	}
 	return s.write(c, outcome{status: http.StatusOK, settlement: resp,
 		result: json.RawMessage(`{"refunded":` + strconv.Quote(resp.Amount) + `,"transaction":` + strconv.Quote(resp.Transaction) + `}`)})
+}
+
+// errRefundPending is the answer of a refund whose outcome did not come
+// within the wait.
+var errRefundPending = &Error{Status: http.StatusServiceUnavailable, Code: "refund_pending",
+	Message: "the refund is being made; send the same refund again to wait for its outcome"}
+
+// awaitRefund waits up to ToolWait for the outcome of refund p: its
+// response, or its *Refusal; errRefundPending past the wait.
+func (s *Server) awaitRefund(ctx context.Context, p *x402.PendingRefund) (*x402.SettleResponse, error) {
+	sub := s.cfg.Listener.Subscribe(p.Stream)
+	defer sub.Close()
+	timer := s.cfg.Clock.NewTimer(s.cfg.ToolWait)
+	defer timer.Stop()
+	for {
+		// Read after subscribing: an outcome appended before is read
+		// here, one appended after wakes the loop.
+		resp, err := p.Outcome(ctx)
+		if err != nil || resp != nil {
+			return resp, err
+		}
+		select {
+		case <-sub.C:
+		case <-timer.C():
+			return nil, errRefundPending
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // maxAttempts is how often a call's job may run: runs killed with their

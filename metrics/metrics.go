@@ -208,10 +208,10 @@ func New(config *Config) *Metrics {
 			"Paid calls answered 429 before any work because their payer or client address had too many runs end unpaid, by operation and by what was limited (payer, client).",
 			"op", "by"),
 		channelTxs: newCounterVec(reg, "channel_transactions_total",
-			"The seller's transactions of batch-settlement channels, by network, kind (claim: claimWithSignature of many channels; settle: the claimed funds to the receiver) and outcome (mined, reverted).",
+			"The seller's transactions of batch-settlement channels, by network, kind (claim: claimWithSignature of many channels; settle: the claimed funds to the receiver; refund: a cooperative refund) and outcome (mined, reverted).",
 			"network", "kind", "outcome"),
 		channelGas: newCounterVec(reg, "channel_transaction_gas_total",
-			"Gas used by the seller's claim and settle transactions of channels, by network and kind.",
+			"Gas used by the seller's claim, settle and refund transactions of channels, by network and kind.",
 			"network", "kind"),
 		channelClaimed: newCounterVec(reg, "channel_claimed_channels_total",
 			"Channels carried by mined claim transactions, by network; x402d_channel_transaction_gas_total{kind=\"claim\"} divided by it is the gas per claimed channel.",
@@ -481,9 +481,9 @@ func (m *Metrics) RelayerState(network string, balanceWei *big.Int, feeWait bool
 	m.feeWait.WithLabelValues(network).Set(wait)
 }
 
-// ChannelTx counts a claim or settle transaction (kind) of channels on
-// network with outcome ("mined", "reverted"), the gas it used and the
-// channels a claim carried.
+// ChannelTx counts a claim, settle or refund transaction (kind) of
+// channels on network with outcome ("mined", "reverted"), the gas it used
+// and the channels a claim carried.
 func (m *Metrics) ChannelTx(network, kind, outcome string, gasUsed uint64, channels int) {
 	if m == nil {
 		return

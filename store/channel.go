@@ -36,7 +36,8 @@ const (
 	// voucher) was charged its price, with the call's settlement in the
 	// same transaction; the voucher becomes the channel's last.
 	EventChannelCharged = "channel.charged"
-	// EventChannelRefunded: a cooperative refund was mined.
+	// EventChannelRefunded: a cooperative refund was mined (the refund
+	// job's outcome; channelrefund.go has its other events).
 	EventChannelRefunded = "channel.refunded"
 )
 
@@ -110,14 +111,20 @@ type ChannelCharged struct {
 
 // ChannelRefunded is the data of channel.refunded: a cooperative refund
 // of Amount in Transaction, with refund nonce Nonce (the row's next is
-// Nonce+1), asked by CallID (the refund's payment nonce), leaving Balance
-// on chain (when "", the row's balance less Amount).
+// Nonce+1), asked by CallID (the refund's id, its channel's busy_call),
+// leaving Balance on chain (when "", the row's balance less Amount).
+// TotalClaimed, WithdrawRequestedAt and Charged, when set, are the
+// channel's state after it as its refund's answer names it
+// (channel.RefundResponse).
 type ChannelRefunded struct {
-	CallID      string `json:"call_id"`
-	Transaction string `json:"transaction"`
-	Amount      string `json:"amount"`
-	Nonce       string `json:"nonce"`
-	Balance     string `json:"balance"`
+	CallID              string `json:"call_id"`
+	Transaction         string `json:"transaction"`
+	Amount              string `json:"amount"`
+	Nonce               string `json:"nonce"`
+	Balance             string `json:"balance"`
+	TotalClaimed        string `json:"total_claimed,omitempty"`
+	WithdrawRequestedAt uint64 `json:"withdraw_requested_at,omitempty"`
+	Charged             string `json:"charged,omitempty"`
 }
 
 // channelKey returns the network and the channel id of a channel

@@ -75,15 +75,15 @@ type NewEvent struct {
 }
 
 // Notifies reports whether appending an event of type typ to stream sends a
-// NOTIFY: only the events that end a call, the ones a waiting request is
-// woken for. Postgres serialises the commits of every transaction that sent a
+// NOTIFY: only the events that end a call or a channel's refund, the ones
+// a waiting request is woken for. Postgres serialises the commits of every transaction that sent a
 // NOTIFY on one lock, held through the commit's WAL flush, so notifying the
 // other events (five per paid call, and every crawl page) would cap paid
 // calls at that lock (docs/performance.md, Tuning choices); the other
 // events are read when needed, never awaited.
 func Notifies(stream, typ string) bool {
 	kind, _, _ := strings.Cut(stream, "/")
-	return kind == "call" && IsFinalEvent(typ)
+	return kind == "call" && IsFinalEvent(typ) || kind == "channel" && isRefundOutcome(typ)
 }
 
 // Append appends events in the caller's transaction tx: it inserts them (in

@@ -179,7 +179,7 @@ var eventTypes = registry(append([]EventType{
 		showSettlementMined, projectSettlementMined),
 	defineEvent(EventType{Name: EventSettlementFinal, Stream: "chain", Label: "settlement transactions final"},
 		showSettlementFinal, projectSettlementFinal),
-}, slices.Concat(channelEventTypes, channelClaimEventTypes)...)...)
+}, slices.Concat(channelEventTypes, channelClaimEventTypes, channelRefundEventTypes)...)...)
 
 // typeRegistry is the registered types, in their order and by name.
 type typeRegistry struct {

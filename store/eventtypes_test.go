@@ -61,7 +61,11 @@ func registeredPayloads() map[string]any {
 			Block: 9, BlockHash: "0x09", GasUsed: 76_000},
 		EventChannelWithdrawInitiated: ChannelWithdrawInitiated{Block: 9, Transaction: tx, At: 1_700_000_000, FinalizeAfter: 1_700_000_900,
 			Amount: "70000"},
-		EventChannelClaimRefused: ChannelClaimRefused{Charged: "30000", Reason: "InvalidSignature"},
+		EventChannelClaimRefused:    ChannelClaimRefused{Charged: "30000", Reason: "InvalidSignature"},
+		EventChannelRefundRequested: ChannelRefundRequested{CallID: "refund/c6", Amount: "70000", Nonce: "1", Charged: "30000"},
+		EventChannelRefundSent:      ChannelRefundSent{CallID: "refund/c6", Transaction: tx, At: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)},
+		EventChannelRefundFailed: ChannelRefundFailed{CallID: "refund/c6", Reason: "invalid_batch_settlement_evm_refund_transaction_failed",
+			Message: "reverted", Transaction: tx},
 	}
 }
 
@@ -134,7 +138,9 @@ func TestEventTypesRoundTrip(t *testing.T) {
 			b := &pgx.Batch{}
 			_, err = typ.project(projection{b: b, id: id, typ: typ.Name, data: data, now: time.Now()}, &NewEvent{Stream: e.Stream, Type: typ.Name, Data: written})
 			require.NoError(t, err)
-			require.Positive(t, b.Len()+boolInt(typ.Name == EventSettlementFinal), "a projection statement")
+			// settlement.final's and channel.refund_sent's records are the
+			// log's alone.
+			require.Positive(t, b.Len()+boolInt(typ.Name == EventSettlementFinal || typ.Name == EventChannelRefundSent), "a projection statement")
 			_, err = typ.project(projection{b: &pgx.Batch{}, id: id, typ: typ.Name, data: data}, &NewEvent{Stream: e.Stream, Type: typ.Name, Data: &want})
 			require.ErrorContains(t, err, "want store.")
 		})

@@ -113,6 +113,22 @@ type ClaimConfig struct {
 	// transaction again meanwhile) before what it did is made again.
 	// Defaults to 20 s.
 	GoneAfter time.Duration
+	// RefundAwait bounds a refund job's wait for its transaction's
+	// receipt in one run (refund.go); the job snoozes after it. Defaults to
+	// DefaultRefundAwait.
+	RefundAwait time.Duration
+	// RefundResendAfter is how long a refund's transaction may stay
+	// unmined before the refund is sent again in a new one (its nodes and
+	// the relayer lost it; whichever is mined first refunds, the others
+	// revert). Defaults to DefaultRefundResendAfter.
+	RefundResendAfter time.Duration
+	// RefundGiveUpAfter is how long after its request a refund whose
+	// transactions were not mined is recorded failed, its channel freed.
+	// Defaults to DefaultRefundGiveUpAfter.
+	RefundGiveUpAfter time.Duration
+	// RefundCheckEvery is how long a refund job snoozes between two
+	// waits for its transaction. Defaults to 1 s.
+	RefundCheckEvery time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics counts claims and settles. Optional.
@@ -173,6 +189,10 @@ func NewClaimer(config *ClaimConfig) (*Claimer, error) {
 	cfg.LogRange = cmp.Or(cfg.LogRange, 2_000)
 	cfg.LogRanges = cmp.Or(cfg.LogRanges, 50)
 	cfg.GoneAfter = cmp.Or(cfg.GoneAfter, 20*time.Second)
+	cfg.RefundAwait = cmp.Or(cfg.RefundAwait, DefaultRefundAwait)
+	cfg.RefundResendAfter = cmp.Or(cfg.RefundResendAfter, DefaultRefundResendAfter)
+	cfg.RefundGiveUpAfter = cmp.Or(cfg.RefundGiveUpAfter, DefaultRefundGiveUpAfter)
+	cfg.RefundCheckEvery = cmp.Or(cfg.RefundCheckEvery, time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -231,10 +251,14 @@ func (w *claimWorker) Work(ctx context.Context, job *river.Job[ClaimArgs]) error
 	return w.c.Round(ctx, job.Args.Network)
 }
 
-// Register registers the claim job's worker.
+// Register registers the workers of the claim job and of the refund job
+// (chanpay.RefundArgs, refund.go).
 func (c *Claimer) Register(workers *river.Workers) error {
 	if err := river.AddWorkerSafely(workers, &claimWorker{c: c}); err != nil {
 		return fmt.Errorf("worker: register channel.claim: %w", err)
+	}
+	if err := river.AddWorkerSafely(workers, &refundWorker{c: c}); err != nil {
+		return fmt.Errorf("worker: register channel.refund: %w", err)
 	}
 	return nil
 }
@@ -314,12 +338,9 @@ type claimRound struct {
 	urgent map[common.Hash]bool
 }
 
-// record runs fn in a transaction of its own, written even when the
-// round's context ends meanwhile (what it records is on chain).
+// record runs fn in a transaction of its own (Claimer.record).
 func (r *claimRound) record(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	return pgx.BeginFunc(rctx, r.c.cfg.Pool, func(tx pgx.Tx) error { return fn(rctx, tx) })
+	return r.c.record(ctx, fn)
 }
 
 // follow follows the claims and settles not final yet.

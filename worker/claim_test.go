@@ -28,6 +28,7 @@ import (
 	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/internal/paytest"
+	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
 	"github.com/x402d/x402d/x402/devchain"
@@ -54,6 +55,8 @@ type claimBench struct {
 	chainID    *big.Int
 	clock      *clock.Fake
 	salt       int64
+	// metrics, when set, counts the refunders' transactions (refunder).
+	metrics *metrics.Metrics
 }
 
 func newClaimBench(t *testing.T, finality evm.FinalityPolicy) *claimBench {

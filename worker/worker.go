@@ -21,7 +21,11 @@
 // logs, claims the channels with charges unclaimed when ClaimPolicy says
 // so (and a channel whose payer started a withdrawal at once), many
 // channels a claimWithSignature, and settles the claimed funds to the
-// receiver (claim.go).
+// receiver (claim.go). The Claimer also works the cooperative refunds'
+// jobs (chanpay.RefundArgs, queued by the api with the refund's request):
+// each signs its refund, sends it through the relayer, follows it (sent
+// again when lost, recorded failed past a bound) and records its outcome,
+// which frees the channel (refund.go).
 package worker
 
 import (

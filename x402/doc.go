@@ -67,10 +67,12 @@
 // charges nothing and frees the voucher for another call; the same voucher
 // and request get the stored result. A channel the seller has no record
 // of is taken up from the chain, charged what was claimed there. GET on
-// an operation's URL answers its quote, and, with a refund payload, makes
-// the cooperative refund of what the channel holds beyond the charge
+// an operation's URL answers its quote, and, with a refund payload, has
+// the cooperative refund of what the channel holds beyond the charge made
 // (refundWithSignature, signed by the receiver authorizer, sent by the
-// relayer). Claims of vouchers and the sweep to payTo are the workers'.
+// relayer) by a worker's job, whose outcome the request waits for
+// (PendingRefund). Claims of vouchers and the sweep to payTo are the
+// workers'.
 //
 // # Settlement modes
 //

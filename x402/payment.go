@@ -682,18 +682,29 @@ type SchemeVerifier interface {
 }
 
 // SchemeRefunder is a SchemeVerifier whose scheme has refunds that pay for
-// no call (batch-settlement's cooperative refund): they are made at once.
+// no call (batch-settlement's cooperative refund): accepted at once, and
+// made by a worker (a job), whose outcome the request waits for.
 type SchemeRefunder interface {
-	// Refund checks payload against req and makes the refund it asks,
-	// returning its response, or a *Refusal.
-	Refund(ctx context.Context, req *Requirements, payload *PaymentPayload) (*SettleResponse, error)
+	// Refund checks payload against req and has the refund it asks made,
+	// returning it pending, or a *Refusal.
+	Refund(ctx context.Context, req *Requirements, payload *PaymentPayload) (*PendingRefund, error)
+}
+
+// PendingRefund is a refund accepted and being made by a worker.
+type PendingRefund struct {
+	// Stream is the event stream whose notifications announce its
+	// outcome.
+	Stream string
+	// Outcome reads its outcome: nil and nil while it is being made, else
+	// its response or its *Refusal.
+	Outcome func(ctx context.Context) (*SettleResponse, error)
 }
 
 // Refunder is a Verifier that makes refunds (Seller.Refund).
 type Refunder interface {
-	// Refund makes the refund header asks for op's seller, or refuses it
-	// (a *Refusal).
-	Refund(ctx context.Context, op, header string) (*SettleResponse, error)
+	// Refund has the refund header asks made for op's seller (pending),
+	// or refuses it (a *Refusal).
+	Refund(ctx context.Context, op, header string) (*PendingRefund, error)
 }
 
 // Settlers settles each payment with the settler of its network's CAIP-2

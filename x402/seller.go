@@ -109,10 +109,10 @@ func (s *Seller) QuoteWithOption(op, reason, message string, option *Requirement
 	return s.catalog.QuoteWithOption(op, reason, message, option)
 }
 
-// Refund makes the refund header asks (a batch-settlement refund payload),
-// with the scheme of the option it names when that is a SchemeRefunder;
-// any other payment is refused.
-func (s *Seller) Refund(ctx context.Context, op, header string) (*SettleResponse, error) {
+// Refund has the refund header asks (a batch-settlement refund payload)
+// made, with the scheme of the option it names when that is a
+// SchemeRefunder; any other payment is refused.
+func (s *Seller) Refund(ctx context.Context, op, header string) (*PendingRefund, error) {
 	payload, scheme, req, err := s.match(op, header)
 	if err != nil {
 		return nil, err

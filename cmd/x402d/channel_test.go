@@ -115,7 +115,8 @@ func channelOf(ctx context.Context, t *testing.T, db *dbtest.DB, payer common.Ad
 // off chain, transaction ""), a top-up when the channel's balance runs
 // out, a voucher from a client that lost its state (it recovers through the
 // corrective 402 and is charged once), and a cooperative refund of what
-// was not charged. The channel's record and the chain agree.
+// was not charged, made by its job (asked, sent, refunded). The channel's
+// record and the chain agree.
 func TestOfficialBatchClientPays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -167,7 +168,8 @@ func TestOfficialBatchClientPays(t *testing.T) {
 		types = append(types, e.Type)
 	}
 	require.Equal(t, []string{store.EventChannelOpened, store.EventChannelCharged, store.EventChannelCharged, store.EventChannelCharged,
-		store.EventChannelDeposited, store.EventChannelCharged, store.EventChannelCharged, store.EventChannelRefunded}, types)
+		store.EventChannelDeposited, store.EventChannelCharged, store.EventChannelCharged,
+		store.EventChannelRefundRequested, store.EventChannelRefundSent, store.EventChannelRefunded}, types)
 }
 
 // TestOfficialBatchClientPaysOverMCP has the official batch-settlement
@@ -547,4 +549,52 @@ func TestChannelVoucherRules(t *testing.T) {
 	conflict := postVoucher(ctx, t, base, "regex", `{"pattern":"b","text":"abc"}`, v.headerWithID(ctx, "regex", 310_000, id))
 	require.Equal(t, http.StatusConflict, conflict.status, conflict.body)
 	require.Equal(t, "300000", charged())
+}
+
+// TestOfficialBatchClientRefundsSplit runs the compose layout on the
+// devchain, an `x402d api` process and an `x402d worker` process apart:
+// the official batch-settlement client pays two calls and refunds its
+// channel through the api process, which verifies the refund and queues
+// it; the worker process's refund job sends it, and the api answers 200
+// with its PAYMENT-RESPONSE once the job recorded it. The chain and the
+// channel's record agree, the channel is free.
+func TestOfficialBatchClientRefundsSplit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	env, chain := startDevchainProcess(ctx, t, db)
+	env["CALL_WAIT"], env["JOB_TIMEOUT"], env["JOB_RESCUE_AFTER"] = "25s", "2m", "3m"
+	api := startChild(t, "api", env)
+	startChild(t, "worker", env)
+
+	const account = 7
+	payer := devAddress(t, account)
+	before := usdcBalance(ctx, t, chain, payer)
+	regex := map[string]any{"op": "regex", "body": `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}
+	rpcURL := "http://" + env["DEVCHAIN_RPC_ADDR"]
+	steps := payWithBatchClient(ctx, t, api.addr, rpcURL, account, "100000", []map[string]any{regex, regex, {"refund": "regex"}})
+	for i, s := range steps {
+		require.Equal(t, http.StatusOK, s.Status, "step %d: %s %s", i, s.Body, s.Error)
+		require.NotNil(t, s.Settlement, "step %d", i)
+		require.True(t, s.Settlement.Success, "step %d", i)
+	}
+	refund := steps[2].Settlement
+	require.Equal(t, "80000", refund.Amount, "what was not charged")
+	require.Len(t, refund.Transaction, 66)
+	require.Equal(t, "1", refund.Extra.ChannelState.RefundNonce)
+	require.Equal(t, "20000", refund.Extra.ChannelState.Balance)
+
+	c := channelOf(ctx, t, db, payer)
+	require.Empty(t, c.BusyCall, "the refund freed the channel")
+	onchain, err := channel.ReadState(ctx, chain, c.State.ChannelID, nil)
+	require.NoError(t, err)
+	require.Equal(t, "1", onchain.RefundNonce.String())
+	require.Equal(t, "20000", onchain.Balance.String())
+	require.Equal(t, onchain.Balance.String(), c.State.OnChain.Balance.String())
+	require.Equal(t, big.NewInt(20_000), new(big.Int).Sub(before, usdcBalance(ctx, t, chain, payer)), "the deposit less the refund")
+	require.Eventually(t, func() bool {
+		var done int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'channel.refund' AND state = 'completed'`).Scan(&done))
+		return done == 1
+	}, 10*time.Second, 50*time.Millisecond, "the refund was the worker's job")
 }

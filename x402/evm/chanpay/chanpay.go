@@ -13,8 +13,10 @@
 // the operation succeeded, as an exact payment's transfer is, then the
 // channel opened (or topped up) and charged. A refund payload asks a
 // cooperative refund of what the seller did not charge
-// (channel.RefundAmount), signed by the receiver authorizer and sent
-// through the relayer at once (Refund): no operation runs.
+// (channel.RefundAmount): no operation runs; Refund verifies it, holds the
+// channel and queues its job (RefundArgs), which a worker runs (it signs
+// the refund with the receiver authorizer and sends it through the
+// relayer: worker/refund.go), and returns it pending.
 //
 // A channel the seller has no record of, named by a voucher, is taken up
 // from the chain (channel.ReadState: store.EventChannelAdopted), charged
@@ -23,11 +25,15 @@
 package chanpay
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"strconv"
 	"strings"
@@ -39,8 +45,11 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/x402d/x402d/internal/clock"
+	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm"
@@ -74,12 +83,14 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Chains reads each network's chain (channel state, signers' code).
 	Chains map[string]channel.Caller
-	// Sender sends deposits and refunds.
+	// Sender sends deposits.
 	Sender Sender
-	// ReceiverAuthorizer is the seller's key that signs refunds (and
-	// claims, worker/claim.go), whose address the quotes name.
+	// ReceiverAuthorizer is the seller's key whose address the quotes
+	// name; the workers sign the claims and the refunds with it
+	// (worker/claim.go, worker/refund.go).
 	ReceiverAuthorizer *ecdsa.PrivateKey
-	// Clock tells the time of deposits' authorizations (nil: real).
+	// Clock tells the time of deposits' authorizations and of refunds'
+	// requests (nil: real).
 	Clock clock.Clock
 }
 
@@ -88,6 +99,9 @@ type Config struct {
 // "eip155/batch-settlement", and the x402.SchemeRefunder of its refunds.
 type Scheme struct {
 	cfg Config
+	// jobs inserts the refunds' jobs (an insert-only River client of
+	// Pool: the workers that make them register RefundArgs).
+	jobs *river.Client[pgx.Tx]
 }
 
 // New returns the Scheme of cfg.
@@ -97,7 +111,11 @@ func New(cfg *Config) (*Scheme, error) {
 	}
 	c := *cfg
 	c.Clock = clock.Or(c.Clock)
-	return &Scheme{cfg: c}, nil
+	inserter, err := river.NewClient(riverpgxv5.New(c.Pool), &river.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("chanpay: refund jobs: %w", err)
+	}
+	return &Scheme{cfg: c, jobs: inserter}, nil
 }
 
 // ReceiverAuthorizer returns the address of the receiver authorizer key.
@@ -500,12 +518,60 @@ func (s *Scheme) sendDeposit(ctx context.Context, network string, d *channel.Pay
 	return tx, block, onchain, nil
 }
 
-// Refund makes the cooperative refund a refund payload asks: what the
+// RefundArgs are the args of the job that makes a cooperative refund
+// (worker.Claimer's refund job), inserted by Refund with the refund's
+// request: refund CallID of Amount on the channel ChannelID of Network,
+// signed with refund nonce Nonce, asked at RequestedAt.
+type RefundArgs struct {
+	Network     string      `json:"network"`
+	ChannelID   common.Hash `json:"channel_id"`
+	CallID      string      `json:"call_id"`
+	Amount      string      `json:"amount"`
+	Nonce       string      `json:"nonce"`
+	RequestedAt time.Time   `json:"requested_at"`
+}
+
+// Kind is the River job kind.
+func (RefundArgs) Kind() string { return "channel.refund" }
+
+// InsertOpts puts refunds on the settlement queue. The job waits for its
+// transaction by snoozing, which spends no attempt; the attempts are for
+// the errors (the chain or the database out of reach): with River's
+// backoff, ten take about four hours, after which the refund is recorded
+// failed and its channel freed.
+func (RefundArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: jobs.QueueSettlement, MaxAttempts: 10}
+}
+
+// refundPrefix is the start of the ids of the refunds payload d asks with
+// refund nonce nonce: "refund/<payment nonce>/<refund nonce>/<amount asked,
+// or all>/"; each request's id (the channel's busy_call while it runs)
+// ends with a random part of its own.
+func refundPrefix(d *channel.Payload, nonce *big.Int) string {
+	amount := "all"
+	if d.RefundAmount != nil {
+		amount = d.RefundAmount.String()
+	}
+	return "refund/" + nonceOf(d) + "/" + nonce.String() + "/" + amount + "/"
+}
+
+// newRefundID returns the id of a new refund request of prefix.
+func newRefundID(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Refund has the cooperative refund a refund payload asks made: what the
 // channel holds beyond what the seller charged (channel.RefundAmount),
-// signed by the receiver authorizer and sent through the relayer, once
-// the payload's voucher matches the seller's charge (the corrective 402
-// otherwise). The channel is held busy meanwhile.
-func (s *Scheme) Refund(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.SettleResponse, error) {
+// once the payload's voucher matches the seller's charge (the corrective
+// 402 otherwise). In one transaction it holds the channel busy with the
+// refund, appends store.EventChannelRefundRequested and inserts the
+// refund's job (RefundArgs), which signs it with the receiver authorizer,
+// sends it through the relayer and records its outcome; it returns the
+// refund pending, whose outcome the caller awaits. The same payload sent
+// again while its refund is being made awaits that refund.
+func (s *Scheme) Refund(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.PendingRefund, error) {
 	d, terms, err := decode(req, payload)
 	if err != nil {
 		return nil, err
@@ -521,6 +587,10 @@ func (s *Scheme) Refund(ctx context.Context, req *x402.Requirements, payload *x4
 		return nil, refuse(channel.ReasonChannelNotFound, "channel %s has no balance on chain", d.Voucher.ChannelID.Hex())
 	}
 	if row.BusyCall != "" {
+		if strings.HasPrefix(row.BusyCall, refundPrefix(d, st.OnChain.RefundNonce)) {
+			// This very refund, asked again while it is being made.
+			return s.pending(req.Network, d, row.BusyCall), nil
+		}
 		return nil, refuse(channel.ReasonChannelBusy, "a call of channel %s is running", d.Voucher.ChannelID.Hex())
 	}
 	if err := terms.Verify(ctx, s.cfg.Chains[req.Network], d, st.Charged, new(big.Int), &st.OnChain, s.cfg.Clock.Now().Unix()); err != nil {
@@ -539,65 +609,62 @@ func (s *Scheme) Refund(ctx context.Context, req *x402.Requirements, payload *x4
 	if err != nil {
 		return nil, err
 	}
-	holder := "refund/" + nonceOf(d)
+	id := newRefundID(refundPrefix(d, onchain.RefundNonce))
 	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		ok, err := store.ChannelHold(ctx, tx, req.Network, d.Voucher.ChannelID, holder, st.Charged)
-		if err == nil && !ok {
-			err = refuse(channel.ReasonChannelBusy, "a call of channel %s is running", d.Voucher.ChannelID.Hex())
+		err := store.ChannelRefundRequest(ctx, tx, req.Network, d.Voucher.ChannelID, store.ChannelRefundRequested{CallID: id,
+			Amount: amount.String(), Nonce: onchain.RefundNonce.String(), Charged: st.Charged.String()})
+		if errors.Is(err, store.ErrConflict) {
+			return refuse(channel.ReasonChannelBusy, "a call of channel %s is running", d.Voucher.ChannelID.Hex())
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		_, err = s.jobs.InsertTx(ctx, tx, RefundArgs{Network: req.Network, ChannelID: d.Voucher.ChannelID, CallID: id,
+			Amount: amount.String(), Nonce: onchain.RefundNonce.String(), RequestedAt: s.cfg.Clock.Now().UTC()}, nil)
+		if err != nil {
+			return fmt.Errorf("refund %s: insert its job: %w", id, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_, _ = s.cfg.Pool.Exec(rctx, "UPDATE channels SET busy_call = NULL WHERE network = $1 AND channel_id = $2 AND busy_call = $3",
-			req.Network, d.Voucher.ChannelID.Bytes(), holder)
-	}
-	sig, err := channel.Sign(s.cfg.ReceiverAuthorizer, channel.RefundDigest(terms.ChainID, d.Voucher.ChannelID, onchain.RefundNonce, amount))
-	if err != nil {
-		release()
-		return nil, err
-	}
-	input, err := channel.RefundWithSignatureInput(&d.Config, amount, onchain.RefundNonce, sig)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	tx, err := s.cfg.Sender.Send(ctx, req.Network, channel.SettlementAddress, input, 0)
-	if err != nil {
-		release()
-		if evm.IsRevert(err) {
-			return nil, refuse(channel.ReasonRefundSimulationFailed, "the refund would revert: %v", err)
+	return s.pending(req.Network, d, id), nil
+}
+
+// pending returns refund id of payload d's channel, pending: its outcome
+// is read from the channel's events (store.ChannelRefundGet).
+func (s *Scheme) pending(network string, d *channel.Payload, id string) *x402.PendingRefund {
+	return &x402.PendingRefund{Stream: store.ChannelStream(network, d.Voucher.ChannelID), Outcome: func(ctx context.Context) (*x402.SettleResponse, error) {
+		rec, err := store.ChannelRefundGet(ctx, s.cfg.Pool, network, d.Voucher.ChannelID, id)
+		switch {
+		case err != nil:
+			return nil, err
+		case rec.Failed != nil:
+			return nil, refuse(rec.Failed.Reason, "%s", rec.Failed.Message)
+		case rec.Refunded == nil:
+			return nil, nil
 		}
-		return nil, fmt.Errorf("refund: send: %w", err)
+		return refundedResponse(network, &d.Config, d.Voucher.ChannelID, rec.Refunded)
+	}}
+}
+
+// refundedResponse returns the answer of the refund of the channel id
+// (of config) on network that r records.
+func refundedResponse(network string, config *channel.Config, id common.Hash, r *store.ChannelRefunded) (*x402.SettleResponse, error) {
+	st := channel.State{Config: *config, ChannelID: id}
+	st.OnChain.WithdrawRequestedAt = r.WithdrawRequestedAt
+	var nonce, amount *big.Int
+	for _, f := range []struct {
+		dst **big.Int
+		v   string
+	}{{&st.Charged, r.Charged}, {&st.OnChain.Balance, r.Balance}, {&st.OnChain.TotalClaimed, r.TotalClaimed}, {&nonce, r.Nonce}, {&amount, r.Amount}} {
+		n, ok := new(big.Int).SetString(cmp.Or(f.v, "0"), 10)
+		if !ok {
+			return nil, fmt.Errorf("refund %s: %q is not a number", r.CallID, f.v)
+		}
+		*f.dst = n
 	}
-	receipt, err := s.cfg.Sender.Await(ctx, req.Network, tx)
-	if err != nil {
-		// Sent: the channel stays held until an operator looks (its
-		// refund nonce tells whether it was mined).
-		return nil, fmt.Errorf("refund: await %s: %w", tx.Hex(), err)
-	}
-	if receipt.Status != types.ReceiptStatusSuccessful {
-		release()
-		return nil, refuse(channel.ReasonRefundTransactionFailed, "refund transaction %s reverted", tx.Hex())
-	}
-	after, err := channel.ReadState(ctx, s.cfg.Chains[req.Network], d.Voucher.ChannelID, receipt.BlockNumber)
-	if err != nil {
-		return nil, err
-	}
-	refunded := new(big.Int).Sub(onchain.Balance, after.Balance)
-	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(dbtx pgx.Tx) error {
-		return store.Append(ctx, dbtx, store.NewEvent{Stream: store.ChannelStream(req.Network, d.Voucher.ChannelID), Type: store.EventChannelRefunded,
-			Data: store.ChannelRefunded{CallID: holder, Transaction: tx.Hex(), Amount: refunded.String(), Nonce: onchain.RefundNonce.String(),
-				Balance: after.Balance.String()}})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("refund: record: %w", err)
-	}
-	next := *st
-	next.OnChain = *after
-	return settleResponse(channel.RefundResponse(req.Network, &next, tx, refunded))
+	st.OnChain.RefundNonce = nonce.Add(nonce, big.NewInt(1))
+	return settleResponse(channel.RefundResponse(network, &st, common.HexToHash(r.Transaction), amount))
 }

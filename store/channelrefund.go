@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+)
+
+// Channel event types of the cooperative refunds, made by the refund job
+// (worker/refund.go): asked, sent (each transaction), and their outcome,
+// channel.refunded (channel.go) or channel.refund_failed. The outcome
+// frees the channel of the refund and wakes the request that waits for it
+// (Notifies).
+const (
+	// EventChannelRefundRequested: a refund payload was verified; the
+	// channel was held busy by the refund and its job inserted, in the
+	// same transaction.
+	EventChannelRefundRequested = "channel.refund_requested"
+	// EventChannelRefundSent: the refund job handed a refundWithSignature
+	// transaction to the relayer (one per send: a refund whose
+	// transaction never came is sent again).
+	EventChannelRefundSent = "channel.refund_sent"
+	// EventChannelRefundFailed: the refund was refused (its run reverts,
+	// its transaction reverted) or no transaction of it was mined within
+	// the refund job's bound; the channel is freed of it.
+	EventChannelRefundFailed = "channel.refund_failed"
+)
+
+// ChannelRefundRequested is the data of channel.refund_requested: refund
+// CallID (the request's id) of Amount, signed with refund nonce Nonce,
+// checked against the channel's charge Charged. Its projection holds the
+// channel busy with CallID, and refuses (ErrConflict) a channel another
+// call holds or whose charge is not Charged.
+type ChannelRefundRequested struct {
+	CallID  string `json:"call_id"`
+	Amount  string `json:"amount"`
+	Nonce   string `json:"nonce"`
+	Charged string `json:"charged"`
+}
+
+// ChannelRefundSent is the data of channel.refund_sent: refund CallID's
+// Transaction, handed to the relayer at At.
+type ChannelRefundSent struct {
+	CallID      string    `json:"call_id"`
+	Transaction string    `json:"transaction"`
+	At          time.Time `json:"at"`
+}
+
+// ChannelRefundFailed is the data of channel.refund_failed: refund CallID
+// ended without a refund, for Reason (an x402 batch-settlement error
+// code); Transaction is its last transaction, when one was sent.
+type ChannelRefundFailed struct {
+	CallID      string `json:"call_id"`
+	Reason      string `json:"reason"`
+	Message     string `json:"message"`
+	Transaction string `json:"transaction,omitempty"`
+}
+
+// projectChannelRefundRequested holds the channel busy with the refund.
+func projectChannelRefundRequested(p projection, v ChannelRefundRequested) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	p.b.Queue(`UPDATE channels SET busy_call = $3, updated_at = $5 WHERE network = $1 AND channel_id = $2 AND busy_call IS NULL AND charged = $4::numeric`,
+		network, id, v.CallID, v.Charged, p.now)
+	return true, nil
+}
+
+// projectChannelRefundFailed frees the channel of the refund.
+func projectChannelRefundFailed(p projection, v ChannelRefundFailed) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	p.b.Queue(`UPDATE channels SET busy_call = NULL, updated_at = $4 WHERE network = $1 AND channel_id = $2 AND busy_call = $3`,
+		network, id, v.CallID, p.now)
+	return false, nil
+}
+
+// projectChannelRefundSent projects nothing: the log alone keeps the
+// transactions of a refund (ChannelRefundGet).
+func projectChannelRefundSent(projection, ChannelRefundSent) (bool, error) { return false, nil }
+
+func showChannelRefundRequested(v ChannelRefundRequested) []EventField {
+	return []EventField{
+		{Name: "refund", Value: v.CallID, Kind: FieldMono},
+		{Name: "amount", Value: v.Amount, Kind: FieldAmount},
+		{Name: "nonce", Value: v.Nonce},
+	}
+}
+
+func showChannelRefundSent(v ChannelRefundSent) []EventField {
+	return []EventField{
+		{Name: "refund", Value: v.CallID, Kind: FieldMono},
+		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
+	}
+}
+
+func showChannelRefundFailed(v ChannelRefundFailed) []EventField {
+	return []EventField{
+		{Name: "refund", Value: v.CallID, Kind: FieldMono},
+		{Name: "reason", Value: v.Reason},
+		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
+	}
+}
+
+// channelRefundEventTypes are the registered types of the refunds besides
+// channel.refunded.
+var channelRefundEventTypes = []EventType{
+	defineEvent(EventType{Name: EventChannelRefundRequested, Stream: "channel", Label: "cooperative refund asked; its job queued"},
+		showChannelRefundRequested, projectChannelRefundRequested),
+	defineEvent(EventType{Name: EventChannelRefundSent, Stream: "channel", Label: "refund transaction sent"},
+		showChannelRefundSent, projectChannelRefundSent),
+	defineEvent(EventType{Name: EventChannelRefundFailed, Stream: "channel", Label: "refund failed; channel freed"},
+		showChannelRefundFailed, projectChannelRefundFailed),
+}
+
+// isRefundOutcome reports whether typ ends a refund (its request waits
+// for it).
+func isRefundOutcome(typ string) bool {
+	return typ == EventChannelRefunded || typ == EventChannelRefundFailed
+}
+
+// ChannelRefundRecord is what the log holds of one refund of a channel.
+type ChannelRefundRecord struct {
+	// Requested is its request, nil when none is logged.
+	Requested *ChannelRefundRequested
+	// Sent are its transactions, in the order sent.
+	Sent []ChannelRefundSent
+	// Refunded or Failed is its outcome, both nil while it has none.
+	Refunded *ChannelRefunded
+	Failed   *ChannelRefundFailed
+}
+
+// Done reports whether the refund has its outcome.
+func (r *ChannelRefundRecord) Done() bool { return r.Refunded != nil || r.Failed != nil }
+
+// ChannelRefundGet returns what the log holds of refund callID of the
+// channel id on network (an empty record when nothing).
+func ChannelRefundGet(ctx context.Context, db DBTX, network string, id common.Hash, callID string) (*ChannelRefundRecord, error) {
+	rows, err := db.Query(ctx, `SELECT type, data FROM events WHERE stream = $1 AND type = ANY($2) AND data->>'call_id' = $3 ORDER BY id`,
+		ChannelStream(network, id), []string{EventChannelRefundRequested, EventChannelRefundSent, EventChannelRefunded, EventChannelRefundFailed}, callID)
+	if err != nil {
+		return nil, fmt.Errorf("get refund %s: %w", callID, err)
+	}
+	defer rows.Close()
+	out := &ChannelRefundRecord{}
+	for rows.Next() {
+		var typ string
+		var data []byte
+		if err := rows.Scan(&typ, &data); err != nil {
+			return nil, fmt.Errorf("get refund %s: %w", callID, err)
+		}
+		var target any
+		switch typ {
+		case EventChannelRefundRequested:
+			out.Requested = &ChannelRefundRequested{}
+			target = out.Requested
+		case EventChannelRefundSent:
+			out.Sent = append(out.Sent, ChannelRefundSent{})
+			target = &out.Sent[len(out.Sent)-1]
+		case EventChannelRefunded:
+			out.Refunded = &ChannelRefunded{}
+			target = out.Refunded
+		case EventChannelRefundFailed:
+			out.Failed = &ChannelRefundFailed{}
+			target = out.Failed
+		}
+		if err := json.Unmarshal(data, target); err != nil {
+			return nil, fmt.Errorf("get refund %s: %s: %w", callID, typ, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("get refund %s: %w", callID, err)
+	}
+	return out, nil
+}
+
+// ChannelRefundRequest appends refund req of the channel id on network in
+// tx, which holds the channel busy with it: ErrConflict when it cannot be
+// held (another call holds it, or its charge is not req.Charged).
+func ChannelRefundRequest(ctx context.Context, tx pgx.Tx, network string, id common.Hash, req ChannelRefundRequested) error {
+	if err := Append(ctx, tx, NewEvent{Stream: ChannelStream(network, id), Type: EventChannelRefundRequested, Data: req}); err != nil {
+		return fmt.Errorf("request refund %s of channel %s on %s: %w", req.CallID, id.Hex(), network, err)
+	}
+	return nil
+}

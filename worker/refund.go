@@ -1,0 +1,337 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402/evm/channel"
+	"github.com/x402d/x402d/x402/evm/chanpay"
+)
+
+// Defaults of the refund job's bounds (ClaimConfig).
+const (
+	// DefaultRefundAwait is ClaimConfig.RefundAwait's default.
+	DefaultRefundAwait = 30 * time.Second
+	// DefaultRefundResendAfter is ClaimConfig.RefundResendAfter's
+	// default.
+	DefaultRefundResendAfter = 2 * time.Minute
+	// DefaultRefundGiveUpAfter is ClaimConfig.RefundGiveUpAfter's
+	// default.
+	DefaultRefundGiveUpAfter = 15 * time.Minute
+)
+
+// refundWorker works the refund jobs (chanpay.RefundArgs).
+type refundWorker struct {
+	river.WorkerDefaults[chanpay.RefundArgs]
+	c *Claimer
+}
+
+// Work makes the job's refund (Claimer.Refund), snoozing while its
+// transaction is awaited. The last attempt's error ends the refund as
+// failed: its channel is not held for ever.
+func (w *refundWorker) Work(ctx context.Context, job *river.Job[chanpay.RefundArgs]) error {
+	snooze, err := w.c.Refund(ctx, &job.Args)
+	if err != nil {
+		if job.Attempt >= job.MaxAttempts {
+			w.c.cfg.Logger.ErrorContext(ctx, "refund job out of attempts: recorded failed", "refund", job.Args.CallID, "error", err)
+			return errors.Join(err, w.c.refundFailed(ctx, &job.Args, channel.ReasonWaitForReceiptFailed,
+				"the refund could not be made: "+err.Error(), ""))
+		}
+		return err
+	}
+	if snooze > 0 {
+		return river.JobSnooze(snooze)
+	}
+	return nil
+}
+
+// Timeout bounds one run: a receipt's wait and the reads around it.
+func (w *refundWorker) Timeout(*river.Job[chanpay.RefundArgs]) time.Duration {
+	return w.c.cfg.RefundAwait + time.Minute
+}
+
+// refundKind is the kind of the refunds' transactions in the channel
+// transactions' figures (metrics.ChannelTx).
+const refundKind = "refund"
+
+// refundedTopic is the settlement contract's Refunded event's topic.
+var refundedTopic = crypto.Keccak256Hash([]byte("Refunded(bytes32,address,uint128)"))
+
+// refundedIn returns what receipt's transaction refunded of channel id
+// (its Refunded event; 0 when none: a refund with nothing left to pay
+// back only moves the refund nonce).
+func refundedIn(receipt *types.Receipt, id common.Hash) *big.Int {
+	for _, l := range receipt.Logs {
+		if l.Address == channel.SettlementAddress && len(l.Topics) >= 2 && l.Topics[0] == refundedTopic && l.Topics[1] == id && len(l.Data) >= 32 {
+			return new(big.Int).SetBytes(l.Data[:32])
+		}
+	}
+	return new(big.Int)
+}
+
+// Refund runs the refund job of a: it makes the cooperative refund a
+// request accepted (chanpay.Scheme.Refund), and records its outcome,
+// channel.refunded or channel.refund_failed, which frees the channel. It
+// is run again until then (River retries; snooze, when positive, is when
+// to look again), and each run starts from what the chain and the log
+// show, so no run sends a second refund for one mined:
+//
+//  1. the channel's refund nonce on chain past a.Nonce: the refund was
+//     mined (by a transaction of this request, the only one that signs
+//     with a.Nonce while the channel is held): its receipt is recorded;
+//  2. no transaction sent yet, or the last one sent RefundResendAfter ago
+//     and still unmined (the node and the relayer lost it): the refund is
+//     signed with the receiver authorizer's key (refund nonce a.Nonce:
+//     whichever of its transactions is mined first refunds, the others
+//     revert) and sent through the relayer, recorded
+//     (channel.refund_sent) before it is awaited;
+//  3. the last transaction is awaited up to RefundAwait: mined, it is
+//     recorded; reverted, the refund failed; unmined, the job snoozes, and
+//     past RefundGiveUpAfter from the request the refund is recorded
+//     failed (wait_for_receipt_failed).
+func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze time.Duration, err error) {
+	r, err := c.newRefundRun(a)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		rec, err := store.ChannelRefundGet(ctx, c.cfg.Pool, a.Network, a.ChannelID, a.CallID)
+		if err != nil || rec.Done() {
+			return 0, err
+		}
+		mined, err := r.mined(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if mined {
+			return 0, r.recordMined(ctx, rec)
+		}
+		now := c.cfg.Clock.Now()
+		if len(rec.Sent) == 0 || now.Sub(rec.Sent[len(rec.Sent)-1].At) >= c.cfg.RefundResendAfter {
+			if now.Sub(a.RequestedAt) >= c.cfg.RefundGiveUpAfter && len(rec.Sent) > 0 {
+				return 0, r.giveUp(ctx, rec)
+			}
+			if err := r.send(ctx, len(rec.Sent)); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		last := common.HexToHash(rec.Sent[len(rec.Sent)-1].Transaction)
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RefundAwait)
+		receipt, err := c.cfg.Chain.Await(actx, a.Network, last)
+		cancel()
+		switch {
+		case err == nil && receipt.Status == types.ReceiptStatusSuccessful:
+			return 0, r.record(ctx, receipt)
+		case err == nil:
+			// Reverted: another transaction of it mined first, or the
+			// refund fails.
+			c.cfg.Metrics.ChannelTx(a.Network, refundKind, "reverted", receipt.GasUsed, 0)
+			if mined, err := r.mined(ctx); err != nil || mined {
+				if err != nil {
+					return 0, err
+				}
+				continue
+			}
+			return 0, c.refundFailed(ctx, a, channel.ReasonRefundTransactionFailed,
+				fmt.Sprintf("refund transaction %s reverted", receipt.TxHash.Hex()), receipt.TxHash.Hex())
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		}
+		r.log.InfoContext(ctx, "refund transaction not mined yet", "transaction", last.Hex(), "error", err)
+		if mined, err := r.mined(ctx); err != nil || mined {
+			if err != nil {
+				return 0, err
+			}
+			continue
+		}
+		now = c.cfg.Clock.Now()
+		if now.Sub(a.RequestedAt) >= c.cfg.RefundGiveUpAfter {
+			return 0, r.giveUp(ctx, rec)
+		}
+		if now.Sub(rec.Sent[len(rec.Sent)-1].At) >= c.cfg.RefundResendAfter {
+			continue
+		}
+		return c.cfg.RefundCheckEvery, nil
+	}
+}
+
+// refundRun is one run of a refund job.
+type refundRun struct {
+	c      *Claimer
+	a      *chanpay.RefundArgs
+	reader ClaimReader
+	nonce  *big.Int
+	amount *big.Int
+	log    *slog.Logger
+}
+
+func (c *Claimer) newRefundRun(a *chanpay.RefundArgs) (*refundRun, error) {
+	reader := c.cfg.Readers[a.Network]
+	if reader == nil {
+		return nil, fmt.Errorf("refund %s: no chain reader for %s", a.CallID, a.Network)
+	}
+	nonce, ok1 := new(big.Int).SetString(a.Nonce, 10)
+	amount, ok2 := new(big.Int).SetString(a.Amount, 10)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("refund %s: nonce %q or amount %q is not a number", a.CallID, a.Nonce, a.Amount)
+	}
+	return &refundRun{c: c, a: a, reader: reader, nonce: nonce, amount: amount,
+		log: c.cfg.Logger.With("job", "channel.refund", "refund", a.CallID, "network", a.Network)}, nil
+}
+
+// mined reports whether the chain shows the refund made: the channel's
+// refund nonce past the request's.
+func (r *refundRun) mined(ctx context.Context) (bool, error) {
+	st, err := channel.ReadState(ctx, r.reader, r.a.ChannelID, nil)
+	if err != nil {
+		return false, fmt.Errorf("refund %s: %w", r.a.CallID, err)
+	}
+	return st.RefundNonce.Cmp(r.nonce) > 0, nil
+}
+
+// send signs the refund and sends it through the relayer (sent: how many
+// transactions of it were sent before), and records the transaction; a
+// run that reverts (refund_simulation_failed) ends the refund failed,
+// unless the refund was mined meanwhile.
+func (r *refundRun) send(ctx context.Context, sent int) error {
+	row, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.a.Network, r.a.ChannelID)
+	if err != nil {
+		return err
+	}
+	chainID, err := r.c.cfg.Chain.ChainID(r.a.Network)
+	if err != nil {
+		return err
+	}
+	sig, err := channel.Sign(r.c.cfg.AuthorizerKey, channel.RefundDigest(chainID, r.a.ChannelID, r.nonce, r.amount))
+	if err != nil {
+		return err
+	}
+	input, err := channel.RefundWithSignatureInput(&row.State.Config, r.amount, r.nonce, sig)
+	if err != nil {
+		return err
+	}
+	hash, err := r.c.cfg.Chain.Send(ctx, r.a.Network, channel.SettlementAddress, input, 0)
+	if err != nil {
+		if !isRevert(err) {
+			return fmt.Errorf("refund %s: send: %w", r.a.CallID, err)
+		}
+		if mined, merr := r.mined(ctx); merr != nil || mined {
+			return merr
+		}
+		return r.c.refundFailed(ctx, r.a, channel.ReasonRefundSimulationFailed, "the refund would revert: "+revertMessage(err), "")
+	}
+	r.log.InfoContext(ctx, "refund sent", "transaction", hash.Hex(), "sends_before", sent)
+	return r.c.record(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		return store.Append(ctx, tx, store.NewEvent{Stream: store.ChannelStream(r.a.Network, r.a.ChannelID), Type: store.EventChannelRefundSent,
+			Data: store.ChannelRefundSent{CallID: r.a.CallID, Transaction: hash.Hex(), At: r.c.cfg.Clock.Now().UTC()}})
+	})
+}
+
+// minedReceiptWait bounds the wait for the receipt of each transaction of
+// a refund the chain shows made: the one mined has its receipt at once.
+const minedReceiptWait = 5 * time.Second
+
+// recordMined records the refund the chain shows made: the receipt of its
+// transaction, the last sent first; when none of them (a run that died
+// between its send and its record), the Refunded event of the channel
+// in the last LogRange blocks.
+func (r *refundRun) recordMined(ctx context.Context, rec *store.ChannelRefundRecord) error {
+	for i := len(rec.Sent) - 1; i >= 0; i-- {
+		actx, cancel := context.WithTimeout(ctx, min(r.c.cfg.RefundAwait, minedReceiptWait))
+		receipt, err := r.c.cfg.Chain.Await(actx, r.a.Network, common.HexToHash(rec.Sent[i].Transaction))
+		cancel()
+		if err == nil && receipt.Status == types.ReceiptStatusSuccessful {
+			return r.record(ctx, receipt)
+		}
+	}
+	head, err := r.reader.BlockNumber(ctx)
+	if err != nil {
+		return fmt.Errorf("refund %s: %w", r.a.CallID, err)
+	}
+	logs, err := r.reader.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: new(big.Int).SetUint64(head - min(head, r.c.cfg.LogRange)),
+		ToBlock: new(big.Int).SetUint64(head), Addresses: []common.Address{channel.SettlementAddress},
+		Topics: [][]common.Hash{{refundedTopic}, {r.a.ChannelID}}})
+	if err != nil {
+		return fmt.Errorf("refund %s: read its Refunded event: %w", r.a.CallID, err)
+	}
+	receipt := &types.Receipt{Status: types.ReceiptStatusSuccessful}
+	if n := len(logs); n > 0 {
+		receipt.TxHash, receipt.BlockNumber = logs[n-1].TxHash, new(big.Int).SetUint64(logs[n-1].BlockNumber)
+		receipt.Logs = []*types.Log{&logs[n-1]}
+	}
+	r.log.WarnContext(ctx, "refund mined by a transaction whose send was not recorded", "transaction", receipt.TxHash.Hex())
+	return r.record(ctx, receipt)
+}
+
+// record records the refund mined in receipt: channel.refunded, with the
+// channel's state after it, which frees the channel.
+func (r *refundRun) record(ctx context.Context, receipt *types.Receipt) error {
+	after, err := channel.ReadState(ctx, r.reader, r.a.ChannelID, receipt.BlockNumber)
+	if err != nil {
+		return fmt.Errorf("refund %s: %w", r.a.CallID, err)
+	}
+	row, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.a.Network, r.a.ChannelID)
+	if err != nil {
+		return err
+	}
+	paid := refundedIn(receipt, r.a.ChannelID)
+	tx := ""
+	if receipt.TxHash != (common.Hash{}) {
+		tx = receipt.TxHash.Hex()
+	}
+	err = r.c.record(ctx, func(ctx context.Context, dbtx pgx.Tx) error {
+		return store.Append(ctx, dbtx, store.NewEvent{Stream: store.ChannelStream(r.a.Network, r.a.ChannelID), Type: store.EventChannelRefunded,
+			Data: store.ChannelRefunded{CallID: r.a.CallID, Transaction: tx, Amount: paid.String(), Nonce: r.a.Nonce,
+				Balance: after.Balance.String(), TotalClaimed: after.TotalClaimed.String(), WithdrawRequestedAt: after.WithdrawRequestedAt,
+				Charged: row.State.Charged.String()}})
+	})
+	if err != nil {
+		r.log.ErrorContext(ctx, "refund mined but not recorded; the job is run again", "transaction", tx, "error", err)
+		return err
+	}
+	r.c.cfg.Metrics.ChannelTx(r.a.Network, refundKind, "mined", receipt.GasUsed, 0)
+	r.log.InfoContext(ctx, "channel refunded", "transaction", tx, "amount", paid.String())
+	return nil
+}
+
+// giveUp records the refund failed: no transaction of it was mined within
+// RefundGiveUpAfter of its request.
+func (r *refundRun) giveUp(ctx context.Context, rec *store.ChannelRefundRecord) error {
+	last := ""
+	if n := len(rec.Sent); n > 0 {
+		last = rec.Sent[n-1].Transaction
+	}
+	r.log.WarnContext(ctx, "refund not mined in time: recorded failed, its channel freed", "transactions", len(rec.Sent), "last", last)
+	return r.c.refundFailed(ctx, r.a, channel.ReasonWaitForReceiptFailed,
+		fmt.Sprintf("no transaction of the refund was mined within %s (%d sent)", r.c.cfg.RefundGiveUpAfter, len(rec.Sent)), last)
+}
+
+// refundFailed records refund a failed for reason: channel.refund_failed,
+// which frees its channel.
+func (c *Claimer) refundFailed(ctx context.Context, a *chanpay.RefundArgs, reason, message, tx string) error {
+	return c.record(ctx, func(ctx context.Context, dbtx pgx.Tx) error {
+		return store.Append(ctx, dbtx, store.NewEvent{Stream: store.ChannelStream(a.Network, a.ChannelID), Type: store.EventChannelRefundFailed,
+			Data: store.ChannelRefundFailed{CallID: a.CallID, Reason: reason, Message: message, Transaction: tx}})
+	})
+}
+
+// record runs fn in a transaction of its own, written even when the
+// job's context ends meanwhile (what it records is on chain).
+func (c *Claimer) record(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	return pgx.BeginFunc(rctx, c.cfg.Pool, func(tx pgx.Tx) error { return fn(rctx, tx) })
+}

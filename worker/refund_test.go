@@ -1,0 +1,348 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/metrics"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm"
+	"github.com/x402d/x402d/x402/evm/channel"
+	"github.com/x402d/x402d/x402/evm/chanpay"
+)
+
+// refundBounds are the refund job's bounds in these tests: a short wait
+// for a receipt, and the resend and give-up bounds on the fake clock.
+const (
+	refundResendAfter = time.Minute
+	refundGiveUpAfter = 10 * time.Minute
+)
+
+// refunder returns a Claimer of the bench's relayer that makes refunds
+// with the test's bounds, on the bench's fake clock; chain, when set,
+// stands for the relayer.
+func (b *claimBench) refunder(chain worker.ClaimChain) *worker.Claimer {
+	b.t.Helper()
+	if chain == nil {
+		chain = b.relayer
+	}
+	c, err := worker.NewClaimer(&worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: chain, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, Clock: b.clock, Metrics: b.metrics, RefundAwait: 300 * time.Millisecond,
+		RefundResendAfter: refundResendAfter, RefundGiveUpAfter: refundGiveUpAfter,
+	})
+	require.NoError(b.t, err)
+	return c
+}
+
+// requestRefund records the request of a refund of what ch holds beyond
+// its charge, as the api's admission of a refund payload does (the
+// channel held by it), and returns its job's args.
+func (b *claimBench) requestRefund(ch *benchChannel) *chanpay.RefundArgs {
+	b.t.Helper()
+	ctx := context.Background()
+	onchain := b.onChain(ch)
+	a := &chanpay.RefundArgs{Network: claimNetwork, ChannelID: ch.state.ChannelID, CallID: "refund/test/" + ch.state.ChannelID.Hex()[:10],
+		Amount: new(big.Int).Sub(onchain.Balance, ch.state.Charged).String(), Nonce: onchain.RefundNonce.String(), RequestedAt: b.clock.Now()}
+	require.NoError(b.t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
+		return store.ChannelRefundRequest(ctx, tx, claimNetwork, ch.state.ChannelID, store.ChannelRefundRequested{CallID: a.CallID,
+			Amount: a.Amount, Nonce: a.Nonce, Charged: ch.state.Charged.String()})
+	}))
+	require.Equal(b.t, a.CallID, b.row(ch).BusyCall)
+	return a
+}
+
+// refundRecord returns what the log holds of refund a.
+func (b *claimBench) refundRecord(a *chanpay.RefundArgs) *store.ChannelRefundRecord {
+	b.t.Helper()
+	rec, err := store.ChannelRefundGet(context.Background(), b.db.Pool, claimNetwork, a.ChannelID, a.CallID)
+	require.NoError(b.t, err)
+	return rec
+}
+
+// loseRefund has the node and the relayer lose the transactions the node
+// holds unmined: the node drops them, and the relayer's records of them
+// go with its process (a new one starts on an emptied nonce store), so
+// nothing gives them to the node again.
+func (b *claimBench) loseRefund() {
+	b.t.Helper()
+	ctx := context.Background()
+	b.relayer.Stop()
+	require.NoError(b.t, b.node.Call(ctx, nil, "anvil_dropAllTransactions"))
+	_, err := b.db.Pool.Exec(ctx, "DELETE FROM relayer_txs; DELETE FROM relayer_nonces")
+	require.NoError(b.t, err)
+	b.relayer = b.newRelayer(evm.FinalityPolicy{})
+}
+
+// TestRefund_Made: the refund job signs the refund, sends it, records it
+// sent, then refunded with the channel's state after it; the channel is
+// freed and run again the job does nothing.
+func TestRefund_Made(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(0, 100_000)
+	b.charge(ch, 30_000, nil)
+	payer := b.usdc(ch.state.Config.Payer)
+	a := b.requestRefund(ch)
+	b.metrics = metrics.New(&metrics.Config{})
+	c := b.refunder(nil)
+	snooze, err := c.Refund(ctx, a)
+	require.NoError(t, err)
+	require.Zero(t, snooze)
+	rec := b.refundRecord(a)
+	require.Len(t, rec.Sent, 1)
+	require.NotNil(t, rec.Refunded)
+	require.Equal(t, rec.Sent[0].Transaction, rec.Refunded.Transaction)
+	require.Equal(t, "70000", rec.Refunded.Amount)
+	require.Equal(t, "30000", rec.Refunded.Balance)
+	require.Equal(t, big.NewInt(70_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer))
+	row := b.row(ch)
+	require.Empty(t, row.BusyCall)
+	require.Equal(t, "1", row.State.OnChain.RefundNonce.String())
+	require.Equal(t, "30000", row.State.OnChain.Balance.String())
+
+	sent := b.nonce()
+	_, err = c.Refund(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, sent, b.nonce(), "a refund recorded is not made again")
+	rec2 := httptest.NewRecorder()
+	b.metrics.Handler().ServeHTTP(rec2, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Contains(t, rec2.Body.String(), `x402d_channel_transactions_total{kind="refund",network="eip155:8453",outcome="mined"} 1`)
+}
+
+// dyingChain is the relayer, and a process that dies right after its
+// first send: the transaction goes out, the run ends before it records it.
+type dyingChain struct {
+	*evm.Relayer
+	sent bool
+}
+
+func (c *dyingChain) Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error) {
+	hash, err := c.Relayer.Send(ctx, network, to, input, gas)
+	if err != nil || c.sent {
+		return hash, err
+	}
+	c.sent = true
+	return common.Hash{}, errors.New("killed")
+}
+
+// TestRefund_RunAgainAfterCrash: a run that dies between its refund's
+// send and its record (River runs the job again) leaves the refund to the
+// chain; the next run reads the channel's refund nonce on chain, finds
+// the refund mined, records it with its transaction (its Refunded event)
+// and sends nothing: one refund for one request.
+func TestRefund_RunAgainAfterCrash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(1, 100_000)
+	b.charge(ch, 10_000, nil)
+	payer := b.usdc(ch.state.Config.Payer)
+	a := b.requestRefund(ch)
+	before := b.nonce()
+	_, err := b.refunder(&dyingChain{Relayer: b.relayer}).Refund(ctx, a)
+	require.ErrorContains(t, err, "killed")
+	require.Empty(t, b.refundRecord(a).Sent, "the send was not recorded")
+	require.Eventually(t, func() bool { return b.onChain(ch).RefundNonce.Sign() > 0 }, 10*time.Second, 20*time.Millisecond, "the refund sent is mined")
+
+	_, err = b.refunder(nil).Refund(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, before+1, b.nonce(), "one refund transaction")
+	rec := b.refundRecord(a)
+	require.NotNil(t, rec.Refunded)
+	require.Len(t, rec.Refunded.Transaction, 66, "found by its Refunded event")
+	require.Equal(t, "90000", rec.Refunded.Amount)
+	require.Equal(t, big.NewInt(90_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer), "refunded once")
+	require.Empty(t, b.row(ch).BusyCall)
+}
+
+// TestRefund_ReceiptNeverComes: a refund whose transaction the node and
+// the relayer lose is never mined. Resent: once RefundResendAfter passed
+// (the fake clock), the job sends the refund again in a new transaction,
+// which is mined and recorded: the payer is refunded once, the channel
+// freed. GivenUp: once RefundGiveUpAfter passed, the refund is recorded
+// failed (wait_for_receipt_failed) and the channel freed, nothing
+// refunded.
+func TestRefund_ReceiptNeverComes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		advance time.Duration
+	}{{"Resent", refundResendAfter}, {"GivenUp", refundGiveUpAfter}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{})
+			ch := b.open(2, 100_000)
+			b.charge(ch, 20_000, nil)
+			payer := b.usdc(ch.state.Config.Payer)
+			a := b.requestRefund(ch)
+			require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
+
+			snooze, err := b.refunder(nil).Refund(ctx, a)
+			require.NoError(t, err)
+			require.Positive(t, snooze, "unmined: the job looks again later")
+			require.Len(t, b.refundRecord(a).Sent, 1)
+			require.Equal(t, a.CallID, b.row(ch).BusyCall, "held while the refund is made")
+
+			b.loseRefund()
+			c := b.refunder(nil)
+			snooze, err = c.Refund(ctx, a)
+			require.NoError(t, err)
+			require.Positive(t, snooze, "not sent again before RefundResendAfter")
+			require.Len(t, b.refundRecord(a).Sent, 1)
+
+			b.clock.Advance(tc.advance)
+			snooze, err = c.Refund(ctx, a)
+			require.NoError(t, err)
+			rec := b.refundRecord(a)
+			if tc.name == "GivenUp" {
+				require.Zero(t, snooze)
+				require.NotNil(t, rec.Failed)
+				require.Equal(t, channel.ReasonWaitForReceiptFailed, rec.Failed.Reason)
+				require.Equal(t, rec.Sent[0].Transaction, rec.Failed.Transaction)
+				require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
+				require.NoError(t, b.node.Mine(ctx))
+				require.Zero(t, b.onChain(ch).RefundNonce.Sign(), "nothing refunded")
+				require.Equal(t, payer, b.usdc(ch.state.Config.Payer))
+				return
+			}
+			require.Positive(t, snooze)
+			require.Len(t, rec.Sent, 2, "sent again")
+			require.NotEqual(t, rec.Sent[0].Transaction, rec.Sent[1].Transaction)
+			require.NoError(t, b.node.Mine(ctx))
+			_, err = c.Refund(ctx, a)
+			require.NoError(t, err)
+			rec = b.refundRecord(a)
+			require.NotNil(t, rec.Refunded)
+			require.Equal(t, rec.Sent[1].Transaction, rec.Refunded.Transaction)
+			require.Equal(t, big.NewInt(80_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer), "refunded once")
+			require.Equal(t, "1", b.onChain(ch).RefundNonce.String())
+			require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
+		})
+	}
+}
+
+// TestRefund_RefusedBySimulation: a refund whose run reverts (signed with
+// a refund nonce the chain no longer has) sends nothing and is recorded
+// failed, refund_simulation_failed, its channel freed.
+func TestRefund_RefusedBySimulation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(3, 100_000)
+	b.charge(ch, 10_000, nil)
+	a := b.requestRefund(ch)
+	// A refund nonce the chain will never take: the chain's is 0, and a
+	// nonce behind it would read as the refund made.
+	a.Nonce = "7"
+	before := b.nonce()
+	_, err := b.refunder(nil).Refund(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, before, b.nonce(), "nothing sent")
+	rec := b.refundRecord(a)
+	require.Empty(t, rec.Sent)
+	require.NotNil(t, rec.Failed)
+	require.Equal(t, channel.ReasonRefundSimulationFailed, rec.Failed.Reason)
+	require.Contains(t, rec.Failed.Message, "InvalidRefundNonce")
+	require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
+}
+
+// refundPayload returns the requirement of the bench's channels and a
+// refund payload of ch as the official client signs it (a zero-charge
+// voucher on the channel's charge), asking amount back ("" for all).
+func (b *claimBench) refundPayload(ch *benchChannel, amount string) (*x402.Requirements, *x402.PaymentPayload) {
+	b.t.Helper()
+	extra, err := json.Marshal(channel.Extra{ReceiverAuthorizer: ch.state.Config.ReceiverAuthorizer, WithdrawDelay: ch.state.Config.WithdrawDelay,
+		Name: devchain.TokenName, Version: devchain.TokenVersion})
+	require.NoError(b.t, err)
+	req := &x402.Requirements{Scheme: channel.Scheme, Network: claimNetwork, Amount: "10000", Asset: devchain.USDC.Hex(),
+		PayTo: b.payTo.Hex(), MaxTimeoutSeconds: 60, Extra: extra}
+	sig, err := channel.Sign(devKey(b.t, ch.payer), channel.VoucherDigest(b.chainID, ch.state.ChannelID, ch.state.Charged))
+	require.NoError(b.t, err)
+	p := map[string]any{"type": channel.TypeRefund, "channelConfig": ch.state.Config,
+		"voucher": map[string]any{"channelId": ch.state.ChannelID, "maxClaimableAmount": ch.state.Charged.String(), "signature": hexutil.Bytes(sig)}}
+	if amount != "" {
+		p["amount"] = amount
+	}
+	raw, err := json.Marshal(p)
+	require.NoError(b.t, err)
+	return req, &x402.PaymentPayload{X402Version: 2, Accepted: *req, Payload: raw}
+}
+
+// TestRefund_AskedThenMadeByItsJob runs a refund as the service does,
+// the River client aside: chanpay's Refund verifies the payload, holds the
+// channel and queues the job, and returns the refund pending; the same
+// payload asked again meanwhile waits for the same refund (no second
+// request), another (a partial refund) is refused channel_busy; the job
+// queued makes the refund, and the pending refund's outcome is its answer:
+// the amount refunded, the channel's state after it.
+func TestRefund_AskedThenMadeByItsJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(4, 100_000)
+	b.charge(ch, 10_000, nil)
+	scheme, err := chanpay.New(&chanpay.Config{Pool: b.db.Pool, Chains: map[string]channel.Caller{claimNetwork: b.node.Client},
+		Sender: b.relayer, ReceiverAuthorizer: b.authorizer, Clock: b.clock})
+	require.NoError(t, err)
+	req, payload := b.refundPayload(ch, "")
+
+	first, err := scheme.Refund(ctx, req, payload)
+	require.NoError(t, err)
+	resp, err := first.Outcome(ctx)
+	require.NoError(t, err)
+	require.Nil(t, resp, "pending until its job makes it")
+	busy := b.row(ch).BusyCall
+	require.Contains(t, busy, "refund/")
+
+	again, err := scheme.Refund(ctx, req, payload)
+	require.NoError(t, err)
+	require.Equal(t, first.Stream, again.Stream)
+	_, partial := b.refundPayload(ch, "5000")
+	_, err = scheme.Refund(ctx, req, partial)
+	var refusal *x402.Refusal
+	require.ErrorAs(t, err, &refusal)
+	require.Equal(t, channel.ReasonChannelBusy, refusal.Reason)
+
+	var raw []byte
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) OVER (), args FROM river_job WHERE kind = 'channel.refund'`).Scan(&n, &raw))
+	require.Equal(t, 1, n, "one request, one job")
+	var args chanpay.RefundArgs
+	require.NoError(t, json.Unmarshal(raw, &args))
+	require.Equal(t, busy, args.CallID)
+	require.Equal(t, "90000", args.Amount)
+	_, err = b.refunder(nil).Refund(ctx, &args)
+	require.NoError(t, err)
+
+	for _, p := range []*x402.PendingRefund{first, again} {
+		resp, err := p.Outcome(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, resp)
+		require.True(t, resp.Success)
+		require.Equal(t, "90000", resp.Amount)
+		require.Len(t, resp.Transaction, 66)
+		var extra channel.ResponseExtra
+		require.NoError(t, json.Unmarshal(resp.Extra, &extra))
+		require.Equal(t, "10000", extra.ChannelState.Balance)
+		require.Equal(t, "1", extra.ChannelState.RefundNonce)
+		require.Equal(t, "10000", extra.ChannelState.ChargedCumulativeAmount)
+	}
+	require.Empty(t, b.row(ch).BusyCall)
+}
