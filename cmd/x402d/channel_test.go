@@ -373,6 +373,40 @@ func (v *voucherClient) header(ctx context.Context, op string, amount int64) str
 
 // headerWithID is header with a payment identifier id ("" for none).
 func (v *voucherClient) headerWithID(ctx context.Context, op string, amount int64, id string) string {
+	return v.encode(ctx, op, map[string]any{"type": "voucher", "channelConfig": v.config, "voucher": v.voucher(amount, v.key)}, id)
+}
+
+// headerSignedBy is header with the voucher signed by key.
+func (v *voucherClient) headerSignedBy(ctx context.Context, op string, amount int64, key *ecdsa.PrivateKey) string {
+	return v.encode(ctx, op, map[string]any{"type": "voucher", "channelConfig": v.config, "voucher": v.voucher(amount, key)}, "")
+}
+
+// depositHeader returns the PAYMENT-SIGNATURE of a deposit of deposit into
+// the channel with a voucher of cumulative amount: the deposit's EIP-3009
+// authorization (from the channel's payer to the collector) and the
+// voucher signed by the client's key.
+func (v *voucherClient) depositHeader(ctx context.Context, op string, deposit, amount int64) string {
+	t := v.t
+	chainID := big.NewInt(8453)
+	auth := channel.ReceiveAuthorization{From: v.config.Payer, Value: big.NewInt(deposit), ValidAfter: new(big.Int),
+		ValidBefore: big.NewInt(time.Now().Add(time.Hour).Unix()), Nonce: channel.DepositNonce(v.id, common.Hash{0x5a})}
+	sig, err := channel.Sign(v.key, channel.ReceiveAuthorizationDigest(chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion, &auth))
+	require.NoError(t, err)
+	return v.encode(ctx, op, map[string]any{"type": "deposit", "channelConfig": v.config, "voucher": v.voucher(amount, v.key),
+		"deposit": map[string]any{"amount": strconv.FormatInt(deposit, 10), "authorization": map[string]any{"erc3009Authorization": map[string]any{
+			"validAfter": auth.ValidAfter.String(), "validBefore": auth.ValidBefore.String(), "salt": common.Hash{0x5a}, "signature": hexutil.Bytes(sig)}}}}, "")
+}
+
+// voucher returns the wire voucher of cumulative amount of the channel,
+// signed by key.
+func (v *voucherClient) voucher(amount int64, key *ecdsa.PrivateKey) map[string]any {
+	sig, err := channel.Sign(key, channel.VoucherDigest(big.NewInt(8453), v.id, big.NewInt(amount)))
+	require.NoError(v.t, err)
+	return map[string]any{"channelId": v.id, "maxClaimableAmount": strconv.FormatInt(amount, 10), "signature": hexutil.Bytes(sig)}
+}
+
+// option returns the batch-settlement option of op's quote.
+func (v *voucherClient) option(ctx context.Context, op string) *x402.Requirements {
 	t := v.t
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.base+"/api/x402/"+op, strings.NewReader("{}"))
 	require.NoError(t, err)
@@ -381,19 +415,22 @@ func (v *voucherClient) headerWithID(ctx context.Context, op string, amount int6
 	resp.Body.Close()
 	var required x402.PaymentRequired
 	require.NoError(t, x402.DecodeHeader(resp.Header.Get("PAYMENT-REQUIRED"), &required))
-	var option *x402.Requirements
 	for i := range required.Accepts {
 		if required.Accepts[i].Scheme == channel.Scheme {
-			option = &required.Accepts[i]
+			return &required.Accepts[i]
 		}
 	}
-	require.NotNil(t, option, "the quote offers batch-settlement")
-	sig, err := channel.Sign(v.key, channel.VoucherDigest(big.NewInt(8453), v.id, big.NewInt(amount)))
+	require.FailNow(t, "the quote offers no batch-settlement")
+	return nil
+}
+
+// encode returns the PAYMENT-SIGNATURE of payload for op (its quote's
+// batch-settlement option), with a payment identifier id ("" for none).
+func (v *voucherClient) encode(ctx context.Context, op string, payload map[string]any, id string) string {
+	t := v.t
+	raw, err := json.Marshal(payload)
 	require.NoError(t, err)
-	payload, err := json.Marshal(map[string]any{"type": "voucher", "channelConfig": v.config,
-		"voucher": map[string]any{"channelId": v.id, "maxClaimableAmount": strconv.FormatInt(amount, 10), "signature": hexutil.Bytes(sig)}})
-	require.NoError(t, err)
-	p := x402.PaymentPayload{X402Version: 2, Accepted: *option, Payload: payload}
+	p := x402.PaymentPayload{X402Version: 2, Accepted: *v.option(ctx, op), Payload: raw}
 	if id != "" {
 		p.Extensions = map[string]json.RawMessage{x402.ExtensionPaymentIdentifier: json.RawMessage(`{"info":{"required":false,"id":"` + id + `"}}`)}
 	}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"math/big"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/contracts"
+	"github.com/x402d/x402d/internal/anviltest"
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402/devchain"
+	"github.com/x402d/x402d/x402/evm/channel"
+)
+
+// TestAnvil_ContractWalletChannel: a contract wallet (contracts.DevWallet,
+// whose isValidSignature, EIP-1271, accepts its owner key's signatures)
+// pays `serve` on anvil with Circle's USDC through a channel of its own
+// with no payer authorizer. Its deposit goes through the EIP-3009
+// collector (USDC's receiveWithAuthorization checks the wallet's EIP-1271
+// signature); its vouchers, signed by the owner key, pay calls; a voucher
+// signed by another key is refused with the spec's voucher-signature
+// error and charges nothing; and the claim job claims the vouchers
+// (claimWithSignature checks them through the wallet too) and settles
+// them to payTo.
+func TestAnvil_ContractWalletChannel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+	db := dbtest.Schema(ctx, t)
+	env := anvilEnv(t, node, db)
+	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
+	require.NoError(t, err)
+	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["CHANNEL_CLAIM_MIN_AMOUNT"] = testMaxConns, "warn", "1"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	owner, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	stranger, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	funder, err := devchain.DeriveKey(devchain.Mnemonic, 3)
+	require.NoError(t, err)
+	walletArtifact, err := contracts.Load(contracts.DevWallet)
+	require.NoError(t, err)
+	code, err := walletArtifact.Deployment(crypto.PubkeyToAddress(owner.PublicKey))
+	require.NoError(t, err)
+	wallet := node.Deploy(funder, code)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(100_000))
+	require.NoError(t, err)
+	node.Transact(funder, devchain.USDC, fund)
+
+	v := &voucherClient{t: t, base: base, key: owner}
+	terms, err := channel.TermsOf(v.option(ctx, "regex"))
+	require.NoError(t, err)
+	v.config = channel.Config{Payer: wallet, Receiver: terms.PayTo, ReceiverAuthorizer: terms.ReceiverAuthorizer, Token: terms.Asset,
+		WithdrawDelay: terms.WithdrawDelay, Salt: common.Hash{0x12, 0x71}}
+	v.id = v.config.ID(terms.ChainID)
+	payToBefore := usdcBalance(ctx, t, node.Client, terms.PayTo)
+	charged := func() string {
+		c, err := store.ChannelGet(ctx, db.Pool, devchainNetwork, v.id)
+		require.NoError(t, err)
+		return c.State.Charged.String()
+	}
+	const regexBody = `{"pattern":"\\d+","text":"a1b22","flags":"g"}`
+
+	deposit := postVoucher(ctx, t, base, "regex", regexBody, v.depositHeader(ctx, "regex", 50_000, 10_000))
+	require.Equal(t, http.StatusOK, deposit.status, deposit.body)
+	require.True(t, deposit.settlement.Success)
+	require.Len(t, deposit.settlement.Transaction, 66, "the deposit is sent")
+	require.Equal(t, wallet.Hex(), deposit.settlement.Payer)
+	onchain, err := channel.ReadState(ctx, node.Client, v.id, nil)
+	require.NoError(t, err)
+	require.Equal(t, "50000", onchain.Balance.String(), "the wallet's deposit on chain")
+
+	paid := postVoucher(ctx, t, base, "regex", regexBody, v.header(ctx, "regex", 20_000))
+	require.Equal(t, http.StatusOK, paid.status, paid.body)
+	require.Empty(t, paid.settlement.Transaction, "a voucher sends nothing")
+
+	forged := postVoucher(ctx, t, base, "regex", regexBody, v.headerSignedBy(ctx, "regex", 30_000, stranger))
+	require.Equal(t, http.StatusPaymentRequired, forged.status, forged.body)
+	require.Equal(t, channel.ReasonVoucherSignature, forged.required.Error)
+	require.Equal(t, "20000", charged(), "the forged voucher charged nothing")
+
+	paid = postVoucher(ctx, t, base, "regex", regexBody, v.header(ctx, "regex", 30_000))
+	require.Equal(t, http.StatusOK, paid.status, paid.body)
+	require.Equal(t, "30000", charged())
+
+	// A claim round now, as the periodic job runs it.
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	_, err = rc.Insert(ctx, worker.ClaimArgs{Network: devchainNetwork}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := channel.ReadState(ctx, node.Client, v.id, nil)
+		require.NoError(t, err)
+		return st.TotalClaimed.String() == "30000"
+	}, 30*time.Second, 50*time.Millisecond, "the claim job claims the wallet's vouchers")
+	require.Eventually(t, func() bool {
+		return new(big.Int).Sub(usdcBalance(ctx, t, node.Client, terms.PayTo), payToBefore).String() == "30000"
+	}, 30*time.Second, 50*time.Millisecond, "and settles them to payTo")
+	c, err := store.ChannelGet(ctx, db.Pool, devchainNetwork, v.id)
+	require.NoError(t, err)
+	require.Equal(t, "30000", c.State.OnChain.TotalClaimed.String())
+	require.Nil(t, c.UnclaimedSince)
+}
