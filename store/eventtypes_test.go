@@ -61,7 +61,8 @@ func registeredPayloads() map[string]any {
 			Block: 9, BlockHash: "0x09", GasUsed: 76_000},
 		EventChannelWithdrawInitiated: ChannelWithdrawInitiated{Block: 9, Transaction: tx, At: 1_700_000_000, FinalizeAfter: 1_700_000_900,
 			Amount: "70000"},
-		EventChannelClaimRefused: ChannelClaimRefused{Charged: "30000", Reason: "InvalidSignature"},
+		EventChannelClaimRefused:      ChannelClaimRefused{Charged: "30000", Reason: "InvalidSignature"},
+		EventChannelWithdrawFinalized: ChannelWithdrawFinalized{Block: 10, Transaction: tx, Amount: "70000", Balance: "30000"},
 	}
 }
 

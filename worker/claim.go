@@ -94,7 +94,7 @@ type ClaimConfig struct {
 	// (CHANNEL_CLAIM_MIN_AMOUNT). Defaults to DefaultClaimMinAmount.
 	MinAmount *big.Int
 	// CheckEvery is how often each network is looked at (the periodic
-	// job): the watcher reads the new WithdrawInitiated logs then.
+	// job): the watcher reads the new withdrawal logs then.
 	// Defaults to DefaultClaimCheckEvery.
 	CheckEvery time.Duration
 	// MaxGas bounds the gas of one claim transaction, and so the channels
@@ -133,10 +133,13 @@ type ClaimConfig struct {
 //     channels are read from the chain again (channel.claimed with
 //     Undone) and claimed again in this round, its receiver settled
 //     again.
-//  2. watch: the settlement contract's WithdrawInitiated logs from the
-//     stored cursor on, in bounded ranges; each of a channel held gets
+//  2. watch: the settlement contract's WithdrawInitiated and
+//     WithdrawFinalized logs from the stored cursor on, in bounded
+//     ranges; a channel held whose payer started a timed withdrawal gets
 //     channel.withdraw_initiated and is claimed in this round, whatever
-//     the policy.
+//     the policy; one whose payer finished it gets
+//     channel.withdraw_finalized (no withdrawal pending, the chain's
+//     balance).
 //  3. claim: when the policy says so (Due: the oldest unclaimed charge is
 //     Interval old, or the unclaimed total reaches MinAmount) every
 //     channel with charges unclaimed, else only the urgent ones, in
@@ -396,8 +399,9 @@ func (r *claimRound) undone(ctx context.Context, p *store.ChannelClaimTx) error 
 	})
 }
 
-// watch reads the WithdrawInitiated logs from the cursor to the head, in
-// ranges of LogRange, and marks the channels held urgent.
+// watch reads the WithdrawInitiated and WithdrawFinalized logs from the
+// cursor to the head, in ranges of LogRange, and records them on the
+// channels held (withdrawals).
 func (r *claimRound) watch(ctx context.Context) error {
 	head, err := r.reader.BlockNumber(ctx)
 	if err != nil {
@@ -417,10 +421,11 @@ func (r *claimRound) watch(ctx context.Context) error {
 		to := min(head, from+r.c.cfg.LogRange-1)
 		logs, err := r.reader.FilterLogs(ctx, ethereum.FilterQuery{
 			FromBlock: new(big.Int).SetUint64(from), ToBlock: new(big.Int).SetUint64(to),
-			Addresses: []common.Address{channel.SettlementAddress}, Topics: [][]common.Hash{{channel.WithdrawInitiatedTopic}},
+			Addresses: []common.Address{channel.SettlementAddress},
+			Topics:    [][]common.Hash{{channel.WithdrawInitiatedTopic, channel.WithdrawFinalizedTopic}},
 		})
 		if err != nil {
-			return fmt.Errorf("read WithdrawInitiated logs %d-%d: %w", from, to, err)
+			return fmt.Errorf("read withdrawal logs %d-%d: %w", from, to, err)
 		}
 		if err := r.withdrawals(ctx, logs); err != nil {
 			return err
@@ -433,21 +438,19 @@ func (r *claimRound) watch(ctx context.Context) error {
 	return nil
 }
 
-// withdrawals records the WithdrawInitiated logs of the channels held and
-// marks those urgent.
+// withdrawals records the WithdrawInitiated and WithdrawFinalized logs of
+// the channels held, in the chain's order: a channel whose withdrawal is
+// pending at the last of its logs is urgent; one whose withdrawal ended
+// gets the chain's balance.
 func (r *claimRound) withdrawals(ctx context.Context, logs []types.Log) error {
-	found := map[common.Hash]*channel.WithdrawInitiated{}
-	at := map[common.Hash]types.Log{}
 	var ids []common.Hash
+	seen := map[common.Hash]bool{}
 	for i := range logs {
-		w, ok, err := channel.ParseWithdrawInitiated(&logs[i])
-		if err != nil || !ok || logs[i].Removed {
+		if len(logs[i].Topics) < 2 || logs[i].Removed || seen[logs[i].Topics[1]] {
 			continue
 		}
-		if _, seen := found[w.ChannelID]; !seen {
-			ids = append(ids, w.ChannelID)
-		}
-		found[w.ChannelID], at[w.ChannelID] = w, logs[i]
+		seen[logs[i].Topics[1]] = true
+		ids = append(ids, logs[i].Topics[1])
 	}
 	if len(ids) == 0 {
 		return nil
@@ -457,22 +460,40 @@ func (r *claimRound) withdrawals(ctx context.Context, logs []types.Log) error {
 		return err
 	}
 	var events []store.NewEvent
-	for _, id := range ids {
-		if !held[id] {
+	balances := map[common.Hash]*big.Int{}
+	for i := range logs {
+		l := &logs[i]
+		if l.Removed {
 			continue
 		}
-		ch, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.network, id)
-		if err != nil {
-			return err
+		if w, ok, err := channel.ParseWithdrawInitiated(l); err == nil && ok && held[w.ChannelID] {
+			ch, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.network, w.ChannelID)
+			if err != nil {
+				return err
+			}
+			started := w.FinalizeAfter - min(w.FinalizeAfter, ch.State.Config.WithdrawDelay)
+			r.urgent[w.ChannelID] = true
+			r.log.WarnContext(ctx, "payer started a timed withdrawal: the channel is claimed now", "channel", w.ChannelID.Hex(),
+				"finalize_after", time.Unix(int64(w.FinalizeAfter), 0).UTC(), "amount", w.Amount.String())
+			events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, w.ChannelID), Type: store.EventChannelWithdrawInitiated,
+				Data: store.ChannelWithdrawInitiated{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), At: started,
+					FinalizeAfter: w.FinalizeAfter, Amount: w.Amount.String()}})
 		}
-		w, l := found[id], at[id]
-		started := w.FinalizeAfter - min(w.FinalizeAfter, ch.State.Config.WithdrawDelay)
-		r.urgent[id] = true
-		r.log.WarnContext(ctx, "payer started a timed withdrawal: the channel is claimed now", "channel", id.Hex(),
-			"finalize_after", time.Unix(int64(w.FinalizeAfter), 0).UTC(), "amount", w.Amount.String())
-		events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, id), Type: store.EventChannelWithdrawInitiated,
-			Data: store.ChannelWithdrawInitiated{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), At: started,
-				FinalizeAfter: w.FinalizeAfter, Amount: w.Amount.String()}})
+		if w, ok, err := channel.ParseWithdrawFinalized(l); err == nil && ok && held[w.ChannelID] {
+			// The balance now, not at the log's block: a deposit mined
+			// since was recorded with the balance after it.
+			if balances[w.ChannelID] == nil {
+				st, err := channel.ReadState(ctx, r.reader, w.ChannelID, nil)
+				if err != nil {
+					return fmt.Errorf("read channel %s after its withdrawal: %w", w.ChannelID.Hex(), err)
+				}
+				balances[w.ChannelID] = st.Balance
+			}
+			delete(r.urgent, w.ChannelID)
+			events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, w.ChannelID), Type: store.EventChannelWithdrawFinalized,
+				Data: store.ChannelWithdrawFinalized{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), Amount: w.Amount.String(),
+					Balance: balances[w.ChannelID].String()}})
+		}
 	}
 	if len(events) == 0 {
 		return nil

@@ -358,7 +358,16 @@ func TestClaim_DropsFailingRows(t *testing.T) {
 	require.Equal(t, "InvalidSignature", reason(badSig))
 	require.Equal(t, "ClaimExceedsBalance", reason(over))
 	require.Equal(t, "ClaimExceedsBalance", reason(gone))
-	require.NotZero(t, b.row(gone).State.OnChain.WithdrawRequestedAt, "its withdrawal was seen")
+	require.Zero(t, b.row(gone).State.OnChain.WithdrawRequestedAt, "its withdrawal was seen, and its end")
+	require.Zero(t, b.row(gone).State.OnChain.Balance.Sign(), "the balance the payer left")
+	events, err := store.EventListByStream(ctx, b.db.Pool, store.ChannelStream(claimNetwork, gone.state.ChannelID))
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{store.EventChannelWithdrawInitiated, store.EventChannelWithdrawFinalized, store.EventChannelClaimRefused},
+		types[len(types)-3:], "the withdrawal's start and end, in the chain's order")
 	require.Equal(t, new(big.Int).Add(good1.state.Charged, good2.state.Charged), b.usdc(b.payTo))
 
 	before := b.nonce()
@@ -374,7 +383,9 @@ func TestClaim_DropsFailingRows(t *testing.T) {
 // for an hour: the next round's watcher reads the WithdrawInitiated log,
 // records it on the channel, and the channel is claimed at once, long
 // before the delay ends; its voucher is not lost. A channel of another
-// payer stays unclaimed (the policy is not due).
+// payer stays unclaimed (the policy is not due). Once the payer finishes
+// the withdrawal (WithdrawFinalized), the channel's row has none pending
+// and the balance left on chain.
 func TestClaim_WithdrawInitiated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -399,6 +410,20 @@ func TestClaim_WithdrawInitiated(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, head.Time, started+cfg.WithdrawDelay, "claimed before the delay ends")
 	require.Equal(t, leaving.state.Charged, b.usdc(b.payTo))
+
+	// The payer finishes its withdrawal: the next round's watcher reads
+	// the WithdrawFinalized log; the channel has no withdrawal pending and
+	// the balance the chain shows.
+	require.NoError(t, b.node.Call(ctx, nil, "evm_increaseTime", cfg.WithdrawDelay+1))
+	b.finalizeWithdraw(leaving)
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	row := b.row(leaving)
+	require.Zero(t, row.State.OnChain.WithdrawRequestedAt, "no withdrawal pending")
+	require.Equal(t, leaving.state.Charged, row.State.OnChain.Balance, "what the payer left: what was claimed")
+	require.Equal(t, b.onChain(leaving).Balance, row.State.OnChain.Balance)
+	urgent, err := store.ChannelListToClaim(ctx, b.db.Pool, claimNetwork, 10, true, nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, urgent)
 }
 
 // TestClaim_Reorganisation claims two channels on a chain whose

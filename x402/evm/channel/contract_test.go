@@ -166,6 +166,18 @@ func TestContract_WithdrawalAndRefusals(t *testing.T) {
 	payerBefore := usdc(c.Payer)
 	r = send(payerAccount, "finalizeWithdraw", tuple(&c))
 	require.Equal(t, new(big.Int).Add(payerBefore, big.NewInt(45_000)), usdc(c.Payer))
+	var finalized []*channel.WithdrawFinalized
+	for _, l := range r.Logs {
+		w, ok, err := channel.ParseWithdrawFinalized(l)
+		require.NoError(t, err)
+		if ok {
+			finalized = append(finalized, w)
+		}
+		_, ok, err = channel.ParseWithdrawInitiated(l)
+		require.NoError(t, err)
+		require.False(t, ok, "not a WithdrawInitiated log")
+	}
+	require.Equal(t, []*channel.WithdrawFinalized{{ChannelID: id, Amount: big.NewInt(45_000)}}, finalized)
 	balance, claimed = state(id)
 	require.Equal(t, int64(45_000), balance.Int64())
 	require.Equal(t, int64(45_000), claimed.Int64())
