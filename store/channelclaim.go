@@ -14,30 +14,6 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
-// Channel event types of the seller's claims (worker/claim.go): the
-// claims of vouchers, the settlements of what was claimed to the
-// receiver, a payer's start of a timed withdrawal and its end, and a
-// channel's claim refused by its simulation.
-const (
-	// EventChannelClaimed: a claimWithSignature carrying the channel was
-	// mined (or the chain showed its claim made already): the row's
-	// total_claimed is the chain's.
-	EventChannelClaimed = "channel.claimed"
-	// EventChannelSettled: settle(receiver, token) was mined; appended to
-	// the receiver's stream (ChannelSettleStream).
-	EventChannelSettled = "channel.settled"
-	// EventChannelWithdrawInitiated: the payer started a timed withdrawal
-	// (WithdrawInitiated); the channel is claimed at once.
-	EventChannelWithdrawInitiated = "channel.withdraw_initiated"
-	// EventChannelWithdrawFinalized: the payer finished its timed
-	// withdrawal (WithdrawFinalized): the channel has no withdrawal
-	// pending, and its balance is the chain's after it.
-	EventChannelWithdrawFinalized = "channel.withdraw_finalized"
-	// EventChannelClaimRefused: the channel's claim failed its simulation
-	// and was left out; it is tried again once its charge moves.
-	EventChannelClaimRefused = "channel.claim_refused"
-)
-
 // ChannelSettleStream returns the stream of the settlements of what
 // receiver claimed in token on network: channel/<network>/settle/<receiver>/<token>,
 // lower case.
@@ -201,11 +177,7 @@ func showChannelWithdrawInitiated(v ChannelWithdrawInitiated) []EventField {
 }
 
 func showChannelWithdrawFinalized(v ChannelWithdrawFinalized) []EventField {
-	return []EventField{
-		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
-		{Name: "amount", Value: v.Amount, Kind: FieldAmount},
-		{Name: "balance", Value: v.Balance, Kind: FieldAmount},
-	}
+	return balanceMoved(v.Transaction, v.Amount, v.Balance)
 }
 
 func showChannelClaimRefused(v ChannelClaimRefused) []EventField {
@@ -213,20 +185,6 @@ func showChannelClaimRefused(v ChannelClaimRefused) []EventField {
 		{Name: "charged", Value: v.Charged, Kind: FieldAmount},
 		{Name: "reason", Value: v.Reason},
 	}
-}
-
-// channelClaimEventTypes are the registered types of the claims.
-var channelClaimEventTypes = []EventType{
-	defineEvent(EventType{Name: EventChannelClaimed, Stream: "channel", Label: "vouchers claimed on chain"},
-		showChannelClaimed, projectChannelClaimed),
-	defineEvent(EventType{Name: EventChannelSettled, Stream: "channel", Label: "claimed funds settled to the receiver"},
-		showChannelSettled, projectChannelSettled),
-	defineEvent(EventType{Name: EventChannelWithdrawInitiated, Stream: "channel", Label: "payer started a timed withdrawal"},
-		showChannelWithdrawInitiated, projectChannelWithdrawInitiated),
-	defineEvent(EventType{Name: EventChannelWithdrawFinalized, Stream: "channel", Label: "payer finished a timed withdrawal"},
-		showChannelWithdrawFinalized, projectChannelWithdrawFinalized),
-	defineEvent(EventType{Name: EventChannelClaimRefused, Stream: "channel", Label: "claim refused by its simulation"},
-		showChannelClaimRefused, projectChannelClaimRefused),
 }
 
 // ChannelToClaim is a channel with charges unclaimed.

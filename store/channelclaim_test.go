@@ -15,6 +15,14 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
+// claimedEvent appends the channel.claimed of the channel of stream: its
+// claimed total on chain is total (undone: after the claim undone).
+func claimedEvent(ctx context.Context, t *testing.T, db *dbtest.DB, stream, total, undone string) {
+	t.Helper()
+	require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelClaimed,
+		Data: store.ChannelClaimed{Transaction: "0xc1", TotalClaimed: total, Undone: undone}}))
+}
+
 // TestChannelClaimRows drives a channel's row through the claims' events:
 // charged past its claimed total it is listed to claim (and counted by the
 // policy's figures); channel.claimed raises its claimed total (never
@@ -30,9 +38,9 @@ func TestChannelClaimRows(t *testing.T) {
 	s, sign := testChannel(t, 1_000_000, 20_000)
 	s.Charged = big.NewInt(50_000)
 	s.Signed, s.Signature = sign(50_000)
-	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error { return store.ChannelPut(ctx, tx, network, s) }))
+	putChannel(ctx, t, db, network, s)
 	other, _ := testChannel(t, 1_000_000, 0) // nothing charged: never listed
-	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error { return store.ChannelPut(ctx, tx, network, other) }))
+	putChannel(ctx, t, db, network, other)
 	stream := store.ChannelStream(network, s.ChannelID)
 
 	list := func(urgentOnly bool, also ...common.Hash) []store.ChannelToClaim {
@@ -57,10 +65,7 @@ func TestChannelClaimRows(t *testing.T) {
 	require.False(t, u.Oldest.IsZero())
 	since := u.Oldest
 
-	claimed := func(total, undone string) {
-		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelClaimed,
-			Data: store.ChannelClaimed{Transaction: "0xc1", TotalClaimed: total, Undone: undone}}))
-	}
+	claimed := func(total, undone string) { claimedEvent(ctx, t, db, stream, total, undone) }
 	row := func() *store.Channel {
 		c, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
 		require.NoError(t, err)
@@ -188,7 +193,7 @@ func TestChannelUnclaimedSince(t *testing.T) {
 	const network = "eip155:84532"
 	s, sign := testChannel(t, 1_000_000, 20_000)
 	s.Charged = big.NewInt(20_000)
-	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error { return store.ChannelPut(ctx, tx, network, s) }))
+	putChannel(ctx, t, db, network, s)
 	stream := store.ChannelStream(network, s.ChannelID)
 	since := func() *time.Time {
 		c, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
@@ -211,10 +216,7 @@ func TestChannelUnclaimedSince(t *testing.T) {
 		charge(to)
 	}
 	require.True(t, since().Equal(at[30_000]))
-	claimed := func(total, undone string) {
-		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: stream, Type: store.EventChannelClaimed,
-			Data: store.ChannelClaimed{Transaction: "0xc1", TotalClaimed: total, Undone: undone}}))
-	}
+	claimed := func(total, undone string) { claimedEvent(ctx, t, db, stream, total, undone) }
 
 	claimed("35000", "")
 	require.True(t, since().Equal(at[40_000]), "the charge to 40,000 is partly unclaimed: %s, want %s", since(), at[40_000])
