@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
@@ -44,6 +45,35 @@ func anvilEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]stri
 		"PAY_TO_EVM":  devAddress(t, devchain.PayToAccount).Hex(),
 		"OPS_TOKEN":   testOpsToken,
 	}
+}
+
+// anvilChannelEnv is anvilEnv with the receiver authorizer of
+// batch-settlement channels (devchain.ReceiverAuthorizerAccount's key),
+// the tests' pool size and warn logs.
+func anvilChannelEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]string {
+	t.Helper()
+	env := anvilEnv(t, node, db)
+	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
+	require.NoError(t, err)
+	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
+	return env
+}
+
+// fundedWallet deploys a contract wallet (its creation code with the
+// constructor's arguments) from development account funder on node and
+// sends it usdc atomic units of USDC.
+func fundedWallet(t *testing.T, node *anviltest.Node, funder uint32, code []byte, usdc int64) common.Address {
+	t.Helper()
+	key, err := devchain.DeriveKey(devchain.Mnemonic, funder)
+	require.NoError(t, err)
+	wallet := node.Deploy(key, code)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(usdc))
+	require.NoError(t, err)
+	node.Transact(key, devchain.USDC, fund)
+	return wallet
 }
 
 // requireNodeClean requires the node to hold none of the relayer's

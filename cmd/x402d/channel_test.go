@@ -10,20 +10,16 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
@@ -210,21 +206,7 @@ func TestOfficialBatchClientRetriesWithPaymentID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	base, rpcURL, chain, db, _ := startChannelService(ctx, t)
-	target, err := url.Parse(base)
-	require.NoError(t, err)
-	forward := httputil.NewSingleHostReverseProxy(target)
-	var lost atomic.Bool
-	var lostStatus atomic.Int32
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("PAYMENT-SIGNATURE") != "" && lost.CompareAndSwap(false, true) {
-			rec := httptest.NewRecorder()
-			forward.ServeHTTP(rec, r)
-			lostStatus.Store(int32(rec.Code))
-			panic(http.ErrAbortHandler) // the connection drops before the answer
-		}
-		forward.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
+	proxy := newLossyProxy(t, base)
 
 	const account = 6
 	payer := devAddress(t, account)
@@ -236,7 +218,7 @@ func TestOfficialBatchClientRetriesWithPaymentID(t *testing.T) {
 		{"op": "regex", "body": body},
 	})
 	require.Equal(t, -1, steps[0].Status, "the first answer was lost")
-	require.EqualValues(t, http.StatusOK, lostStatus.Load(), "after the service answered it")
+	require.EqualValues(t, http.StatusOK, proxy.lostStatus.Load(), "after the service answered it")
 	require.Equal(t, http.StatusOK, steps[1].Status, steps[1].Body+steps[1].Error)
 	require.Equal(t, steps[0].PaymentID, steps[1].PaymentID)
 	require.NotNil(t, steps[1].Settlement)
@@ -263,11 +245,8 @@ func TestAnvil_OfficialBatchClientPays(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, nil)
 	db := dbtest.Schema(ctx, t)
-	env := anvilEnv(t, node, db)
-	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
-	require.NoError(t, err)
-	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", "depth:2"
+	env := anvilChannelEnv(t, node, db)
+	env["FINALITY_EIP155_8453"] = "depth:2"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	const account = 3
@@ -313,11 +292,8 @@ func TestAnvil_ReorganisationUndoesDeposit(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
 	db := dbtest.Schema(ctx, t)
-	env := anvilEnv(t, node, db)
-	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
-	require.NoError(t, err)
-	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", fmt.Sprintf("depth:%d", followDepth)
+	env := anvilChannelEnv(t, node, db)
+	env["FINALITY_EIP155_8453"] = fmt.Sprintf("depth:%d", followDepth)
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	const account = 2

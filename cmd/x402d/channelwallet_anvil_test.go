@@ -18,7 +18,6 @@ import (
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
-	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm/channel"
 )
 
@@ -37,29 +36,19 @@ func TestAnvil_ContractWalletChannel(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
 	db := dbtest.Schema(ctx, t)
-	env := anvilEnv(t, node, db)
-	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
-	require.NoError(t, err)
-	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["CHANNEL_CLAIM_MIN_AMOUNT"] = testMaxConns, "warn", "1"
+	env := anvilChannelEnv(t, node, db)
+	env["CHANNEL_CLAIM_MIN_AMOUNT"] = "1"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	owner, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	stranger, err := crypto.GenerateKey()
 	require.NoError(t, err)
-	funder, err := devchain.DeriveKey(devchain.Mnemonic, 3)
-	require.NoError(t, err)
 	walletArtifact, err := contracts.Load(contracts.DevWallet)
 	require.NoError(t, err)
 	code, err := walletArtifact.Deployment(crypto.PubkeyToAddress(owner.PublicKey))
 	require.NoError(t, err)
-	wallet := node.Deploy(funder, code)
-	token, err := contracts.Load(contracts.FiatTokenV2_2)
-	require.NoError(t, err)
-	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(100_000))
-	require.NoError(t, err)
-	node.Transact(funder, devchain.USDC, fund)
+	wallet := fundedWallet(t, node, 3, code, 100_000)
 
 	v := &voucherClient{t: t, base: base, key: owner}
 	terms, err := channel.TermsOf(v.option(ctx, "regex"))
