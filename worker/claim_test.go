@@ -101,10 +101,22 @@ func devAddr(t testing.TB, i int) common.Address {
 // minAmount, on the bench's fake clock.
 func (b *claimBench) claimer(interval time.Duration, minAmount int64) *worker.Claimer {
 	b.t.Helper()
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, Interval: interval, MinAmount: big.NewInt(minAmount), Clock: b.clock, GoneAfter: 5 * time.Second,
+	return b.claimerWith(func(c *worker.ClaimConfig) {
+		c.Interval, c.MinAmount, c.GoneAfter = interval, big.NewInt(minAmount), 5*time.Second
 	})
+}
+
+// claimerWith returns a Claimer of the bench's database, relayer, node and
+// authorizer, claiming any amount at once, on the bench's fake clock,
+// with the changes edit makes to that configuration.
+func (b *claimBench) claimerWith(edit func(*worker.ClaimConfig)) *worker.Claimer {
+	b.t.Helper()
+	cfg := &worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), Clock: b.clock,
+	}
+	edit(cfg)
+	c, err := worker.NewClaimer(cfg)
 	require.NoError(b.t, err)
 	return c
 }
@@ -140,6 +152,15 @@ func (b *claimBench) open(payer int, deposit int64) *benchChannel {
 	require.Equal(b.t, amount, st.Balance)
 	ch := &benchChannel{state: channel.NewState(&c, b.chainID, st), payer: payer}
 	b.put(ch.state)
+	return ch
+}
+
+// openCharged opens a channel of payer with deposit (open) and charges it
+// amount under its payer's voucher (charge).
+func (b *claimBench) openCharged(payer int, deposit, amount int64) *benchChannel {
+	b.t.Helper()
+	ch := b.open(payer, deposit)
+	b.charge(ch, amount, nil)
 	return ch
 }
 
@@ -230,35 +251,32 @@ func (b *claimBench) claimTxs(kind string) (n, channels int, gas int64) {
 // its payer.
 func (b *claimBench) initiateWithdraw(ch *benchChannel, amount int64) *types.Receipt {
 	b.t.Helper()
-	settlement, err := contracts.Load(contracts.BatchSettlement)
-	require.NoError(b.t, err)
-	cfg := ch.state.Config
-	input, err := settlement.ABI.Pack("initiateWithdraw", struct {
-		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
-		WithdrawDelay                                               *big.Int
-		Salt                                                        [32]byte
-	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt},
-		big.NewInt(amount))
-	require.NoError(b.t, err)
-	r := b.node.Transact(devKey(b.t, ch.payer), channel.SettlementAddress, input)
-	require.Equal(b.t, types.ReceiptStatusSuccessful, r.Status)
-	return r
+	return b.payerSends(ch, "initiateWithdraw", big.NewInt(amount))
 }
 
 // finalizeWithdraw ends ch's timed withdrawal, sent by its payer.
 func (b *claimBench) finalizeWithdraw(ch *benchChannel) {
 	b.t.Helper()
+	b.payerSends(ch, "finalizeWithdraw")
+}
+
+// payerSends sends the settlement contract's method of ch's configuration
+// and args from ch's payer, and requires it mined successfully.
+func (b *claimBench) payerSends(ch *benchChannel, method string, args ...any) *types.Receipt {
+	b.t.Helper()
 	settlement, err := contracts.Load(contracts.BatchSettlement)
 	require.NoError(b.t, err)
 	cfg := ch.state.Config
-	input, err := settlement.ABI.Pack("finalizeWithdraw", struct {
+	input, err := settlement.ABI.Pack(method, append([]any{struct {
 		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
 		WithdrawDelay                                               *big.Int
 		Salt                                                        [32]byte
-	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt})
+	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt}},
+		args...)...)
 	require.NoError(b.t, err)
 	r := b.node.Transact(devKey(b.t, ch.payer), channel.SettlementAddress, input)
 	require.Equal(b.t, types.ReceiptStatusSuccessful, r.Status)
+	return r
 }
 
 // TestClaim_ManyChannelsOneTransaction opens 40 channels with real
@@ -390,9 +408,7 @@ func TestClaim_WithdrawInitiated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	leaving, staying := b.open(0, 500_000), b.open(1, 500_000)
-	b.charge(leaving, 70_000, nil)
-	b.charge(staying, 20_000, nil)
+	leaving, staying := b.openCharged(0, 500_000, 70_000), b.openCharged(1, 500_000, 20_000)
 	c := b.claimer(time.Hour, 1_000_000_000)
 	require.NoError(t, c.Round(ctx, claimNetwork))
 	require.Zero(t, b.onChain(leaving).TotalClaimed.Sign(), "not due")
@@ -447,9 +463,7 @@ func TestClaim_Reorganisation(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newClaimBench(t, evm.FinalityPolicy{Depth: 5})
-			one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
-			b.charge(one, 40_000, nil)
-			b.charge(two, 25_000, nil)
+			one, two := b.openCharged(0, 1_000_000, 40_000), b.openCharged(1, 1_000_000, 25_000)
 			c := b.claimer(time.Hour, 1)
 			require.NoError(t, c.Round(ctx, claimNetwork))
 			require.Equal(t, one.state.Charged, b.onChain(one).TotalClaimed)
@@ -539,13 +553,8 @@ func TestClaim_RiverJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	ch := b.open(0, 1_000_000)
-	b.charge(ch, 10_000, nil)
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, Interval: time.Hour, MinAmount: big.NewInt(1), CheckEvery: time.Hour,
-	})
-	require.NoError(t, err)
+	ch := b.openCharged(0, 1_000_000, 10_000)
+	c := b.claimerWith(func(c *worker.ClaimConfig) { c.CheckEvery = time.Hour })
 	require.Len(t, c.PeriodicJobs(), 1, "one periodic job per network")
 	client, err := worker.NewClient(&worker.Deps{Pool: b.db.Pool, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler),
 		Register: []func(*river.Workers) error{c.Register}},
@@ -583,15 +592,9 @@ func TestClaim_CrashAfterSend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
-	b.charge(one, 10_000, nil)
-	b.charge(two, 20_000, nil)
+	one, two := b.openCharged(0, 1_000_000, 10_000), b.openCharged(1, 1_000_000, 20_000)
 	before := b.nonce()
-	dying, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: &cutChain{Relayer: b.relayer}, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, Interval: time.Hour, MinAmount: big.NewInt(1), Clock: b.clock,
-	})
-	require.NoError(t, err)
+	dying := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain = &cutChain{Relayer: b.relayer} })
 	require.Error(t, dying.Round(ctx, claimNetwork))
 	n, _, _ := b.claimTxs(store.ClaimKindClaim)
 	require.Zero(t, n, "nothing recorded")
@@ -618,15 +621,10 @@ func TestClaim_BoundedByGas(t *testing.T) {
 	b := newClaimBench(t, evm.FinalityPolicy{})
 	sum := new(big.Int)
 	for i := range 5 {
-		ch := b.open(i%4, 100_000)
-		b.charge(ch, 1_000, nil)
+		ch := b.openCharged(i%4, 100_000, 1_000)
 		sum.Add(sum, ch.state.Charged)
 	}
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), MaxGas: 80_000, Clock: b.clock,
-	})
-	require.NoError(t, err)
+	c := b.claimerWith(func(c *worker.ClaimConfig) { c.MaxGas = 80_000 })
 	require.NoError(t, c.Round(ctx, claimNetwork))
 	n, channels, _ := b.claimTxs(store.ClaimKindClaim)
 	require.Equal(t, 3, n)
@@ -663,11 +661,7 @@ func TestClaim_WatcherResumes(t *testing.T) {
 	from := head + 1
 	for rounds := 0; b.onChain(ch).TotalClaimed.Sign() == 0; rounds++ {
 		require.Less(t, rounds, 10, "the withdrawal is never found")
-		c, err := worker.NewClaimer(&worker.ClaimConfig{
-			Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-			AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1_000_000_000), LogRange: 2, LogRanges: 2, Clock: b.clock,
-		})
-		require.NoError(t, err)
+		c := b.claimerWith(func(c *worker.ClaimConfig) { c.MinAmount, c.LogRange, c.LogRanges = big.NewInt(1_000_000_000), 2, 2 })
 		require.NoError(t, c.Round(ctx, claimNetwork))
 		next, known, err := store.ChannelClaimCursor(ctx, b.db.Pool, claimNetwork)
 		require.NoError(t, err)
@@ -734,9 +728,7 @@ func TestClaim_KilledMidClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBenchOn(t, evm.FinalityPolicy{}, &anviltest.Config{BlockTime: 2 * time.Second})
-	one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
-	b.charge(one, 10_000, nil)
-	b.charge(two, 30_000, nil)
+	one, two := b.openCharged(0, 1_000_000, 10_000), b.openCharged(1, 1_000_000, 30_000)
 	from, err := b.node.Client.BlockNumber(ctx)
 	require.NoError(t, err)
 	before := b.nonce()
@@ -830,11 +822,7 @@ func TestClaim_HalvingFindsFewCalls(t *testing.T) {
 		b.charge(ch, 1_000, signer)
 	}
 	chain := &countingChain{Relayer: b.relayer}
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: chain, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), Clock: b.clock,
-	})
-	require.NoError(t, err)
+	c := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain = chain })
 	require.NoError(t, c.Round(ctx, claimNetwork))
 	txs, channels, _ := b.claimTxs(store.ClaimKindClaim)
 	require.Equal(t, 1, txs)
