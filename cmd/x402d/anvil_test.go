@@ -21,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/internal/anviltest"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/loadgen"
@@ -58,22 +57,6 @@ func anvilChannelEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[stri
 	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
 	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
 	return env
-}
-
-// fundedWallet deploys a contract wallet (its creation code with the
-// constructor's arguments) from development account funder on node and
-// sends it usdc atomic units of USDC.
-func fundedWallet(t *testing.T, node *anviltest.Node, funder uint32, code []byte, usdc int64) common.Address {
-	t.Helper()
-	key, err := devchain.DeriveKey(devchain.Mnemonic, funder)
-	require.NoError(t, err)
-	wallet := node.Deploy(key, code)
-	token, err := contracts.Load(contracts.FiatTokenV2_2)
-	require.NoError(t, err)
-	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(usdc))
-	require.NoError(t, err)
-	node.Transact(key, devchain.USDC, fund)
-	return wallet
 }
 
 // requireNodeClean requires the node to hold none of the relayer's

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -33,9 +34,10 @@ import (
 )
 
 // startChannelService starts `serve` on the devchain, as
-// startDevchainServiceIn does, and returns its base URL, the devchain's
-// JSON-RPC URL, a client of it and the service's database.
-func startChannelService(ctx context.Context, t *testing.T) (base, rpcURL string, chain *ethclient.Client, db *dbtest.DB, fake *modeltest.Server) {
+// startDevchainServiceIn does, with the settings extra added, and returns
+// its base URL, the devchain's JSON-RPC URL, a client of it and the
+// service's database.
+func startChannelService(ctx context.Context, t *testing.T, extra map[string]string) (base, rpcURL string, chain *ethclient.Client, db *dbtest.DB, fake *modeltest.Server) {
 	t.Helper()
 	db = dbtest.Schema(ctx, t)
 	fake = modeltest.NewServer(t)
@@ -45,6 +47,7 @@ func startChannelService(ctx context.Context, t *testing.T) (base, rpcURL string
 		"DEVCHAIN_RPC_ADDR": rpc, "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
 		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
 	}
+	maps.Copy(env, extra)
 	base = startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
 	require.NoError(t, err)
@@ -115,7 +118,7 @@ func channelOf(ctx context.Context, t *testing.T, db *dbtest.DB, payer common.Ad
 func TestOfficialBatchClientPays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, chain, db, _ := startChannelService(ctx, t)
+	base, rpcURL, chain, db, _ := startChannelService(ctx, t, nil)
 	const account = 3
 	payer := devAddress(t, account)
 	before := usdcBalance(ctx, t, chain, payer)
@@ -174,7 +177,7 @@ func TestOfficialBatchClientPays(t *testing.T) {
 func TestOfficialBatchClientPaysOverMCP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, _, db, _ := startChannelService(ctx, t)
+	base, rpcURL, _, db, _ := startChannelService(ctx, t, nil)
 	const account = 4
 	regex := map[string]any{"op": "regex", "body": `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}
 	steps := payWithBatchClient(ctx, t, base, rpcURL, account, "20000", []map[string]any{regex, regex, regex, {"forget": true}, regex}, "MODE=mcp")
@@ -205,7 +208,7 @@ func TestOfficialBatchClientPaysOverMCP(t *testing.T) {
 func TestOfficialBatchClientRetriesWithPaymentID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, chain, db, _ := startChannelService(ctx, t)
+	base, rpcURL, chain, db, _ := startChannelService(ctx, t, nil)
 	proxy := newLossyProxy(t, base)
 
 	const account = 6
@@ -457,7 +460,7 @@ func postVoucher(ctx context.Context, t *testing.T, base, op, body, header strin
 func TestChannelVoucherRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, _, db, model := startChannelService(ctx, t)
+	base, rpcURL, _, db, model := startChannelService(ctx, t, nil)
 	const account = 5
 	regexBody := `{"pattern":"\\d+","text":"a1b22","flags":"g"}`
 	steps := payWithBatchClient(ctx, t, base, rpcURL, account, "1000000", []map[string]any{{"op": "regex", "body": regexBody}})

@@ -43,7 +43,7 @@ func TestAnvil_GasBurningWallet(t *testing.T) {
 	require.NoError(t, err)
 	code, err := burner.Deployment(big.NewInt(400), true)
 	require.NoError(t, err)
-	wallet := fundedWallet(t, node, 7, code, price)
+	wallet := fundedWallet(ctx, t, node.Client, 7, code, price)
 
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -21,25 +22,48 @@ import (
 	"github.com/x402d/x402d/x402/evm/channel"
 )
 
-// TestAnvil_ContractWalletChannel: a contract wallet (contracts.DevWallet,
-// whose isValidSignature, EIP-1271, accepts its owner key's signatures)
-// pays `serve` on anvil with Circle's USDC through a channel of its own
-// with no payer authorizer. Its deposit goes through the EIP-3009
-// collector (USDC's receiveWithAuthorization checks the wallet's EIP-1271
-// signature); its vouchers, signed by the owner key, pay calls; a voucher
-// signed by another key is refused with the spec's voucher-signature
-// error and charges nothing; and the claim job claims the vouchers
-// (claimWithSignature checks them through the wallet too) and settles
-// them to payTo.
-func TestAnvil_ContractWalletChannel(t *testing.T) {
+// TestContractWalletChannel: a contract wallet (contracts.DevWallet, whose
+// isValidSignature, EIP-1271, accepts its owner key's signatures) pays
+// `serve` through a channel of its own with no payer authorizer, on the
+// devchain (DevUSDC) and on anvil (Circle's USDC). Its deposit goes
+// through the EIP-3009 collector (the token's receiveWithAuthorization
+// checks the wallet's EIP-1271 signature); its vouchers, signed by the
+// owner key, pay calls; a voucher signed by another key is refused with
+// the spec's voucher-signature error and charges nothing; and the claim
+// job claims the vouchers (claimWithSignature checks them through the
+// wallet too) and settles them to payTo.
+func TestContractWalletChannel(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
-	db := dbtest.Schema(ctx, t)
-	env := anvilChannelEnv(t, node, db)
-	env["CHANNEL_CLAIM_MIN_AMOUNT"] = "1"
-	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	claimAtOnce := map[string]string{"CHANNEL_CLAIM_MIN_AMOUNT": "1"}
+	for _, tc := range []struct {
+		name  string
+		start func(ctx context.Context, t *testing.T) (base string, chain *ethclient.Client, db *dbtest.DB)
+	}{
+		{"Devchain", func(ctx context.Context, t *testing.T) (string, *ethclient.Client, *dbtest.DB) {
+			base, _, chain, db, _ := startChannelService(ctx, t, claimAtOnce)
+			return base, chain, db
+		}},
+		{"Anvil", func(ctx context.Context, t *testing.T) (string, *ethclient.Client, *dbtest.DB) {
+			node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+			db := dbtest.Schema(ctx, t)
+			env := anvilChannelEnv(t, node, db)
+			env["CHANNEL_CLAIM_MIN_AMOUNT"] = claimAtOnce["CHANNEL_CLAIM_MIN_AMOUNT"]
+			return startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{}), node.Client, db
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			base, chain, db := tc.start(ctx, t)
+			payContractWalletChannel(ctx, t, base, chain, db)
+		})
+	}
+}
 
+// payContractWalletChannel runs TestContractWalletChannel against the
+// service at base settling on the chain of client.
+func payContractWalletChannel(ctx context.Context, t *testing.T, base string, client *ethclient.Client, db *dbtest.DB) {
+	t.Helper()
 	owner, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	stranger, err := crypto.GenerateKey()
@@ -48,7 +72,7 @@ func TestAnvil_ContractWalletChannel(t *testing.T) {
 	require.NoError(t, err)
 	code, err := walletArtifact.Deployment(crypto.PubkeyToAddress(owner.PublicKey))
 	require.NoError(t, err)
-	wallet := fundedWallet(t, node, 3, code, 100_000)
+	wallet := fundedWallet(ctx, t, client, 3, code, 100_000)
 
 	v := &voucherClient{t: t, base: base, key: owner}
 	terms, err := channel.TermsOf(v.option(ctx, "regex"))
@@ -56,7 +80,7 @@ func TestAnvil_ContractWalletChannel(t *testing.T) {
 	v.config = channel.Config{Payer: wallet, Receiver: terms.PayTo, ReceiverAuthorizer: terms.ReceiverAuthorizer, Token: terms.Asset,
 		WithdrawDelay: terms.WithdrawDelay, Salt: common.Hash{0x12, 0x71}}
 	v.id = v.config.ID(terms.ChainID)
-	payToBefore := usdcBalance(ctx, t, node.Client, terms.PayTo)
+	payToBefore := usdcBalance(ctx, t, client, terms.PayTo)
 	charged := func() string {
 		c, err := store.ChannelGet(ctx, db.Pool, devchainNetwork, v.id)
 		require.NoError(t, err)
@@ -69,7 +93,7 @@ func TestAnvil_ContractWalletChannel(t *testing.T) {
 	require.True(t, deposit.settlement.Success)
 	require.Len(t, deposit.settlement.Transaction, 66, "the deposit is sent")
 	require.Equal(t, wallet.Hex(), deposit.settlement.Payer)
-	onchain, err := channel.ReadState(ctx, node.Client, v.id, nil)
+	onchain, err := channel.ReadState(ctx, client, v.id, nil)
 	require.NoError(t, err)
 	require.Equal(t, "50000", onchain.Balance.String(), "the wallet's deposit on chain")
 
@@ -92,12 +116,12 @@ func TestAnvil_ContractWalletChannel(t *testing.T) {
 	_, err = rc.Insert(ctx, worker.ClaimArgs{Network: devchainNetwork}, nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		st, err := channel.ReadState(ctx, node.Client, v.id, nil)
+		st, err := channel.ReadState(ctx, client, v.id, nil)
 		require.NoError(t, err)
 		return st.TotalClaimed.String() == "30000"
 	}, 30*time.Second, 50*time.Millisecond, "the claim job claims the wallet's vouchers")
 	require.Eventually(t, func() bool {
-		return new(big.Int).Sub(usdcBalance(ctx, t, node.Client, terms.PayTo), payToBefore).String() == "30000"
+		return new(big.Int).Sub(usdcBalance(ctx, t, client, terms.PayTo), payToBefore).String() == "30000"
 	}, 30*time.Second, 50*time.Millisecond, "and settles them to payTo")
 	c, err := store.ChannelGet(ctx, db.Pool, devchainNetwork, v.id)
 	require.NoError(t, err)
