@@ -147,8 +147,8 @@ type ClaimConfig struct {
 //     state is read first (a claim already made, by a transaction whose
 //     record a crash lost, is recorded as it is, nothing sent; one in the
 //     node's pending state is left to the next round), the batch
-//     is run (eth_call) and the rows that make it fail are found by
-//     halving, left out and recorded (channel.claim_refused); the receipt
+//     is run (eth_call, at the fees it is sent with: ClaimChain.Call)
+//     and the rows that make it fail are found by halving, left out and recorded (channel.claim_refused); the receipt
 //     is recorded with channel.claimed for each channel carried.
 //  4. settle: each receiver and token whose claimed total on chain
 //     exceeds its settled total is settled (settle), recorded with

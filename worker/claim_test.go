@@ -131,16 +131,23 @@ type benchChannel struct {
 // (through the collector, sent by the relayer's Send) and puts its row.
 func (b *claimBench) open(payer int, deposit int64) *benchChannel {
 	b.t.Helper()
+	return b.openOf(devAddr(b.t, payer), devAddr(b.t, payer), payer, deposit)
+}
+
+// openOf opens a channel of payer with payerAuthorizer, development
+// account signer's key signing the deposit (open).
+func (b *claimBench) openOf(payer, payerAuthorizer common.Address, signer int, deposit int64) *benchChannel {
+	b.t.Helper()
 	ctx := context.Background()
 	b.salt++
-	c := channel.Config{Payer: devAddr(b.t, payer), PayerAuthorizer: devAddr(b.t, payer), Receiver: b.payTo,
+	c := channel.Config{Payer: payer, PayerAuthorizer: payerAuthorizer, Receiver: b.payTo,
 		ReceiverAuthorizer: devAddr(b.t, 7), Token: devchain.USDC, WithdrawDelay: channel.MinWithdrawDelay,
 		Salt: common.BigToHash(big.NewInt(b.salt))}
 	id := c.ID(b.chainID)
 	amount := big.NewInt(deposit)
 	auth := &channel.ERC3009Authorization{ValidAfter: big.NewInt(0), ValidBefore: big.NewInt(time.Now().Unix() + 600), Salt: common.Hash{0x42}}
 	var err error
-	auth.Signature, err = channel.Sign(devKey(b.t, payer), channel.ReceiveAuthorizationDigest(b.chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion,
+	auth.Signature, err = channel.Sign(devKey(b.t, signer), channel.ReceiveAuthorizationDigest(b.chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion,
 		&channel.ReceiveAuthorization{From: c.Payer, Value: amount, ValidAfter: auth.ValidAfter, ValidBefore: auth.ValidBefore, Nonce: channel.DepositNonce(id, auth.Salt)}))
 	require.NoError(b.t, err)
 	input, err := channel.DepositInput(&channel.Payload{Type: channel.TypeDeposit, Config: c, Voucher: channel.Voucher{ChannelID: id},
@@ -150,7 +157,7 @@ func (b *claimBench) open(payer int, deposit int64) *benchChannel {
 	st, err := channel.ReadState(ctx, b.node.Client, id, nil)
 	require.NoError(b.t, err)
 	require.Equal(b.t, amount, st.Balance)
-	ch := &benchChannel{state: channel.NewState(&c, b.chainID, st), payer: payer}
+	ch := &benchChannel{state: channel.NewState(&c, b.chainID, st), payer: signer}
 	b.put(ch.state)
 	return ch
 }
@@ -829,4 +836,46 @@ func TestClaim_HalvingFindsFewCalls(t *testing.T) {
 	require.Equal(t, n-1, channels)
 	t.Logf("%d simulations for %d channels, one bad", chain.calls, n)
 	require.LessOrEqual(t, chain.calls, 12)
+}
+
+// TestClaim_PayerCodeRunAtFees: a channel whose payer is a contract wallet
+// (no payer authorizer) that accepts signatures only at a gas price of
+// zero (DevBurnerWallet, gasless: an eth_call passes, a mined claim would
+// revert) is found by the claim's simulation, run at the fees the claim
+// is sent with: it is left out with its reason, and the other channel is
+// claimed in a claim that does not revert, then settled.
+func TestClaim_PayerCodeRunAtFees(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	honest := b.openCharged(0, 1_000_000, 10_000)
+	burnerWallet, err := contracts.Load(contracts.DevBurnerWallet)
+	require.NoError(t, err)
+	code, err := burnerWallet.Deployment(big.NewInt(10), false)
+	require.NoError(t, err)
+	wallet := b.node.Deploy(devKey(t, 1), code)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(100_000))
+	require.NoError(t, err)
+	b.node.Transact(devKey(t, 1), devchain.USDC, fund)
+	hostile := b.openOf(wallet, common.Address{}, 1, 100_000)
+	b.charge(hostile, 20_000, nil)
+	gasless, err := burnerWallet.ABI.Pack("setGasless", true)
+	require.NoError(t, err)
+	b.node.Transact(devKey(t, 1), wallet, gasless)
+
+	before := b.nonce()
+	require.NoError(t, b.claimer(time.Hour, 1).Round(ctx, claimNetwork))
+	require.Equal(t, before+2, b.nonce(), "one claim, one settle: nothing reverted")
+	n, channels, _ := b.claimTxs(store.ClaimKindClaim)
+	require.Equal(t, 1, n)
+	require.Equal(t, 1, channels)
+	require.Equal(t, honest.state.Charged, b.onChain(honest).TotalClaimed)
+	require.Zero(t, b.onChain(hostile).TotalClaimed.Sign())
+	var reason *string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT claim_refused_reason FROM channels WHERE channel_id = $1", hostile.state.ChannelID.Bytes()).Scan(&reason))
+	require.NotNil(t, reason)
+	require.Equal(t, "InvalidSignature", *reason)
+	require.Equal(t, honest.state.Charged, b.usdc(b.payTo))
 }
