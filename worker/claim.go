@@ -148,8 +148,11 @@ type ClaimConfig struct {
 //     record a crash lost, is recorded as it is, nothing sent; one in the
 //     node's pending state is left to the next round), the batch
 //     is run (eth_call, at the fees it is sent with: ClaimChain.Call)
-//     and the rows that make it fail are found by halving, left out and recorded (channel.claim_refused); the receipt
-//     is recorded with channel.claimed for each channel carried.
+//     and the rows that make it fail are found by halving, left out and
+//     recorded (channel.claim_refused); a channel whose voucher check
+//     runs its payer's code (EIP-1271) is claimed in a transaction of its
+//     own, left out the same way if it reverts on chain; the receipt is
+//     recorded with channel.claimed for each channel carried.
 //  4. settle: each receiver and token whose claimed total on chain
 //     exceeds its settled total is settled (settle), recorded with
 //     channel.settled.
@@ -597,10 +600,61 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 			return err
 		}
 	}
-	if len(good) == 0 {
-		return nil
+	plain, coded, err := r.byPayerCode(ctx, good)
+	if err != nil {
+		return err
 	}
-	return r.send(ctx, good)
+	if len(plain) > 0 {
+		if err := r.send(ctx, plain); err != nil {
+			return err
+		}
+	}
+	// A claim that runs a payer's code goes alone: code that answered
+	// the simulation otherwise than the transaction reverts its own claim
+	// only, which is then left out until its charge moves.
+	for _, row := range coded {
+		err := r.send(ctx, []claimRow{row})
+		if !errors.Is(err, errClaimReverted) {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		r.log.WarnContext(ctx, "channel claim left out: it reverted on chain, its payer's code answering otherwise than its run",
+			"channel", row.row.State.ChannelID.Hex(), "charged", row.row.State.Charged.String(), "error", err)
+		refused := refusedEvent(r.network, row.row, "reverted on chain")
+		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, refused) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errClaimReverted is the error of a claim mined and reverted.
+var errClaimReverted = errors.New("the claim reverted on chain")
+
+// byPayerCode splits rows into those whose vouchers are checked by ECDSA
+// alone (a payer authorizer, or a payer without code) and those whose
+// check runs the payer's code (EIP-1271: no payer authorizer, a payer
+// with code).
+func (r *claimRound) byPayerCode(ctx context.Context, rows []claimRow) (plain, coded []claimRow, err error) {
+	for _, row := range rows {
+		c := row.row.State.Config
+		if c.PayerAuthorizer != (common.Address{}) {
+			plain = append(plain, row)
+			continue
+		}
+		code, err := r.reader.CodeAt(ctx, c.Payer, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read code of payer %s: %w", c.Payer.Hex(), err)
+		}
+		if len(code) == 0 {
+			plain = append(plain, row)
+		} else {
+			coded = append(coded, row)
+		}
+	}
+	return plain, coded, nil
 }
 
 // inFlight reports whether the node's pending state (the transactions it
@@ -709,7 +763,7 @@ func (r *claimRound) send(ctx context.Context, rows []claimRow) error {
 	}
 	if receipt.Status != types.ReceiptStatusSuccessful {
 		r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindClaim, "reverted", receipt.GasUsed, len(rows))
-		return fmt.Errorf("claim %s reverted on chain (%d gas); the next round runs the channels again", receipt.TxHash.Hex(), receipt.GasUsed)
+		return fmt.Errorf("claim %s (%d gas): %w; the next round runs the channels again", receipt.TxHash.Hex(), receipt.GasUsed, errClaimReverted)
 	}
 	claimed := claimedIn(receipt)
 	rec := &store.ChannelClaimTx{Network: r.network, Kind: store.ClaimKindClaim, Amount: new(big.Int), GasUsed: receipt.GasUsed,

@@ -838,44 +838,109 @@ func TestClaim_HalvingFindsFewCalls(t *testing.T) {
 	require.LessOrEqual(t, chain.calls, 12)
 }
 
-// TestClaim_PayerCodeRunAtFees: a channel whose payer is a contract wallet
-// (no payer authorizer) that accepts signatures only at a gas price of
-// zero (DevBurnerWallet, gasless: an eth_call passes, a mined claim would
-// revert) is found by the claim's simulation, run at the fees the claim
-// is sent with: it is left out with its reason, and the other channel is
-// claimed in a claim that does not revert, then settled.
-func TestClaim_PayerCodeRunAtFees(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	b := newClaimBench(t, evm.FinalityPolicy{})
-	honest := b.openCharged(0, 1_000_000, 10_000)
-	burnerWallet, err := contracts.Load(contracts.DevBurnerWallet)
-	require.NoError(t, err)
-	code, err := burnerWallet.Deployment(big.NewInt(10), false)
-	require.NoError(t, err)
-	wallet := b.node.Deploy(devKey(t, 1), code)
+// burnerChannel opens a channel of a new DevBurnerWallet (no payer
+// authorizer; isValidSignature burns a few rounds of gas and accepts any
+// signature, or, while gasless, only a call at a gas price of zero),
+// funded by development account 1, and charges it 20,000; gasless sets
+// the wallet gasless.
+func (b *claimBench) burnerChannel() (ch *benchChannel, gasless func()) {
+	b.t.Helper()
+	burner, err := contracts.Load(contracts.DevBurnerWallet)
+	require.NoError(b.t, err)
+	code, err := burner.Deployment(big.NewInt(10), false)
+	require.NoError(b.t, err)
+	wallet := b.node.Deploy(devKey(b.t, 1), code)
 	token, err := contracts.Load(contracts.FiatTokenV2_2)
-	require.NoError(t, err)
+	require.NoError(b.t, err)
 	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(100_000))
-	require.NoError(t, err)
-	b.node.Transact(devKey(t, 1), devchain.USDC, fund)
-	hostile := b.openOf(wallet, common.Address{}, 1, 100_000)
-	b.charge(hostile, 20_000, nil)
-	gasless, err := burnerWallet.ABI.Pack("setGasless", true)
-	require.NoError(t, err)
-	b.node.Transact(devKey(t, 1), wallet, gasless)
+	require.NoError(b.t, err)
+	b.node.Transact(devKey(b.t, 1), devchain.USDC, fund)
+	ch = b.openOf(wallet, common.Address{}, 1, 100_000)
+	b.charge(ch, 20_000, nil)
+	set, err := burner.ABI.Pack("setGasless", true)
+	require.NoError(b.t, err)
+	return ch, func() { b.node.Transact(devKey(b.t, 1), wallet, set) }
+}
 
-	before := b.nonce()
-	require.NoError(t, b.claimer(time.Hour, 1).Round(ctx, claimNetwork))
-	require.Equal(t, before+2, b.nonce(), "one claim, one settle: nothing reverted")
-	n, channels, _ := b.claimTxs(store.ClaimKindClaim)
-	require.Equal(t, 1, n)
-	require.Equal(t, 1, channels)
-	require.Equal(t, honest.state.Charged, b.onChain(honest).TotalClaimed)
-	require.Zero(t, b.onChain(hostile).TotalClaimed.Sign())
+// claimRefusedReason returns the reason ch's claim was refused at its
+// present charge, "" if it was not.
+func (b *claimBench) claimRefusedReason(ch *benchChannel) string {
+	b.t.Helper()
 	var reason *string
-	require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT claim_refused_reason FROM channels WHERE channel_id = $1", hostile.state.ChannelID.Bytes()).Scan(&reason))
-	require.NotNil(t, reason)
-	require.Equal(t, "InvalidSignature", *reason)
-	require.Equal(t, honest.state.Charged, b.usdc(b.payTo))
+	require.NoError(b.t, b.db.Pool.QueryRow(context.Background(), "SELECT claim_refused_reason FROM channels WHERE channel_id = $1 AND claim_refused_charged = charged",
+		ch.state.ChannelID.Bytes()).Scan(&reason))
+	if reason == nil {
+		return ""
+	}
+	return *reason
+}
+
+// flippingChain is the relayer, and a payer that sets its wallet gasless
+// once the first claim's run passed, before it is sent.
+type flippingChain struct {
+	*evm.Relayer
+	flip    func()
+	flipped bool
+}
+
+func (c *flippingChain) Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error) {
+	if !c.flipped {
+		c.flipped = true
+		c.flip()
+	}
+	return c.Relayer.Send(ctx, network, to, input, gas)
+}
+
+// TestClaim_PayerCode: channels whose payer is a contract wallet with no
+// payer authorizer, whose voucher check runs the wallet's code, beside a
+// channel of a plain payer. Each wallet (DevBurnerWallet) accepts
+// signatures at a gas price of zero only once set gasless: an eth_call
+// passes, a mined claim reverts. RunAtFees: set gasless before the round,
+// it is found by the claim's run, made at the fees the claim is sent
+// with, and left out with the contract's reason; nothing reverts.
+// TurnsAfterRun: set gasless between the claim's run and its send, its
+// claim, sent alone, reverts on chain and only its own: it is left out
+// ("reverted on chain"). Either way the other channel is claimed and
+// settled, and the next round sends nothing (the wallet's channel is not
+// tried again at the same charge).
+func TestClaim_PayerCode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		turnsAfter bool
+		reason     string
+		sent       uint64
+	}{
+		{"RunAtFees", false, "InvalidSignature", 2},
+		{"TurnsAfterRun", true, "reverted on chain", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{})
+			honest := b.openCharged(0, 1_000_000, 10_000)
+			hostile, gasless := b.burnerChannel()
+			chain := worker.ClaimChain(b.relayer)
+			if tc.turnsAfter {
+				chain = &flippingChain{Relayer: b.relayer, flip: gasless}
+			} else {
+				gasless()
+			}
+			c := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain = chain })
+			before := b.nonce()
+			require.NoError(t, c.Round(ctx, claimNetwork))
+			require.Equal(t, before+tc.sent, b.nonce(), "the claims and a settle")
+			require.Equal(t, honest.state.Charged, b.onChain(honest).TotalClaimed)
+			require.Zero(t, b.onChain(hostile).TotalClaimed.Sign())
+			require.Equal(t, tc.reason, b.claimRefusedReason(hostile))
+			n, channels, _ := b.claimTxs(store.ClaimKindClaim)
+			require.Equal(t, 1, n, "one claim mined")
+			require.Equal(t, 1, channels)
+			require.Equal(t, honest.state.Charged, b.usdc(b.payTo))
+
+			before = b.nonce()
+			require.NoError(t, c.Round(ctx, claimNetwork))
+			require.Equal(t, before, b.nonce(), "the wallet's channel is not tried again at the same charge")
+		})
+	}
 }
