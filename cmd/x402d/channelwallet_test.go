@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"math/big"
 	"net/http"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
+	"github.com/x402d/x402d/x402/devchain"
 	"github.com/x402d/x402d/x402/evm/channel"
 )
 
@@ -60,6 +62,20 @@ func TestContractWalletChannel(t *testing.T) {
 	}
 }
 
+// walletChannel returns the client of a new channel of wallet, with no
+// payer authorizer, on the terms of the service at base (its quote of
+// regex), signing with key, and those terms.
+func walletChannel(ctx context.Context, t *testing.T, base string, wallet common.Address, key *ecdsa.PrivateKey) (*voucherClient, *channel.Terms) {
+	t.Helper()
+	v := &voucherClient{t: t, base: base, key: key}
+	terms, err := channel.TermsOf(v.option(ctx, "regex"))
+	require.NoError(t, err)
+	v.config = channel.Config{Payer: wallet, Receiver: terms.PayTo, ReceiverAuthorizer: terms.ReceiverAuthorizer, Token: terms.Asset,
+		WithdrawDelay: terms.WithdrawDelay, Salt: common.Hash{0x12, 0x71}}
+	v.id = v.config.ID(terms.ChainID)
+	return v, terms
+}
+
 // payContractWalletChannel runs TestContractWalletChannel against the
 // service at base settling on the chain of client.
 func payContractWalletChannel(ctx context.Context, t *testing.T, base string, client *ethclient.Client, db *dbtest.DB) {
@@ -74,12 +90,7 @@ func payContractWalletChannel(ctx context.Context, t *testing.T, base string, cl
 	require.NoError(t, err)
 	wallet := fundedWallet(ctx, t, client, 3, code, 100_000)
 
-	v := &voucherClient{t: t, base: base, key: owner}
-	terms, err := channel.TermsOf(v.option(ctx, "regex"))
-	require.NoError(t, err)
-	v.config = channel.Config{Payer: wallet, Receiver: terms.PayTo, ReceiverAuthorizer: terms.ReceiverAuthorizer, Token: terms.Asset,
-		WithdrawDelay: terms.WithdrawDelay, Salt: common.Hash{0x12, 0x71}}
-	v.id = v.config.ID(terms.ChainID)
+	v, terms := walletChannel(ctx, t, base, wallet, owner)
 	payToBefore := usdcBalance(ctx, t, client, terms.PayTo)
 	charged := func() string {
 		c, err := store.ChannelGet(ctx, db.Pool, devchainNetwork, v.id)
@@ -127,4 +138,46 @@ func payContractWalletChannel(ctx context.Context, t *testing.T, base string, cl
 	require.NoError(t, err)
 	require.Equal(t, "30000", c.State.OnChain.TotalClaimed.String())
 	require.Nil(t, c.UnclaimedSince)
+}
+
+// TestAnvil_GaslessWalletDeposit: a contract wallet whose isValidSignature
+// accepts signatures only at a gas price of zero (DevBurnerWallet set
+// gasless: verification's eth_call passes, a mined transaction reverts)
+// opens a channel with a deposit to `serve` on anvil. The deposit is run
+// at the fees it would be sent with before it is sent: it is refused
+// (invalid_batch_settlement_evm_deposit_simulation_failed), nothing is
+// sent, and the wallet keeps its funds.
+func TestAnvil_GaslessWalletDeposit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+	db := dbtest.Schema(ctx, t)
+	env := anvilChannelEnv(t, node, db)
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	burner, err := contracts.Load(contracts.DevBurnerWallet)
+	require.NoError(t, err)
+	code, err := burner.Deployment(big.NewInt(10), false)
+	require.NoError(t, err)
+	wallet := fundedWallet(ctx, t, node.Client, 3, code, 100_000)
+	gasless, err := burner.ABI.Pack("setGasless", true)
+	require.NoError(t, err)
+	funder, err := devchain.DeriveKey(devchain.Mnemonic, 3)
+	require.NoError(t, err)
+	transact(ctx, t, node.Client, funder, &wallet, gasless)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+
+	v, _ := walletChannel(ctx, t, base, wallet, key)
+	relayer := devAddress(t, devchain.RelayerAccount)
+	sent, err := node.Client.NonceAt(ctx, relayer, nil)
+	require.NoError(t, err)
+
+	deposit := postVoucher(ctx, t, base, "regex", `{"pattern":"\\d+","text":"a1b22"}`, v.depositHeader(ctx, "regex", 50_000, 10_000))
+	require.Equal(t, http.StatusPaymentRequired, deposit.status, deposit.body)
+	require.Contains(t, deposit.body, channel.ReasonDepositSimulationFailed)
+	after, err := node.Client.NonceAt(ctx, relayer, nil)
+	require.NoError(t, err)
+	require.Equal(t, sent, after, "nothing sent")
+	require.Equal(t, big.NewInt(100_000), usdcBalance(ctx, t, node.Client, wallet), "the wallet keeps its funds")
 }
