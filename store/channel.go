@@ -17,9 +17,14 @@ import (
 )
 
 // Channel event types (x402's batch-settlement scheme), appended to the
-// channel's stream (ChannelStream). Each one's projection is the change of
-// the channel's channels row it records (migration 026): the event log is
-// the record, the row its projection.
+// channel's stream (ChannelStream; channel.settled to the receiver's,
+// ChannelSettleStream): the payments' (deposits, charges, refunds) and
+// the seller's claims' (worker/claim.go: claims of vouchers, settlements
+// of what was claimed to the receiver, a payer's timed withdrawal, a claim
+// refused by its simulation). Each one's projection is the change of the
+// channel's channels row (migration 026) or the channel_claims row
+// (migration 027) it records: the event log is the record, the rows its
+// projection.
 const (
 	// EventChannelOpened: the channel's first deposit was mined; the row
 	// is created with the balance the chain shows after it.
@@ -36,9 +41,40 @@ const (
 	// voucher) was charged its price, with the call's settlement in the
 	// same transaction; the voucher becomes the channel's last.
 	EventChannelCharged = "channel.charged"
+	// EventChannelRefundRequested: a refund payload was verified; the
+	// channel was held busy by the refund and its job inserted, in the
+	// same transaction (channelrefund.go; worker/refund.go makes it).
+	EventChannelRefundRequested = "channel.refund_requested"
+	// EventChannelRefundSent: the refund job handed a refundWithSignature
+	// transaction to the relayer (one per send: a refund whose
+	// transaction never came is sent again).
+	EventChannelRefundSent = "channel.refund_sent"
 	// EventChannelRefunded: a cooperative refund was mined (the refund
-	// job's outcome; channelrefund.go has its other events).
+	// job's outcome); the channel is freed of it and the request that
+	// waits for it woken (Notifies).
 	EventChannelRefunded = "channel.refunded"
+	// EventChannelRefundFailed: the refund was refused (its run reverts,
+	// its transaction reverted) or no transaction of it was mined within
+	// the refund job's bound; the channel is freed of it and the request
+	// woken.
+	EventChannelRefundFailed = "channel.refund_failed"
+	// EventChannelClaimed: a claimWithSignature carrying the channel was
+	// mined (or the chain showed its claim made already): the row's
+	// total_claimed is the chain's.
+	EventChannelClaimed = "channel.claimed"
+	// EventChannelSettled: settle(receiver, token) was mined; appended to
+	// the receiver's stream (ChannelSettleStream).
+	EventChannelSettled = "channel.settled"
+	// EventChannelWithdrawInitiated: the payer started a timed withdrawal
+	// (WithdrawInitiated); the channel is claimed at once.
+	EventChannelWithdrawInitiated = "channel.withdraw_initiated"
+	// EventChannelWithdrawFinalized: the payer finished its timed
+	// withdrawal (WithdrawFinalized): the channel has no withdrawal
+	// pending, and its balance is the chain's after it.
+	EventChannelWithdrawFinalized = "channel.withdraw_finalized"
+	// EventChannelClaimRefused: the channel's claim failed its simulation
+	// and was left out; it is tried again once its charge moves.
+	EventChannelClaimRefused = "channel.claim_refused"
 )
 
 // ChannelStream returns the event stream of the channel id on network:
@@ -233,10 +269,16 @@ func projectChannelRefunded(p projection, v ChannelRefunded) (bool, error) {
 }
 
 func showChannelOpened(v ChannelOpened) []EventField {
+	return balanceMoved(v.Transaction, v.Amount, v.Balance)
+}
+
+// balanceMoved are the fields of an event whose transaction moved amount
+// in or out of a channel, leaving balance.
+func balanceMoved(transaction, amount, balance string) []EventField {
 	return []EventField{
-		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
-		{Name: "amount", Value: v.Amount, Kind: FieldAmount},
-		{Name: "balance", Value: v.Balance, Kind: FieldAmount},
+		{Name: "transaction", Value: transaction, Kind: FieldMono},
+		{Name: "amount", Value: amount, Kind: FieldAmount},
+		{Name: "balance", Value: balance, Kind: FieldAmount},
 	}
 }
 
@@ -264,22 +306,6 @@ func showChannelRefunded(v ChannelRefunded) []EventField {
 		{Name: "amount", Value: v.Amount, Kind: FieldAmount},
 		{Name: "nonce", Value: v.Nonce},
 	}
-}
-
-// channelEventTypes are the registered types of the channel streams that
-// the payments append; claims and settlements of
-// channels are registered beside them.
-var channelEventTypes = []EventType{
-	defineEvent(EventType{Name: EventChannelOpened, Stream: "channel", Label: "channel opened by a deposit"},
-		showChannelOpened, projectChannelOpened),
-	defineEvent(EventType{Name: EventChannelAdopted, Stream: "channel", Label: "channel taken up from the chain"},
-		showChannelAdopted, projectChannelAdopted),
-	defineEvent(EventType{Name: EventChannelDeposited, Stream: "channel", Label: "channel topped up"},
-		showChannelOpened, projectChannelOpened),
-	defineEvent(EventType{Name: EventChannelCharged, Stream: "channel", Label: "call charged to the channel"},
-		showChannelCharged, projectChannelCharged),
-	defineEvent(EventType{Name: EventChannelRefunded, Stream: "channel", Label: "channel refunded"},
-		showChannelRefunded, projectChannelRefunded),
 }
 
 // cmpOr returns s, or def when s is empty.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -37,6 +38,12 @@ func testChannel(t *testing.T, balance, claimed int64) (*channel.State, func(amo
 	return s, sign
 }
 
+// putChannel puts the record s of a channel on network (ChannelPut).
+func putChannel(ctx context.Context, t *testing.T, db *dbtest.DB, network string, s *channel.State) {
+	t.Helper()
+	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error { return store.ChannelPut(ctx, tx, network, s) }))
+}
+
 // TestChannelRows drives a channel's row through its events and the
 // admission's hold, as the paid pipeline does: put (adopted) and read
 // back, held by one call and not by another, charged by the call holding
@@ -50,11 +57,8 @@ func TestChannelRows(t *testing.T) {
 	const network = "eip155:84532"
 	s, sign := testChannel(t, 1_000_000, 20_000)
 
+	putChannel(ctx, t, db, network, s)
 	tx, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, store.ChannelPut(ctx, tx, network, s))
-	require.NoError(t, tx.Commit(ctx))
-	tx, err = db.Pool.Begin(ctx)
 	require.NoError(t, err)
 	require.ErrorIs(t, store.ChannelAdopt(ctx, tx, network, s), store.ErrConflict, "a record is never replaced by the chain's view")
 	require.NoError(t, tx.Rollback(ctx))

@@ -14,26 +14,6 @@ import (
 	"github.com/x402d/x402d/x402"
 )
 
-// Channel event types of the seller's claims (worker/claim.go): the
-// claims of vouchers, the settlements of what was claimed to the
-// receiver, a payer's start of a timed withdrawal, and a channel's claim
-// refused by its simulation.
-const (
-	// EventChannelClaimed: a claimWithSignature carrying the channel was
-	// mined (or the chain showed its claim made already): the row's
-	// total_claimed is the chain's.
-	EventChannelClaimed = "channel.claimed"
-	// EventChannelSettled: settle(receiver, token) was mined; appended to
-	// the receiver's stream (ChannelSettleStream).
-	EventChannelSettled = "channel.settled"
-	// EventChannelWithdrawInitiated: the payer started a timed withdrawal
-	// (WithdrawInitiated); the channel is claimed at once.
-	EventChannelWithdrawInitiated = "channel.withdraw_initiated"
-	// EventChannelClaimRefused: the channel's claim failed its simulation
-	// and was left out; it is tried again once its charge moves.
-	EventChannelClaimRefused = "channel.claim_refused"
-)
-
 // ChannelSettleStream returns the stream of the settlements of what
 // receiver claimed in token on network: channel/<network>/settle/<receiver>/<token>,
 // lower case.
@@ -78,6 +58,17 @@ type ChannelWithdrawInitiated struct {
 	Amount        string `json:"amount"`
 }
 
+// ChannelWithdrawFinalized is the data of channel.withdraw_finalized: the
+// payer's WithdrawFinalized log in Block, transaction Transaction, which
+// gave it Amount back; Balance is the channel's balance on chain as the
+// watcher read it after the log.
+type ChannelWithdrawFinalized struct {
+	Block       uint64 `json:"block"`
+	Transaction string `json:"transaction"`
+	Amount      string `json:"amount"`
+	Balance     string `json:"balance"`
+}
+
 // ChannelClaimRefused is the data of channel.claim_refused: the claim of
 // the channel's charge Charged failed its simulation for Reason.
 type ChannelClaimRefused struct {
@@ -86,9 +77,13 @@ type ChannelClaimRefused struct {
 }
 
 // projectChannelClaimed sets the row's claimed total: raised to the
-// chain's, or (Undone) set back to it. Charges left unclaimed keep their
-// unclaimed_since; charges left after a claim that moved the total are
-// dated now (they came during the claim).
+// chain's, or (Undone) set back to it. The charges left unclaimed date
+// from the oldest of them: the first charge of the channel's stream
+// (channel.charged, or the charge a channel.adopted took up) whose
+// cumulative total exceeds the claimed one. A claim that moved nothing
+// keeps the date; the events are searched from it (all of them for a
+// claim undone, which may leave older charges unclaimed again), and when
+// retention removed them the date is kept.
 func projectChannelClaimed(p projection, v ChannelClaimed) (bool, error) {
 	network, id, err := channelKey(p.id)
 	if err != nil {
@@ -96,11 +91,14 @@ func projectChannelClaimed(p projection, v ChannelClaimed) (bool, error) {
 	}
 	p.b.Queue(`UPDATE channels SET
 			total_claimed = CASE WHEN $4 THEN $3::numeric ELSE greatest(total_claimed, $3::numeric) END,
-			unclaimed_since = CASE WHEN charged > $3::numeric THEN
-				CASE WHEN $3::numeric > total_claimed THEN $5::timestamptz ELSE coalesce(unclaimed_since, $5::timestamptz) END END,
+			unclaimed_since = CASE WHEN charged > CASE WHEN $4 THEN $3::numeric ELSE greatest(total_claimed, $3::numeric) END THEN
+				CASE WHEN NOT $4 AND $3::numeric <= total_claimed THEN coalesce(unclaimed_since, $5::timestamptz)
+				ELSE coalesce((SELECT min(e.created_at) FROM events e
+					WHERE e.stream = $6 AND e.type = ANY($7) AND (e.data->>'charged')::numeric > $3::numeric
+						AND e.created_at >= coalesce(CASE WHEN NOT $4 THEN unclaimed_since END, '-infinity')), unclaimed_since, $5::timestamptz) END END,
 			claim_refused_charged = NULL, claim_refused_reason = NULL, updated_at = $5
 		WHERE network = $1 AND channel_id = $2`,
-		network, id, v.TotalClaimed, v.Undone != "", p.now)
+		network, id, v.TotalClaimed, v.Undone != "", p.now, "channel/"+p.id, []string{EventChannelCharged, EventChannelAdopted})
 	return true, nil
 }
 
@@ -111,6 +109,18 @@ func projectChannelWithdrawInitiated(p projection, v ChannelWithdrawInitiated) (
 	}
 	p.b.Queue(`UPDATE channels SET withdraw_requested_at = $3, updated_at = $4 WHERE network = $1 AND channel_id = $2`,
 		network, id, int64(v.At), p.now)
+	return true, nil
+}
+
+// projectChannelWithdrawFinalized clears the row's withdrawal and sets
+// its balance to the chain's.
+func projectChannelWithdrawFinalized(p projection, v ChannelWithdrawFinalized) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	p.b.Queue(`UPDATE channels SET withdraw_requested_at = 0, balance = $3::numeric, updated_at = $4 WHERE network = $1 AND channel_id = $2`,
+		network, id, v.Balance, p.now)
 	return true, nil
 }
 
@@ -166,23 +176,15 @@ func showChannelWithdrawInitiated(v ChannelWithdrawInitiated) []EventField {
 	}
 }
 
+func showChannelWithdrawFinalized(v ChannelWithdrawFinalized) []EventField {
+	return balanceMoved(v.Transaction, v.Amount, v.Balance)
+}
+
 func showChannelClaimRefused(v ChannelClaimRefused) []EventField {
 	return []EventField{
 		{Name: "charged", Value: v.Charged, Kind: FieldAmount},
 		{Name: "reason", Value: v.Reason},
 	}
-}
-
-// channelClaimEventTypes are the registered types of the claims.
-var channelClaimEventTypes = []EventType{
-	defineEvent(EventType{Name: EventChannelClaimed, Stream: "channel", Label: "vouchers claimed on chain"},
-		showChannelClaimed, projectChannelClaimed),
-	defineEvent(EventType{Name: EventChannelSettled, Stream: "channel", Label: "claimed funds settled to the receiver"},
-		showChannelSettled, projectChannelSettled),
-	defineEvent(EventType{Name: EventChannelWithdrawInitiated, Stream: "channel", Label: "payer started a timed withdrawal"},
-		showChannelWithdrawInitiated, projectChannelWithdrawInitiated),
-	defineEvent(EventType{Name: EventChannelClaimRefused, Stream: "channel", Label: "claim refused by its simulation"},
-		showChannelClaimRefused, projectChannelClaimRefused),
 }
 
 // ChannelToClaim is a channel with charges unclaimed.

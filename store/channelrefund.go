@@ -10,26 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Channel event types of the cooperative refunds, made by the refund job
-// (worker/refund.go): asked, sent (each transaction), and their outcome,
-// channel.refunded (channel.go) or channel.refund_failed. The outcome
-// frees the channel of the refund and wakes the request that waits for it
-// (Notifies).
-const (
-	// EventChannelRefundRequested: a refund payload was verified; the
-	// channel was held busy by the refund and its job inserted, in the
-	// same transaction.
-	EventChannelRefundRequested = "channel.refund_requested"
-	// EventChannelRefundSent: the refund job handed a refundWithSignature
-	// transaction to the relayer (one per send: a refund whose
-	// transaction never came is sent again).
-	EventChannelRefundSent = "channel.refund_sent"
-	// EventChannelRefundFailed: the refund was refused (its run reverts,
-	// its transaction reverted) or no transaction of it was mined within
-	// the refund job's bound; the channel is freed of it.
-	EventChannelRefundFailed = "channel.refund_failed"
-)
-
 // ChannelRefundRequested is the data of channel.refund_requested: refund
 // CallID (the request's id) of Amount, signed with refund nonce Nonce,
 // checked against the channel's charge Charged. Its projection holds the
@@ -107,17 +87,6 @@ func showChannelRefundFailed(v ChannelRefundFailed) []EventField {
 		{Name: "reason", Value: v.Reason},
 		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
 	}
-}
-
-// channelRefundEventTypes are the registered types of the refunds besides
-// channel.refunded.
-var channelRefundEventTypes = []EventType{
-	defineEvent(EventType{Name: EventChannelRefundRequested, Stream: "channel", Label: "cooperative refund asked; its job queued"},
-		showChannelRefundRequested, projectChannelRefundRequested),
-	defineEvent(EventType{Name: EventChannelRefundSent, Stream: "channel", Label: "refund transaction sent"},
-		showChannelRefundSent, projectChannelRefundSent),
-	defineEvent(EventType{Name: EventChannelRefundFailed, Stream: "channel", Label: "refund failed; channel freed"},
-		showChannelRefundFailed, projectChannelRefundFailed),
 }
 
 // isRefundOutcome reports whether typ ends a refund (its request waits

@@ -148,9 +148,9 @@ func defineEvent[T any](t EventType, show func(T) []EventField, project func(pro
 	return t
 }
 
-// eventTypes is the registry: every type of the call and chain streams,
-// by name. It is made once and only read.
-var eventTypes = registry(append([]EventType{
+// eventTypes is the registry: every type of the call, chain and channel
+// streams, by name. It is made once and only read.
+var eventTypes = registry(
 	defineEvent(EventType{Name: EventCallPaid, Stream: "call", Label: "payment verified and job queued"},
 		showPaidCall, projectCallPaid),
 	defineEvent(EventType{Name: EventPaymentVerified, Stream: "call", Label: "payment verified"},
@@ -179,7 +179,34 @@ var eventTypes = registry(append([]EventType{
 		showSettlementMined, projectSettlementMined),
 	defineEvent(EventType{Name: EventSettlementFinal, Stream: "chain", Label: "settlement transactions final"},
 		showSettlementFinal, projectSettlementFinal),
-}, slices.Concat(channelEventTypes, channelClaimEventTypes, channelRefundEventTypes)...)...)
+	// The channels' (channel.go): the payments', then the claims'.
+	defineEvent(EventType{Name: EventChannelOpened, Stream: "channel", Label: "channel opened by a deposit"},
+		showChannelOpened, projectChannelOpened),
+	defineEvent(EventType{Name: EventChannelAdopted, Stream: "channel", Label: "channel taken up from the chain"},
+		showChannelAdopted, projectChannelAdopted),
+	defineEvent(EventType{Name: EventChannelDeposited, Stream: "channel", Label: "channel topped up"},
+		showChannelOpened, projectChannelOpened),
+	defineEvent(EventType{Name: EventChannelCharged, Stream: "channel", Label: "call charged to the channel"},
+		showChannelCharged, projectChannelCharged),
+	defineEvent(EventType{Name: EventChannelRefundRequested, Stream: "channel", Label: "cooperative refund asked; its job queued"},
+		showChannelRefundRequested, projectChannelRefundRequested),
+	defineEvent(EventType{Name: EventChannelRefundSent, Stream: "channel", Label: "refund transaction sent"},
+		showChannelRefundSent, projectChannelRefundSent),
+	defineEvent(EventType{Name: EventChannelRefunded, Stream: "channel", Label: "channel refunded"},
+		showChannelRefunded, projectChannelRefunded),
+	defineEvent(EventType{Name: EventChannelRefundFailed, Stream: "channel", Label: "refund failed; channel freed"},
+		showChannelRefundFailed, projectChannelRefundFailed),
+	defineEvent(EventType{Name: EventChannelClaimed, Stream: "channel", Label: "vouchers claimed on chain"},
+		showChannelClaimed, projectChannelClaimed),
+	defineEvent(EventType{Name: EventChannelSettled, Stream: "channel", Label: "claimed funds settled to the receiver"},
+		showChannelSettled, projectChannelSettled),
+	defineEvent(EventType{Name: EventChannelWithdrawInitiated, Stream: "channel", Label: "payer started a timed withdrawal"},
+		showChannelWithdrawInitiated, projectChannelWithdrawInitiated),
+	defineEvent(EventType{Name: EventChannelWithdrawFinalized, Stream: "channel", Label: "payer finished a timed withdrawal"},
+		showChannelWithdrawFinalized, projectChannelWithdrawFinalized),
+	defineEvent(EventType{Name: EventChannelClaimRefused, Stream: "channel", Label: "claim refused by its simulation"},
+		showChannelClaimRefused, projectChannelClaimRefused),
+)
 
 // typeRegistry is the registered types, in their order and by name.
 type typeRegistry struct {

@@ -66,6 +66,7 @@ func registeredPayloads() map[string]any {
 		EventChannelRefundSent:      ChannelRefundSent{CallID: "refund/c6", Transaction: tx, At: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)},
 		EventChannelRefundFailed: ChannelRefundFailed{CallID: "refund/c6", Reason: "invalid_batch_settlement_evm_refund_transaction_failed",
 			Message: "reverted", Transaction: tx},
+		EventChannelWithdrawFinalized: ChannelWithdrawFinalized{Block: 10, Transaction: tx, Amount: "70000", Balance: "30000"},
 	}
 }
 

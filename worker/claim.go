@@ -94,7 +94,7 @@ type ClaimConfig struct {
 	// (CHANNEL_CLAIM_MIN_AMOUNT). Defaults to DefaultClaimMinAmount.
 	MinAmount *big.Int
 	// CheckEvery is how often each network is looked at (the periodic
-	// job): the watcher reads the new WithdrawInitiated logs then.
+	// job): the watcher reads the new withdrawal logs then.
 	// Defaults to DefaultClaimCheckEvery.
 	CheckEvery time.Duration
 	// MaxGas bounds the gas of one claim transaction, and so the channels
@@ -149,10 +149,13 @@ type ClaimConfig struct {
 //     channels are read from the chain again (channel.claimed with
 //     Undone) and claimed again in this round, its receiver settled
 //     again.
-//  2. watch: the settlement contract's WithdrawInitiated logs from the
-//     stored cursor on, in bounded ranges; each of a channel held gets
+//  2. watch: the settlement contract's WithdrawInitiated and
+//     WithdrawFinalized logs from the stored cursor on, in bounded
+//     ranges; a channel held whose payer started a timed withdrawal gets
 //     channel.withdraw_initiated and is claimed in this round, whatever
-//     the policy.
+//     the policy; one whose payer finished it gets
+//     channel.withdraw_finalized (no withdrawal pending, the chain's
+//     balance).
 //  3. claim: when the policy says so (Due: the oldest unclaimed charge is
 //     Interval old, or the unclaimed total reaches MinAmount) every
 //     channel with charges unclaimed, else only the urgent ones, in
@@ -160,9 +163,12 @@ type ClaimConfig struct {
 //     state is read first (a claim already made, by a transaction whose
 //     record a crash lost, is recorded as it is, nothing sent; one in the
 //     node's pending state is left to the next round), the batch
-//     is run (eth_call) and the rows that make it fail are found by
-//     halving, left out and recorded (channel.claim_refused); the receipt
-//     is recorded with channel.claimed for each channel carried.
+//     is run (eth_call, at the fees it is sent with: ClaimChain.Call)
+//     and the rows that make it fail are found by halving, left out and
+//     recorded (channel.claim_refused); a channel whose voucher check
+//     runs its payer's code (EIP-1271) is claimed in a transaction of its
+//     own, left out the same way if it reverts on chain; the receipt is
+//     recorded with channel.claimed for each channel carried.
 //  4. settle: each receiver and token whose claimed total on chain
 //     exceeds its settled total is settled (settle), recorded with
 //     channel.settled.
@@ -417,8 +423,9 @@ func (r *claimRound) undone(ctx context.Context, p *store.ChannelClaimTx) error 
 	})
 }
 
-// watch reads the WithdrawInitiated logs from the cursor to the head, in
-// ranges of LogRange, and marks the channels held urgent.
+// watch reads the WithdrawInitiated and WithdrawFinalized logs from the
+// cursor to the head, in ranges of LogRange, and records them on the
+// channels held (withdrawals).
 func (r *claimRound) watch(ctx context.Context) error {
 	head, err := r.reader.BlockNumber(ctx)
 	if err != nil {
@@ -438,10 +445,11 @@ func (r *claimRound) watch(ctx context.Context) error {
 		to := min(head, from+r.c.cfg.LogRange-1)
 		logs, err := r.reader.FilterLogs(ctx, ethereum.FilterQuery{
 			FromBlock: new(big.Int).SetUint64(from), ToBlock: new(big.Int).SetUint64(to),
-			Addresses: []common.Address{channel.SettlementAddress}, Topics: [][]common.Hash{{channel.WithdrawInitiatedTopic}},
+			Addresses: []common.Address{channel.SettlementAddress},
+			Topics:    [][]common.Hash{{channel.WithdrawInitiatedTopic, channel.WithdrawFinalizedTopic}},
 		})
 		if err != nil {
-			return fmt.Errorf("read WithdrawInitiated logs %d-%d: %w", from, to, err)
+			return fmt.Errorf("read withdrawal logs %d-%d: %w", from, to, err)
 		}
 		if err := r.withdrawals(ctx, logs); err != nil {
 			return err
@@ -454,21 +462,19 @@ func (r *claimRound) watch(ctx context.Context) error {
 	return nil
 }
 
-// withdrawals records the WithdrawInitiated logs of the channels held and
-// marks those urgent.
+// withdrawals records the WithdrawInitiated and WithdrawFinalized logs of
+// the channels held, in the chain's order: a channel whose withdrawal is
+// pending at the last of its logs is urgent; one whose withdrawal ended
+// gets the chain's balance.
 func (r *claimRound) withdrawals(ctx context.Context, logs []types.Log) error {
-	found := map[common.Hash]*channel.WithdrawInitiated{}
-	at := map[common.Hash]types.Log{}
 	var ids []common.Hash
+	seen := map[common.Hash]bool{}
 	for i := range logs {
-		w, ok, err := channel.ParseWithdrawInitiated(&logs[i])
-		if err != nil || !ok || logs[i].Removed {
+		if len(logs[i].Topics) < 2 || logs[i].Removed || seen[logs[i].Topics[1]] {
 			continue
 		}
-		if _, seen := found[w.ChannelID]; !seen {
-			ids = append(ids, w.ChannelID)
-		}
-		found[w.ChannelID], at[w.ChannelID] = w, logs[i]
+		seen[logs[i].Topics[1]] = true
+		ids = append(ids, logs[i].Topics[1])
 	}
 	if len(ids) == 0 {
 		return nil
@@ -478,22 +484,40 @@ func (r *claimRound) withdrawals(ctx context.Context, logs []types.Log) error {
 		return err
 	}
 	var events []store.NewEvent
-	for _, id := range ids {
-		if !held[id] {
+	balances := map[common.Hash]*big.Int{}
+	for i := range logs {
+		l := &logs[i]
+		if l.Removed {
 			continue
 		}
-		ch, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.network, id)
-		if err != nil {
-			return err
+		if w, ok, err := channel.ParseWithdrawInitiated(l); err == nil && ok && held[w.ChannelID] {
+			ch, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.network, w.ChannelID)
+			if err != nil {
+				return err
+			}
+			started := w.FinalizeAfter - min(w.FinalizeAfter, ch.State.Config.WithdrawDelay)
+			r.urgent[w.ChannelID] = true
+			r.log.WarnContext(ctx, "payer started a timed withdrawal: the channel is claimed now", "channel", w.ChannelID.Hex(),
+				"finalize_after", time.Unix(int64(w.FinalizeAfter), 0).UTC(), "amount", w.Amount.String())
+			events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, w.ChannelID), Type: store.EventChannelWithdrawInitiated,
+				Data: store.ChannelWithdrawInitiated{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), At: started,
+					FinalizeAfter: w.FinalizeAfter, Amount: w.Amount.String()}})
 		}
-		w, l := found[id], at[id]
-		started := w.FinalizeAfter - min(w.FinalizeAfter, ch.State.Config.WithdrawDelay)
-		r.urgent[id] = true
-		r.log.WarnContext(ctx, "payer started a timed withdrawal: the channel is claimed now", "channel", id.Hex(),
-			"finalize_after", time.Unix(int64(w.FinalizeAfter), 0).UTC(), "amount", w.Amount.String())
-		events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, id), Type: store.EventChannelWithdrawInitiated,
-			Data: store.ChannelWithdrawInitiated{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), At: started,
-				FinalizeAfter: w.FinalizeAfter, Amount: w.Amount.String()}})
+		if w, ok, err := channel.ParseWithdrawFinalized(l); err == nil && ok && held[w.ChannelID] {
+			// The balance now, not at the log's block: a deposit mined
+			// since was recorded with the balance after it.
+			if balances[w.ChannelID] == nil {
+				st, err := channel.ReadState(ctx, r.reader, w.ChannelID, nil)
+				if err != nil {
+					return fmt.Errorf("read channel %s after its withdrawal: %w", w.ChannelID.Hex(), err)
+				}
+				balances[w.ChannelID] = st.Balance
+			}
+			delete(r.urgent, w.ChannelID)
+			events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, w.ChannelID), Type: store.EventChannelWithdrawFinalized,
+				Data: store.ChannelWithdrawFinalized{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), Amount: w.Amount.String(),
+					Balance: balances[w.ChannelID].String()}})
+		}
 	}
 	if len(events) == 0 {
 		return nil
@@ -597,10 +621,61 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 			return err
 		}
 	}
-	if len(good) == 0 {
-		return nil
+	plain, coded, err := r.byPayerCode(ctx, good)
+	if err != nil {
+		return err
 	}
-	return r.send(ctx, good)
+	if len(plain) > 0 {
+		if err := r.send(ctx, plain); err != nil {
+			return err
+		}
+	}
+	// A claim that runs a payer's code goes alone: code that answered
+	// the simulation otherwise than the transaction reverts its own claim
+	// only, which is then left out until its charge moves.
+	for _, row := range coded {
+		err := r.send(ctx, []claimRow{row})
+		if !errors.Is(err, errClaimReverted) {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		r.log.WarnContext(ctx, "channel claim left out: it reverted on chain, its payer's code answering otherwise than its run",
+			"channel", row.row.State.ChannelID.Hex(), "charged", row.row.State.Charged.String(), "error", err)
+		refused := refusedEvent(r.network, row.row, "reverted on chain")
+		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, refused) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errClaimReverted is the error of a claim mined and reverted.
+var errClaimReverted = errors.New("the claim reverted on chain")
+
+// byPayerCode splits rows into those whose vouchers are checked by ECDSA
+// alone (a payer authorizer, or a payer without code) and those whose
+// check runs the payer's code (EIP-1271: no payer authorizer, a payer
+// with code).
+func (r *claimRound) byPayerCode(ctx context.Context, rows []claimRow) (plain, coded []claimRow, err error) {
+	for _, row := range rows {
+		c := row.row.State.Config
+		if c.PayerAuthorizer != (common.Address{}) {
+			plain = append(plain, row)
+			continue
+		}
+		code, err := r.reader.CodeAt(ctx, c.Payer, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read code of payer %s: %w", c.Payer.Hex(), err)
+		}
+		if len(code) == 0 {
+			plain = append(plain, row)
+		} else {
+			coded = append(coded, row)
+		}
+	}
+	return plain, coded, nil
 }
 
 // inFlight reports whether the node's pending state (the transactions it
@@ -709,7 +784,7 @@ func (r *claimRound) send(ctx context.Context, rows []claimRow) error {
 	}
 	if receipt.Status != types.ReceiptStatusSuccessful {
 		r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindClaim, "reverted", receipt.GasUsed, len(rows))
-		return fmt.Errorf("claim %s reverted on chain (%d gas); the next round runs the channels again", receipt.TxHash.Hex(), receipt.GasUsed)
+		return fmt.Errorf("claim %s (%d gas): %w; the next round runs the channels again", receipt.TxHash.Hex(), receipt.GasUsed, errClaimReverted)
 	}
 	claimed := claimedIn(receipt)
 	rec := &store.ChannelClaimTx{Network: r.network, Kind: store.ClaimKindClaim, Amount: new(big.Int), GasUsed: receipt.GasUsed,

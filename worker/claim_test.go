@@ -104,10 +104,22 @@ func devAddr(t testing.TB, i int) common.Address {
 // minAmount, on the bench's fake clock.
 func (b *claimBench) claimer(interval time.Duration, minAmount int64) *worker.Claimer {
 	b.t.Helper()
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, Interval: interval, MinAmount: big.NewInt(minAmount), Clock: b.clock, GoneAfter: 5 * time.Second,
+	return b.claimerWith(func(c *worker.ClaimConfig) {
+		c.Interval, c.MinAmount, c.GoneAfter = interval, big.NewInt(minAmount), 5*time.Second
 	})
+}
+
+// claimerWith returns a Claimer of the bench's database, relayer, node and
+// authorizer, claiming any amount at once, on the bench's fake clock,
+// with the changes edit makes to that configuration.
+func (b *claimBench) claimerWith(edit func(*worker.ClaimConfig)) *worker.Claimer {
+	b.t.Helper()
+	cfg := &worker.ClaimConfig{
+		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
+		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), Clock: b.clock,
+	}
+	edit(cfg)
+	c, err := worker.NewClaimer(cfg)
 	require.NoError(b.t, err)
 	return c
 }
@@ -122,16 +134,23 @@ type benchChannel struct {
 // (through the collector, sent by the relayer's Send) and puts its row.
 func (b *claimBench) open(payer int, deposit int64) *benchChannel {
 	b.t.Helper()
+	return b.openOf(devAddr(b.t, payer), devAddr(b.t, payer), payer, deposit)
+}
+
+// openOf opens a channel of payer with payerAuthorizer, development
+// account signer's key signing the deposit (open).
+func (b *claimBench) openOf(payer, payerAuthorizer common.Address, signer int, deposit int64) *benchChannel {
+	b.t.Helper()
 	ctx := context.Background()
 	b.salt++
-	c := channel.Config{Payer: devAddr(b.t, payer), PayerAuthorizer: devAddr(b.t, payer), Receiver: b.payTo,
+	c := channel.Config{Payer: payer, PayerAuthorizer: payerAuthorizer, Receiver: b.payTo,
 		ReceiverAuthorizer: devAddr(b.t, 7), Token: devchain.USDC, WithdrawDelay: channel.MinWithdrawDelay,
 		Salt: common.BigToHash(big.NewInt(b.salt))}
 	id := c.ID(b.chainID)
 	amount := big.NewInt(deposit)
 	auth := &channel.ERC3009Authorization{ValidAfter: big.NewInt(0), ValidBefore: big.NewInt(time.Now().Unix() + 600), Salt: common.Hash{0x42}}
 	var err error
-	auth.Signature, err = channel.Sign(devKey(b.t, payer), channel.ReceiveAuthorizationDigest(b.chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion,
+	auth.Signature, err = channel.Sign(devKey(b.t, signer), channel.ReceiveAuthorizationDigest(b.chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion,
 		&channel.ReceiveAuthorization{From: c.Payer, Value: amount, ValidAfter: auth.ValidAfter, ValidBefore: auth.ValidBefore, Nonce: channel.DepositNonce(id, auth.Salt)}))
 	require.NoError(b.t, err)
 	input, err := channel.DepositInput(&channel.Payload{Type: channel.TypeDeposit, Config: c, Voucher: channel.Voucher{ChannelID: id},
@@ -141,8 +160,17 @@ func (b *claimBench) open(payer int, deposit int64) *benchChannel {
 	st, err := channel.ReadState(ctx, b.node.Client, id, nil)
 	require.NoError(b.t, err)
 	require.Equal(b.t, amount, st.Balance)
-	ch := &benchChannel{state: channel.NewState(&c, b.chainID, st), payer: payer}
+	ch := &benchChannel{state: channel.NewState(&c, b.chainID, st), payer: signer}
 	b.put(ch.state)
+	return ch
+}
+
+// openCharged opens a channel of payer with deposit (open) and charges it
+// amount under its payer's voucher (charge).
+func (b *claimBench) openCharged(payer int, deposit, amount int64) *benchChannel {
+	b.t.Helper()
+	ch := b.open(payer, deposit)
+	b.charge(ch, amount, nil)
 	return ch
 }
 
@@ -233,35 +261,32 @@ func (b *claimBench) claimTxs(kind string) (n, channels int, gas int64) {
 // its payer.
 func (b *claimBench) initiateWithdraw(ch *benchChannel, amount int64) *types.Receipt {
 	b.t.Helper()
-	settlement, err := contracts.Load(contracts.BatchSettlement)
-	require.NoError(b.t, err)
-	cfg := ch.state.Config
-	input, err := settlement.ABI.Pack("initiateWithdraw", struct {
-		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
-		WithdrawDelay                                               *big.Int
-		Salt                                                        [32]byte
-	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt},
-		big.NewInt(amount))
-	require.NoError(b.t, err)
-	r := b.node.Transact(devKey(b.t, ch.payer), channel.SettlementAddress, input)
-	require.Equal(b.t, types.ReceiptStatusSuccessful, r.Status)
-	return r
+	return b.payerSends(ch, "initiateWithdraw", big.NewInt(amount))
 }
 
 // finalizeWithdraw ends ch's timed withdrawal, sent by its payer.
 func (b *claimBench) finalizeWithdraw(ch *benchChannel) {
 	b.t.Helper()
+	b.payerSends(ch, "finalizeWithdraw")
+}
+
+// payerSends sends the settlement contract's method of ch's configuration
+// and args from ch's payer, and requires it mined successfully.
+func (b *claimBench) payerSends(ch *benchChannel, method string, args ...any) *types.Receipt {
+	b.t.Helper()
 	settlement, err := contracts.Load(contracts.BatchSettlement)
 	require.NoError(b.t, err)
 	cfg := ch.state.Config
-	input, err := settlement.ABI.Pack("finalizeWithdraw", struct {
+	input, err := settlement.ABI.Pack(method, append([]any{struct {
 		Payer, PayerAuthorizer, Receiver, ReceiverAuthorizer, Token common.Address
 		WithdrawDelay                                               *big.Int
 		Salt                                                        [32]byte
-	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt})
+	}{cfg.Payer, cfg.PayerAuthorizer, cfg.Receiver, cfg.ReceiverAuthorizer, cfg.Token, new(big.Int).SetUint64(cfg.WithdrawDelay), cfg.Salt}},
+		args...)...)
 	require.NoError(b.t, err)
 	r := b.node.Transact(devKey(b.t, ch.payer), channel.SettlementAddress, input)
 	require.Equal(b.t, types.ReceiptStatusSuccessful, r.Status)
+	return r
 }
 
 // TestClaim_ManyChannelsOneTransaction opens 40 channels with real
@@ -361,7 +386,16 @@ func TestClaim_DropsFailingRows(t *testing.T) {
 	require.Equal(t, "InvalidSignature", reason(badSig))
 	require.Equal(t, "ClaimExceedsBalance", reason(over))
 	require.Equal(t, "ClaimExceedsBalance", reason(gone))
-	require.NotZero(t, b.row(gone).State.OnChain.WithdrawRequestedAt, "its withdrawal was seen")
+	require.Zero(t, b.row(gone).State.OnChain.WithdrawRequestedAt, "its withdrawal was seen, and its end")
+	require.Zero(t, b.row(gone).State.OnChain.Balance.Sign(), "the balance the payer left")
+	events, err := store.EventListByStream(ctx, b.db.Pool, store.ChannelStream(claimNetwork, gone.state.ChannelID))
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{store.EventChannelWithdrawInitiated, store.EventChannelWithdrawFinalized, store.EventChannelClaimRefused},
+		types[len(types)-3:], "the withdrawal's start and end, in the chain's order")
 	require.Equal(t, new(big.Int).Add(good1.state.Charged, good2.state.Charged), b.usdc(b.payTo))
 
 	before := b.nonce()
@@ -377,14 +411,14 @@ func TestClaim_DropsFailingRows(t *testing.T) {
 // for an hour: the next round's watcher reads the WithdrawInitiated log,
 // records it on the channel, and the channel is claimed at once, long
 // before the delay ends; its voucher is not lost. A channel of another
-// payer stays unclaimed (the policy is not due).
+// payer stays unclaimed (the policy is not due). Once the payer finishes
+// the withdrawal (WithdrawFinalized), the channel's row has none pending
+// and the balance left on chain.
 func TestClaim_WithdrawInitiated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	leaving, staying := b.open(0, 500_000), b.open(1, 500_000)
-	b.charge(leaving, 70_000, nil)
-	b.charge(staying, 20_000, nil)
+	leaving, staying := b.openCharged(0, 500_000, 70_000), b.openCharged(1, 500_000, 20_000)
 	c := b.claimer(time.Hour, 1_000_000_000)
 	require.NoError(t, c.Round(ctx, claimNetwork))
 	require.Zero(t, b.onChain(leaving).TotalClaimed.Sign(), "not due")
@@ -402,6 +436,20 @@ func TestClaim_WithdrawInitiated(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, head.Time, started+cfg.WithdrawDelay, "claimed before the delay ends")
 	require.Equal(t, leaving.state.Charged, b.usdc(b.payTo))
+
+	// The payer finishes its withdrawal: the next round's watcher reads
+	// the WithdrawFinalized log; the channel has no withdrawal pending and
+	// the balance the chain shows.
+	require.NoError(t, b.node.Call(ctx, nil, "evm_increaseTime", cfg.WithdrawDelay+1))
+	b.finalizeWithdraw(leaving)
+	require.NoError(t, c.Round(ctx, claimNetwork))
+	row := b.row(leaving)
+	require.Zero(t, row.State.OnChain.WithdrawRequestedAt, "no withdrawal pending")
+	require.Equal(t, leaving.state.Charged, row.State.OnChain.Balance, "what the payer left: what was claimed")
+	require.Equal(t, b.onChain(leaving).Balance, row.State.OnChain.Balance)
+	urgent, err := store.ChannelListToClaim(ctx, b.db.Pool, claimNetwork, 10, true, nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, urgent)
 }
 
 // TestClaim_Reorganisation claims two channels on a chain whose
@@ -425,9 +473,7 @@ func TestClaim_Reorganisation(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newClaimBench(t, evm.FinalityPolicy{Depth: 5})
-			one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
-			b.charge(one, 40_000, nil)
-			b.charge(two, 25_000, nil)
+			one, two := b.openCharged(0, 1_000_000, 40_000), b.openCharged(1, 1_000_000, 25_000)
 			c := b.claimer(time.Hour, 1)
 			require.NoError(t, c.Round(ctx, claimNetwork))
 			require.Equal(t, one.state.Charged, b.onChain(one).TotalClaimed)
@@ -517,13 +563,8 @@ func TestClaim_RiverJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	ch := b.open(0, 1_000_000)
-	b.charge(ch, 10_000, nil)
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, Interval: time.Hour, MinAmount: big.NewInt(1), CheckEvery: time.Hour,
-	})
-	require.NoError(t, err)
+	ch := b.openCharged(0, 1_000_000, 10_000)
+	c := b.claimerWith(func(c *worker.ClaimConfig) { c.CheckEvery = time.Hour })
 	require.Len(t, c.PeriodicJobs(), 1, "one periodic job per network")
 	client, err := worker.NewClient(&worker.Deps{Pool: b.db.Pool, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler),
 		Register: []func(*river.Workers) error{c.Register}},
@@ -561,15 +602,9 @@ func TestClaim_CrashAfterSend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
-	b.charge(one, 10_000, nil)
-	b.charge(two, 20_000, nil)
+	one, two := b.openCharged(0, 1_000_000, 10_000), b.openCharged(1, 1_000_000, 20_000)
 	before := b.nonce()
-	dying, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: &cutChain{Relayer: b.relayer}, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, Interval: time.Hour, MinAmount: big.NewInt(1), Clock: b.clock,
-	})
-	require.NoError(t, err)
+	dying := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain = &cutChain{Relayer: b.relayer} })
 	require.Error(t, dying.Round(ctx, claimNetwork))
 	n, _, _ := b.claimTxs(store.ClaimKindClaim)
 	require.Zero(t, n, "nothing recorded")
@@ -596,15 +631,10 @@ func TestClaim_BoundedByGas(t *testing.T) {
 	b := newClaimBench(t, evm.FinalityPolicy{})
 	sum := new(big.Int)
 	for i := range 5 {
-		ch := b.open(i%4, 100_000)
-		b.charge(ch, 1_000, nil)
+		ch := b.openCharged(i%4, 100_000, 1_000)
 		sum.Add(sum, ch.state.Charged)
 	}
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), MaxGas: 80_000, Clock: b.clock,
-	})
-	require.NoError(t, err)
+	c := b.claimerWith(func(c *worker.ClaimConfig) { c.MaxGas = 80_000 })
 	require.NoError(t, c.Round(ctx, claimNetwork))
 	n, channels, _ := b.claimTxs(store.ClaimKindClaim)
 	require.Equal(t, 3, n)
@@ -641,11 +671,7 @@ func TestClaim_WatcherResumes(t *testing.T) {
 	from := head + 1
 	for rounds := 0; b.onChain(ch).TotalClaimed.Sign() == 0; rounds++ {
 		require.Less(t, rounds, 10, "the withdrawal is never found")
-		c, err := worker.NewClaimer(&worker.ClaimConfig{
-			Pool: b.db.Pool, Chain: b.relayer, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-			AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1_000_000_000), LogRange: 2, LogRanges: 2, Clock: b.clock,
-		})
-		require.NoError(t, err)
+		c := b.claimerWith(func(c *worker.ClaimConfig) { c.MinAmount, c.LogRange, c.LogRanges = big.NewInt(1_000_000_000), 2, 2 })
 		require.NoError(t, c.Round(ctx, claimNetwork))
 		next, known, err := store.ChannelClaimCursor(ctx, b.db.Pool, claimNetwork)
 		require.NoError(t, err)
@@ -712,9 +738,7 @@ func TestClaim_KilledMidClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBenchOn(t, evm.FinalityPolicy{}, &anviltest.Config{BlockTime: 2 * time.Second})
-	one, two := b.open(0, 1_000_000), b.open(1, 1_000_000)
-	b.charge(one, 10_000, nil)
-	b.charge(two, 30_000, nil)
+	one, two := b.openCharged(0, 1_000_000, 10_000), b.openCharged(1, 1_000_000, 30_000)
 	from, err := b.node.Client.BlockNumber(ctx)
 	require.NoError(t, err)
 	before := b.nonce()
@@ -808,15 +832,118 @@ func TestClaim_HalvingFindsFewCalls(t *testing.T) {
 		b.charge(ch, 1_000, signer)
 	}
 	chain := &countingChain{Relayer: b.relayer}
-	c, err := worker.NewClaimer(&worker.ClaimConfig{
-		Pool: b.db.Pool, Chain: chain, Readers: map[string]worker.ClaimReader{claimNetwork: b.node.Client},
-		AuthorizerKey: b.authorizer, MinAmount: big.NewInt(1), Clock: b.clock,
-	})
-	require.NoError(t, err)
+	c := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain = chain })
 	require.NoError(t, c.Round(ctx, claimNetwork))
 	txs, channels, _ := b.claimTxs(store.ClaimKindClaim)
 	require.Equal(t, 1, txs)
 	require.Equal(t, n-1, channels)
 	t.Logf("%d simulations for %d channels, one bad", chain.calls, n)
 	require.LessOrEqual(t, chain.calls, 12)
+}
+
+// burnerChannel opens a channel of a new DevBurnerWallet (no payer
+// authorizer; isValidSignature burns a few rounds of gas and accepts any
+// signature, or, while gasless, only a call at a gas price of zero),
+// funded by development account 1, and charges it 20,000; gasless sets
+// the wallet gasless.
+func (b *claimBench) burnerChannel() (ch *benchChannel, gasless func()) {
+	b.t.Helper()
+	burner, err := contracts.Load(contracts.DevBurnerWallet)
+	require.NoError(b.t, err)
+	code, err := burner.Deployment(big.NewInt(10), false)
+	require.NoError(b.t, err)
+	wallet := b.node.Deploy(devKey(b.t, 1), code)
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(b.t, err)
+	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(100_000))
+	require.NoError(b.t, err)
+	b.node.Transact(devKey(b.t, 1), devchain.USDC, fund)
+	ch = b.openOf(wallet, common.Address{}, 1, 100_000)
+	b.charge(ch, 20_000, nil)
+	set, err := burner.ABI.Pack("setGasless", true)
+	require.NoError(b.t, err)
+	return ch, func() { b.node.Transact(devKey(b.t, 1), wallet, set) }
+}
+
+// claimRefusedReason returns the reason ch's claim was refused at its
+// present charge, "" if it was not.
+func (b *claimBench) claimRefusedReason(ch *benchChannel) string {
+	b.t.Helper()
+	var reason *string
+	require.NoError(b.t, b.db.Pool.QueryRow(context.Background(), "SELECT claim_refused_reason FROM channels WHERE channel_id = $1 AND claim_refused_charged = charged",
+		ch.state.ChannelID.Bytes()).Scan(&reason))
+	if reason == nil {
+		return ""
+	}
+	return *reason
+}
+
+// flippingChain is the relayer, and a payer that sets its wallet gasless
+// once the first claim's run passed, before it is sent.
+type flippingChain struct {
+	*evm.Relayer
+	flip    func()
+	flipped bool
+}
+
+func (c *flippingChain) Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error) {
+	if !c.flipped {
+		c.flipped = true
+		c.flip()
+	}
+	return c.Relayer.Send(ctx, network, to, input, gas)
+}
+
+// TestClaim_PayerCode: channels whose payer is a contract wallet with no
+// payer authorizer, whose voucher check runs the wallet's code, beside a
+// channel of a plain payer. Each wallet (DevBurnerWallet) accepts
+// signatures at a gas price of zero only once set gasless: an eth_call
+// passes, a mined claim reverts. RunAtFees: set gasless before the round,
+// it is found by the claim's run, made at the fees the claim is sent
+// with, and left out with the contract's reason; nothing reverts.
+// TurnsAfterRun: set gasless between the claim's run and its send, its
+// claim, sent alone, reverts on chain and only its own: it is left out
+// ("reverted on chain"). Either way the other channel is claimed and
+// settled, and the next round sends nothing (the wallet's channel is not
+// tried again at the same charge).
+func TestClaim_PayerCode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		turnsAfter bool
+		reason     string
+		sent       uint64
+	}{
+		{"RunAtFees", false, "InvalidSignature", 2},
+		{"TurnsAfterRun", true, "reverted on chain", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{})
+			honest := b.openCharged(0, 1_000_000, 10_000)
+			hostile, gasless := b.burnerChannel()
+			chain := worker.ClaimChain(b.relayer)
+			if tc.turnsAfter {
+				chain = &flippingChain{Relayer: b.relayer, flip: gasless}
+			} else {
+				gasless()
+			}
+			c := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain = chain })
+			before := b.nonce()
+			require.NoError(t, c.Round(ctx, claimNetwork))
+			require.Equal(t, before+tc.sent, b.nonce(), "the claims and a settle")
+			require.Equal(t, honest.state.Charged, b.onChain(honest).TotalClaimed)
+			require.Zero(t, b.onChain(hostile).TotalClaimed.Sign())
+			require.Equal(t, tc.reason, b.claimRefusedReason(hostile))
+			n, channels, _ := b.claimTxs(store.ClaimKindClaim)
+			require.Equal(t, 1, n, "one claim mined")
+			require.Equal(t, 1, channels)
+			require.Equal(t, honest.state.Charged, b.usdc(b.payTo))
+
+			before = b.nonce()
+			require.NoError(t, c.Round(ctx, claimNetwork))
+			require.Equal(t, before, b.nonce(), "the wallet's channel is not tried again at the same charge")
+		})
+	}
 }

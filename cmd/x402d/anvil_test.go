@@ -46,6 +46,19 @@ func anvilEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]stri
 	}
 }
 
+// anvilChannelEnv is anvilEnv with the receiver authorizer of
+// batch-settlement channels (devchain.ReceiverAuthorizerAccount's key),
+// the tests' pool size and warn logs.
+func anvilChannelEnv(t *testing.T, node *anviltest.Node, db *dbtest.DB) map[string]string {
+	t.Helper()
+	env := anvilEnv(t, node, db)
+	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
+	require.NoError(t, err)
+	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
+	env["DB_MAX_CONNS"], env["LOG_LEVEL"] = testMaxConns, "warn"
+	return env
+}
+
 // requireNodeClean requires the node to hold none of the relayer's
 // transactions once the chain caught up: none pending, none queued behind
 // a nonce gap.

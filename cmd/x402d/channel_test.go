@@ -7,23 +7,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
@@ -37,9 +34,10 @@ import (
 )
 
 // startChannelService starts `serve` on the devchain, as
-// startDevchainServiceIn does, and returns its base URL, the devchain's
-// JSON-RPC URL, a client of it and the service's database.
-func startChannelService(ctx context.Context, t *testing.T) (base, rpcURL string, chain *ethclient.Client, db *dbtest.DB, fake *modeltest.Server) {
+// startDevchainServiceIn does, with the settings extra added, and returns
+// its base URL, the devchain's JSON-RPC URL, a client of it and the
+// service's database.
+func startChannelService(ctx context.Context, t *testing.T, extra map[string]string) (base, rpcURL string, chain *ethclient.Client, db *dbtest.DB, fake *modeltest.Server) {
 	t.Helper()
 	db = dbtest.Schema(ctx, t)
 	fake = modeltest.NewServer(t)
@@ -49,6 +47,7 @@ func startChannelService(ctx context.Context, t *testing.T) (base, rpcURL string
 		"DEVCHAIN_RPC_ADDR": rpc, "GEMINI_API_KEY": modeltest.APIKey, "GEMINI_BASE_URL": fake.URL,
 		"FETCH_ALLOW_CIDRS": "127.0.0.1/32",
 	}
+	maps.Copy(env, extra)
 	base = startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 	chain, err := ethclient.DialContext(ctx, "http://"+rpc)
 	require.NoError(t, err)
@@ -120,7 +119,7 @@ func channelOf(ctx context.Context, t *testing.T, db *dbtest.DB, payer common.Ad
 func TestOfficialBatchClientPays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, chain, db, _ := startChannelService(ctx, t)
+	base, rpcURL, chain, db, _ := startChannelService(ctx, t, nil)
 	const account = 3
 	payer := devAddress(t, account)
 	before := usdcBalance(ctx, t, chain, payer)
@@ -180,7 +179,7 @@ func TestOfficialBatchClientPays(t *testing.T) {
 func TestOfficialBatchClientPaysOverMCP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, _, db, _ := startChannelService(ctx, t)
+	base, rpcURL, _, db, _ := startChannelService(ctx, t, nil)
 	const account = 4
 	regex := map[string]any{"op": "regex", "body": `{"pattern":"\\d+","text":"a1b22","flags":"g"}`}
 	steps := payWithBatchClient(ctx, t, base, rpcURL, account, "20000", []map[string]any{regex, regex, regex, {"forget": true}, regex}, "MODE=mcp")
@@ -211,22 +210,8 @@ func TestOfficialBatchClientPaysOverMCP(t *testing.T) {
 func TestOfficialBatchClientRetriesWithPaymentID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, chain, db, _ := startChannelService(ctx, t)
-	target, err := url.Parse(base)
-	require.NoError(t, err)
-	forward := httputil.NewSingleHostReverseProxy(target)
-	var lost atomic.Bool
-	var lostStatus atomic.Int32
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("PAYMENT-SIGNATURE") != "" && lost.CompareAndSwap(false, true) {
-			rec := httptest.NewRecorder()
-			forward.ServeHTTP(rec, r)
-			lostStatus.Store(int32(rec.Code))
-			panic(http.ErrAbortHandler) // the connection drops before the answer
-		}
-		forward.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
+	base, rpcURL, chain, db, _ := startChannelService(ctx, t, nil)
+	proxy := newLossyProxy(t, base)
 
 	const account = 6
 	payer := devAddress(t, account)
@@ -238,7 +223,7 @@ func TestOfficialBatchClientRetriesWithPaymentID(t *testing.T) {
 		{"op": "regex", "body": body},
 	})
 	require.Equal(t, -1, steps[0].Status, "the first answer was lost")
-	require.EqualValues(t, http.StatusOK, lostStatus.Load(), "after the service answered it")
+	require.EqualValues(t, http.StatusOK, proxy.lostStatus.Load(), "after the service answered it")
 	require.Equal(t, http.StatusOK, steps[1].Status, steps[1].Body+steps[1].Error)
 	require.Equal(t, steps[0].PaymentID, steps[1].PaymentID)
 	require.NotNil(t, steps[1].Settlement)
@@ -265,11 +250,8 @@ func TestAnvil_OfficialBatchClientPays(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, nil)
 	db := dbtest.Schema(ctx, t)
-	env := anvilEnv(t, node, db)
-	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
-	require.NoError(t, err)
-	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", "depth:2"
+	env := anvilChannelEnv(t, node, db)
+	env["FINALITY_EIP155_8453"] = "depth:2"
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	const account = 3
@@ -315,11 +297,8 @@ func TestAnvil_ReorganisationUndoesDeposit(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, &anviltest.Config{BlockTime: time.Second})
 	db := dbtest.Schema(ctx, t)
-	env := anvilEnv(t, node, db)
-	authorizer, err := devchain.DeriveKey(devchain.Mnemonic, devchain.ReceiverAuthorizerAccount)
-	require.NoError(t, err)
-	env["RECEIVER_AUTHORIZER_KEY"] = common.Bytes2Hex(crypto.FromECDSA(authorizer))
-	env["DB_MAX_CONNS"], env["LOG_LEVEL"], env["FINALITY_EIP155_8453"] = testMaxConns, "warn", fmt.Sprintf("depth:%d", followDepth)
+	env := anvilChannelEnv(t, node, db)
+	env["FINALITY_EIP155_8453"] = fmt.Sprintf("depth:%d", followDepth)
 	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
 
 	const account = 2
@@ -375,6 +354,40 @@ func (v *voucherClient) header(ctx context.Context, op string, amount int64) str
 
 // headerWithID is header with a payment identifier id ("" for none).
 func (v *voucherClient) headerWithID(ctx context.Context, op string, amount int64, id string) string {
+	return v.encode(ctx, op, map[string]any{"type": "voucher", "channelConfig": v.config, "voucher": v.voucher(amount, v.key)}, id)
+}
+
+// headerSignedBy is header with the voucher signed by key.
+func (v *voucherClient) headerSignedBy(ctx context.Context, op string, amount int64, key *ecdsa.PrivateKey) string {
+	return v.encode(ctx, op, map[string]any{"type": "voucher", "channelConfig": v.config, "voucher": v.voucher(amount, key)}, "")
+}
+
+// depositHeader returns the PAYMENT-SIGNATURE of a deposit of deposit into
+// the channel with a voucher of cumulative amount: the deposit's EIP-3009
+// authorization (from the channel's payer to the collector) and the
+// voucher signed by the client's key.
+func (v *voucherClient) depositHeader(ctx context.Context, op string, deposit, amount int64) string {
+	t := v.t
+	chainID := big.NewInt(8453)
+	auth := channel.ReceiveAuthorization{From: v.config.Payer, Value: big.NewInt(deposit), ValidAfter: new(big.Int),
+		ValidBefore: big.NewInt(time.Now().Add(time.Hour).Unix()), Nonce: channel.DepositNonce(v.id, common.Hash{0x5a})}
+	sig, err := channel.Sign(v.key, channel.ReceiveAuthorizationDigest(chainID, devchain.USDC, devchain.TokenName, devchain.TokenVersion, &auth))
+	require.NoError(t, err)
+	return v.encode(ctx, op, map[string]any{"type": "deposit", "channelConfig": v.config, "voucher": v.voucher(amount, v.key),
+		"deposit": map[string]any{"amount": strconv.FormatInt(deposit, 10), "authorization": map[string]any{"erc3009Authorization": map[string]any{
+			"validAfter": auth.ValidAfter.String(), "validBefore": auth.ValidBefore.String(), "salt": common.Hash{0x5a}, "signature": hexutil.Bytes(sig)}}}}, "")
+}
+
+// voucher returns the wire voucher of cumulative amount of the channel,
+// signed by key.
+func (v *voucherClient) voucher(amount int64, key *ecdsa.PrivateKey) map[string]any {
+	sig, err := channel.Sign(key, channel.VoucherDigest(big.NewInt(8453), v.id, big.NewInt(amount)))
+	require.NoError(v.t, err)
+	return map[string]any{"channelId": v.id, "maxClaimableAmount": strconv.FormatInt(amount, 10), "signature": hexutil.Bytes(sig)}
+}
+
+// option returns the batch-settlement option of op's quote.
+func (v *voucherClient) option(ctx context.Context, op string) *x402.Requirements {
 	t := v.t
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.base+"/api/x402/"+op, strings.NewReader("{}"))
 	require.NoError(t, err)
@@ -383,19 +396,22 @@ func (v *voucherClient) headerWithID(ctx context.Context, op string, amount int6
 	resp.Body.Close()
 	var required x402.PaymentRequired
 	require.NoError(t, x402.DecodeHeader(resp.Header.Get("PAYMENT-REQUIRED"), &required))
-	var option *x402.Requirements
 	for i := range required.Accepts {
 		if required.Accepts[i].Scheme == channel.Scheme {
-			option = &required.Accepts[i]
+			return &required.Accepts[i]
 		}
 	}
-	require.NotNil(t, option, "the quote offers batch-settlement")
-	sig, err := channel.Sign(v.key, channel.VoucherDigest(big.NewInt(8453), v.id, big.NewInt(amount)))
+	require.FailNow(t, "the quote offers no batch-settlement")
+	return nil
+}
+
+// encode returns the PAYMENT-SIGNATURE of payload for op (its quote's
+// batch-settlement option), with a payment identifier id ("" for none).
+func (v *voucherClient) encode(ctx context.Context, op string, payload map[string]any, id string) string {
+	t := v.t
+	raw, err := json.Marshal(payload)
 	require.NoError(t, err)
-	payload, err := json.Marshal(map[string]any{"type": "voucher", "channelConfig": v.config,
-		"voucher": map[string]any{"channelId": v.id, "maxClaimableAmount": strconv.FormatInt(amount, 10), "signature": hexutil.Bytes(sig)}})
-	require.NoError(t, err)
-	p := x402.PaymentPayload{X402Version: 2, Accepted: *option, Payload: payload}
+	p := x402.PaymentPayload{X402Version: 2, Accepted: *v.option(ctx, op), Payload: raw}
 	if id != "" {
 		p.Extensions = map[string]json.RawMessage{x402.ExtensionPaymentIdentifier: json.RawMessage(`{"info":{"required":false,"id":"` + id + `"}}`)}
 	}
@@ -446,7 +462,7 @@ func postVoucher(ctx context.Context, t *testing.T, base, op, body, header strin
 func TestChannelVoucherRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, rpcURL, _, db, model := startChannelService(ctx, t)
+	base, rpcURL, _, db, model := startChannelService(ctx, t, nil)
 	const account = 5
 	regexBody := `{"pattern":"\\d+","text":"a1b22","flags":"g"}`
 	steps := payWithBatchClient(ctx, t, base, rpcURL, account, "1000000", []map[string]any{{"op": "regex", "body": regexBody}})

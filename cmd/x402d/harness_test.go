@@ -9,11 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -125,6 +129,36 @@ func testEnv(db *dbtest.DB, extra map[string]string) func(string) string {
 		env[k] = v
 	}
 	return func(k string) string { return env[k] }
+}
+
+// lossyProxy is a loopback proxy in front of a service that loses the
+// answer to the first paid request (one with PAYMENT-SIGNATURE) after the
+// service gave it: the connection drops before the client reads it.
+type lossyProxy struct {
+	*httptest.Server
+	lost atomic.Bool
+	// lostStatus is the status of the answer lost, 0 until then.
+	lostStatus atomic.Int32
+}
+
+// newLossyProxy starts a lossyProxy in front of base, closed when t ends.
+func newLossyProxy(t testing.TB, base string) *lossyProxy {
+	t.Helper()
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	p := &lossyProxy{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("PAYMENT-SIGNATURE") != "" && p.lost.CompareAndSwap(false, true) {
+			rec := httptest.NewRecorder()
+			forward.ServeHTTP(rec, r)
+			p.lostStatus.Store(int32(rec.Code))
+			panic(http.ErrAbortHandler) // the connection drops before the answer
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p
 }
 
 // getMetrics returns the /metrics of the api at base, as the operator

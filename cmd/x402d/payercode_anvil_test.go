@@ -41,16 +41,9 @@ func TestAnvil_GasBurningWallet(t *testing.T) {
 	const price = 10_000
 	burner, err := contracts.Load(contracts.DevBurnerWallet)
 	require.NoError(t, err)
-	token, err := contracts.Load(contracts.FiatTokenV2_2)
-	require.NoError(t, err)
-	funder, err := devchain.DeriveKey(devchain.Mnemonic, 7)
-	require.NoError(t, err)
 	code, err := burner.Deployment(big.NewInt(400), true)
 	require.NoError(t, err)
-	wallet := node.Deploy(funder, code)
-	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(price))
-	require.NoError(t, err)
-	node.Transact(funder, devchain.USDC, fund)
+	wallet := fundedWallet(ctx, t, node.Client, 7, code, price)
 
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)

@@ -7,14 +7,10 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -277,21 +273,7 @@ func TestOfficialClientRetriesWithPaymentID(t *testing.T) {
 	ctx := context.Background()
 	compat := compatDir(t, "@x402/fetch", "@x402/evm", "@x402/extensions")
 	base, chain, db := startDevchainServiceDB(ctx, t)
-	target, err := url.Parse(base)
-	require.NoError(t, err)
-	forward := httputil.NewSingleHostReverseProxy(target)
-	var lost atomic.Bool
-	var lostStatus atomic.Int32
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("PAYMENT-SIGNATURE") != "" && lost.CompareAndSwap(false, true) {
-			rec := httptest.NewRecorder()
-			forward.ServeHTTP(rec, r)
-			lostStatus.Store(int32(rec.Code))
-			panic(http.ErrAbortHandler) // the connection drops before the answer
-		}
-		forward.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
+	proxy := newLossyProxy(t, base)
 
 	const account = 2
 	payer, payTo := devAddress(t, account), devAddress(t, devchain.PayToAccount)
@@ -314,7 +296,7 @@ func TestOfficialClientRetriesWithPaymentID(t *testing.T) {
 	require.Len(t, out.Attempts, 2, stdout.String())
 	first, second := out.Attempts[0], out.Attempts[1]
 	require.Zero(t, first.Status, "the first answer was lost: %s", first.Error)
-	require.EqualValues(t, http.StatusOK, lostStatus.Load(), "after the service answered it")
+	require.EqualValues(t, http.StatusOK, proxy.lostStatus.Load(), "after the service answered it")
 	require.Equal(t, http.StatusOK, second.Status, second.Body)
 	require.NotEqual(t, first.Sent.Signature, second.Sent.Signature, "the retry is a new payment")
 	require.Equal(t, out.ID, first.Sent.ID)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -16,15 +17,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/params"
 	"github.com/gagliardetto/solana-go"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/contracts"
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/model/modeltest"
 	"github.com/x402d/x402d/x402"
@@ -59,6 +64,52 @@ func devPayer(t testing.TB, i uint32) *payclient.Client {
 	payer, err := payclient.New(&payclient.Config{Key: key, Network: "eip155:8453"})
 	require.NoError(t, err)
 	return payer
+}
+
+// transact sends data to to (nil: a contract creation) from key on the
+// chain of client and returns its receipt once mined, failing t if it
+// reverted: for tests that move the devchain of a service, or anvil.
+func transact(ctx context.Context, t *testing.T, client *ethclient.Client, key *ecdsa.PrivateKey, to *common.Address, data []byte) *types.Receipt {
+	t.Helper()
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	chainID, err := client.ChainID(ctx)
+	require.NoError(t, err)
+	gas, err := client.EstimateGas(ctx, ethereum.CallMsg{From: from, To: to, Data: data})
+	require.NoError(t, err)
+	head, err := client.HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+	nonce, err := client.PendingNonceAt(ctx, from)
+	require.NoError(t, err)
+	tip := big.NewInt(params.GWei)
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{
+		ChainID: chainID, Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2))),
+		Gas: gas + gas/5, To: to, Data: data,
+	})
+	require.NoError(t, err)
+	require.NoError(t, client.SendTransaction(ctx, tx))
+	var r *types.Receipt
+	require.Eventually(t, func() bool {
+		r, err = client.TransactionReceipt(ctx, tx.Hash())
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "transaction %s not mined", tx.Hash())
+	require.Equal(t, types.ReceiptStatusSuccessful, r.Status, "transaction %s reverted", tx.Hash())
+	return r
+}
+
+// fundedWallet deploys a contract wallet (its creation code with the
+// constructor's arguments) from development account funder on the chain
+// of client and sends it usdc atomic units of USDC.
+func fundedWallet(ctx context.Context, t *testing.T, client *ethclient.Client, funder uint32, code []byte, usdc int64) common.Address {
+	t.Helper()
+	key, err := devchain.DeriveKey(devchain.Mnemonic, funder)
+	require.NoError(t, err)
+	wallet := transact(ctx, t, client, key, nil, code).ContractAddress
+	token, err := contracts.Load(contracts.FiatTokenV2_2)
+	require.NoError(t, err)
+	fund, err := token.ABI.Pack("transfer", wallet, big.NewInt(usdc))
+	require.NoError(t, err)
+	transact(ctx, t, client, key, &devchain.USDC, fund)
+	return wallet
 }
 
 // usdcBalance reads balanceOf(who) of the devchain's USDC over JSON-RPC.

@@ -98,13 +98,26 @@ func (r *Relayer) SettledBlock(network string, receipt *types.Receipt) (*x402.Se
 
 // Call runs input against `to` on network from the relayer's address at
 // the latest block (eth_call), as a transaction Send sent would run now:
-// a claim's simulation. A revert is an error IsRevert tells.
+// at the fees the relayer would send it with and the gas limit Send would
+// give it (a payer's code that answers a call at a gas price of zero
+// otherwise than a transaction is run as the transaction would run it): a
+// claim's simulation. A revert is an error IsRevert tells.
 func (r *Relayer) Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error) {
 	chain := r.chains[network]
 	if chain == nil {
 		return nil, fmt.Errorf("call %s: no chain client for %s", to.Hex(), network)
 	}
-	out, err := chain.backend.CallContract(ctx, ethereum.CallMsg{From: r.address, To: &to, Data: input}, nil)
+	tip, feeCap, err := chain.fees.current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("call %s on %s: %w", to.Hex(), network, err)
+	}
+	msg := ethereum.CallMsg{From: r.address, To: &to, Data: input, GasTipCap: tip, GasFeeCap: feeCap}
+	estimate, err := chain.backend.EstimateGas(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("call %s on %s: estimate gas: %w", to.Hex(), network, err)
+	}
+	msg.Gas = estimate + estimate/4
+	out, err := chain.backend.CallContract(ctx, msg, nil)
 	if err != nil {
 		return nil, fmt.Errorf("call %s on %s: %w", to.Hex(), network, err)
 	}

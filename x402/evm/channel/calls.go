@@ -193,3 +193,29 @@ func ParseWithdrawInitiated(l *types.Log) (w *WithdrawInitiated, ok bool, err er
 	}
 	return &WithdrawInitiated{ChannelID: l.Topics[1], Amount: v[0].(*big.Int), FinalizeAfter: v[1].(*big.Int).Uint64()}, true, nil
 }
+
+// WithdrawFinalized is the end of a payer's timed withdrawal: Amount went
+// back to the payer, and the channel has no withdrawal pending.
+type WithdrawFinalized struct {
+	// ChannelID is the channel.
+	ChannelID common.Hash
+	// Amount is what the payer took back.
+	Amount *big.Int
+}
+
+// WithdrawFinalizedTopic is the topic of the settlement contract's
+// WithdrawFinalized event, for log filters.
+var WithdrawFinalizedTopic = settlementABI.Events["WithdrawFinalized"].ID
+
+// ParseWithdrawFinalized decodes a WithdrawFinalized log of the
+// settlement contract; ok is false for any other log.
+func ParseWithdrawFinalized(l *types.Log) (w *WithdrawFinalized, ok bool, err error) {
+	if l.Address != SettlementAddress || len(l.Topics) != 3 || l.Topics[0] != WithdrawFinalizedTopic {
+		return nil, false, nil
+	}
+	v, err := settlementABI.Unpack("WithdrawFinalized", l.Data)
+	if err != nil {
+		return nil, false, fmt.Errorf("decode WithdrawFinalized: %w", err)
+	}
+	return &WithdrawFinalized{ChannelID: l.Topics[1], Amount: v[0].(*big.Int)}, true, nil
+}

@@ -31,7 +31,7 @@
 // RefundWithSignatureInput are the settlement contract's inputs for them;
 // ReadState reads a channel's state, ParseWithdrawInitiated a payer's
 // start of a timed withdrawal, after which the seller must claim before
-// the delay ends.
+// the delay ends, and ParseWithdrawFinalized its end.
 //
 // The package holds no state and does no I/O but eth_calls (a signer's
 // code, EIP-1271, a channel's state) through the Caller given.

@@ -19,6 +19,20 @@ import (
 	"github.com/x402d/x402d/x402/evm/channel"
 )
 
+// parsedLogs returns the logs that parse decodes, in order.
+func parsedLogs[T any](t *testing.T, logs []*types.Log, parse func(*types.Log) (T, bool, error)) []T {
+	t.Helper()
+	var out []T
+	for _, l := range logs {
+		v, ok, err := parse(l)
+		require.NoError(t, err)
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // TestContract_WithdrawalAndRefusals runs BatchSettlement on anvil with
 // Circle's USDC, with deposits signed here: what it refuses (claims by
 // others, above the voucher or the escrow, with another authorizer's
@@ -140,15 +154,9 @@ func TestContract_WithdrawalAndRefusals(t *testing.T) {
 	r := send(payerAccount, "initiateWithdraw", tuple(&c), big.NewInt(60_000))
 	head, err := node.Client.HeaderByNumber(ctx, r.BlockNumber)
 	require.NoError(t, err)
-	var initiated []*channel.WithdrawInitiated
-	for _, l := range r.Logs {
-		w, ok, err := channel.ParseWithdrawInitiated(l)
-		require.NoError(t, err)
-		if ok {
-			initiated = append(initiated, w)
-		}
-	}
-	require.Equal(t, []*channel.WithdrawInitiated{{ChannelID: id, Amount: big.NewInt(60_000), FinalizeAfter: head.Time + c.WithdrawDelay}}, initiated)
+	require.Equal(t, []*channel.WithdrawInitiated{{ChannelID: id, Amount: big.NewInt(60_000), FinalizeAfter: head.Time + c.WithdrawDelay}},
+		parsedLogs(t, r.Logs, channel.ParseWithdrawInitiated))
+	require.Empty(t, parsedLogs(t, r.Logs, channel.ParseWithdrawFinalized))
 	st, err := channel.ReadState(ctx, node.Client, id, nil)
 	require.NoError(t, err)
 	require.Equal(t, head.Time, st.WithdrawRequestedAt)
@@ -166,6 +174,8 @@ func TestContract_WithdrawalAndRefusals(t *testing.T) {
 	payerBefore := usdc(c.Payer)
 	r = send(payerAccount, "finalizeWithdraw", tuple(&c))
 	require.Equal(t, new(big.Int).Add(payerBefore, big.NewInt(45_000)), usdc(c.Payer))
+	require.Equal(t, []*channel.WithdrawFinalized{{ChannelID: id, Amount: big.NewInt(45_000)}}, parsedLogs(t, r.Logs, channel.ParseWithdrawFinalized))
+	require.Empty(t, parsedLogs(t, r.Logs, channel.ParseWithdrawInitiated))
 	balance, claimed = state(id)
 	require.Equal(t, int64(45_000), balance.Int64())
 	require.Equal(t, int64(45_000), claimed.Int64())

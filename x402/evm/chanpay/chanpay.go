@@ -67,6 +67,16 @@ type Sender interface {
 	Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error)
 }
 
+// Simulator is a Sender that runs a transaction before sending it, at the
+// fees and gas limit it would be sent with (evm.Relayer.Call): a deposit
+// is run first, so that a contract wallet's code that answers a free call
+// (verification's) otherwise than a transaction is caught with nothing
+// sent.
+type Simulator interface {
+	// Call runs input against to on network from the sender's address.
+	Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error)
+}
+
 // BlockNamer is a Sender whose network's transactions are followed until
 // final (evm.Relayer.SettledBlock): a deposit's settlement names its block,
 // and the worker follows it, and sends it again after a reorganisation,
@@ -492,6 +502,11 @@ func (s *Scheme) sendDeposit(ctx context.Context, network string, d *channel.Pay
 		input, err := channel.DepositInput(d)
 		if err != nil {
 			return common.Hash{}, nil, nil, err
+		}
+		if sim, ok := s.cfg.Sender.(Simulator); ok {
+			if _, err := sim.Call(ctx, network, channel.SettlementAddress, input); err != nil {
+				return common.Hash{}, nil, nil, fmt.Errorf("deposit: run: %w", err)
+			}
 		}
 		if tx, err = s.cfg.Sender.Send(ctx, network, channel.SettlementAddress, input, 0); err != nil {
 			return common.Hash{}, nil, nil, fmt.Errorf("deposit: send: %w", err)
