@@ -198,13 +198,14 @@ func CallListToSettle(ctx context.Context, db DBTX, ids []string) ([]*Call, erro
 // discarded after their last attempt, or cancelled, and none left to run.
 // They are read as CallGetToSettle reads a call. River keeps a discarded
 // job for a week: the search starts from those (river_job's index by
-// state), each call's other jobs found by its args (their GIN index).
+// state), each call's other jobs found by their call_id (river_job's index
+// by it, migration 033).
 func CallListExhausted(ctx context.Context, db DBTX, kind string, limit int) ([]*Call, error) {
 	return queryList(ctx, db, "list calls whose settlement jobs are exhausted", "SELECT "+settleColumns+` FROM calls
 		WHERE state = 'settling' AND id IN (
 			SELECT j.args->>'call_id' FROM river_job j
 			WHERE j.state IN ('discarded', 'cancelled') AND j.kind = $1 AND NOT EXISTS (
-				SELECT 1 FROM river_job o WHERE o.args @> jsonb_build_object('call_id', j.args->>'call_id') AND o.kind = $1
+				SELECT 1 FROM river_job o WHERE o.args->>'call_id' = j.args->>'call_id' AND o.kind = $1
 					AND o.state NOT IN ('discarded', 'cancelled', 'completed')))
 		ORDER BY created_at LIMIT $2`,
 		func(row pgx.CollectableRow) (*Call, error) { return scanCall(row) }, kind, limit)
