@@ -174,21 +174,34 @@ func CallGetToSettle(ctx context.Context, db DBTX, id string) (*Call, error) {
 // payments it is to settle in the transaction that records their results,
 // not once a call. A call that does not exist is left out.
 func CallListToSettle(ctx context.Context, db DBTX, ids []string) ([]*Call, error) {
-	rows, err := db.Query(ctx, "SELECT "+settleColumns+" FROM calls WHERE id = ANY($1)", ids)
+	return callsByID(ctx, db, settleColumns, "to settle", ids)
+}
+
+// CallListAnswers returns the calls of ids as CallGetAnswer reads one, in
+// one statement: the answers of calls that end together. A call that does
+// not exist is left out.
+func CallListAnswers(ctx context.Context, db DBTX, ids []string) ([]*Call, error) {
+	return callsByID(ctx, db, answerColumns, "to answer", ids)
+}
+
+// callsByID reads columns (callColumns, answerColumns or settleColumns) of
+// the calls of ids; what names them in an error.
+func callsByID(ctx context.Context, db DBTX, columns, what string, ids []string) ([]*Call, error) {
+	rows, err := db.Query(ctx, "SELECT "+columns+" FROM calls WHERE id = ANY($1)", ids)
 	if err != nil {
-		return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), err)
+		return nil, fmt.Errorf("list %d calls %s: %w", len(ids), what, err)
 	}
 	defer rows.Close()
 	calls := make([]*Call, 0, len(ids))
 	for rows.Next() {
 		c, err := scanCall(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), err)
+			return nil, fmt.Errorf("list %d calls %s: %w", len(ids), what, err)
 		}
 		calls = append(calls, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), interpretError(err))
+		return nil, fmt.Errorf("list %d calls %s: %w", len(ids), what, interpretError(err))
 	}
 	return calls, nil
 }
