@@ -95,20 +95,32 @@ func newAdmitter(pool *pgxpool.Pool, rc *river.Client[pgx.Tx], m *metrics.Metric
 }
 
 // holdChannels holds busy, in tx, the channels the batch-settlement
-// payments of batch are charged to, and returns the admissions to record:
-// the others, and those whose channel is held. Each admission's unheld is
-// set (again: a transaction refused is written again).
+// payments of batch are charged to (store.ChannelHoldMany), and returns
+// the admissions to record: the others, and those whose channel is held.
+// Each admission's unheld is set (again: a transaction refused is written
+// again).
 func holdChannels(ctx context.Context, tx pgx.Tx, batch []*admission) ([]*admission, error) {
-	out := batch[:0:0]
+	var holds []store.ChannelHoldRequest
 	for _, adm := range batch {
 		adm.unheld = false
 		if adm.hold != nil {
-			ok, err := store.ChannelHold(ctx, tx, adm.network, adm.hold.ChannelID, adm.callID, adm.hold.Charged)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				adm.unheld = true
+			holds = append(holds, store.ChannelHoldRequest{Network: adm.network, ID: adm.hold.ChannelID, CallID: adm.callID, Charged: adm.hold.Charged})
+		}
+	}
+	if len(holds) == 0 {
+		return batch, nil
+	}
+	held, err := store.ChannelHoldMany(ctx, tx, holds)
+	if err != nil {
+		return nil, err
+	}
+	out := batch[:0:0]
+	i := 0
+	for _, adm := range batch {
+		if adm.hold != nil {
+			adm.unheld = !held[i]
+			i++
+			if adm.unheld {
 				continue
 			}
 		}

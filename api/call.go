@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/x402d/x402d/internal/clock"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
@@ -373,7 +375,7 @@ func (s *Server) wait(ctx context.Context, a *admitted, wait, every time.Duratio
 	}
 	for read := a.final; ; read = true {
 		if read {
-			call, err := store.CallGetAnswer(ctx, s.cfg.Pool, a.id)
+			call, err := s.answer(ctx, a.id)
 			if err != nil {
 				return nil, err
 			}
@@ -397,4 +399,48 @@ func (s *Server) wait(ctx context.Context, a *admitted, wait, every time.Duratio
 			}
 		}
 	}
+}
+
+// answerRead is a call whose answer is read (Server.answer): the call as
+// store.CallGetAnswer reads it, nil when it does not exist.
+type answerRead struct {
+	id   string
+	call *store.Call
+}
+
+// newAnswers returns what reads the calls that requests wait for: calls
+// that end together, whose notifications arrive together, are read with
+// one statement (store.CallListAnswers), not one each.
+func newAnswers(pool *pgxpool.Pool, clk clock.Clock) *store.GroupCommitter[*answerRead] {
+	return store.NewGroupReader(&store.GroupCommitConfig{Clock: clk}, func(ctx context.Context, reads []*answerRead) error {
+		ids := make([]string, len(reads))
+		for i, r := range reads {
+			ids[i] = r.id
+		}
+		calls, err := store.CallListAnswers(ctx, pool, ids)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]*store.Call, len(calls))
+		for _, c := range calls {
+			byID[c.ID] = c
+		}
+		for _, r := range reads {
+			r.call = byID[r.id]
+		}
+		return nil
+	})
+}
+
+// answer returns call id as store.CallGetAnswer reads it, read with the
+// other calls being read then (newAnswers).
+func (s *Server) answer(ctx context.Context, id string) (*store.Call, error) {
+	r := &answerRead{id: id}
+	if err := s.answers.Commit(ctx, r); err != nil {
+		return nil, fmt.Errorf("get call %s: %w", id, err)
+	}
+	if r.call == nil {
+		return nil, fmt.Errorf("get call %s: %w", id, store.ErrNotFound)
+	}
+	return r.call, nil
 }

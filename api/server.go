@@ -155,12 +155,14 @@ const (
 
 // Server is the api's HTTP server.
 type Server struct {
-	echo       *echo.Echo
-	discovery  *discovery
-	cfg        Config
-	ops        map[string]*opEntry
-	logger     *slog.Logger
-	admitter   *store.GroupCommitter[*admission]
+	echo      *echo.Echo
+	discovery *discovery
+	cfg       Config
+	ops       map[string]*opEntry
+	logger    *slog.Logger
+	admitter  *store.GroupCommitter[*admission]
+	// answers reads the calls that requests wait for (answer).
+	answers    *store.GroupCommitter[*answerRead]
 	refused    *refusedLimiter
 	free       *freeLimiter
 	unpaidWork *unpaidLimiter
@@ -193,6 +195,7 @@ func New(config *Config) (*Server, error) {
 	cfg.Clock = clock.Or(cfg.Clock)
 
 	s := &Server{cfg: cfg, logger: cfg.Logger, ops: map[string]*opEntry{}, admitter: newAdmitter(cfg.Pool, cfg.River, cfg.Metrics, cfg.LedgerForm1, cfg.Clock),
+		answers:    newAnswers(cfg.Pool, cfg.Clock),
 		refused:    newRefusedLimiter(cfg.RefusedRate, cfg.RefusedBurst, cfg.Clock),
 		free:       newFreeLimiter(cfg.FreeRate, cfg.FreeBurst, cfg.Clock),
 		unpaidWork: newUnpaidLimiter(cfg.UnpaidRate, cfg.UnpaidBurst, cfg.ToolWait, cfg.Pool, cfg.Listener, cfg.Logger, cfg.Clock)}
@@ -333,8 +336,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout tim
 	err := srv.Shutdown(sctx)
 	<-errc // Serve returns once Shutdown has closed the listener.
 	// The admissions of the last requests may still be written by a
-	// writer of their own.
+	// writer of their own, and their answers read.
 	s.admitter.Wait()
+	s.answers.Wait()
 	if err != nil {
 		return fmt.Errorf("api: shutdown: %w", err)
 	}

@@ -174,21 +174,34 @@ func CallGetToSettle(ctx context.Context, db DBTX, id string) (*Call, error) {
 // payments it is to settle in the transaction that records their results,
 // not once a call. A call that does not exist is left out.
 func CallListToSettle(ctx context.Context, db DBTX, ids []string) ([]*Call, error) {
-	rows, err := db.Query(ctx, "SELECT "+settleColumns+" FROM calls WHERE id = ANY($1)", ids)
+	return callsByID(ctx, db, settleColumns, "to settle", ids)
+}
+
+// CallListAnswers returns the calls of ids as CallGetAnswer reads one, in
+// one statement: the answers of calls that end together. A call that does
+// not exist is left out.
+func CallListAnswers(ctx context.Context, db DBTX, ids []string) ([]*Call, error) {
+	return callsByID(ctx, db, answerColumns, "to answer", ids)
+}
+
+// callsByID reads columns (callColumns, answerColumns or settleColumns) of
+// the calls of ids; what names them in an error.
+func callsByID(ctx context.Context, db DBTX, columns, what string, ids []string) ([]*Call, error) {
+	rows, err := db.Query(ctx, "SELECT "+columns+" FROM calls WHERE id = ANY($1)", ids)
 	if err != nil {
-		return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), err)
+		return nil, fmt.Errorf("list %d calls %s: %w", len(ids), what, err)
 	}
 	defer rows.Close()
 	calls := make([]*Call, 0, len(ids))
 	for rows.Next() {
 		c, err := scanCall(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), err)
+			return nil, fmt.Errorf("list %d calls %s: %w", len(ids), what, err)
 		}
 		calls = append(calls, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list %d calls to settle: %w", len(ids), interpretError(err))
+		return nil, fmt.Errorf("list %d calls %s: %w", len(ids), what, interpretError(err))
 	}
 	return calls, nil
 }
@@ -198,13 +211,14 @@ func CallListToSettle(ctx context.Context, db DBTX, ids []string) ([]*Call, erro
 // discarded after their last attempt, or cancelled, and none left to run.
 // They are read as CallGetToSettle reads a call. River keeps a discarded
 // job for a week: the search starts from those (river_job's index by
-// state), each call's other jobs found by its args (their GIN index).
+// state), each call's other jobs found by their call_id (river_job's index
+// by it, migration 033).
 func CallListExhausted(ctx context.Context, db DBTX, kind string, limit int) ([]*Call, error) {
 	return queryList(ctx, db, "list calls whose settlement jobs are exhausted", "SELECT "+settleColumns+` FROM calls
 		WHERE state = 'settling' AND id IN (
 			SELECT j.args->>'call_id' FROM river_job j
 			WHERE j.state IN ('discarded', 'cancelled') AND j.kind = $1 AND NOT EXISTS (
-				SELECT 1 FROM river_job o WHERE o.args @> jsonb_build_object('call_id', j.args->>'call_id') AND o.kind = $1
+				SELECT 1 FROM river_job o WHERE o.args->>'call_id' = j.args->>'call_id' AND o.kind = $1
 					AND o.state NOT IN ('discarded', 'cancelled', 'completed')))
 		ORDER BY created_at LIMIT $2`,
 		func(row pgx.CollectableRow) (*Call, error) { return scanCall(row) }, kind, limit)

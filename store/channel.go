@@ -418,12 +418,74 @@ func ChannelAdopt(ctx context.Context, tx pgx.Tx, network string, s *channel.Sta
 // either is not so: the call must not run (channel_busy, or the charge
 // moved since the check).
 func ChannelHold(ctx context.Context, tx pgx.Tx, network string, id common.Hash, callID string, charged *big.Int) (ok bool, err error) {
-	tag, err := tx.Exec(ctx, `UPDATE channels SET busy_call = $3 WHERE network = $1 AND channel_id = $2 AND busy_call IS NULL AND charged = $4::numeric`,
-		network, id.Bytes(), callID, charged.String())
+	held, err := ChannelHoldMany(ctx, tx, []ChannelHoldRequest{{Network: network, ID: id, CallID: callID, Charged: charged}})
 	if err != nil {
-		return false, fmt.Errorf("hold channel %s on %s: %w", id.Hex(), network, err)
+		return false, err
 	}
-	return tag.RowsAffected() == 1, nil
+	return held[0], nil
+}
+
+// ChannelHoldRequest is a call's hold of its channel (ChannelHoldMany).
+type ChannelHoldRequest struct {
+	Network string
+	ID      common.Hash
+	CallID  string
+	Charged *big.Int
+}
+
+// ChannelHoldMany is ChannelHold for each of hs, in order, in tx: held[i]
+// tells whether hs[i] holds its channel. The first hold of each channel is
+// made with one statement for all; a channel's later holds are refused
+// once one holds it, and tried, with one more statement, when none did.
+func ChannelHoldMany(ctx context.Context, tx pgx.Tx, hs []ChannelHoldRequest) (held []bool, err error) {
+	type key struct {
+		network string
+		id      common.Hash
+	}
+	held = make([]bool, len(hs))
+	taken := map[key]bool{}
+	left := make([]int, len(hs))
+	for i := range hs {
+		left[i] = i
+	}
+	for len(left) > 0 {
+		var next []int
+		seen := map[key]bool{}
+		var networks, calls, charges []string
+		var ids [][]byte
+		byCall := map[string]int{}
+		for _, i := range left {
+			h := &hs[i]
+			k := key{h.Network, h.ID}
+			switch {
+			case taken[k]:
+			case seen[k]:
+				next = append(next, i)
+			default:
+				seen[k] = true
+				networks, ids, calls, charges = append(networks, h.Network), append(ids, h.ID.Bytes()), append(calls, h.CallID), append(charges, h.Charged.String())
+				byCall[h.CallID] = i
+			}
+		}
+		rows, err := tx.Query(ctx, `UPDATE channels c SET busy_call = u.call
+			FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[]) AS u(network, id, call, charged)
+			WHERE c.network = u.network AND c.channel_id = u.id AND c.busy_call IS NULL AND c.charged = u.charged::numeric
+			RETURNING c.busy_call`, networks, ids, calls, charges)
+		if err != nil {
+			return nil, fmt.Errorf("hold %d channels: %w", len(calls), err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("hold %d channels: %w", len(calls), err)
+		}
+		for _, call := range got {
+			i := byCall[call]
+			held[i] = true
+			taken[key{hs[i].Network, hs[i].ID}] = true
+		}
+		left = next
+	}
+	return held, nil
 }
 
 // releaseChannelOf queues the statement that frees the channel call p.id

@@ -91,8 +91,19 @@ func TestChannelRows(t *testing.T) {
 		name string
 		run  func(t *testing.T)
 	}{
-		{"hold refused for a stale charge", func(t *testing.T) { require.False(t, hold("c0", 10_000)) }},
-		{"held", func(t *testing.T) { require.True(t, hold("c1", 20_000)) }},
+		{"holds of one admission: refused for a stale charge, then held, then busy", func(t *testing.T) {
+			tx, err := db.Pool.Begin(ctx)
+			require.NoError(t, err)
+			held, err := store.ChannelHoldMany(ctx, tx, []store.ChannelHoldRequest{
+				{Network: network, ID: s.ChannelID, CallID: "c0", Charged: big.NewInt(10_000)},
+				{Network: network, ID: s.ChannelID, CallID: "c1", Charged: big.NewInt(20_000)},
+				{Network: network, ID: s.ChannelID, CallID: "c3", Charged: big.NewInt(20_000)},
+				{Network: "eip155:8453", ID: s.ChannelID, CallID: "c4", Charged: big.NewInt(20_000)},
+			})
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit(ctx))
+			require.Equal(t, []bool{false, true, false, false}, held)
+		}},
 		{"busy", func(t *testing.T) { require.False(t, hold("c2", 20_000)) }},
 		{"charge by another call refused", func(t *testing.T) {
 			require.ErrorIs(t, charge("c2", 10_000, 30_000), store.ErrConflict)

@@ -24,9 +24,10 @@ import (
 // projection's state) is written again in halves, so that only the items at
 // fault get ErrConflict.
 type GroupCommitter[T any] struct {
-	pool  *pgxpool.Pool
-	cfg   GroupCommitConfig
-	write func(ctx context.Context, tx pgx.Tx, items []T) error
+	cfg GroupCommitConfig
+	// run writes (or reads) items: in a transaction of their own, or as
+	// NewGroupReader's read does.
+	run func(ctx context.Context, items []T) error
 	// writers counts the writers of their own that Commit starts (Wait).
 	writers sync.WaitGroup
 
@@ -115,6 +116,30 @@ type groupItem[T any] struct {
 // NewGroupCommitter returns a GroupCommitter that writes items with write,
 // in a transaction of pool, configured by config, of which it keeps a copy.
 func NewGroupCommitter[T any](pool *pgxpool.Pool, config *GroupCommitConfig, write func(ctx context.Context, tx pgx.Tx, items []T) error) *GroupCommitter[T] {
+	g := newGroup[T](config)
+	g.run = func(ctx context.Context, items []T) error {
+		fn := func(tx pgx.Tx) error { return write(ctx, tx, items) }
+		if g.cfg.Relaxed {
+			return InRelaxedTx(ctx, pool, fn)
+		}
+		return pgx.BeginFunc(ctx, pool, fn)
+	}
+	return g
+}
+
+// NewGroupReader returns a GroupCommitter that reads, with read, what its
+// callers ask for, those asking at once together (a statement for many),
+// in no transaction of its own: read tells each item its answer; an error
+// it returns is every item's. Relaxed is ignored.
+func NewGroupReader[T any](config *GroupCommitConfig, read func(ctx context.Context, items []T) error) *GroupCommitter[T] {
+	g := newGroup[T](config)
+	g.run = read
+	return g
+}
+
+// newGroup returns a GroupCommitter of config, with its defaults, that
+// runs nothing yet.
+func newGroup[T any](config *GroupCommitConfig) *GroupCommitter[T] {
 	cfg := *config
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = 4
@@ -129,7 +154,7 @@ func NewGroupCommitter[T any](pool *pgxpool.Pool, config *GroupCommitConfig, wri
 		cfg.LingerIdle = cfg.Linger / 3
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
-	return &GroupCommitter[T]{pool: pool, cfg: cfg, write: write}
+	return &GroupCommitter[T]{cfg: cfg}
 }
 
 // Commit writes item, alone or with the items of other callers, and returns
@@ -273,8 +298,8 @@ func (g *GroupCommitter[T]) writeBatch(ctx context.Context, batch []*groupItem[T
 	}
 }
 
-// tx runs write for batch in a transaction, with a panic turned into an
-// error: other callers wait on it.
+// tx runs batch (its transaction, or its read), with a panic turned into
+// an error: other callers wait on it.
 func (g *GroupCommitter[T]) tx(ctx context.Context, batch []*groupItem[T]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -287,12 +312,7 @@ func (g *GroupCommitter[T]) tx(ctx context.Context, batch []*groupItem[T]) (err 
 	for i, it := range batch {
 		items[i] = it.item
 	}
-	fn := func(tx pgx.Tx) error { return g.write(ctx, tx, items) }
-	if g.cfg.Relaxed {
-		err = InRelaxedTx(ctx, g.pool, fn)
-	} else {
-		err = pgx.BeginFunc(ctx, g.pool, fn)
-	}
+	err = g.run(ctx, items)
 	if err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		// The database gave no answer within Timeout (a primary gone
 		// before its standby is promoted): unavailable, not a fault.

@@ -492,3 +492,74 @@ func TestGroupCommitterWait(t *testing.T) {
 	_, ok := written.Load("b")
 	require.True(t, ok, "Wait returned before b was written")
 }
+
+// TestGroupReader reads the calls asked for while every reader is busy
+// with one statement (CallListAnswers), in no transaction: each caller
+// gets its own call, or none when it does not exist.
+func TestGroupReader(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	ids := []string{"r1", "r2", "r3"}
+	for _, id := range ids {
+		tx, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, Append(ctx, tx, NewEvent{Stream: CallStream(id), Type: EventPaymentVerified, Data: PaymentVerified{
+			Op: "diff", Token: "tok-" + id, RequestHash: []byte{1},
+			Payment: x402.Payment{Network: "eip155:8453", Payer: "0xabc", Nonce: id, Amount: "1", Payload: json.RawMessage(`{}`)},
+		}}))
+		require.NoError(t, tx.Commit(ctx))
+	}
+	type read struct {
+		id   string
+		call *Call
+	}
+	var batches []int
+	g := NewGroupReader(&GroupCommitConfig{}, func(ctx context.Context, reads []*read) error {
+		batches = append(batches, len(reads))
+		asked := make([]string, len(reads))
+		for i, r := range reads {
+			asked[i] = r.id
+		}
+		calls, err := CallListAnswers(ctx, db.Pool, asked)
+		if err != nil {
+			return err
+		}
+		for _, r := range reads {
+			for _, c := range calls {
+				if c.ID == r.id {
+					r.call = c
+				}
+			}
+		}
+		return nil
+	})
+	// Every reader's place is taken: the reads wait.
+	g.inFlight = g.cfg.InFlight
+	reads := []*read{{id: "r2"}, {id: "none"}, {id: "r1"}, {id: "r3"}}
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, r := range reads {
+		wg.Go(func() { errs[i] = g.Commit(ctx, r) })
+		require.Eventually(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.pending) == i+1
+		}, 5*time.Second, time.Millisecond)
+	}
+	for range g.cfg.InFlight {
+		for g.writeNext(ctx) {
+		}
+	}
+	wg.Wait()
+	require.Equal(t, []int{len(reads)}, batches)
+	for i, r := range reads {
+		require.NoError(t, errs[i])
+		if r.id == "none" {
+			require.Nil(t, r.call)
+			continue
+		}
+		require.NotNil(t, r.call, r.id)
+		require.Equal(t, "tok-"+r.id, r.call.Token)
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,11 +101,7 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 		return nil
 	}
 	b := &pgx.Batch{}
-	type check struct {
-		mustTouch bool
-		event     *NewEvent
-	}
-	checks := make([]check, 0, len(events)*2+1)
+	checks := make([]appendCheck, 0, len(events)+2)
 	now := time.Now().UTC()
 	streams := make([]string, len(events))
 	types := make([]string, len(events))
@@ -126,26 +123,42 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 			SELECT s, t, d, x, $5 FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::bytea[]) WITH ORDINALITY AS u(s, t, d, x, n) ORDER BY n`,
 			streams, types, datas, bins, now)
 	}
-	checks = append(checks, check{event: &events[0]})
+	checks = append(checks, appendCheck{event: &events[0]})
+	rows := &projectedRows{b: b, checks: &checks, now: now}
+	var notify []string
+	var notified *NewEvent
 	for _, i := range projectionOrder(events) {
 		e := &events[i]
 		kind, _, _ := strings.Cut(e.Stream, "/")
 		if project, ok := projectorFor(kind); ok && !superseded(events, i) {
+			rows.next(e)
 			before := b.Len()
-			mustTouch, err := project(b, e, datas[i], now)
+			mustTouch, err := project(b, rows, e, datas[i], now)
 			if err != nil {
 				return fmt.Errorf("append %s %s: %w", e.Stream, e.Type, err)
 			}
 			// A projector may queue several statements; mustTouch is about
 			// its last one.
 			for j := before; j < b.Len(); j++ {
-				checks = append(checks, check{mustTouch: mustTouch && j == b.Len()-1, event: e})
+				checks = append(checks, appendCheck{mustTouch: mustTouch && j == b.Len()-1, rows: 1, event: e})
 			}
 		}
 		if Notifies(e.Stream, e.Type) {
-			b.Queue("SELECT pg_notify($1, $2)", NotifyChannel, e.Stream+"\t"+e.Type)
-			checks = append(checks, check{event: e})
+			notify = append(notify, e.Stream+"\t"+e.Type)
+			notified = cmp.Or(notified, e)
 		}
+	}
+	rows.flush()
+	// The notifications are sent at commit, wherever they are queued:
+	// one statement sends them all.
+	switch len(notify) {
+	case 0:
+	case 1:
+		b.Queue("SELECT pg_notify($1, $2)", NotifyChannel, notify[0])
+		checks = append(checks, appendCheck{event: notified})
+	default:
+		b.Queue("SELECT pg_notify($1, n) FROM unnest($2::text[]) AS u(n)", NotifyChannel, notify)
+		checks = append(checks, appendCheck{event: notified})
 	}
 	results := tx.SendBatch(ctx, b)
 	for _, c := range checks {
@@ -154,7 +167,7 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 			_ = results.Close()
 			return fmt.Errorf("append %s %s: %w", c.event.Stream, c.event.Type, interpretError(err))
 		}
-		if c.mustTouch && tag.RowsAffected() != 1 {
+		if c.mustTouch && tag.RowsAffected() != int64(c.rows) {
 			_ = results.Close()
 			return fmt.Errorf("append %s %s: %w", c.event.Stream, c.event.Type, ErrConflict)
 		}
@@ -163,6 +176,15 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 		return fmt.Errorf("append: %w", interpretError(err))
 	}
 	return nil
+}
+
+// appendCheck is what Append expects of one statement it queued: when
+// mustTouch, that it touches rows rows. event names the statement's event
+// (the first of a row statement's) in an error.
+type appendCheck struct {
+	mustTouch bool
+	rows      int
+	event     *NewEvent
 }
 
 // projectionOrder returns the order in which Append applies the

@@ -243,13 +243,13 @@ func IsFinalEvent(typ string) bool { return eventTypes.byName[typ].Final }
 
 // projectRegistered is the projector of the registered streams' events
 // (call and chain): the projection its type registers.
-func projectRegistered(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (bool, error) {
+func projectRegistered(b *pgx.Batch, rows *projectedRows, e *NewEvent, data []byte, now time.Time) (bool, error) {
 	kind, id, _ := strings.Cut(e.Stream, "/")
 	t, ok := eventTypes.byName[e.Type]
 	if !ok || t.Stream != kind {
 		return false, fmt.Errorf("unknown %s event type %q", kind, e.Type)
 	}
-	return t.project(projection{b: b, id: id, typ: e.Type, data: data, now: now}, e)
+	return t.project(projection{b: b, rows: rows, id: id, typ: e.Type, data: data, now: now}, e)
 }
 
 // jobField is a River job's id as a field.

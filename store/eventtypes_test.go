@@ -226,7 +226,7 @@ func TestEventTypeUnknown(t *testing.T) {
 		{"a payload of another type", NewEvent{Stream: "call/c", Type: EventJobSucceeded, Data: JobFailed{}}, "data is store.JobFailed, want store.JobSucceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := projectRegistered(&pgx.Batch{}, &tc.e, []byte(emptyData), time.Now())
+			_, err := projectRegistered(&pgx.Batch{}, nil, &tc.e, []byte(emptyData), time.Now())
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -240,5 +240,55 @@ func TestIsFinalEvent(t *testing.T) {
 		require.Equal(t, final[typ.Name], IsFinalEvent(typ.Name), typ.Name)
 		require.Equal(t, final[typ.Name], typ.Final, typ.Name)
 		require.Equal(t, final[typ.Name], Notifies(CallStream("c"), typ.Name), "a final event wakes its waiters: %s", typ.Name)
+	}
+}
+
+// TestProjectedRows: the row statements of consecutive events of one type,
+// each of its own call, are queued once with the rows of all; another
+// type, a call already gathered, or a statement of another form ends a
+// gathering.
+func TestProjectedRows(t *testing.T) {
+	t.Parallel()
+	succeeded := func(id string) NewEvent {
+		return NewEvent{Stream: CallStream(id), Type: EventJobSucceeded,
+			Data: JobSucceeded{JobID: 1, Op: "regex", Result: json.RawMessage(`{"call_id":"` + id + `","op":"regex","n":1}`)}}
+	}
+	confirmed := func(id string, form1 bool) NewEvent {
+		return NewEvent{Stream: CallStream(id), Type: EventSettlementConfirmed,
+			Data: SettlementDone{Response: x402.SettleResponse{Success: true, Transaction: "0x1", Network: "eip155:8453"}, Form1: form1}}
+	}
+	for _, tc := range []struct {
+		name   string
+		events []NewEvent
+		// rows are the rows of each statement queued, 0 for one not
+		// gathered.
+		rows []int
+	}{
+		{"one call", []NewEvent{succeeded("a")}, []int{1}},
+		{"three calls", []NewEvent{succeeded("a"), succeeded("b"), succeeded("c")}, []int{3}},
+		{"a call's two events", []NewEvent{succeeded("a"), confirmed("a", false)}, []int{1, 1}},
+		{"two calls' two events each", []NewEvent{succeeded("a"), confirmed("a", false), succeeded("b"), confirmed("b", false)}, []int{1, 1, 1, 1}},
+		{"one call twice", []NewEvent{succeeded("a"), succeeded("a"), succeeded("b")}, []int{1, 2}},
+		{"the second in form 1", []NewEvent{confirmed("a", false), confirmed("b", true), confirmed("c", false)}, []int{0, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &pgx.Batch{}
+			var checks []appendCheck
+			rows := &projectedRows{b: b, checks: &checks, now: time.Now()}
+			for i := range tc.events {
+				e := &tc.events[i]
+				rows.next(e)
+				_, err := projectRegistered(b, rows, e, []byte(emptyData), time.Now())
+				require.NoError(t, err)
+			}
+			rows.flush()
+			var got []int
+			for _, q := range b.QueuedQueries {
+				ids, _ := q.Arguments[0].([]string)
+				got = append(got, len(ids))
+			}
+			require.Equal(t, tc.rows, got)
+			require.Equal(t, len(tc.rows), b.Len())
+		})
 	}
 }

@@ -313,7 +313,7 @@ const lastChange = `(SELECT c.at FROM index_changes c WHERE c.host = $1 ORDER BY
 
 // projectHost updates index_resources, index_hosts, index_changes and
 // index_probe_hours for a host event.
-func projectHost(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, error) {
+func projectHost(b *pgx.Batch, _ *projectedRows, e *NewEvent, _ []byte, now time.Time) (bool, error) {
 	host := strings.TrimPrefix(e.Stream, "host/")
 	switch v := e.Data.(type) {
 	case ResourceIndexed:
@@ -462,7 +462,7 @@ func rawJSON(raw json.RawMessage) any {
 // the hosts a page changed, for a crawl event. Page and pass moves must
 // start from the saved cursor and pass: two crawlers reading one source at
 // once cannot both record the same page (ErrConflict).
-func projectCrawl(b *pgx.Batch, e *NewEvent, _ []byte, now time.Time) (bool, error) {
+func projectCrawl(b *pgx.Batch, _ *projectedRows, e *NewEvent, _ []byte, now time.Time) (bool, error) {
 	switch v := e.Data.(type) {
 	case CrawlPage:
 		if len(v.Resources) > 0 {

@@ -13,7 +13,8 @@ import (
 // move that is refused when the row is not in an allowed state). data is
 // the event's JSON, {} for an event kept in its binary form: a projector
 // of such an event reads e.Data.
-type projector func(b *pgx.Batch, e *NewEvent, data []byte, now time.Time) (mustTouch bool, err error)
+// rows gathers the row statements of consecutive events (projection.row).
+type projector func(b *pgx.Batch, rows *projectedRows, e *NewEvent, data []byte, now time.Time) (mustTouch bool, err error)
 
 // projectorFor returns the projection that events of a stream kind update.
 func projectorFor(kind string) (projector, bool) {
@@ -39,23 +40,125 @@ const receiptOf = "CASE WHEN network = $4 THEN $2::bytea ELSE $5::bytea END"
 // batch they are queued in, the event's stream without its kind (the
 // call's id, the network), its type, its JSON data ({} for an event kept
 // in its binary form, whose projection reads its payload) and the time of
-// its Append.
+// its Append, and the rows gathered for a statement of several events
+// (row).
 type projection struct {
 	b    *pgx.Batch
+	rows *projectedRows
 	id   string
 	typ  string
 	data []byte
 	now  time.Time
 }
 
+// row has the event's row written by sql, a statement that writes one row
+// for each element of its arrays $1 to $n, of the columns cols (each a
+// string or a []byte), its $n+1 the time of the Append: with the rows of
+// the events next to it that are written by the same statement, by one
+// statement, which must touch each of its rows (projectedRows). Without
+// rows it queues sql for this row alone.
+func (p projection) row(sql string, cols ...any) (bool, error) {
+	if p.rows == nil {
+		r := &projectedRows{b: p.b, checks: new([]appendCheck), now: p.now}
+		if err := r.add(sql, cols); err != nil {
+			return false, err
+		}
+		r.flush()
+		return true, nil
+	}
+	return true, p.rows.add(sql, cols)
+}
+
+// projectedRows gathers the rows that the projections of consecutive
+// events write with one statement (projection.row), and queues that
+// statement once for all of them, with arrays of their columns: when an
+// event of another type comes, or one of a stream already gathered, or at
+// the end of the Append. A paid call's projections each write its own
+// row: statement by statement they cost Postgres about as much again as
+// the rows themselves (issue 43).
+type projectedRows struct {
+	b      *pgx.Batch
+	checks *[]appendCheck
+	now    time.Time
+	// cur is the event being projected (next).
+	cur *NewEvent
+	// sql, cols and first are the statement gathered, its columns (a
+	// []string or a [][]byte each) and its first event; streams holds the
+	// events' streams.
+	sql     string
+	cols    []any
+	first   *NewEvent
+	streams map[string]bool
+}
+
+// next tells r that e is projected next: the rows gathered are queued
+// first unless e may join them.
+func (r *projectedRows) next(e *NewEvent) {
+	if r.sql != "" && (r.first == nil || e.Type != r.first.Type || r.streams[e.Stream]) {
+		r.flush()
+	}
+	r.cur = e
+}
+
+// add gathers a row of sql, the current event's.
+func (r *projectedRows) add(sql string, cols []any) error {
+	if r.sql != "" && sql != r.sql {
+		r.flush()
+	}
+	if r.sql == "" {
+		r.sql, r.first, r.cols = sql, r.cur, make([]any, len(cols))
+		if r.streams == nil {
+			r.streams = map[string]bool{}
+		}
+	}
+	for i, v := range cols {
+		switch v := v.(type) {
+		case string:
+			c, _ := r.cols[i].([]string)
+			r.cols[i] = append(c, v)
+		case []byte:
+			c, _ := r.cols[i].([][]byte)
+			r.cols[i] = append(c, v)
+		default:
+			return fmt.Errorf("project a row: column %d is a %T", i+1, v)
+		}
+	}
+	if r.cur != nil {
+		r.streams[r.cur.Stream] = true
+	}
+	return nil
+}
+
+// flush queues the statement gathered, if any.
+func (r *projectedRows) flush() {
+	if r.sql == "" {
+		return
+	}
+	n := 0
+	switch c := r.cols[0].(type) {
+	case []string:
+		n = len(c)
+	case [][]byte:
+		n = len(c)
+	}
+	r.b.Queue(r.sql, append(r.cols, r.now)...)
+	ev := r.first
+	if ev == nil {
+		ev = &NewEvent{}
+	}
+	*r.checks = append(*r.checks, appendCheck{mustTouch: true, rows: n, event: ev})
+	r.sql, r.cols, r.first = "", nil, nil
+	clear(r.streams)
+}
+
 // projectCallPaid creates the calls row of call.paid. The payment, the
 // payer and the request's hash stay in the event (callPaid reads them);
 // the replay key is kept as its digest.
 func projectCallPaid(p projection, v PaidCall) (bool, error) {
-	p.b.Queue(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, '', $5, $6, '', $7, $8, $8)`,
-		p.id, v.Op, CallQueued, v.Token, PaymentDigest(v.Payment.Key()), v.Payment.Network, v.Payment.Amount, p.now)
-	return true, nil
+	return p.row(`INSERT INTO calls (id, op, state, token, request_hash, payment_key, network, payer, amount, created_at, updated_at)
+		SELECT id, op, state, token, '', key, network, '', amount, $8, $8
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(id, op, state, token, key, network, amount)`,
+		p.id, v.Op, CallQueued, v.Token, PaymentDigest(v.Payment.Key()), v.Payment.Network, v.Payment.Amount)
 }
 
 // projectPaymentVerified creates the calls row of payment.verified. The
@@ -93,8 +196,8 @@ func projectJobSucceeded(p projection, v JobSucceeded) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	p.b.Queue("UPDATE calls SET state = 'settling', result = $2::json, updated_at = $3 WHERE id = $1 AND state IN ('queued', 'running')", p.id, string(result), p.now)
-	return true, nil
+	return p.row(`UPDATE calls c SET state = 'settling', result = u.result::json, updated_at = $3
+		FROM unnest($1::text[], $2::text[]) AS u(id, result) WHERE c.id = u.id AND c.state IN ('queued', 'running')`, p.id, string(result))
 }
 
 func projectJobFailed(p projection, _ JobFailed) (bool, error) {
@@ -115,9 +218,9 @@ func projectSettlementSubmitted(p projection, _ SettlementSubmitted) (bool, erro
 // object, whose reason /ops lists.
 func projectSettlementDone(p projection, v SettlementDone) (bool, error) {
 	if p.typ == EventSettlementConfirmed && !v.Form1 {
-		p.b.Queue("UPDATE calls SET state = 'paid', receipt = "+receiptOf+", updated_at = $3 WHERE id = $1 AND state = 'settling'",
-			p.id, v.Response.MarshalLedgerBinary(v.Response.Network), p.now, v.Response.Network, v.Response.MarshalLedgerBinary(""))
-		return true, nil
+		return p.row(`UPDATE calls c SET state = 'paid', receipt = CASE WHEN c.network = u.network THEN u.own ELSE u.stated END, updated_at = $5
+			FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bytea[]) AS u(id, own, network, stated) WHERE c.id = u.id AND c.state = 'settling'`,
+			p.id, v.Response.MarshalLedgerBinary(v.Response.Network), v.Response.Network, v.Response.MarshalLedgerBinary(""))
 	}
 	response, err := json.Marshal(v.Response)
 	if err != nil {

@@ -120,18 +120,44 @@ const (
 // order, so that two transactions cannot deadlock), then reads and writes:
 // admissions of one payer in any process are serialised. It also deletes
 // the rows of these payers' calls that ended more than a few seconds ago,
-// and a few rows that count no more.
+// and a few rows that count no more. It takes one round trip: the rows
+// of rs are written with the reads, before they are weighed, and those not
+// held deleted again (a second round trip, only then).
 func Reserve(ctx context.Context, tx pgx.Tx, now time.Time, rs []Reservation) ([]Reserved, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	locks := make([]int32, 0, len(rs))
 	n := len(rs)
-	networks, assets, payers := make([]string, n), make([]string, n), make([]string, n)
-	reads := make([]time.Time, n)
-	for i, r := range rs {
-		locks = append(locks, reserveLock(&r))
-		networks[i], assets[i], payers[i], reads[i] = r.Network, r.Asset, r.Payer, r.Read
+	// The payers of rs, each read once (reserveScan) whatever the number
+	// of its reservations.
+	type key struct{ network, asset, payer string }
+	keyOf := make([]int, n)
+	index := map[key]int{}
+	var networks, assets, payers []string
+	var since []time.Time
+	locks := make([]int32, 0, n)
+	// The reservations not weighed (their Read is stale) are not written.
+	stale := now.Add(-ReserveFresh)
+	var calls, nets, toks, pays, amounts []string
+	var befores []time.Time
+	for i := range rs {
+		r := &rs[i]
+		k := key{r.Network, r.Asset, r.Payer}
+		j, ok := index[k]
+		if !ok {
+			j = len(networks)
+			index[k] = j
+			networks, assets, payers, since = append(networks, r.Network), append(assets, r.Asset), append(payers, r.Payer), append(since, r.Read)
+			locks = append(locks, reserveLock(r))
+		} else if r.Read.Before(since[j]) {
+			since[j] = r.Read
+		}
+		keyOf[i] = j
+		if r.Read.Before(stale) {
+			continue
+		}
+		calls, nets, toks, pays = append(calls, r.CallID), append(nets, r.Network), append(toks, r.Asset), append(pays, r.Payer)
+		amounts, befores = append(amounts, r.Amount.String()), append(befores, minTime(r.ValidBefore, now.Add(reserveMaxAge)))
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
@@ -142,65 +168,47 @@ func Reserve(ctx context.Context, tx pgx.Tx, now time.Time, rs []Reservation) ([
 	b.Queue(`DELETE FROM reservations r USING unnest($1::text[], $2::text[], $3::text[]) AS u(network, asset, payer)
 		WHERE r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.ended_at < $4`,
 		networks, assets, payers, now.Add(-reserveKeepEnded))
-	// Each reservation's payments in flight, as of its own Read: the
-	// rows of calls in flight (ended_at null) and of calls paid since.
-	sums := b.Queue(`SELECT u.i, coalesce(sum(r.amount), 0)::text
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(network, asset, payer, read, i)
-		LEFT JOIN reservations r ON r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.valid_before > $5
-			AND (r.ended_at IS NULL OR r.ended_at > u.read)
-		GROUP BY u.i`,
-		networks, assets, payers, reads, now)
-	inFlight := make([]*big.Int, n)
+	// Each payer's payments in flight, as of the earliest Read of its
+	// reservations: the sum of the rows of calls in flight (ended_at
+	// null), and those of calls paid since, summed by when they were
+	// paid (the calls paid in one transaction share it), each
+	// reservation counting those paid after its own Read.
+	sums := b.Queue(`SELECT u.i, r.ended_at, sum(r.amount)::text
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(network, asset, payer, since, i)
+		JOIN reservations r ON r.payer = u.payer AND r.asset = u.asset AND r.network = u.network AND r.valid_before > $5
+			AND (r.ended_at IS NULL OR r.ended_at > u.since)
+		GROUP BY u.i, r.ended_at`,
+		networks, assets, payers, since, now)
+	type paid struct {
+		at  time.Time
+		sum *big.Int
+	}
+	inFlight := make([]*big.Int, len(networks))
+	ended := make([][]paid, len(networks))
+	for j := range inFlight {
+		inFlight[j] = new(big.Int)
+	}
 	sums.Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var i int
+			var j int
+			var at *time.Time
 			var sum string
-			if err := rows.Scan(&i, &sum); err != nil {
+			if err := rows.Scan(&j, &at, &sum); err != nil {
 				return err
 			}
 			v, ok := new(big.Int).SetString(sum, 10)
-			if !ok || i < 1 || i > n {
-				return fmt.Errorf("in flight %q of reservation %d", sum, i)
+			if !ok || j < 1 || j > len(networks) {
+				return fmt.Errorf("in flight %q of payer %d", sum, j)
 			}
-			inFlight[i-1] = v
+			if at == nil {
+				inFlight[j-1].Add(inFlight[j-1], v)
+			} else {
+				ended[j-1] = append(ended[j-1], paid{at: *at, sum: v})
+			}
 		}
 		return rows.Err()
 	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("reserve %d payments: %w", n, err)
-	}
-
-	// The reservations held earlier in rs count for the later ones of
-	// their payer.
-	type key struct{ network, asset, payer string }
-	held := map[key]*big.Int{}
-	out := make([]Reserved, n)
-	var calls, nets, toks, pays, amounts []string
-	var befores []time.Time
-	for i, r := range rs {
-		if inFlight[i] == nil {
-			return nil, fmt.Errorf("reserve: no sum for reservation %d", i)
-		}
-		k := key{r.Network, r.Asset, r.Payer}
-		before := held[k]
-		if before == nil {
-			before = new(big.Int)
-		}
-		sum := new(big.Int).Add(inFlight[i], before)
-		out[i].InFlight = sum
-		switch after := new(big.Int).Add(sum, r.Amount); {
-		case r.Read.Before(now.Add(-ReserveFresh)), r.Balance == nil && sum.Sign() > 0:
-			out[i].Outcome = ReserveNeedsBalance
-			continue
-		case r.Balance != nil && after.Cmp(r.Balance) > 0:
-			out[i].Outcome = ReserveShort
-			continue
-		}
-		held[k] = new(big.Int).Add(before, r.Amount)
-		calls, nets, toks, pays = append(calls, r.CallID), append(nets, r.Network), append(toks, r.Asset), append(pays, r.Payer)
-		amounts, befores = append(amounts, r.Amount.String()), append(befores, minTime(r.ValidBefore, now.Add(reserveMaxAge)))
-	}
-	b = &pgx.Batch{}
+	// Written before they are weighed: the sums above do not count them.
 	if len(calls) > 0 {
 		b.Queue(`INSERT INTO reservations (call_id, network, asset, payer, amount, valid_before)
 			SELECT c, n, a, p, m::numeric, v FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS u(c, n, a, p, m, v)`,
@@ -210,7 +218,49 @@ func Reserve(ctx context.Context, tx pgx.Tx, now time.Time, rs []Reservation) ([
 		SELECT call_id FROM reservations WHERE valid_before <= $1 ORDER BY valid_before LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		now, 2*len(calls)+reserveSweep)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("write %d reservations: %w", len(calls), err)
+		return nil, fmt.Errorf("reserve %d payments: %w", n, err)
+	}
+
+	// The reservations held earlier in rs count for the later ones of
+	// their payer.
+	held := make([]*big.Int, len(networks))
+	out := make([]Reserved, n)
+	var unheld []string
+	for i, r := range rs {
+		j := keyOf[i]
+		// A Read is compared as the database has it, to the microsecond.
+		read := r.Read.Truncate(time.Microsecond)
+		sum := new(big.Int).Set(inFlight[j])
+		for _, p := range ended[j] {
+			if p.at.After(read) {
+				sum.Add(sum, p.sum)
+			}
+		}
+		if held[j] != nil {
+			sum.Add(sum, held[j])
+		}
+		out[i].InFlight = sum
+		switch after := new(big.Int).Add(sum, r.Amount); {
+		case r.Read.Before(stale):
+			out[i].Outcome = ReserveNeedsBalance
+			continue
+		case r.Balance == nil && sum.Sign() > 0:
+			out[i].Outcome = ReserveNeedsBalance
+		case r.Balance != nil && after.Cmp(r.Balance) > 0:
+			out[i].Outcome = ReserveShort
+		default:
+			if held[j] == nil {
+				held[j] = new(big.Int)
+			}
+			held[j].Add(held[j], r.Amount)
+			continue
+		}
+		unheld = append(unheld, r.CallID)
+	}
+	if len(unheld) > 0 {
+		if _, err := tx.Exec(ctx, "DELETE FROM reservations WHERE call_id = ANY($1)", unheld); err != nil {
+			return nil, fmt.Errorf("delete %d reservations not held: %w", len(unheld), err)
+		}
 	}
 	return out, nil
 }

@@ -367,8 +367,12 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 			// transaction it sends when that is named beforehand:
 			// durable before any transfer, and no write of its own. A
 			// later attempt records itself (settleWorker).
-			events := make([]store.NewEvent, 0, len(ledger)+len(runs))
+			// The results, then the settlements made with them: the
+			// events of one type next to each other, which Append writes
+			// with one statement.
+			events := make([]store.NewEvent, 0, len(ledger)+2*len(runs))
 			events = append(events, ledger...)
+			var confirmed []store.NewEvent
 			for _, run := range runs {
 				run.settleJob = settleJobs[run.callID]
 				succeeded := run.succeeded
@@ -376,11 +380,11 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 				succeeded.Transaction = transactionOf(namer, run.payment)
 				events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventJobSucceeded, Data: succeeded})
 				if run.settled != nil {
-					events = append(events, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventSettlementConfirmed,
+					confirmed = append(confirmed, store.NewEvent{Stream: store.CallStream(run.callID), Type: store.EventSettlementConfirmed,
 						Data: store.SettlementDone{Response: *run.settled, Form1: c.form1}})
 				}
 			}
-			return store.Append(ctx, tx, events...)
+			return store.Append(ctx, tx, append(events, confirmed...)...)
 		}),
 		submissions: store.NewGroupCommitter(pool, &store.GroupCommitConfig{Linger: store.CommitLinger, Observe: m.GroupCommitObserver("submission"), Clock: clk}, appendEvents),
 		outcomes: store.NewGroupCommitter(pool, &store.GroupCommitConfig{Observe: m.GroupCommitObserver("settlement"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, outcomes []settled) error {
