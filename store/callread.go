@@ -212,7 +212,7 @@ func callsByID(ctx context.Context, db DBTX, columns, what string, ids []string)
 // They are read as CallGetToSettle reads a call. River keeps a discarded
 // job for a week: the search starts from those (river_job's index by
 // state), each call's other jobs found by their call_id (river_job's index
-// by it, migration 033).
+// by it, migration 029).
 func CallListExhausted(ctx context.Context, db DBTX, kind string, limit int) ([]*Call, error) {
 	return queryList(ctx, db, "list calls whose settlement jobs are exhausted", "SELECT "+settleColumns+` FROM calls
 		WHERE state = 'settling' AND id IN (
