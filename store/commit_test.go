@@ -52,25 +52,14 @@ func TestGroupCommitter(t *testing.T) {
 		return Append(ctx, tx, events...)
 	})
 
-	// Every writer's place is taken: the items wait, in this order.
-	g.inFlight = g.cfg.InFlight
+	// Every writer's place is taken: the items wait, in this order, until
+	// the writers come back.
 	const n = 90
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { errs[i] = g.Commit(ctx, i) })
-		require.Eventually(t, func() bool {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			return len(g.pending) == i+1
-		}, 5*time.Second, time.Millisecond)
+	items := make([]int, n)
+	for i := range items {
+		items[i] = i
 	}
-	// The writers come back.
-	for range g.cfg.InFlight {
-		for g.writeNext(ctx) {
-		}
-	}
-	wg.Wait()
+	errs := commitQueued(ctx, t, g, items)
 	for i, err := range errs {
 		if i == 80 {
 			require.ErrorIs(t, err, ErrConflict)
@@ -534,13 +523,33 @@ func TestGroupReader(t *testing.T) {
 		}
 		return nil
 	})
-	// Every reader's place is taken: the reads wait.
-	g.inFlight = g.cfg.InFlight
+	// Every reader's place is taken: the reads wait, then are read
+	// together.
 	reads := []*read{{id: "r2"}, {id: "none"}, {id: "r1"}, {id: "r3"}}
-	errs := make([]error, len(reads))
-	var wg sync.WaitGroup
+	errs := commitQueued(ctx, t, g, reads)
+	require.Equal(t, []int{len(reads)}, batches)
 	for i, r := range reads {
-		wg.Go(func() { errs[i] = g.Commit(ctx, r) })
+		require.NoError(t, errs[i])
+		if r.id == "none" {
+			require.Nil(t, r.call)
+			continue
+		}
+		require.NotNil(t, r.call, r.id)
+		require.Equal(t, "tok-"+r.id, r.call.Token)
+	}
+}
+
+// commitQueued commits items to g while every one of its writers' places
+// is taken, so that they wait in g's queue in their order, each queued
+// before the next is committed; then the writers come back and write
+// what waits. It returns each item's Commit error.
+func commitQueued[T any](ctx context.Context, t *testing.T, g *GroupCommitter[T], items []T) []error {
+	t.Helper()
+	g.inFlight = g.cfg.InFlight
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, item := range items {
+		wg.Go(func() { errs[i] = g.Commit(ctx, item) })
 		require.Eventually(t, func() bool {
 			g.mu.Lock()
 			defer g.mu.Unlock()
@@ -552,14 +561,5 @@ func TestGroupReader(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	require.Equal(t, []int{len(reads)}, batches)
-	for i, r := range reads {
-		require.NoError(t, errs[i])
-		if r.id == "none" {
-			require.Nil(t, r.call)
-			continue
-		}
-		require.NotNil(t, r.call, r.id)
-		require.Equal(t, "tok-"+r.id, r.call.Token)
-	}
+	return errs
 }
