@@ -60,6 +60,8 @@ func DefaultClaimMinAmount() *big.Int { return big.NewInt(10_000_000) }
 type ClaimChain interface {
 	x402.Finality
 	Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error)
+	// SendTx is Send returning the transaction (its account nonce).
+	SendTx(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (*types.Transaction, error)
 	Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error)
 	ChainID(network string) (*big.Int, error)
 	Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error)
@@ -71,6 +73,8 @@ type ClaimReader interface {
 	channel.Caller
 	ethereum.LogFilterer
 	ethereum.BlockNumberReader
+	// NonceAt returns account's nonce at blockNumber (the head when nil).
+	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
 }
 
 // ClaimConfig configures a Claimer.
