@@ -40,11 +40,18 @@ type refundWorker struct {
 
 // Work makes the job's refund (Claimer.Refund), snoozing while its
 // transaction is awaited. The last attempt's error ends the refund as
-// failed: its channel is not held for ever.
+// failed, its channel freed, when none of its transactions can be mined
+// (Claimer.refundOpen); else the job snoozes RefundResendAfter, the
+// channel held.
 func (w *refundWorker) Work(ctx context.Context, job *river.Job[chanpay.RefundArgs]) error {
 	snooze, err := w.c.Refund(ctx, &job.Args)
 	if err != nil {
 		if job.Attempt >= job.MaxAttempts {
+			if w.c.refundOpen(ctx, &job.Args) {
+				w.c.cfg.Logger.ErrorContext(ctx, "refund job out of attempts, but a transaction of it can be mined, or the chain cannot tell: looked at again later",
+					"refund", job.Args.CallID, "error", err)
+				return river.JobSnooze(w.c.cfg.RefundResendAfter)
+			}
 			w.c.cfg.Logger.ErrorContext(ctx, "refund job out of attempts: recorded failed", "refund", job.Args.CallID, "error", err)
 			return errors.Join(err, w.c.refundFailed(ctx, &job.Args, channel.ReasonWaitForReceiptFailed,
 				"the refund could not be made: "+err.Error(), ""))
@@ -198,6 +205,24 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 		}
 		return c.cfg.RefundCheckEvery, nil
 	}
+}
+
+// refundOpen reports whether a transaction of refund a sent can still be
+// mined, or was (refundRun.open), or that cannot be read.
+func (c *Claimer) refundOpen(ctx context.Context, a *chanpay.RefundArgs) bool {
+	rec, err := store.ChannelRefundGet(ctx, c.cfg.Pool, a.Network, a.ChannelID, a.CallID)
+	if err != nil {
+		return true
+	}
+	if len(rec.Sent) == 0 {
+		return false
+	}
+	r, err := c.newRefundRun(a)
+	if err != nil {
+		return true
+	}
+	mined, open, err := r.open(ctx, rec)
+	return err != nil || mined || open
 }
 
 // refundRun is one run of a refund job.

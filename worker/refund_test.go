@@ -4,18 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/paytest"
+	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
@@ -442,4 +447,70 @@ func TestRefund_MinedAfterGiveUpTime(t *testing.T) {
 	var refusal *x402.Refusal
 	require.ErrorAs(t, err, &refusal, "a voucher beyond the channel's balance")
 	require.Equal(t, channel.ReasonCumulativeExceedsBalance, refusal.Reason)
+}
+
+// downReader is the chain's reader of a node that cannot be reached.
+type downReader struct{ worker.ClaimReader }
+
+func (downReader) CallContract(context.Context, ethereum.CallMsg, *big.Int) ([]byte, error) {
+	return nil, errors.New("node unreachable")
+}
+
+func (downReader) BlockNumber(context.Context) (uint64, error) {
+	return 0, errors.New("node unreachable")
+}
+
+// TestRefund_OutOfAttempts: a refund job whose last attempt fails (its
+// node cannot be reached), worked by River, records the refund failed
+// and frees its channel when no transaction of it was sent (Unsent);
+// with one sent (Sent), which the chain cannot tell unminable, the job
+// snoozes, the refund not recorded failed, its channel held.
+func TestRefund_OutOfAttempts(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []struct {
+		name string
+		sent bool
+	}{{"Unsent", false}, {"Sent", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{})
+			ch := b.open(i, 100_000)
+			b.charge(ch, 20_000, nil)
+			a := b.requestRefund(ch)
+			if tc.sent {
+				require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
+				_, err := b.refunder(nil).Refund(ctx, a)
+				require.NoError(t, err)
+				require.Len(t, b.refundRecord(a).Sent, 1)
+			}
+			c, err := worker.NewClaimer(&worker.ClaimConfig{Pool: b.db.Pool, Chain: b.relayer,
+				Readers:       map[string]worker.ClaimReader{claimNetwork: downReader{b.node.Client}},
+				AuthorizerKey: b.authorizer, Clock: b.clock, RefundResendAfter: time.Hour})
+			require.NoError(t, err)
+			client, err := worker.NewClient(&worker.Deps{Pool: b.db.Pool, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler),
+				Register: []func(*river.Workers) error{c.Register}}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+			require.NoError(t, err)
+			_, err = client.Insert(ctx, *a, &river.InsertOpts{Queue: jobs.QueueSettlement, MaxAttempts: 1})
+			require.NoError(t, err)
+			require.NoError(t, client.Start(ctx))
+			t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
+			var state string
+			require.Eventually(t, func() bool {
+				require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT state FROM river_job WHERE kind = 'channel.refund'`).Scan(&state))
+				return state != "available" && state != "running"
+			}, 30*time.Second, 50*time.Millisecond)
+			rec := b.refundRecord(a)
+			if !tc.sent {
+				require.Equal(t, "discarded", state)
+				require.NotNil(t, rec.Failed)
+				require.Equal(t, channel.ReasonWaitForReceiptFailed, rec.Failed.Reason)
+				require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
+				return
+			}
+			require.Equal(t, "scheduled", state, "snoozed")
+			require.Nil(t, rec.Failed, "its transaction can still be mined")
+			require.Equal(t, a.CallID, b.row(ch).BusyCall, "held")
+		})
+	}
 }
