@@ -127,7 +127,8 @@ type ClaimConfig struct {
 	// revert). Defaults to DefaultRefundResendAfter.
 	RefundResendAfter time.Duration
 	// RefundGiveUpAfter is how long after its request a refund whose
-	// transactions were not mined is recorded failed, its channel freed.
+	// transactions were not mined is recorded failed, its channel freed,
+	// once none of them can be mined any more (their relayer nonces used).
 	// Defaults to DefaultRefundGiveUpAfter.
 	RefundGiveUpAfter time.Duration
 	// RefundCheckEvery is how long a refund job snoozes between two
