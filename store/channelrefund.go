@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -81,10 +82,15 @@ func showChannelRefundRequested(v ChannelRefundRequested) []EventField {
 }
 
 func showChannelRefundSent(v ChannelRefundSent) []EventField {
-	return []EventField{
+	out := []EventField{
 		{Name: "refund", Value: v.CallID, Kind: FieldMono},
 		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
 	}
+	if v.From != "" {
+		out = append(out, EventField{Name: "from", Value: v.From, Kind: FieldMono},
+			EventField{Name: "account nonce", Value: strconv.FormatUint(v.AccountNonce, 10)})
+	}
+	return out
 }
 
 func showChannelRefundFailed(v ChannelRefundFailed) []EventField {
