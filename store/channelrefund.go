@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -23,11 +24,17 @@ type ChannelRefundRequested struct {
 }
 
 // ChannelRefundSent is the data of channel.refund_sent: refund CallID's
-// Transaction, handed to the relayer at At.
+// Transaction, handed to the relayer at At, sent from From with its
+// account nonce AccountNonce (no other transaction of From can be mined
+// with it: once the chain's nonce of From is past it, this transaction,
+// and the keeper's replacements of it, can never be mined). From is
+// empty in the records written before it was kept.
 type ChannelRefundSent struct {
-	CallID      string    `json:"call_id"`
-	Transaction string    `json:"transaction"`
-	At          time.Time `json:"at"`
+	CallID       string    `json:"call_id"`
+	Transaction  string    `json:"transaction"`
+	At           time.Time `json:"at"`
+	From         string    `json:"from,omitempty"`
+	AccountNonce uint64    `json:"account_nonce,omitempty"`
 }
 
 // ChannelRefundFailed is the data of channel.refund_failed: refund CallID
@@ -75,10 +82,15 @@ func showChannelRefundRequested(v ChannelRefundRequested) []EventField {
 }
 
 func showChannelRefundSent(v ChannelRefundSent) []EventField {
-	return []EventField{
+	out := []EventField{
 		{Name: "refund", Value: v.CallID, Kind: FieldMono},
 		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
 	}
+	if v.From != "" {
+		out = append(out, EventField{Name: "from", Value: v.From, Kind: FieldMono},
+			EventField{Name: "account nonce", Value: strconv.FormatUint(v.AccountNonce, 10)})
+	}
+	return out
 }
 
 func showChannelRefundFailed(v ChannelRefundFailed) []EventField {

@@ -60,6 +60,8 @@ func DefaultClaimMinAmount() *big.Int { return big.NewInt(10_000_000) }
 type ClaimChain interface {
 	x402.Finality
 	Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error)
+	// SendTx is Send returning the transaction (its account nonce).
+	SendTx(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (*types.Transaction, error)
 	Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error)
 	ChainID(network string) (*big.Int, error)
 	Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error)
@@ -71,6 +73,8 @@ type ClaimReader interface {
 	channel.Caller
 	ethereum.LogFilterer
 	ethereum.BlockNumberReader
+	// NonceAt returns account's nonce at blockNumber (the head when nil).
+	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
 }
 
 // ClaimConfig configures a Claimer.
@@ -123,7 +127,8 @@ type ClaimConfig struct {
 	// revert). Defaults to DefaultRefundResendAfter.
 	RefundResendAfter time.Duration
 	// RefundGiveUpAfter is how long after its request a refund whose
-	// transactions were not mined is recorded failed, its channel freed.
+	// transactions were not mined is recorded failed, its channel freed,
+	// once none of them can be mined any more (their relayer nonces used).
 	// Defaults to DefaultRefundGiveUpAfter.
 	RefundGiveUpAfter time.Duration
 	// RefundCheckEvery is how long a refund job snoozes between two

@@ -40,11 +40,18 @@ type refundWorker struct {
 
 // Work makes the job's refund (Claimer.Refund), snoozing while its
 // transaction is awaited. The last attempt's error ends the refund as
-// failed: its channel is not held for ever.
+// failed, its channel freed, when none of its transactions can be mined
+// (Claimer.refundOpen); else the job snoozes RefundResendAfter, the
+// channel held.
 func (w *refundWorker) Work(ctx context.Context, job *river.Job[chanpay.RefundArgs]) error {
 	snooze, err := w.c.Refund(ctx, &job.Args)
 	if err != nil {
 		if job.Attempt >= job.MaxAttempts {
+			if w.c.refundOpen(ctx, &job.Args) {
+				w.c.cfg.Logger.ErrorContext(ctx, "refund job out of attempts, but a transaction of it can be mined, or the chain cannot tell: looked at again later",
+					"refund", job.Args.CallID, "error", err)
+				return river.JobSnooze(w.c.cfg.RefundResendAfter)
+			}
 			w.c.cfg.Logger.ErrorContext(ctx, "refund job out of attempts: recorded failed", "refund", job.Args.CallID, "error", err)
 			return errors.Join(err, w.c.refundFailed(ctx, &job.Args, channel.ReasonWaitForReceiptFailed,
 				"the refund could not be made: "+err.Error(), ""))
@@ -101,6 +108,14 @@ func refundedIn(receipt *types.Receipt, id common.Hash) *big.Int {
 //     recorded; reverted, the refund failed; unmined, the job snoozes, and
 //     past RefundGiveUpAfter from the request the refund is recorded
 //     failed (wait_for_receipt_failed).
+//
+// A refund is recorded failed, its channel freed, only once none of its
+// transactions can be mined any more (open): each took a relayer nonce
+// that a transaction mined since used, the channel's refund nonce not
+// moved, both read at one block. Until then, past RefundGiveUpAfter too,
+// it is awaited and sent again as above: a transaction of it mined late
+// would leave the channel's record above the chain's balance, and the
+// vouchers accepted on that record beyond what can be claimed.
 func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze time.Duration, err error) {
 	r, err := c.newRefundRun(a)
 	if err != nil {
@@ -121,9 +136,21 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 		now := c.cfg.Clock.Now()
 		if len(rec.Sent) == 0 || now.Sub(rec.Sent[len(rec.Sent)-1].At) >= c.cfg.RefundResendAfter {
 			if now.Sub(a.RequestedAt) >= c.cfg.RefundGiveUpAfter && len(rec.Sent) > 0 {
-				return 0, r.giveUp(ctx, rec)
+				mined, open, err := r.open(ctx, rec)
+				switch {
+				case err != nil:
+					return 0, err
+				case mined:
+					continue
+				case !open:
+					return 0, r.giveUp(ctx, rec)
+				}
+				r.log.WarnContext(ctx, "refund not mined in time, but a transaction of it still can be: sent again, its channel held")
 			}
-			if err := r.send(ctx, len(rec.Sent)); err != nil {
+			if err := r.send(ctx, rec); err != nil {
+				if errors.Is(err, errRefundOpen) {
+					return c.cfg.RefundCheckEvery, nil
+				}
 				return 0, err
 			}
 			continue
@@ -139,11 +166,15 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 			// Reverted: another transaction of it mined first, or the
 			// refund fails.
 			c.cfg.Metrics.ChannelTx(a.Network, refundKind, "reverted", receipt.GasUsed, 0)
-			if mined, err := r.mined(ctx); err != nil || mined {
-				if err != nil {
-					return 0, err
-				}
+			mined, open, err := r.open(ctx, rec)
+			switch {
+			case err != nil:
+				return 0, err
+			case mined:
 				continue
+			case open:
+				// An earlier transaction of it can still be mined.
+				return c.cfg.RefundCheckEvery, nil
 			}
 			return 0, c.refundFailed(ctx, a, channel.ReasonRefundTransactionFailed,
 				fmt.Sprintf("refund transaction %s reverted", receipt.TxHash.Hex()), receipt.TxHash.Hex())
@@ -159,13 +190,39 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 		}
 		now = c.cfg.Clock.Now()
 		if now.Sub(a.RequestedAt) >= c.cfg.RefundGiveUpAfter {
-			return 0, r.giveUp(ctx, rec)
+			mined, open, err := r.open(ctx, rec)
+			switch {
+			case err != nil:
+				return 0, err
+			case mined:
+				continue
+			case !open:
+				return 0, r.giveUp(ctx, rec)
+			}
 		}
 		if now.Sub(rec.Sent[len(rec.Sent)-1].At) >= c.cfg.RefundResendAfter {
 			continue
 		}
 		return c.cfg.RefundCheckEvery, nil
 	}
+}
+
+// refundOpen reports whether a transaction of refund a sent can still be
+// mined, or was (refundRun.open), or that cannot be read.
+func (c *Claimer) refundOpen(ctx context.Context, a *chanpay.RefundArgs) bool {
+	rec, err := store.ChannelRefundGet(ctx, c.cfg.Pool, a.Network, a.ChannelID, a.CallID)
+	if err != nil {
+		return true
+	}
+	if len(rec.Sent) == 0 {
+		return false
+	}
+	r, err := c.newRefundRun(a)
+	if err != nil {
+		return true
+	}
+	mined, open, err := r.open(ctx, rec)
+	return err != nil || mined || open
 }
 
 // refundRun is one run of a refund job.
@@ -202,11 +259,54 @@ func (r *refundRun) mined(ctx context.Context) (bool, error) {
 	return st.RefundNonce.Cmp(r.nonce) > 0, nil
 }
 
-// send signs the refund and sends it through the relayer (sent: how many
-// transactions of it were sent before), and records the transaction; a
-// run that reverts (refund_simulation_failed) ends the refund failed,
-// unless the refund was mined meanwhile.
-func (r *refundRun) send(ctx context.Context, sent int) error {
+// open reads the chain at its head: mined, the refund was made (the
+// channel's refund nonce past the request's); open, a transaction of it
+// sent (rec.Sent) can still be mined: the relayer's nonce it took is not
+// used yet. A transaction whose nonce was not recorded (a record older
+// than its AccountNonce) is not counted.
+func (r *refundRun) open(ctx context.Context, rec *store.ChannelRefundRecord) (mined, open bool, err error) {
+	head, err := r.reader.BlockNumber(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("refund %s: read head: %w", r.a.CallID, err)
+	}
+	at := new(big.Int).SetUint64(head)
+	st, err := channel.ReadState(ctx, r.reader, r.a.ChannelID, at)
+	if err != nil {
+		return false, false, fmt.Errorf("refund %s: %w", r.a.CallID, err)
+	}
+	if st.RefundNonce.Cmp(r.nonce) > 0 {
+		return true, false, nil
+	}
+	used := map[string]uint64{}
+	for _, s := range rec.Sent {
+		if s.From == "" {
+			continue
+		}
+		n, ok := used[s.From]
+		if !ok {
+			if n, err = r.reader.NonceAt(ctx, common.HexToAddress(s.From), at); err != nil {
+				return false, false, fmt.Errorf("refund %s: read nonce of %s: %w", r.a.CallID, s.From, err)
+			}
+			used[s.From] = n
+		}
+		if s.AccountNonce >= n {
+			return false, true, nil
+		}
+	}
+	return false, false, nil
+}
+
+// errRefundOpen is send's error when the refund would revert but a
+// transaction of it sent before can still be mined: the refund is not
+// recorded failed yet.
+var errRefundOpen = errors.New("refund would revert, a transaction of it sent still can be mined")
+
+// send signs the refund and sends it through the relayer (rec.Sent: its
+// transactions sent before), and records the transaction; a run that
+// reverts (refund_simulation_failed) ends the refund failed, unless the
+// refund was mined meanwhile, or one of rec.Sent can still be
+// (errRefundOpen).
+func (r *refundRun) send(ctx context.Context, rec *store.ChannelRefundRecord) error {
 	row, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.a.Network, r.a.ChannelID)
 	if err != nil {
 		return err
@@ -223,20 +323,30 @@ func (r *refundRun) send(ctx context.Context, sent int) error {
 	if err != nil {
 		return err
 	}
-	hash, err := r.c.cfg.Chain.Send(ctx, r.a.Network, channel.SettlementAddress, input, 0)
+	sent, err := r.c.cfg.Chain.SendTx(ctx, r.a.Network, channel.SettlementAddress, input, 0)
 	if err != nil {
 		if !isRevert(err) {
 			return fmt.Errorf("refund %s: send: %w", r.a.CallID, err)
 		}
-		if mined, merr := r.mined(ctx); merr != nil || mined {
+		mined, open, merr := r.open(ctx, rec)
+		switch {
+		case merr != nil || mined:
 			return merr
+		case open:
+			r.log.WarnContext(ctx, "refund would revert, but a transaction of it sent still can be mined: its channel held", "error", err)
+			return errRefundOpen
 		}
 		return r.c.refundFailed(ctx, r.a, channel.ReasonRefundSimulationFailed, "the refund would revert: "+revertMessage(err), "")
 	}
-	r.log.InfoContext(ctx, "refund sent", "transaction", hash.Hex(), "sends_before", sent)
+	from, err := types.Sender(types.LatestSignerForChainID(chainID), sent)
+	if err != nil {
+		return fmt.Errorf("refund %s: sender of %s: %w", r.a.CallID, sent.Hash().Hex(), err)
+	}
+	r.log.InfoContext(ctx, "refund sent", "transaction", sent.Hash().Hex(), "account_nonce", sent.Nonce(), "sends_before", len(rec.Sent))
 	return r.c.record(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		return store.Append(ctx, tx, store.NewEvent{Stream: store.ChannelStream(r.a.Network, r.a.ChannelID), Type: store.EventChannelRefundSent,
-			Data: store.ChannelRefundSent{CallID: r.a.CallID, Transaction: hash.Hex(), At: r.c.cfg.Clock.Now().UTC()}})
+			Data: store.ChannelRefundSent{CallID: r.a.CallID, Transaction: sent.Hash().Hex(), At: r.c.cfg.Clock.Now().UTC(),
+				From: from.Hex(), AccountNonce: sent.Nonce()}})
 	})
 }
 
@@ -308,7 +418,7 @@ func (r *refundRun) record(ctx context.Context, receipt *types.Receipt) error {
 }
 
 // giveUp records the refund failed: no transaction of it was mined within
-// RefundGiveUpAfter of its request.
+// RefundGiveUpAfter of its request, and none can be any more (open).
 func (r *refundRun) giveUp(ctx context.Context, rec *store.ChannelRefundRecord) error {
 	last := ""
 	if n := len(rec.Sent); n > 0 {

@@ -4,17 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/paytest"
+	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/worker"
@@ -88,6 +94,22 @@ func (b *claimBench) loseRefund() {
 	b.relayer = b.newRelayer(evm.FinalityPolicy{})
 }
 
+// rawTx returns the signed transaction hash the node holds.
+func (b *claimBench) rawTx(hash string) hexutil.Bytes {
+	b.t.Helper()
+	var raw hexutil.Bytes
+	require.NoError(b.t, b.node.Call(context.Background(), &raw, "eth_getRawTransactionByHash", hash))
+	require.NotEmpty(b.t, raw)
+	return raw
+}
+
+// sendRaw hands the node the signed transaction raw, as a node that kept
+// it in its pool gives it to the chain later.
+func (b *claimBench) sendRaw(raw hexutil.Bytes) error {
+	b.t.Helper()
+	return b.node.Call(context.Background(), nil, "eth_sendRawTransaction", raw)
+}
+
 // TestRefund_Made: the refund job signs the refund, sends it, records it
 // sent, then refunded with the channel's state after it; the channel is
 // freed and run again the job does nothing.
@@ -132,13 +154,13 @@ type dyingChain struct {
 	sent bool
 }
 
-func (c *dyingChain) Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error) {
-	hash, err := c.Relayer.Send(ctx, network, to, input, gas)
+func (c *dyingChain) SendTx(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (*types.Transaction, error) {
+	tx, err := c.Relayer.SendTx(ctx, network, to, input, gas)
 	if err != nil || c.sent {
-		return hash, err
+		return tx, err
 	}
 	c.sent = true
-	return common.Hash{}, errors.New("killed")
+	return nil, errors.New("killed")
 }
 
 // TestRefund_RunAgainAfterCrash: a run that dies between its refund's
@@ -175,9 +197,12 @@ func TestRefund_RunAgainAfterCrash(t *testing.T) {
 // the relayer lose is never mined. Resent: once RefundResendAfter passed
 // (the fake clock), the job sends the refund again in a new transaction,
 // which is mined and recorded: the payer is refunded once, the channel
-// freed. GivenUp: once RefundGiveUpAfter passed, the refund is recorded
-// failed (wait_for_receipt_failed) and the channel freed, nothing
-// refunded.
+// freed. GivenUp: past RefundGiveUpAfter, a transaction of the refund
+// can still be mined (the relayer's nonce it took is unused): the refund
+// is not given up, its channel held; once another transaction of the
+// relayer used that nonce, the refund is recorded failed
+// (wait_for_receipt_failed) and the channel freed, nothing refunded: the
+// refund's first transaction, which a node kept, is refused.
 func TestRefund_ReceiptNeverComes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -199,6 +224,7 @@ func TestRefund_ReceiptNeverComes(t *testing.T) {
 			require.Positive(t, snooze, "unmined: the job looks again later")
 			require.Len(t, b.refundRecord(a).Sent, 1)
 			require.Equal(t, a.CallID, b.row(ch).BusyCall, "held while the refund is made")
+			withheld := b.rawTx(b.refundRecord(a).Sent[0].Transaction)
 
 			b.loseRefund()
 			c := b.refunder(nil)
@@ -212,11 +238,24 @@ func TestRefund_ReceiptNeverComes(t *testing.T) {
 			require.NoError(t, err)
 			rec := b.refundRecord(a)
 			if tc.name == "GivenUp" {
+				require.Positive(t, snooze, "its transaction can still be mined: not given up")
+				require.Nil(t, rec.Failed)
+				require.Equal(t, a.CallID, b.row(ch).BusyCall)
+				b.loseRefund()
+				// The relayer's next transaction takes the refund's nonce.
+				_, err := b.relayer.Send(ctx, claimNetwork, b.payTo, nil, 21_000)
+				require.NoError(t, err)
+				require.NoError(t, b.node.Mine(ctx))
+				b.clock.Advance(refundResendAfter)
+				snooze, err = b.refunder(nil).Refund(ctx, a)
+				require.NoError(t, err)
+				rec = b.refundRecord(a)
 				require.Zero(t, snooze)
 				require.NotNil(t, rec.Failed)
 				require.Equal(t, channel.ReasonWaitForReceiptFailed, rec.Failed.Reason)
-				require.Equal(t, rec.Sent[0].Transaction, rec.Failed.Transaction)
+				require.Equal(t, rec.Sent[len(rec.Sent)-1].Transaction, rec.Failed.Transaction)
 				require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
+				require.ErrorContains(t, b.sendRaw(withheld), "nonce", "the refund's transaction can never be mined")
 				require.NoError(t, b.node.Mine(ctx))
 				require.Zero(t, b.onChain(ch).RefundNonce.Sign(), "nothing refunded")
 				require.Equal(t, payer, b.usdc(ch.state.Config.Payer))
@@ -268,15 +307,23 @@ func TestRefund_RefusedBySimulation(t *testing.T) {
 // voucher on the channel's charge), asking amount back ("" for all).
 func (b *claimBench) refundPayload(ch *benchChannel, amount string) (*x402.Requirements, *x402.PaymentPayload) {
 	b.t.Helper()
+	return b.payload(ch, channel.TypeRefund, ch.state.Charged, amount)
+}
+
+// payload returns the requirement of the bench's channels and a payload
+// of ch of type typ, its voucher for cumulative, asking amount back (a
+// refund's; "" for none).
+func (b *claimBench) payload(ch *benchChannel, typ string, cumulative *big.Int, amount string) (*x402.Requirements, *x402.PaymentPayload) {
+	b.t.Helper()
 	extra, err := json.Marshal(channel.Extra{ReceiverAuthorizer: ch.state.Config.ReceiverAuthorizer, WithdrawDelay: ch.state.Config.WithdrawDelay,
 		Name: devchain.TokenName, Version: devchain.TokenVersion})
 	require.NoError(b.t, err)
 	req := &x402.Requirements{Scheme: channel.Scheme, Network: claimNetwork, Amount: "10000", Asset: devchain.USDC.Hex(),
 		PayTo: b.payTo.Hex(), MaxTimeoutSeconds: 60, Extra: extra}
-	sig, err := channel.Sign(devKey(b.t, ch.payer), channel.VoucherDigest(b.chainID, ch.state.ChannelID, ch.state.Charged))
+	sig, err := channel.Sign(devKey(b.t, ch.payer), channel.VoucherDigest(b.chainID, ch.state.ChannelID, cumulative))
 	require.NoError(b.t, err)
-	p := map[string]any{"type": channel.TypeRefund, "channelConfig": ch.state.Config,
-		"voucher": map[string]any{"channelId": ch.state.ChannelID, "maxClaimableAmount": ch.state.Charged.String(), "signature": hexutil.Bytes(sig)}}
+	p := map[string]any{"type": typ, "channelConfig": ch.state.Config,
+		"voucher": map[string]any{"channelId": ch.state.ChannelID, "maxClaimableAmount": cumulative.String(), "signature": hexutil.Bytes(sig)}}
 	if amount != "" {
 		p["amount"] = amount
 	}
@@ -345,4 +392,125 @@ func TestRefund_AskedThenMadeByItsJob(t *testing.T) {
 		require.Equal(t, "10000", extra.ChannelState.ChargedCumulativeAmount)
 	}
 	require.Empty(t, b.row(ch).BusyCall)
+}
+
+// TestRefund_MinedAfterGiveUpTime: a refund whose transaction the relayer
+// and its node lost, but another node kept, is not given up past
+// RefundGiveUpAfter while that transaction can still be mined (the
+// relayer's nonce it took is unused): its channel stays held. Mined late,
+// it is recorded refunded with the chain's balance after it, and a
+// voucher beyond that balance is refused.
+func TestRefund_MinedAfterGiveUpTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newClaimBench(t, evm.FinalityPolicy{})
+	ch := b.open(5, 100_000)
+	b.charge(ch, 20_000, nil)
+	payer := b.usdc(ch.state.Config.Payer)
+	a := b.requestRefund(ch)
+	require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
+	_, err := b.refunder(nil).Refund(ctx, a)
+	require.NoError(t, err)
+	withheld := b.rawTx(b.refundRecord(a).Sent[0].Transaction)
+
+	b.loseRefund()
+	b.clock.Advance(refundGiveUpAfter)
+	snooze, err := b.refunder(nil).Refund(ctx, a)
+	require.NoError(t, err)
+	require.Positive(t, snooze)
+	rec := b.refundRecord(a)
+	require.Nil(t, rec.Failed, "its first transaction can still be mined: not given up")
+	require.Equal(t, a.CallID, b.row(ch).BusyCall, "held")
+
+	// The node that kept the first transaction gives it to the chain; the
+	// relayer lost the one it sent again.
+	b.loseRefund()
+	require.NoError(t, b.sendRaw(withheld))
+	require.NoError(t, b.node.Mine(ctx))
+	_, err = b.refunder(nil).Refund(ctx, a)
+	require.NoError(t, err)
+	rec = b.refundRecord(a)
+	require.Nil(t, rec.Failed)
+	require.NotNil(t, rec.Refunded)
+	require.Equal(t, rec.Sent[0].Transaction, rec.Refunded.Transaction)
+	require.Equal(t, big.NewInt(80_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer))
+	row := b.row(ch)
+	require.Empty(t, row.BusyCall)
+	require.Equal(t, b.onChain(ch).Balance, row.State.OnChain.Balance, "the record is the chain's")
+	require.Equal(t, "20000", row.State.OnChain.Balance.String())
+
+	scheme, err := chanpay.New(&chanpay.Config{Pool: b.db.Pool, Chains: map[string]channel.Caller{claimNetwork: b.node.Client},
+		Sender: b.relayer, ReceiverAuthorizer: b.authorizer, Clock: b.clock})
+	require.NoError(t, err)
+	req, voucher := b.payload(ch, channel.TypeVoucher, big.NewInt(30_000), "")
+	_, err = scheme.Verify(ctx, req, voucher)
+	var refusal *x402.Refusal
+	require.ErrorAs(t, err, &refusal, "a voucher beyond the channel's balance")
+	require.Equal(t, channel.ReasonCumulativeExceedsBalance, refusal.Reason)
+}
+
+// downReader is the chain's reader of a node that cannot be reached.
+type downReader struct{ worker.ClaimReader }
+
+func (downReader) CallContract(context.Context, ethereum.CallMsg, *big.Int) ([]byte, error) {
+	return nil, errors.New("node unreachable")
+}
+
+func (downReader) BlockNumber(context.Context) (uint64, error) {
+	return 0, errors.New("node unreachable")
+}
+
+// TestRefund_OutOfAttempts: a refund job whose last attempt fails (its
+// node cannot be reached), worked by River, records the refund failed
+// and frees its channel when no transaction of it was sent (Unsent);
+// with one sent (Sent), which the chain cannot tell unminable, the job
+// snoozes, the refund not recorded failed, its channel held.
+func TestRefund_OutOfAttempts(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []struct {
+		name string
+		sent bool
+	}{{"Unsent", false}, {"Sent", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{})
+			ch := b.open(i, 100_000)
+			b.charge(ch, 20_000, nil)
+			a := b.requestRefund(ch)
+			if tc.sent {
+				require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
+				_, err := b.refunder(nil).Refund(ctx, a)
+				require.NoError(t, err)
+				require.Len(t, b.refundRecord(a).Sent, 1)
+			}
+			c, err := worker.NewClaimer(&worker.ClaimConfig{Pool: b.db.Pool, Chain: b.relayer,
+				Readers:       map[string]worker.ClaimReader{claimNetwork: downReader{b.node.Client}},
+				AuthorizerKey: b.authorizer, Clock: b.clock, RefundResendAfter: time.Hour})
+			require.NoError(t, err)
+			client, err := worker.NewClient(&worker.Deps{Pool: b.db.Pool, Settler: &paytest.Payments{}, Logger: slog.New(slog.DiscardHandler),
+				Register: []func(*river.Workers) error{c.Register}}, &worker.Config{Work: true, FetchPollInterval: 50 * time.Millisecond})
+			require.NoError(t, err)
+			_, err = client.Insert(ctx, *a, &river.InsertOpts{Queue: jobs.QueueSettlement, MaxAttempts: 1})
+			require.NoError(t, err)
+			require.NoError(t, client.Start(ctx))
+			t.Cleanup(func() { require.NoError(t, worker.Stop(client, 5*time.Second)) })
+			var state string
+			require.Eventually(t, func() bool {
+				require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT state FROM river_job WHERE kind = 'channel.refund'`).Scan(&state))
+				return state != "available" && state != "running"
+			}, 30*time.Second, 50*time.Millisecond)
+			rec := b.refundRecord(a)
+			if !tc.sent {
+				require.Equal(t, "discarded", state)
+				require.NotNil(t, rec.Failed)
+				require.Equal(t, channel.ReasonWaitForReceiptFailed, rec.Failed.Reason)
+				require.Empty(t, b.row(ch).BusyCall, "the channel is freed")
+				return
+			}
+			require.Equal(t, "scheduled", state, "snoozed")
+			require.Nil(t, rec.Failed, "its transaction can still be mined")
+			require.Equal(t, a.CallID, b.row(ch).BusyCall, "held")
+		})
+	}
 }

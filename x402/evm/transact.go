@@ -26,30 +26,41 @@ import (
 // revert, isRevert tells it) and nothing is sent; with gas given, the
 // transaction is sent without a look.
 func (r *Relayer) Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error) {
+	tx, err := r.SendTx(ctx, network, to, input, gas)
+	if err != nil {
+		return common.Hash{}, err
+	}
+	return tx.Hash(), nil
+}
+
+// SendTx is Send returning the transaction signed: its nonce is the
+// relayer's (Address) nonce it took, which no other transaction of the
+// relayer's can be mined with.
+func (r *Relayer) SendTx(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (*types.Transaction, error) {
 	ctx, leave, err := r.life.Enter(ctx)
 	if err != nil {
-		return common.Hash{}, fmt.Errorf("send to %s on %s: %w", to.Hex(), network, err)
+		return nil, fmt.Errorf("send to %s on %s: %w", to.Hex(), network, err)
 	}
 	defer leave()
 	ctx = ethrpc.WithPurpose(ctx, ethrpc.PurposeSettle)
 	chain := r.chains[network]
 	if chain == nil {
-		return common.Hash{}, fmt.Errorf("send to %s: no chain client for %s", to.Hex(), network)
+		return nil, fmt.Errorf("send to %s: no chain client for %s", to.Hex(), network)
 	}
 	if gas == 0 {
 		estimate, err := chain.backend.EstimateGas(ctx, ethereum.CallMsg{From: r.address, To: &to, Data: input})
 		if err != nil {
-			return common.Hash{}, fmt.Errorf("send to %s on %s: estimate gas: %w", to.Hex(), network, err)
+			return nil, fmt.Errorf("send to %s on %s: estimate gas: %w", to.Hex(), network, err)
 		}
 		gas = estimate + estimate/4
 	}
 	tx, err := chain.sender.send(ctx, to, input, gas)
 	if err != nil {
-		return common.Hash{}, fmt.Errorf("send to %s on %s: %w", to.Hex(), network, err)
+		return nil, fmt.Errorf("send to %s on %s: %w", to.Hex(), network, err)
 	}
 	r.logger.DebugContext(ctx, "relayer transaction sent", "network", network, "to", to.Hex(), "transaction", tx.Hash().Hex(),
 		"nonce", tx.Nonce(), "gas", gas)
-	return tx.Hash(), nil
+	return tx, nil
 }
 
 // Await waits for the receipt of a transaction Send sent (replaced with
