@@ -54,6 +54,33 @@ type Payment struct {
 	// charge is still the one the payment was verified against. Not kept
 	// in the ledger.
 	Hold *ChannelHold `json:"-"`
+	// exact is the compact form Payload was made from when the payment
+	// was read from the ledger in it (fromLedger): ExactEVM reads the
+	// scheme's payload there, not from Payload's JSON. Not kept (it is
+	// Payload).
+	exact *ledgerEVM
+}
+
+// ExactEVM returns the exact EVM payload (the authorization and its
+// signature) of a payment read from the ledger in its compact form, with
+// no decoding, and false for any other payment: its Payload is then to be
+// decoded.
+func (p *Payment) ExactEVM() (*ExactEVMPayload, bool) {
+	c := p.exact
+	if c == nil {
+		return nil, false
+	}
+	return &ExactEVMPayload{Signature: hexBytes(c.Signature), Authorization: EVMAuthorization{
+		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: hexBytes(c.Nonce),
+	}}, true
+}
+
+// hexBytes is b in 0x-prefixed lower-case hex.
+func hexBytes(b []byte) string {
+	out := make([]byte, 2+2*len(b))
+	out[0], out[1] = '0', 'x'
+	hex.Encode(out[2:], b)
+	return string(out)
 }
 
 // ChannelHold is the channel a verified batch-settlement payment is
@@ -203,7 +230,7 @@ func (p *Payment) fromLedger(l *ledgerPayment) error {
 		if err != nil {
 			return err
 		}
-		p.Payload = payload
+		p.Payload, p.exact = payload, l.EVM
 	}
 	if p.Network != "" && p.Payer != "" && p.Nonce != "" && p.Amount != "" && p.Asset != "" && !p.ValidBefore.IsZero() {
 		return nil
@@ -288,8 +315,8 @@ func compactEVM(payload json.RawMessage) (*ledgerEVM, bool) {
 
 // payload returns the PaymentPayload c is the compact form of.
 func (c *ledgerEVM) payload() (json.RawMessage, error) {
-	inner, err := json.Marshal(&ExactEVMPayload{Signature: "0x" + hex.EncodeToString(c.Signature), Authorization: EVMAuthorization{
-		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: "0x" + hex.EncodeToString(c.Nonce),
+	inner, err := json.Marshal(&ExactEVMPayload{Signature: hexBytes(c.Signature), Authorization: EVMAuthorization{
+		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: hexBytes(c.Nonce),
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("decode ledger payment: %w", err)

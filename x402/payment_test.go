@@ -63,6 +63,18 @@ func TestPaymentJSON(t *testing.T) {
 			require.Equal(t, tc.payment.VerifiedAt, back.VerifiedAt)
 			require.Equal(t, tc.payment.ValidBefore, back.ValidBefore)
 			back.VerifiedAt, back.ValidBefore = tc.payment.VerifiedAt, tc.payment.ValidBefore
+			// A payment read from its packed form keeps that form
+			// (ExactEVM), which its payload was made from.
+			exact, ok := back.ExactEVM()
+			require.Equal(t, raw[0] == '"', ok)
+			if ok {
+				var want PaymentPayload
+				require.NoError(t, json.Unmarshal(tc.payment.Payload, &want))
+				inner, err := json.Marshal(exact)
+				require.NoError(t, err)
+				require.JSONEq(t, string(want.Payload), string(inner))
+				back.exact = nil
+			}
 			require.Equal(t, tc.payment, back)
 		})
 	}

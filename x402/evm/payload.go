@@ -79,6 +79,13 @@ func decodePayload(raw json.RawMessage) (*exactPayload, error) {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, &x402.Refusal{Reason: ReasonPayload, Message: "payload is not an exact EVM payload: " + err.Error()}
 	}
+	return parsePayload(&p)
+}
+
+// parsePayload checks and parses an exact EVM payload, decoded
+// (decodePayload) or read from the ledger's compact form. Its error is a
+// *x402.Refusal.
+func parsePayload(p *x402.ExactEVMPayload) (*exactPayload, error) {
 	if p.Authorization == (x402.EVMAuthorization{}) {
 		return nil, &x402.Refusal{Reason: ReasonPayload, Message: "payload has no authorization"}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/x402d/x402d/x402"
 )
 
 // storedPayment is a PaymentPayload as Postgres renders it from jsonb
@@ -71,4 +73,67 @@ func BenchmarkSchemePayload(b *testing.B) {
 			}
 		}
 	})
+}
+
+// ledgerPayment returns an exact EVM payment as the settlement reads it
+// from the ledger (its compact form, x402.Payment.ExactEVM), and the same
+// payment with its payload alone, to be decoded.
+func ledgerPayment(t testing.TB) (fromLedger, payloadOnly *x402.Payment) {
+	t.Helper()
+	inner, err := json.Marshal(&x402.ExactEVMPayload{Signature: "0x" + strings.Repeat("ab", 65), Authorization: x402.EVMAuthorization{
+		From: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", To: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
+		Value: "10000", ValidAfter: "0", ValidBefore: "1900000000", Nonce: "0x" + strings.Repeat("0f", 32),
+	}})
+	require.NoError(t, err)
+	pp := &x402.PaymentPayload{X402Version: 2, Payload: inner, Accepted: x402.Requirements{Scheme: "exact", Network: "eip155:8453",
+		Amount: "10000", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", PayTo: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
+		MaxTimeoutSeconds: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
+	raw, err := pp.Ledger()
+	require.NoError(t, err)
+	payloadOnly = &x402.Payment{Network: "eip155:8453", Payer: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", Nonce: "0x" + strings.Repeat("0f", 32),
+		Amount: "10000", Asset: pp.Accepted.Asset, Payload: raw}
+	stored, err := json.Marshal(payloadOnly)
+	require.NoError(t, err)
+	fromLedger = &x402.Payment{}
+	require.NoError(t, json.Unmarshal(stored, fromLedger))
+	_, compact := fromLedger.ExactEVM()
+	require.True(t, compact, "read from its compact form")
+	_, compact = payloadOnly.ExactEVM()
+	require.False(t, compact)
+	return fromLedger, payloadOnly
+}
+
+// TestPaymentTransferFromLedger: a payment read from the ledger's compact
+// form gives the settlement the asset, authorization and signature its
+// payload gives when decoded.
+func TestPaymentTransferFromLedger(t *testing.T) {
+	t.Parallel()
+	fromLedger, payloadOnly := ledgerPayment(t)
+	asset, ep, err := paymentTransfer(fromLedger)
+	require.NoError(t, err)
+	wantAsset, want, err := paymentTransfer(payloadOnly)
+	require.NoError(t, err)
+	require.Equal(t, wantAsset, asset)
+	require.Equal(t, want, ep)
+	require.Equal(t, fromLedger.Payload, payloadOnly.Payload)
+}
+
+// BenchmarkPaymentTransfer reads a settlement's transfer from a payment
+// read from the ledger (its compact form) and, for comparison, from its
+// payload decoded (what the settlement did before).
+func BenchmarkPaymentTransfer(b *testing.B) {
+	fromLedger, payloadOnly := ledgerPayment(b)
+	for _, bc := range []struct {
+		name string
+		p    *x402.Payment
+	}{{"ledger", fromLedger}, {"payload", payloadOnly}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := paymentTransfer(bc.p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
