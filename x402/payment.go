@@ -54,6 +54,11 @@ type Payment struct {
 	// charge is still the one the payment was verified against. Not kept
 	// in the ledger.
 	Hold *ChannelHold `json:"-"`
+	// Decoded, when set, is Payload's scheme payload as the scheme that
+	// settles the payment decoded it, kept for that scheme's next look at
+	// the same Payment (a channel payment's OffChain, then its Settle).
+	// Not kept in the ledger.
+	Decoded any `json:"-"`
 	// exact is the compact form Payload was made from when the payment
 	// was read from the ledger in it (fromLedger): ExactEVM reads the
 	// scheme's payload there, not from Payload's JSON. Not kept (it is
@@ -160,13 +165,16 @@ func (p *Payment) UnmarshalLedgerBinary(b []byte) error {
 // ledger returns the ledger form of p: the fields its payload does not
 // state, and its payload compact when it can be.
 func (p Payment) ledger() ledgerPayment {
-	evm, compact := compactEVM(p.Payload)
+	var evm *ledgerEVM
+	var compact, ok bool
 	var s Payment
-	var ok bool
-	if compact {
-		s, ok = evm.stated()
-	} else {
-		s, ok = stated(p.Payload)
+	if mayBeExact(p.Payload) {
+		evm, compact = compactEVM(p.Payload)
+		if compact {
+			s, ok = evm.stated()
+		} else {
+			s, ok = stated(p.Payload)
+		}
 	}
 	if ok {
 		if s.Network == p.Network {
@@ -196,6 +204,15 @@ func (p Payment) ledger() ledgerPayment {
 		l.Payload = p.Payload
 	}
 	return l
+}
+
+// mayBeExact reports whether payload may be of the exact scheme, the
+// only one the compact form and the fields a payload states know
+// (compactEVM, stated): whether its JSON may hold the string "exact",
+// spelled so or with escapes. Another payload (a batch-settlement
+// voucher's) is then not decoded to find out.
+func mayBeExact(payload json.RawMessage) bool {
+	return bytes.Contains(payload, []byte(`"exact"`)) || bytes.Contains(payload, []byte(`\u`))
 }
 
 // UnmarshalJSON decodes a Payment, restoring its payload from its compact
