@@ -59,11 +59,22 @@ type Payment struct {
 	// the same Payment (a channel payment's OffChain, then its Settle).
 	// Not kept in the ledger.
 	Decoded any `json:"-"`
-	// exact is the compact form Payload was made from when the payment
-	// was read from the ledger in it (fromLedger): ExactEVM reads the
-	// scheme's payload there, not from Payload's JSON. Not kept (it is
-	// Payload).
-	exact *ledgerEVM
+	// exact is the compact form of Payload when the payment was read from
+	// the ledger in it (fromLedger) or its verifier gave it
+	// (PaymentPayload.LedgerPayment): ExactEVM reads the scheme's payload
+	// there, and the ledger keeps it, with no decoding. exactOf is the
+	// Payload it is the form of (compact). Not kept (it is Payload).
+	exact   *ledgerEVM
+	exactOf json.RawMessage
+}
+
+// compact returns the compact form of p's payload that p holds (exact),
+// nil when it holds none or its Payload was replaced since.
+func (p *Payment) compact() *ledgerEVM {
+	if p.exact == nil || len(p.Payload) != len(p.exactOf) || len(p.Payload) > 0 && &p.Payload[0] != &p.exactOf[0] {
+		return nil
+	}
+	return p.exact
 }
 
 // ExactEVM returns the exact EVM payload (the authorization and its
@@ -71,7 +82,7 @@ type Payment struct {
 // no decoding, and false for any other payment: its Payload is then to be
 // decoded.
 func (p *Payment) ExactEVM() (*ExactEVMPayload, bool) {
-	c := p.exact
+	c := p.compact()
 	if c == nil {
 		return nil, false
 	}
@@ -168,7 +179,10 @@ func (p Payment) ledger() ledgerPayment {
 	var evm *ledgerEVM
 	var compact, ok bool
 	var s Payment
-	if mayBeExact(p.Payload) {
+	if evm = p.compact(); evm != nil {
+		compact = true
+		s, ok = evm.stated()
+	} else if mayBeExact(p.Payload) {
 		evm, compact = compactEVM(p.Payload)
 		if compact {
 			s, ok = evm.stated()
@@ -247,7 +261,7 @@ func (p *Payment) fromLedger(l *ledgerPayment) error {
 		if err != nil {
 			return err
 		}
-		p.Payload, p.exact = payload, l.EVM
+		p.Payload, p.exact, p.exactOf = payload, l.EVM, payload
 	}
 	if p.Network != "" && p.Payer != "" && p.Nonce != "" && p.Amount != "" && p.Asset != "" && !p.ValidBefore.IsZero() {
 		return nil
@@ -312,15 +326,10 @@ func compactEVM(payload json.RawMessage) (*ledgerEVM, bool) {
 	if err := json.Unmarshal(pp.Payload, &e); err != nil {
 		return nil, false
 	}
-	a := &e.Authorization
-	sig, ok1 := lowerHex(e.Signature)
-	nonce, ok2 := lowerHex(a.Nonce)
-	if !ok1 || !ok2 || a.To != pp.Accepted.PayTo || a.Value != pp.Accepted.Amount {
+	c, ok := compactOf(&pp, &e)
+	if !ok {
 		return nil, false
 	}
-	c := &ledgerEVM{Version: pp.X402Version, Network: pp.Accepted.Network, Asset: pp.Accepted.Asset, Timeout: pp.Accepted.MaxTimeoutSeconds,
-		Extra: pp.Accepted.Extra, From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter, ValidBefore: a.ValidBefore,
-		Nonce: nonce, Signature: sig}
 	// The form's own encoding (what clients and Ledger mostly send) is
 	// the same value byte for byte; any other is compared as JSON.
 	back, err := c.payload()
@@ -328,6 +337,44 @@ func compactEVM(payload json.RawMessage) (*ledgerEVM, bool) {
 		return nil, false
 	}
 	return c, true
+}
+
+// compactOf returns the compact form of pp, an exact EVM payload whose
+// scheme payload is e, when the form can hold it (its signature and nonce
+// in lower-case hex, paid to the option's payTo its amount); whether it
+// gives pp back whole is for the caller to check.
+func compactOf(pp *PaymentPayload, e *ExactEVMPayload) (*ledgerEVM, bool) {
+	a := &e.Authorization
+	sig, ok1 := lowerHex(e.Signature)
+	nonce, ok2 := lowerHex(a.Nonce)
+	if !ok1 || !ok2 || a.To != pp.Accepted.PayTo || a.Value != pp.Accepted.Amount {
+		return nil, false
+	}
+	return &ledgerEVM{Version: pp.X402Version, Network: pp.Accepted.Network, Asset: pp.Accepted.Asset, Timeout: pp.Accepted.MaxTimeoutSeconds,
+		Extra: pp.Accepted.Extra, From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter, ValidBefore: a.ValidBefore,
+		Nonce: nonce, Signature: sig}, true
+}
+
+// LedgerPayment returns the payment that keeps p, an exact EVM payload
+// whose scheme payload its verifier decoded as e: its Payload is what the
+// ledger keeps of p (Ledger), with, when the compact form gives that back
+// byte for byte, the form beside it (ExactEVM), which the ledger then
+// keeps with no decoding. The verifier fills in the other fields.
+func (p *PaymentPayload) LedgerPayment(e *ExactEVMPayload) (*Payment, error) {
+	raw, err := p.Ledger()
+	if err != nil {
+		return nil, err
+	}
+	out := &Payment{Payload: raw}
+	if p.Accepted.Scheme != "exact" {
+		return out, nil
+	}
+	if c, ok := compactOf(p, e); ok {
+		if back, err := c.payload(); err == nil && bytes.Equal(back, raw) {
+			out.exact, out.exactOf = c, raw
+		}
+	}
+	return out, nil
 }
 
 // payload returns the PaymentPayload c is the compact form of.

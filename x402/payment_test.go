@@ -66,10 +66,6 @@ func TestPaymentJSON(t *testing.T) {
 			require.Equal(t, tc.payment.VerifiedAt, back.VerifiedAt)
 			require.Equal(t, tc.payment.ValidBefore, back.ValidBefore)
 			back.VerifiedAt, back.ValidBefore = tc.payment.VerifiedAt, tc.payment.ValidBefore
-			// The compact form gives the payload back as the same JSON
-			// value, in its own spelling.
-			require.True(t, SameJSON(tc.payment.Payload, back.Payload), "%s", back.Payload)
-			back.Payload = tc.payment.Payload
 			// A payment read from its packed form keeps that form
 			// (ExactEVM), which its payload was made from.
 			exact, ok := back.ExactEVM()
@@ -80,8 +76,12 @@ func TestPaymentJSON(t *testing.T) {
 				inner, err := json.Marshal(exact)
 				require.NoError(t, err)
 				require.JSONEq(t, string(want.Payload), string(inner))
-				back.exact = nil
+				back.exact, back.exactOf = nil, nil
 			}
+			// The compact form gives the payload back as the same JSON
+			// value, in its own spelling.
+			require.True(t, SameJSON(tc.payment.Payload, back.Payload), "%s", back.Payload)
+			back.Payload = tc.payment.Payload
 			require.Equal(t, tc.payment, back)
 		})
 	}
@@ -339,6 +339,25 @@ func BenchmarkPaymentLedgerBinary(b *testing.B) {
 			}
 		}
 	})
+	// The payment as its verifier gives it: its compact form beside it.
+	var e ExactEVMPayload
+	if err := json.Unmarshal(inner, &e); err != nil {
+		b.Fatal(err)
+	}
+	verified, err := pp.LedgerPayment(&e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	verified.Network, verified.Payer, verified.Nonce, verified.Amount, verified.Asset = p.Network, p.Payer, p.Nonce, p.Amount, p.Asset
+	verified.VerifiedAt, verified.ValidBefore = p.VerifiedAt, p.ValidBefore
+	b.Run("pack, as verified", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := verified.MarshalLedgerBinary(); !ok {
+				b.Fatal("not packed")
+			}
+		}
+	})
 	b.Run("unpack", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -418,6 +437,60 @@ func TestMayBeExact(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			require.Equal(t, tc.want, mayBeExact(json.RawMessage(tc.payload)))
+		})
+	}
+}
+
+// TestLedgerPayment: a verifier's payment keeps its payload's compact form
+// when that gives the payload back byte for byte, and the ledger keeps it
+// as it keeps the payload decoded; a payload replaced since is decoded.
+func TestLedgerPayment(t *testing.T) {
+	t.Parallel()
+	const (
+		payer = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f"
+		nonce = "0x766ab94dd68772beac3f339017a9b74612bba62630bf006e769206405b3434a0"
+		usdc  = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+		payTo = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
+	)
+	sig := "0x" + hex.EncodeToString(bytesOf(65, 7))
+	for _, tc := range []struct {
+		name    string
+		sig     string
+		compact bool
+	}{
+		{"lower-case hex", sig, true},
+		{"upper-case hex", sig[:2] + strings.ToUpper(sig[2:]), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := ExactEVMPayload{Signature: tc.sig, Authorization: EVMAuthorization{From: payer, To: payTo, Value: "10000",
+				ValidAfter: "0", ValidBefore: "1795578737", Nonce: nonce}}
+			inner, err := json.Marshal(&e)
+			require.NoError(t, err)
+			pp := PaymentPayload{X402Version: 2, Payload: inner, Accepted: Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000",
+				Asset: usdc, PayTo: payTo, MaxTimeoutSeconds: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
+			p, err := pp.LedgerPayment(&e)
+			require.NoError(t, err)
+			raw, err := pp.Ledger()
+			require.NoError(t, err)
+			require.Equal(t, json.RawMessage(raw), p.Payload)
+			_, ok := p.ExactEVM()
+			require.Equal(t, tc.compact, ok)
+			p.Network, p.Payer, p.Nonce, p.Amount, p.Asset = "eip155:8453", payer, nonce, "10000", usdc
+			plain := Payment{Network: p.Network, Payer: payer, Nonce: nonce, Amount: "10000", Asset: usdc, Payload: raw}
+			got, err := json.Marshal(p)
+			require.NoError(t, err)
+			want, err := json.Marshal(plain)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got), "kept as the payload decoded is")
+
+			// A payload replaced is its own.
+			p.Payload = json.RawMessage(`{"x402Version":2,"accepted":{"scheme":"exact"},"payload":{"transaction":"AQID"}}`)
+			_, ok = p.ExactEVM()
+			require.False(t, ok)
+			got, err = json.Marshal(p)
+			require.NoError(t, err)
+			require.NotContains(t, ledgerKeys(t, got), "evm")
 		})
 	}
 }

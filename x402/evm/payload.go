@@ -70,6 +70,8 @@ func parseNonce(s string) (common.Hash, error) {
 type exactPayload struct {
 	auth      *Authorization
 	signature []byte
+	// wire is the payload as it was decoded.
+	wire *x402.ExactEVMPayload
 }
 
 // decodePayload decodes PaymentPayload.payload of the exact EVM scheme. Its
@@ -100,7 +102,7 @@ func parsePayload(p *x402.ExactEVMPayload) (*exactPayload, error) {
 	if err != nil {
 		return nil, &x402.Refusal{Reason: ReasonPayload, Message: "signature is not 0x-prefixed hex"}
 	}
-	return &exactPayload{auth: auth, signature: sig}, nil
+	return &exactPayload{auth: auth, signature: sig, wire: p}, nil
 }
 
 // schemePayload returns the "payload" member of doc, a stored

@@ -241,20 +241,15 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 		return nil, err
 	}
-	raw, err := payload.Ledger()
+	// Kept with its compact form, which the ledger then keeps with no
+	// decoding.
+	p, err := payload.LedgerPayment(ep.wire)
 	if err != nil {
 		return nil, fmt.Errorf("verify: encode payload: %w", err)
 	}
-	return &x402.Payment{
-		Network:     req.Network,
-		Payer:       auth.From.Hex(),
-		Nonce:       auth.Nonce.Hex(),
-		Amount:      auth.Value.String(),
-		Asset:       asset.Hex(),
-		Payload:     raw,
-		VerifiedAt:  now.UTC(),
-		ValidBefore: x402.UnixTime(auth.ValidBefore),
-	}, nil
+	p.Network, p.Payer, p.Nonce, p.Amount, p.Asset = req.Network, auth.From.Hex(), auth.Nonce.Hex(), auth.Value.String(), asset.Hex()
+	p.VerifiedAt, p.ValidBefore = now.UTC(), x402.UnixTime(auth.ValidBefore)
+	return p, nil
 }
 
 // Authenticate checks that payload, for req, is a well-formed exact EVM
