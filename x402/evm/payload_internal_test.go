@@ -1,10 +1,13 @@
 package evm
 
 import (
+	"bytes"
 	"encoding/json"
+	"math/big"
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/x402"
@@ -136,4 +139,69 @@ func BenchmarkPaymentTransfer(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPackTransferVRS: the (v,r,s) transfer's input is token.Pack's, byte
+// for byte, at the bounds of its numbers; a number that is no uint256 is
+// refused.
+func TestPackTransferVRS(t *testing.T) {
+	t.Parallel()
+	maxUint256 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
+	sig := bytes.Repeat([]byte{0xab}, 65)
+	sig[0], sig[63] = 0x01, 0xfe
+	for _, tc := range []struct {
+		name                string
+		value, after, until *big.Int
+		v                   byte
+		wantErr             bool
+	}{
+		{"ordinary", big.NewInt(10_000), big.NewInt(0), big.NewInt(1_900_000_000), 27, false},
+		{"bounds", maxUint256, big.NewInt(0), maxUint256, 28, false},
+		{"negative", big.NewInt(-1), big.NewInt(0), big.NewInt(1), 27, true},
+		{"over 256 bits", new(big.Int).Add(maxUint256, big.NewInt(1)), big.NewInt(0), big.NewInt(1), 27, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			auth := &Authorization{From: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+				To: common.HexToAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"), Value: tc.value, ValidAfter: tc.after,
+				ValidBefore: tc.until, Nonce: common.HexToHash("0x" + strings.Repeat("0f", 32))}
+			got, err := packTransferVRS(auth, tc.v, sig[:32], sig[32:64])
+			if tc.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			want, err := token.Pack(fnTransferVRS, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce,
+				tc.v, common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64]))
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+// BenchmarkTransferInput encodes a transfer's input, and, for comparison,
+// the same with token.Pack (what it did before).
+func BenchmarkTransferInput(b *testing.B) {
+	auth := &Authorization{From: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+		To: common.HexToAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"), Value: big.NewInt(10_000), ValidAfter: big.NewInt(0),
+		ValidBefore: big.NewInt(1_900_000_000), Nonce: common.HexToHash("0x" + strings.Repeat("0f", 32))}
+	sig := bytes.Repeat([]byte{0xab}, 65)
+	sig[64] = 27
+	b.Run("transferInput", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := transferInput(auth, sig); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("token.Pack", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := token.Pack(fnTransferVRS, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce,
+				sig[64], common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64])); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
