@@ -187,6 +187,6 @@ func TestAdmitterForms(t *testing.T) {
 		calls, err := store.CallListToSettle(ctx, db.Pool, []string{id})
 		require.NoError(t, err)
 		require.Len(t, calls, 1)
-		require.Equal(t, payment, calls[0].Payment)
+		require.Equal(t, paytest.Stored(payment), calls[0].Payment)
 	}
 }

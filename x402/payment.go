@@ -54,6 +54,49 @@ type Payment struct {
 	// charge is still the one the payment was verified against. Not kept
 	// in the ledger.
 	Hold *ChannelHold `json:"-"`
+	// Decoded, when set, is Payload's scheme payload as the scheme that
+	// settles the payment decoded it, kept for that scheme's next look at
+	// the same Payment (a channel payment's OffChain, then its Settle).
+	// Not kept in the ledger.
+	Decoded any `json:"-"`
+	// exact is the compact form of Payload when the payment was read from
+	// the ledger in it (fromLedger) or its verifier gave it
+	// (PaymentPayload.LedgerPayment): ExactEVM reads the scheme's payload
+	// there, and the ledger keeps it, with no decoding. exactOf is the
+	// Payload it is the form of (compact). Not kept (it is Payload).
+	exact   *ledgerEVM
+	exactOf json.RawMessage
+}
+
+// compact returns the compact form of p's payload that p holds (exact),
+// nil when it holds none or its Payload was replaced since.
+func (p *Payment) compact() *ledgerEVM {
+	if p.exact == nil || len(p.Payload) != len(p.exactOf) || len(p.Payload) > 0 && &p.Payload[0] != &p.exactOf[0] {
+		return nil
+	}
+	return p.exact
+}
+
+// ExactEVM returns the exact EVM payload (the authorization and its
+// signature) of a payment read from the ledger in its compact form, with
+// no decoding, and false for any other payment: its Payload is then to be
+// decoded.
+func (p *Payment) ExactEVM() (*ExactEVMPayload, bool) {
+	c := p.compact()
+	if c == nil {
+		return nil, false
+	}
+	return &ExactEVMPayload{Signature: hexBytes(c.Signature), Authorization: EVMAuthorization{
+		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: hexBytes(c.Nonce),
+	}}, true
+}
+
+// hexBytes is b in 0x-prefixed lower-case hex.
+func hexBytes(b []byte) string {
+	out := make([]byte, 2+2*len(b))
+	out[0], out[1] = '0', 'x'
+	hex.Encode(out[2:], b)
+	return string(out)
 }
 
 // ChannelHold is the channel a verified batch-settlement payment is
@@ -133,13 +176,19 @@ func (p *Payment) UnmarshalLedgerBinary(b []byte) error {
 // ledger returns the ledger form of p: the fields its payload does not
 // state, and its payload compact when it can be.
 func (p Payment) ledger() ledgerPayment {
-	evm, compact := compactEVM(p.Payload)
+	var evm *ledgerEVM
+	var compact, ok bool
 	var s Payment
-	var ok bool
-	if compact {
+	if evm = p.compact(); evm != nil {
+		compact = true
 		s, ok = evm.stated()
-	} else {
-		s, ok = stated(p.Payload)
+	} else if mayBeExact(p.Payload) {
+		evm, compact = compactEVM(p.Payload)
+		if compact {
+			s, ok = evm.stated()
+		} else {
+			s, ok = stated(p.Payload)
+		}
 	}
 	if ok {
 		if s.Network == p.Network {
@@ -169,6 +218,15 @@ func (p Payment) ledger() ledgerPayment {
 		l.Payload = p.Payload
 	}
 	return l
+}
+
+// mayBeExact reports whether payload may be of the exact scheme, the
+// only one the compact form and the fields a payload states know
+// (compactEVM, stated): whether its JSON may hold the string "exact",
+// spelled so or with escapes. Another payload (a batch-settlement
+// voucher's) is then not decoded to find out.
+func mayBeExact(payload json.RawMessage) bool {
+	return bytes.Contains(payload, []byte(`"exact"`)) || bytes.Contains(payload, []byte(`\u`))
 }
 
 // UnmarshalJSON decodes a Payment, restoring its payload from its compact
@@ -203,7 +261,7 @@ func (p *Payment) fromLedger(l *ledgerPayment) error {
 		if err != nil {
 			return err
 		}
-		p.Payload = payload
+		p.Payload, p.exact, p.exactOf = payload, l.EVM, payload
 	}
 	if p.Network != "" && p.Payer != "" && p.Nonce != "" && p.Amount != "" && p.Asset != "" && !p.ValidBefore.IsZero() {
 		return nil
@@ -268,15 +326,10 @@ func compactEVM(payload json.RawMessage) (*ledgerEVM, bool) {
 	if err := json.Unmarshal(pp.Payload, &e); err != nil {
 		return nil, false
 	}
-	a := &e.Authorization
-	sig, ok1 := lowerHex(e.Signature)
-	nonce, ok2 := lowerHex(a.Nonce)
-	if !ok1 || !ok2 || a.To != pp.Accepted.PayTo || a.Value != pp.Accepted.Amount {
+	c, ok := compactOf(&pp, &e)
+	if !ok {
 		return nil, false
 	}
-	c := &ledgerEVM{Version: pp.X402Version, Network: pp.Accepted.Network, Asset: pp.Accepted.Asset, Timeout: pp.Accepted.MaxTimeoutSeconds,
-		Extra: pp.Accepted.Extra, From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter, ValidBefore: a.ValidBefore,
-		Nonce: nonce, Signature: sig}
 	// The form's own encoding (what clients and Ledger mostly send) is
 	// the same value byte for byte; any other is compared as JSON.
 	back, err := c.payload()
@@ -286,10 +339,48 @@ func compactEVM(payload json.RawMessage) (*ledgerEVM, bool) {
 	return c, true
 }
 
+// compactOf returns the compact form of pp, an exact EVM payload whose
+// scheme payload is e, when the form can hold it (its signature and nonce
+// in lower-case hex, paid to the option's payTo its amount); whether it
+// gives pp back whole is for the caller to check.
+func compactOf(pp *PaymentPayload, e *ExactEVMPayload) (*ledgerEVM, bool) {
+	a := &e.Authorization
+	sig, ok1 := lowerHex(e.Signature)
+	nonce, ok2 := lowerHex(a.Nonce)
+	if !ok1 || !ok2 || a.To != pp.Accepted.PayTo || a.Value != pp.Accepted.Amount {
+		return nil, false
+	}
+	return &ledgerEVM{Version: pp.X402Version, Network: pp.Accepted.Network, Asset: pp.Accepted.Asset, Timeout: pp.Accepted.MaxTimeoutSeconds,
+		Extra: pp.Accepted.Extra, From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter, ValidBefore: a.ValidBefore,
+		Nonce: nonce, Signature: sig}, true
+}
+
+// LedgerPayment returns the payment that keeps p, an exact EVM payload
+// whose scheme payload its verifier decoded as e: its Payload is what the
+// ledger keeps of p (Ledger), with, when the compact form gives that back
+// byte for byte, the form beside it (ExactEVM), which the ledger then
+// keeps with no decoding. The verifier fills in the other fields.
+func (p *PaymentPayload) LedgerPayment(e *ExactEVMPayload) (*Payment, error) {
+	raw, err := p.Ledger()
+	if err != nil {
+		return nil, err
+	}
+	out := &Payment{Payload: raw}
+	if p.Accepted.Scheme != "exact" {
+		return out, nil
+	}
+	if c, ok := compactOf(p, e); ok {
+		if back, err := c.payload(); err == nil && bytes.Equal(back, raw) {
+			out.exact, out.exactOf = c, raw
+		}
+	}
+	return out, nil
+}
+
 // payload returns the PaymentPayload c is the compact form of.
 func (c *ledgerEVM) payload() (json.RawMessage, error) {
-	inner, err := json.Marshal(&ExactEVMPayload{Signature: "0x" + hex.EncodeToString(c.Signature), Authorization: EVMAuthorization{
-		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: "0x" + hex.EncodeToString(c.Nonce),
+	inner, err := json.Marshal(&ExactEVMPayload{Signature: hexBytes(c.Signature), Authorization: EVMAuthorization{
+		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: hexBytes(c.Nonce),
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("decode ledger payment: %w", err)

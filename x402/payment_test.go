@@ -45,6 +45,9 @@ func TestPaymentJSON(t *testing.T) {
 			Asset: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", Payload: json.RawMessage(`{"x402Version":2,"accepted":{"scheme":"exact"},"payload":{"transaction":"AQID"}}`),
 			VerifiedAt: verified}, []string{"amount", "asset", "network", "nonce", "payer"}},
 		{"no payload", Payment{Network: "eip155:8453", Payer: "0xttl", Nonce: "n1", Amount: "10000", Asset: usdc, Payload: json.RawMessage("null")}, []string{"amount", "asset", "network", "nonce", "payer"}},
+		{"a batch-settlement voucher", voucherPayment(), []string{"amount", "asset", "network", "nonce", "payer"}},
+		{"exact EVM, its scheme escaped", Payment{Network: "eip155:8453", Payer: payer, Nonce: nonce, Amount: "10000", Asset: usdc,
+			Payload: json.RawMessage(strings.Replace(string(evm(payer, nonce)), `"exact"`, `"\u0065xact"`, 1)), VerifiedAt: verified, ValidBefore: validBefore}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw, err := json.Marshal(tc.payment)
@@ -63,6 +66,22 @@ func TestPaymentJSON(t *testing.T) {
 			require.Equal(t, tc.payment.VerifiedAt, back.VerifiedAt)
 			require.Equal(t, tc.payment.ValidBefore, back.ValidBefore)
 			back.VerifiedAt, back.ValidBefore = tc.payment.VerifiedAt, tc.payment.ValidBefore
+			// A payment read from its packed form keeps that form
+			// (ExactEVM), which its payload was made from.
+			exact, ok := back.ExactEVM()
+			require.Equal(t, raw[0] == '"', ok)
+			if ok {
+				var want PaymentPayload
+				require.NoError(t, json.Unmarshal(tc.payment.Payload, &want))
+				inner, err := json.Marshal(exact)
+				require.NoError(t, err)
+				require.JSONEq(t, string(want.Payload), string(inner))
+				back.exact, back.exactOf = nil, nil
+			}
+			// The compact form gives the payload back as the same JSON
+			// value, in its own spelling.
+			require.True(t, SameJSON(tc.payment.Payload, back.Payload), "%s", back.Payload)
+			back.Payload = tc.payment.Payload
 			require.Equal(t, tc.payment, back)
 		})
 	}
@@ -320,6 +339,25 @@ func BenchmarkPaymentLedgerBinary(b *testing.B) {
 			}
 		}
 	})
+	// The payment as its verifier gives it: its compact form beside it.
+	var e ExactEVMPayload
+	if err := json.Unmarshal(inner, &e); err != nil {
+		b.Fatal(err)
+	}
+	verified, err := pp.LedgerPayment(&e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	verified.Network, verified.Payer, verified.Nonce, verified.Amount, verified.Asset = p.Network, p.Payer, p.Nonce, p.Amount, p.Asset
+	verified.VerifiedAt, verified.ValidBefore = p.VerifiedAt, p.ValidBefore
+	b.Run("pack, as verified", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := verified.MarshalLedgerBinary(); !ok {
+				b.Fatal("not packed")
+			}
+		}
+	})
 	b.Run("unpack", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -329,4 +367,130 @@ func BenchmarkPaymentLedgerBinary(b *testing.B) {
 			}
 		}
 	})
+}
+
+// voucherPayment is a batch-settlement voucher's payment as the channel
+// scheme verifies it: a payload the compact form does not take.
+func voucherPayment() Payment {
+	const (
+		payer = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f"
+		usdc  = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+		payTo = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
+		id    = "0x766ab94dd68772beac3f339017a9b74612bba62630bf006e769206405b3434a0"
+	)
+	payload := `{"x402Version":2,"accepted":{"scheme":"batch-settlement","network":"eip155:8453","amount":"10000","asset":"` + usdc +
+		`","payTo":"` + payTo + `","maxTimeoutSeconds":300,"extra":{"receiverAuthorizer":"0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",` +
+		`"withdrawDelay":86400,"name":"USD Coin","version":"2"}},"payload":{"type":"voucher","channelConfig":{"payer":"` + payer +
+		`","payerAuthorizer":"` + payer + `","receiver":"` + payTo + `","receiverAuthorizer":"0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",` +
+		`"token":"` + usdc + `","withdrawDelay":86400,"salt":"0x` + hex.EncodeToString(bytesOf(32, 3)) + `"},"voucher":{"channelId":"` + id +
+		`","maxClaimableAmount":"30000","signature":"0x` + hex.EncodeToString(bytesOf(65, 7)) + `"}}}`
+	return Payment{Network: "eip155:8453", Payer: payer, Nonce: ChannelNoncePrefix + id + "/30000", Amount: "10000", Asset: usdc,
+		Payload: json.RawMessage(payload), VerifiedAt: time.Date(2026, 11, 25, 3, 47, 17, 0, time.UTC)}
+}
+
+// BenchmarkPaymentLedgerJSON keeps a voucher's payment as the ledger does
+// at admission (its packed form tried, then its JSON: store's call.paid)
+// and reads it back (each job that reads its call's payment).
+func BenchmarkPaymentLedgerJSON(b *testing.B) {
+	p := voucherPayment()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("keep", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := p.MarshalLedgerBinary(); ok {
+				b.Fatal("packed")
+			}
+			if _, err := json.Marshal(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var back Payment
+			if err := json.Unmarshal(raw, &back); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestMayBeExact: a payload is looked into for the exact scheme's fields
+// unless its JSON cannot name the scheme "exact".
+func TestMayBeExact(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		payload string
+		want    bool
+	}{
+		{"exact", `{"accepted":{"scheme":"exact"}}`, true},
+		{"exact, escaped", `{"accepted":{"scheme":"\u0065xact"}}`, true},
+		{"a voucher", string(voucherPayment().Payload), false},
+		{"exact unquoted in another string", `{"accepted":{"scheme":"inexact"}}`, false},
+		{"none", ``, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, mayBeExact(json.RawMessage(tc.payload)))
+		})
+	}
+}
+
+// TestLedgerPayment: a verifier's payment keeps its payload's compact form
+// when that gives the payload back byte for byte, and the ledger keeps it
+// as it keeps the payload decoded; a payload replaced since is decoded.
+func TestLedgerPayment(t *testing.T) {
+	t.Parallel()
+	const (
+		payer = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f"
+		nonce = "0x766ab94dd68772beac3f339017a9b74612bba62630bf006e769206405b3434a0"
+		usdc  = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+		payTo = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
+	)
+	sig := "0x" + hex.EncodeToString(bytesOf(65, 7))
+	for _, tc := range []struct {
+		name    string
+		sig     string
+		compact bool
+	}{
+		{"lower-case hex", sig, true},
+		{"upper-case hex", sig[:2] + strings.ToUpper(sig[2:]), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := ExactEVMPayload{Signature: tc.sig, Authorization: EVMAuthorization{From: payer, To: payTo, Value: "10000",
+				ValidAfter: "0", ValidBefore: "1795578737", Nonce: nonce}}
+			inner, err := json.Marshal(&e)
+			require.NoError(t, err)
+			pp := PaymentPayload{X402Version: 2, Payload: inner, Accepted: Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000",
+				Asset: usdc, PayTo: payTo, MaxTimeoutSeconds: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
+			p, err := pp.LedgerPayment(&e)
+			require.NoError(t, err)
+			raw, err := pp.Ledger()
+			require.NoError(t, err)
+			require.Equal(t, json.RawMessage(raw), p.Payload)
+			_, ok := p.ExactEVM()
+			require.Equal(t, tc.compact, ok)
+			p.Network, p.Payer, p.Nonce, p.Amount, p.Asset = "eip155:8453", payer, nonce, "10000", usdc
+			plain := Payment{Network: p.Network, Payer: payer, Nonce: nonce, Amount: "10000", Asset: usdc, Payload: raw}
+			got, err := json.Marshal(p)
+			require.NoError(t, err)
+			want, err := json.Marshal(plain)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got), "kept as the payload decoded is")
+
+			// A payload replaced is its own.
+			p.Payload = json.RawMessage(`{"x402Version":2,"accepted":{"scheme":"exact"},"payload":{"transaction":"AQID"}}`)
+			_, ok = p.ExactEVM()
+			require.False(t, ok)
+			got, err = json.Marshal(p)
+			require.NoError(t, err)
+			require.NotContains(t, ledgerKeys(t, got), "evm")
+		})
+	}
 }

@@ -198,3 +198,20 @@ func ExactEVM(payer, nonce string) x402.Payment {
 	return x402.Payment{Network: "eip155:8453", Payer: payer, Nonce: authNonce, Amount: "10000", Asset: usdc,
 		Payload: json.RawMessage(payload), ValidBefore: time.Unix(4102444800, 0).UTC()}
 }
+
+// Stored returns p as the ledger gives it back (x402.Payment's
+// MarshalJSON, then UnmarshalJSON): the same fields, and, for a payload
+// kept in its compact form, that form beside it (x402.Payment.ExactEVM),
+// to compare with a payment read from the ledger. It panics when p cannot
+// be kept.
+func Stored(p x402.Payment) x402.Payment {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("paytest: keep payment %s: %v", p.Key(), err))
+	}
+	var back x402.Payment
+	if err := json.Unmarshal(raw, &back); err != nil {
+		panic(fmt.Sprintf("paytest: read payment %s back: %v", p.Key(), err))
+	}
+	return back
+}

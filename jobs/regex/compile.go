@@ -34,6 +34,8 @@ type program struct {
 	// re2: plain is the pattern; from finds the first match at or after the
 	// second character of the text it is given, seeing the first one as
 	// context; sticky0 and stickyFrom are the same anchored at the start.
+	// Only those re2Matcher.exec runs are compiled (re2Programs): plain
+	// and, unless contextFree, from; sticky0 and stickyFrom when sticky.
 	plain, from, sticky0, stickyFrom *regexp.Regexp
 	// contextFree: the pattern never looks at the character before a
 	// position, so searching a suffix of the text gives the same matches.
@@ -93,16 +95,10 @@ func compile(p *parsed, text string) (*program, error) {
 	if useRE2 {
 		e := &emitter{flags: p.flags, re2: true, escape: escapeRE2, ncap: p.ncap}
 		e.emit(root)
-		expr := e.b.String()
-		plain, err1 := regexp.Compile(expr)
-		from, err2 := regexp.Compile(`\A(?s:.)(?s:.*?)(` + expr + `)`)
-		sticky0, err3 := regexp.Compile(`\A(?:` + expr + `)`)
-		stickyFrom, err4 := regexp.Compile(`\A(?s:.)(` + expr + `)`)
-		if errors.Join(err1, err2, err3, err4) == nil {
+		prog.contextFree = !f.context
+		if prog.re2Programs(e.b.String()) == nil {
 			prog.engine = EngineRE2
 			prog.re2Slots = e.groups
-			prog.contextFree = !f.context
-			prog.plain, prog.from, prog.sticky0, prog.stickyFrom = plain, from, sticky0, stickyFrom
 			return prog, nil
 		}
 		// Go refuses some large programs ("expression too large"): the
@@ -121,6 +117,29 @@ func compile(p *parsed, text string) (*program, error) {
 	prog.engine = EngineECMAScript
 	prog.bt = bt
 	return prog, nil
+}
+
+// re2Programs compiles expr, the pattern for Go's regexp, into the
+// programs re2Matcher.exec runs for p: plain, and from unless p is
+// contextFree; sticky0 and stickyFrom for a sticky p. Those it never runs
+// are not compiled.
+func (p *program) re2Programs(expr string) error {
+	var errs []error
+	compile := func(re **regexp.Regexp, expr string) {
+		var err error
+		*re, err = regexp.Compile(expr)
+		errs = append(errs, err)
+	}
+	if p.sticky {
+		compile(&p.sticky0, `\A(?:`+expr+`)`)
+		compile(&p.stickyFrom, `\A(?s:.)(`+expr+`)`)
+		return errors.Join(errs...)
+	}
+	compile(&p.plain, expr)
+	if !p.contextFree {
+		compile(&p.from, `\A(?s:.)(?s:.*?)(`+expr+`)`)
+	}
+	return errors.Join(errs...)
 }
 
 // loop is a quantified subpattern that holds capturing groups. JavaScript

@@ -70,6 +70,8 @@ func parseNonce(s string) (common.Hash, error) {
 type exactPayload struct {
 	auth      *Authorization
 	signature []byte
+	// wire is the payload as it was decoded.
+	wire *x402.ExactEVMPayload
 }
 
 // decodePayload decodes PaymentPayload.payload of the exact EVM scheme. Its
@@ -79,6 +81,13 @@ func decodePayload(raw json.RawMessage) (*exactPayload, error) {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, &x402.Refusal{Reason: ReasonPayload, Message: "payload is not an exact EVM payload: " + err.Error()}
 	}
+	return parsePayload(&p)
+}
+
+// parsePayload checks and parses an exact EVM payload, decoded
+// (decodePayload) or read from the ledger's compact form. Its error is a
+// *x402.Refusal.
+func parsePayload(p *x402.ExactEVMPayload) (*exactPayload, error) {
 	if p.Authorization == (x402.EVMAuthorization{}) {
 		return nil, &x402.Refusal{Reason: ReasonPayload, Message: "payload has no authorization"}
 	}
@@ -93,7 +102,7 @@ func decodePayload(raw json.RawMessage) (*exactPayload, error) {
 	if err != nil {
 		return nil, &x402.Refusal{Reason: ReasonPayload, Message: "signature is not 0x-prefixed hex"}
 	}
-	return &exactPayload{auth: auth, signature: sig}, nil
+	return &exactPayload{auth: auth, signature: sig, wire: p}, nil
 }
 
 // schemePayload returns the "payload" member of doc, a stored

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ecdsa"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -379,15 +380,23 @@ func (r *Relayer) Balances(ctx context.Context) (map[string]*big.Int, error) {
 	return out, nil
 }
 
-// paymentTransfer decodes the asset and the signed authorization of a
-// verified payment. A payment that cannot be read is a *x402.Refusal
+// paymentTransfer reads the asset and the signed authorization of a
+// verified payment: from the compact form it was read from the ledger in
+// (x402.Payment.ExactEVM), else decoded from its payload; both are checked
+// alike (parsePayload). A payment that cannot be read is a *x402.Refusal
 // (invalid payload).
 func paymentTransfer(p *x402.Payment) (common.Address, *exactPayload, error) {
-	raw, err := schemePayload(p.Payload)
-	if err != nil {
-		return common.Address{}, nil, refuse(ReasonPayload, "payment payload: %v", err)
+	var ep *exactPayload
+	var err error
+	if w, ok := p.ExactEVM(); ok {
+		ep, err = parsePayload(w)
+	} else {
+		var raw json.RawMessage
+		if raw, err = schemePayload(p.Payload); err != nil {
+			return common.Address{}, nil, refuse(ReasonPayload, "payment payload: %v", err)
+		}
+		ep, err = decodePayload(raw)
 	}
-	ep, err := decodePayload(raw)
 	if err != nil {
 		return common.Address{}, nil, err
 	}

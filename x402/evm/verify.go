@@ -241,20 +241,15 @@ func (v *Verifier) Verify(ctx context.Context, req *x402.Requirements, payload *
 		}
 		return nil, err
 	}
-	raw, err := payload.Ledger()
+	// Kept with its compact form, which the ledger then keeps with no
+	// decoding.
+	p, err := payload.LedgerPayment(ep.wire)
 	if err != nil {
 		return nil, fmt.Errorf("verify: encode payload: %w", err)
 	}
-	return &x402.Payment{
-		Network:     req.Network,
-		Payer:       auth.From.Hex(),
-		Nonce:       auth.Nonce.Hex(),
-		Amount:      auth.Value.String(),
-		Asset:       asset.Hex(),
-		Payload:     raw,
-		VerifiedAt:  now.UTC(),
-		ValidBefore: x402.UnixTime(auth.ValidBefore),
-	}, nil
+	p.Network, p.Payer, p.Nonce, p.Amount, p.Asset = req.Network, auth.From.Hex(), auth.Nonce.Hex(), auth.Value.String(), asset.Hex()
+	p.VerifiedAt, p.ValidBefore = now.UTC(), x402.UnixTime(auth.ValidBefore)
+	return p, nil
 }
 
 // Authenticate checks that payload, for req, is a well-formed exact EVM
@@ -590,8 +585,7 @@ func transferInput(auth *Authorization, sig []byte) ([]byte, error) {
 		if v < 27 {
 			v += 27
 		}
-		input, err = token.Pack(fnTransferVRS, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce,
-			v, common.BytesToHash(sig[:32]), common.BytesToHash(sig[32:64]))
+		input, err = packTransferVRS(auth, v, sig[:32], sig[32:64])
 	} else {
 		input, err = token.Pack(fnTransferBytes, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce, sig)
 	}
@@ -599,6 +593,29 @@ func transferInput(auth *Authorization, sig []byte) ([]byte, error) {
 		return nil, fmt.Errorf("encode transferWithAuthorization: %w", err)
 	}
 	return input, nil
+}
+
+// packTransferVRS encodes transferWithAuthorization's (v,r,s) form, as
+// token.Pack does, without its reflection: its arguments are nine words,
+// the selector before them (one of each paid call's costs twice: its
+// verification's run of the transfer, its settlement's).
+func packTransferVRS(auth *Authorization, v byte, r, s []byte) ([]byte, error) {
+	out := make([]byte, 4+9*32)
+	copy(out, token.Methods[fnTransferVRS].ID)
+	w := out[4:]
+	copy(w[12:32], auth.From[:])
+	copy(w[32+12:64], auth.To[:])
+	for i, n := range []*big.Int{auth.Value, auth.ValidAfter, auth.ValidBefore} {
+		if n == nil || n.Sign() < 0 || n.BitLen() > 256 {
+			return nil, fmt.Errorf("encode transferWithAuthorization: %v is no uint256", n)
+		}
+		n.FillBytes(w[64+32*i : 96+32*i])
+	}
+	copy(w[160:192], auth.Nonce[:])
+	w[223] = v
+	copy(w[224+32-len(r):256], r)
+	copy(w[256+32-len(s):288], s)
+	return out, nil
 }
 
 // errBadResult is a call whose result does not decode (no code at the

@@ -313,12 +313,30 @@ func (s *Scheme) corrective(req *x402.Requirements, st *channel.State, r *x402.R
 // OffChain reports whether p is a voucher's payment, whose settlement is
 // a charge in the database only (x402.OffChainSettler).
 func (s *Scheme) OffChain(p *x402.Payment) bool {
-	var pp struct {
-		Payload struct {
-			Type string `json:"type"`
-		} `json:"payload"`
+	d, err := decodePayment(p)
+	return err == nil && d.Type == channel.TypeVoucher
+}
+
+// decodePayment returns the batch-settlement payload of p, a payment
+// Verify accepted, decoded once for OffChain and Settle
+// (x402.Payment.Decoded). A payload that is not one is an
+// *x402.Refusal; a payment that is no PaymentPayload another error.
+func decodePayment(p *x402.Payment) (*channel.Payload, error) {
+	if d, ok := p.Decoded.(*channel.Payload); ok {
+		return d, nil
 	}
-	return json.Unmarshal(p.Payload, &pp) == nil && pp.Payload.Type == channel.TypeVoucher
+	var pp struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(p.Payload, &pp); err != nil {
+		return nil, fmt.Errorf("payload: %w", err)
+	}
+	d, err := channel.Decode(pp.Payload)
+	if err != nil {
+		return nil, err
+	}
+	p.Decoded = d
+	return d, nil
 }
 
 // Settle settles a payment Verify accepted, after its call's operation
@@ -327,13 +345,12 @@ func (s *Scheme) OffChain(p *x402.Payment) bool {
 // worker appends with the call's settlement.confirmed; the call must be
 // named in ctx (x402.WithCall).
 func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
-	var pp x402.PaymentPayload
-	if err := json.Unmarshal(p.Payload, &pp); err != nil {
-		return nil, fmt.Errorf("settle: payload: %w", err)
-	}
-	d, err := channel.Decode(pp.Payload)
+	d, err := decodePayment(p)
 	if err != nil {
-		return failed(p, err)
+		if _, ok := errors.AsType[*x402.Refusal](err); ok {
+			return failed(p, err)
+		}
+		return nil, fmt.Errorf("settle: %w", err)
 	}
 	price, ok := new(big.Int).SetString(p.Amount, 10)
 	if !ok {

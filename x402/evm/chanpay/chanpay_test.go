@@ -59,6 +59,13 @@ func TestIdentifyAndOffChain(t *testing.T) {
 			require.NoError(t, err)
 			p.Payload = ledger
 			require.Equal(t, tc.offChain, s.OffChain(p))
+			// Decoded once: Settle takes what OffChain decoded.
+			decoded, ok := p.Decoded.(*channel.Payload)
+			require.True(t, ok)
+			require.Equal(t, tc.typ, decoded.Type)
+			again, err := decodePayment(p)
+			require.NoError(t, err)
+			require.Same(t, decoded, again)
 		})
 	}
 	_, _, err := Identify(&x402.PaymentPayload{Payload: json.RawMessage(`{"type":"claim"}`)})
@@ -91,4 +98,36 @@ func TestCorrective(t *testing.T) {
 	require.Equal(t, "40000", extra.VoucherState.SignedMaxClaimable)
 	require.Equal(t, hexutil.Bytes{9, 9}, extra.VoucherState.Signature)
 	require.NotContains(t, string(req.Extra), "channelState", "the quote's own option is left alone")
+}
+
+// BenchmarkDecodePayment decodes a voucher's payment for OffChain and then
+// Settle, as the worker's results transaction does: once, kept on the
+// payment, and, for comparison, twice (what they did before).
+func BenchmarkDecodePayment(b *testing.B) {
+	raw, _, _ := testPayload(&testing.T{}, channel.TypeVoucher, 30_000)
+	ledger, err := (&x402.PaymentPayload{X402Version: 2, Payload: raw}).Ledger()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &Scheme{}
+	for _, bc := range []struct {
+		name  string
+		twice bool
+	}{{"once", false}, {"twice", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p := &x402.Payment{Payload: ledger}
+				if !s.OffChain(p) {
+					b.Fatal("not off chain")
+				}
+				if bc.twice {
+					p.Decoded = nil
+				}
+				if _, err := decodePayment(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
