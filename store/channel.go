@@ -58,6 +58,12 @@ const (
 	// the refund job's bound; the channel is freed of it and the request
 	// woken.
 	EventChannelRefundFailed = "channel.refund_failed"
+	// EventChannelRefundSeen: the claim round's watcher read a Refunded
+	// log of the channel that no refund of the seller's log records (a
+	// refund recorded failed whose signature was mined later, by anyone):
+	// the row's balance and refund nonce are the chain's after it; the
+	// channel's holder, if any, keeps it (channelrefund.go).
+	EventChannelRefundSeen = "channel.refund_seen"
 	// EventChannelClaimed: a claimWithSignature carrying the channel was
 	// mined (or the chain showed its claim made already): the row's
 	// total_claimed is the chain's.

@@ -47,6 +47,54 @@ type ChannelRefundFailed struct {
 	Transaction string `json:"transaction,omitempty"`
 }
 
+// ChannelRefundSeen is the data of channel.refund_seen: a Refunded log
+// in Block, transaction Transaction sent by Sender, which paid Amount
+// back, and which no refund of the log records; Balance and RefundNonce
+// are the channel's on chain as the watcher read them after the log.
+type ChannelRefundSeen struct {
+	Block       uint64 `json:"block"`
+	Transaction string `json:"transaction"`
+	Sender      string `json:"sender"`
+	Amount      string `json:"amount"`
+	Balance     string `json:"balance"`
+	RefundNonce string `json:"refund_nonce"`
+}
+
+// projectChannelRefundSeen sets the row's balance and refund nonce to the
+// chain's, when its refund nonce is behind (a row that caught up since
+// the watcher read it is left as it is); it leaves busy_call alone (a
+// refund seen late frees no channel another call holds).
+func projectChannelRefundSeen(p projection, v ChannelRefundSeen) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	p.b.Queue(`UPDATE channels SET balance = $3::numeric, refund_nonce = $4::numeric, updated_at = $5
+		WHERE network = $1 AND channel_id = $2 AND refund_nonce < $4::numeric`,
+		network, id, v.Balance, v.RefundNonce, p.now)
+	return false, nil
+}
+
+// ChannelRefundTransactions returns the transactions of the refunds the
+// log records mined on the channel id on network (channel.refunded and
+// channel.refund_seen), in lower-case hex.
+func ChannelRefundTransactions(ctx context.Context, db DBTX, network string, id common.Hash) (map[string]bool, error) {
+	rows, err := db.Query(ctx, `SELECT lower(data->>'transaction') FROM events WHERE stream = $1 AND type = ANY($2) AND data->>'transaction' <> ''`,
+		ChannelStream(network, id), []string{EventChannelRefunded, EventChannelRefundSeen})
+	if err != nil {
+		return nil, fmt.Errorf("refunds of channel %s on %s: %w", id.Hex(), network, err)
+	}
+	txs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("refunds of channel %s on %s: %w", id.Hex(), network, err)
+	}
+	out := make(map[string]bool, len(txs))
+	for _, t := range txs {
+		out[t] = true
+	}
+	return out, nil
+}
+
 // projectChannelRefundRequested holds the channel busy with the refund.
 func projectChannelRefundRequested(p projection, v ChannelRefundRequested) (bool, error) {
 	network, id, err := channelKey(p.id)
@@ -99,6 +147,11 @@ func showChannelRefundFailed(v ChannelRefundFailed) []EventField {
 		{Name: "reason", Value: v.Reason},
 		{Name: "transaction", Value: v.Transaction, Kind: FieldMono},
 	}
+}
+
+func showChannelRefundSeen(v ChannelRefundSeen) []EventField {
+	return append(balanceMoved(v.Transaction, v.Amount, v.Balance),
+		EventField{Name: "sender", Value: v.Sender, Kind: FieldMono}, EventField{Name: "nonce", Value: v.RefundNonce})
 }
 
 // isRefundOutcome reports whether typ ends a refund (its request waits

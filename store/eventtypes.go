@@ -196,6 +196,8 @@ var eventTypes = registry(
 		showChannelRefunded, projectChannelRefunded),
 	defineEvent(EventType{Name: EventChannelRefundFailed, Stream: "channel", Label: "refund failed; channel freed"},
 		showChannelRefundFailed, projectChannelRefundFailed),
+	defineEvent(EventType{Name: EventChannelRefundSeen, Stream: "channel", Label: "refund mined that no refund recorded"},
+		showChannelRefundSeen, projectChannelRefundSeen),
 	defineEvent(EventType{Name: EventChannelClaimed, Stream: "channel", Label: "vouchers claimed on chain"},
 		showChannelClaimed, projectChannelClaimed),
 	defineEvent(EventType{Name: EventChannelSettled, Stream: "channel", Label: "claimed funds settled to the receiver"},

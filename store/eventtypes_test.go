@@ -69,6 +69,8 @@ func registeredPayloads() map[string]any {
 		EventChannelRefundFailed: ChannelRefundFailed{CallID: "refund/c6", Reason: "invalid_batch_settlement_evm_refund_transaction_failed",
 			Message: "reverted", Transaction: tx},
 		EventChannelWithdrawFinalized: ChannelWithdrawFinalized{Block: 10, Transaction: tx, Amount: "70000", Balance: "30000"},
+		EventChannelRefundSeen: ChannelRefundSeen{Block: 11, Transaction: tx, Sender: payer, Amount: "70000", Balance: "30000",
+			RefundNonce: "2"},
 	}
 }
 

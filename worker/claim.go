@@ -98,7 +98,7 @@ type ClaimConfig struct {
 	// (CHANNEL_CLAIM_MIN_AMOUNT). Defaults to DefaultClaimMinAmount.
 	MinAmount *big.Int
 	// CheckEvery is how often each network is looked at (the periodic
-	// job): the watcher reads the new withdrawal logs then.
+	// job): the watcher reads the new withdrawal and refund logs then.
 	// Defaults to DefaultClaimCheckEvery.
 	CheckEvery time.Duration
 	// MaxGas bounds the gas of one claim transaction, and so the channels
@@ -160,7 +160,10 @@ type ClaimConfig struct {
 //     channel.withdraw_initiated and is claimed in this round, whatever
 //     the policy; one whose payer finished it gets
 //     channel.withdraw_finalized (no withdrawal pending, the chain's
-//     balance).
+//     balance). Its Refunded logs that no refund of the log records (a
+//     refund recorded failed whose signature was mined later, by anyone)
+//     get channel.refund_seen: the row takes the chain's balance and
+//     refund nonce, its holder kept.
 //  3. claim: when the policy says so (Due: the oldest unclaimed charge is
 //     Interval old, or the unclaimed total reaches MinAmount) every
 //     channel with charges unclaimed, else only the urgent ones, in
@@ -324,9 +327,10 @@ func (c *Claimer) Round(ctx context.Context, network string) error {
 		return fmt.Errorf("claim %s: follow: %w", network, err)
 	}
 	if err := r.watch(ctx); err != nil {
-		// The claims go on: a channel whose withdrawal is missed this
-		// round is found next round, long before its delay ends.
-		r.log.WarnContext(ctx, "withdrawal watcher failed; it goes on from its cursor next round", "error", err)
+		// The claims go on: a channel whose withdrawal or refund is
+		// missed this round is found next round, long before a
+		// withdrawal's delay ends.
+		r.log.WarnContext(ctx, "withdrawal and refund watcher failed; it goes on from its cursor next round", "error", err)
 	}
 	if err := r.claim(ctx); err != nil {
 		return fmt.Errorf("claim %s: %w", network, err)
@@ -428,9 +432,9 @@ func (r *claimRound) undone(ctx context.Context, p *store.ChannelClaimTx) error 
 	})
 }
 
-// watch reads the WithdrawInitiated and WithdrawFinalized logs from the
-// cursor to the head, in ranges of LogRange, and records them on the
-// channels held (withdrawals).
+// watch reads the WithdrawInitiated, WithdrawFinalized and Refunded logs
+// from the cursor to the head, in ranges of LogRange, and records them on
+// the channels held (withdrawals, refundsSeen).
 func (r *claimRound) watch(ctx context.Context) error {
 	head, err := r.reader.BlockNumber(ctx)
 	if err != nil {
@@ -451,10 +455,10 @@ func (r *claimRound) watch(ctx context.Context) error {
 		logs, err := r.reader.FilterLogs(ctx, ethereum.FilterQuery{
 			FromBlock: new(big.Int).SetUint64(from), ToBlock: new(big.Int).SetUint64(to),
 			Addresses: []common.Address{channel.SettlementAddress},
-			Topics:    [][]common.Hash{{channel.WithdrawInitiatedTopic, channel.WithdrawFinalizedTopic}},
+			Topics:    [][]common.Hash{{channel.WithdrawInitiatedTopic, channel.WithdrawFinalizedTopic, channel.RefundedTopic}},
 		})
 		if err != nil {
-			return fmt.Errorf("read withdrawal logs %d-%d: %w", from, to, err)
+			return fmt.Errorf("read withdrawal and refund logs %d-%d: %w", from, to, err)
 		}
 		if err := r.withdrawals(ctx, logs); err != nil {
 			return err
@@ -470,7 +474,8 @@ func (r *claimRound) watch(ctx context.Context) error {
 // withdrawals records the WithdrawInitiated and WithdrawFinalized logs of
 // the channels held, in the chain's order: a channel whose withdrawal is
 // pending at the last of its logs is urgent; one whose withdrawal ended
-// gets the chain's balance.
+// gets the chain's balance. Their Refunded logs that no refund records
+// are recorded too (refundsSeen).
 func (r *claimRound) withdrawals(ctx context.Context, logs []types.Log) error {
 	var ids []common.Hash
 	seen := map[common.Hash]bool{}
@@ -524,10 +529,98 @@ func (r *claimRound) withdrawals(ctx context.Context, logs []types.Log) error {
 					Balance: balances[w.ChannelID].String()}})
 		}
 	}
+	refunds, err := r.refundsSeen(ctx, logs, held)
+	if err != nil {
+		return err
+	}
+	events = append(events, refunds...)
 	if len(events) == 0 {
 		return nil
 	}
 	return r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, events...) })
+}
+
+// refundsSeen returns the channel.refund_seen events of the Refunded logs
+// of the channels held that the seller's log does not record: a refund's
+// signature stays valid until the channel's refund nonce moves, so a
+// refund recorded failed (its channel freed) can be mined later, by
+// anyone who saw it, and the row would keep a balance the chain no longer
+// has. A log is recorded when its transaction is no recorded refund's
+// (channel.refunded, channel.refund_seen), the row's refund nonce is
+// behind the chain's, and no refund of the channel awaits its outcome
+// (its job records the refund the chain shows made, whichever
+// transaction made it); the event carries the chain's balance and refund
+// nonce now, which the row takes.
+func (r *claimRound) refundsSeen(ctx context.Context, logs []types.Log, held map[common.Hash]bool) ([]store.NewEvent, error) {
+	var events []store.NewEvent
+	channels := map[common.Hash]*refundKnown{}
+	for i := range logs {
+		l := &logs[i]
+		if l.Removed {
+			continue
+		}
+		rf, ok, err := channel.ParseRefunded(l)
+		if err != nil || !ok || !held[rf.ChannelID] {
+			continue
+		}
+		k := channels[rf.ChannelID]
+		if k == nil {
+			if k, err = r.refundKnown(ctx, rf.ChannelID); err != nil {
+				return nil, err
+			}
+			channels[rf.ChannelID] = k
+		}
+		tx := strings.ToLower(l.TxHash.Hex())
+		if k.skip || k.recorded[tx] {
+			continue
+		}
+		k.recorded[tx] = true
+		r.log.WarnContext(ctx, "refund mined that no refund records: the channel takes the chain's balance", "channel", rf.ChannelID.Hex(),
+			"transaction", l.TxHash.Hex(), "sender", rf.Sender.Hex(), "amount", rf.Amount.String(), "balance", k.chain.Balance.String())
+		events = append(events, store.NewEvent{Stream: store.ChannelStream(r.network, rf.ChannelID), Type: store.EventChannelRefundSeen,
+			Data: store.ChannelRefundSeen{Block: l.BlockNumber, Transaction: l.TxHash.Hex(), Sender: rf.Sender.Hex(), Amount: rf.Amount.String(),
+				Balance: k.chain.Balance.String(), RefundNonce: k.chain.RefundNonce.String()}})
+	}
+	return events, nil
+}
+
+// refundKnown is what refundsSeen knows of channel id: the transactions
+// of its refunds recorded, its state on chain now, and whether its logs
+// are left alone (the row's refund nonce is the chain's, or a refund of
+// it awaits its outcome).
+type refundKnown struct {
+	recorded map[string]bool
+	chain    *channel.OnChain
+	skip     bool
+}
+
+// refundKnown reads what refundsSeen knows of channel id.
+func (r *claimRound) refundKnown(ctx context.Context, id common.Hash) (*refundKnown, error) {
+	recorded, err := store.ChannelRefundTransactions(ctx, r.c.cfg.Pool, r.network, id)
+	if err != nil {
+		return nil, err
+	}
+	row, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.network, id)
+	if err != nil {
+		return nil, err
+	}
+	chain, err := channel.ReadState(ctx, r.reader, id, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read channel %s after its refund: %w", id.Hex(), err)
+	}
+	k := &refundKnown{recorded: recorded, chain: chain}
+	if row.State.OnChain.RefundNonce != nil && row.State.OnChain.RefundNonce.Cmp(chain.RefundNonce) >= 0 {
+		k.skip = true
+		return k, nil
+	}
+	if row.BusyCall != "" {
+		rec, err := store.ChannelRefundGet(ctx, r.c.cfg.Pool, r.network, id, row.BusyCall)
+		if err != nil {
+			return nil, err
+		}
+		k.skip = rec.Requested != nil && !rec.Done()
+	}
+	return k, nil
 }
 
 // claim claims the channels the policy, or urgency, says.

@@ -11,7 +11,6 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -73,15 +72,12 @@ func (w *refundWorker) Timeout(*river.Job[chanpay.RefundArgs]) time.Duration {
 // transactions' figures (metrics.ChannelTx).
 const refundKind = "refund"
 
-// refundedTopic is the settlement contract's Refunded event's topic.
-var refundedTopic = crypto.Keccak256Hash([]byte("Refunded(bytes32,address,uint128)"))
-
 // refundedIn returns what receipt's transaction refunded of channel id
 // (its Refunded event; 0 when none: a refund with nothing left to pay
 // back only moves the refund nonce).
 func refundedIn(receipt *types.Receipt, id common.Hash) *big.Int {
 	for _, l := range receipt.Logs {
-		if l.Address == channel.SettlementAddress && len(l.Topics) >= 2 && l.Topics[0] == refundedTopic && l.Topics[1] == id && len(l.Data) >= 32 {
+		if l.Address == channel.SettlementAddress && len(l.Topics) >= 2 && l.Topics[0] == channel.RefundedTopic && l.Topics[1] == id && len(l.Data) >= 32 {
 			return new(big.Int).SetBytes(l.Data[:32])
 		}
 	}
@@ -373,7 +369,7 @@ func (r *refundRun) recordMined(ctx context.Context, rec *store.ChannelRefundRec
 	}
 	logs, err := r.reader.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: new(big.Int).SetUint64(head - min(head, r.c.cfg.LogRange)),
 		ToBlock: new(big.Int).SetUint64(head), Addresses: []common.Address{channel.SettlementAddress},
-		Topics: [][]common.Hash{{refundedTopic}, {r.a.ChannelID}}})
+		Topics: [][]common.Hash{{channel.RefundedTopic}, {r.a.ChannelID}}})
 	if err != nil {
 		return fmt.Errorf("refund %s: read its Refunded event: %w", r.a.CallID, err)
 	}

@@ -398,8 +398,9 @@ func TestRefund_AskedThenMadeByItsJob(t *testing.T) {
 // and its node lost, but another node kept, is not given up past
 // RefundGiveUpAfter while that transaction can still be mined (the
 // relayer's nonce it took is unused): its channel stays held. Mined late,
-// it is recorded refunded with the chain's balance after it, and a
-// voucher beyond that balance is refused.
+// it is recorded refunded with the chain's balance after it (a claim
+// round run before leaves it to the job), and a voucher beyond that
+// balance is refused.
 func TestRefund_MinedAfterGiveUpTime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -427,6 +428,11 @@ func TestRefund_MinedAfterGiveUpTime(t *testing.T) {
 	b.loseRefund()
 	require.NoError(t, b.sendRaw(withheld))
 	require.NoError(t, b.node.Mine(ctx))
+	// A claim round between: its watcher leaves the Refunded log to the
+	// refund's job, which awaits its outcome.
+	require.NoError(t, b.claimer(time.Hour, 1_000_000_000).Round(ctx, claimNetwork))
+	require.Equal(t, a.CallID, b.row(ch).BusyCall)
+	require.Equal(t, "100000", b.row(ch).State.OnChain.Balance.String())
 	_, err = b.refunder(nil).Refund(ctx, a)
 	require.NoError(t, err)
 	rec = b.refundRecord(a)
@@ -511,6 +517,105 @@ func TestRefund_OutOfAttempts(t *testing.T) {
 			require.Equal(t, "scheduled", state, "snoozed")
 			require.Nil(t, rec.Failed, "its transaction can still be mined")
 			require.Equal(t, a.CallID, b.row(ch).BusyCall, "held")
+		})
+	}
+}
+
+// TestRefund_SeenAfterFailure: a refund recorded failed (its transaction
+// lost, the relayer nonce it took used by another, its channel freed)
+// whose signature someone who saw its transaction sends in a transaction
+// of their own: until the next claim round a voucher beyond the chain's
+// balance is accepted on the row's; that round's watcher reads the
+// Refunded log no refund records and records it (channel.refund_seen):
+// the row's balance and refund nonce are the chain's, a round after
+// records nothing more. Free: a voucher beyond the balance left is then
+// refused. Held: a call holding the channel when the refund is seen
+// keeps it.
+func TestRefund_SeenAfterFailure(t *testing.T) {
+	t.Parallel()
+	for i, held := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Free", true: "Held"}[held], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{})
+			ch := b.open(i, 100_000)
+			b.charge(ch, 20_000, nil)
+			c := b.claimer(time.Hour, 1_000_000_000)
+			require.NoError(t, c.Round(ctx, claimNetwork), "the watcher's cursor set")
+
+			a := b.requestRefund(ch)
+			require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
+			_, err := b.refunder(nil).Refund(ctx, a)
+			require.NoError(t, err)
+			sent, _, err := b.node.Client.TransactionByHash(ctx, common.HexToHash(b.refundRecord(a).Sent[0].Transaction))
+			require.NoError(t, err)
+			b.loseRefund()
+			_, err = b.relayer.Send(ctx, claimNetwork, b.payTo, nil, 21_000)
+			require.NoError(t, err)
+			require.NoError(t, b.node.Mine(ctx))
+			b.clock.Advance(refundGiveUpAfter)
+			_, err = b.refunder(nil).Refund(ctx, a)
+			require.NoError(t, err)
+			require.NotNil(t, b.refundRecord(a).Failed, "recorded failed")
+			require.Empty(t, b.row(ch).BusyCall)
+			require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", true))
+
+			const call = "c-after-refund"
+			if held {
+				require.NoError(t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
+					ok, err := store.ChannelHold(ctx, tx, claimNetwork, ch.state.ChannelID, call, ch.state.Charged)
+					require.True(t, ok)
+					return err
+				}))
+			}
+			payer := b.usdc(ch.state.Config.Payer)
+			mined := b.node.Transact(devKey(t, 5), channel.SettlementAddress, sent.Data())
+			require.Equal(t, types.ReceiptStatusSuccessful, mined.Status)
+			require.Equal(t, big.NewInt(80_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer), "refunded by the signature")
+			require.Equal(t, "100000", b.row(ch).State.OnChain.Balance.String(), "the record is above the chain's balance")
+
+			scheme, err := chanpay.New(&chanpay.Config{Pool: b.db.Pool, Chains: map[string]channel.Caller{claimNetwork: b.node.Client},
+				Sender: b.relayer, ReceiverAuthorizer: b.authorizer, Clock: b.clock})
+			require.NoError(t, err)
+			req, voucher := b.payload(ch, channel.TypeVoucher, big.NewInt(30_000), "")
+			if !held {
+				_, err = scheme.Verify(ctx, req, voucher)
+				require.NoError(t, err, "accepted on the row's balance")
+			}
+
+			seen := func() []store.ChannelRefundSeen {
+				rows, err := b.db.Pool.Query(ctx, `SELECT data FROM events WHERE stream = $1 AND type = $2 ORDER BY id`,
+					store.ChannelStream(claimNetwork, ch.state.ChannelID), store.EventChannelRefundSeen)
+				require.NoError(t, err)
+				raw, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+				require.NoError(t, err)
+				out := make([]store.ChannelRefundSeen, len(raw))
+				for i := range raw {
+					require.NoError(t, json.Unmarshal(raw[i], &out[i]))
+				}
+				return out
+			}
+			require.NoError(t, c.Round(ctx, claimNetwork))
+			row := b.row(ch)
+			require.Equal(t, b.onChain(ch).Balance, row.State.OnChain.Balance, "the record is the chain's")
+			require.Equal(t, "20000", row.State.OnChain.Balance.String())
+			require.Equal(t, "1", row.State.OnChain.RefundNonce.String())
+			got := seen()
+			require.Len(t, got, 1)
+			require.Equal(t, mined.TxHash.Hex(), got[0].Transaction)
+			require.Equal(t, devAddr(t, 5).Hex(), got[0].Sender)
+			require.Equal(t, "80000", got[0].Amount)
+			require.NoError(t, c.Round(ctx, claimNetwork))
+			require.Len(t, seen(), 1, "recorded once")
+			if held {
+				require.Equal(t, call, row.BusyCall, "the call holding the channel keeps it")
+				return
+			}
+			require.Empty(t, row.BusyCall)
+			_, err = scheme.Verify(ctx, req, voucher)
+			var refusal *x402.Refusal
+			require.ErrorAs(t, err, &refusal, "a voucher beyond the channel's balance")
+			require.Equal(t, channel.ReasonCumulativeExceedsBalance, refusal.Reason)
 		})
 	}
 }

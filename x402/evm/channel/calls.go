@@ -219,3 +219,32 @@ func ParseWithdrawFinalized(l *types.Log) (w *WithdrawFinalized, ok bool, err er
 	}
 	return &WithdrawFinalized{ChannelID: l.Topics[1], Amount: v[0].(*big.Int)}, true, nil
 }
+
+// Refunded is a cooperative refund mined (refundWithSignature, whoever
+// sent it): Amount went back to the channel's payer, and the channel's
+// refund nonce moved past the one signed.
+type Refunded struct {
+	// ChannelID is the channel.
+	ChannelID common.Hash
+	// Sender is the transaction's sender.
+	Sender common.Address
+	// Amount is what was paid back.
+	Amount *big.Int
+}
+
+// RefundedTopic is the topic of the settlement contract's Refunded event,
+// for log filters.
+var RefundedTopic = settlementABI.Events["Refunded"].ID
+
+// ParseRefunded decodes a Refunded log of the settlement contract; ok is
+// false for any other log.
+func ParseRefunded(l *types.Log) (r *Refunded, ok bool, err error) {
+	if l.Address != SettlementAddress || len(l.Topics) != 3 || l.Topics[0] != RefundedTopic {
+		return nil, false, nil
+	}
+	v, err := settlementABI.Unpack("Refunded", l.Data)
+	if err != nil {
+		return nil, false, fmt.Errorf("decode Refunded: %w", err)
+	}
+	return &Refunded{ChannelID: l.Topics[1], Sender: common.BytesToAddress(l.Topics[2].Bytes()), Amount: v[0].(*big.Int)}, true, nil
+}

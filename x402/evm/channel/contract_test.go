@@ -36,7 +36,8 @@ func parsedLogs[T any](t *testing.T, logs []*types.Log, parse func(*types.Log) (
 // TestContract_WithdrawalAndRefusals runs BatchSettlement on anvil with
 // Circle's USDC, with deposits signed here: what it refuses (claims by
 // others, above the voucher or the escrow, with another authorizer's
-// signature, a collector called directly, a refund signature replayed), and
+// signature, a collector called directly, a refund signature replayed; the
+// refund's Refunded log names its channel, sender and amount), and
 // a payer's timed withdrawal: WithdrawInitiated names when it may end, the
 // seller still claims meanwhile, finalizing early is refused, and after the
 // delay the payer gets what is left unclaimed.
@@ -144,19 +145,22 @@ func TestContract_WithdrawalAndRefusals(t *testing.T) {
 
 	// A refund signature counts once: the nonce advances.
 	rsig := sign(t, authorizerAccount, channel.RefundDigest(chainID, id, big.NewInt(0), big.NewInt(10_000)))
-	send(relayerAccount, "refundWithSignature", tuple(&c), big.NewInt(10_000), big.NewInt(0), rsig)
+	r := send(relayerAccount, "refundWithSignature", tuple(&c), big.NewInt(10_000), big.NewInt(0), rsig)
+	require.Equal(t, []*channel.Refunded{{ChannelID: id, Sender: account(t, relayerAccount), Amount: big.NewInt(10_000)}},
+		parsedLogs(t, r.Logs, channel.ParseRefunded))
 	refused(relayerAccount, channel.SettlementAddress, settlement, "InvalidRefundNonce", "refundWithSignature", tuple(&c), big.NewInt(10_000), big.NewInt(0), rsig)
 	refused(relayerAccount, channel.SettlementAddress, settlement, "InvalidSignature", "refundWithSignature", tuple(&c), big.NewInt(10_001), big.NewInt(1), rsig)
 
 	// The payer starts a timed withdrawal of all the unclaimed escrow.
 	refused(relayerAccount, channel.SettlementAddress, settlement, "NotPayerSide", "initiateWithdraw", tuple(&c), big.NewInt(1))
 	refused(payerAccount, channel.SettlementAddress, settlement, "WithdrawAmountExceedsAvailable", "initiateWithdraw", tuple(&c), big.NewInt(60_001))
-	r := send(payerAccount, "initiateWithdraw", tuple(&c), big.NewInt(60_000))
+	r = send(payerAccount, "initiateWithdraw", tuple(&c), big.NewInt(60_000))
 	head, err := node.Client.HeaderByNumber(ctx, r.BlockNumber)
 	require.NoError(t, err)
 	require.Equal(t, []*channel.WithdrawInitiated{{ChannelID: id, Amount: big.NewInt(60_000), FinalizeAfter: head.Time + c.WithdrawDelay}},
 		parsedLogs(t, r.Logs, channel.ParseWithdrawInitiated))
 	require.Empty(t, parsedLogs(t, r.Logs, channel.ParseWithdrawFinalized))
+	require.Empty(t, parsedLogs(t, r.Logs, channel.ParseRefunded))
 	st, err := channel.ReadState(ctx, node.Client, id, nil)
 	require.NoError(t, err)
 	require.Equal(t, head.Time, st.WithdrawRequestedAt)
