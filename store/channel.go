@@ -64,6 +64,12 @@ const (
 	// the row's balance and refund nonce are the chain's after it; the
 	// channel's holder, if any, keeps it (channelrefund.go).
 	EventChannelRefundSeen = "channel.refund_seen"
+	// EventChannelRefundUndone: a refund recorded mined (channel.refunded)
+	// was undone by a reorganisation and not mined again within the claim
+	// round's GoneAfter: the round sent it again (its new transaction, or
+	// none when it would revert); the row's balance and refund nonce are
+	// the chain's after it (channelrefund.go).
+	EventChannelRefundUndone = "channel.refund_undone"
 	// EventChannelClaimed: a claimWithSignature carrying the channel was
 	// mined (or the chain showed its claim made already): the row's
 	// total_claimed is the chain's.

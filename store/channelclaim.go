@@ -340,20 +340,24 @@ func ChannelHeld(ctx context.Context, db DBTX, network string, ids []common.Hash
 const (
 	ClaimKindClaim  = "claim"
 	ClaimKindSettle = "settle"
+	// ClaimKindRefund is a cooperative refund's transaction (migration
+	// 030), recorded with its channel.refunded.
+	ClaimKindRefund = "refund"
 )
 
-// ChannelClaimTx is a channel_claims row: a claim or settle transaction
-// of the seller's, mined, followed until final.
+// ChannelClaimTx is a channel_claims row: a claim, settle or refund
+// transaction of the seller's, mined, followed until final.
 type ChannelClaimTx struct {
 	x402.FollowedTx
 	Network string
-	// Kind is ClaimKindClaim or ClaimKindSettle.
+	// Kind is ClaimKindClaim, ClaimKindSettle or ClaimKindRefund.
 	Kind string
-	// Channels are the channels a claim carried.
+	// Channels are the channels a claim carried, or the one a refund
+	// paid back from.
 	Channels []common.Hash
 	// Receiver and Token are a settle's.
 	Receiver, Token common.Address
-	// Amount is what it claimed, or settled, in all.
+	// Amount is what it claimed, settled or paid back, in all.
 	Amount  *big.Int
 	GasUsed uint64
 	// GoneSince is when it was first found in no block; zero while it is
@@ -361,8 +365,9 @@ type ChannelClaimTx struct {
 	GoneSince time.Time
 }
 
-// ChannelClaimRecord records tx, mined, in dbtx: a claim's channel_claims
-// row, with events (the channel.claimed of its channels) appended in the
+// ChannelClaimRecord records tx, mined, in dbtx: a claim's or a refund's
+// channel_claims row, with events (the channel.claimed of its channels,
+// the refund's channel.refunded or channel.refund_undone) appended in the
 // same transaction; a settle as its channel.settled event, whose
 // projection is its row.
 func ChannelClaimRecord(ctx context.Context, dbtx pgx.Tx, tx *ChannelClaimTx, events ...NewEvent) error {
@@ -390,7 +395,7 @@ func ChannelClaimRecord(ctx context.Context, dbtx pgx.Tx, tx *ChannelClaimTx, ev
 	return nil
 }
 
-// ChannelClaimPendingList returns up to limit claim and settle
+// ChannelClaimPendingList returns up to limit claim, settle and refund
 // transactions of network not final yet, oldest block first.
 func ChannelClaimPendingList(ctx context.Context, db DBTX, network string, limit int) ([]ChannelClaimTx, error) {
 	rows, err := db.Query(ctx, `SELECT transaction, kind, channels, receiver, token, amount::text, gas_used, block_number, block_hash, gone_since
@@ -535,7 +540,9 @@ type ChannelTotals struct {
 	// Settled is what the receivers' settles paid them, as the claim
 	// rounds last read it from the chain.
 	Settled *big.Int
-	// Refunded is what cooperative refunds returned to the payers.
+	// Refunded is what cooperative refunds returned to the payers: their
+	// channel.refunded and channel.refund_undone events, less those whose
+	// transaction a reorganisation undid (a channel_claims row gone).
 	Refunded *big.Int
 }
 
@@ -547,8 +554,12 @@ func ChannelTotalsList(ctx context.Context, db DBTX) ([]ChannelTotals, error) {
 			FROM channels GROUP BY network),
 		st AS (SELECT network, sum(settled) AS settled FROM channel_receivers GROUP BY network),
 		rf AS (
-			SELECT split_part(stream, '/', 2) AS network, sum((data->>'amount')::numeric) AS refunded
-			FROM events WHERE type = 'channel.refunded' GROUP BY 1)
+			SELECT split_part(e.stream, '/', 2) AS network, sum((e.data->>'amount')::numeric) AS refunded
+			FROM (SELECT stream, data FROM events WHERE type = 'channel.refunded'
+				UNION ALL SELECT stream, data FROM events WHERE type = 'channel.refund_undone') e
+			WHERE NOT EXISTS (SELECT 1 FROM channel_claims c WHERE c.network = split_part(e.stream, '/', 2)
+				AND c.transaction = e.data->>'transaction' AND c.state = 'gone')
+			GROUP BY 1)
 		SELECT ch.network, ch.n, ch.unclaimed::text, ch.oldest, ch.claimed::text, coalesce(st.settled, 0)::text, coalesce(rf.refunded, 0)::text
 		FROM ch LEFT JOIN st USING (network) LEFT JOIN rf USING (network) ORDER BY ch.network`)
 	if err != nil {

@@ -60,6 +60,66 @@ type ChannelRefundSeen struct {
 	RefundNonce string `json:"refund_nonce"`
 }
 
+// ChannelRefundUndone is the data of channel.refund_undone: refund
+// CallID's transaction Undone, recorded mined, was undone by a
+// reorganisation and not mined again; the claim round sent the refund
+// again, signed with refund nonce Nonce, in Transaction, which paid
+// Amount back (Transaction "" and Amount "0" when it was not made again:
+// the chain's refund nonce had moved past Nonce, or the refund would
+// revert, or reverted). Balance and RefundNonce are the channel's on
+// chain after it, which the row takes: the chain's state wins.
+type ChannelRefundUndone struct {
+	CallID      string `json:"call_id"`
+	Undone      string `json:"undone"`
+	Transaction string `json:"transaction"`
+	Amount      string `json:"amount"`
+	Nonce       string `json:"nonce"`
+	Balance     string `json:"balance"`
+	RefundNonce string `json:"refund_nonce"`
+}
+
+// projectChannelRefundUndone sets the row's balance and refund nonce to
+// the chain's; it leaves busy_call alone.
+func projectChannelRefundUndone(p projection, v ChannelRefundUndone) (bool, error) {
+	network, id, err := channelKey(p.id)
+	if err != nil {
+		return false, err
+	}
+	p.b.Queue(`UPDATE channels SET balance = $3::numeric, refund_nonce = $4::numeric, updated_at = $5 WHERE network = $1 AND channel_id = $2`,
+		network, id, v.Balance, v.RefundNonce, p.now)
+	return false, nil
+}
+
+func showChannelRefundUndone(v ChannelRefundUndone) []EventField {
+	return append(balanceMoved(v.Transaction, v.Amount, v.Balance),
+		EventField{Name: "refund", Value: v.CallID, Kind: FieldMono}, EventField{Name: "undone", Value: v.Undone, Kind: FieldMono})
+}
+
+// ChannelRefundMade is a refund transaction the log records mined: the
+// refund's id, what it paid back, the refund nonce it was signed with.
+type ChannelRefundMade struct {
+	CallID string `json:"call_id"`
+	Amount string `json:"amount"`
+	Nonce  string `json:"nonce"`
+}
+
+// ChannelRefundOf returns the refund of the channel id on network that
+// the log records mined in transaction tx (channel.refunded, or
+// channel.refund_undone when it was the refund's transaction sent again).
+func ChannelRefundOf(ctx context.Context, db DBTX, network string, id common.Hash, tx string) (*ChannelRefundMade, error) {
+	var data []byte
+	err := db.QueryRow(ctx, `SELECT data FROM events WHERE stream = $1 AND type = ANY($2) AND lower(data->>'transaction') = lower($3)
+		ORDER BY id DESC LIMIT 1`, ChannelStream(network, id), []string{EventChannelRefunded, EventChannelRefundUndone}, tx).Scan(&data)
+	if err != nil {
+		return nil, fmt.Errorf("refund %s of channel %s on %s: %w", tx, id.Hex(), network, interpretError(err))
+	}
+	var out ChannelRefundMade
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("refund %s of channel %s on %s: %w", tx, id.Hex(), network, err)
+	}
+	return &out, nil
+}
+
 // projectChannelRefundSeen sets the row's balance and refund nonce to the
 // chain's, when its refund nonce is behind (a row that caught up since
 // the watcher read it is left as it is); it leaves busy_call alone (a
@@ -76,11 +136,11 @@ func projectChannelRefundSeen(p projection, v ChannelRefundSeen) (bool, error) {
 }
 
 // ChannelRefundTransactions returns the transactions of the refunds the
-// log records mined on the channel id on network (channel.refunded and
-// channel.refund_seen), in lower-case hex.
+// log records mined on the channel id on network (channel.refunded,
+// channel.refund_seen and channel.refund_undone), in lower-case hex.
 func ChannelRefundTransactions(ctx context.Context, db DBTX, network string, id common.Hash) (map[string]bool, error) {
 	rows, err := db.Query(ctx, `SELECT lower(data->>'transaction') FROM events WHERE stream = $1 AND type = ANY($2) AND data->>'transaction' <> ''`,
-		ChannelStream(network, id), []string{EventChannelRefunded, EventChannelRefundSeen})
+		ChannelStream(network, id), []string{EventChannelRefunded, EventChannelRefundSeen, EventChannelRefundUndone})
 	if err != nil {
 		return nil, fmt.Errorf("refunds of channel %s on %s: %w", id.Hex(), network, err)
 	}

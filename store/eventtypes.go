@@ -198,6 +198,8 @@ var eventTypes = registry(
 		showChannelRefundFailed, projectChannelRefundFailed),
 	defineEvent(EventType{Name: EventChannelRefundSeen, Stream: "channel", Label: "refund mined that no refund recorded"},
 		showChannelRefundSeen, projectChannelRefundSeen),
+	defineEvent(EventType{Name: EventChannelRefundUndone, Stream: "channel", Label: "refund undone by a reorganisation, sent again"},
+		showChannelRefundUndone, projectChannelRefundUndone),
 	defineEvent(EventType{Name: EventChannelClaimed, Stream: "channel", Label: "vouchers claimed on chain"},
 		showChannelClaimed, projectChannelClaimed),
 	defineEvent(EventType{Name: EventChannelSettled, Stream: "channel", Label: "claimed funds settled to the receiver"},

@@ -71,6 +71,8 @@ func registeredPayloads() map[string]any {
 		EventChannelWithdrawFinalized: ChannelWithdrawFinalized{Block: 10, Transaction: tx, Amount: "70000", Balance: "30000"},
 		EventChannelRefundSeen: ChannelRefundSeen{Block: 11, Transaction: tx, Sender: payer, Amount: "70000", Balance: "30000",
 			RefundNonce: "2"},
+		EventChannelRefundUndone: ChannelRefundUndone{CallID: "refund/c6", Undone: "0x" + strings.Repeat("0e", 32), Transaction: tx, Amount: "70000",
+			Nonce: "1", Balance: "30000", RefundNonce: "2"},
 	}
 }
 
