@@ -112,7 +112,7 @@ type ClaimConfig struct {
 	// LogRanges bounds the eth_getLogs requests of one round; the watcher
 	// goes on from its cursor next round. Defaults to 50.
 	LogRanges int
-	// GoneAfter is how long a claim or settle may stay in no block after
+	// GoneAfter is how long a claim, settle or refund may stay in no block after
 	// a reorganisation (the relayer's keeper gives the node the same
 	// transaction again meanwhile) before what it did is made again.
 	// Defaults to 20 s.
@@ -148,12 +148,12 @@ type ClaimConfig struct {
 // (Round; the periodic ClaimArgs job) does, under the network's claim
 // lock:
 //
-//  1. follow: the claim and settle transactions not final yet are
-//     followed (ClaimChain.Follow); one a reorganisation undid and the
-//     node did not mine again within GoneAfter is made again: its
+//  1. follow: the claim, settle and refund transactions not final yet
+//     are followed (ClaimChain.Follow); one a reorganisation undid and
+//     the node did not mine again within GoneAfter is made again: its
 //     channels are read from the chain again (channel.claimed with
 //     Undone) and claimed again in this round, its receiver settled
-//     again.
+//     again, its refund sent again (channel.refund_undone).
 //  2. watch: the settlement contract's WithdrawInitiated and
 //     WithdrawFinalized logs from the stored cursor on, in bounded
 //     ranges; a channel held whose payer started a timed withdrawal gets
@@ -407,8 +407,11 @@ func (r *claimRound) follow(ctx context.Context) error {
 // undone makes again what p, undone by a reorganisation, did: a claim's
 // channels take the chain's claimed totals again and are claimed in this
 // round; a settle is made again by this round's settle step (which reads
-// the chain's totals).
+// the chain's totals); a refund is sent again (refundUndone).
 func (r *claimRound) undone(ctx context.Context, p *store.ChannelClaimTx) error {
+	if p.Kind == store.ClaimKindRefund {
+		return r.refundUndone(ctx, p)
+	}
 	var events []store.NewEvent
 	if p.Kind == store.ClaimKindClaim {
 		for _, id := range p.Channels {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -15,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm/channel"
 	"github.com/x402d/x402d/x402/evm/chanpay"
 )
@@ -68,9 +70,12 @@ func (w *refundWorker) Timeout(*river.Job[chanpay.RefundArgs]) time.Duration {
 	return w.c.cfg.RefundAwait + time.Minute
 }
 
-// refundKind is the kind of the refunds' transactions in the channel
-// transactions' figures (metrics.ChannelTx).
-const refundKind = "refund"
+// refundTx is the channel_claims row of the refund of channel id mined in
+// receipt, which paid back paid.
+func refundTx(network string, id common.Hash, paid *big.Int, receipt *types.Receipt) *store.ChannelClaimTx {
+	return &store.ChannelClaimTx{Network: network, Kind: store.ClaimKindRefund, Channels: []common.Hash{id}, Amount: paid,
+		GasUsed: receipt.GasUsed, FollowedTx: x402.FollowedTx{Transaction: receipt.TxHash.Hex(), Block: blockOf(receipt)}}
+}
 
 // refundedIn returns what receipt's transaction refunded of channel id
 // (its Refunded event; 0 when none: a refund with nothing left to pay
@@ -161,7 +166,7 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 		case err == nil:
 			// Reverted: another transaction of it mined first, or the
 			// refund fails.
-			c.cfg.Metrics.ChannelTx(a.Network, refundKind, "reverted", receipt.GasUsed, 0)
+			c.cfg.Metrics.ChannelTx(a.Network, store.ClaimKindRefund, "reverted", receipt.GasUsed, 0)
 			mined, open, err := r.open(ctx, rec)
 			switch {
 			case err != nil:
@@ -311,11 +316,7 @@ func (r *refundRun) send(ctx context.Context, rec *store.ChannelRefundRecord) er
 	if err != nil {
 		return err
 	}
-	sig, err := channel.Sign(r.c.cfg.AuthorizerKey, channel.RefundDigest(chainID, r.a.ChannelID, r.nonce, r.amount))
-	if err != nil {
-		return err
-	}
-	input, err := channel.RefundWithSignatureInput(&row.State.Config, r.amount, r.nonce, sig)
+	input, err := r.c.refundInput(chainID, &row.State.Config, r.nonce, r.amount)
 	if err != nil {
 		return err
 	}
@@ -363,27 +364,41 @@ func (r *refundRun) recordMined(ctx context.Context, rec *store.ChannelRefundRec
 			return r.record(ctx, receipt)
 		}
 	}
-	head, err := r.reader.BlockNumber(ctx)
+	receipt, err := r.c.lastRefunded(ctx, r.reader, r.a.ChannelID)
 	if err != nil {
 		return fmt.Errorf("refund %s: %w", r.a.CallID, err)
-	}
-	logs, err := r.reader.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: new(big.Int).SetUint64(head - min(head, r.c.cfg.LogRange)),
-		ToBlock: new(big.Int).SetUint64(head), Addresses: []common.Address{channel.SettlementAddress},
-		Topics: [][]common.Hash{{channel.RefundedTopic}, {r.a.ChannelID}}})
-	if err != nil {
-		return fmt.Errorf("refund %s: read its Refunded event: %w", r.a.CallID, err)
-	}
-	receipt := &types.Receipt{Status: types.ReceiptStatusSuccessful}
-	if n := len(logs); n > 0 {
-		receipt.TxHash, receipt.BlockNumber = logs[n-1].TxHash, new(big.Int).SetUint64(logs[n-1].BlockNumber)
-		receipt.Logs = []*types.Log{&logs[n-1]}
 	}
 	r.log.WarnContext(ctx, "refund mined by a transaction whose send was not recorded", "transaction", receipt.TxHash.Hex())
 	return r.record(ctx, receipt)
 }
 
+// lastRefunded returns the last Refunded event of channel id in the last
+// LogRange blocks as a receipt of its transaction that holds it alone (no
+// gas); a receipt with no transaction when there is none.
+func (c *Claimer) lastRefunded(ctx context.Context, reader ClaimReader, id common.Hash) (*types.Receipt, error) {
+	head, err := reader.BlockNumber(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read head: %w", err)
+	}
+	logs, err := reader.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: new(big.Int).SetUint64(head - min(head, c.cfg.LogRange)),
+		ToBlock: new(big.Int).SetUint64(head), Addresses: []common.Address{channel.SettlementAddress},
+		Topics: [][]common.Hash{{channel.RefundedTopic}, {id}}})
+	if err != nil {
+		return nil, fmt.Errorf("read the Refunded events of channel %s: %w", id.Hex(), err)
+	}
+	receipt := &types.Receipt{Status: types.ReceiptStatusSuccessful}
+	if n := len(logs); n > 0 {
+		receipt.TxHash, receipt.BlockNumber, receipt.BlockHash = logs[n-1].TxHash, new(big.Int).SetUint64(logs[n-1].BlockNumber), logs[n-1].BlockHash
+		receipt.Logs = []*types.Log{&logs[n-1]}
+	}
+	return receipt, nil
+}
+
 // record records the refund mined in receipt: channel.refunded, with the
-// channel's state after it, which frees the channel.
+// channel's state after it, which frees the channel, and in the same
+// transaction its channel_claims row (kind refund), which the claim
+// round follows until final (claimRound.refundUndone) when the
+// transaction is known.
 func (r *refundRun) record(ctx context.Context, receipt *types.Receipt) error {
 	after, err := channel.ReadState(ctx, r.reader, r.a.ChannelID, receipt.BlockNumber)
 	if err != nil {
@@ -398,17 +413,21 @@ func (r *refundRun) record(ctx context.Context, receipt *types.Receipt) error {
 	if receipt.TxHash != (common.Hash{}) {
 		tx = receipt.TxHash.Hex()
 	}
+	refunded := store.NewEvent{Stream: store.ChannelStream(r.a.Network, r.a.ChannelID), Type: store.EventChannelRefunded,
+		Data: store.ChannelRefunded{CallID: r.a.CallID, Transaction: tx, Amount: paid.String(), Nonce: r.a.Nonce,
+			Balance: after.Balance.String(), TotalClaimed: after.TotalClaimed.String(), WithdrawRequestedAt: after.WithdrawRequestedAt,
+			Charged: row.State.Charged.String()}}
 	err = r.c.record(ctx, func(ctx context.Context, dbtx pgx.Tx) error {
-		return store.Append(ctx, dbtx, store.NewEvent{Stream: store.ChannelStream(r.a.Network, r.a.ChannelID), Type: store.EventChannelRefunded,
-			Data: store.ChannelRefunded{CallID: r.a.CallID, Transaction: tx, Amount: paid.String(), Nonce: r.a.Nonce,
-				Balance: after.Balance.String(), TotalClaimed: after.TotalClaimed.String(), WithdrawRequestedAt: after.WithdrawRequestedAt,
-				Charged: row.State.Charged.String()}})
+		if tx == "" || receipt.BlockHash == (common.Hash{}) {
+			return store.Append(ctx, dbtx, refunded)
+		}
+		return store.ChannelClaimRecord(ctx, dbtx, refundTx(r.a.Network, r.a.ChannelID, paid, receipt), refunded)
 	})
 	if err != nil {
 		r.log.ErrorContext(ctx, "refund mined but not recorded; the job is run again", "transaction", tx, "error", err)
 		return err
 	}
-	r.c.cfg.Metrics.ChannelTx(r.a.Network, refundKind, "mined", receipt.GasUsed, 0)
+	r.c.cfg.Metrics.ChannelTx(r.a.Network, store.ClaimKindRefund, "mined", receipt.GasUsed, 0)
 	r.log.InfoContext(ctx, "channel refunded", "transaction", tx, "amount", paid.String())
 	return nil
 }
@@ -440,4 +459,176 @@ func (c *Claimer) record(ctx context.Context, fn func(ctx context.Context, tx pg
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	return pgx.BeginFunc(rctx, c.cfg.Pool, func(tx pgx.Tx) error { return fn(rctx, tx) })
+}
+
+// refundUndone makes again the refund of p, recorded mined
+// (channel.refunded) and undone by a reorganisation that the node did
+// not mine again within GoneAfter. While the channel's refund nonce on
+// chain is still the one the refund was signed with, the refund is
+// signed again with it, for the amount it paid back, sent through the
+// relayer and awaited; mined, its transaction is recorded
+// (channel.refund_undone, its channel_claims row followed in turn) and
+// p's row marked gone, in one transaction. A refund nonce moved on means
+// the signature was mined by a transaction of someone else's (anyone may
+// send it): that transaction, the channel's last Refunded event unless
+// the log records it, is recorded in its place, nothing sent. A send
+// that would revert, or one reverted, sends nothing more. Either way the
+// row takes the chain's balance and refund nonce (channel.refund_undone,
+// naming no transaction when none made the refund). A refund of the
+// channel awaiting its outcome leaves p to the next round: its job
+// records the chain's state.
+func (r *claimRound) refundUndone(ctx context.Context, p *store.ChannelClaimTx) error {
+	if len(p.Channels) != 1 {
+		return fmt.Errorf("refund %s names %d channels", p.Transaction, len(p.Channels))
+	}
+	id := p.Channels[0]
+	was, err := store.ChannelRefundOf(ctx, r.c.cfg.Pool, r.network, id, p.Transaction)
+	if errors.Is(err, store.ErrNotFound) {
+		// Its events removed: nothing to sign it again from.
+		r.log.ErrorContext(ctx, "refund undone by a reorganisation, its event not found: not made again", "transaction", p.Transaction,
+			"channel", id.Hex())
+		return store.ChannelClaimGone(ctx, r.c.cfg.Pool, r.network, p.Transaction, r.c.cfg.Clock.Now(), true)
+	}
+	if err != nil {
+		return err
+	}
+	row, err := store.ChannelGet(ctx, r.c.cfg.Pool, r.network, id)
+	if err != nil {
+		return err
+	}
+	if row.BusyCall != "" && row.BusyCall != was.CallID {
+		rec, err := store.ChannelRefundGet(ctx, r.c.cfg.Pool, r.network, id, row.BusyCall)
+		if err != nil {
+			return err
+		}
+		if rec.Requested != nil && !rec.Done() {
+			r.log.InfoContext(ctx, "refund undone by a reorganisation: another refund of its channel awaits its outcome, left to the next round",
+				"transaction", p.Transaction, "channel", id.Hex())
+			return nil
+		}
+	}
+	nonce, ok1 := new(big.Int).SetString(was.Nonce, 10)
+	amount, ok2 := new(big.Int).SetString(was.Amount, 10)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("refund %s: nonce %q or amount %q is not a number", p.Transaction, was.Nonce, was.Amount)
+	}
+	st, err := channel.ReadState(ctx, r.reader, id, nil)
+	if err != nil {
+		return fmt.Errorf("refund %s: %w", p.Transaction, err)
+	}
+	r.log.WarnContext(ctx, "refund undone by a reorganisation and not mined again: made again", "transaction", p.Transaction,
+		"channel", id.Hex(), "refund", was.CallID, "amount", amount.String(), "nonce", nonce.String(), "chain_nonce", st.RefundNonce.String())
+	r.c.cfg.Metrics.ChannelReorganised(r.network, p.Kind)
+	var receipt *types.Receipt
+	resent := false
+	switch {
+	case st.RefundNonce.Cmp(nonce) > 0:
+		// Its signature, or another refund's, was mined by a transaction
+		// of someone else's: recorded in its place unless recorded
+		// already.
+		if receipt, err = r.refundedBy(ctx, id, p.Transaction); err != nil {
+			return err
+		}
+	case st.RefundNonce.Cmp(nonce) == 0 && amount.Sign() > 0:
+		if receipt, err = r.resendRefund(ctx, &row.State.Config, nonce, amount); err != nil {
+			return err
+		}
+		resent = receipt != nil
+	}
+	undone := store.ChannelRefundUndone{CallID: was.CallID, Undone: p.Transaction, Amount: "0", Nonce: was.Nonce}
+	var rec *store.ChannelClaimTx
+	var at *big.Int
+	if receipt != nil {
+		paid := refundedIn(receipt, id)
+		rec = refundTx(r.network, id, paid, receipt)
+		undone.Transaction, undone.Amount, at = rec.Transaction, paid.String(), receipt.BlockNumber
+	}
+	if st, err = channel.ReadState(ctx, r.reader, id, at); err != nil {
+		return fmt.Errorf("refund %s: %w", p.Transaction, err)
+	}
+	undone.Balance, undone.RefundNonce = st.Balance.String(), st.RefundNonce.String()
+	ev := store.NewEvent{Stream: store.ChannelStream(r.network, id), Type: store.EventChannelRefundUndone, Data: undone}
+	err = r.record(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := store.ChannelClaimGone(ctx, tx, r.network, p.Transaction, r.c.cfg.Clock.Now(), true); err != nil {
+			return err
+		}
+		if rec == nil {
+			return store.Append(ctx, tx, ev)
+		}
+		return store.ChannelClaimRecord(ctx, tx, rec, ev)
+	})
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		r.log.WarnContext(ctx, "refund undone and not made again: the channel takes the chain's state", "transaction", p.Transaction,
+			"balance", undone.Balance, "refund_nonce", undone.RefundNonce)
+		return nil
+	}
+	if resent {
+		r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindRefund, "mined", receipt.GasUsed, 0)
+	}
+	r.log.InfoContext(ctx, "refund undone made again", "undone", p.Transaction, "transaction", rec.Transaction, "amount", undone.Amount,
+		"sent_again", resent)
+	return nil
+}
+
+// refundedBy returns, as a receipt holding it alone, the last Refunded
+// event of channel id (Claimer.lastRefunded) when its transaction is
+// neither undone nor a refund the log records; nil otherwise.
+func (r *claimRound) refundedBy(ctx context.Context, id common.Hash, undone string) (*types.Receipt, error) {
+	receipt, err := r.c.lastRefunded(ctx, r.reader, id)
+	if err != nil || receipt.TxHash == (common.Hash{}) || receipt.BlockHash == (common.Hash{}) {
+		return nil, err
+	}
+	recorded, err := store.ChannelRefundTransactions(ctx, r.c.cfg.Pool, r.network, id)
+	if err != nil {
+		return nil, err
+	}
+	tx := strings.ToLower(receipt.TxHash.Hex())
+	if recorded[tx] || strings.EqualFold(tx, undone) {
+		return nil, nil
+	}
+	return receipt, nil
+}
+
+// refundInput returns the refundWithSignature input of config's channel
+// on chain chainID for amount with refund nonce nonce, signed with the
+// receiver authorizer's key.
+func (c *Claimer) refundInput(chainID *big.Int, config *channel.Config, nonce, amount *big.Int) ([]byte, error) {
+	sig, err := channel.Sign(c.cfg.AuthorizerKey, channel.RefundDigest(chainID, config.ID(chainID), nonce, amount))
+	if err != nil {
+		return nil, fmt.Errorf("sign refund: %w", err)
+	}
+	return channel.RefundWithSignatureInput(config, amount, nonce, sig)
+}
+
+// resendRefund signs the refund of config's channel for amount with
+// refund nonce nonce, sends it and awaits its receipt: nil when it would
+// revert or reverted.
+func (r *claimRound) resendRefund(ctx context.Context, config *channel.Config, nonce, amount *big.Int) (*types.Receipt, error) {
+	input, err := r.c.refundInput(r.chainID, config, nonce, amount)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := r.c.cfg.Chain.Send(ctx, r.network, channel.SettlementAddress, input, 0)
+	if err != nil {
+		if isRevert(err) {
+			r.log.WarnContext(ctx, "refund undone would revert if sent again", "error", revertMessage(err))
+			return nil, nil
+		}
+		return nil, fmt.Errorf("send refund again: %w", err)
+	}
+	receipt, err := r.c.cfg.Chain.Await(ctx, r.network, hash)
+	if err != nil {
+		// The relayer's keeper sends it again; mined, the next round
+		// finds the refund nonce moved on and records its transaction
+		// (refundedBy); else it is sent again then.
+		return nil, fmt.Errorf("await refund %s sent again: %w", hash.Hex(), err)
+	}
+	if receipt.Status != types.ReceiptStatusSuccessful {
+		r.c.cfg.Metrics.ChannelTx(r.network, store.ClaimKindRefund, "reverted", receipt.GasUsed, 0)
+		return nil, nil
+	}
+	return receipt, nil
 }

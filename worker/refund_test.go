@@ -619,3 +619,115 @@ func TestRefund_SeenAfterFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestRefund_Reorganisation: a refund mined and recorded (its
+// channel_claims row pending) is undone by a reorganisation that replaces
+// its block with an empty one, and the node and the relayer lose its
+// transaction (the node drops it, a new relayer process starts on an
+// emptied nonce store: no keeper gives it to the node again). The claim
+// round follows it: found in no block, then, past GoneAfter on the fake
+// clock, made again (channel.refund_undone) in a transaction the round
+// follows until final. The payer is paid back once, the channel's balance
+// and refund nonce on record are the chain's, the undone row is gone and
+// the totals count the refund once. SentAgain: the refund nonce on chain
+// is still the refund's, so the refund is signed again and sent by the
+// relayer. MinedByAnother: someone else sent the refund's signature in a
+// transaction of their own after the reorganisation; that transaction is
+// recorded in its place, nothing sent.
+func TestRefund_Reorganisation(t *testing.T) {
+	t.Parallel()
+	for i, byAnother := range []bool{false, true} {
+		t.Run(map[bool]string{false: "SentAgain", true: "MinedByAnother"}[byAnother], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newClaimBench(t, evm.FinalityPolicy{Depth: 5})
+			ch := b.open(i, 100_000)
+			b.charge(ch, 30_000, nil)
+			payer := b.usdc(ch.state.Config.Payer)
+			a := b.requestRefund(ch)
+			_, err := b.refunder(nil).Refund(ctx, a)
+			require.NoError(t, err)
+			first := b.refundRecord(a).Refunded.Transaction
+			require.NotEmpty(t, first)
+			claimRow := func(tx string) (kind, state string, block int64) {
+				require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT kind, state, block_number FROM channel_claims WHERE transaction = $1", tx).
+					Scan(&kind, &state, &block))
+				return kind, state, block
+			}
+			kind, state, block := claimRow(first)
+			require.Equal(t, store.ClaimKindRefund, kind, "the refund is recorded with its channel.refunded")
+			require.Equal(t, "pending", state)
+			require.Equal(t, big.NewInt(70_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer))
+			sent, _, err := b.node.Client.TransactionByHash(ctx, common.HexToHash(first))
+			require.NoError(t, err)
+
+			head, err := b.node.Client.BlockNumber(ctx)
+			require.NoError(t, err)
+			b.relayer.Stop()
+			require.NoError(t, b.node.Call(ctx, nil, "anvil_reorg", head-uint64(block)+1, []any{}))
+			require.NoError(t, b.node.Call(ctx, nil, "anvil_dropAllTransactions"))
+			_, err = b.db.Pool.Exec(ctx, "DELETE FROM relayer_txs; DELETE FROM relayer_nonces")
+			require.NoError(t, err)
+			b.relayer = b.newRelayer(evm.FinalityPolicy{Depth: 5})
+			undone := b.onChain(ch)
+			require.Zero(t, undone.RefundNonce.Sign(), "the reorganisation undid the refund")
+			require.Equal(t, "100000", undone.Balance.String())
+			require.Equal(t, payer, b.usdc(ch.state.Config.Payer))
+			want := ""
+			if byAnother {
+				mined := b.node.Transact(devKey(t, 5), channel.SettlementAddress, sent.Data())
+				require.Equal(t, types.ReceiptStatusSuccessful, mined.Status)
+				want = mined.TxHash.Hex()
+			}
+			relayed := b.nonce()
+
+			c := b.claimerWith(func(c *worker.ClaimConfig) {
+				c.Interval, c.MinAmount, c.GoneAfter = time.Hour, big.NewInt(1_000_000_000), 5*time.Second
+			})
+			require.Eventually(t, func() bool {
+				require.NoError(t, b.node.Mine(ctx))
+				b.clock.Advance(time.Second)
+				require.NoError(t, c.Round(ctx, claimNetwork))
+				var pending int
+				require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM channel_claims WHERE state = 'pending'").Scan(&pending))
+				return pending == 0 && b.onChain(ch).RefundNonce.Sign() > 0
+			}, 30*time.Second, 50*time.Millisecond, "the refund is made again and becomes final")
+
+			onChain, row := b.onChain(ch), b.row(ch)
+			require.Equal(t, "1", onChain.RefundNonce.String())
+			require.Equal(t, "30000", onChain.Balance.String())
+			require.Equal(t, onChain.Balance, row.State.OnChain.Balance, "the row's balance is the chain's")
+			require.Equal(t, onChain.RefundNonce, row.State.OnChain.RefundNonce, "the row's refund nonce is the chain's")
+			require.Equal(t, big.NewInt(70_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer), "paid back once")
+			_, state, _ = claimRow(first)
+			require.Equal(t, "gone", state, "the undone transaction counts no more")
+
+			var raw []byte
+			require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT data FROM events WHERE stream = $1 AND type = $2",
+				store.ChannelStream(claimNetwork, ch.state.ChannelID), store.EventChannelRefundUndone).Scan(&raw))
+			var ev store.ChannelRefundUndone
+			require.NoError(t, json.Unmarshal(raw, &ev))
+			require.Equal(t, first, ev.Undone)
+			require.Equal(t, a.CallID, ev.CallID)
+			require.NotEmpty(t, ev.Transaction)
+			require.NotEqual(t, first, ev.Transaction)
+			require.Equal(t, "70000", ev.Amount)
+			require.Equal(t, "1", ev.RefundNonce)
+			if byAnother {
+				require.Equal(t, want, ev.Transaction, "the transaction that made it is recorded")
+				require.Equal(t, relayed, b.nonce(), "nothing sent")
+			} else {
+				require.Equal(t, relayed+1, b.nonce(), "sent again once")
+			}
+			kind, state, _ = claimRow(ev.Transaction)
+			require.Equal(t, store.ClaimKindRefund, kind)
+			require.Equal(t, "final", state, "the refund made again is followed until final")
+			totals, err := store.ChannelTotalsList(ctx, b.db.Pool)
+			require.NoError(t, err)
+			require.Equal(t, "70000", totals[0].Refunded.String(), "the refund counts once")
+			var seen int
+			require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventChannelRefundSeen).Scan(&seen))
+			require.Zero(t, seen, "the watcher knows the transaction")
+		})
+	}
+}
