@@ -633,11 +633,15 @@ func TestRefund_SeenAfterFailure(t *testing.T) {
 // is still the refund's, so the refund is signed again and sent by the
 // relayer. MinedByAnother: someone else sent the refund's signature in a
 // transaction of their own after the reorganisation; that transaction is
-// recorded in its place, nothing sent.
+// recorded in its place, nothing sent. Keeper: the relayer keeps its
+// records, its keeper gives the node the same transaction again, which
+// is mined in another block: its row is moved and ends final, nothing
+// made again.
 func TestRefund_Reorganisation(t *testing.T) {
 	t.Parallel()
-	for i, byAnother := range []bool{false, true} {
-		t.Run(map[bool]string{false: "SentAgain", true: "MinedByAnother"}[byAnother], func(t *testing.T) {
+	for i, name := range []string{"SentAgain", "MinedByAnother", "Keeper"} {
+		byAnother, keeper := name == "MinedByAnother", name == "Keeper"
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newClaimBench(t, evm.FinalityPolicy{Depth: 5})
@@ -663,16 +667,23 @@ func TestRefund_Reorganisation(t *testing.T) {
 
 			head, err := b.node.Client.BlockNumber(ctx)
 			require.NoError(t, err)
-			b.relayer.Stop()
+			if !keeper {
+				b.relayer.Stop()
+			}
 			require.NoError(t, b.node.Call(ctx, nil, "anvil_reorg", head-uint64(block)+1, []any{}))
 			require.NoError(t, b.node.Call(ctx, nil, "anvil_dropAllTransactions"))
-			_, err = b.db.Pool.Exec(ctx, "DELETE FROM relayer_txs; DELETE FROM relayer_nonces")
-			require.NoError(t, err)
-			b.relayer = b.newRelayer(evm.FinalityPolicy{Depth: 5})
 			undone := b.onChain(ch)
 			require.Zero(t, undone.RefundNonce.Sign(), "the reorganisation undid the refund")
 			require.Equal(t, "100000", undone.Balance.String())
 			require.Equal(t, payer, b.usdc(ch.state.Config.Payer))
+			if keeper {
+				require.Eventually(t, func() bool { return b.onChain(ch).RefundNonce.Sign() > 0 }, 10*time.Second, 50*time.Millisecond,
+					"the keeper has the node mine the refund again")
+			} else {
+				_, err = b.db.Pool.Exec(ctx, "DELETE FROM relayer_txs; DELETE FROM relayer_nonces")
+				require.NoError(t, err)
+				b.relayer = b.newRelayer(evm.FinalityPolicy{Depth: 5})
+			}
 			want := ""
 			if byAnother {
 				mined := b.node.Transact(devKey(t, 5), channel.SettlementAddress, sent.Data())
@@ -699,7 +710,20 @@ func TestRefund_Reorganisation(t *testing.T) {
 			require.Equal(t, onChain.Balance, row.State.OnChain.Balance, "the row's balance is the chain's")
 			require.Equal(t, onChain.RefundNonce, row.State.OnChain.RefundNonce, "the row's refund nonce is the chain's")
 			require.Equal(t, big.NewInt(70_000), new(big.Int).Sub(b.usdc(ch.state.Config.Payer), payer), "paid back once")
-			_, state, _ = claimRow(first)
+			totals, err := store.ChannelTotalsList(ctx, b.db.Pool)
+			require.NoError(t, err)
+			require.Equal(t, "70000", totals[0].Refunded.String(), "the refund counts once")
+			var seen, undoneEvents int
+			require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE type = $1), count(*) FILTER (WHERE type = $2) FROM events",
+				store.EventChannelRefundSeen, store.EventChannelRefundUndone).Scan(&seen, &undoneEvents))
+			require.Zero(t, seen, "the watcher knows the transaction")
+			_, state, moved := claimRow(first)
+			if keeper {
+				require.Equal(t, "final", state, "the same refund, mined again, is final")
+				require.NotEqual(t, block, moved, "in another block")
+				require.Zero(t, undoneEvents, "nothing made again")
+				return
+			}
 			require.Equal(t, "gone", state, "the undone transaction counts no more")
 
 			var raw []byte
@@ -722,12 +746,6 @@ func TestRefund_Reorganisation(t *testing.T) {
 			kind, state, _ = claimRow(ev.Transaction)
 			require.Equal(t, store.ClaimKindRefund, kind)
 			require.Equal(t, "final", state, "the refund made again is followed until final")
-			totals, err := store.ChannelTotalsList(ctx, b.db.Pool)
-			require.NoError(t, err)
-			require.Equal(t, "70000", totals[0].Refunded.String(), "the refund counts once")
-			var seen int
-			require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE type = $1", store.EventChannelRefundSeen).Scan(&seen))
-			require.Zero(t, seen, "the watcher knows the transaction")
 		})
 	}
 }
