@@ -59,6 +59,12 @@ type Payment struct {
 	// the same Payment (a channel payment's OffChain, then its Settle).
 	// Not kept in the ledger.
 	Decoded any `json:"-"`
+	// Record, when set, is the record of what the payment is charged to as
+	// read with its call, in the transaction that settles it (a
+	// batch-settlement payment's channel: store.CallListToSettleHeld), for
+	// that settlement to take instead of reading it again; the settlement
+	// takes it once. Not kept in the ledger.
+	Record any `json:"-"`
 	// exact is the compact form of Payload when the payment was read from
 	// the ledger in it (fromLedger) or its verifier gave it
 	// (PaymentPayload.LedgerPayment): ExactEVM reads the scheme's payload
