@@ -324,13 +324,18 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 			// A settlement off chain (a voucher's charge) is made here,
 			// with the result: no settlement job, no transaction of its
 			// own. One that fails is left to the run, as the others.
+			// The channel's record read with the payment is for that
+			// settlement only: one made later (the run's, a deposit's)
+			// reads the record as it is then.
 			var ledger []store.NewEvent
 			for _, run := range runs {
 				run.settled = nil
 				if offChain == nil || !offChain.OffChain(run.payment) {
+					run.payment.Record = nil
 					continue
 				}
 				resp, err := settler.Settle(x402.WithCall(ctx, run.callID), run.payment)
+				run.payment.Record = nil
 				if err != nil || !resp.Success {
 					continue
 				}

@@ -343,7 +343,9 @@ func decodePayment(p *x402.Payment) (*channel.Payload, error) {
 // succeeded: a voucher is charged off chain, a deposit sent on chain
 // first. The charge is the response's Ledger (store events), which the
 // worker appends with the call's settlement.confirmed; the call must be
-// named in ctx (x402.WithCall).
+// named in ctx (x402.WithCall). The channel's record is the one read with
+// the call's payment when the transaction that settles it did so
+// (x402.Payment.Record), else read here.
 func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
 	d, err := decodePayment(p)
 	if err != nil {
