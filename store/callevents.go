@@ -186,6 +186,9 @@ func (j JobSucceeded) resultDigest() (int, string) {
 	return len(j.Result), hex.EncodeToString(sum[:])
 }
 
+// validJSON marks JobSucceeded's MarshalJSON as json.Marshal's (encodeData).
+func (JobSucceeded) validJSON() {}
+
 // MarshalJSON encodes the event's data: the size and digest of Result,
 // without it, in one string under "s": "<bytes> <job id> <attempt>
 // <settle job id> <digest in unpadded base64url>", about 110 bytes a call
@@ -320,6 +323,9 @@ func (c *ledgerCost) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// validJSON marks SettlementDone's MarshalJSON as json.Marshal's (encodeData).
+func (SettlementDone) validJSON() {}
 
 // MarshalJSON encodes the event's data as one string when it is a
 // settlement that succeeded with an EVM transaction and a cost

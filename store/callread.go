@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/x402d/x402d/x402"
@@ -102,11 +103,14 @@ const answerColumns = callColumnsBefore + "NULL::bytea, result" + callColumnsAft
 // written it.
 const settleColumns = callColumnsBefore + callPaid + ", NULL::json" + callColumnsAfter
 
-func scanCall(row pgx.Row) (*Call, error) {
+// scanCall reads a call selected with callColumns, answerColumns or
+// settleColumns, then into more the columns that follow them, if any.
+func scanCall(row pgx.Row, more ...any) (*Call, error) {
 	var c Call
 	var paid, result, failure, settlement, receipt []byte
-	if err := row.Scan(&c.ID, &c.Op, &c.State, &c.Token, &c.RequestHash, &c.PaymentKey, &c.Network, &c.Payer, &c.Amount,
-		&paid, &result, &failure, &settlement, &receipt, &c.ResultExpiredAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
+	dest := []any{&c.ID, &c.Op, &c.State, &c.Token, &c.RequestHash, &c.PaymentKey, &c.Network, &c.Payer, &c.Amount,
+		&paid, &result, &failure, &settlement, &receipt, &c.ResultExpiredAt, &c.CreatedAt, &c.UpdatedAt}
+	if err := row.Scan(append(dest, more...)...); err != nil {
 		return nil, interpretError(err)
 	}
 	if paid != nil {
@@ -175,6 +179,39 @@ func CallGetToSettle(ctx context.Context, db DBTX, id string) (*Call, error) {
 // not once a call. A call that does not exist is left out.
 func CallListToSettle(ctx context.Context, db DBTX, ids []string) ([]*Call, error) {
 	return callsByID(ctx, db, settleColumns, "to settle", ids)
+}
+
+// CallListToSettleHeld is CallListToSettle with, for each call that holds
+// a channel busy (a batch-settlement payment's call, admitted and not yet
+// charged), the channel's record read in the same statement, as
+// ChannelGet reads it, in the call's Payment.Record (a *Channel; nil for a
+// call that holds none): the transaction that records a group's results
+// and charges their vouchers reads their channels with their payments,
+// not once a call (chanpay's Settle takes the record from there).
+func CallListToSettleHeld(ctx context.Context, db DBTX, ids []string) ([]*Call, error) {
+	rows, err := db.Query(ctx, `SELECT c.*, h.* FROM (SELECT `+settleColumns+` FROM calls WHERE id = ANY($1)) c
+		LEFT JOIN LATERAL (SELECT channel_id, `+channelColumns+` FROM channels WHERE busy_call = c.id) h ON true`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list %d calls to settle with their channels: %w", len(ids), err)
+	}
+	defer rows.Close()
+	calls := make([]*Call, 0, len(ids))
+	for rows.Next() {
+		var id []byte
+		var f channelFields
+		c, err := scanCall(rows, append([]any{&id}, f.dest()...)...)
+		if err == nil && id != nil {
+			c.Payment.Record, err = f.channel(common.BytesToHash(id))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %d calls to settle with their channels: %w", len(ids), err)
+		}
+		calls = append(calls, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %d calls to settle with their channels: %w", len(ids), interpretError(err))
+	}
+	return calls, nil
 }
 
 // CallListAnswers returns the calls of ids as CallGetAnswer reads one, in

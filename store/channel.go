@@ -332,20 +332,34 @@ func cmpOr(s, def string) string {
 const channelColumns = `network, config, charged::text, signed::text, signature, balance::text, total_claimed::text,
 	withdraw_requested_at, refund_nonce::text, unclaimed_since, coalesce(busy_call, ''), created_at, updated_at`
 
-// scanChannel reads a channels row selected with channelColumns; chainID
-// names the channel's id (its config's hash on the network's chain).
-func scanChannel(row pgx.Row, id common.Hash) (*Channel, error) {
-	var c Channel
-	var config []byte
-	var charged, balance, claimed, nonce string
-	var signed *string
-	var withdraw int64
-	err := row.Scan(&c.Network, &config, &charged, &signed, &c.State.Signature, &balance, &claimed, &withdraw, &nonce,
-		&c.UnclaimedSince, &c.BusyCall, &c.CreatedAt, &c.UpdatedAt)
-	if err != nil {
-		return nil, interpretError(err)
+// channelFields are the destinations of channelColumns, each NULL-able: a
+// channel joined to another row may be none (CallListToSettleHeld).
+type channelFields struct {
+	network, charged, signed, balance, claimed, nonce, busy *string
+	config, signature                                       []byte
+	withdraw                                                *int64
+	unclaimedSince, createdAt, updatedAt                    *time.Time
+}
+
+// dest returns the destinations of channelColumns, in their order.
+func (f *channelFields) dest() []any {
+	return []any{&f.network, &f.config, &f.charged, &f.signed, &f.signature, &f.balance, &f.claimed, &f.withdraw, &f.nonce,
+		&f.unclaimedSince, &f.busy, &f.createdAt, &f.updatedAt}
+}
+
+// channel returns the channel id (its config's hash on the network's
+// chain) that f read.
+func (f *channelFields) channel(id common.Hash) (*Channel, error) {
+	if f.network == nil || f.charged == nil || f.balance == nil || f.claimed == nil || f.nonce == nil || f.withdraw == nil ||
+		f.createdAt == nil || f.updatedAt == nil {
+		return nil, fmt.Errorf("channel %s: a NOT NULL column read NULL", id.Hex())
 	}
-	if err := json.Unmarshal(config, &c.State.Config); err != nil {
+	c := Channel{Network: *f.network, UnclaimedSince: f.unclaimedSince, CreatedAt: *f.createdAt, UpdatedAt: *f.updatedAt}
+	if f.busy != nil {
+		c.BusyCall = *f.busy
+	}
+	c.State.Signature = f.signature
+	if err := json.Unmarshal(f.config, &c.State.Config); err != nil {
 		return nil, fmt.Errorf("channel %s: config: %w", id.Hex(), err)
 	}
 	c.State.ChannelID = id
@@ -356,25 +370,36 @@ func scanChannel(row pgx.Row, id common.Hash) (*Channel, error) {
 		}
 		return v, nil
 	}
-	if c.State.Charged, err = num(charged); err != nil {
+	var err error
+	if c.State.Charged, err = num(*f.charged); err != nil {
 		return nil, err
 	}
-	if signed != nil {
-		if c.State.Signed, err = num(*signed); err != nil {
+	if f.signed != nil {
+		if c.State.Signed, err = num(*f.signed); err != nil {
 			return nil, err
 		}
 	}
-	if c.State.OnChain.Balance, err = num(balance); err != nil {
+	if c.State.OnChain.Balance, err = num(*f.balance); err != nil {
 		return nil, err
 	}
-	if c.State.OnChain.TotalClaimed, err = num(claimed); err != nil {
+	if c.State.OnChain.TotalClaimed, err = num(*f.claimed); err != nil {
 		return nil, err
 	}
-	if c.State.OnChain.RefundNonce, err = num(nonce); err != nil {
+	if c.State.OnChain.RefundNonce, err = num(*f.nonce); err != nil {
 		return nil, err
 	}
-	c.State.OnChain.WithdrawRequestedAt = uint64(withdraw)
+	c.State.OnChain.WithdrawRequestedAt = uint64(*f.withdraw)
 	return &c, nil
+}
+
+// scanChannel reads a channels row selected with channelColumns; id
+// names the channel (its config's hash on the network's chain).
+func scanChannel(row pgx.Row, id common.Hash) (*Channel, error) {
+	var f channelFields
+	if err := row.Scan(f.dest()...); err != nil {
+		return nil, interpretError(err)
+	}
+	return f.channel(id)
 }
 
 // ChannelGet returns the channel id on network, or ErrNotFound.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"testing"
 
@@ -18,7 +19,7 @@ import (
 
 // testChannel returns the record of a channel on chain 84532 with balance
 // and claimed on chain, charged nothing past it, signed by a real key.
-func testChannel(t *testing.T, balance, claimed int64) (*channel.State, func(amount int64) (*big.Int, []byte)) {
+func testChannel(t testing.TB, balance, claimed int64) (*channel.State, func(amount int64) (*big.Int, []byte)) {
 	t.Helper()
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
@@ -39,7 +40,7 @@ func testChannel(t *testing.T, balance, claimed int64) (*channel.State, func(amo
 }
 
 // putChannel puts the record s of a channel on network (ChannelPut).
-func putChannel(ctx context.Context, t *testing.T, db *dbtest.DB, network string, s *channel.State) {
+func putChannel(ctx context.Context, t testing.TB, db *dbtest.DB, network string, s *channel.State) {
 	t.Helper()
 	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error { return store.ChannelPut(ctx, tx, network, s) }))
 }
@@ -181,4 +182,101 @@ func TestChannelOpened(t *testing.T) {
 	c, err = store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
 	require.NoError(t, err)
 	require.Equal(t, "150000", c.State.OnChain.Balance.String())
+}
+
+// TestCallListToSettleHeld reads calls to settle with the record of the
+// channel each holds, in one statement: the record as ChannelGet reads
+// it for the call that holds a channel, none for a call that holds none,
+// and none from CallListToSettle.
+func TestCallListToSettleHeld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network = "eip155:84532"
+	s, sign := testChannel(t, 1_000_000, 20_000)
+	s.Signed, s.Signature = sign(20_000)
+	putChannel(ctx, t, db, network, s)
+	for i, call := range []string{"held", "free"} {
+		v := verified("n-" + call)
+		v.Payment = paytest.ExactEVM("0xA11ce00000000000000000000000000000000001", "n-"+call)
+		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream(call), Type: store.EventCallPaid,
+			Data: store.PaidCall{PaymentVerified: v, JobID: int64(i + 1)}}))
+	}
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	ok, err := store.ChannelHold(ctx, tx, network, s.ChannelID, "held", big.NewInt(20_000))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, tx.Commit(ctx))
+	want, err := store.ChannelGet(ctx, db.Pool, network, s.ChannelID)
+	require.NoError(t, err)
+	require.Equal(t, "held", want.BusyCall)
+
+	calls, err := store.CallListToSettleHeld(ctx, db.Pool, []string{"held", "free", "nope"})
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	byID := map[string]*store.Call{}
+	for _, c := range calls {
+		byID[c.ID] = c
+	}
+	require.Equal(t, want, byID["held"].Payment.Record)
+	require.NotEmpty(t, byID["held"].Payment.Payload)
+	require.Nil(t, byID["free"].Payment.Record)
+	require.NotEmpty(t, byID["free"].Payment.Payload)
+
+	plain, err := store.CallListToSettle(ctx, db.Pool, []string{"held"})
+	require.NoError(t, err)
+	require.Len(t, plain, 1)
+	require.Nil(t, plain[0].Payment.Record)
+	require.Equal(t, byID["held"].Payment.Payload, plain[0].Payment.Payload)
+}
+
+// BenchmarkCallListToSettleHeld reads the payments of a group of 50
+// voucher calls and their channels' records, as the transaction that
+// records their results and charges them does: the calls, then each
+// channel by itself (ChannelGet), against both in one statement.
+func BenchmarkCallListToSettleHeld(b *testing.B) {
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, b)
+	const network = "eip155:84532"
+	ids := make([]string, 50)
+	channels := make([]common.Hash, len(ids))
+	for i := range ids {
+		s, _ := testChannel(b, 1_000_000, 0)
+		putChannel(ctx, b, db, network, s)
+		ids[i], channels[i] = fmt.Sprintf("call-%d", i), s.ChannelID
+		v := verified("n-" + ids[i])
+		v.Payment = paytest.ExactEVM("0xA11ce00000000000000000000000000000000001", "n-"+ids[i])
+		require.NoError(b, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			if err := store.Append(ctx, tx, store.NewEvent{Stream: store.CallStream(ids[i]), Type: store.EventCallPaid,
+				Data: store.PaidCall{PaymentVerified: v, JobID: int64(i + 1)}}); err != nil {
+				return err
+			}
+			ok, err := store.ChannelHold(ctx, tx, network, s.ChannelID, ids[i], big.NewInt(0))
+			require.True(b, ok)
+			return err
+		}))
+	}
+	b.Run("calls, then each channel", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			calls, err := store.CallListToSettle(ctx, db.Pool, ids)
+			require.NoError(b, err)
+			require.Len(b, calls, len(ids))
+			for _, id := range channels {
+				_, err := store.ChannelGet(ctx, db.Pool, network, id)
+				require.NoError(b, err)
+			}
+		}
+	})
+	b.Run("calls with their channels", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			calls, err := store.CallListToSettleHeld(ctx, db.Pool, ids)
+			require.NoError(b, err)
+			for _, c := range calls {
+				require.NotNil(b, c.Payment.Record)
+			}
+		}
+	})
 }

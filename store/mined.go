@@ -44,6 +44,9 @@ type minedJSON struct {
 	BlockHash   string `json:"block_hash,omitempty"`
 }
 
+// validJSON marks SettlementMined's MarshalJSON as json.Marshal's (encodeData).
+func (SettlementMined) validJSON() {}
+
 // MarshalJSON encodes the transaction and the block (minedJSON).
 func (m SettlementMined) MarshalJSON() ([]byte, error) {
 	v := minedJSON{Transaction: m.Transaction, Block: m.Block.Number, BlockHash: m.Block.Hash}

@@ -59,6 +59,9 @@ func (c *PaidCall) UnmarshalEventBinary(b []byte) error {
 	return nil
 }
 
+// validJSON marks PaidCall's MarshalJSON as json.Marshal's (encodeData).
+func (PaidCall) validJSON() {}
+
 // MarshalJSON encodes call.paid's data as JSON: the binary form
 // (MarshalEventBinary) as {"p": its base64}, the form call.paid's data
 // had before the event log kept binary data (migration 017), or, for a

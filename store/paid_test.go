@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/internal/paytest"
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
 )
 
 // form1Paid is the data of a call.paid in ledger form 1, as releases
@@ -87,6 +90,73 @@ func TestCallPaidForms(t *testing.T) {
 		var got store.PaidCall
 		require.NoError(t, events[0].Decode(&got), id)
 		w.Payment = paytest.Stored(w.Payment)
+		require.Equal(t, w, got, id)
+	}
+}
+
+// TestCallPaidVoucher: a voucher's call.paid is kept in its binary form
+// (bin, data {}), its payload as it came; one kept as JSON fields (ledger
+// form 1, and every voucher's call.paid written before the binary form
+// took them) reads the same; both give back the payment exactly, through
+// the readers of a call's payment and the stream's events.
+func TestCallPaidVoucher(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	payload := `{"x402Version":2,"accepted":{"scheme":"batch-settlement","network":"eip155:84532","amount":"1000",` +
+		`"asset":"0x036CbD53842c5426634e7929541eC2318f3dCF7e","payTo":"0xa0Ee7A142d267C1f36714E4a8F75612F20a79720","maxTimeoutSeconds":300},` +
+		`"payload":{"type":"voucher","voucher":{"channelId":"0x01","maxClaimableAmount":"%d","signature":"0xabc"}}}`
+	paid := func(amount int, form1 bool) store.PaidCall {
+		return store.PaidCall{PaymentVerified: store.PaymentVerified{Op: "regex", Token: form1Token, RequestHash: []byte{4, 5, 6},
+			Payment: x402.Payment{Network: "eip155:84532", Payer: form1Payer, Nonce: fmt.Sprintf("channel/0x01/%d", amount), Amount: "1000",
+				Asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e", Payload: json.RawMessage(fmt.Sprintf(payload, amount)),
+				VerifiedAt: time.Date(2026, 11, 27, 12, 0, 0, 5, time.UTC)}}, JobID: 9, Form1: form1}
+	}
+	want := map[string]store.PaidCall{"binary": paid(1000, false), "json": paid(2000, true)}
+	for id, w := range want {
+		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream(id), Type: store.EventCallPaid, Data: w}))
+		var hasBin bool
+		var data string
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT bin IS NOT NULL, data::text FROM events WHERE stream = $1", store.CallStream(id)).Scan(&hasBin, &data))
+		require.Equal(t, !w.Form1, hasBin, id)
+		if hasBin {
+			require.Equal(t, "{}", data, id)
+		} else {
+			require.Contains(t, data, `"batch-settlement"`, id)
+		}
+	}
+	// The binary form keeps the payload's bytes; the JSON form, in jsonb,
+	// its value.
+	same := func(name, id string, w, got x402.Payment) {
+		t.Helper()
+		if id == "json" {
+			require.True(t, x402.SameJSON(w.Payload, got.Payload), name)
+			w.Payload = got.Payload
+		}
+		require.Equal(t, w, got, name)
+	}
+	check := func(name string, c *store.Call) {
+		t.Helper()
+		same(name, c.ID, want[c.ID].Payment, c.Payment)
+		require.Equal(t, want[c.ID].RequestHash, c.RequestHash, name)
+	}
+	settle, err := store.CallListToSettle(ctx, db.Pool, []string{"binary", "json"})
+	require.NoError(t, err)
+	require.Len(t, settle, 2)
+	for _, c := range settle {
+		check("CallListToSettle", c)
+	}
+	for id, w := range want {
+		c, err := store.CallGetByPaymentKey(ctx, db.Pool, w.Payment.Key())
+		require.NoError(t, err)
+		check("CallGetByPaymentKey", c)
+		events, err := store.EventListByStream(ctx, db.Pool, store.CallStream(id))
+		require.NoError(t, err)
+		require.Len(t, events, 1)
+		var got store.PaidCall
+		require.NoError(t, events[0].Decode(&got), id)
+		same("Event.Decode", id, w.Payment, got.Payment)
+		w.Form1, w.Payment = false, got.Payment
 		require.Equal(t, w, got, id)
 	}
 }

@@ -318,19 +318,24 @@ func newCommits(pool *pgxpool.Pool, m *metrics.Metrics, grace time.Duration, set
 		slow:  slow,
 		clock: clk,
 		results: store.NewGroupCommitter(pool, &store.GroupCommitConfig{Linger: store.CommitLinger, LingerIdle: resultsLingerIdle, Observe: m.GroupCommitObserver("results"), Clock: clk}, func(ctx context.Context, tx pgx.Tx, runs []*completed) error {
-			if err := readPayments(ctx, tx, runs); err != nil {
+			if err := readPayments(ctx, tx, runs, offChain != nil); err != nil {
 				return err
 			}
 			// A settlement off chain (a voucher's charge) is made here,
 			// with the result: no settlement job, no transaction of its
 			// own. One that fails is left to the run, as the others.
+			// The channel's record read with the payment is for that
+			// settlement only: one made later (the run's, a deposit's)
+			// reads the record as it is then.
 			var ledger []store.NewEvent
 			for _, run := range runs {
 				run.settled = nil
 				if offChain == nil || !offChain.OffChain(run.payment) {
+					run.payment.Record = nil
 					continue
 				}
 				resp, err := settler.Settle(x402.WithCall(ctx, run.callID), run.payment)
+				run.payment.Record = nil
 				if err != nil || !resp.Success {
 					continue
 				}
@@ -408,13 +413,19 @@ func graceOf(grace time.Duration, slow x402.SlowSettler, payment *x402.Payment) 
 }
 
 // readPayments sets the payment of each of runs, read in one statement
-// rather than one per run.
-func readPayments(ctx context.Context, tx pgx.Tx, runs []*completed) error {
+// rather than one per run; with, when held (a settler settles some off
+// chain), the record of the channel each holds (x402.Payment.Record),
+// which a voucher's charge, made in tx, takes instead of reading it.
+func readPayments(ctx context.Context, tx pgx.Tx, runs []*completed, held bool) error {
 	ids := make([]string, len(runs))
 	for i, run := range runs {
 		ids[i] = run.callID
 	}
-	calls, err := store.CallListToSettle(ctx, tx, ids)
+	list := store.CallListToSettle
+	if held {
+		list = store.CallListToSettleHeld
+	}
+	calls, err := list(ctx, tx, ids)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,51 @@ const (
 	packedVersionWhole = 1
 )
 
+// packedVersionRaw is the first byte of the packed form of a payment of
+// another scheme than exact (packRaw): a batch-settlement payment's.
+const packedVersionRaw = 3
+
+// packRaw returns the packed form of a ledger payment whose payload is of
+// another scheme than exact (rawPackable): its payload's JSON as it is,
+// its other fields as packPayment packs them. It gives back exactly what
+// it was given, with nothing to encode or parse (unpackPayment).
+func packRaw(l *ledgerPayment) []byte {
+	b := make([]byte, 0, len(l.Payload)+128)
+	b = append(b, packedVersionRaw)
+	b = appendBytes(b, l.Payload)
+	b = appendTime(b, l.VerifiedAt)
+	for _, s := range []string{l.Network, l.Payer, l.Nonce, l.Amount, l.Asset} {
+		b = appendString(b, s)
+	}
+	return appendTime(b, l.ValidBefore)
+}
+
+// rawPackable reports whether l is packed by packRaw: a payload that is
+// not in the compact exact EVM form and cannot be of the exact scheme
+// (mayBeExact), whose forms packPayment and the JSON object keep.
+func rawPackable(l *ledgerPayment) bool {
+	return l.EVM == nil && len(l.Payload) > 0 && !mayBeExact(l.Payload)
+}
+
+// unpackRaw decodes what packRaw wrote, after its first byte.
+func unpackRaw(r *packedReader) (*ledgerPayment, error) {
+	l := &ledgerPayment{Payload: r.bytes(), VerifiedAt: r.time()}
+	for _, s := range []*string{&l.Network, &l.Payer, &l.Nonce, &l.Amount, &l.Asset} {
+		*s = r.string()
+	}
+	l.ValidBefore = r.time()
+	if r.err == nil && len(r.b) != 0 {
+		r.err = errors.New("trailing bytes")
+	}
+	if r.err == nil && len(l.Payload) == 0 {
+		r.err = errors.New("no payload")
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("decode ledger payment: %w", r.err)
+	}
+	return l, nil
+}
+
 // packPayment returns the packed form of a ledger payment whose payload is
 // in its compact exact EVM form (l.EVM set, l.Payload empty): one binary
 // value that the ledger keeps as a base64 string, about half the size of
@@ -76,10 +121,13 @@ func packable(l *ledgerPayment) bool {
 	return l.EVM != nil && len(l.Payload) == 0 && l.EVM.Version >= 0 && l.EVM.Timeout >= 0
 }
 
-// unpackPayment decodes what packPayment wrote.
+// unpackPayment decodes what packPayment or packRaw wrote.
 func unpackPayment(b []byte) (*ledgerPayment, error) {
 	r := &packedReader{b: b}
 	version := r.byte()
+	if version == packedVersionRaw {
+		return unpackRaw(r)
+	}
 	if version != packedVersion && version != packedVersionWhole {
 		return nil, fmt.Errorf("decode ledger payment: packed form %d unknown", version)
 	}

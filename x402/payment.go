@@ -59,6 +59,12 @@ type Payment struct {
 	// the same Payment (a channel payment's OffChain, then its Settle).
 	// Not kept in the ledger.
 	Decoded any `json:"-"`
+	// Record, when set, is the record of what the payment is charged to as
+	// read with its call, in the transaction that settles it (a
+	// batch-settlement payment's channel: store.CallListToSettleHeld), for
+	// that settlement to take instead of reading it again; the settlement
+	// takes it once. Not kept in the ledger.
+	Record any `json:"-"`
 	// exact is the compact form of Payload when the payment was read from
 	// the ledger in it (fromLedger) or its verifier gave it
 	// (PaymentPayload.LedgerPayment): ExactEVM reads the scheme's payload
@@ -141,15 +147,21 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 	return json.Marshal(&l)
 }
 
-// MarshalLedgerBinary returns the packed form MarshalJSON keeps p in (before
-// its base64), and whether p has one: for a record that packs its other
-// fields with it (store's call.paid). UnmarshalLedgerBinary reads it.
+// MarshalLedgerBinary returns p packed, and whether p has a packed form:
+// for a record that packs its other fields with it (store's call.paid).
+// An exact EVM payment is packed as MarshalJSON keeps it (before its
+// base64); a payment of another scheme (a batch-settlement one) with its
+// payload's JSON as it is (packRaw), which MarshalJSON keeps as a JSON
+// object. UnmarshalLedgerBinary reads both.
 func (p Payment) MarshalLedgerBinary() ([]byte, bool) {
 	l := p.ledger()
-	if !packable(&l) {
-		return nil, false
+	switch {
+	case packable(&l):
+		return packPayment(&l), true
+	case rawPackable(&l):
+		return packRaw(&l), true
 	}
-	return packPayment(&l), true
+	return nil, false
 }
 
 // MarshalLedgerBinaryForm1 is MarshalLedgerBinary in packed form 1, which
@@ -272,7 +284,9 @@ func (p *Payment) fromLedger(l *ledgerPayment) error {
 		// What the payload states, from its compact form: not decoded
 		// again from the JSON just made of it.
 		s, ok = l.EVM.stated()
-	} else {
+	} else if mayBeExact(p.Payload) {
+		// Only an exact payload states any (stated): another (a
+		// voucher's) is not decoded to find out.
 		s, ok = stated(p.Payload)
 	}
 	if !ok {

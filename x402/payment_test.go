@@ -280,8 +280,8 @@ func TestPaymentPacked(t *testing.T) {
 		_, err := unpackPayment(v1[:i])
 		require.Error(t, err, "cut at %d", i)
 	}
-	_, err = unpackPayment(append([]byte{3}, v1[1:]...))
-	require.ErrorContains(t, err, "packed form 3 unknown")
+	_, err = unpackPayment(append([]byte{4}, v1[1:]...))
+	require.ErrorContains(t, err, "packed form 4 unknown")
 
 	// The asset's extra named on a network whose asset states none is
 	// refused, not read as no extra. Its byte follows the version, the
@@ -293,6 +293,56 @@ func TestPaymentPacked(t *testing.T) {
 	packed[at] = 0
 	_, err = unpackPayment(packed)
 	require.ErrorContains(t, err, "states none")
+}
+
+// TestPaymentPackedRaw packs payments of another scheme than exact (a
+// batch-settlement voucher's) with their payload as it is, and reads them
+// back exactly, whatever the payload's spelling; exact payments keep their
+// forms (a Solana one, whose payload has no compact form, none), and the
+// JSON form of a voucher's payment is still its object.
+func TestPaymentPackedRaw(t *testing.T) {
+	t.Parallel()
+	verified := time.Date(2026, 11, 27, 12, 0, 0, 123456789, time.UTC)
+	voucher := `{"x402Version":2,"accepted":{"scheme":"batch-settlement","network":"eip155:84532","amount":"1000",` +
+		`"asset":"0x036CbD53842c5426634e7929541eC2318f3dCF7e","payTo":"0xa0Ee7A142d267C1f36714E4a8F75612F20a79720","maxTimeoutSeconds":300},` +
+		`"payload":{"type":"voucher","voucher":{"channelId":"0x01","maxClaimableAmount":"5000","signature":"0xAbC"}}}`
+	for _, tc := range []struct {
+		name string
+		p    Payment
+	}{
+		{"a voucher, every field", Payment{Network: "eip155:84532", Payer: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f",
+			Nonce: "channel/0x01/5000", Amount: "1000", Asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+			Payload: json.RawMessage(voucher), VerifiedAt: verified}},
+		{"spaced otherwise, a time more, fields empty", Payment{Payload: json.RawMessage("{ \"accepted\" : {\"scheme\": \"batch-settlement\"}, \"n\": 1.50 }\n"),
+			ValidBefore: verified.Add(time.Hour)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			packed, ok := tc.p.MarshalLedgerBinary()
+			require.True(t, ok)
+			require.Equal(t, byte(packedVersionRaw), packed[0])
+			require.Contains(t, string(packed), string(tc.p.Payload), "the payload as it is")
+			var back Payment
+			require.NoError(t, back.UnmarshalLedgerBinary(packed))
+			require.Equal(t, tc.p, back)
+			require.Equal(t, []byte(tc.p.Payload), []byte(back.Payload))
+			for i := range len(packed) - 1 {
+				require.Error(t, back.UnmarshalLedgerBinary(packed[:i]), "cut at %d", i)
+			}
+			require.Error(t, back.UnmarshalLedgerBinary(append(packed, 0)), "a byte too many")
+			_, ok = tc.p.MarshalLedgerBinaryForm1()
+			require.False(t, ok, "form 1 has none")
+			j, err := json.Marshal(tc.p)
+			require.NoError(t, err)
+			require.Equal(t, byte('{'), j[0], "its JSON form is an object")
+			var fromJSON Payment
+			require.NoError(t, json.Unmarshal(j, &fromJSON))
+			require.True(t, SameJSON(tc.p.Payload, fromJSON.Payload), "the JSON form keeps its value, not its bytes")
+		})
+	}
+	_, ok := Payment{Network: SolanaMainnet, Payload: json.RawMessage(`{"accepted":{"scheme":"exact"},"payload":{"transaction":"AQ"}}`)}.MarshalLedgerBinary()
+	require.False(t, ok, "an exact payment has no raw form")
+	_, ok = Payment{}.MarshalLedgerBinary()
+	require.False(t, ok, "no payload")
 }
 
 func bytesOf(n int, seed byte) []byte {
@@ -388,11 +438,17 @@ func voucherPayment() Payment {
 		Payload: json.RawMessage(payload), VerifiedAt: time.Date(2026, 11, 25, 3, 47, 17, 0, time.UTC)}
 }
 
-// BenchmarkPaymentLedgerJSON keeps a voucher's payment as the ledger does
-// at admission (its packed form tried, then its JSON: store's call.paid)
-// and reads it back (each job that reads its call's payment).
-func BenchmarkPaymentLedgerJSON(b *testing.B) {
+// BenchmarkPaymentLedgerVoucher keeps a voucher's payment as the ledger
+// does at admission (store's call.paid: its packed form, packRaw) and
+// reads it back (each job that reads its call's payment); and in its JSON
+// form, which ledger form 1 writes and rows written before the packed
+// form hold.
+func BenchmarkPaymentLedgerVoucher(b *testing.B) {
 	p := voucherPayment()
+	packed, ok := p.MarshalLedgerBinary()
+	if !ok {
+		b.Fatal("not packed")
+	}
 	raw, err := json.Marshal(p)
 	if err != nil {
 		b.Fatal(err)
@@ -400,15 +456,29 @@ func BenchmarkPaymentLedgerJSON(b *testing.B) {
 	b.Run("keep", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, ok := p.MarshalLedgerBinary(); ok {
-				b.Fatal("packed")
+			if _, ok := p.MarshalLedgerBinary(); !ok {
+				b.Fatal("not packed")
 			}
+		}
+	})
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var back Payment
+			if err := back.UnmarshalLedgerBinary(packed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("keep JSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
 			if _, err := json.Marshal(p); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("read", func(b *testing.B) {
+	b.Run("read JSON", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var back Payment

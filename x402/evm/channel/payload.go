@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"regexp"
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
@@ -100,11 +99,36 @@ type (
 	}
 )
 
-var (
-	uintRE = regexp.MustCompile(`^[0-9]+$`)
-	wordRE = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)
-	addrRE = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
-)
+// isWord reports whether s is a word as the wire spells it: 0x and 64
+// hex digits, of either case.
+func isWord(s string) bool { return isHexOf(s, 64) }
+
+// isAddress reports whether s is an address as the wire spells it: 0x and
+// 40 hex digits, of either case (no checksum required).
+func isAddress(s string) bool { return isHexOf(s, 40) }
+
+// isHexOf reports whether s is 0x and digits hex digits.
+func isHexOf(s string, digits int) bool {
+	if len(s) != 2+digits || s[0] != '0' || s[1] != 'x' {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// isDigits reports whether s is one decimal digit or more.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // refuse returns a refusal with reason.
 func refuse(reason, format string, args ...any) *x402.Refusal {
@@ -142,7 +166,7 @@ func Decode(raw json.RawMessage) (*Payload, error) {
 	if w.Voucher == nil {
 		return nil, refuse(malformed, "voucher is missing")
 	}
-	if !wordRE.MatchString(w.Voucher.ChannelID) {
+	if !isWord(w.Voucher.ChannelID) {
 		return nil, refuse(ReasonChannelIDInvalid, "voucher.channelId %q is not 32 bytes of hex", w.Voucher.ChannelID)
 	}
 	p.Voucher.ChannelID = common.HexToHash(w.Voucher.ChannelID)
@@ -170,7 +194,7 @@ func Decode(raw json.RawMessage) (*Payload, error) {
 			if e.ValidBefore, err = parseUint(a.ValidBefore, maxUint256); err != nil {
 				return nil, refuse(malformed, "validBefore: %v", err)
 			}
-			if !wordRE.MatchString(a.Salt) {
+			if !isWord(a.Salt) {
 				return nil, refuse(malformed, "erc3009Authorization.salt %q is not 32 bytes of hex", a.Salt)
 			}
 			e.Salt = common.HexToHash(a.Salt)
@@ -213,12 +237,12 @@ func decodeConfig(raw json.RawMessage, c *Config) error {
 		{"receiver", w.Receiver, &c.Receiver}, {"receiverAuthorizer", w.ReceiverAuthorizer, &c.ReceiverAuthorizer},
 		{"token", w.Token, &c.Token},
 	} {
-		if f.v == nil || !addrRE.MatchString(*f.v) {
+		if f.v == nil || !isAddress(*f.v) {
 			return fmt.Errorf("%s is not an address", f.name)
 		}
 		*f.to = common.HexToAddress(*f.v)
 	}
-	if w.Salt == nil || !wordRE.MatchString(*w.Salt) {
+	if w.Salt == nil || !isWord(*w.Salt) {
 		return fmt.Errorf("salt is not 32 bytes of hex")
 	}
 	c.Salt = common.HexToHash(*w.Salt)
@@ -236,7 +260,7 @@ func decodeConfig(raw json.RawMessage, c *Config) error {
 
 // parseUint parses a decimal string of at most max.
 func parseUint(s string, max *big.Int) (*big.Int, error) {
-	if !uintRE.MatchString(s) || len(s) > 78 {
+	if !isDigits(s) || len(s) > 78 {
 		return nil, fmt.Errorf("%q is not a non-negative integer", s)
 	}
 	v, _ := new(big.Int).SetString(s, 10)

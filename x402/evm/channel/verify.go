@@ -111,7 +111,7 @@ func TermsOf(req *x402.Requirements) (*Terms, error) {
 	if extra.Name == "" || extra.Version == "" {
 		return nil, refuse(ReasonMissingEIP712Domain, "extra.name and extra.version are required")
 	}
-	if !addrRE.MatchString(req.Asset) || !addrRE.MatchString(req.PayTo) {
+	if !isAddress(req.Asset) || !isAddress(req.PayTo) {
 		return nil, fmt.Errorf("batch-settlement requirements: asset %q or payTo %q is not an address", req.Asset, req.PayTo)
 	}
 	return &Terms{

@@ -343,7 +343,9 @@ func decodePayment(p *x402.Payment) (*channel.Payload, error) {
 // succeeded: a voucher is charged off chain, a deposit sent on chain
 // first. The charge is the response's Ledger (store events), which the
 // worker appends with the call's settlement.confirmed; the call must be
-// named in ctx (x402.WithCall).
+// named in ctx (x402.WithCall). The channel's record is the one read with
+// the call's payment when the transaction that settles it did so
+// (x402.Payment.Record), else read here.
 func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
 	d, err := decodePayment(p)
 	if err != nil {
@@ -362,8 +364,8 @@ func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	}
 	callID := x402.CallOf(ctx)
 	stream := store.ChannelStream(p.Network, d.Voucher.ChannelID)
-	row, err := store.ChannelGet(ctx, s.cfg.Pool, p.Network, d.Voucher.ChannelID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	row, err := s.settleRecord(ctx, p, d.Voucher.ChannelID)
+	if err != nil {
 		return nil, fmt.Errorf("settle: %w", err)
 	}
 	var events []store.NewEvent
@@ -424,6 +426,22 @@ func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleRespo
 	}
 	out.Ledger, out.Block = events, block
 	return out, nil
+}
+
+// settleRecord returns the record of the channel id p is charged to, nil
+// when there is none: the one read with p's call in the transaction that
+// settles it (x402.Payment.Record, taken once), or else read now.
+func (s *Scheme) settleRecord(ctx context.Context, p *x402.Payment, id common.Hash) (*store.Channel, error) {
+	rec, _ := p.Record.(*store.Channel)
+	p.Record = nil
+	if rec != nil && rec.Network == p.Network && rec.State.ChannelID == id {
+		return rec, nil
+	}
+	row, err := store.ChannelGet(ctx, s.cfg.Pool, p.Network, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return row, err
 }
 
 // settledAgain answers the settlement of p made again once its voucher was

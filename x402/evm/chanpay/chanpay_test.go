@@ -1,6 +1,7 @@
 package chanpay
 
 import (
+	"context"
 	"encoding/json"
 	"math/big"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
 	"github.com/x402d/x402d/x402/evm/channel"
 )
@@ -128,6 +131,56 @@ func BenchmarkDecodePayment(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// TestSettleTakesRecord: a voucher's settlement charges the channel's
+// record read with its call (x402.Payment.Record), once, with no read of
+// its own; a record of another channel is not taken, and without one the
+// channel is read from the database (here it has no row: refused).
+func TestSettleTakesRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	s := &Scheme{cfg: Config{Pool: db.Pool}}
+	raw, cfg, id := testPayload(t, channel.TypeVoucher, 30_000)
+	ledger, err := (&x402.PaymentPayload{X402Version: 2, Payload: raw}).Ledger()
+	require.NoError(t, err)
+	const network = "eip155:8453"
+	record := func(network string, id common.Hash) *store.Channel {
+		st := channel.NewState(cfg, big.NewInt(8453), &channel.OnChain{Balance: big.NewInt(100_000), TotalClaimed: big.NewInt(0), RefundNonce: big.NewInt(0)})
+		st.ChannelID = id
+		st.Charged = big.NewInt(20_000)
+		return &store.Channel{Network: network, State: *st, BusyCall: "c1"}
+	}
+	for _, tc := range []struct {
+		name    string
+		record  any
+		charged string
+	}{
+		{"the call's record", record(network, id), "30000"},
+		{"none: read, no row", nil, ""},
+		{"another channel's", record(network, common.Hash{9}), ""},
+		{"another network's", record("eip155:84532", id), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &x402.Payment{Network: network, Payer: cfg.Payer.Hex(), Amount: "10000", Payload: ledger, Record: tc.record}
+			resp, err := s.Settle(x402.WithCall(ctx, "c1"), p)
+			require.NoError(t, err)
+			require.Nil(t, p.Record, "taken once")
+			if tc.charged == "" {
+				require.False(t, resp.Success)
+				require.Equal(t, channel.ReasonMissingChannel, resp.ErrorReason)
+				return
+			}
+			require.True(t, resp.Success, resp.ErrorReason)
+			events, ok := resp.Ledger.([]store.NewEvent)
+			require.True(t, ok)
+			require.Len(t, events, 1)
+			charged, ok := events[0].Data.(store.ChannelCharged)
+			require.True(t, ok)
+			require.Equal(t, store.ChannelCharged{CallID: "c1", Amount: "10000", Charged: tc.charged, Signed: "30000", Signature: hexutil.Bytes{1, 2, 3}}, charged)
 		})
 	}
 }
