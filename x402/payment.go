@@ -361,21 +361,50 @@ func compactOf(pp *PaymentPayload, e *ExactEVMPayload) (*ledgerEVM, bool) {
 // ledger keeps of p (Ledger), with, when the compact form gives that back
 // byte for byte, the form beside it (ExactEVM), which the ledger then
 // keeps with no decoding. The verifier fills in the other fields.
+//
+// A payload whose scheme payload came as json.Marshal writes it (as the
+// official client and this service's clients send it) is what the compact
+// form gives back (sameLedger): that is its Payload, and Ledger's encoding
+// is not made as well.
 func (p *PaymentPayload) LedgerPayment(e *ExactEVMPayload) (*Payment, error) {
+	var c *ledgerEVM
+	var back json.RawMessage
+	if p.Accepted.Scheme == "exact" {
+		if cc, ok := compactOf(p, e); ok {
+			if b, err := cc.payload(); err == nil {
+				c, back = cc, b
+				if p.sameLedger(c, back) {
+					return &Payment{Payload: back, exact: c, exactOf: back}, nil
+				}
+			}
+		}
+	}
 	raw, err := p.Ledger()
 	if err != nil {
 		return nil, err
 	}
 	out := &Payment{Payload: raw}
-	if p.Accepted.Scheme != "exact" {
-		return out, nil
-	}
-	if c, ok := compactOf(p, e); ok {
-		if back, err := c.payload(); err == nil && bytes.Equal(back, raw) {
-			out.exact, out.exactOf = c, raw
-		}
+	if c != nil && bytes.Equal(back, raw) {
+		out.exact, out.exactOf = c, raw
 	}
 	return out, nil
+}
+
+// sameLedger reports whether back, what c (p's compact form) gives back,
+// is what p.Ledger writes, without writing it: p's version and option are
+// c's (every field of Requirements), which Ledger writes as back has
+// them, and back ends with
+// `,"payload":` and p's scheme payload as it came, byte for byte (so it
+// came as json.Marshal writes it, which Ledger then keeps as it is).
+func (p *PaymentPayload) sameLedger(c *ledgerEVM, back json.RawMessage) bool {
+	a := &p.Accepted
+	if a.Scheme != "exact" || a.Network != c.Network || a.Amount != c.Value || a.Asset != c.Asset || a.PayTo != c.To ||
+		a.MaxTimeoutSeconds != c.Timeout || !bytes.Equal(a.Extra, c.Extra) || p.X402Version != c.Version || len(p.Payload) == 0 {
+		return false
+	}
+	const key = `,"payload":`
+	n := len(back) - 1 - len(p.Payload)
+	return n >= len(key) && back[len(back)-1] == '}' && bytes.Equal(back[n:len(back)-1], p.Payload) && string(back[n-len(key):n]) == key
 }
 
 // payload returns the PaymentPayload c is the compact form of: the JSON

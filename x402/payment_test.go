@@ -453,13 +453,18 @@ func TestLedgerPayment(t *testing.T) {
 		payTo = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
 	)
 	sig := "0x" + hex.EncodeToString(bytesOf(65, 7))
+	auth := `{"from":"` + payer + `","to":"` + payTo + `","value":"10000","validAfter":"0","validBefore":"1795578737","nonce":"` + nonce + `"}`
 	for _, tc := range []struct {
 		name    string
 		sig     string
+		inner   string // the scheme payload as the client sent it; "" as json.Marshal writes it
 		compact bool
 	}{
-		{"lower-case hex", sig, true},
-		{"upper-case hex", sig[:2] + strings.ToUpper(sig[2:]), false},
+		{"lower-case hex", sig, "", true},
+		{"upper-case hex", sig[:2] + strings.ToUpper(sig[2:]), "", false},
+		{"spaced", sig, "{ \"signature\" : \"" + sig + "\",\n \"authorization\": " + auth + " }", true},
+		{"keys in another order", sig, `{"authorization":` + auth + `,"signature":"` + sig + `"}`, false},
+		{"a key more", sig, `{"signature":"` + sig + `","authorization":` + auth + `,"v":1}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -467,6 +472,9 @@ func TestLedgerPayment(t *testing.T) {
 				ValidAfter: "0", ValidBefore: "1795578737", Nonce: nonce}}
 			inner, err := json.Marshal(&e)
 			require.NoError(t, err)
+			if tc.inner != "" {
+				inner = json.RawMessage(tc.inner)
+			}
 			pp := PaymentPayload{X402Version: 2, Payload: inner, Accepted: Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000",
 				Asset: usdc, PayTo: payTo, MaxTimeoutSeconds: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
 			p, err := pp.LedgerPayment(&e)
@@ -559,5 +567,26 @@ func BenchmarkLedgerEVMPayload(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkLedgerPayment keeps a verified exact EVM payload, as its
+// verifier does (the official client's encoding of its scheme payload).
+func BenchmarkLedgerPayment(b *testing.B) {
+	e := ExactEVMPayload{Signature: "0x" + hex.EncodeToString(bytesOf(65, 7)), Authorization: EVMAuthorization{
+		From: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", To: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", Value: "10000",
+		ValidAfter: "0", ValidBefore: "1795578737", Nonce: "0x766ab94dd68772beac3f339017a9b74612bba62630bf006e769206405b3434a0"}}
+	inner, err := json.Marshal(&e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pp := PaymentPayload{X402Version: 2, Payload: inner, Accepted: Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000",
+		Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", PayTo: e.Authorization.To, MaxTimeoutSeconds: 300,
+		Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p, err := pp.LedgerPayment(&e); err != nil || p.compact() == nil {
+			b.Fatal(err)
+		}
 	}
 }
