@@ -35,6 +35,11 @@ func DecodeHeader(value string, v any) error {
 	if err != nil {
 		return err
 	}
+	return unmarshalHeader(raw, v)
+}
+
+// unmarshalHeader decodes raw, the JSON of a header value, into v.
+func unmarshalHeader(raw []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		return fmt.Errorf("header is not the expected JSON: %w", err)
 	}
@@ -44,6 +49,13 @@ func DecodeHeader(value string, v any) error {
 // headerJSON returns the JSON a header value carries, decoded as
 // DecodeHeader decodes it.
 func headerJSON(value string) ([]byte, error) {
+	return appendHeaderJSON(nil, value)
+}
+
+// appendHeaderJSON appends to dst the JSON a header value carries, decoded
+// as DecodeHeader decodes it, and returns the extended buffer: a caller
+// that decodes many headers reuses one buffer (Seller.decodeHeader).
+func appendHeaderJSON(dst []byte, value string) ([]byte, error) {
 	value = strings.TrimSpace(value)
 	if len(value) > MaxHeaderBytes {
 		return nil, fmt.Errorf("header of %d bytes is over %d", len(value), MaxHeaderBytes)
@@ -51,9 +63,9 @@ func headerJSON(value string) ([]byte, error) {
 	if value == "" {
 		return nil, errors.New("empty header")
 	}
-	raw, err := base64.StdEncoding.DecodeString(value)
+	raw, err := base64.StdEncoding.AppendDecode(dst, []byte(value))
 	if err != nil {
-		if raw, err = base64.RawStdEncoding.DecodeString(value); err != nil {
+		if raw, err = base64.RawStdEncoding.AppendDecode(dst, []byte(value)); err != nil {
 			return nil, fmt.Errorf("header is not base64: %w", err)
 		}
 	}

@@ -88,7 +88,15 @@ const SolanaMaxTimeoutSeconds = int(SolanaBlockhashBlocks * SolanaSlotTime / tim
 // name(), version() and decimals()), and a difference refuses to start.
 // Solana's asset is the USDC mint.
 func Networks() []Network {
-	return []Network{
+	t := networkTable()
+	return t[:]
+}
+
+// networkTable is the table Networks returns, as an array: a lookup
+// (NetworkByID, on every packed payment written or read) ranges over it on
+// the stack, with no slice made.
+func networkTable() [7]Network {
+	return [7]Network{
 		{ID: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "safe"},
 		{ID: "eip155:42161", Asset: "0xaf88d065e77c8cC2239327C5EDb3A432268e5831", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "safe"},
 		{ID: "eip155:137", Asset: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", Decimals: 6, Name: "USD Coin", Version: "2", Finality: "finalized"},
@@ -112,7 +120,7 @@ func NetworkIDs() []string {
 
 // NetworkByID returns the listed network id.
 func NetworkByID(id string) (Network, bool) {
-	for _, n := range Networks() {
+	for _, n := range networkTable() {
 		if n.ID == id {
 			return n, true
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -374,25 +375,148 @@ func compactOf(pp *PaymentPayload, e *ExactEVMPayload) (*ledgerEVM, bool) {
 // ledger keeps of p (Ledger), with, when the compact form gives that back
 // byte for byte, the form beside it (ExactEVM), which the ledger then
 // keeps with no decoding. The verifier fills in the other fields.
+//
+// A payload whose scheme payload came as json.Marshal writes it (as the
+// official client and this service's clients send it) is what the compact
+// form gives back (sameLedger): that is its Payload, and Ledger's encoding
+// is not made as well.
 func (p *PaymentPayload) LedgerPayment(e *ExactEVMPayload) (*Payment, error) {
+	var c *ledgerEVM
+	var back json.RawMessage
+	if p.Accepted.Scheme == "exact" {
+		if cc, ok := compactOf(p, e); ok {
+			if b, err := cc.payload(); err == nil {
+				c, back = cc, b
+				if p.sameLedger(c, back) {
+					return &Payment{Payload: back, exact: c, exactOf: back}, nil
+				}
+			}
+		}
+	}
 	raw, err := p.Ledger()
 	if err != nil {
 		return nil, err
 	}
 	out := &Payment{Payload: raw}
-	if p.Accepted.Scheme != "exact" {
-		return out, nil
-	}
-	if c, ok := compactOf(p, e); ok {
-		if back, err := c.payload(); err == nil && bytes.Equal(back, raw) {
-			out.exact, out.exactOf = c, raw
-		}
+	if c != nil && bytes.Equal(back, raw) {
+		out.exact, out.exactOf = c, raw
 	}
 	return out, nil
 }
 
-// payload returns the PaymentPayload c is the compact form of.
+// sameLedger reports whether back, what c (p's compact form) gives back,
+// is what p.Ledger writes, without writing it: p's version and option are
+// c's (every field of Requirements), which Ledger writes as back has
+// them, and back ends with
+// `,"payload":` and p's scheme payload as it came, byte for byte (so it
+// came as json.Marshal writes it, which Ledger then keeps as it is).
+func (p *PaymentPayload) sameLedger(c *ledgerEVM, back json.RawMessage) bool {
+	a := &p.Accepted
+	if a.Scheme != "exact" || a.Network != c.Network || a.Amount != c.Value || a.Asset != c.Asset || a.PayTo != c.To ||
+		a.MaxTimeoutSeconds != c.Timeout || !bytes.Equal(a.Extra, c.Extra) || p.X402Version != c.Version || len(p.Payload) == 0 {
+		return false
+	}
+	const key = `,"payload":`
+	n := len(back) - 1 - len(p.Payload)
+	return n >= len(key) && back[len(back)-1] == '}' && bytes.Equal(back[n:len(back)-1], p.Payload) && string(back[n-len(key):n]) == key
+}
+
+// payload returns the PaymentPayload c is the compact form of: the JSON
+// json.Marshal makes of it (marshalPayload), written here without its
+// reflection when nothing in it needs escaping (plain), as every payment
+// of the listed networks is (each paid call makes it twice: its
+// verification's LedgerPayment, its settlement's read of the ledger).
 func (c *ledgerEVM) payload() (json.RawMessage, error) {
+	if !c.plain() {
+		return c.marshalPayload()
+	}
+	// 245 bytes of keys and punctuation, two numbers of at most 20.
+	n := 245 + 40 + len(c.Network) + 2*len(c.Value) + len(c.Asset) + 2*len(c.To) + len(c.Extra) + len(c.From) +
+		len(c.ValidAfter) + len(c.ValidBefore) + 2*(len(c.Signature)+len(c.Nonce))
+	b := make([]byte, 0, n)
+	b = append(b, `{"x402Version":`...)
+	b = strconv.AppendInt(b, int64(c.Version), 10)
+	b = append(b, `,"accepted":{"scheme":"exact","network":"`...)
+	b = append(b, c.Network...)
+	b = append(b, `","amount":"`...)
+	b = append(b, c.Value...)
+	b = append(b, `","asset":"`...)
+	b = append(b, c.Asset...)
+	b = append(b, `","payTo":"`...)
+	b = append(b, c.To...)
+	b = append(b, `","maxTimeoutSeconds":`...)
+	b = strconv.AppendInt(b, int64(c.Timeout), 10)
+	if len(c.Extra) > 0 {
+		b = append(b, `,"extra":`...)
+		b = append(b, c.Extra...)
+	}
+	b = append(b, `},"payload":{"signature":"0x`...)
+	b = hex.AppendEncode(b, c.Signature)
+	b = append(b, `","authorization":{"from":"`...)
+	b = append(b, c.From...)
+	b = append(b, `","to":"`...)
+	b = append(b, c.To...)
+	b = append(b, `","value":"`...)
+	b = append(b, c.Value...)
+	b = append(b, `","validAfter":"`...)
+	b = append(b, c.ValidAfter...)
+	b = append(b, `","validBefore":"`...)
+	b = append(b, c.ValidBefore...)
+	b = append(b, `","nonce":"0x`...)
+	b = hex.AppendEncode(b, c.Nonce)
+	b = append(b, `"}}}`...)
+	return b, nil
+}
+
+// plain reports whether c's payload is written as json.Marshal writes it
+// with nothing escaped or compacted: its strings are printable ASCII
+// without '"', '\\', '<', '>' or '&' (which json.Marshal escapes), and its
+// extra is valid JSON in that form, compact (no space outside its
+// strings).
+func (c *ledgerEVM) plain() bool {
+	for _, s := range []string{c.Network, c.Asset, c.From, c.To, c.Value, c.ValidAfter, c.ValidBefore} {
+		for i := range len(s) {
+			if !plainByte(s[i]) {
+				return false
+			}
+		}
+	}
+	if len(c.Extra) == 0 {
+		return true
+	}
+	in := false
+	for i, ch := range c.Extra {
+		switch {
+		case in && ch == '"' && !escaped(c.Extra[:i]):
+			in = false
+		case !in && ch == '"':
+			in = true
+		case !in && (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'):
+			return false
+		case ch != '"' && ch != '\\' && !plainByte(ch):
+			return false
+		}
+	}
+	return json.Valid(c.Extra)
+}
+
+// escaped reports whether the byte after b is escaped: b ends with an odd
+// number of backslashes.
+func escaped(b []byte) bool {
+	n := 0
+	for n < len(b) && b[len(b)-1-n] == '\\' {
+		n++
+	}
+	return n%2 == 1
+}
+
+// plainByte reports whether json.Marshal writes ch, in a string, as it is.
+func plainByte(ch byte) bool {
+	return ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\' && ch != '<' && ch != '>' && ch != '&'
+}
+
+// marshalPayload is payload by json.Marshal, for a c that is not plain.
+func (c *ledgerEVM) marshalPayload() (json.RawMessage, error) {
 	inner, err := json.Marshal(&ExactEVMPayload{Signature: hexBytes(c.Signature), Authorization: EVMAuthorization{
 		From: c.From, To: c.To, Value: c.Value, ValidAfter: c.ValidAfter, ValidBefore: c.ValidBefore, Nonce: hexBytes(c.Nonce),
 	}})

@@ -523,13 +523,18 @@ func TestLedgerPayment(t *testing.T) {
 		payTo = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
 	)
 	sig := "0x" + hex.EncodeToString(bytesOf(65, 7))
+	auth := `{"from":"` + payer + `","to":"` + payTo + `","value":"10000","validAfter":"0","validBefore":"1795578737","nonce":"` + nonce + `"}`
 	for _, tc := range []struct {
 		name    string
 		sig     string
+		inner   string // the scheme payload as the client sent it; "" as json.Marshal writes it
 		compact bool
 	}{
-		{"lower-case hex", sig, true},
-		{"upper-case hex", sig[:2] + strings.ToUpper(sig[2:]), false},
+		{"lower-case hex", sig, "", true},
+		{"upper-case hex", sig[:2] + strings.ToUpper(sig[2:]), "", false},
+		{"spaced", sig, "{ \"signature\" : \"" + sig + "\",\n \"authorization\": " + auth + " }", true},
+		{"keys in another order", sig, `{"authorization":` + auth + `,"signature":"` + sig + `"}`, false},
+		{"a key more", sig, `{"signature":"` + sig + `","authorization":` + auth + `,"v":1}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -537,6 +542,9 @@ func TestLedgerPayment(t *testing.T) {
 				ValidAfter: "0", ValidBefore: "1795578737", Nonce: nonce}}
 			inner, err := json.Marshal(&e)
 			require.NoError(t, err)
+			if tc.inner != "" {
+				inner = json.RawMessage(tc.inner)
+			}
 			pp := PaymentPayload{X402Version: 2, Payload: inner, Accepted: Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000",
 				Asset: usdc, PayTo: payTo, MaxTimeoutSeconds: 300, Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
 			p, err := pp.LedgerPayment(&e)
@@ -562,5 +570,93 @@ func TestLedgerPayment(t *testing.T) {
 			require.NoError(t, err)
 			require.NotContains(t, ledgerKeys(t, got), "evm")
 		})
+	}
+}
+
+// TestLedgerEVMPayload: the payload a compact form gives back is, byte for
+// byte, what json.Marshal makes of it (marshalPayload), whether it is
+// written directly (plain) or not.
+func TestLedgerEVMPayload(t *testing.T) {
+	t.Parallel()
+	base := ledgerEVM{Version: 2, Network: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Timeout: 300,
+		Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`), From: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f",
+		To: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", Value: "10000", ValidAfter: "0", ValidBefore: "1795578737",
+		Nonce: bytesOf(32, 3), Signature: bytesOf(65, 9)}
+	for _, tc := range []struct {
+		name      string
+		change    func(c *ledgerEVM)
+		wantPlain bool
+	}{
+		{"ok, listed network", func(*ledgerEVM) {}, true},
+		{"ok, no extra", func(c *ledgerEVM) { c.Extra = nil }, true},
+		{"ok, extra null", func(c *ledgerEVM) { c.Extra = json.RawMessage(`null`) }, true},
+		{"ok, escaped quote in extra", func(c *ledgerEVM) { c.Extra = json.RawMessage(`{"name":"a\"b\\","v":[1,2.5,true]}`) }, true},
+		{"ok, empty signature", func(c *ledgerEVM) { c.Signature, c.Version, c.Timeout = nil, 0, -1 }, true},
+		{"nok, extra with spaces", func(c *ledgerEVM) { c.Extra = json.RawMessage(` { "name" : "USD Coin" } `) }, false},
+		{"nok, extra with a line break", func(c *ledgerEVM) { c.Extra = json.RawMessage("{\"name\":\n\"x\"}") }, false},
+		{"nok, extra with html", func(c *ledgerEVM) { c.Extra = json.RawMessage(`{"name":"<b>&"}`) }, false},
+		{"nok, extra not ascii", func(c *ledgerEVM) { c.Extra = json.RawMessage(`{"name":"USD₮ \u2028"}`) }, false},
+		{"nok, network with html", func(c *ledgerEVM) { c.Network = "eip155:<1>" }, false},
+		{"nok, value with a quote", func(c *ledgerEVM) { c.Value = `1"0` }, false},
+		{"nok, from with a backslash", func(c *ledgerEVM) { c.From = `0x\u` }, false},
+		{"nok, asset with a control", func(c *ledgerEVM) { c.Asset = "0x\x01" }, false},
+		{"nok, before not ascii", func(c *ledgerEVM) { c.ValidBefore = "١٢" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := base
+			tc.change(&c)
+			require.Equal(t, tc.wantPlain, c.plain())
+			want, err := c.marshalPayload()
+			require.NoError(t, err)
+			got, err := c.payload()
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+	c := base
+	c.Extra = json.RawMessage(`{"name":`)
+	require.False(t, c.plain(), "invalid extra")
+	_, err := c.payload()
+	require.Error(t, err)
+}
+
+// BenchmarkLedgerEVMPayload gives back the payload of a compact form, as
+// verification (LedgerPayment) and each read of a call's payment do.
+func BenchmarkLedgerEVMPayload(b *testing.B) {
+	c := ledgerEVM{Version: 2, Network: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Timeout: 300,
+		Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`), From: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f",
+		To: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", Value: "10000", ValidAfter: "0", ValidBefore: "1795578737",
+		Nonce: bytesOf(32, 3), Signature: bytesOf(65, 9)}
+	for name, payload := range map[string]func() (json.RawMessage, error){"plain": c.payload, "json.Marshal": c.marshalPayload} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := payload(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLedgerPayment keeps a verified exact EVM payload, as its
+// verifier does (the official client's encoding of its scheme payload).
+func BenchmarkLedgerPayment(b *testing.B) {
+	e := ExactEVMPayload{Signature: "0x" + hex.EncodeToString(bytesOf(65, 7)), Authorization: EVMAuthorization{
+		From: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", To: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", Value: "10000",
+		ValidAfter: "0", ValidBefore: "1795578737", Nonce: "0x766ab94dd68772beac3f339017a9b74612bba62630bf006e769206405b3434a0"}}
+	inner, err := json.Marshal(&e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pp := PaymentPayload{X402Version: 2, Payload: inner, Accepted: Requirements{Scheme: "exact", Network: "eip155:8453", Amount: "10000",
+		Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", PayTo: e.Authorization.To, MaxTimeoutSeconds: 300,
+		Extra: json.RawMessage(`{"name":"USD Coin","version":"2"}`)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p, err := pp.LedgerPayment(&e); err != nil || p.compact() == nil {
+			b.Fatal(err)
+		}
 	}
 }

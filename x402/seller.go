@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/x402d/x402d/internal/bounded"
@@ -56,6 +57,12 @@ type Seller struct {
 	// follows (a payment identifier refused or bound to a call) go as
 	// newer ones come (decodedKept).
 	decoded *bounded.Map[string, *PaymentPayload]
+	// buffers holds the buffers (*[]byte) headers' base64 is decoded into
+	// (decodeHeader): each paid request's payload is kilobytes (the
+	// extensions it echoes), and encoding/json copies what a payload keeps
+	// of it (strings, json.RawMessage), so a buffer is used again once its
+	// payload is decoded.
+	buffers sync.Pool
 }
 
 // decodedKept bounds the payloads a Seller keeps between PaymentID and
@@ -182,8 +189,14 @@ func (s *Seller) Identify(op, header string) (*Payment, error) {
 // and is not decoded here: Verify decodes it, once. One that may is
 // decoded whole, and kept for the Verify of the same header (decoded).
 func (s *Seller) PaymentID(header string) (string, error) {
-	raw, err := headerJSON(header)
-	if err != nil || !mayNameExtensions(raw) {
+	buf := s.buffer()
+	defer s.buffers.Put(buf)
+	raw, err := appendHeaderJSON((*buf)[:0], header)
+	if err != nil {
+		return "", nil
+	}
+	*buf = raw
+	if !mayNameExtensions(raw) {
 		return "", nil
 	}
 	var payload PaymentPayload
@@ -274,7 +287,7 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 		s.decoded.Delete(header)
 	} else {
 		payload = &PaymentPayload{}
-		if err := DecodeHeader(header, payload); err != nil {
+		if err := s.decodeHeader(header, payload); err != nil {
 			return nil, Scheme{}, nil, &Refusal{Reason: ReasonInvalidPayload, NeverValid: true, Message: "PAYMENT-SIGNATURE: " + err.Error()}
 		}
 	}
@@ -306,4 +319,26 @@ func (s *Seller) match(op, header string) (*PaymentPayload, Scheme, *Requirement
 		return nil, Scheme{}, nil, &Refusal{Reason: ReasonNoMatch, NeverValid: true, Message: "payments on " + req.Network + " are not verified here"}
 	}
 	return payload, scheme, req, nil
+}
+
+// buffer returns a buffer of s's to decode a header's base64 into; the
+// caller hands it back (s.buffers.Put) once nothing refers to it.
+func (s *Seller) buffer() *[]byte {
+	if buf, ok := s.buffers.Get().(*[]byte); ok {
+		return buf
+	}
+	return new([]byte)
+}
+
+// decodeHeader decodes header into v as DecodeHeader does, its JSON held in
+// a buffer of s's that is used again after (buffers).
+func (s *Seller) decodeHeader(header string, v any) error {
+	buf := s.buffer()
+	defer s.buffers.Put(buf)
+	raw, err := appendHeaderJSON((*buf)[:0], header)
+	if err != nil {
+		return err
+	}
+	*buf = raw
+	return unmarshalHeader(raw, v)
 }

@@ -66,7 +66,7 @@ type Verifier struct {
 	now       func() time.Time
 	factories []common.Address
 
-	// deployed caches assets found to have code, per network.
+	// deployed caches assets found to have code (deployedKey).
 	deployed sync.Map
 	// unpaid remembers payers found unable to pay, for a moment.
 	unpaid *unpaidCache
@@ -498,7 +498,7 @@ func isValidSignature(ctx context.Context, reader Reader, wallet common.Address,
 // checkDeployed checks that the asset is a contract: a call to an address
 // with no code succeeds and would pass simulation.
 func (v *Verifier) checkDeployed(ctx context.Context, reader Reader, network string, asset common.Address) error {
-	key := network + "/" + asset.Hex()
+	key := deployedKey{network: network, asset: asset}
 	if _, ok := v.deployed.Load(key); ok {
 		return nil
 	}
@@ -511,6 +511,14 @@ func (v *Verifier) checkDeployed(ctx context.Context, reader Reader, network str
 	}
 	v.deployed.Store(key, struct{}{})
 	return nil
+}
+
+// deployedKey is an asset of a network found to have code
+// (Verifier.deployed): the address itself, not its checksummed text (a
+// hash each paid call would compute).
+type deployedKey struct {
+	network string
+	asset   common.Address
 }
 
 // simulate runs the transfer with eth_call from the relayer, with gas (0:
