@@ -40,6 +40,7 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("X402D_TEST_CHILD") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		setGCTarget(os.Getenv)
 		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, testOptions(os.Getenv))
 		stop()
 		if err != nil {
