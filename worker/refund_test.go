@@ -55,6 +55,15 @@ func (b *claimBench) refunder(chain worker.ClaimChain) *worker.Claimer {
 	return c
 }
 
+// refundAsked opens a channel of 100,000 for dev payer n, charges it
+// charged and asks its refund: the channel, the payer's USDC balance
+// before the refund and the refund job's args.
+func (b *claimBench) refundAsked(n int, charged int64) (*benchChannel, *big.Int, *chanpay.RefundArgs) {
+	ch := b.open(n, 100_000)
+	b.charge(ch, charged, nil)
+	return ch, b.usdc(ch.state.Config.Payer), b.requestRefund(ch)
+}
+
 // requestRefund records the request of a refund of what ch holds beyond
 // its charge, as the api's admission of a refund payload does (the
 // channel held by it), and returns its job's args.
@@ -117,10 +126,7 @@ func TestRefund_Made(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	ch := b.open(0, 100_000)
-	b.charge(ch, 30_000, nil)
-	payer := b.usdc(ch.state.Config.Payer)
-	a := b.requestRefund(ch)
+	ch, payer, a := b.refundAsked(0, 30_000)
 	b.metrics = metrics.New(&metrics.Config{})
 	c := b.refunder(nil)
 	snooze, err := c.Refund(ctx, a)
@@ -172,10 +178,7 @@ func TestRefund_RunAgainAfterCrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	ch := b.open(1, 100_000)
-	b.charge(ch, 10_000, nil)
-	payer := b.usdc(ch.state.Config.Payer)
-	a := b.requestRefund(ch)
+	ch, payer, a := b.refundAsked(1, 10_000)
 	before := b.nonce()
 	_, err := b.refunder(&dyingChain{Relayer: b.relayer}).Refund(ctx, a)
 	require.ErrorContains(t, err, "killed")
@@ -213,10 +216,7 @@ func TestRefund_ReceiptNeverComes(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newClaimBench(t, evm.FinalityPolicy{})
-			ch := b.open(2, 100_000)
-			b.charge(ch, 20_000, nil)
-			payer := b.usdc(ch.state.Config.Payer)
-			a := b.requestRefund(ch)
+			ch, payer, a := b.refundAsked(2, 20_000)
 			require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
 
 			snooze, err := b.refunder(nil).Refund(ctx, a)
@@ -284,9 +284,7 @@ func TestRefund_RefusedBySimulation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	ch := b.open(3, 100_000)
-	b.charge(ch, 10_000, nil)
-	a := b.requestRefund(ch)
+	ch, _, a := b.refundAsked(3, 10_000)
 	// A refund nonce the chain will never take: the chain's is 0, and a
 	// nonce behind it would read as the refund made.
 	a.Nonce = "7"
@@ -405,10 +403,7 @@ func TestRefund_MinedAfterGiveUpTime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newClaimBench(t, evm.FinalityPolicy{})
-	ch := b.open(5, 100_000)
-	b.charge(ch, 20_000, nil)
-	payer := b.usdc(ch.state.Config.Payer)
-	a := b.requestRefund(ch)
+	ch, payer, a := b.refundAsked(5, 20_000)
 	require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
 	_, err := b.refunder(nil).Refund(ctx, a)
 	require.NoError(t, err)
@@ -481,9 +476,7 @@ func TestRefund_OutOfAttempts(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newClaimBench(t, evm.FinalityPolicy{})
-			ch := b.open(i, 100_000)
-			b.charge(ch, 20_000, nil)
-			a := b.requestRefund(ch)
+			ch, _, a := b.refundAsked(i, 20_000)
 			if tc.sent {
 				require.NoError(t, b.node.Call(ctx, nil, "evm_setAutomine", false))
 				_, err := b.refunder(nil).Refund(ctx, a)
@@ -645,10 +638,7 @@ func TestRefund_Reorganisation(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newClaimBench(t, evm.FinalityPolicy{Depth: 5})
-			ch := b.open(i, 100_000)
-			b.charge(ch, 30_000, nil)
-			payer := b.usdc(ch.state.Config.Payer)
-			a := b.requestRefund(ch)
+			ch, payer, a := b.refundAsked(i, 30_000)
 			_, err := b.refunder(nil).Refund(ctx, a)
 			require.NoError(t, err)
 			first := b.refundRecord(a).Refunded.Transaction
