@@ -137,14 +137,12 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 		now := c.cfg.Clock.Now()
 		if len(rec.Sent) == 0 || now.Sub(rec.Sent[len(rec.Sent)-1].At) >= c.cfg.RefundResendAfter {
 			if now.Sub(a.RequestedAt) >= c.cfg.RefundGiveUpAfter && len(rec.Sent) > 0 {
-				mined, open, err := r.open(ctx, rec)
+				mined, done, err := r.giveUpClosed(ctx, rec)
 				switch {
-				case err != nil:
+				case err != nil || done:
 					return 0, err
 				case mined:
 					continue
-				case !open:
-					return 0, r.giveUp(ctx, rec)
 				}
 				r.log.WarnContext(ctx, "refund not mined in time, but a transaction of it still can be: sent again, its channel held")
 			}
@@ -191,14 +189,12 @@ func (c *Claimer) Refund(ctx context.Context, a *chanpay.RefundArgs) (snooze tim
 		}
 		now = c.cfg.Clock.Now()
 		if now.Sub(a.RequestedAt) >= c.cfg.RefundGiveUpAfter {
-			mined, open, err := r.open(ctx, rec)
+			mined, done, err := r.giveUpClosed(ctx, rec)
 			switch {
-			case err != nil:
+			case err != nil || done:
 				return 0, err
 			case mined:
 				continue
-			case !open:
-				return 0, r.giveUp(ctx, rec)
 			}
 		}
 		if now.Sub(rec.Sent[len(rec.Sent)-1].At) >= c.cfg.RefundResendAfter {
@@ -295,6 +291,18 @@ func (r *refundRun) open(ctx context.Context, rec *store.ChannelRefundRecord) (m
 		}
 	}
 	return false, false, nil
+}
+
+// giveUpClosed gives the refund up (giveUp) once none of its transactions
+// can be mined any more (open): done reports it given up (or the error of
+// recording it), mined that it was mined meanwhile (the record is read
+// again); neither, that a transaction of it still can be.
+func (r *refundRun) giveUpClosed(ctx context.Context, rec *store.ChannelRefundRecord) (mined, done bool, err error) {
+	mined, open, err := r.open(ctx, rec)
+	if err != nil || mined || open {
+		return mined, false, err
+	}
+	return false, true, r.giveUp(ctx, rec)
 }
 
 // errRefundOpen is send's error when the refund would revert but a
