@@ -5,9 +5,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"math/big"
 	"net/http"
 	"os"
@@ -88,7 +91,11 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 		node := anviltest.Start(t, nil)
 		db := dbtest.Schema(ctx, t)
 		env := channelEnv(t, node, db)
-		base := startChild(t, "serve", env).addr
+		if addr := os.Getenv("LOAD_PPROF_ADDR"); addr != "" {
+			env["PPROF_ADDR"] = addr
+		}
+		serve := startChild(t, "serve", env)
+		base := serve.addr
 
 		// (a) exact, as TestLoadOnAnvil measures it.
 		t.Logf("machine load before (a): %s", loadAverage(t))
@@ -104,14 +111,18 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 
 		// (e) the official seller on the same node, the same client.
 		t.Logf("machine load before (e): %s", loadAverage(t))
-		seller := startCompatServer(t, "official_batch_seller.mjs", "RPC_URL="+node.URL)
-		official = runBatchLoad(t, seller, node.URL, "FIRST_PAYER=400", "DURATION="+secs, presign(3))
+		port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+		sellerCmd := runCompatServer(t, "official_batch_seller.mjs", port, "RPC_URL="+node.URL)
+		t.Cleanup(func() { _ = sellerCmd.Process.Kill(); _ = sellerCmd.Wait() })
+		official = measureBatchLoad(ctx, t, db, map[string][]int{"seller": {sellerCmd.Process.Pid}, "anvil": {node.PID()}}, "",
+			"http://127.0.0.1:"+port, node.URL, "FIRST_PAYER=400", "DURATION="+secs, presign(3))
 		t.Logf("(e) official batch-settlement seller: %s", official)
 		require.Positive(t, official.OK, "the official seller was paid")
 
 		// (b) and (c) on x402d.
 		t.Logf("machine load before (b): %s", loadAverage(t))
-		vouchers = runBatchLoad(t, base, node.URL, "FIRST_PAYER=100", "DURATION="+secs, presign(15))
+		vouchers = measureBatchLoad(ctx, t, db, map[string][]int{"x402d": {serve.cmd.Process.Pid}, "anvil": {node.PID()}}, os.Getenv("LOAD_PPROF_ADDR"),
+			base, node.URL, "FIRST_PAYER=100", "DURATION="+secs, presign(15))
 		t.Logf("(b) vouchers on x402d: %s", vouchers)
 		vouchers.requireAllPaid(t)
 		t.Logf("machine load before (c): %s", loadAverage(t))
@@ -264,6 +275,53 @@ func (r *batchReport) requireAllPaid(t *testing.T) {
 func runBatchLoad(t *testing.T, base, rpc string, env ...string) *batchReport {
 	t.Helper()
 	return startBatchLoad(t, base, rpc, env...).wait(t)
+}
+
+// measureBatchLoad runs compat/batch_load.mjs as runBatchLoad does and
+// logs the CPU a paid call of its load phase used by procs, by the
+// Postgres backends of db's database and by the client. With pprof (the
+// PPROF_ADDR of an x402d in procs) set, it writes a CPU profile of the
+// load phase's first 8 s to $LOAD_PPROF_OUT (default
+// /tmp/x402d-vouchers.pprof).
+func measureBatchLoad(ctx context.Context, t *testing.T, db *dbtest.DB, procs map[string][]int, pprof string, base, rpc string, env ...string) *batchReport {
+	t.Helper()
+	b := startBatchLoad(t, base, rpc, env...)
+	<-b.loading
+	procs = maps.Clone(procs)
+	procs["client"] = []int{b.cmd.Process.Pid}
+	meter := startCPUMeter(ctx, t, db.Pool, procs)
+	profiled := make(chan error, 1)
+	if pprof != "" {
+		go func() { profiled <- saveCPUProfile(pprof, cmp.Or(os.Getenv("LOAD_PPROF_OUT"), "/tmp/x402d-vouchers.pprof")) }()
+	} else {
+		profiled <- nil
+	}
+	rep := b.wait(t)
+	t.Logf("CPU a paid call over the load phase's %d paid calls: %s", rep.OK, meter.perCall(ctx, t, rep.OK))
+	require.NoError(t, <-profiled)
+	return rep
+}
+
+// saveCPUProfile writes the CPU profile of 8 seconds of the pprof server
+// at addr to path.
+func saveCPUProfile(addr, path string) error {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=8")
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", addr, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile %s: %w", addr, err)
+	}
+	return f.Close()
 }
 
 // batchLoad is a running compat/batch_load.mjs.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,40 +65,65 @@ func TestLoadCPUOnAnvil(t *testing.T) {
 	// learnt.
 	run(loadgen.Config{Concurrency: 50, Duration: time.Minute, MaxCalls: 200})
 
-	procs := map[string][]int{"x402d": {serve.cmd.Process.Pid}, "anvil": {node.PID()}, "client": {os.Getpid()}}
-	before := map[string]map[int]int64{}
-	for name, pids := range procs {
-		before[name] = cpuTicks(t, pids...)
-	}
-	pgBefore := cpuTicks(t, dbBackends(ctx, t, db.Pool)...)
+	meter := startCPUMeter(ctx, t, db.Pool, map[string][]int{"x402d": {serve.cmd.Process.Pid}, "anvil": {node.PID()}, "client": {os.Getpid()}})
 	rep := run(loadgen.Config{Concurrency: c, Duration: time.Hour, Rate: 0, MaxCalls: calls})
-	// The backends that served the run, those that were there before and
-	// those opened since.
-	pgAfter := cpuTicks(t, dbBackends(ctx, t, db.Pool)...)
-	hz := clockTicks(t)
 	paid := rep.Statuses[http.StatusOK]
-	used := func(before, after map[int]int64) float64 {
-		var ticks int64
-		for pid, n := range after {
-			ticks += n - before[pid]
-		}
-		return float64(ticks) / hz
-	}
-	line := []string{}
-	for _, name := range []string{"x402d", "postgres", "anvil", "client"} {
-		var secs float64
-		if name == "postgres" {
-			secs = used(pgBefore, pgAfter)
-		} else {
-			secs = used(before[name], cpuTicks(t, procs[name]...))
-		}
-		line = append(line, fmt.Sprintf("%s %.2f ms (%.1f s)", name, 1000*secs/float64(paid), secs))
-	}
+	cpu := meter.perCall(ctx, t, paid)
 	t.Logf("%s", rep)
 	t.Logf("anvil at %dM gas a 2-second block, %d regex calls %d in flight: %.1f paid calls/s (%.1f sustained), p50 %s p99 %s",
 		gas/1_000_000, calls, c, rep.Throughput, rep.Sustained, rep.P50.Round(time.Millisecond), rep.P99.Round(time.Millisecond))
-	t.Logf("CPU a paid call over %d paid calls: %s", paid, strings.Join(line, ", "))
+	t.Logf("CPU a paid call over %d paid calls: %s", paid, cpu)
 	logBatches(ctx, t, db.Pool)
+}
+
+// cpuMeter measures the CPU time processes and the Postgres backends of a
+// database use from its start.
+type cpuMeter struct {
+	pool   *pgxpool.Pool
+	names  []string
+	procs  map[string][]int
+	before map[string]map[int]int64
+}
+
+// startCPUMeter starts measuring the CPU of procs (a name's process ids)
+// and, as "postgres", of the backends connected to pool's database.
+func startCPUMeter(ctx context.Context, t *testing.T, pool *pgxpool.Pool, procs map[string][]int) *cpuMeter {
+	t.Helper()
+	m := &cpuMeter{pool: pool, procs: procs, before: map[string]map[int]int64{}}
+	for name, pids := range procs {
+		m.names = append(m.names, name)
+		m.before[name] = cpuTicks(t, pids...)
+	}
+	slices.Sort(m.names)
+	m.names = append(m.names, "postgres")
+	m.before["postgres"] = cpuTicks(t, dbBackends(ctx, t, pool)...)
+	return m
+}
+
+// perCall returns the CPU each used since the start divided by calls, in
+// ms, with the seconds used, as one line.
+func (m *cpuMeter) perCall(ctx context.Context, t *testing.T, calls int) string {
+	t.Helper()
+	// The backends that served the run, those that were there before and
+	// those opened since.
+	after := map[string]map[int]int64{"postgres": cpuTicks(t, dbBackends(ctx, t, m.pool)...)}
+	for name, pids := range m.procs {
+		after[name] = cpuTicks(t, pids...)
+	}
+	hz := clockTicks(t)
+	var line []string
+	var total float64
+	for _, name := range m.names {
+		var ticks int64
+		for pid, n := range after[name] {
+			ticks += n - m.before[name][pid]
+		}
+		secs := float64(ticks) / hz
+		total += secs
+		line = append(line, fmt.Sprintf("%s %.3f ms (%.1f s)", name, 1000*secs/float64(calls), secs))
+	}
+	line = append(line, fmt.Sprintf("all %.3f ms", 1000*total/float64(calls)))
+	return strings.Join(line, ", ")
 }
 
 // dbBackends returns the process ids of the Postgres backends connected to
