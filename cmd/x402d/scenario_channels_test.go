@@ -292,7 +292,9 @@ func measureBatchLoad(ctx context.Context, t *testing.T, db *dbtest.DB, procs ma
 	meter := startCPUMeter(ctx, t, db.Pool, procs)
 	profiled := make(chan error, 1)
 	if pprof != "" {
-		go func() { profiled <- saveCPUProfile(pprof, cmp.Or(os.Getenv("LOAD_PPROF_OUT"), "/tmp/x402d-vouchers.pprof")) }()
+		go func() {
+			profiled <- saveCPUProfile(pprof, cmp.Or(os.Getenv("LOAD_PPROF_OUT"), "/tmp/x402d-vouchers.pprof"))
+		}()
 	} else {
 		profiled <- nil
 	}
