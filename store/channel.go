@@ -248,18 +248,21 @@ func projectChannelAdopted(p projection, v ChannelAdopted) (bool, error) {
 }
 
 // projectChannelCharged charges the call's amount under its voucher and
-// frees the channel of the call.
+// frees the channel of the call. The charges of consecutive events (the
+// vouchers a results transaction settles) are made by one statement
+// (projection.row), each on its own channel's row.
 func projectChannelCharged(p projection, v ChannelCharged) (bool, error) {
 	network, id, err := channelKey(p.id)
 	if err != nil {
 		return false, err
 	}
-	p.b.Queue(`UPDATE channels SET charged = $3::numeric, signed = $5::numeric, signature = $6, busy_call = NULL,
-			unclaimed_since = CASE WHEN $3::numeric > total_claimed THEN coalesce(unclaimed_since, $7) END, updated_at = $7
-		WHERE network = $1 AND channel_id = $2 AND charged = $3::numeric - $4::numeric AND $3::numeric <= $5::numeric
-			AND (busy_call IS NULL OR busy_call = $8)`,
-		network, id, v.Charged, v.Amount, v.Signed, []byte(v.Signature), p.now, v.CallID)
-	return true, nil
+	return p.row(`UPDATE channels c SET charged = u.charged::numeric, signed = u.signed::numeric, signature = u.signature, busy_call = NULL,
+			unclaimed_since = CASE WHEN u.charged::numeric > c.total_claimed THEN coalesce(c.unclaimed_since, $8) END, updated_at = $8
+		FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[])
+			AS u(network, channel_id, charged, amount, signed, signature, call)
+		WHERE c.network = u.network AND c.channel_id = u.channel_id AND c.charged = u.charged::numeric - u.amount::numeric
+			AND u.charged::numeric <= u.signed::numeric AND (c.busy_call IS NULL OR c.busy_call = u.call)`,
+		network, id, v.Charged, v.Amount, v.Signed, []byte(v.Signature), v.CallID)
 }
 
 // projectChannelRefunded sets the balance left, moves the refund nonce
@@ -409,6 +412,45 @@ func ChannelGet(ctx context.Context, db DBTX, network string, id common.Hash) (*
 		return nil, fmt.Errorf("get channel %s on %s: %w", id.Hex(), network, err)
 	}
 	return c, nil
+}
+
+// ChannelKey names a channel: its network and its id.
+type ChannelKey struct {
+	Network string
+	ID      common.Hash
+}
+
+// ChannelList returns the channels of keys that have a record, with one
+// statement, in no order.
+func ChannelList(ctx context.Context, db DBTX, keys []ChannelKey) ([]*Channel, error) {
+	networks := make([]string, len(keys))
+	ids := make([][]byte, len(keys))
+	for i, k := range keys {
+		networks[i], ids[i] = k.Network, k.ID.Bytes()
+	}
+	rows, err := db.Query(ctx, `SELECT channel_id, `+channelColumns+` FROM channels
+		WHERE (network, channel_id) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))`, networks, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list %d channels: %w", len(keys), err)
+	}
+	defer rows.Close()
+	var out []*Channel
+	for rows.Next() {
+		var id []byte
+		var f channelFields
+		if err := rows.Scan(append([]any{&id}, f.dest()...)...); err != nil {
+			return nil, fmt.Errorf("list %d channels: %w", len(keys), err)
+		}
+		c, err := f.channel(common.BytesToHash(id))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %d channels: %w", len(keys), interpretError(err))
+	}
+	return out, nil
 }
 
 // AdoptedOf returns the channel.adopted data of the record s (busy with

@@ -158,6 +158,64 @@ func TestChannelRows(t *testing.T) {
 	require.Equal(t, []string{store.EventChannelAdopted, store.EventChannelCharged, store.EventChannelRefunded}, types)
 }
 
+// TestChannelChargedTogether: the charges of one Append, each on its own
+// channel, are made together (one statement), each as its own would be: a
+// charge that does not follow its row refuses them all, and a channel
+// charged twice in one Append takes both in order.
+func TestChannelChargedTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network = "eip155:84532"
+	type ch struct {
+		s    *channel.State
+		sign func(int64) (*big.Int, []byte)
+	}
+	chans := make([]ch, 3)
+	for i := range chans {
+		chans[i].s, chans[i].sign = testChannel(t, 1_000_000, 0)
+		putChannel(ctx, t, db, network, chans[i].s)
+	}
+	charge := func(i int, call string, amount, charged int64) store.NewEvent {
+		signed, sig := chans[i].sign(charged)
+		return store.NewEvent{Stream: store.ChannelStream(network, chans[i].s.ChannelID), Type: store.EventChannelCharged, Data: store.ChannelCharged{
+			CallID: call, Amount: big.NewInt(amount).String(), Charged: big.NewInt(charged).String(), Signed: signed.String(), Signature: sig}}
+	}
+	charged := func() []string {
+		out := make([]string, len(chans))
+		for i, c := range chans {
+			row, err := store.ChannelGet(ctx, db.Pool, network, c.s.ChannelID)
+			require.NoError(t, err)
+			out[i] = row.State.Charged.String()
+		}
+		return out
+	}
+
+	require.ErrorIs(t, appendTx(ctx, t, db, charge(0, "a1", 10, 10), charge(1, "b1", 10, 20), charge(2, "c1", 10, 10)), store.ErrConflict,
+		"the second does not follow its row")
+	require.Equal(t, []string{"0", "0", "0"}, charged(), "none is made")
+	require.NoError(t, appendTx(ctx, t, db, charge(0, "a1", 10, 10), charge(1, "b1", 20, 20), charge(2, "c1", 30, 30)))
+	require.Equal(t, []string{"10", "20", "30"}, charged())
+	require.NoError(t, appendTx(ctx, t, db, charge(0, "a2", 5, 15), charge(0, "a3", 5, 20), charge(1, "b2", 1, 21)))
+	require.Equal(t, []string{"20", "21", "30"}, charged())
+	row, err := store.ChannelGet(ctx, db.Pool, network, chans[0].s.ChannelID)
+	require.NoError(t, err)
+	require.Equal(t, "20", row.State.Signed.String(), "the last voucher of the channel")
+
+	// ChannelList: the records of those that have one, another network's
+	// not among them.
+	keys := []store.ChannelKey{{Network: network, ID: chans[2].s.ChannelID}, {Network: "eip155:8453", ID: chans[1].s.ChannelID},
+		{Network: network, ID: common.HexToHash("0x02")}, {Network: network, ID: chans[0].s.ChannelID}}
+	rows, err := store.ChannelList(ctx, db.Pool, keys)
+	require.NoError(t, err)
+	got := map[common.Hash]string{}
+	for _, r := range rows {
+		require.Equal(t, network, r.Network)
+		got[r.State.ChannelID] = r.State.Charged.String()
+	}
+	require.Equal(t, map[common.Hash]string{chans[0].s.ChannelID: "20", chans[2].s.ChannelID: "30"}, got)
+}
+
 // TestChannelOpened opens a channel by its deposit's event, charges the
 // deposit's voucher with it, and tops it up.
 func TestChannelOpened(t *testing.T) {

@@ -89,8 +89,15 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 
 	t.Run("throughput", func(t *testing.T) {
 		node := anviltest.Start(t, nil)
-		db := dbtest.Schema(ctx, t)
+		db := dbtest.Database(ctx, t) // its own: the CPU of its backends is the run's
 		env := channelEnv(t, node, db)
+		if os.Getenv("LOAD_PG_LOG") != "" {
+			var name string
+			require.NoError(t, db.Pool.QueryRow(ctx, "SELECT current_database()").Scan(&name))
+			_, err := db.Pool.Exec(ctx, "ALTER DATABASE "+name+" SET log_min_duration_statement = 0")
+			require.NoError(t, err)
+			t.Logf("statements logged for database %s", name)
+		}
 		if addr := os.Getenv("LOAD_PPROF_ADDR"); addr != "" {
 			env["PPROF_ADDR"] = addr
 		}
@@ -287,6 +294,8 @@ func measureBatchLoad(ctx context.Context, t *testing.T, db *dbtest.DB, procs ma
 	t.Helper()
 	b := startBatchLoad(t, base, rpc, env...)
 	<-b.loading
+	t.Logf("load phase started at %s", time.Now().UTC().Format(time.RFC3339Nano))
+	defer func() { t.Logf("load phase ended at %s", time.Now().UTC().Format(time.RFC3339Nano)) }()
 	procs = maps.Clone(procs)
 	procs["client"] = []int{b.cmd.Process.Pid}
 	meter := startCPUMeter(ctx, t, db.Pool, procs)

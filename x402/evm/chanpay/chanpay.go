@@ -112,6 +112,65 @@ type Scheme struct {
 	// jobs inserts the refunds' jobs (an insert-only River client of
 	// Pool: the workers that make them register RefundArgs).
 	jobs *river.Client[pgx.Tx]
+	// records reads the channels' records that payments being verified
+	// at once ask for with one statement (newRecords).
+	records *store.GroupCommitter[*recordRead]
+}
+
+// recordRead is a channel whose record Verify reads (Scheme.get): its
+// row, nil when it has none.
+type recordRead struct {
+	key store.ChannelKey
+	row *store.Channel
+}
+
+// newRecords returns what reads the channels' records of the payments
+// being verified: those read at once are read with one statement
+// (store.ChannelList), not one each.
+func newRecords(pool *pgxpool.Pool, clk clock.Clock) *store.GroupCommitter[*recordRead] {
+	return store.NewGroupReader(&store.GroupCommitConfig{Clock: clk}, func(ctx context.Context, reads []*recordRead) error {
+		keys := make([]store.ChannelKey, len(reads))
+		for i, r := range reads {
+			keys[i] = r.key
+		}
+		rows, err := store.ChannelList(ctx, pool, keys)
+		if err != nil {
+			return err
+		}
+		byKey := make(map[store.ChannelKey]*store.Channel, len(rows))
+		for _, row := range rows {
+			byKey[store.ChannelKey{Network: row.Network, ID: row.State.ChannelID}] = row
+		}
+		for _, r := range reads {
+			row, ok := byKey[r.key]
+			if !ok || row == nil {
+				// None, or handed to another read of the same channel
+				// (one a caller may change): read again, alone.
+				r.row = nil
+				if ok {
+					if r.row, err = store.ChannelGet(ctx, pool, r.key.Network, r.key.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+						return err
+					}
+				}
+				continue
+			}
+			r.row, byKey[r.key] = row, nil
+		}
+		return nil
+	})
+}
+
+// get returns the record of channel id on network, read with the others
+// being read then (newRecords), or store.ErrNotFound.
+func (s *Scheme) get(ctx context.Context, network string, id common.Hash) (*store.Channel, error) {
+	r := &recordRead{key: store.ChannelKey{Network: network, ID: id}}
+	if err := s.records.Commit(ctx, r); err != nil {
+		return nil, fmt.Errorf("get channel %s on %s: %w", id.Hex(), network, err)
+	}
+	if r.row == nil {
+		return nil, fmt.Errorf("get channel %s on %s: %w", id.Hex(), network, store.ErrNotFound)
+	}
+	return r.row, nil
 }
 
 // New returns the Scheme of cfg.
@@ -125,7 +184,7 @@ func New(cfg *Config) (*Scheme, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chanpay: refund jobs: %w", err)
 	}
-	return &Scheme{cfg: c, jobs: inserter}, nil
+	return &Scheme{cfg: c, jobs: inserter, records: newRecords(c.Pool, c.Clock)}, nil
 }
 
 // ReceiverAuthorizer returns the address of the receiver authorizer key.
@@ -204,7 +263,7 @@ func decode(req *x402.Requirements, payload *x402.PaymentPayload) (*channel.Payl
 // taken up (adopted) when it has a balance there and adopt is set.
 func (s *Scheme) record(ctx context.Context, network string, chainID *big.Int, d *channel.Payload, adopt bool) (*channel.State, *store.Channel, error) {
 	for range 2 {
-		row, err := store.ChannelGet(ctx, s.cfg.Pool, network, d.Voucher.ChannelID)
+		row, err := s.get(ctx, network, d.Voucher.ChannelID)
 		if err == nil {
 			return &row.State, row, nil
 		}
