@@ -9,6 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 
+	"github.com/x402d/x402d/internal/bounded"
 	"github.com/x402d/x402d/x402"
 )
 
@@ -141,6 +142,25 @@ func refuse(reason, format string, args ...any) *x402.Refusal {
 // payload is an *x402.Refusal with the reason of its type
 // (ReasonDepositPayload, ...); an unknown type is ReasonPayloadType.
 func Decode(raw json.RawMessage) (*Payload, error) {
+	return (*Configs)(nil).Decode(raw)
+}
+
+// Configs decodes channel configurations (a payload's channelConfig),
+// keeping the decoded form of the latest ones: each voucher of a channel
+// carries the same configuration, decoded once while the channel is in
+// use. The zero Configs (or nil) keeps none. Its methods are safe for
+// concurrent use.
+type Configs struct {
+	kept *bounded.Map[string, Config]
+}
+
+// NewConfigs returns Configs that keeps at most limit configurations.
+func NewConfigs(limit int) *Configs {
+	return &Configs{kept: bounded.New[string, Config](limit)}
+}
+
+// Decode is the package's Decode, the channelConfig decoded through cs.
+func (cs *Configs) Decode(raw json.RawMessage) (*Payload, error) {
 	var w wirePayload
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, refuse(ReasonPayloadType, "payload is not a batch-settlement payload: %v", err)
@@ -157,7 +177,7 @@ func Decode(raw json.RawMessage) (*Payload, error) {
 		return nil, refuse(ReasonPayloadType, "payload type %q is not deposit, voucher or refund", w.Type)
 	}
 	p := &Payload{Type: w.Type}
-	if err := decodeConfig(w.ChannelConfig, &p.Config); err != nil {
+	if err := cs.config(w.ChannelConfig, &p.Config); err != nil {
 		return nil, refuse(malformed, "channelConfig: %v", err)
 	}
 	if p.Config.WithdrawDelay < MinWithdrawDelay || p.Config.WithdrawDelay > MaxWithdrawDelay {
@@ -214,6 +234,23 @@ func Decode(raw json.RawMessage) (*Payload, error) {
 		}
 	}
 	return p, nil
+}
+
+// config decodes raw into c (decodeConfig), or copies the configuration
+// kept for the same bytes.
+func (cs *Configs) config(raw json.RawMessage, c *Config) error {
+	if cs == nil || cs.kept == nil {
+		return decodeConfig(raw, c)
+	}
+	if kept, ok := cs.kept.Get(string(raw)); ok {
+		*c = kept
+		return nil
+	}
+	if err := decodeConfig(raw, c); err != nil {
+		return err
+	}
+	cs.kept.Put(string(raw), *c)
+	return nil
 }
 
 // decodeConfig decodes a channelConfig strictly: every field present,

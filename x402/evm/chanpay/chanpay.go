@@ -115,7 +115,14 @@ type Scheme struct {
 	// records reads the channels' records that payments being verified
 	// at once ask for with one statement (newRecords).
 	records *store.GroupCommitter[*recordRead]
+	// configs decodes the payloads' channel configurations, each
+	// channel's once while it is in use.
+	configs *channel.Configs
 }
+
+// configsKept bounds the channel configurations a Scheme keeps decoded
+// (channel.Configs): about 600 bytes each, key included.
+const configsKept = 4096
 
 // recordRead is a channel whose record Verify reads (Scheme.get): its
 // row, nil when it has none.
@@ -184,7 +191,7 @@ func New(cfg *Config) (*Scheme, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chanpay: refund jobs: %w", err)
 	}
-	return &Scheme{cfg: c, jobs: inserter, records: newRecords(c.Pool, c.Clock)}, nil
+	return &Scheme{cfg: c, jobs: inserter, records: newRecords(c.Pool, c.Clock), configs: channel.NewConfigs(configsKept)}, nil
 }
 
 // ReceiverAuthorizer returns the address of the receiver authorizer key.
@@ -231,7 +238,7 @@ func refuse(reason, format string, args ...any) *x402.Refusal {
 // its payer's: for a new payment sent under a payment identifier used
 // before (x402.Authenticator). Nothing of the channel's record is read.
 func (s *Scheme) Authenticate(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (string, error) {
-	d, terms, err := decode(req, payload)
+	d, terms, err := s.decode(req, payload)
 	if err != nil {
 		return "", err
 	}
@@ -243,8 +250,8 @@ func (s *Scheme) Authenticate(ctx context.Context, req *x402.Requirements, paylo
 
 // decode decodes payload and checks its channel's configuration against
 // req.
-func decode(req *x402.Requirements, payload *x402.PaymentPayload) (*channel.Payload, *channel.Terms, error) {
-	d, err := channel.Decode(payload.Payload)
+func (s *Scheme) decode(req *x402.Requirements, payload *x402.PaymentPayload) (*channel.Payload, *channel.Terms, error) {
+	d, err := s.configs.Decode(payload.Payload)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -300,7 +307,7 @@ func (s *Scheme) record(ctx context.Context, network string, chainID *big.Int, d
 // channel (x402.Payment.Hold) unless it opens it. A refund payload is
 // refused here: it is no payment for a call (Refund).
 func (s *Scheme) Verify(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.Payment, error) {
-	d, terms, err := decode(req, payload)
+	d, terms, err := s.decode(req, payload)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +379,7 @@ func (s *Scheme) corrective(req *x402.Requirements, st *channel.State, r *x402.R
 // OffChain reports whether p is a voucher's payment, whose settlement is
 // a charge in the database only (x402.OffChainSettler).
 func (s *Scheme) OffChain(p *x402.Payment) bool {
-	d, err := decodePayment(p)
+	d, err := s.decodePayment(p)
 	return err == nil && d.Type == channel.TypeVoucher
 }
 
@@ -380,7 +387,7 @@ func (s *Scheme) OffChain(p *x402.Payment) bool {
 // Verify accepted, decoded once for OffChain and Settle
 // (x402.Payment.Decoded). A payload that is not one is an
 // *x402.Refusal; a payment that is no PaymentPayload another error.
-func decodePayment(p *x402.Payment) (*channel.Payload, error) {
+func (s *Scheme) decodePayment(p *x402.Payment) (*channel.Payload, error) {
 	if d, ok := p.Decoded.(*channel.Payload); ok {
 		return d, nil
 	}
@@ -390,7 +397,7 @@ func decodePayment(p *x402.Payment) (*channel.Payload, error) {
 	if err := json.Unmarshal(p.Payload, &pp); err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
 	}
-	d, err := channel.Decode(pp.Payload)
+	d, err := s.configs.Decode(pp.Payload)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +413,7 @@ func decodePayment(p *x402.Payment) (*channel.Payload, error) {
 // the call's payment when the transaction that settles it did so
 // (x402.Payment.Record), else read here.
 func (s *Scheme) Settle(ctx context.Context, p *x402.Payment) (*x402.SettleResponse, error) {
-	d, err := decodePayment(p)
+	d, err := s.decodePayment(p)
 	if err != nil {
 		if _, ok := errors.AsType[*x402.Refusal](err); ok {
 			return failed(p, err)
@@ -681,7 +688,7 @@ func newRefundID(prefix string) string {
 // refund pending, whose outcome the caller awaits. The same payload sent
 // again while its refund is being made awaits that refund.
 func (s *Scheme) Refund(ctx context.Context, req *x402.Requirements, payload *x402.PaymentPayload) (*x402.PendingRefund, error) {
-	d, terms, err := decode(req, payload)
+	d, terms, err := s.decode(req, payload)
 	if err != nil {
 		return nil, err
 	}

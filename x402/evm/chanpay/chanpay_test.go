@@ -66,7 +66,7 @@ func TestIdentifyAndOffChain(t *testing.T) {
 			decoded, ok := p.Decoded.(*channel.Payload)
 			require.True(t, ok)
 			require.Equal(t, tc.typ, decoded.Type)
-			again, err := decodePayment(p)
+			again, err := s.decodePayment(p)
 			require.NoError(t, err)
 			require.Same(t, decoded, again)
 		})
@@ -127,7 +127,7 @@ func BenchmarkDecodePayment(b *testing.B) {
 				if bc.twice {
 					p.Decoded = nil
 				}
-				if _, err := decodePayment(p); err != nil {
+				if _, err := s.decodePayment(p); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -181,6 +181,51 @@ func TestSettleTakesRecord(t *testing.T) {
 			charged, ok := events[0].Data.(store.ChannelCharged)
 			require.True(t, ok)
 			require.Equal(t, store.ChannelCharged{CallID: "c1", Amount: "10000", Charged: tc.charged, Signed: "30000", Signature: hexutil.Bytes{1, 2, 3}}, charged)
+		})
+	}
+}
+
+// TestConfigsKept: a payload decoded through channel.Configs equals its
+// decoding without, again and again; the caller's copy is its own; a
+// malformed configuration is refused every time, never kept.
+func TestConfigsKept(t *testing.T) {
+	t.Parallel()
+	cs := channel.NewConfigs(4)
+	raw, cfg, _ := testPayload(t, channel.TypeVoucher, 30_000)
+	want, err := channel.Decode(raw)
+	require.NoError(t, err)
+	for range 3 {
+		got, err := cs.Decode(raw)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		require.Equal(t, *cfg, got.Config)
+		got.Config.Payer = common.HexToAddress("0x01")
+	}
+	bad := json.RawMessage(strings.Replace(string(raw), `"withdrawDelay":86400`, `"withdrawDelay":"86400"`, 1))
+	require.NotEqual(t, string(raw), string(bad))
+	for range 2 {
+		_, err := cs.Decode(bad)
+		var r *x402.Refusal
+		require.ErrorAs(t, err, &r)
+		require.Equal(t, channel.ReasonVoucherPayload, r.Reason)
+	}
+}
+
+// BenchmarkDecodeVoucher decodes a voucher's payload as Verify does, its
+// channel's configuration decoded each time or kept (channel.Configs).
+func BenchmarkDecodeVoucher(b *testing.B) {
+	raw, _, _ := testPayload(&testing.T{}, channel.TypeVoucher, 30_000)
+	for _, bc := range []struct {
+		name string
+		cs   *channel.Configs
+	}{{"each", nil}, {"kept", channel.NewConfigs(configsKept)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bc.cs.Decode(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
