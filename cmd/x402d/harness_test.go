@@ -294,6 +294,9 @@ func startProcess(t testing.TB, exe, command string, base []string, env map[stri
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		// started is set once the process said it is ready: its later
+		// lines (one a request at info) are not decoded.
+		started := false
 		for sc.Scan() {
 			line := sc.Text()
 			c.mu.Lock()
@@ -312,10 +315,11 @@ func startProcess(t testing.TB, exe, command string, base []string, env map[stri
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal([]byte(line), &rec) == nil {
+			if !started && json.Unmarshal([]byte(line), &rec) == nil {
 				switch rec.Msg {
 				case "api listening":
 					addr <- rec.Addr
+					started = true
 				case "workers started", "devchain serving JSON-RPC":
 					if command == "serve" {
 						// Its api listens after its workers start.
@@ -325,6 +329,7 @@ func startProcess(t testing.TB, exe, command string, base []string, env map[stri
 					case ready <- struct{}{}:
 					default:
 					}
+					started = true
 				}
 			}
 		}
