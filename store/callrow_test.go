@@ -115,3 +115,66 @@ func TestCallRowForms(t *testing.T) {
 		require.Empty(t, stored(t, id).settlement)
 	})
 }
+
+// TestCallPaidWithResult: calls whose result and settlement one Append
+// records (a voucher's charge settled in the results transaction) are
+// moved from running to paid by one update each, the row as the two
+// Appends of TestCallRowForms write it; one no longer running refuses the
+// Append.
+func TestCallPaidWithResult(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	settled := x402.SettleResponse{Success: true, Payer: "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", Network: "eip155:8453",
+		Extra: json.RawMessage(`{"chargedAmount":"10000"}`)}
+	ids := []string{"apart", "together-1", "together-2"}
+	for _, id := range ids {
+		require.NoError(t, appendTx(ctx, t, db, store.NewEvent{Stream: store.CallStream(id), Type: store.EventPaymentVerified, Data: verified(id)}))
+	}
+	succeeded := func(id string) store.NewEvent {
+		return store.NewEvent{Stream: store.CallStream(id), Type: store.EventJobSucceeded,
+			Data: store.JobSucceeded{JobID: 1, Result: resultOf(id, `"x":[1,2]`), Op: "diff"}}
+	}
+	confirmed := func(id string) store.NewEvent {
+		return store.NewEvent{Stream: store.CallStream(id), Type: store.EventSettlementConfirmed, Data: store.SettlementDone{Response: settled}}
+	}
+	require.NoError(t, appendTx(ctx, t, db, succeeded("apart")))
+	require.NoError(t, appendTx(ctx, t, db, confirmed("apart")))
+
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The view counts the connection's updates not yet reported, of this
+	// transaction and of those before it.
+	updates := func() (n int64) {
+		require.NoError(t, tx.QueryRow(ctx, "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relid = 'calls'::regclass").Scan(&n))
+		return n
+	}
+	before := updates()
+	require.NoError(t, store.Append(ctx, tx, succeeded("together-1"), succeeded("together-2"), confirmed("together-1"), confirmed("together-2")))
+	require.Equal(t, int64(2), updates()-before, "one update a call")
+	require.NoError(t, tx.Commit(ctx))
+
+	type row struct {
+		State   string
+		Result  string
+		Receipt []byte
+	}
+	read := func(id string) row {
+		var r row
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT state, result::text, receipt FROM calls WHERE id = $1", id).Scan(&r.State, &r.Result, &r.Receipt))
+		return r
+	}
+	apart := read("apart")
+	require.Equal(t, store.CallPaid, apart.State)
+	for _, id := range ids[1:] {
+		require.Equal(t, apart, read(id), id)
+		c, err := store.CallGetAnswer(ctx, db.Pool, id)
+		require.NoError(t, err)
+		require.Equal(t, &settled, c.Settlement)
+		require.Equal(t, string(resultOf(id, `"x":[1,2]`)), string(c.Result))
+	}
+
+	// Paid already: the pair finds no running call.
+	require.ErrorIs(t, appendTx(ctx, t, db, succeeded("apart"), confirmed("apart")), store.ErrConflict)
+}

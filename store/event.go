@@ -125,15 +125,19 @@ func Append(ctx context.Context, tx pgx.Tx, events ...NewEvent) error {
 	}
 	checks = append(checks, appendCheck{event: &events[0]})
 	rows := &projectedRows{b: b, checks: &checks, now: now}
+	paid := paidAtOnce(events)
 	var notify []string
 	var notified *NewEvent
 	for _, i := range projectionOrder(events) {
 		e := &events[i]
 		kind, _, _ := strings.Cut(e.Stream, "/")
-		if project, ok := projectorFor(kind); ok && !superseded(events, i) {
+		_, paidBefore := paid.confirmed[i]
+		if project, ok := projectorFor(kind); ok && !superseded(events, i) && !paidBefore {
 			rows.next(e)
+			rows.paid = paid.succeeded[i]
 			before := b.Len()
 			mustTouch, err := project(b, rows, e, datas[i], now)
+			rows.paid = nil
 			if err != nil {
 				return fmt.Errorf("append %s %s: %w", e.Stream, e.Type, err)
 			}
@@ -279,6 +283,54 @@ type validJSON interface {
 	json.Marshaler
 	// validJSON marks the type.
 	validJSON()
+}
+
+// paidPairs are the calls whose result and settlement one Append records
+// together (a voucher's charge is settled with the result, in the
+// results transaction): their job.succeeded and their settlement.confirmed
+// (packed) are projected as one update of the calls row, the call moved
+// from running to paid at once, not through settling (projectJobSucceeded
+// with projectedRows.paid). succeeded maps the index of such a
+// job.succeeded to its settlement; confirmed holds the index of such a
+// settlement.confirmed, whose projection is then left out.
+type paidPairs struct {
+	succeeded map[int]*SettlementDone
+	confirmed map[int]bool
+}
+
+// paidAtOnce returns the pairs of events (paidPairs): a job.succeeded and
+// a later settlement.confirmed in ledger form 2 of the same call, with no
+// other event of the call between them.
+func paidAtOnce(events []NewEvent) paidPairs {
+	var p paidPairs
+	var last map[string]int
+	for j := range events {
+		e := &events[j]
+		if !strings.HasPrefix(e.Stream, "call/") {
+			continue
+		}
+		if e.Type == EventSettlementConfirmed {
+			i, ok := last[e.Stream]
+			done, isDone := e.Data.(SettlementDone)
+			if ok && i >= 0 && isDone && !done.Form1 && events[i].Type == EventJobSucceeded {
+				if p.succeeded == nil {
+					p.succeeded, p.confirmed = map[int]*SettlementDone{}, map[int]bool{}
+				}
+				p.succeeded[i], p.confirmed[j] = &done, true
+			}
+		}
+		if last == nil {
+			last = map[string]int{}
+		}
+		if e.Type == EventJobSucceeded {
+			if _, ok := e.Data.(JobSucceeded); ok {
+				last[e.Stream] = j
+				continue
+			}
+		}
+		last[e.Stream] = -1
+	}
+	return p
 }
 
 // superseded reports whether the projection of events[i] can be left out:

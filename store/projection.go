@@ -89,6 +89,9 @@ type projectedRows struct {
 	cols    []any
 	first   *NewEvent
 	streams map[string]bool
+	// paid is, while a job.succeeded is projected, the settlement of its
+	// call that the same Append records (paidAtOnce), or nil.
+	paid *SettlementDone
 }
 
 // next tells r that e is projected next: the rows gathered are queued
@@ -195,6 +198,16 @@ func projectJobSucceeded(p projection, v JobSucceeded) (bool, error) {
 	result, err := rowResult(v.Result, p.id, v.Op, v.Form1)
 	if err != nil {
 		return false, err
+	}
+	if p.rows != nil && p.rows.paid != nil {
+		// Settled in the same Append: paid at once, with the receipt
+		// projectSettlementDone would write.
+		r := &p.rows.paid.Response
+		return p.row(`UPDATE calls c SET state = 'paid', result = u.result::json,
+				receipt = CASE WHEN c.network = u.network THEN u.own ELSE u.stated END, updated_at = $6
+			FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bytea[]) AS u(id, result, own, network, stated)
+			WHERE c.id = u.id AND c.state IN ('queued', 'running')`,
+			p.id, string(result), r.MarshalLedgerBinary(r.Network), r.Network, r.MarshalLedgerBinary(""))
 	}
 	return p.row(`UPDATE calls c SET state = 'settling', result = u.result::json, updated_at = $3
 		FROM unnest($1::text[], $2::text[]) AS u(id, result) WHERE c.id = u.id AND c.state IN ('queued', 'running')`, p.id, string(result))

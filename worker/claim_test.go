@@ -773,9 +773,13 @@ func TestClaim_KilledMidClaim(t *testing.T) {
 	// The next rounds, as the periodic job runs them.
 	next := b.claimer(time.Hour, 1)
 	sum := new(big.Int).Add(one.state.Charged, two.state.Charged)
+	// Until every charge is settled and each row records its claim (the
+	// killed process's claim may be recorded by a later round than the
+	// one that settles).
 	require.Eventually(t, func() bool {
 		require.NoError(t, next.Round(ctx, claimNetwork))
-		return b.usdc(b.payTo).Cmp(sum) >= 0
+		return b.usdc(b.payTo).Cmp(sum) >= 0 && b.row(one).State.OnChain.TotalClaimed.Cmp(one.state.Charged) == 0 &&
+			b.row(two).State.OnChain.TotalClaimed.Cmp(two.state.Charged) == 0
 	}, 30*time.Second, 200*time.Millisecond)
 	require.Equal(t, sum, b.usdc(b.payTo), "every charge settled once")
 	require.Eventually(t, func() bool { return b.nonce() == before+2 }, 10*time.Second, 100*time.Millisecond)
