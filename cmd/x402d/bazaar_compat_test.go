@@ -105,7 +105,7 @@ func TestBazaarOfficialClient(t *testing.T) {
 		require.Equal(t, []string{"demo"}, r.Tags)
 		require.JSONEq(t, `{"bazaar":{"info":{"input":{"type":"http","method":"GET"}}}}`, string(r.Extensions))
 		require.Equal(t, []index.BazaarAccept{{Scheme: "exact", Network: "eip155:8453", Amount: strconv.Itoa(1000 * (i + 1)), Asset: usdc,
-			PayTo: items[i]["accepts"].([]any)[0].(map[string]any)["payTo"].(string), MaxTimeoutSeconds: 60, Extra: map[string]any{}}}, r.Accepts)
+			PayTo: items[i]["accepts"].([]any)[0].(map[string]any)["payTo"].(string), MaxTimeoutSeconds: 60, Extra: json.RawMessage(`{}`)}}, r.Accepts)
 	}
 	// Filtered by payTo (in another case), network and scheme.
 	require.Equal(t, 2, got.ByPayTo.Pagination.Total)
