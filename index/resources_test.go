@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -276,7 +277,8 @@ func signEVM(t *testing.T, key *ecdsa.PrivateKey, origin string) string {
 // by its EVM payTo's key, sol.test's by its Solana payTo's key; forged.test
 // signs with another key, and copied.test serves good.test's proof (signed
 // for another origin). Only good.test's and sol.test's resources are
-// verified, on the host page and in the resources search; a proof taken
+// verified, on the host page (its JSON and its HTML: the service's owner
+// cell and the ownership note) and in the resources search; a proof taken
 // down unverifies. The resources keep their 402's options with their extra.
 func TestOwnershipProof(t *testing.T) {
 	t.Parallel()
@@ -354,6 +356,31 @@ func TestOwnershipProof(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "well-known", detail.Ownership[0].Via)
 
+	// The host page as served: the service's owner cell, and the note
+	// naming the origin, the receiver and where the proof was found.
+	html, err := NewHTMLPage()
+	require.NoError(t, err)
+	hostPage := func(host string) string {
+		t.Helper()
+		detail, err := r.HostDetail(ctx, host)
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		require.NoError(t, html.RenderHost(&buf, detail, time.Now()))
+		return buf.String()
+	}
+	good := hostPage("good.test")
+	require.Contains(t, good, `>verified</span> `+strings.ToLower(payTo)+`</td>`)
+	require.NotContains(t, good, "not proved")
+	require.Contains(t, good, `<p class="note" id="ownership">Ownership proved: http://good.test:`+port+` for `+strings.ToLower(payTo)+
+		` (proof in its well-known discovery document, checked `)
+	require.Contains(t, hostPage("sol.test"), `>verified</span> `+solPayTo+`</td>`)
+	for _, h := range []string{"forged.test", "copied.test"} {
+		page := hostPage(h)
+		require.Contains(t, page, `<td class="sample owner">not proved</td>`, h)
+		require.NotContains(t, page, ">verified</span>", h)
+		require.Contains(t, page, `<p class="note" id="ownership">No origin of this host proves ownership of a receiver.`, h)
+	}
+
 	q := ResourceQuery{PayTo: strings.ToUpper(payTo[2:])}
 	q.PayTo = "0x" + q.PayTo
 	require.NoError(t, q.Check())
@@ -377,6 +404,9 @@ func TestOwnershipProof(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, verified()["good.test"])
 	require.Equal(t, []string{solPayTo}, verified()["sol.test"])
+	good = hostPage("good.test")
+	require.Contains(t, good, `<td class="sample owner">not proved</td>`)
+	require.Contains(t, good, `<p class="note" id="ownership">No origin of this host proves ownership of a receiver.`)
 }
 
 // bazaarItem is a Bazaar v2 listing item with a description, tags, the
