@@ -17,6 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/jobs"
 	"github.com/x402d/x402d/jobs/brief"
 	"github.com/x402d/x402d/jobs/codereview"
@@ -336,6 +337,24 @@ func TestIndexAnswersMeetTheDocument(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &found))
 	require.NotEmpty(t, found.Resources)
 	require.Equal(t, "https://shop3.example/api/3", found.Resources[0]["resource"], "the best match first")
+	// The options' extras as listed: in the resources search, the host's
+	// services and the Bazaar's items ({} where none is listed).
+	_, body = get(t, base+"/api/xindex/resources?q=weather+report+0&limit=1")
+	require.NoError(t, json.Unmarshal(body, &found))
+	require.Equal(t, "https://shop0.example/api/0", found.Resources[0]["resource"])
+	require.Equal(t, map[string]any{"name": "USD Coin", "version": "2"}, found.Resources[0]["accepts"].([]any)[0].(map[string]any)["extra"])
+	var detail struct{ Services []map[string]any }
+	_, body = get(t, base+"/api/xindex/hosts/free-form.example")
+	require.NoError(t, json.Unmarshal(body, &detail))
+	require.Equal(t, map[string]any{"feePayer": "z"}, detail.Services[0]["accepts"].([]any)[0].(map[string]any)["extra"])
+	var listed struct{ Items []index.BazaarResource }
+	_, body = get(t, base+"/api/xindex/bazaar/discovery/resources?limit=3")
+	require.NoError(t, json.Unmarshal(body, &listed))
+	require.Equal(t, "https://free-form.example/x", listed.Items[0].Resource)
+	require.JSONEq(t, `{"feePayer":"z"}`, string(listed.Items[0].Accepts[0].Extra))
+	require.Equal(t, "https://shop0.example/api/0", listed.Items[1].Resource)
+	require.JSONEq(t, `{"name":"USD Coin","version":"2"}`, string(listed.Items[1].Accepts[0].Extra))
+	require.JSONEq(t, `{}`, string(listed.Items[2].Accepts[0].Extra))
 	for _, bad := range []struct{ query, field string }{
 		{"network=moon", "network"}, {"max_usd=-1", "max_usd"}, {"live=maybe", "live"}, {"sort=random", "sort"},
 		{"limit=0", "limit"}, {"limit=many", "limit"}, {"cursor=zzz", "cursor"},

@@ -322,6 +322,10 @@ func componentSchemas() obj {
 	serviceQuality := obj{"type": []string{"object", "null"}, "required": []string{"calls_30d", "unique_payers_30d", "last_called_at"},
 		"description": "the use its listing reports (Bazaar's quality: l30DaysTotalCalls, l30DaysUniquePayers, lastCalledAt); null: no listing of it reports any",
 		"properties":  obj{"calls_30d": nullable("integer"), "unique_payers_30d": nullable("integer"), "last_called_at": nullTime}}
+	listedAccept := object([]string{"network", "asset", "amount", "pay_to"}, obj{"scheme": str, "network": str, "asset": str, "amount": str, "pay_to": str,
+		"max_timeout_seconds": integer,
+		"extra":               obj{"type": "object", "description": "the option's extra as listed (EVM: the token's EIP-712 domain {name, version}; Solana: {feePayer}); absent when the listing gives none"}})
+	listedAccept["additionalProperties"] = false
 	change := object([]string{"at", "host", "kind", "resource", "from", "to"}, obj{
 		"at": obj{"type": "string", "format": "date-time"}, "host": str,
 		"kind":     obj{"type": "string", "enum": []string{store.ChangeServiceAdded, store.ChangeServiceRetired, store.ChangePriceChanged, store.ChangeNetworksChanged, store.ChangeHostLive, store.ChangeHostDead}},
@@ -394,8 +398,7 @@ func componentSchemas() obj {
 			"resources": array(object([]string{"resource", "host", "method", "description", "tags", "accepts", "price_usdc", "networks",
 				"input_schema", "output_schema", "extensions", "x402_version", "updated_at", "verified_pay_to", "host_liveness", "evidence", "score"}, obj{
 				"resource": str, "host": str, "method": str, "description": str, "tags": array(str),
-				"accepts": array(object([]string{"network", "asset", "amount", "pay_to"}, obj{"scheme": str, "network": str, "asset": str, "amount": str, "pay_to": str,
-					"max_timeout_seconds": integer})),
+				"accepts":    array(listedAccept),
 				"price_usdc": nullable("number"), "networks": array(str),
 				"input_schema": nullable("object"), "output_schema": nullable("object"), "extensions": nullable("object"),
 				"x402_version": integer, "mime_type": str, "updated_at": obj{"type": "string", "format": "date-time"},
@@ -414,7 +417,8 @@ func componentSchemas() obj {
 		}),
 		"BazaarResource": object([]string{"resource", "type", "x402Version", "accepts", "lastUpdated"}, obj{
 			"resource": str, "type": obj{"type": "string", "const": "http"}, "x402Version": integer,
-			"accepts":     array(object([]string{"scheme", "network", "amount", "asset", "payTo", "maxTimeoutSeconds", "extra"}, obj{"scheme": str, "network": str, "amount": str, "asset": str, "payTo": str, "maxTimeoutSeconds": integer, "extra": obj{"type": "object"}})),
+			"accepts": array(object([]string{"scheme", "network", "amount", "asset", "payTo", "maxTimeoutSeconds", "extra"}, obj{"scheme": str, "network": str, "amount": str, "asset": str, "payTo": str, "maxTimeoutSeconds": integer,
+				"extra": obj{"type": "object", "description": "as listed; {} when the listing gives none"}})),
 			"lastUpdated": obj{"type": "string", "format": "date-time"}, "description": str, "mimeType": str, "tags": array(str),
 			"extensions": obj{"type": "object"},
 		}),
@@ -437,7 +441,7 @@ func componentSchemas() obj {
 			"services": array(object([]string{"resource", "method", "description", "price_usdc", "networks", "discoverable", "sources", "accepts", "updated_at", "quality"}, obj{
 				"resource": str, "method": str, "description": str, "price_usdc": nullable("number"), "networks": array(str),
 				"discoverable": obj{"type": "boolean"}, "sources": array(str),
-				"accepts":    array(object([]string{"network", "asset", "amount", "pay_to"}, obj{"network": str, "asset": str, "amount": str, "pay_to": str})),
+				"accepts":    array(listedAccept),
 				"updated_at": obj{"type": "string", "format": "date-time"},
 				"quality":    serviceQuality,
 			})),

@@ -374,11 +374,13 @@ func smallIndex(ctx context.Context, t *testing.T, db *dbtest.DB) {
 			"accepts":  []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(2000 * (i + 1)), "asset": baseUSDC, "payTo": "0x1"}},
 		})
 	}
+	// The token's EIP-712 domain on shop0's first service.
+	items[0]["accepts"].([]any)[0].(map[string]any)["extra"] = map[string]any{"name": "USD Coin", "version": "2"}
 	// Bazaar's quality figures on two of shop1's three services.
 	items[1]["quality"] = map[string]any{"l30DaysTotalCalls": 120, "l30DaysUniquePayers": 9, "lastCalledAt": "2026-11-24T10:00:00Z"}
 	items[5]["quality"] = map[string]any{"l30DaysTotalCalls": 30, "l30DaysUniquePayers": 12}
 	items = append(items, map[string]any{"url": "https://free-form.example/x", "accepts": []any{
-		map[string]any{"scheme": "exact", "network": "solana", "maxAmountRequired": "$0.01", "asset": "x", "payTo": "y"}}})
+		map[string]any{"scheme": "exact", "network": "solana", "maxAmountRequired": "$0.01", "asset": "x", "payTo": "y", "extra": map[string]any{"feePayer": "z"}}}})
 	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 	live, dead := true, false

@@ -44,18 +44,19 @@ type BazaarResource struct {
 
 // BazaarAccept is a payment option in the shape of x402's
 // PaymentRequirements (v2; a v1 resource's also carries maxAmountRequired
-// and resource). Extra is empty: the index does not keep it, the
-// resource's own 402 gives it.
+// and resource). Extra is the option's extra as its listing (or its
+// origin's 402) gives it, {} when none is kept, so that a buyer pays from
+// the listing alone.
 type BazaarAccept struct {
-	Scheme            string         `json:"scheme"`
-	Network           string         `json:"network"`
-	Amount            string         `json:"amount"`
-	Asset             string         `json:"asset"`
-	PayTo             string         `json:"payTo"`
-	MaxTimeoutSeconds int            `json:"maxTimeoutSeconds"`
-	Extra             map[string]any `json:"extra"`
-	MaxAmountRequired string         `json:"maxAmountRequired,omitempty"`
-	Resource          string         `json:"resource,omitempty"`
+	Scheme            string          `json:"scheme"`
+	Network           string          `json:"network"`
+	Amount            string          `json:"amount"`
+	Asset             string          `json:"asset"`
+	PayTo             string          `json:"payTo"`
+	MaxTimeoutSeconds int             `json:"maxTimeoutSeconds"`
+	Extra             json.RawMessage `json:"extra"`
+	MaxAmountRequired string          `json:"maxAmountRequired,omitempty"`
+	Resource          string          `json:"resource,omitempty"`
 }
 
 // defaultMaxTimeout is the maxTimeoutSeconds of an option listed without
@@ -71,7 +72,10 @@ func bazaarResource(r *store.IndexResource) BazaarResource {
 		Extensions: r.Extensions}
 	for _, a := range r.Accepts {
 		ba := BazaarAccept{Scheme: a.Scheme, Network: a.Network, Amount: a.Amount, Asset: a.Asset, PayTo: a.PayTo,
-			MaxTimeoutSeconds: a.MaxTimeoutSeconds, Extra: map[string]any{}}
+			MaxTimeoutSeconds: a.MaxTimeoutSeconds, Extra: a.Extra}
+		if len(ba.Extra) == 0 {
+			ba.Extra = json.RawMessage(`{}`)
+		}
 		if ba.Scheme == "" {
 			ba.Scheme = "exact"
 		}

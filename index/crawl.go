@@ -1,10 +1,8 @@
 package index
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -506,7 +503,7 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 			// keeps it listed.
 			continue
 		}
-		if ok && !k.Retired && (k.QuotePending || !slices.Equal(k.Accepts, r.Accepts)) {
+		if ok && !k.Retired && (k.QuotePending || !slices.EqualFunc(k.Accepts, r.Accepts, store.Accept.Equal)) {
 			// A listing that changed, or read again while its host's
 			// comparison waits for it: compared with the resource's last
 			// 402 (if it is a host's sample) as the page is recorded.
@@ -520,8 +517,8 @@ func (c *Crawler) changes(ctx context.Context, src string, pass int, page *Page)
 		}
 		if ok && !k.Retired && k.Host == r.Host && k.Description == r.Description && k.Method == r.Method &&
 			sameStrings(k.Networks, r.Networks) && samePrice(k.Price, r.PriceUSDC) && k.Discoverable == r.Discoverable &&
-			slices.Equal(k.Accepts, r.Accepts) && k.Quality.Equal(quality) && sameStrings(k.Tags, r.Tags) &&
-			sameJSON(k.InputSchema, r.InputSchema) && sameJSON(k.OutputSchema, r.OutputSchema) && sameJSON(k.Extensions, r.Extensions) &&
+			slices.EqualFunc(k.Accepts, r.Accepts, store.Accept.Equal) && k.Quality.Equal(quality) && sameStrings(k.Tags, r.Tags) &&
+			store.SameJSON(k.InputSchema, r.InputSchema) && store.SameJSON(k.OutputSchema, r.OutputSchema) && store.SameJSON(k.Extensions, r.Extensions) &&
 			k.X402Version == r.X402Version && k.MimeType == r.MimeType {
 			continue
 		}
@@ -597,19 +594,6 @@ func sameStrings(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-// sameJSON compares JSON values by meaning (Postgres's jsonb reorders
-// keys): both absent, or equal once decoded.
-func sameJSON(a, b json.RawMessage) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return bytes.Equal(a, b)
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 // samePrice compares numeric text from Postgres with ours.

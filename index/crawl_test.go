@@ -98,6 +98,13 @@ func TestCrawl(t *testing.T) {
 		item("https://unpriced.example/y", "0.05"),
 		// Another port of host0: another resource of the same host.
 		item("https://host0.example:8443/api/0", "1000"))
+	// Each option with its extra, which jsonb keeps with its keys in
+	// another order and spaced: read again, it is unchanged.
+	for _, it := range items {
+		for _, a := range it["accepts"].([]any) {
+			a.(map[string]any)["extra"] = map[string]any{"version": "2", "name": "USD Coin", "assetTransferMethod": "eip3009"}
+		}
+	}
 	src := &listing{items: items, fail: map[int]int{2: http.StatusTooManyRequests, 4: http.StatusInternalServerError}}
 	srv := httptest.NewServer(src)
 	defer srv.Close()

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/robfig/cron/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x402d/x402d/internal/dbtest"
@@ -155,4 +157,60 @@ func TestCrawlAtStart(t *testing.T) {
 	list.mu.Lock()
 	defer list.mu.Unlock()
 	require.Equal(t, pages, list.requests, "a fresh index was crawled again at start")
+}
+
+// TestSchedulesRun starts the index's periodic jobs in a real River client
+// with LIVENESS_CRON "@every 1s": two of the schedule's liveness runs
+// complete within seconds, each run its own job (unique by the schedule's
+// period). Unique per minute instead (the options of a job inserted by
+// hand), the schedule's runs within a minute are one job: the others are
+// dropped as duplicates.
+func TestSchedulesRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// periodicJobs counts the liveness jobs the schedule inserted (River
+	// marks them periodic), in state when given.
+	periodicJobs := func(db *dbtest.DB, state string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+			WHERE kind = $1 AND metadata @> '{"periodic": true}' AND ($2 = '' OR state = $2::river_job_state)`,
+			LivenessArgs{}.Kind(), state).Scan(&n))
+		return n
+	}
+	start := func(t *testing.T, db *dbtest.DB, periodic []*river.PeriodicJob) {
+		t.Helper()
+		rc := indexRiver(t, db, newListedSellers(t), periodic)
+		require.NoError(t, rc.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, rc.Stop(context.WithoutCancel(ctx))) })
+	}
+
+	t.Run("UniqueBySchedule", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.Schema(ctx, t)
+		periodic, err := PeriodicJobs("@hourly", "@every 1s")
+		require.NoError(t, err)
+		start(t, db, periodic)
+		require.Eventually(t, func() bool { return periodicJobs(db, "completed") >= 2 }, 15*time.Second, 50*time.Millisecond,
+			"two runs of @every 1s")
+	})
+
+	t.Run("UniquePerMinute", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.Schema(ctx, t)
+		sched, err := cron.ParseStandard("@every 1s")
+		require.NoError(t, err)
+		var runs atomic.Int32
+		start(t, db, []*river.PeriodicJob{river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) {
+			runs.Add(1)
+			return LivenessArgs{}, nil // LivenessArgs.InsertOpts: unique per minute
+		}, nil)})
+		// A run's job is inserted (or dropped) before the next run begins:
+		// four runs, a second apart, span two minutes at most, and have
+		// inserted at least three times.
+		require.Eventually(t, func() bool { return runs.Load() >= 4 }, 15*time.Second, 50*time.Millisecond)
+		n := periodicJobs(db, "")
+		require.LessOrEqual(t, n, 2, "one job a minute")
+		require.Less(t, n, int(runs.Load())-1, "runs were dropped")
+	})
 }

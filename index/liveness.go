@@ -292,7 +292,7 @@ func probeVerdict(m *store.HostProbed, resource string, listing, last []store.Ac
 	}
 	m.QuoteMatchesListing, m.QuoteDifferences = compareQuote(resource, listing, m.QuoteAccepts)
 	m.QuotePending = false
-	if m.QuoteMatchesListing != nil && !*m.QuoteMatchesListing && (pending || len(last) > 0 && !slices.Equal(last, m.QuoteAccepts)) {
+	if m.QuoteMatchesListing != nil && !*m.QuoteMatchesListing && (pending || len(last) > 0 && !slices.EqualFunc(last, m.QuoteAccepts, store.Accept.Equal)) {
 		m.QuoteMatchesListing, m.QuoteDifferences, m.QuotePending = nil, nil, true
 	}
 }

@@ -55,9 +55,11 @@
 // that listing, not the one its run began with.
 //
 // Resources are first-class: each keeps what its listing (or its origin's
-// 402) says beyond its price, as given: its options with their scheme, its
-// tags, its call contract (the bazaar extension's info.input/info.output,
-// or a v1 option's outputSchema) and its extensions. The resources search
+// 402) says beyond its price, as given: its options with their scheme and
+// extra (the EIP-712 domain, the fee payer: what a buyer needs to pay from
+// the listing alone), its tags, its call contract (the bazaar extension's
+// info.input/info.output, or a v1 option's outputSchema) and its
+// extensions. The resources search
 // (Reader.Resources, /api/xindex/resources) matches text with Postgres's
 // full-text search (a weighted tsvector of tags, description and URL, GIN
 // indexed) and ranks by relevance times the evidence (host live, its
@@ -125,7 +127,10 @@ type Resource struct {
 	PriceUSDC    string
 	LastUpdated  time.Time
 	Discoverable bool
-	// Accepts are the payment options listed, on known networks.
+	// Accepts are the payment options listed, on known networks, each
+	// with its extra object as given: the item's extras together at most
+	// maxSchema bytes, one that would pass it (or is not an object) left
+	// out.
 	Accepts []store.Accept
 	// FromOrigin is set for a resource found from its seller's origin
 	// (Discoverer): what a listing says of it stands.
@@ -149,7 +154,8 @@ type Resource struct {
 }
 
 // The bounds of what a listing item keeps beyond its price: a listing
-// cannot grow a row past them.
+// cannot grow a row past them. maxSchema bounds each of its input schema,
+// output schema and extensions, and its options' extras together.
 const (
 	maxTags      = 20
 	maxTagLength = 64
@@ -292,6 +298,7 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 	}
 	r.InputSchema, r.OutputSchema = callContract(raw)
 	var lowest *big.Rat
+	extraLeft := maxSchema
 	for _, a := range it.Accepts {
 		if r.Description == "" {
 			r.Description = a.Description
@@ -305,6 +312,9 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 		acc, ok := a.accept()
 		if !ok {
 			continue
+		}
+		if extra := compact(a.Extra); len(extra) <= extraLeft && isObject(extra) {
+			acc.Extra, extraLeft = extra, extraLeft-len(extra)
 		}
 		r.Accepts = append(r.Accepts, acc)
 		if !slices.Contains(r.Networks, acc.Network) {

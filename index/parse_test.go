@@ -3,6 +3,7 @@ package index
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,14 +38,14 @@ func TestParsePage(t *testing.T) {
 	const usdcBase = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
 	body := `{"x402Version":2,"pagination":{"limit":10,"offset":0,"total":42},"unknown":{"x":1},"items":[
 	 {"resource":"https://a.example/one","type":"http","x402Version":2,"lastUpdated":"2026-01-02T03:04:05Z",
-	  "accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"` + usdcBase + `","payTo":"0x1"},
-	             {"scheme":"exact","network":"base","amount":"5000","asset":"` + usdcBase + `","payTo":"0x1"}],
+	  "accepts":[{"scheme":"exact","network":"eip155:8453","amount":"10000","asset":"` + usdcBase + `","payTo":"0x1","extra":{ "name": "USD Coin", "version": "2" }},
+	             {"scheme":"exact","network":"base","amount":"5000","asset":"` + usdcBase + `","payTo":"0x1","extra":"not an object"}],
 	  "metadata":{"description":"first"},"extensions":{"bazaar":{"info":{"input":{"type":"http","method":"post"}}}}},
 	 {"url":"https://b.example/two","lastUpdated":1767322800,
 	  "accepts":[{"scheme":"exact","network":"base-sepolia","maxAmountRequired":"1000","asset":"0x036CbD53842c5426634e7929541eC2318f3dCF7e","payTo":"0x2","description":"v1 item",
 	   "outputSchema":{"input":{"type":"http","method":"GET"}}}]},
 	 {"resource":"https://c.example/three","lastUpdated":1767322800000,
-	  "accepts":[{"scheme":"exact","network":"solana","amount":"0.01","asset":"EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v","payTo":"x"}]},
+	  "accepts":[{"scheme":"exact","network":"solana","amount":"0.01","asset":"EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v","payTo":"x","extra":{"feePayer":"fee"}}]},
 	 {"resource":"https://d.example/four","accepts":[{"scheme":"exact","network":"eip155:8453","amount":"","asset":"` + usdcBase + `","payTo":"0x1"}]},
 	 {"resource":"https://e.example/five","accepts":[{"scheme":"exact","network":"eip155:8453","amount":"100","asset":"0xUnknownToken","payTo":"0x1"}]},
 	 {"resource":"https://f.example/six","accepts":[{"scheme":"exact","network":"eip155:8453","amount":"0","asset":"` + usdcBase + `","payTo":"0x1"}]},
@@ -65,6 +66,8 @@ func TestParsePage(t *testing.T) {
 	require.Equal(t, []string{"eip155:8453"}, a.Networks, "a legacy name and its CAIP-2 form are one network")
 	require.Equal(t, "0.005000", a.PriceUSDC, "the lowest price")
 	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), a.LastUpdated)
+	require.Equal(t, `{"name":"USD Coin","version":"2"}`, string(a.Accepts[0].Extra), "the extra as given, compacted")
+	require.Nil(t, a.Accepts[1].Extra, "an extra that is not an object is left out")
 
 	b := p.Items[1]
 	require.Equal(t, "https://b.example/two", b.URL)
@@ -77,10 +80,25 @@ func TestParsePage(t *testing.T) {
 	require.Equal(t, []string{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"}, c.Networks)
 	require.Empty(t, c.PriceUSDC, "decimal-dollar amounts are unpriced")
 	require.Equal(t, time.Unix(1767322800, 0).UTC(), c.LastUpdated, "milliseconds")
+	require.Equal(t, `{"feePayer":"fee"}`, string(c.Accepts[0].Extra))
 
 	require.Empty(t, p.Items[3].PriceUSDC, "empty amount")
 	require.Empty(t, p.Items[4].PriceUSDC, "unknown asset")
 	require.Equal(t, "0.000000", p.Items[5].PriceUSDC, "a measured zero is free, not unpriced")
+
+	// The options' extras together are bounded as a schema is: the one
+	// that would pass maxSchema is left out, the next that fits is kept.
+	big := `{"pad":"` + strings.Repeat("x", maxSchema/2) + `"}`
+	p, err = ParsePage([]byte(`{"items":[{"resource":"https://g.example/seven","accepts":[
+	 {"scheme":"exact","network":"eip155:8453","amount":"1","asset":"` + usdcBase + `","payTo":"0x1","extra":` + big + `},
+	 {"scheme":"exact","network":"eip155:8453","amount":"2","asset":"` + usdcBase + `","payTo":"0x1","extra":` + big + `},
+	 {"scheme":"exact","network":"eip155:8453","amount":"3","asset":"` + usdcBase + `","payTo":"0x1","extra":{"name":"USDC"}}]}]}`))
+	require.NoError(t, err)
+	g := p.Items[0].Accepts
+	require.Len(t, g, 3)
+	require.Equal(t, big, string(g[0].Extra))
+	require.Nil(t, g[1].Extra)
+	require.Equal(t, `{"name":"USDC"}`, string(g[2].Extra))
 
 	_, err = ParsePage([]byte(`[1,2]`))
 	require.Error(t, err)

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -276,8 +277,9 @@ func signEVM(t *testing.T, key *ecdsa.PrivateKey, origin string) string {
 // by its EVM payTo's key, sol.test's by its Solana payTo's key; forged.test
 // signs with another key, and copied.test serves good.test's proof (signed
 // for another origin). Only good.test's and sol.test's resources are
-// verified, on the host page and in the resources search; a proof taken
-// down unverifies.
+// verified, on the host page (its JSON and its HTML: the service's owner
+// cell and the ownership note) and in the resources search; a proof taken
+// down unverifies. The resources keep their 402's options with their extra.
 func TestOwnershipProof(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -296,9 +298,9 @@ func TestOwnershipProof(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.Host)
 		origin := "http://" + host + ":" + port
-		receiver, network, asset := payTo, "eip155:8453", usdc
+		receiver, network, asset, extra := payTo, "eip155:8453", usdc, `{"name":"USD Coin","version":"2"}`
 		if host == "sol.test" {
-			receiver, network, asset = solPayTo, "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+			receiver, network, asset, extra = solPayTo, "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", `{"feePayer":"`+solPayTo+`"}`
 		}
 		switch r.URL.Path {
 		case "/.well-known/x402":
@@ -319,7 +321,7 @@ func TestOwnershipProof(t *testing.T) {
 			}
 			_ = json.NewEncoder(w).Encode(doc)
 		case "/api":
-			w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"`+network+`","amount":"1000","asset":"`+asset+`","payTo":"`+receiver+`","maxTimeoutSeconds":60}`))
+			w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"`+network+`","amount":"1000","asset":"`+asset+`","payTo":"`+receiver+`","maxTimeoutSeconds":60,"extra":`+extra+`}`))
 			w.WriteHeader(http.StatusPaymentRequired)
 		default:
 			http.NotFound(w, r)
@@ -354,6 +356,31 @@ func TestOwnershipProof(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "well-known", detail.Ownership[0].Via)
 
+	// The host page as served: the service's owner cell, and the note
+	// naming the origin, the receiver and where the proof was found.
+	html, err := NewHTMLPage()
+	require.NoError(t, err)
+	hostPage := func(host string) string {
+		t.Helper()
+		detail, err := r.HostDetail(ctx, host)
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		require.NoError(t, html.RenderHost(&buf, detail, time.Now()))
+		return buf.String()
+	}
+	good := hostPage("good.test")
+	require.Contains(t, good, `>verified</span> `+strings.ToLower(payTo)+`</td>`)
+	require.NotContains(t, good, "not proved")
+	require.Contains(t, good, `<p class="note" id="ownership">Ownership proved: http://good.test:`+port+` for `+strings.ToLower(payTo)+
+		` (proof in its well-known discovery document, checked `)
+	require.Contains(t, hostPage("sol.test"), `>verified</span> `+solPayTo+`</td>`)
+	for _, h := range []string{"forged.test", "copied.test"} {
+		page := hostPage(h)
+		require.Contains(t, page, `<td class="sample owner">not proved</td>`, h)
+		require.NotContains(t, page, ">verified</span>", h)
+		require.Contains(t, page, `<p class="note" id="ownership">No origin of this host proves ownership of a receiver.`, h)
+	}
+
 	q := ResourceQuery{PayTo: strings.ToUpper(payTo[2:])}
 	q.PayTo = "0x" + q.PayTo
 	require.NoError(t, q.Check())
@@ -362,21 +389,34 @@ func TestOwnershipProof(t *testing.T) {
 	require.Len(t, page.Resources, 3, "good, forged and copied pay the same receiver")
 	for _, res := range page.Resources {
 		require.Equal(t, res.Host == "good.test", len(res.VerifiedPayTo) == 1, res.Host)
+		require.Len(t, res.Accepts, 1)
+		require.JSONEq(t, `{"name":"USD Coin","version":"2"}`, string(res.Accepts[0].Extra), "the 402's extra")
 	}
+	q = ResourceQuery{Network: "solana"}
+	require.NoError(t, q.Check())
+	page, err = r.Resources(ctx, q)
+	require.NoError(t, err)
+	require.Len(t, page.Resources, 1)
+	require.JSONEq(t, `{"feePayer":"`+solPayTo+`"}`, string(page.Resources[0].Accepts[0].Extra))
 
 	takenDown.Store(true)
 	_, _, err = d.Origin(ctx, "http://good.test:"+port)
 	require.NoError(t, err)
 	require.Empty(t, verified()["good.test"])
 	require.Equal(t, []string{solPayTo}, verified()["sol.test"])
+	good = hostPage("good.test")
+	require.Contains(t, good, `<td class="sample owner">not proved</td>`)
+	require.Contains(t, good, `<p class="note" id="ownership">No origin of this host proves ownership of a receiver.`)
 }
 
-// bazaarItem is a Bazaar v2 listing item with a description, tags and
-// the bazaar extension's call contract.
+// bazaarItem is a Bazaar v2 listing item with a description, tags, the
+// bazaar extension's call contract, and its option's extra (USDC's EIP-712
+// domain).
 func bazaarItem(resource, amount, payTo, description string, tags ...string) map[string]any {
 	it := item(resource, amount)
 	it["accepts"].([]any)[0].(map[string]any)["payTo"] = payTo
 	it["accepts"].([]any)[0].(map[string]any)["maxTimeoutSeconds"] = 120
+	it["accepts"].([]any)[0].(map[string]any)["extra"] = map[string]any{"version": "2", "name": "USD Coin", "assetTransferMethod": "eip3009"}
 	it["description"] = description
 	it["tags"] = tags
 	it["extensions"] = map[string]any{"bazaar": map[string]any{
@@ -431,7 +471,12 @@ func TestResourcesSearch(t *testing.T) {
 	require.Equal(t, "Weather forecasts by city", first.Description)
 	require.JSONEq(t, `{"type":"http","method":"GET","queryParams":{"city":"Paris"}}`, string(first.InputSchema))
 	require.JSONEq(t, `{"type":"json","example":{"temp":21}}`, string(first.OutputSchema))
-	require.Equal(t, []store.Accept{{Scheme: "exact", Network: "eip155:8453", Asset: usdc, Amount: "1000", PayTo: "0xAAA", MaxTimeoutSeconds: 120}}, first.Accepts)
+	// The options as listed, their extra with them (as the resources
+	// search answers them).
+	accepts, err := json.Marshal(first.Accepts)
+	require.NoError(t, err)
+	require.JSONEq(t, `[{"scheme":"exact","network":"eip155:8453","asset":"`+usdc+`","amount":"1000","pay_to":"0xAAA","max_timeout_seconds":120,
+		"extra":{"name":"USD Coin","version":"2","assetTransferMethod":"eip3009"}}]`, string(accepts))
 	yes := true
 	require.Equal(t, &yes, first.HostLiveness.Live)
 	require.Nil(t, first.Evidence.Transactions30d, "not measured is null")
@@ -491,7 +536,8 @@ func TestResourcesSearch(t *testing.T) {
 	raw, err := json.Marshal(list.Items[0])
 	require.NoError(t, err)
 	require.JSONEq(t, `{"resource":"`+listed.url("dead", "/weather")+`","type":"http","x402Version":2,
-		"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"500","asset":"`+usdc+`","payTo":"0xBBB","maxTimeoutSeconds":120,"extra":{}}],
+		"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"500","asset":"`+usdc+`","payTo":"0xBBB","maxTimeoutSeconds":120,
+			"extra":{"name":"USD Coin","version":"2","assetTransferMethod":"eip3009"}}],
 		"lastUpdated":"`+list.Items[0].LastUpdated+`","description":"Weather now","tags":["weather"],
 		"extensions":{"bazaar":{"info":{"input":{"type":"http","method":"GET","queryParams":{"city":"Paris"}},"output":{"type":"json","example":{"temp":21}}},"schema":{"type":"object"}}}}`, string(raw))
 	sq := BazaarSearchQuery{Query: "stock", Limit: 1}
@@ -502,6 +548,7 @@ func TestResourcesSearch(t *testing.T) {
 	require.Nil(t, found.Pagination.Cursor)
 	require.JSONEq(t, `{"bazaar":{"info":{"input":{"type":"http","method":"post","bodyType":"json"},"output":{"price":"number"}}}}`, string(found.Resources[0].Extensions))
 	require.Equal(t, "5000", found.Resources[0].Accepts[0].MaxAmountRequired)
+	require.JSONEq(t, `{}`, string(found.Resources[0].Accepts[0].Extra), "none listed")
 	empty := BazaarSearchQuery{}
 	require.ErrorContains(t, empty.Check(), "query")
 

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -99,6 +101,31 @@ type Accept struct {
 	// MaxTimeoutSeconds is the option's maxTimeoutSeconds, 0 when not
 	// given.
 	MaxTimeoutSeconds int `json:"max_timeout_seconds,omitempty"`
+	// Extra is the option's extra object as its listing gives it (EVM
+	// exact: the token's EIP-712 domain name and version; Solana: the fee
+	// payer), what a buyer needs to pay from the listing alone; nil when
+	// not given or not kept (a 402's options keep none).
+	Extra json.RawMessage `json:"extra,omitempty"`
+}
+
+// Equal reports whether a and o are the same option, their extras
+// compared by meaning (SameJSON).
+func (a Accept) Equal(o Accept) bool {
+	return a.Scheme == o.Scheme && a.Network == o.Network && a.Asset == o.Asset && a.Amount == o.Amount && a.PayTo == o.PayTo &&
+		a.MaxTimeoutSeconds == o.MaxTimeoutSeconds && SameJSON(a.Extra, o.Extra)
+}
+
+// SameJSON compares JSON values by meaning (Postgres's jsonb reorders
+// keys and spaces them): both absent, or equal once decoded.
+func SameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // ReceiverKey is a receiver as the index compares and filters it: an EVM

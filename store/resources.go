@@ -22,7 +22,7 @@ type IndexResource struct {
 	Description string   `json:"description"`
 	Tags        []string `json:"tags"`
 	// Accepts are the payment options as listed (scheme, network, asset,
-	// amount, payTo).
+	// amount, payTo, extra).
 	Accepts   []Accept `json:"accepts"`
 	PriceUSDC *float64 `json:"price_usdc"`
 	Networks  []string `json:"networks"`

@@ -29,6 +29,7 @@ type bazaarClientReport struct {
 	}
 	ByPayTo     index.BazaarList
 	MCP         index.BazaarList
+	ByExtension index.BazaarList
 	Found       []index.BazaarResource
 	SearchPages []struct {
 		X402Version    int
@@ -38,34 +39,55 @@ type bazaarClientReport struct {
 			Cursor *string
 		}
 	}
+	Filtered struct {
+		All, ByExtension, OtherPayTo, OtherNetwork, OtherScheme, MCP index.BazaarSearch
+	}
 	Refused string
 }
 
 // TestBazaarOfficialClient serves an index crawled from a local listing
 // and has the official Bazaar client (withBazaar(new
 // HTTPFacilitatorClient({url})) from @x402/extensions 2.27.0 and
-// @x402/core) list it page by page, filter it and search it through
-// /api/xindex/bazaar, as it would the Bazaar.
+// @x402/core) list it page by page, filter it (by payTo, network, scheme,
+// type and extension) and search it with and without every filter through
+// /api/xindex/bazaar, as it would the Bazaar. The options reach it with
+// their extra as listed, so that it can pay from the listing alone.
 func TestBazaarOfficialClient(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	compat := compatDir(t, "@x402/extensions", "@x402/core")
 	db := dbtest.Schema(ctx, t)
 	usdc := "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+	// Five sellers: three translation services paying a1, two weather
+	// forecasts paying b2; the last without the bazaar extension, the
+	// first without an extra.
+	const a1, b2 = "0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000b2"
+	extra := func(i int) string {
+		if i == 0 {
+			return `{}`
+		}
+		return fmt.Sprintf(`{"name":"USD Coin","version":"2","seller":%d}`, i)
+	}
 	var items []map[string]any
 	for i := range 5 {
-		payTo := "0x00000000000000000000000000000000000000a1"
+		payTo := a1
 		description := fmt.Sprintf("Translation service %d", i)
 		if i >= 3 {
-			payTo, description = "0x00000000000000000000000000000000000000b2", fmt.Sprintf("Weather forecast for city %d", i)
+			payTo, description = b2, fmt.Sprintf("Weather forecast for city %d", i)
 		}
-		items = append(items, map[string]any{
+		accept := map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(1000 * (i + 1)), "asset": usdc,
+			"payTo": payTo, "maxTimeoutSeconds": 60}
+		if i > 0 {
+			accept["extra"] = json.RawMessage(extra(i))
+		}
+		it := map[string]any{
 			"resource": fmt.Sprintf("https://seller%d.example/api", i), "type": "http", "x402Version": 2, "description": description,
-			"tags":       []string{"demo"},
-			"extensions": map[string]any{"bazaar": map[string]any{"info": map[string]any{"input": map[string]any{"type": "http", "method": "GET"}}}},
-			"accepts": []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa(1000 * (i + 1)), "asset": usdc,
-				"payTo": payTo, "maxTimeoutSeconds": 60}},
-		})
+			"tags": []string{"demo"}, "accepts": []any{accept},
+		}
+		if i < 4 {
+			it["extensions"] = map[string]any{"bazaar": map[string]any{"info": map[string]any{"input": map[string]any{"type": "http", "method": "GET"}}}}
+		}
+		items = append(items, it)
 	}
 	listing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
@@ -85,7 +107,7 @@ func TestBazaarOfficialClient(t *testing.T) {
 	require.NoError(t, run(ctx, []string{"index", "crawl"}, func(k string) string { return env[k] }, &out, io.Discard, &options{}))
 
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(compat, "bazaar_client.mjs"), base+"/api/xindex/bazaar", "weather forecast",
-		"0x00000000000000000000000000000000000000B2")
+		"0x00000000000000000000000000000000000000B2", a1)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "node bazaar_client.mjs: %s", stderr.String())
@@ -103,15 +125,26 @@ func TestBazaarOfficialClient(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("https://seller%d.example/api", i), r.Resource)
 		require.Equal(t, "http", r.Type)
 		require.Equal(t, []string{"demo"}, r.Tags)
-		require.JSONEq(t, `{"bazaar":{"info":{"input":{"type":"http","method":"GET"}}}}`, string(r.Extensions))
+		if i < 4 {
+			require.JSONEq(t, `{"bazaar":{"info":{"input":{"type":"http","method":"GET"}}}}`, string(r.Extensions))
+		} else {
+			require.Empty(t, r.Extensions)
+		}
+		require.Len(t, r.Accepts, 1)
+		require.JSONEq(t, extra(i), string(r.Accepts[0].Extra), "seller%d: the listing's extra ({} when none)", i)
+		r.Accepts[0].Extra = nil
 		require.Equal(t, []index.BazaarAccept{{Scheme: "exact", Network: "eip155:8453", Amount: strconv.Itoa(1000 * (i + 1)), Asset: usdc,
-			PayTo: items[i]["accepts"].([]any)[0].(map[string]any)["payTo"].(string), MaxTimeoutSeconds: 60, Extra: map[string]any{}}}, r.Accepts)
+			PayTo: items[i]["accepts"].([]any)[0].(map[string]any)["payTo"].(string), MaxTimeoutSeconds: 60}}, r.Accepts)
 	}
 	// Filtered by payTo (in another case), network and scheme.
 	require.Equal(t, 2, got.ByPayTo.Pagination.Total)
 	require.Len(t, got.ByPayTo.Items, 2)
 	require.Equal(t, "https://seller3.example/api", got.ByPayTo.Items[0].Resource)
 	require.Empty(t, got.MCP.Items, "the index holds http resources")
+	// By extension: the four listings carrying the bazaar extension.
+	require.Equal(t, 4, got.ByExtension.Pagination.Total)
+	require.Equal(t, []string{"https://seller0.example/api", "https://seller1.example/api", "https://seller2.example/api", "https://seller3.example/api"},
+		resourceURLs(got.ByExtension.Items))
 	// The search finds the two weather services, one a page.
 	require.Len(t, got.Found, 2)
 	for _, r := range got.Found {
@@ -121,6 +154,27 @@ func TestBazaarOfficialClient(t *testing.T) {
 	require.NotNil(t, got.SearchPages[0].Pagination.Cursor)
 	require.Nil(t, got.SearchPages[1].Pagination.Cursor)
 	require.False(t, got.SearchPages[0].PartialResults)
+	// The search with the filters: payTo (in another case), network,
+	// scheme and type keep both weather services; the bazaar extension
+	// only the first; another receiver, network or scheme, or type mcp,
+	// none.
+	require.ElementsMatch(t, []string{"https://seller3.example/api", "https://seller4.example/api"}, resourceURLs(got.Filtered.All.Resources))
+	require.Equal(t, []string{"https://seller3.example/api"}, resourceURLs(got.Filtered.ByExtension.Resources))
+	require.JSONEq(t, extra(3), string(got.Filtered.ByExtension.Resources[0].Accepts[0].Extra))
+	for name, s := range map[string]index.BazaarSearch{"payTo": got.Filtered.OtherPayTo, "network": got.Filtered.OtherNetwork,
+		"scheme": got.Filtered.OtherScheme, "type": got.Filtered.MCP} {
+		require.Equal(t, 2, s.X402Version, name)
+		require.Empty(t, s.Resources, "another %s: none", name)
+	}
 	require.Contains(t, got.Refused, "(400)")
 	require.Contains(t, got.Refused, "invalid_request")
+}
+
+// resourceURLs returns the resources' URLs, in order.
+func resourceURLs(rs []index.BazaarResource) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.Resource)
+	}
+	return out
 }

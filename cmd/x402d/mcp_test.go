@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -332,6 +335,119 @@ func TestMCP(t *testing.T) {
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM calls WHERE payment_key = $1`,
 			store.PaymentDigest((&x402.Payment{Network: "eip155:8453", Payer: "0xmcp", Nonce: "n5"}).Key())).Scan(&calls))
 		require.Equal(t, 1, calls, "one call, paid once")
+	})
+}
+
+// TestMCPIndexEvidence has an agent read, through the free index tools, a
+// seller whose receiver the chain reader has measured: index_search,
+// index_host and index_summary answer its figures over 24 hours, 7 and 30
+// days, its senders and its wash signal, as measured; its filters on them
+// keep it and leave out the seller not measured (null, not zero). The
+// transfers are recorded as the chain reader records them (index's anvil
+// test reads them from a chain); its run counts the figures.
+func TestMCPIndexEvidence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	const network = "eip155:8453"
+	payTo := "0x00000000000000000000000000000000000000c1"
+	items := []map[string]any{}
+	for host, receiver := range map[string]string{"chain.example": payTo, "quiet.example": "0x00000000000000000000000000000000000000d2"} {
+		items = append(items, map[string]any{"resource": "https://" + host + "/api", "type": "http", "x402Version": 2,
+			"accepts": []any{map[string]any{"scheme": "exact", "network": network, "amount": "1000", "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "payTo": receiver}}})
+	}
+	listing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"x402Version": 2, "items": items, "pagination": map[string]int{"limit": 100, "offset": 0, "total": len(items)}})
+	}))
+	defer listing.Close()
+	// The service's crawl at start is left out: this test's pass is the
+	// one read.
+	_, err := db.Pool.Exec(ctx, `INSERT INTO index_sources (url, last_at) VALUES ($1, now())`, listing.URL)
+	require.NoError(t, err)
+	base := startInProcess(ctx, t, "serve", testEnv(db, map[string]string{"INDEX_SOURCES": listing.URL}))
+	require.NoError(t, index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{listing.URL}, Gap: -1}).FullPass(ctx, nil))
+
+	// chain.example's receiver is read from block 100: three transfers
+	// from two payers, two of them settlements sent by Coinbase's
+	// facilitator; quiet.example's is not read.
+	now := time.Now()
+	require.NoError(t, store.ChainWatch(ctx, db.Pool, network, []string{payTo}, 100, now.Add(-time.Hour)))
+	const coinbase, relayer = "0x8f5cb67b49555e614892b7233cfddebfb746e531", "0x00000000000000000000000000000000000000fa"
+	payer1, payer2 := "0x0000000000000000000000000000000000000001", "0x0000000000000000000000000000000000000002"
+	transfer := func(i int, payer, amount, sender string, ago time.Duration) store.Transfer {
+		return store.Transfer{Network: network, TxHash: fmt.Sprintf("0x%064x", i), Block: uint64(100 + i), BlockHash: fmt.Sprintf("0x%064x", 1000+i),
+			At: now.Add(-ago), Payer: payer, PayTo: payTo, Amount: amount, Sender: sender, EIP3009: sender == coinbase}
+	}
+	require.NoError(t, store.TransfersAdd(ctx, db.Pool, []store.Transfer{
+		transfer(1, payer1, "10000", coinbase, time.Minute),
+		transfer(2, payer2, "20000", coinbase, 2*24*time.Hour),
+		transfer(3, payer1, "30000", relayer, 10*24*time.Hour),
+	}))
+	_, err = index.NewChainReader(&index.ChainReaderConfig{Pool: db.Pool}).Run(ctx)
+	require.NoError(t, err)
+
+	session := mcpSession(ctx, t, base, nil)
+	tool := func(name string, args map[string]any, v any) {
+		t.Helper()
+		res := callTool(ctx, t, session, name, args, nil)
+		require.False(t, res.IsError, toolText(t, res))
+		require.NoError(t, json.Unmarshal([]byte(mustJSON(t, res.StructuredContent)), v))
+	}
+	measured := func(t *testing.T, e *index.Evidence) {
+		t.Helper()
+		require.NotNil(t, e, "measured")
+		require.Equal(t, []string{network}, e.Networks)
+		require.Equal(t, index.EvidenceWindow{Transactions: 1, VolumeUSDC: "0.010000", Payers: 1}, e.Last24h)
+		require.Equal(t, index.EvidenceWindow{Transactions: 2, VolumeUSDC: "0.030000", Payers: 2}, e.Last7d)
+		require.Equal(t, index.EvidenceWindow{Transactions: 3, VolumeUSDC: "0.060000", Payers: 2}, e.Last30d)
+		require.Equal(t, int64(2), e.Settlements30d, "the two EIP-3009 settlements")
+		require.Equal(t, []index.EvidenceSender{
+			{Address: coinbase, Class: index.SenderFacilitator, Name: "Coinbase", Transactions: 2, VolumeUSDC: "0.030000"},
+			{Address: relayer, Class: index.SenderOther, Transactions: 1, VolumeUSDC: "0.030000"},
+		}, e.Senders)
+		require.Equal(t, &payer1, e.Wash.TopPayer)
+		require.InDelta(t, 4.0/6, *e.Wash.TopPayerShare, 1e-9)
+		require.NotNil(t, e.LastTransferAt)
+		require.WithinDuration(t, now.Add(-time.Minute), *e.LastTransferAt, time.Second)
+	}
+
+	t.Run("IndexSearch", func(t *testing.T) {
+		var found struct{ Hosts []index.Host }
+		tool("index_search", map[string]any{"sort": "volume_30d"}, &found)
+		require.Len(t, found.Hosts, 2)
+		require.Equal(t, "chain.example", found.Hosts[0].Host, "the measured volume first")
+		measured(t, found.Hosts[0].Evidence)
+		require.Equal(t, "quiet.example", found.Hosts[1].Host)
+		require.Nil(t, found.Hosts[1].Evidence, "not read: null")
+		// The filters on the figures keep the measured seller.
+		tool("index_search", map[string]any{"min_payers": 2, "min_volume_usdc": "0.06", "max_top_payer_share": 0.7}, &found)
+		require.Len(t, found.Hosts, 1)
+		require.Equal(t, "chain.example", found.Hosts[0].Host)
+		measured(t, found.Hosts[0].Evidence)
+		for _, args := range []map[string]any{{"min_payers": 3}, {"min_volume_usdc": "0.07"}, {"max_top_payer_share": 0.6}} {
+			tool("index_search", args, &found)
+			require.Empty(t, found.Hosts, "%v", args)
+		}
+	})
+
+	t.Run("IndexHost", func(t *testing.T) {
+		var detail index.HostDetail
+		tool("index_host", map[string]any{"host": "chain.example"}, &detail)
+		measured(t, detail.Host.Evidence)
+		require.Len(t, detail.PayTos, 1)
+		require.Equal(t, network, detail.PayTos[0].Network)
+		require.Equal(t, payTo, detail.PayTos[0].PayTo)
+		measured(t, detail.PayTos[0].Evidence)
+	})
+
+	t.Run("IndexSummary", func(t *testing.T) {
+		var summary index.Summary
+		tool("index_summary", map[string]any{}, &summary)
+		for _, list := range [][]index.Host{summary.TopBySize, summary.Cheapest} {
+			i := slices.IndexFunc(list, func(h index.Host) bool { return h.Host == "chain.example" })
+			require.GreaterOrEqual(t, i, 0)
+			measured(t, list[i].Evidence)
+		}
 	})
 }
 
