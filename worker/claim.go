@@ -29,6 +29,7 @@ import (
 	"github.com/x402d/x402d/metrics"
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
+	"github.com/x402d/x402d/x402/evm"
 	"github.com/x402d/x402d/x402/evm/channel"
 )
 
@@ -65,6 +66,8 @@ type ClaimChain interface {
 	Await(ctx context.Context, network string, hash common.Hash) (*types.Receipt, error)
 	ChainID(network string) (*big.Int, error)
 	Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error)
+	// Estimate is the gas Call's transaction would use.
+	Estimate(ctx context.Context, network string, to common.Address, input []byte) (uint64, error)
 }
 
 // ClaimReader reads a network's chain: channels' state, the settlement
@@ -104,6 +107,13 @@ type ClaimConfig struct {
 	// MaxGas bounds the gas of one claim transaction, and so the channels
 	// it carries. Defaults to DefaultClaimMaxGas.
 	MaxGas uint64
+	// PayerCodeGasCap is the most gas the claim of a channel whose
+	// vouchers are checked by its payer's code (EIP-1271), which goes
+	// alone, may use: one that would need more is not sent
+	// (channel.claim_refused), and one sent cannot burn more (its gas
+	// limit). PAYER_CODE_GAS_CAP, as for exact settlements. Defaults to
+	// evm.DefaultPayerCodeGasCap.
+	PayerCodeGasCap uint64
 	// MaxTxs bounds the claim transactions of one round. Defaults to 16.
 	MaxTxs int
 	// LogRange is the largest block range of one eth_getLogs. Defaults
@@ -199,6 +209,7 @@ func NewClaimer(config *ClaimConfig) (*Claimer, error) {
 	}
 	cfg.CheckEvery = cmp.Or(cfg.CheckEvery, DefaultClaimCheckEvery)
 	cfg.MaxGas = cmp.Or(cfg.MaxGas, DefaultClaimMaxGas)
+	cfg.PayerCodeGasCap = cmp.Or(cfg.PayerCodeGasCap, evm.DefaultPayerCodeGasCap)
 	cfg.MaxTxs = cmp.Or(cfg.MaxTxs, 16)
 	cfg.LogRange = cmp.Or(cfg.LogRange, 2_000)
 	cfg.LogRanges = cmp.Or(cfg.LogRanges, 50)
@@ -727,15 +738,30 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 		return err
 	}
 	if len(plain) > 0 {
-		if err := r.send(ctx, plain); err != nil {
+		if err := r.send(ctx, plain, 0); err != nil {
 			return err
 		}
 	}
-	// A claim that runs a payer's code goes alone: code that answered
-	// the simulation otherwise than the transaction reverts its own claim
-	// only, which is then left out until its charge moves.
+	// A claim that runs a payer's code goes alone, its gas capped: code
+	// that answered the simulation otherwise than the transaction reverts
+	// its own claim only, at most at the cap, and is then left out until
+	// its charge moves, as one that needs more than the cap is.
+	limit := r.c.cfg.PayerCodeGasCap
 	for _, row := range coded {
-		err := r.send(ctx, []claimRow{row})
+		gas, err := r.codedGas(ctx, row, limit)
+		if err != nil {
+			return err
+		}
+		if gas == 0 {
+			r.log.WarnContext(ctx, "channel claim left out: its payer's code needs more gas than PAYER_CODE_GAS_CAP",
+				"channel", row.row.State.ChannelID.Hex(), "charged", row.row.State.Charged.String(), "limit", limit)
+			refused := refusedEvent(r.network, row.row, fmt.Sprintf("needs more than PAYER_CODE_GAS_CAP (%d gas)", limit))
+			if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, refused) }); err != nil {
+				return err
+			}
+			continue
+		}
+		err = r.send(ctx, []claimRow{row}, gas)
 		if !errors.Is(err, errClaimReverted) {
 			if err != nil {
 				return err
@@ -750,6 +776,27 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 		}
 	}
 	return nil
+}
+
+// codedGas returns the gas limit of row's claim alone: its estimate and a
+// quarter more, within limit; 0 when the estimate is over limit. A claim
+// whose run reverts now is sent at limit: it reverts on chain, at most
+// there, and is recorded so.
+func (r *claimRound) codedGas(ctx context.Context, row claimRow, limit uint64) (uint64, error) {
+	input, err := r.claimInput([]claimRow{row})
+	if err != nil {
+		return 0, err
+	}
+	estimate, err := r.c.cfg.Chain.Estimate(ctx, r.network, channel.SettlementAddress, input)
+	switch {
+	case err != nil && evm.IsRevert(err):
+		return limit, nil
+	case err != nil:
+		return 0, err
+	case estimate > limit:
+		return 0, nil
+	}
+	return min(estimate+estimate/4, limit), nil
 }
 
 // errClaimReverted is the error of a claim mined and reverted.
@@ -866,13 +913,14 @@ func (r *claimRound) simulate(ctx context.Context, rows []claimRow) (good []clai
 	return good, refused, nil
 }
 
-// send sends the claim of rows, awaits its receipt and records it.
-func (r *claimRound) send(ctx context.Context, rows []claimRow) error {
+// send sends the claim of rows with gas (0: estimated), awaits its receipt
+// and records it.
+func (r *claimRound) send(ctx context.Context, rows []claimRow, gas uint64) error {
 	input, err := r.claimInput(rows)
 	if err != nil {
 		return err
 	}
-	hash, err := r.c.cfg.Chain.Send(ctx, r.network, channel.SettlementAddress, input, 0)
+	hash, err := r.c.cfg.Chain.Send(ctx, r.network, channel.SettlementAddress, input, gas)
 	if err != nil {
 		return err
 	}

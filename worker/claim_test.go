@@ -846,15 +846,15 @@ func TestClaim_HalvingFindsFewCalls(t *testing.T) {
 }
 
 // burnerChannel opens a channel of a new DevBurnerWallet (no payer
-// authorizer; isValidSignature burns a few rounds of gas and accepts any
+// authorizer; isValidSignature burns rounds of hashing and accepts any
 // signature, or, while gasless, only a call at a gas price of zero),
 // funded by development account 1, and charges it 20,000; gasless sets
 // the wallet gasless.
-func (b *claimBench) burnerChannel() (ch *benchChannel, gasless func()) {
+func (b *claimBench) burnerChannel(rounds int64) (ch *benchChannel, gasless func()) {
 	b.t.Helper()
 	burner, err := contracts.Load(contracts.DevBurnerWallet)
 	require.NoError(b.t, err)
-	code, err := burner.Deployment(big.NewInt(10), false)
+	code, err := burner.Deployment(big.NewInt(rounds), false)
 	require.NoError(b.t, err)
 	wallet := b.node.Deploy(devKey(b.t, 1), code)
 	token, err := contracts.Load(contracts.FiatTokenV2_2)
@@ -907,33 +907,39 @@ func (c *flippingChain) Send(ctx context.Context, network string, to common.Addr
 // with, and left out with the contract's reason; nothing reverts.
 // TurnsAfterRun: set gasless between the claim's run and its send, its
 // claim, sent alone, reverts on chain and only its own: it is left out
-// ("reverted on chain"). Either way the other channel is claimed and
-// settled, and the next round sends nothing (the wallet's channel is not
-// tried again at the same charge).
+// ("reverted on chain"). OverGasCap: a wallet whose check burns more gas
+// than PAYER_CODE_GAS_CAP is left out, its claim not sent. Either way the
+// other channel is claimed and settled, and the next round sends nothing
+// (the wallet's channel is not tried again at the same charge).
 func TestClaim_PayerCode(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string
+		rounds     int64
+		gasCap     uint64
+		gasless    bool
 		turnsAfter bool
 		reason     string
 		sent       uint64
 	}{
-		{"RunAtFees", false, "InvalidSignature", 2},
-		{"TurnsAfterRun", true, "reverted on chain", 3},
+		{"RunAtFees", 10, 0, true, false, "InvalidSignature", 2},
+		{"TurnsAfterRun", 10, 0, true, true, "reverted on chain", 3},
+		{"OverGasCap", 3000, 150_000, false, false, "needs more than PAYER_CODE_GAS_CAP (150000 gas)", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newClaimBench(t, evm.FinalityPolicy{})
 			honest := b.openCharged(0, 1_000_000, 10_000)
-			hostile, gasless := b.burnerChannel()
+			hostile, gasless := b.burnerChannel(tc.rounds)
 			chain := worker.ClaimChain(b.relayer)
-			if tc.turnsAfter {
+			switch {
+			case tc.turnsAfter:
 				chain = &flippingChain{Relayer: b.relayer, flip: gasless}
-			} else {
+			case tc.gasless:
 				gasless()
 			}
-			c := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain = chain })
+			c := b.claimerWith(func(c *worker.ClaimConfig) { c.Chain, c.PayerCodeGasCap = chain, tc.gasCap })
 			before := b.nonce()
 			require.NoError(t, c.Round(ctx, claimNetwork))
 			require.Equal(t, before+tc.sent, b.nonce(), "the claims and a settle")

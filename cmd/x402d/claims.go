@@ -23,6 +23,6 @@ func channelClaimer(cfg *Config, pool *pgxpool.Pool, payments *paymentStack, m *
 		readers[network] = b
 	}
 	return worker.NewClaimer(&worker.ClaimConfig{Pool: pool, Chain: payments.relayer, Readers: readers,
-		AuthorizerKey: payments.receiverAuthorizer, Interval: cfg.ChannelClaimInterval, MinAmount: cfg.ChannelClaimMinAmount,
+		AuthorizerKey: payments.receiverAuthorizer, Interval: cfg.ChannelClaimInterval, MinAmount: cfg.ChannelClaimMinAmount, PayerCodeGasCap: uint64(cfg.PayerCodeGasCap),
 		Logger: logger, Metrics: m})
 }

@@ -114,18 +114,9 @@ func (r *Relayer) SettledBlock(network string, receipt *types.Receipt) (*x402.Se
 // otherwise than a transaction is run as the transaction would run it): a
 // claim's simulation. A revert is an error IsRevert tells.
 func (r *Relayer) Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error) {
-	chain := r.chains[network]
-	if chain == nil {
-		return nil, fmt.Errorf("call %s: no chain client for %s", to.Hex(), network)
-	}
-	tip, feeCap, err := chain.fees.current(ctx)
+	chain, msg, estimate, err := r.estimate(ctx, network, to, input)
 	if err != nil {
 		return nil, fmt.Errorf("call %s on %s: %w", to.Hex(), network, err)
-	}
-	msg := ethereum.CallMsg{From: r.address, To: &to, Data: input, GasTipCap: tip, GasFeeCap: feeCap}
-	estimate, err := chain.backend.EstimateGas(ctx, msg)
-	if err != nil {
-		return nil, fmt.Errorf("call %s on %s: estimate gas: %w", to.Hex(), network, err)
 	}
 	msg.Gas = estimate + estimate/4
 	out, err := chain.backend.CallContract(ctx, msg, nil)
@@ -133,6 +124,35 @@ func (r *Relayer) Call(ctx context.Context, network string, to common.Address, i
 		return nil, fmt.Errorf("call %s on %s: %w", to.Hex(), network, err)
 	}
 	return out, nil
+}
+
+// Estimate returns the gas a transaction of input to `to` on network would
+// use now, sent by the relayer at the fees it would send it with (as Call
+// runs it). A revert is an error IsRevert tells.
+func (r *Relayer) Estimate(ctx context.Context, network string, to common.Address, input []byte) (uint64, error) {
+	_, _, estimate, err := r.estimate(ctx, network, to, input)
+	if err != nil {
+		return 0, fmt.Errorf("estimate %s on %s: %w", to.Hex(), network, err)
+	}
+	return estimate, nil
+}
+
+// estimate is Estimate, with the chain and the message it estimated.
+func (r *Relayer) estimate(ctx context.Context, network string, to common.Address, input []byte) (*relayChain, ethereum.CallMsg, uint64, error) {
+	chain := r.chains[network]
+	if chain == nil {
+		return nil, ethereum.CallMsg{}, 0, fmt.Errorf("no chain client for %s", network)
+	}
+	tip, feeCap, err := chain.fees.current(ctx)
+	if err != nil {
+		return nil, ethereum.CallMsg{}, 0, err
+	}
+	msg := ethereum.CallMsg{From: r.address, To: &to, Data: input, GasTipCap: tip, GasFeeCap: feeCap}
+	estimate, err := chain.backend.EstimateGas(ctx, msg)
+	if err != nil {
+		return nil, ethereum.CallMsg{}, 0, fmt.Errorf("estimate gas: %w", err)
+	}
+	return chain, msg, estimate, nil
 }
 
 // IsRevert reports whether err is a node's answer that a call or a gas
