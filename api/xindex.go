@@ -211,6 +211,9 @@ func resourceQuery(c echo.Context) (index.ResourceQuery, error) {
 	if q.Limit, err = queryInt(c, "limit", index.DefaultResourcesLimit, 1, index.MaxResourcesLimit); err != nil {
 		return q, err
 	}
+	if q.MinPayers, err = queryInt(c, "min_payers", 0, 0, math.MaxInt32); err != nil {
+		return q, err
+	}
 	if err := q.Check(); err != nil {
 		return q, queryError(err)
 	}

@@ -43,7 +43,8 @@ func NewHTMLPage() (*HTMLPage, error) {
 			}
 			return strconv.FormatFloat(*v*100, 'f', 1, 64) + " %"
 		},
-		"hostPath": HostPath,
+		"hostPath":       HostPath,
+		"partialWindows": partialWindows,
 	}
 	t, err := template.New("page.html").Funcs(funcs).ParseFS(templates, "templates/page.html")
 	if err != nil {
@@ -58,6 +59,21 @@ func NewHTMLPage() (*HTMLPage, error) {
 		return nil, fmt.Errorf("index changes page: %w", err)
 	}
 	return &HTMLPage{tmpl: t, host: h, changes: c}, nil
+}
+
+// partialWindows names the windows of e not read whole
+// (EvidenceWindow.Complete), the shortest first.
+func partialWindows(e *Evidence) []string {
+	var out []string
+	for _, w := range []struct {
+		name   string
+		window EvidenceWindow
+	}{{"24 h", e.Last24h}, {"7 d", e.Last7d}, {"30 d", e.Last30d}} {
+		if !w.window.Complete {
+			out = append(out, w.name)
+		}
+	}
+	return out
 }
 
 // formatUSDC writes a price in USDC with the digits it needs ("0.002").

@@ -125,6 +125,11 @@ var resourceSorts = []struct{ key, order string }{
 	{"uptime", "h.uptime_30d DESC NULLS LAST, r.resource"},
 	{"latency", "h.latency_p50_ms ASC NULLS LAST, r.resource"},
 	{"url", "r.resource"},
+	// The hosts list's sorts by on-chain figures over 30 days, of the
+	// resource's host.
+	{"payers_30d", evidenceOrder("payers_30d", "r.host", "r.resource")},
+	{"volume_30d", evidenceOrder("volume_30d", "r.host", "r.resource")},
+	{"transactions_30d", evidenceOrder("transactions_30d", "r.host", "r.resource")},
 }
 
 // ResourceSortKeys returns the resources search's sorts, in the order
@@ -157,6 +162,10 @@ type ResourceSearchParams struct {
 	Live string
 	// Extension keeps those whose listing carries this extension key.
 	Extension string
+	// Evidence is a condition on the kept on-chain figures of their host
+	// (index_host_evidence e, as HostListParams.Evidence), built by the
+	// caller from checked values only; empty: none.
+	Evidence string
 	// Sort is one of ResourceSortKeys; relevance without Q is by the
 	// evidence alone.
 	Sort          string
@@ -347,6 +356,9 @@ func resourceWhere(p *ResourceSearchParams, narrow bool) (string, []any) {
 	}
 	if cond, ok := resourceLive[p.Live]; ok {
 		where = append(where, fmt.Sprintf(cond, live))
+	}
+	if p.Evidence != "" {
+		where = append(where, "r.host IN (SELECT e.host FROM index_host_evidence e WHERE "+p.Evidence+")")
 	}
 	if p.Extension != "" && narrow {
 		where = append(where, "r.extension_keys @> ARRAY["+arg(p.Extension)+"::text]")
