@@ -161,7 +161,7 @@ func (x *xindex) htmlPage(c echo.Context) error {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Quote: q.QuoteMatchesListing, Limit: q.Limit}); err != nil {
+	if err := x.page.Render(&buf, index.PageDataOf(s, hosts, q)); err != nil {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())

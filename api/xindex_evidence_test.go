@@ -180,6 +180,23 @@ func TestXIndexEvidence(t *testing.T) {
 	page = getPage(t, base+"/x402-index?sort=volume_30d")
 	require.Less(t, strings.Index(string(page), "shop-b.example"), strings.Index(string(page), "shop-a.example"))
 	require.Contains(t, string(page), `<td class="num evidence">0.060000 <span class="sample">· 3 payers</span></td>`)
+	// The list page's sort links keep the search and its filters, and its
+	// form offers the filters on the on-chain figures, as asked.
+	page = getPage(t, base+"/x402-index?q=shop&sort=host&min_payers=1&min_volume_usdc=0.05&max_top_payer_share=1&quote_matches_listing=null")
+	require.Equal(t, 2, strings.Count(string(page), `<tr class="host-row">`), "a and b")
+	for _, key := range []string{"host", "services", "price", "uptime", "latency", "calls", "volume_30d", "payers_30d", "checked"} {
+		require.Contains(t, string(page), `href="/x402-index?max_top_payer_share=1&amp;min_payers=1&amp;min_volume_usdc=0.05&amp;q=shop&amp;quote_matches_listing=null&amp;sort=`+key+`"`, key)
+	}
+	for _, input := range []string{
+		`<input type="number" name="min_payers" value="1"`,
+		`<input type="text" name="min_volume_usdc" value="0.05"`,
+		`<input type="number" name="max_top_payer_share" value="1"`,
+	} {
+		require.Contains(t, string(page), input)
+	}
+	page = getPage(t, base+"/x402-index?sort=payers_30d")
+	require.Contains(t, string(page), `href="/x402-index?sort=volume_30d"`, "no filter asked, none kept")
+	require.Contains(t, string(page), `<input type="number" name="min_payers" value=""`)
 	page = getPage(t, base+"/x402-index/hosts/shop-b.example")
 	require.Contains(t, string(page), `<div class="card" id="windows"><b>partial</b><span>the 30 d window counts only since `)
 
