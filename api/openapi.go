@@ -285,7 +285,7 @@ func componentSchemas() obj {
 		"probes_24h": integer, "probes_7d": integer, "probes_30d": integer,
 		"latency_p50_ms": nullable("integer"), "latency_p95_ms": nullable("integer"),
 		"first_seen": nullTime, "last_change": nullTime,
-		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared (or a 402 that moved, waiting for its listing to be read again)"},
+		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared (no valid quote, a listing without options, a resource no listing lists any more, or a 402 that moved, waiting for its listing to be read again: at once where its origin alone lists it, else within the next pass of the listings that list it)"},
 		"quality": obj{"type": []string{"object", "null"}, "required": []string{"services", "calls_30d", "unique_payers_30d_max", "last_called_at"},
 			"description": "the use its listings (Bazaar's quality figures) report of its live services, over those that report any; null: none does",
 			"properties": obj{

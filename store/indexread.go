@@ -746,6 +746,19 @@ func ProbeQuoteState(ctx context.Context, db DBTX, host, resource string) (listi
 	return listing, lastQuote, pending, nil
 }
 
+// ResourceOriginListed reports whether resource is listed now and only by
+// origins (sources origin:<origin>): what its own origin declares is all
+// that is listed of it, read again in one targeted read, not in a pass of
+// a whole listing.
+func ResourceOriginListed(ctx context.Context, db DBTX, resource string) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT coalesce(bool_and(source LIKE 'origin:%'), false) FROM index_listings WHERE resource = $1`,
+		resource).Scan(&ok); err != nil {
+		return false, fmt.Errorf("listings of %s: %w", resource, err)
+	}
+	return ok, nil
+}
+
 // SampleQuote is the last 402 of the host whose sample a resource is.
 type SampleQuote struct {
 	Host  string
