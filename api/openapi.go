@@ -407,8 +407,9 @@ func componentSchemas() obj {
 					"live": nullable("boolean"), "uptime_30d": share, "latency_p50_ms": nullable("integer"), "checked_at": nullTime,
 					"quote_matches_listing": nullable("boolean"),
 				}),
-				"evidence": object([]string{"transactions_30d", "volume_usdc_30d", "payers_30d"}, obj{
+				"evidence": object([]string{"transactions_30d", "volume_usdc_30d", "payers_30d", "complete_30d"}, obj{
 					"transactions_30d": nullable("integer"), "volume_usdc_30d": nullable("number"), "payers_30d": nullable("integer"),
+					"complete_30d": obj{"type": []string{"boolean", "null"}, "description": "whether the 30 days were read whole for every payTo address of its host (as the host's last_30d.complete); null: not measured"},
 				}),
 				"score": obj{"type": "number"},
 			})),

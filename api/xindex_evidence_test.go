@@ -154,6 +154,11 @@ func TestXIndexEvidence(t *testing.T) {
 	} {
 		require.Equal(t, want, resources(query), query)
 	}
+	var found index.ResourcesAnswer
+	getJSON(t, base+"/api/xindex/resources?sort=payers_30d", &found)
+	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(3)), VolumeUSDC30d: new(0.06), Payers30d: new(int64(3)), Complete30d: new(false)},
+		found.Resources[0].Evidence, "a's 30 days are read since an hour ago")
+	require.Equal(t, store.ResourceEvidence{}, found.Resources[3].Evidence, "d not measured: null")
 	for _, bad := range []string{"min_payers=-1", "min_payers=x", "sort=payers"} {
 		getError(t, base+"/api/xindex/resources?"+bad, http.StatusBadRequest, "invalid_request")
 	}
