@@ -154,6 +154,9 @@ func (p *Prober) listingNow(ctx context.Context, t store.ProbeTarget, quote []st
 	if err != nil || !only {
 		return nil, err
 	}
+	// Bounded as a probe is.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
 	accepts, listed, err := p.cfg.Origins.Listing(ctx, t.URL, quote)
 	if err != nil {
 		return nil, err
