@@ -240,8 +240,8 @@ func TestEvidenceSolana(t *testing.T) {
 	for _, rs := range res.Resources {
 		byURL[rs.Resource] = rs.Evidence
 	}
-	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(6)), VolumeUSDC30d: new(0.096), Payers30d: new(int64(4))}, byURL["https://alpha.test/pay"])
-	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(1)), VolumeUSDC30d: new(0.03), Payers30d: new(int64(1))}, byURL["https://beta.test/pay"])
+	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(6)), VolumeUSDC30d: new(0.096), Payers30d: new(int64(4)), Complete30d: new(false)}, byURL["https://alpha.test/pay"])
+	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(1)), VolumeUSDC30d: new(0.03), Payers30d: new(int64(1)), Complete30d: new(false)}, byURL["https://beta.test/pay"])
 	ans, err := r.Search(ctx, HostQuery{Sort: "payers_30d", Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"alpha.test", "beta.test"}, hostNames(ans.Hosts)[:2])
