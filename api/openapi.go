@@ -133,7 +133,7 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		query("min_payers", "only the hosts with at least this many distinct payers on chain over 30 days (hosts not measured are left out)", obj{"type": "integer", "minimum": 0}),
 		query("min_volume_usdc", "only the hosts that received at least this much USDC on chain over 30 days (hosts not measured are left out)", obj{"type": "string", "pattern": `^[0-9]{1,12}(\.[0-9]{1,6})?$`}),
 		query("max_top_payer_share", "only the hosts whose top payer paid at most this share of their 30 days' volume on chain (hosts not measured or without volume are left out)", obj{"type": "number", "minimum": 0, "maximum": 1}))
-	paths["/api/xindex/resources"] = get("indexResources", "Indexed resources with their accepts, description, tags and call contract (input and output schema), their host's liveness, the receivers their origin proved it controls, and on-chain evidence (null until measured); ranked by text relevance and evidence.", "IndexResources",
+	paths["/api/xindex/resources"] = get("indexResources", fmt.Sprintf("Indexed resources with their accepts, description, tags and call contract (input and output schema), their host's liveness, the receivers their origin proved it controls, and on-chain evidence (null until measured); ranked by text relevance and evidence: a text's relevance ranks at most the first %d of its matches, and the answer says partial when more matched.", store.ResourceRankCap), "IndexResources",
 		query("q", "text in web-search syntax, matched against tags, description and URL (at most 200 characters)", obj{"type": "string", "maxLength": 200}),
 		query("network", "a network of one of its options: CAIP-2 (eip155:8453) or a known name (base)", str),
 		query("asset", "the asset of one of its options", str),
@@ -142,7 +142,8 @@ func openAPIDocument(ops []jobs.Operation, quotes map[string]*x402.Quote, public
 		query("max_usd", "priced at most this many USDC", obj{"type": "number", "minimum": 0}),
 		query("tags", "carries every one of these tags (comma-separated or repeated; any case)", str),
 		query("live", "its host's liveness: true, false, or null (not measured)", obj{"type": "string", "enum": []string{"true", "false", "null"}}),
-		query("sort", "order; relevance by default with q, updated without", obj{"type": "string", "enum": index.ResourceSortKeys}),
+		query("min_payers", "only the resources whose host has at least this many distinct payers on chain over 30 days, as the hosts list's min_payers (hosts not measured are left out)", obj{"type": "integer", "minimum": 0}),
+		query("sort", "order; relevance by default with q, updated without; payers_30d, volume_30d and transactions_30d are the hosts list's sorts by its host's on-chain figures, the highest first, those not measured last", obj{"type": "string", "enum": index.ResourceSortKeys}),
 		query("limit", "number of resources", obj{"type": "integer", "minimum": 1, "maximum": index.MaxResourcesLimit, "default": index.DefaultResourcesLimit}),
 		query("cursor", "the next of an earlier page", str))
 	paths["/api/xindex/bazaar/discovery/resources"] = get("indexBazaarList", "The whole index in the official Bazaar discovery API's list (base URL /api/xindex/bazaar for withBazaar(new HTTPFacilitatorClient({url}))), by resource URL.", "BazaarList",
@@ -284,7 +285,7 @@ func componentSchemas() obj {
 		"probes_24h": integer, "probes_7d": integer, "probes_30d": integer,
 		"latency_p50_ms": nullable("integer"), "latency_p95_ms": nullable("integer"),
 		"first_seen": nullTime, "last_change": nullTime,
-		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared (or a 402 that moved, waiting for its listing to be read again)"},
+		"quote_matches_listing": obj{"type": []string{"boolean", "null"}, "description": "whether the sample resource's 402 asked what its listing says (network, asset, amount, payTo); null: not compared (no valid quote, a listing without options, a resource no listing lists any more, or a 402 that moved, waiting for its listing to be read again: at once where its origin alone lists it, else within the next pass of the listings that list it)"},
 		"quality": obj{"type": []string{"object", "null"}, "required": []string{"services", "calls_30d", "unique_payers_30d_max", "last_called_at"},
 			"description": "the use its listings (Bazaar's quality figures) report of its live services, over those that report any; null: none does",
 			"properties": obj{
@@ -296,16 +297,18 @@ func componentSchemas() obj {
 		"evidence": ref("IndexEvidence"),
 	})
 	usdcAmount := obj{"type": "string", "pattern": `^[0-9]+\.[0-9]{6}$`, "description": "USDC, 6 decimals"}
-	window := object([]string{"transactions", "volume_usdc", "payers"}, obj{
+	window := object([]string{"transactions", "volume_usdc", "payers", "complete"}, obj{
 		"transactions": integer, "volume_usdc": usdcAmount, "payers": obj{"type": "integer", "description": "distinct payers"},
+		"complete": obj{"type": "boolean", "description": "whether every payTo address of the seller was read over the whole window (fully_measured_since at or before its start); false: the figures count only from when each address began to be read, less than the window spans"},
 	})
 	evidence := obj{"type": []string{"object", "null"},
 		"description": "what the chain says of the seller: the USDC transfers into its payTo addresses (Transfer logs; on Solana, SPL Token transfers into their USDC token accounts) read on the networks this service has RPC endpoints for, up to their finality (Solana: finalized); null: none of its addresses is read (not measured), never 0",
-		"required":    []string{"networks", "measured_since", "last_24h", "last_7d", "last_30d", "settlements_30d", "senders_30d", "wash_30d", "last_transfer_at"},
+		"required":    []string{"networks", "measured_since", "fully_measured_since", "last_24h", "last_7d", "last_30d", "settlements_30d", "senders_30d", "wash_30d", "last_transfer_at"},
 		"properties": obj{
-			"networks":       array(str),
-			"measured_since": obj{"type": "string", "format": "date-time", "description": "nothing earlier is counted"},
-			"last_24h":       window, "last_7d": window, "last_30d": window,
+			"networks":             array(str),
+			"measured_since":       obj{"type": "string", "format": "date-time", "description": "when the first of its addresses began to be read: nothing earlier is counted"},
+			"fully_measured_since": obj{"type": "string", "format": "date-time", "description": "when the last of its addresses began to be read (measured_since with one address): a window that began earlier is not complete"},
+			"last_24h":             window, "last_7d": window, "last_30d": window,
 			"settlements_30d": obj{"type": "integer", "description": "the 30 days' settlements as x402's exact scheme makes them: EIP-3009 (AuthorizationUsed in the same transaction), on Solana a fee payer other than the payer; the others are plain transfers"},
 			"senders_30d": array(object([]string{"address", "class", "transactions", "volume_usdc"}, obj{
 				"address": str, "class": obj{"type": "string", "enum": []string{index.SenderFacilitator, index.SenderSeller, index.SenderPayer, index.SenderOther},
@@ -314,7 +317,7 @@ func componentSchemas() obj {
 			})),
 			"wash_30d": object([]string{"top_payer", "top_payer_share", "funded_payers", "self_payments"}, obj{
 				"top_payer": nullable("string"), "top_payer_share": share,
-				"funded_payers": obj{"type": "integer", "description": "payers that received USDC from one of the seller's payTo addresses before their first payment"},
+				"funded_payers": obj{"type": []string{"integer", "null"}, "description": "payers that received USDC from one of the seller's payTo addresses before their first payment; null while one of the 30 days' payers is not looked at for such a transfer yet (unknown, never counted as 0)"},
 				"self_payments": obj{"type": "integer", "description": "transfers from one of the seller's own payTo addresses (payer equal to payee)"},
 			}),
 			"last_transfer_at": nullTime,
@@ -407,8 +410,9 @@ func componentSchemas() obj {
 					"live": nullable("boolean"), "uptime_30d": share, "latency_p50_ms": nullable("integer"), "checked_at": nullTime,
 					"quote_matches_listing": nullable("boolean"),
 				}),
-				"evidence": object([]string{"transactions_30d", "volume_usdc_30d", "payers_30d"}, obj{
+				"evidence": object([]string{"transactions_30d", "volume_usdc_30d", "payers_30d", "complete_30d"}, obj{
 					"transactions_30d": nullable("integer"), "volume_usdc_30d": nullable("number"), "payers_30d": nullable("integer"),
+					"complete_30d": obj{"type": []string{"boolean", "null"}, "description": "whether the 30 days were read whole for every payTo address of its host (as the host's last_30d.complete); null: not measured"},
 				}),
 				"score": obj{"type": "number"},
 			})),

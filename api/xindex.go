@@ -161,7 +161,7 @@ func (x *xindex) htmlPage(c echo.Context) error {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := x.page.Render(&buf, &index.PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Quote: q.QuoteMatchesListing, Limit: q.Limit}); err != nil {
+	if err := x.page.Render(&buf, index.PageDataOf(s, hosts, q)); err != nil {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, buf.Bytes())
@@ -209,6 +209,9 @@ func resourceQuery(c echo.Context) (index.ResourceQuery, error) {
 		PayTo: p.Get("pay_to"), MaxUSD: p.Get("max_usd"), Tags: p["tags"], Live: p.Get("live"), Sort: p.Get("sort"), Cursor: p.Get("cursor")}
 	var err error
 	if q.Limit, err = queryInt(c, "limit", index.DefaultResourcesLimit, 1, index.MaxResourcesLimit); err != nil {
+		return q, err
+	}
+	if q.MinPayers, err = queryInt(c, "min_payers", 0, 0, math.MaxInt32); err != nil {
 		return q, err
 	}
 	if err := q.Check(); err != nil {

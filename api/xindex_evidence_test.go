@@ -39,10 +39,13 @@ func TestXIndexEvidence(t *testing.T) {
 	c := index.NewCrawler(&index.CrawlerConfig{Pool: db.Pool, Sources: []string{pagedListing(t, items)}, Gap: -1})
 	require.NoError(t, c.FullPass(ctx, nil))
 
-	// a, b and c are read from block 100 (d is not); a has three payers,
-	// b one, c none.
+	// a, b and c are read from block 100 (d is not): a and c from an hour
+	// ago (each window only partly read), b from 8 days ago (its 24 h and
+	// 7 d windows read whole, not its 30 d); a has three payers, b one, c
+	// none.
 	now := time.Now()
 	watched := []string{payTo("shop-a.example"), payTo("shop-b.example"), payTo("shop-c.example")}
+	require.NoError(t, store.ChainWatch(ctx, db.Pool, network, watched[1:2], 100, now.Add(-8*24*time.Hour)))
 	require.NoError(t, store.ChainWatch(ctx, db.Pool, network, watched, 100, now.Add(-time.Hour)))
 	transfer := func(i int, payTo, payer string, amount string, ago time.Duration) store.Transfer {
 		return store.Transfer{Network: network, TxHash: fmt.Sprintf("0x%064x", i), Block: uint64(100 + i), BlockHash: fmt.Sprintf("0x%064x", 1000+i),
@@ -89,6 +92,19 @@ func TestXIndexEvidence(t *testing.T) {
 	require.Equal(t, index.EvidenceWindow{Transactions: 0, VolumeUSDC: "0.000000", Payers: 0}, all[2].Evidence.Last30d, "read, nothing received: a measured zero")
 	require.Nil(t, all[2].Evidence.Wash.TopPayerShare, "no volume: no share")
 	require.Nil(t, all[3].Evidence, "not read: null")
+	// Windows that began before an address was first read are not
+	// complete.
+	b := all[0].Evidence
+	require.Equal(t, index.EvidenceWindow{Transactions: 1, VolumeUSDC: "1.000000", Payers: 1, Complete: false}, b.Last30d)
+	require.True(t, b.Last24h.Complete)
+	require.True(t, b.Last7d.Complete)
+	require.WithinDuration(t, now.Add(-8*24*time.Hour), b.FullyMeasuredSince, time.Second)
+	require.WithinDuration(t, now.Add(-time.Hour), a.FullyMeasuredSince, time.Second)
+	// The payers are not looked at for a funding yet: not known (null),
+	// never 0; c has no payer: 0.
+	require.Nil(t, a.Wash.FundedPayers, "a's payers are not checked yet")
+	require.Nil(t, b.Wash.FundedPayers)
+	require.Equal(t, new(int64(0)), all[2].Evidence.Wash.FundedPayers, "no payer: none funded")
 	require.Equal(t, []string{"shop-a.example", "shop-b.example", "shop-c.example", "shop-d.example"}, names(hosts("sort=volume_24h"))[:4])
 
 	for query, want := range map[string][]string{
@@ -108,6 +124,45 @@ func TestXIndexEvidence(t *testing.T) {
 		getError(t, base+"/api/xindex/hosts?"+bad, http.StatusBadRequest, "invalid_request")
 	}
 
+	// The resources search sorts and filters by its host's figures as the
+	// hosts list does, those not measured last.
+	resources := func(query string) []string {
+		t.Helper()
+		status, body := get(t, base+"/api/xindex/resources?"+query)
+		require.Equal(t, http.StatusOK, status, string(body))
+		require.NoError(t, validate("IndexResources", body), string(body))
+		var got index.ResourcesAnswer
+		getJSON(t, base+"/api/xindex/resources?"+query, &got)
+		out := []string{}
+		for _, r := range got.Resources {
+			out = append(out, r.Host)
+		}
+		return out
+	}
+	for query, want := range map[string][]string{
+		"sort=payers_30d":                {"shop-a.example", "shop-b.example", "shop-c.example", "shop-d.example"},
+		"sort=volume_30d":                {"shop-b.example", "shop-a.example", "shop-c.example", "shop-d.example"},
+		"sort=transactions_30d":          {"shop-a.example", "shop-b.example", "shop-c.example", "shop-d.example"},
+		"sort=payers_30d&q=shop":         {"shop-a.example", "shop-b.example", "shop-c.example", "shop-d.example"},
+		"sort=url&min_payers=1":          {"shop-a.example", "shop-b.example"},
+		"sort=url&min_payers=2":          {"shop-a.example"},
+		"sort=volume_30d&min_payers=1":   {"shop-b.example", "shop-a.example"},
+		"q=shop&min_payers=1&sort=url":   {"shop-a.example", "shop-b.example"},
+		"q=shop&min_payers=1":            {"shop-a.example", "shop-b.example"},
+		"sort=url&min_payers=0":          {"shop-a.example", "shop-b.example", "shop-c.example", "shop-d.example"},
+		"sort=transactions_30d&limit=10": {"shop-a.example", "shop-b.example", "shop-c.example", "shop-d.example"},
+	} {
+		require.Equal(t, want, resources(query), query)
+	}
+	var found index.ResourcesAnswer
+	getJSON(t, base+"/api/xindex/resources?sort=payers_30d", &found)
+	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(3)), VolumeUSDC30d: new(0.06), Payers30d: new(int64(3)), Complete30d: new(false)},
+		found.Resources[0].Evidence, "a's 30 days are read since an hour ago")
+	require.Equal(t, store.ResourceEvidence{}, found.Resources[3].Evidence, "d not measured: null")
+	for _, bad := range []string{"min_payers=-1", "min_payers=x", "sort=payers"} {
+		getError(t, base+"/api/xindex/resources?"+bad, http.StatusBadRequest, "invalid_request")
+	}
+
 	for _, host := range []string{"shop-a.example", "shop-d.example"} {
 		status, body := get(t, base+"/api/xindex/hosts/"+host)
 		require.Equal(t, http.StatusOK, status)
@@ -120,6 +175,9 @@ func TestXIndexEvidence(t *testing.T) {
 
 	page := getPage(t, base+"/x402-index/hosts/shop-a.example")
 	require.Contains(t, string(page), `<b id="volume-30d">0.060000</b>`)
+	require.Contains(t, string(page), `<span id="funded-payers">payers funded by the seller: not known yet`)
+	require.Contains(t, string(page), `<div class="card" id="windows"><b>partial</b><span>the 24 h, 7 d, 30 d windows count only since `+
+		a.FullyMeasuredSince.UTC().Format("2006-01-02 15:04")+` UTC`)
 	require.Contains(t, string(page), `<b id="payers-30d">3</b>`)
 	require.Contains(t, string(page), `<tr class="sender other">`)
 	page = getPage(t, base+"/x402-index/hosts/shop-d.example")
@@ -127,6 +185,51 @@ func TestXIndexEvidence(t *testing.T) {
 	page = getPage(t, base+"/x402-index?sort=volume_30d")
 	require.Less(t, strings.Index(string(page), "shop-b.example"), strings.Index(string(page), "shop-a.example"))
 	require.Contains(t, string(page), `<td class="num evidence">0.060000 <span class="sample">· 3 payers</span></td>`)
+	// The list page's sort links keep the search and its filters, and its
+	// form offers the filters on the on-chain figures, as asked.
+	page = getPage(t, base+"/x402-index?q=shop&sort=host&min_payers=1&min_volume_usdc=0.05&max_top_payer_share=1&quote_matches_listing=null")
+	require.Equal(t, 2, strings.Count(string(page), `<tr class="host-row">`), "a and b")
+	for _, key := range []string{"host", "services", "price", "uptime", "latency", "calls", "volume_30d", "payers_30d", "checked"} {
+		require.Contains(t, string(page), `href="/x402-index?max_top_payer_share=1&amp;min_payers=1&amp;min_volume_usdc=0.05&amp;q=shop&amp;quote_matches_listing=null&amp;sort=`+key+`"`, key)
+	}
+	for _, input := range []string{
+		`<input type="number" name="min_payers" value="1"`,
+		`<input type="text" name="min_volume_usdc" value="0.05"`,
+		`<input type="number" name="max_top_payer_share" value="1"`,
+	} {
+		require.Contains(t, string(page), input)
+	}
+	page = getPage(t, base+"/x402-index?sort=payers_30d")
+	require.Contains(t, string(page), `href="/x402-index?sort=volume_30d"`, "no filter asked, none kept")
+	require.Contains(t, string(page), `<input type="number" name="min_payers" value=""`)
+	page = getPage(t, base+"/x402-index/hosts/shop-b.example")
+	require.Contains(t, string(page), `<div class="card" id="windows"><b>partial</b><span>the 30 d window counts only since `)
+
+	// Once every payer of the 30 days is looked at, the count is known: a's
+	// first payer was funded by the seller, its others not.
+	require.NoError(t, store.ChainPayersChecked(ctx, db.Pool, network, []store.ChainPayer{
+		{PayTo: watched[0], Payer: "0x0000000000000000000000000000000000000001", FundedBlock: 99},
+		{PayTo: watched[0], Payer: "0x0000000000000000000000000000000000000002"},
+	}))
+	recount := func() {
+		t.Helper()
+		_, err := index.NewChainReader(&index.ChainReaderConfig{Pool: db.Pool, StaleAfter: time.Nanosecond}).Run(ctx)
+		require.NoError(t, err)
+	}
+	recount()
+	getJSON(t, base+"/api/xindex/hosts/shop-a.example", &d)
+	require.Nil(t, d.Host.Evidence.Wash.FundedPayers, "one payer of the 30 days is still not looked at")
+	require.NoError(t, store.ChainPayersChecked(ctx, db.Pool, network, []store.ChainPayer{{PayTo: watched[0], Payer: "0x0000000000000000000000000000000000000003"}}))
+	recount()
+	getJSON(t, base+"/api/xindex/hosts/shop-a.example", &d)
+	require.Equal(t, new(int64(1)), d.Host.Evidence.Wash.FundedPayers)
+	page = getPage(t, base+"/x402-index/hosts/shop-a.example")
+	require.Contains(t, string(page), `<span id="funded-payers">1 payers funded by the seller</span>`)
+	for _, host := range []string{"shop-a.example", "shop-b.example"} {
+		status, body := get(t, base+"/api/xindex/hosts/"+host)
+		require.Equal(t, http.StatusOK, status)
+		require.NoError(t, validate("IndexHostDetail", body), string(body))
+	}
 }
 
 // getPage returns the HTML page at url, answered 200.

@@ -309,7 +309,7 @@ func TestEvidenceAnvil(t *testing.T) {
 	require.Len(t, a.Senders, 4)
 	require.Equal(t, lower(addr(wash)), *a.Wash.TopPayer)
 	require.InDelta(t, 50_000.0/96_000, *a.Wash.TopPayerShare, 1e-9)
-	require.Equal(t, int64(1), a.Wash.FundedPayers, "the payer A funded before it paid")
+	require.Equal(t, new(int64(1)), a.Wash.FundedPayers, "the payer A funded before it paid")
 	require.Equal(t, int64(1), a.Wash.SelfPayments, "A paid itself")
 	require.Len(t, d.PayTos, 1)
 	require.Equal(t, a.Last30d, d.PayTos[0].Evidence.Last30d)
@@ -320,7 +320,7 @@ func TestEvidenceAnvil(t *testing.T) {
 	require.NotNil(t, b)
 	require.Equal(t, EvidenceWindow{Transactions: 1, VolumeUSDC: "0.030000", Payers: 1}, b.Last30d)
 	require.Equal(t, []EvidenceSender{{Address: lower(addr(sellerB)), Class: SenderSeller, Transactions: 1, VolumeUSDC: "0.030000"}}, b.Senders)
-	require.Equal(t, Wash{TopPayer: new(lower(addr(payer1))), TopPayerShare: new(1.0)}, b.Wash)
+	require.Equal(t, Wash{TopPayer: new(lower(addr(payer1))), TopPayerShare: new(1.0), FundedPayers: new(int64(0))}, b.Wash)
 	// Not measured: a payTo on a network without endpoints, or none.
 	for _, host := range []string{"gamma.test", "delta.test"} {
 		d, err = r.HostDetail(ctx, host)
@@ -362,7 +362,7 @@ func TestEvidenceAnvil(t *testing.T) {
 	require.NotNil(t, a)
 	require.Equal(t, EvidenceWindow{Transactions: 4, VolumeUSDC: "0.045000", Payers: 2}, a.Last30d)
 	require.Equal(t, int64(3), a.Settlements30d)
-	require.Equal(t, Wash{TopPayer: new(lower(addr(payer2))), TopPayerShare: new(25_000.0 / 45_000)}, a.Wash)
+	require.Equal(t, Wash{TopPayer: new(lower(addr(payer2))), TopPayerShare: new(25_000.0 / 45_000), FundedPayers: new(int64(0))}, a.Wash)
 	require.Len(t, a.Senders, 3, "the seller sent nothing left")
 	d, err = r.HostDetail(ctx, "beta.test")
 	require.NoError(t, err)

@@ -74,11 +74,14 @@ const sendersLimit = 10
 // evidenceOf returns the Evidence of raw, its senders classified with
 // facilitators.
 func evidenceOf(raw *store.EvidenceRaw, facilitators map[string]string) *Evidence {
+	window := func(transactions int64, volume string, payers int64, span time.Duration) EvidenceWindow {
+		return EvidenceWindow{Transactions: transactions, VolumeUSDC: usdcText(volume), Payers: payers, Complete: raw.Complete(span)}
+	}
 	e := &Evidence{
-		Networks: raw.Networks, MeasuredSince: raw.MeasuredSince,
-		Last24h:        EvidenceWindow{Transactions: raw.Transactions24h, VolumeUSDC: usdcText(raw.Volume24h), Payers: raw.Payers24h},
-		Last7d:         EvidenceWindow{Transactions: raw.Transactions7d, VolumeUSDC: usdcText(raw.Volume7d), Payers: raw.Payers7d},
-		Last30d:        EvidenceWindow{Transactions: raw.Transactions30d, VolumeUSDC: usdcText(raw.Volume30d), Payers: raw.Payers30d},
+		Networks: raw.Networks, MeasuredSince: raw.MeasuredSince, FullyMeasuredSince: raw.FullySince,
+		Last24h:        window(raw.Transactions24h, raw.Volume24h, raw.Payers24h, store.EvidenceSpan24h),
+		Last7d:         window(raw.Transactions7d, raw.Volume7d, raw.Payers7d, store.EvidenceSpan7d),
+		Last30d:        window(raw.Transactions30d, raw.Volume30d, raw.Payers30d, store.EvidenceSpan30d),
 		Settlements30d: raw.Settlements30d,
 		Senders:        []EvidenceSender{},
 		Wash:           Wash{TopPayer: raw.TopPayer, TopPayerShare: raw.TopPayerShare, FundedPayers: raw.FundedPayers, SelfPayments: raw.SelfPayments},

@@ -180,6 +180,12 @@ func TestEvidenceSolana(t *testing.T) {
 		if !walking {
 			break
 		}
+		// A's payers are looked at for a funding once its walk is done:
+		// until then, not known (null), not 0.
+		d, err = r.HostDetail(ctx, "alpha.test")
+		require.NoError(t, err)
+		require.NotZero(t, d.Host.Evidence.Last30d.Payers)
+		require.Nil(t, d.Host.Evidence.Wash.FundedPayers, "A's walk is under way: its payers' fundings are not known yet")
 		require.Less(t, runs, 5)
 	}
 	require.Equal(t, 2, runs, "8 transactions at 4 a run: A's 7, B's 1")
@@ -206,7 +212,7 @@ func TestEvidenceSolana(t *testing.T) {
 	require.Len(t, a.Senders, 4)
 	require.Equal(t, pk(wash), *a.Wash.TopPayer)
 	require.InDelta(t, 50_000.0/96_000, *a.Wash.TopPayerShare, 1e-9)
-	require.Equal(t, int64(1), a.Wash.FundedPayers, "the payer A funded before it paid")
+	require.Equal(t, new(int64(1)), a.Wash.FundedPayers, "the payer A funded before it paid")
 	require.Equal(t, int64(1), a.Wash.SelfPayments, "A paid itself")
 	require.Len(t, d.PayTos, 1)
 	require.Equal(t, PayToEvidence{Network: x402.SolanaMainnet, PayTo: pk(sellerA), Evidence: d.PayTos[0].Evidence}, d.PayTos[0])
@@ -218,7 +224,7 @@ func TestEvidenceSolana(t *testing.T) {
 	require.NotNil(t, b)
 	require.Equal(t, EvidenceWindow{Transactions: 1, VolumeUSDC: "0.030000", Payers: 1}, b.Last30d)
 	require.Equal(t, []EvidenceSender{{Address: pk(sellerB), Class: SenderSeller, Transactions: 1, VolumeUSDC: "0.030000"}}, b.Senders)
-	require.Equal(t, Wash{TopPayer: new(pk(payer1)), TopPayerShare: new(1.0)}, b.Wash)
+	require.Equal(t, Wash{TopPayer: new(pk(payer1)), TopPayerShare: new(1.0), FundedPayers: new(int64(0))}, b.Wash)
 	d, err = r.HostDetail(ctx, "gamma.test")
 	require.NoError(t, err)
 	require.Nil(t, d.Host.Evidence, "a network without a node: not measured")
@@ -234,8 +240,8 @@ func TestEvidenceSolana(t *testing.T) {
 	for _, rs := range res.Resources {
 		byURL[rs.Resource] = rs.Evidence
 	}
-	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(6)), VolumeUSDC30d: new(0.096), Payers30d: new(int64(4))}, byURL["https://alpha.test/pay"])
-	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(1)), VolumeUSDC30d: new(0.03), Payers30d: new(int64(1))}, byURL["https://beta.test/pay"])
+	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(6)), VolumeUSDC30d: new(0.096), Payers30d: new(int64(4)), Complete30d: new(false)}, byURL["https://alpha.test/pay"])
+	require.Equal(t, store.ResourceEvidence{Transactions30d: new(int64(1)), VolumeUSDC30d: new(0.03), Payers30d: new(int64(1)), Complete30d: new(false)}, byURL["https://beta.test/pay"])
 	ans, err := r.Search(ctx, HostQuery{Sort: "payers_30d", Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"alpha.test", "beta.test"}, hostNames(ans.Hosts)[:2])

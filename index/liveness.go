@@ -38,6 +38,11 @@ type ProberConfig struct {
 	Logger *slog.Logger
 	// Metrics counts probes by outcome. Nil counts nothing.
 	Metrics *metrics.Metrics
+	// Origins reads again, at once, the listing of a resource that only its
+	// origin lists when its 402 differs from it (Discoverer.Listing). Nil:
+	// such a 402 waits for the origin's next read, as one a whole listing
+	// lists waits for the next pass.
+	Origins *Discoverer
 }
 
 // Prober measures the liveness of indexed hosts: an unpaid request to the
@@ -85,7 +90,12 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 			return
 		}
 		p.cfg.Metrics.LivenessProbe(outcome(m), time.Since(began))
-		err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+		read, err := p.listingNow(ctx, t, m.QuoteAccepts)
+		if err != nil {
+			// Not read: the 402 waits for the origin's next read.
+			p.cfg.Logger.InfoContext(ctx, "index: listing not read again", "resource", t.URL, "error", err)
+		}
+		err = pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 			// Compared with the listing as it stands when the verdict is
 			// written, not as it stood when the run began: a crawl that
 			// read a new listing meanwhile compared it with the 402
@@ -97,7 +107,11 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 			if err != nil {
 				return err
 			}
-			probeVerdict(&m, t.URL, listing, last, pending)
+			if read != nil {
+				// Read after the 402: compared, never waiting.
+				listing, pending = read.accepts, false
+			}
+			probeVerdict(&m, t.URL, listing, last, pending, read != nil)
 			return store.Append(ctx, tx, store.NewEvent{Stream: store.HostStream(t.Host), Type: store.EventHostProbed, Data: m})
 		})
 		mu.Lock()
@@ -117,6 +131,40 @@ func (p *Prober) ProbeAll(ctx context.Context) (*ProbeReport, error) {
 		return rep, err
 	}
 	return rep, errors.Join(errs...)
+}
+
+// listingRead is a resource's listing read again after its 402: the
+// options it lists, none when it is no longer listed.
+type listingRead struct {
+	accepts []store.Accept
+}
+
+// listingNow reads again the listing of t's resource, once its 402 asked
+// quote, when the two differ and a targeted read of it is possible: only
+// its origin lists it (store.ResourceOriginListed), read by Origins. Nil
+// when not read: the comparison goes on with the listing as last read.
+func (p *Prober) listingNow(ctx context.Context, t store.ProbeTarget, quote []store.Accept) (*listingRead, error) {
+	if p.cfg.Origins == nil || len(quote) == 0 {
+		return nil, nil
+	}
+	if matches, _ := compareQuote(t.URL, t.Accepts, quote); matches == nil || *matches {
+		return nil, nil
+	}
+	only, err := store.ResourceOriginListed(ctx, p.cfg.Pool, t.URL)
+	if err != nil || !only {
+		return nil, err
+	}
+	// Bounded as a probe is.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	accepts, listed, err := p.cfg.Origins.Listing(ctx, t.URL, quote)
+	if err != nil {
+		return nil, err
+	}
+	if !listed {
+		return &listingRead{}, nil
+	}
+	return &listingRead{accepts: accepts}, nil
 }
 
 // eachBounded calls fn for each item, at most n at a time, and waits for
@@ -278,20 +326,26 @@ func compareQuote(resource string, listing, quote []store.Accept) (*bool, []stor
 }
 
 // probeVerdict compares the 402 of m (a probe of resource) with listing,
-// the options its listing asks as last read. A 402 that differs from it
-// and moved since the last one (last), or whose comparison was already
-// pending, is not compared: the seller may have moved its listing too,
-// which the crawl has not read yet; m is marked pending, and the crawl
-// compares the two when it next reads the listing, changed or not
-// (Crawler.changes). So a seller moving both is never shown asking other
-// than it lists, and one that moved only its 402 is shown so once its
-// listing is read again.
-func probeVerdict(m *store.HostProbed, resource string, listing, last []store.Accept, pending bool) {
+// the options its listing asks as last read (fresh: read again after the
+// 402; none: no longer listed, not compared). A 402 that differs from a
+// listing not read fresh and moved since the last one (last), or whose
+// comparison was already pending, is not compared: the seller may have
+// moved its listing too, which the crawl has not read yet; m is marked
+// pending, and the crawl compares the two when it next reads the listing,
+// changed or not (Crawler.changes), or ends a pass no longer listing it
+// (not compared). So a seller moving both is never shown asking other than
+// it lists, and one that moved only its 402 is shown so once its listing is
+// read again: at once when its origin alone lists it (Prober.listingNow),
+// else within the next pass of the listings that list it.
+func probeVerdict(m *store.HostProbed, resource string, listing, last []store.Accept, pending, fresh bool) {
 	if len(m.QuoteAccepts) == 0 {
 		return
 	}
 	m.QuoteMatchesListing, m.QuoteDifferences = compareQuote(resource, listing, m.QuoteAccepts)
 	m.QuotePending = false
+	if fresh {
+		return
+	}
 	if m.QuoteMatchesListing != nil && !*m.QuoteMatchesListing && (pending || len(last) > 0 && !slices.EqualFunc(last, m.QuoteAccepts, store.Accept.Equal)) {
 		m.QuoteMatchesListing, m.QuoteDifferences, m.QuotePending = nil, nil, true
 	}

@@ -314,7 +314,8 @@ func recordProbe(ctx context.Context, db *dbtest.DB, host string, live bool) err
 // TestProbeVerdict: a probe's 402 is compared with the listing as it
 // stands, unless it moved and differs (the listing may have moved too, not
 // read yet) or its comparison already waits for the listing: then it is
-// not compared (nil) and pending.
+// not compared (nil) and pending. A listing read again after the 402 is
+// compared, never waited for; one no longer listed is not compared.
 func TestProbeVerdict(t *testing.T) {
 	at := func(amount string) []store.Accept {
 		return []store.Accept{{Scheme: "exact", Network: "eip155:8453", Asset: usdc, Amount: amount, PayTo: "0xabc"}}
@@ -324,7 +325,7 @@ func TestProbeVerdict(t *testing.T) {
 		name           string
 		listing, last  []store.Accept
 		quote          []store.Accept
-		pending        bool
+		pending, fresh bool
 		want           *bool
 		wantPending    bool
 		wantDifference bool
@@ -337,10 +338,13 @@ func TestProbeVerdict(t *testing.T) {
 		{name: "still waiting", listing: at("10"), last: at("20"), quote: at("20"), pending: true, wantPending: true},
 		{name: "agree while waiting", listing: at("20"), last: at("20"), quote: at("20"), pending: true, want: &yes},
 		{name: "moved and agrees", listing: at("20"), last: at("10"), quote: at("20"), want: &yes},
+		{name: "moved and differs from a listing read after it", listing: at("10"), last: at("10"), quote: at("20"), fresh: true, want: &no, wantDifference: true},
+		{name: "waiting, then the listing read after it differs", listing: at("10"), last: at("20"), quote: at("20"), pending: true, fresh: true, want: &no, wantDifference: true},
+		{name: "no longer listed, read after it", last: at("10"), quote: at("20"), pending: true, fresh: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := store.HostProbed{QuoteAccepts: tc.quote}
-			probeVerdict(&m, "https://r.test/x", tc.listing, tc.last, tc.pending)
+			probeVerdict(&m, "https://r.test/x", tc.listing, tc.last, tc.pending, tc.fresh)
 			require.Equal(t, tc.want, m.QuoteMatchesListing)
 			require.Equal(t, tc.wantPending, m.QuotePending)
 			require.Equal(t, tc.wantDifference, len(m.QuoteDifferences) > 0)

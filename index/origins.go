@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -65,7 +67,8 @@ type DiscovererConfig struct {
 // /.well-known/x402 ({"resources": [URL...]}), else the DNS TXT record
 // _x402.<host> ("v=x4021;url=<URL of such a document>"). Each resource found
 // on the origin's host is asked once without payment; one answering a 402
-// with a valid quote is indexed from the quote, with the source
+// with a valid quote is indexed from the quote (its USDC options at the
+// fixed price its OpenAPI operation lists, if it lists one), with the source
 // "origin:<origin>". A read is one pass of that source: a resource its origin
 // no longer declares is retired unless a listing lists it, and what a
 // listing says of a resource stands over what its origin's quote says.
@@ -196,9 +199,12 @@ type originError struct {
 func (e *originError) Error() string { return e.err.Error() }
 func (e *originError) Unwrap() error { return e.err }
 
-// declared is a resource an origin declares, with its method when known.
+// declared is a resource an origin declares, with its method when known
+// and the price its discovery document lists (USDC as decimal text, from
+// an OpenAPI operation's fixed x-payment-info price; empty when it lists
+// none).
 type declared struct {
-	url, method string
+	url, method, price string
 }
 
 // Origin reads one origin now: it finds what the origin declares, asks each
@@ -232,7 +238,7 @@ func (d *Discoverer) Origin(ctx context.Context, origin string) (via string, ind
 	page := &Page{Total: -1, Limit: -1}
 	for _, r := range found {
 		if res, ok := d.quote(ctx, p, r); ok {
-			page.Items = append(page.Items, res)
+			page.Items = append(page.Items, res.listedAt(r.price))
 		}
 		if ctx.Err() != nil {
 			return via, 0, ctx.Err()
@@ -319,12 +325,12 @@ func (p *politeClient) getDoc(ctx context.Context, rawURL string, v any) (absent
 // proofs its document carries.
 func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) ([]declared, string, []string, error) {
 	host := hostOf(origin)
-	keep := func(raw, method string, out []declared) []declared {
+	keep := func(raw, method, price string, out []declared) []declared {
 		n, h, ok := NormaliseURL(raw)
 		if !ok || h != host || len(out) >= d.cfg.MaxResources || slices.ContainsFunc(out, func(x declared) bool { return x.url == n }) {
 			return out
 		}
-		return append(out, declared{url: n, method: method})
+		return append(out, declared{url: n, method: method, price: price})
 	}
 
 	for _, path := range []string{"/openapi.json", "/.well-known/openapi.json"} {
@@ -353,7 +359,7 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 				if !ok || !paidOperation(op) {
 					continue
 				}
-				out = keep(base+path, strings.ToUpper(method), out)
+				out = keep(base+path, strings.ToUpper(method), listedPrice(op), out)
 			}
 		}
 		if len(out) > 0 {
@@ -369,7 +375,7 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 	if !absent {
 		var out []declared
 		for _, r := range wk.Resources {
-			out = keep(r, "", out)
+			out = keep(r, "", "", out)
 		}
 		if len(out) > 0 {
 			return out, "well-known", wk.OwnershipProofs, nil
@@ -396,7 +402,7 @@ func (d *Discoverer) find(ctx context.Context, p *politeClient, origin string) (
 		}
 		var out []declared
 		for _, r := range doc.Resources {
-			out = keep(r, "", out)
+			out = keep(r, "", "", out)
 		}
 		if len(out) > 0 {
 			return out, "dns", doc.OwnershipProofs, nil
@@ -473,6 +479,101 @@ func paidOperation(raw json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// listedPrice returns the price an OpenAPI operation's x-payment-info
+// lists, as USDC decimal text: a fixed price in USD (or USDC), given as
+// {"price": {"mode": "fixed", "currency": "USD", "amount": "0.01"}} or as
+// {"pricingMode": "fixed", "price": "0.01"}; empty for a range, another
+// currency, or none.
+func listedPrice(raw json.RawMessage) string {
+	var op struct {
+		Info *struct {
+			PricingMode string          `json:"pricingMode"`
+			Price       json.RawMessage `json:"price"`
+		} `json:"x-payment-info"`
+	}
+	if json.Unmarshal(raw, &op) != nil || op.Info == nil {
+		return ""
+	}
+	var price struct {
+		Mode     string `json:"mode"`
+		Currency string `json:"currency"`
+		Amount   string `json:"amount"`
+	}
+	if json.Unmarshal(op.Info.Price, &price.Amount) != nil && json.Unmarshal(op.Info.Price, &price) != nil {
+		return ""
+	}
+	mode := cmp.Or(price.Mode, op.Info.PricingMode, "fixed")
+	amount := strings.TrimPrefix(strings.TrimSpace(price.Amount), "$")
+	if !strings.EqualFold(mode, "fixed") || !usdcAmount.MatchString(amount) {
+		return ""
+	}
+	if c := strings.ToUpper(price.Currency); c != "" && c != "USD" && c != "USDC" {
+		return ""
+	}
+	return amount
+}
+
+// listedAt returns r as its origin lists it at price (USDC as decimal
+// text, listedPrice): its USDC options asking that amount, the others as
+// its 402 asks; r itself when price is empty (the origin lists no price
+// but its 402's).
+func (r Resource) listedAt(price string) Resource {
+	atomic, ok := usdcAtomic(price)
+	if !ok {
+		return r
+	}
+	r.Accepts = slices.Clone(r.Accepts)
+	var lowest *big.Rat
+	for i, a := range r.Accepts {
+		if usdcAsset(a.Network, a.Asset) {
+			r.Accepts[i].Amount = atomic
+		}
+		if p, ok := priceUSDC(a.Network, a.Asset, r.Accepts[i].Amount); ok && (lowest == nil || p.Cmp(lowest) < 0) {
+			lowest = p
+		}
+	}
+	if lowest != nil {
+		r.PriceUSDC = lowest.FloatString(6)
+	}
+	return r
+}
+
+// usdcAtomic returns a decimal amount of USDC (usdcAmount) in atomic
+// units.
+func usdcAtomic(amount string) (string, bool) {
+	if !usdcAmount.MatchString(amount) {
+		return "", false
+	}
+	v, ok := new(big.Rat).SetString(amount)
+	if !ok {
+		return "", false
+	}
+	return new(big.Int).Quo(new(big.Int).Mul(v.Num(), big.NewInt(1_000_000)), v.Denom()).String(), true
+}
+
+// Listing reads again, at once, what resource's origin lists of it, to
+// compare with quote, the options its 402 just asked (Prober): whether
+// its discovery document still declares it (listed), and the options it
+// lists: its 402's, each USDC option at the price the document lists when
+// it lists one. The document is read through the guarded client, as a
+// run reads it, without the gap between two requests of a run.
+func (d *Discoverer) Listing(ctx context.Context, resource string, quote []store.Accept) (accepts []store.Accept, listed bool, err error) {
+	origin, ok := originOf(resource)
+	if !ok {
+		return nil, false, nil
+	}
+	found, _, _, err := d.find(ctx, &politeClient{fetch: d.cfg.Fetch}, origin)
+	if err != nil {
+		return nil, false, fmt.Errorf("index: listing of %s: %w", resource, err)
+	}
+	for _, r := range found {
+		if r.url == resource {
+			return Resource{Accepts: quote}.listedAt(r.price).Accepts, true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // wellKnownX402 is /.well-known/x402: {"version": 1, "resources": [URL...],

@@ -230,3 +230,26 @@ func TestDiscovery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "service.retired", changes[0].Kind)
 }
+
+// TestListedPrice reads the fixed price an OpenAPI operation's
+// x-payment-info lists, in either form, and none for a range or another
+// currency.
+func TestListedPrice(t *testing.T) {
+	t.Parallel()
+	for op, want := range map[string]string{
+		`{"x-payment-info":{"price":{"mode":"fixed","currency":"USD","amount":"0.05"}}}`: "0.05",
+		`{"x-payment-info":{"pricingMode":"fixed","price":"0.000020"}}`:                  "0.000020",
+		`{"x-payment-info":{"price":"$0.01"}}`:                                           "0.01",
+		`{"x-payment-info":{"price":{"amount":"1","currency":"USDC"}}}`:                  "1",
+		`{"x-payment-info":{"pricingMode":"range","minPrice":"0.01","maxPrice":"0.1"}}`:  "",
+		`{"x-payment-info":{"price":{"mode":"fixed","currency":"EUR","amount":"0.05"}}}`: "",
+		`{"x-payment-info":{"price":"0.1234567"}}`:                                       "",
+		`{"x-payment-info":{"protocols":["x402"]}}`:                                      "",
+		`{}`: "",
+	} {
+		require.Equal(t, want, listedPrice(json.RawMessage(op)), op)
+	}
+	atomic, ok := usdcAtomic("0.05")
+	require.True(t, ok)
+	require.Equal(t, "50000", atomic)
+}

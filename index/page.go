@@ -43,7 +43,8 @@ func NewHTMLPage() (*HTMLPage, error) {
 			}
 			return strconv.FormatFloat(*v*100, 'f', 1, 64) + " %"
 		},
-		"hostPath": HostPath,
+		"hostPath":       HostPath,
+		"partialWindows": partialWindows,
 	}
 	t, err := template.New("page.html").Funcs(funcs).ParseFS(templates, "templates/page.html")
 	if err != nil {
@@ -58,6 +59,21 @@ func NewHTMLPage() (*HTMLPage, error) {
 		return nil, fmt.Errorf("index changes page: %w", err)
 	}
 	return &HTMLPage{tmpl: t, host: h, changes: c}, nil
+}
+
+// partialWindows names the windows of e not read whole
+// (EvidenceWindow.Complete), the shortest first.
+func partialWindows(e *Evidence) []string {
+	var out []string
+	for _, w := range []struct {
+		name   string
+		window EvidenceWindow
+	}{{"24 h", e.Last24h}, {"7 d", e.Last7d}, {"30 d", e.Last30d}} {
+		if !w.window.Complete {
+			out = append(out, w.name)
+		}
+	}
+	return out
 }
 
 // formatUSDC writes a price in USDC with the digits it needs ("0.002").
@@ -81,19 +97,40 @@ type PageData struct {
 	Q, Sort string
 	// Quote is the quote_matches_listing filter ("", true, false, null).
 	Quote string
+	// MinPayers, MinVolumeUSDC and MaxTopPayerShare are the filters on
+	// the on-chain figures as asked (HostQuery's), empty when not.
+	MinPayers, MinVolumeUSDC, MaxTopPayerShare string
 	// Limit is the most hosts shown; the page says when it was reached.
 	Limit int
 	Bands []Band
 }
 
-// SortLink returns the page URL sorted by key, keeping the search.
+// PageDataOf returns what the page shows of hosts found by q (which Check
+// has accepted), with the index's summary: the search and its filters as
+// asked, for the form and the sort links.
+func PageDataOf(s *Summary, hosts []Host, q HostQuery) *PageData {
+	d := &PageData{Summary: s, Hosts: hosts, Q: q.Q, Sort: q.Sort, Quote: q.QuoteMatchesListing, Limit: q.Limit,
+		MinVolumeUSDC: q.MinVolumeUSDC}
+	if q.MinPayers > 0 {
+		d.MinPayers = strconv.Itoa(q.MinPayers)
+	}
+	if q.MaxTopPayerShare != nil {
+		d.MaxTopPayerShare = strconv.FormatFloat(*q.MaxTopPayerShare, 'f', -1, 64)
+	}
+	return d
+}
+
+// SortLink returns the page URL sorted by key, keeping the search and its
+// filters.
 func (d *PageData) SortLink(key string) string {
 	v := url.Values{}
-	if d.Q != "" {
-		v.Set("q", d.Q)
-	}
-	if d.Quote != "" {
-		v.Set("quote_matches_listing", d.Quote)
+	for _, f := range []struct{ name, value string }{
+		{"q", d.Q}, {"quote_matches_listing", d.Quote},
+		{"min_payers", d.MinPayers}, {"min_volume_usdc", d.MinVolumeUSDC}, {"max_top_payer_share", d.MaxTopPayerShare},
+	} {
+		if f.value != "" {
+			v.Set(f.name, f.value)
+		}
 	}
 	v.Set("sort", key)
 	return "/x402-index?" + v.Encode()

@@ -46,10 +46,16 @@
 // the 402's options; a crawl that finds the sample's listing changed
 // compares it again with them at once (host.quote_compared), so that a
 // seller moving its listing and its 402 together is shown agreeing as soon
-// as the index has read both, not at the next probe. A 402 that moved and
-// differs from the listing as last read is not compared (null, pending)
-// until the crawl reads the listing again, changed or not: the listing may
-// have moved too. Both sides are compared under a lock per host
+// as the index has read both, not at the next probe. A 402 that differs
+// from a listing its origin alone lists (an OpenAPI document's
+// x-payment-info price, else the options its 402 asked when discovered)
+// has that listing read again at once, and is compared with it
+// (Prober.listingNow). A 402 that moved and differs from a listing of a
+// whole discovery list, as last read, is not compared (null, pending)
+// until the crawl reads the listing again, changed or not (the listing may
+// have moved too): within the next pass of the listings that list it, and
+// a pass that retires it ends the wait (not compared). Both sides are
+// compared under a lock per host
 // (store.QuoteLock), each reading the other as it stands, so a probe
 // written after a crawl that read the new listing meanwhile compares with
 // that listing, not the one its run began with.
@@ -79,7 +85,9 @@
 //
 // Discovery from the sellers' own origins (Discoverer) reads, politely, the
 // origins of listed resources and INDEX_ORIGINS in x402scan's order: OpenAPI
-// x-payment-info, /.well-known/x402, the DNS _x402 TXT record.
+// x-payment-info, /.well-known/x402, the DNS _x402 TXT record. A resource
+// is indexed from its 402, its USDC options at the fixed price its OpenAPI
+// operation lists, if any: what its origin lists of it.
 package index
 
 import (

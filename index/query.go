@@ -108,7 +108,7 @@ func (r *Reader) Summary(ctx context.Context) (*Summary, error) {
 			"summary": "/api/xindex/summary",
 			"hosts":   "/api/xindex/hosts?q={text}&limit={1-500}&sort={" + strings.Join(SortKeys, "|") + "}&quote_matches_listing={true|false|null}&min_payers={n}&min_volume_usdc={USDC}&max_top_payer_share={0-1}",
 			"host":    "/api/xindex/hosts/{host}",
-			"resources": "/api/xindex/resources?q={text}&network=&asset=&scheme=&pay_to=&max_usd=&tags=&live=&sort={" +
+			"resources": "/api/xindex/resources?q={text}&network=&asset=&scheme=&pay_to=&max_usd=&tags=&live=&min_payers={n}&sort={" +
 				strings.Join(ResourceSortKeys, "|") + "}&limit=&cursor=",
 			"bazaar":  "/api/xindex/bazaar (the Bazaar discovery API: /discovery/resources, /discovery/search)",
 			"changes": "/api/xindex/changes?since={cursor|time}&limit={1-500}",
@@ -181,7 +181,7 @@ type HostQuery struct {
 func (q *HostQuery) evidenceFilter() (string, bool) {
 	var conds []string
 	if q.MinPayers > 0 {
-		conds = append(conds, fmt.Sprintf("e.payers_30d >= %d", q.MinPayers))
+		conds = append(conds, store.EvidenceMinPayers(q.MinPayers))
 	}
 	if q.MinVolumeUSDC != "" {
 		// Checked to be a decimal number: atomic units of USDC.
@@ -225,14 +225,23 @@ func (q *HostQuery) Check() error {
 	if q.QuoteMatchesListing != "" && !store.HostQuoteFilterKnown(q.QuoteMatchesListing) {
 		return &QueryError{Field: "quote_matches_listing", Message: "quote_matches_listing must be true, false or null"}
 	}
-	if q.MinPayers < 0 {
-		return &QueryError{Field: "min_payers", Message: "min_payers must be 0 or more"}
+	if err := checkMinPayers(q.MinPayers); err != nil {
+		return err
 	}
 	if q.MinVolumeUSDC != "" && !usdcAmount.MatchString(q.MinVolumeUSDC) {
 		return &QueryError{Field: "min_volume_usdc", Message: "min_volume_usdc must be a decimal number of USDC, at most 6 decimals"}
 	}
 	if s := q.MaxTopPayerShare; s != nil && !(*s >= 0 && *s <= 1) {
 		return &QueryError{Field: "max_top_payer_share", Message: "max_top_payer_share must be between 0 and 1"}
+	}
+	return nil
+}
+
+// checkMinPayers checks the min_payers of the hosts list and the
+// resources search.
+func checkMinPayers(n int) error {
+	if n < 0 {
+		return &QueryError{Field: "min_payers", Message: "min_payers must be 0 or more"}
 	}
 	return nil
 }

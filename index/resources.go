@@ -45,8 +45,14 @@ type ResourceQuery struct {
 	Tags    []string `json:"tags,omitempty"`
 	// Live is "true", "false" or "null" (not measured).
 	Live string `json:"live,omitempty"`
+	// MinPayers keeps the resources whose host has at least this many
+	// distinct payers on chain over 30 days, as the hosts list's
+	// (HostQuery.MinPayers). 0: every resource.
+	MinPayers int `json:"min_payers,omitempty"`
 	// Sort is one of ResourceSortKeys; defaults to relevance with a text,
-	// updated without.
+	// updated without. The sorts by on-chain figures (payers_30d,
+	// volume_30d, transactions_30d) are the hosts list's, of the
+	// resource's host, those not measured last.
 	Sort   string `json:"sort,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
@@ -97,6 +103,10 @@ func (q *ResourceQuery) Check() error {
 	if q.Live != "" && !store.ResourceLiveKnown(q.Live) {
 		return &QueryError{Field: "live", Message: "live must be true, false or null"}
 	}
+	if err := checkMinPayers(q.MinPayers); err != nil {
+		return err
+	}
+	p.Evidence, _ = (&HostQuery{MinPayers: q.MinPayers}).evidenceFilter()
 	if q.Sort == "" {
 		q.Sort = "updated"
 		if p.Q != "" {

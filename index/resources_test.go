@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,43 +31,142 @@ import (
 	"github.com/x402d/x402d/store"
 )
 
+// priceSeller is a seller of one resource on loopback whose 402 asks
+// price (USDC atomic units, to 0xabc), listed either by a discovery
+// source (setListing) or by its origin's OpenAPI document (setDeclared),
+// with the index's crawler of the source, discoverer of the origin,
+// prober (reading the origin's listing again when its 402 differs) and
+// reader.
+type priceSeller struct {
+	t                  *testing.T
+	host, resource     string
+	price              atomic.Int64
+	mu                 sync.Mutex
+	declared, docPrice string // the OpenAPI document's listed price ("": no document)
+	list               *listing
+	crawler            *Crawler
+	discoverer         *Discoverer
+	prober             *Prober
+	reader             *Reader
+}
+
+// noTXT finds no _x402 record.
+type noTXT struct{}
+
+func (noTXT) LookupTXT(_ context.Context, name string) ([]string, error) {
+	return nil, &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+}
+
+// newPriceSeller starts the seller named host on db's index, its 402
+// asking price; before, when set, runs as each request arrives.
+func newPriceSeller(t *testing.T, db *dbtest.DB, host string, price int64, before func()) *priceSeller {
+	t.Helper()
+	s := &priceSeller{t: t, host: host, list: &listing{}}
+	s.price.Store(price)
+	seller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if before != nil {
+			before()
+		}
+		if r.URL.Path == "/openapi.json" {
+			s.mu.Lock()
+			docPrice := s.docPrice
+			s.mu.Unlock()
+			if docPrice == "" {
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"openapi": "3.1.0", "paths": map[string]any{"/r": map[string]any{"get": map[string]any{
+				"x-payment-info": map[string]any{"price": map[string]any{"mode": "fixed", "currency": "USD", "amount": docPrice}, "protocols": []any{"x402"}}}}}})
+			return
+		}
+		if r.URL.Path != "/r" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"eip155:8453","amount":"`+
+			big.NewInt(s.price.Load()).String()+`","asset":"`+usdc+`","payTo":"0xabc"}`))
+		w.WriteHeader(http.StatusPaymentRequired)
+	}))
+	t.Cleanup(seller.Close)
+	_, port, _ := net.SplitHostPort(seller.Listener.Addr().String())
+	_, client, _ := sellers(t)
+	src := httptest.NewServer(s.list)
+	t.Cleanup(src.Close)
+	origin := "http://" + host + ":" + port
+	s.resource = origin + "/r"
+	s.crawler, s.reader = newCrawler(db, src.URL, 100), NewReader(db.Pool, nil)
+	s.discoverer = NewDiscoverer(&DiscovererConfig{Pool: db.Pool, Fetch: client, TXT: noTXT{}, Origins: []string{origin}, Gap: -1})
+	s.prober = NewProber(&ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Minute, Origins: s.discoverer})
+	return s
+}
+
+// setListing has the source list the resource at amount, or list nothing
+// (amount < 0).
+func (s *priceSeller) setListing(amount int64) {
+	var items []map[string]any
+	if amount >= 0 {
+		it := item(s.resource, big.NewInt(amount).String())
+		it["accepts"].([]any)[0].(map[string]any)["payTo"] = "0xabc"
+		items = append(items, it)
+	}
+	s.list.mu.Lock()
+	s.list.items = items
+	s.list.mu.Unlock()
+}
+
+// setDeclared has the origin's OpenAPI document list the resource at
+// price (USDC decimal text), or serve no document ("").
+func (s *priceSeller) setDeclared(price string) {
+	s.mu.Lock()
+	s.docPrice = price
+	s.mu.Unlock()
+}
+
+// crawl reads the source in a full pass.
+func (s *priceSeller) crawl(ctx context.Context) {
+	s.t.Helper()
+	require.NoError(s.t, s.crawler.FullPass(ctx, nil))
+}
+
+// probe probes every host.
+func (s *priceSeller) probe(ctx context.Context) {
+	s.t.Helper()
+	_, err := s.prober.ProbeAll(ctx)
+	require.NoError(s.t, err)
+}
+
+// verdict returns whether the host's 402 matches its listing, how they
+// differ, and whether the comparison waits for the listing.
+func (s *priceSeller) verdict(ctx context.Context) (*bool, []store.QuoteDifference, bool) {
+	s.t.Helper()
+	d, err := s.reader.HostDetail(ctx, s.host)
+	require.NoError(s.t, err)
+	var pending bool
+	require.NoError(s.t, s.reader.pool.QueryRow(ctx, "SELECT quote_pending FROM index_hosts WHERE host = $1", s.host).Scan(&pending))
+	return d.Host.QuoteMatchesListing, d.QuoteDifferences, pending
+}
+
+// amountDiffers is how a 402 asking quote differs from resource's
+// listing at listed.
+func amountDiffers(resource, listed, quote string) []store.QuoteDifference {
+	return []store.QuoteDifference{{Resource: resource, Network: "eip155:8453", Asset: usdc, Field: "amount", Listing: listed, Quote: quote}}
+}
+
 // TestPriceHonestyWhenPricesMove: an honest seller moves its listing and
 // its 402 to a new price together, and the index reads the two sides in
 // either order. Once it has read both, the host is shown as asking what it
 // lists, without waiting for another probe; and a listing read after the
-// 402 never shows the 402 asking more than the listing.
+// 402 never shows the 402 asking more than the listing. A 402 that moves
+// alone is compared within the next pass of the listing; a listing dropped
+// ends the wait.
 func TestPriceHonestyWhenPricesMove(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	var price atomic.Int64
-	price.Store(10)
-	seller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"eip155:8453","amount":"`+
-			big.NewInt(price.Load()).String()+`","asset":"`+usdc+`","payTo":"0xabc"}`))
-		w.WriteHeader(http.StatusPaymentRequired)
-	}))
-	defer seller.Close()
-	_, port, _ := net.SplitHostPort(seller.Listener.Addr().String())
-	_, client, _ := sellers(t)
-	list := &listing{}
-	src := httptest.NewServer(list)
-	defer src.Close()
-	resource := "http://honest.test:" + port + "/r"
+	s := newPriceSeller(t, db, "honest.test", 10, nil)
 	setPrice := func(amount int64) {
-		price.Store(amount)
-		it := item(resource, big.NewInt(amount).String())
-		it["accepts"].([]any)[0].(map[string]any)["payTo"] = "0xabc"
-		list.mu.Lock()
-		list.items = []map[string]any{it}
-		list.mu.Unlock()
-	}
-	crawler, prober, r := newCrawler(db, src.URL, 100), newProber(db, client), NewReader(db.Pool, nil)
-	verdict := func() (*bool, []store.QuoteDifference) {
-		t.Helper()
-		d, err := r.HostDetail(ctx, "honest.test")
-		require.NoError(t, err)
-		return d.Host.QuoteMatchesListing, d.QuoteDifferences
+		s.price.Store(amount)
+		s.setListing(amount)
 	}
 	neverAsksMore := func(differences []store.QuoteDifference) {
 		t.Helper()
@@ -78,13 +178,12 @@ func TestPriceHonestyWhenPricesMove(t *testing.T) {
 			}
 		}
 	}
-	yes := true
+	yes, no := true, false
 
 	setPrice(10)
-	require.NoError(t, crawler.FullPass(ctx, nil))
-	_, err := prober.ProbeAll(ctx)
-	require.NoError(t, err)
-	got, _ := verdict()
+	s.crawl(ctx)
+	s.probe(ctx)
+	got, _, _ := s.verdict(ctx)
 	require.Equal(t, &yes, got)
 
 	// The 402 is read first: the listing as last read says less, and may
@@ -92,53 +191,128 @@ func TestPriceHonestyWhenPricesMove(t *testing.T) {
 	// lists). Once the listing is read, the two agree, with no probe in
 	// between.
 	setPrice(20)
-	_, err = prober.ProbeAll(ctx)
-	require.NoError(t, err)
-	got, differences := verdict()
+	s.probe(ctx)
+	got, differences, pending := s.verdict(ctx)
 	require.Nil(t, got, "%+v", differences)
 	require.Empty(t, differences)
-	_, err = prober.ProbeAll(ctx)
-	require.NoError(t, err)
-	got, _ = verdict()
+	require.True(t, pending)
+	s.probe(ctx)
+	got, _, _ = s.verdict(ctx)
 	require.Nil(t, got, "still waiting for the listing")
-	require.NoError(t, crawler.FullPass(ctx, nil))
-	got, differences = verdict()
+	s.crawl(ctx)
+	got, differences, pending = s.verdict(ctx)
 	require.Equal(t, &yes, got, "%+v", differences)
+	require.False(t, pending)
 
 	// The listing is read first: compared with the last 402 at once, it
 	// never shows the seller asking more than it lists; the next probe
 	// finds them agreeing.
 	setPrice(30)
-	require.NoError(t, crawler.FullPass(ctx, nil))
-	_, differences = verdict()
+	s.crawl(ctx)
+	_, differences, _ = s.verdict(ctx)
 	neverAsksMore(differences)
-	_, err = prober.ProbeAll(ctx)
-	require.NoError(t, err)
-	got, differences = verdict()
+	s.probe(ctx)
+	got, differences, _ = s.verdict(ctx)
 	require.Equal(t, &yes, got, "%+v", differences)
 
 	// A listing that moves to a price the 402 does not ask is shown as
 	// differing at once.
-	list.mu.Lock()
-	list.items[0]["accepts"].([]any)[0].(map[string]any)["amount"] = "5"
-	list.mu.Unlock()
-	require.NoError(t, crawler.FullPass(ctx, nil))
-	got, differences = verdict()
-	no := false
+	s.setListing(5)
+	s.crawl(ctx)
+	got, differences, _ = s.verdict(ctx)
 	require.Equal(t, &no, got)
-	require.Equal(t, []store.QuoteDifference{{Resource: resource, Network: "eip155:8453", Asset: usdc, Field: "amount", Listing: "5", Quote: "30"}}, differences)
+	require.Equal(t, amountDiffers(s.resource, "5", "30"), differences)
 
-	// A 402 that moves alone: not compared until the listing is read
+	// A 402 that moves alone: a whole listing cannot be read for one
+	// resource, so not compared until the next pass reads the listing
 	// again, unchanged; then shown differing.
-	price.Store(50)
-	_, err = prober.ProbeAll(ctx)
-	require.NoError(t, err)
-	got, _ = verdict()
+	s.price.Store(50)
+	s.probe(ctx)
+	got, _, pending = s.verdict(ctx)
 	require.Nil(t, got)
-	require.NoError(t, crawler.FullPass(ctx, nil))
-	got, differences = verdict()
+	require.True(t, pending)
+	s.crawl(ctx)
+	got, differences, pending = s.verdict(ctx)
 	require.Equal(t, &no, got)
-	require.Equal(t, []store.QuoteDifference{{Resource: resource, Network: "eip155:8453", Asset: usdc, Field: "amount", Listing: "5", Quote: "50"}}, differences)
+	require.Equal(t, amountDiffers(s.resource, "5", "50"), differences)
+	require.False(t, pending)
+
+	// A 402 that moves while its resource is dropped from the listing: the
+	// pass that no longer lists it ends the wait (not compared, not
+	// listed), rather than leaving it waiting for a listing that will not
+	// come.
+	s.price.Store(60)
+	s.probe(ctx)
+	_, _, pending = s.verdict(ctx)
+	require.True(t, pending)
+	s.setListing(-1)
+	s.crawl(ctx)
+	got, _, pending = s.verdict(ctx)
+	require.Nil(t, got)
+	require.False(t, pending, "no listing lists it any more")
+}
+
+// TestPriceHonestyOriginListing: a seller listed by its own origin's
+// OpenAPI document (its x-payment-info price) has that listing read again
+// as soon as a probe finds its 402 differing, so a 402 raised alone is
+// shown differing right after the probe, a seller moving both is shown
+// agreeing, and a resource its document no longer declares is not
+// compared, never left waiting.
+func TestPriceHonestyOriginListing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	s := newPriceSeller(t, db, "origin-honest.test", 10, nil)
+	s.setDeclared("0.000010")
+	discover := func() {
+		t.Helper()
+		rep, err := s.discoverer.Run(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Origins)
+	}
+	yes, no := true, false
+
+	discover()
+	s.probe(ctx)
+	got, differences, _ := s.verdict(ctx)
+	require.Equal(t, &yes, got, "%+v", differences)
+
+	// Only its 402 moves: its document, read again at once, still lists
+	// the old price.
+	s.price.Store(20)
+	s.probe(ctx)
+	got, differences, pending := s.verdict(ctx)
+	require.Equal(t, &no, got)
+	require.Equal(t, amountDiffers(s.resource, "10", "20"), differences)
+	require.False(t, pending)
+
+	// Both move: the document read again lists what the 402 asks, and
+	// they stay agreeing at the next probe and the origin's next read.
+	s.setDeclared("0.000030")
+	s.price.Store(30)
+	s.probe(ctx)
+	got, differences, pending = s.verdict(ctx)
+	require.Equal(t, &yes, got, "%+v", differences)
+	require.False(t, pending)
+	s.probe(ctx)
+	got, differences, _ = s.verdict(ctx)
+	require.Equal(t, &yes, got, "%+v", differences)
+	discover()
+	got, differences, _ = s.verdict(ctx)
+	require.Equal(t, &yes, got, "%+v", differences)
+
+	// Its document no longer declares it, and its 402 moves: not listed,
+	// not compared, not waiting; the origin's next read retires it.
+	s.setDeclared("")
+	s.price.Store(40)
+	s.probe(ctx)
+	got, _, pending = s.verdict(ctx)
+	require.Nil(t, got)
+	require.False(t, pending)
+	discover()
+	d, err := s.reader.HostDetail(ctx, s.host)
+	require.NoError(t, err)
+	require.Zero(t, d.Host.Services)
 }
 
 // TestPriceHonestyProbeAcrossCrawl: a probe run reads its targets' listings
@@ -150,67 +324,39 @@ func TestPriceHonestyProbeAcrossCrawl(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Schema(ctx, t)
-	var price atomic.Int64
-	price.Store(10)
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	var hold atomic.Bool
-	seller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := newPriceSeller(t, db, "race.test", 10, func() {
 		if hold.Load() {
 			arrived <- struct{}{}
 			<-release
 		}
-		w.Header().Set("PAYMENT-REQUIRED", quoteHeader(`{"scheme":"exact","network":"eip155:8453","amount":"`+
-			big.NewInt(price.Load()).String()+`","asset":"`+usdc+`","payTo":"0xabc"}`))
-		w.WriteHeader(http.StatusPaymentRequired)
-	}))
-	defer seller.Close()
-	_, port, _ := net.SplitHostPort(seller.Listener.Addr().String())
-	_, client, _ := sellers(t)
-	list := &listing{}
-	src := httptest.NewServer(list)
-	defer src.Close()
-	resource := "http://race.test:" + port + "/r"
-	setListing := func(amount int64) {
-		it := item(resource, big.NewInt(amount).String())
-		it["accepts"].([]any)[0].(map[string]any)["payTo"] = "0xabc"
-		list.mu.Lock()
-		list.items = []map[string]any{it}
-		list.mu.Unlock()
-	}
-	crawler, r := newCrawler(db, src.URL, 100), NewReader(db.Pool, nil)
-	prober := NewProber(&ProberConfig{Pool: db.Pool, Fetch: client, Timeout: time.Minute})
-	verdict := func() (*bool, []store.QuoteDifference) {
-		t.Helper()
-		d, err := r.HostDetail(ctx, "race.test")
-		require.NoError(t, err)
-		return d.Host.QuoteMatchesListing, d.QuoteDifferences
-	}
+	})
 	yes := true
 
-	setListing(10)
-	require.NoError(t, crawler.FullPass(ctx, nil))
-	_, err := prober.ProbeAll(ctx)
-	require.NoError(t, err)
-	got, _ := verdict()
+	s.setListing(10)
+	s.crawl(ctx)
+	s.probe(ctx)
+	got, _, _ := s.verdict(ctx)
 	require.Equal(t, &yes, got)
 
 	// The seller moves both to 20. A probe run begins (the listing it read
 	// says 10) and its request is held; the crawl reads the new listing
 	// meanwhile; then the probe gets the new 402 and writes.
-	price.Store(20)
+	s.price.Store(20)
 	hold.Store(true)
 	probed := make(chan error, 1)
 	go func() {
-		_, err := prober.ProbeAll(ctx)
+		_, err := s.prober.ProbeAll(ctx)
 		probed <- err
 	}()
 	<-arrived
 	hold.Store(false)
-	setListing(20)
-	require.NoError(t, crawler.FullPass(ctx, nil))
+	s.setListing(20)
+	s.crawl(ctx)
 	close(release)
 	require.NoError(t, <-probed)
-	got, differences := verdict()
+	got, differences, _ := s.verdict(ctx)
 	require.Equal(t, &yes, got, "%+v", differences)
 }
 

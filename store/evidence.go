@@ -206,12 +206,17 @@ type EvidencePayTo struct {
 // distinct payers over the last 24 hours, 7 and 30 days, EIP-3009
 // settlements over 30 days; the 30 days' top payer and its share of the
 // volume (nil without volume), how many of the 30 days' payers a payTo of
-// the key had sent USDC before their first payment, and how many of the 30
-// days' transfers came from one of the key's own payTo addresses; and the
-// senders of the 30 days' transfers.
+// the key had sent USDC before their first payment (nil while one of them
+// is not looked at yet: unknown), and how many of the 30 days' transfers
+// came from one of the key's own payTo addresses; and the senders of the
+// 30 days' transfers. MeasuredSince is when the first of its addresses
+// began to be read, FullySince when the last did, CountedAt when the
+// figures were counted (the end of their windows).
 type EvidenceRaw struct {
 	Key             string
 	MeasuredSince   time.Time
+	FullySince      time.Time
+	CountedAt       time.Time
 	Networks        []string
 	Transactions24h int64
 	Transactions7d  int64
@@ -225,10 +230,25 @@ type EvidenceRaw struct {
 	Payers30d       int64
 	TopPayer        *string
 	TopPayerShare   *float64
-	FundedPayers    int64
+	FundedPayers    *int64
 	SelfPayments    int64
 	LastTransferAt  *time.Time
 	Senders         []EvidenceSenderRaw
+}
+
+// The spans of the evidence's windows: the intervals evidenceWith and
+// EvidenceCompute count over.
+const (
+	EvidenceSpan24h = 24 * time.Hour
+	EvidenceSpan7d  = 7 * 24 * time.Hour
+	EvidenceSpan30d = 30 * 24 * time.Hour
+)
+
+// Complete reports whether the window of span that ended when e was
+// counted was read whole: every address of its key read since the window
+// began (EvidenceWindow.Complete).
+func (e *EvidenceRaw) Complete(span time.Duration) bool {
+	return !e.FullySince.After(e.CountedAt.Add(-span))
 }
 
 // EvidenceSenderRaw is one sender of a key's transfers over 30 days: its
@@ -258,6 +278,13 @@ const evidenceWith = `WITH w AS (
 		WHERE tr.at > $4::timestamptz - interval '30 days'
 	)`
 
+// fundedPayers is the wash signal's payers funded by the seller (f, of the
+// funded query of EvidenceCompute): unknown (null) while one of the
+// window's payers has not been looked at for a funding yet (an EVM run
+// looks at a batch of them; on Solana a payTo's payers once its walk is
+// done), never counted as not funded; 0 when the window has no payer.
+const fundedPayers = `CASE WHEN f.unchecked THEN NULL ELSE coalesce(f.n, 0) END`
+
 // EvidenceCompute counts the figures of each key of payTos as of now,
 // over those of its addresses the chain reader watches; a key with none is
 // left out (not measured).
@@ -270,8 +297,8 @@ func EvidenceCompute(ctx context.Context, db DBTX, payTos []EvidencePayTo, now t
 		pv AS (SELECT key, payer, sum(amount) v FROM t GROUP BY key, payer),
 		top AS (SELECT DISTINCT ON (key) key, payer, v FROM pv ORDER BY key, v DESC, payer),
 		funded AS (
-			SELECT w.key, count(DISTINCT p.payer) n FROM w
-			JOIN index_chain_payers p ON p.network = w.network AND p.pay_to = w.pay_to AND p.funded_block IS NOT NULL
+			SELECT w.key, count(DISTINCT p.payer) FILTER (WHERE p.funded_block IS NOT NULL) n, bool_or(NOT p.checked) unchecked FROM w
+			JOIN index_chain_payers p ON p.network = w.network AND p.pay_to = w.pay_to
 			WHERE EXISTS (SELECT 1 FROM t WHERE t.key = w.key AND t.payer = p.payer)
 			GROUP BY w.key
 		),
@@ -291,13 +318,13 @@ func EvidenceCompute(ctx context.Context, db DBTX, payTos []EvidencePayTo, now t
 				max(at) last_at
 			FROM t GROUP BY key
 		),
-		meta AS (SELECT key, min(since_at) since, array_agg(DISTINCT network ORDER BY network) networks FROM w GROUP BY key)
-		SELECT m.key, m.since, m.networks,
+		meta AS (SELECT key, min(since_at) since, max(since_at) fully, array_agg(DISTINCT network ORDER BY network) networks FROM w GROUP BY key)
+		SELECT m.key, m.since, m.fully, m.networks,
 			coalesce(a.tx24, 0), coalesce(a.tx7, 0), coalesce(a.tx30, 0), coalesce(a.st30, 0),
 			coalesce(a.v24, 0)::text, coalesce(a.v7, 0)::text, coalesce(a.v30, 0)::text,
 			coalesce(a.p24, 0), coalesce(a.p7, 0), coalesce(a.p30, 0),
 			top.payer, CASE WHEN a.v30 > 0 THEN (top.v / a.v30)::float8 END,
-			coalesce(f.n, 0), coalesce(a.self30, 0), a.last_at
+			`+fundedPayers+`, coalesce(a.self30, 0), a.last_at
 		FROM meta m LEFT JOIN agg a USING (key) LEFT JOIN top USING (key) LEFT JOIN funded f USING (key)`,
 		keys, networks, addrs, now)
 	if err != nil {
@@ -305,8 +332,8 @@ func EvidenceCompute(ctx context.Context, db DBTX, payTos []EvidencePayTo, now t
 	}
 	out := map[string]*EvidenceRaw{}
 	for rows.Next() {
-		var e EvidenceRaw
-		if err := rows.Scan(&e.Key, &e.MeasuredSince, &e.Networks, &e.Transactions24h, &e.Transactions7d, &e.Transactions30d, &e.Settlements30d,
+		e := EvidenceRaw{CountedAt: now}
+		if err := rows.Scan(&e.Key, &e.MeasuredSince, &e.FullySince, &e.Networks, &e.Transactions24h, &e.Transactions7d, &e.Transactions30d, &e.Settlements30d,
 			&e.Volume24h, &e.Volume7d, &e.Volume30d, &e.Payers24h, &e.Payers7d, &e.Payers30d,
 			&e.TopPayer, &e.TopPayerShare, &e.FundedPayers, &e.SelfPayments, &e.LastTransferAt); err != nil {
 			rows.Close()
@@ -397,11 +424,12 @@ type HostEvidenceRow struct {
 func HostEvidenceSave(ctx context.Context, db DBTX, rows []HostEvidenceRow, gone []string, now time.Time) error {
 	b := &pgx.Batch{}
 	for _, r := range rows {
-		b.Queue(`INSERT INTO index_host_evidence (host, measured_since, networks, transactions_24h, transactions_7d, transactions_30d, settlements_30d,
+		b.Queue(`INSERT INTO index_host_evidence (host, measured_since, fully_measured_since, networks, transactions_24h, transactions_7d, transactions_30d, settlements_30d,
 				volume_24h, volume_7d, volume_30d, payers_24h, payers_7d, payers_30d, top_payer, top_payer_share_30d,
 				funded_payers_30d, self_payments_30d, senders_30d, last_transfer_at, refreshed_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8::numeric, $9::numeric, $10::numeric, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
-			ON CONFLICT (host) DO UPDATE SET measured_since = excluded.measured_since, networks = excluded.networks,
+			VALUES ($1, $2, $21, $3, $4, $5, $6, $7, $8::numeric, $9::numeric, $10::numeric, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+			ON CONFLICT (host) DO UPDATE SET measured_since = excluded.measured_since, fully_measured_since = excluded.fully_measured_since,
+				networks = excluded.networks,
 				transactions_24h = excluded.transactions_24h, transactions_7d = excluded.transactions_7d, transactions_30d = excluded.transactions_30d,
 				settlements_30d = excluded.settlements_30d, volume_24h = excluded.volume_24h, volume_7d = excluded.volume_7d, volume_30d = excluded.volume_30d,
 				payers_24h = excluded.payers_24h, payers_7d = excluded.payers_7d, payers_30d = excluded.payers_30d, top_payer = excluded.top_payer,
@@ -410,7 +438,7 @@ func HostEvidenceSave(ctx context.Context, db DBTX, rows []HostEvidenceRow, gone
 				last_transfer_at = excluded.last_transfer_at, refreshed_at = excluded.refreshed_at`,
 			r.Key, r.MeasuredSince, r.Networks, r.Transactions24h, r.Transactions7d, r.Transactions30d, r.Settlements30d,
 			r.Volume24h, r.Volume7d, r.Volume30d, r.Payers24h, r.Payers7d, r.Payers30d, r.TopPayer, r.TopPayerShare,
-			r.FundedPayers, r.SelfPayments, r.SendersJSON, r.LastTransferAt, now)
+			r.FundedPayers, r.SelfPayments, r.SendersJSON, r.LastTransferAt, now, r.FullySince)
 	}
 	if len(gone) > 0 {
 		b.Queue(`DELETE FROM index_host_evidence WHERE host = ANY($1)`, gone)
@@ -424,7 +452,7 @@ func HostEvidenceSave(ctx context.Context, db DBTX, rows []HostEvidenceRow, gone
 // HostEvidenceGet returns the kept figures of hosts, by host; a host
 // without is not measured.
 func HostEvidenceGet(ctx context.Context, db DBTX, hosts []string) (map[string]*HostEvidenceRow, error) {
-	rows, err := db.Query(ctx, `SELECT host, measured_since, networks, transactions_24h, transactions_7d, transactions_30d, settlements_30d,
+	rows, err := db.Query(ctx, `SELECT host, measured_since, fully_measured_since, refreshed_at, networks, transactions_24h, transactions_7d, transactions_30d, settlements_30d,
 			volume_24h::text, volume_7d::text, volume_30d::text, payers_24h, payers_7d, payers_30d, top_payer, top_payer_share_30d,
 			funded_payers_30d, self_payments_30d, senders_30d, last_transfer_at
 		FROM index_host_evidence WHERE host = ANY($1)`, hosts)
@@ -435,7 +463,7 @@ func HostEvidenceGet(ctx context.Context, db DBTX, hosts []string) (map[string]*
 	out := map[string]*HostEvidenceRow{}
 	for rows.Next() {
 		var r HostEvidenceRow
-		if err := rows.Scan(&r.Key, &r.MeasuredSince, &r.Networks, &r.Transactions24h, &r.Transactions7d, &r.Transactions30d, &r.Settlements30d,
+		if err := rows.Scan(&r.Key, &r.MeasuredSince, &r.FullySince, &r.CountedAt, &r.Networks, &r.Transactions24h, &r.Transactions7d, &r.Transactions30d, &r.Settlements30d,
 			&r.Volume24h, &r.Volume7d, &r.Volume30d, &r.Payers24h, &r.Payers7d, &r.Payers30d, &r.TopPayer, &r.TopPayerShare,
 			&r.FundedPayers, &r.SelfPayments, &r.SendersJSON, &r.LastTransferAt); err != nil {
 			return nil, fmt.Errorf("host figures: %w", err)
@@ -483,13 +511,17 @@ func ChainReaderLock(ctx context.Context, pool *pgxpool.Pool) (unlock func(), ok
 // that the chain reader read on Networks since MeasuredSince. Volumes are
 // USDC as decimal text (6 decimals). A host or address with no address on
 // a network read has no Evidence (null: not measured); a figure of 0 was
-// measured.
+// measured, and a figure not known yet is null.
 type Evidence struct {
 	// Networks are the networks its addresses were read on.
 	Networks []string `json:"networks"`
 	// MeasuredSince is when the reader began reading its first address:
 	// nothing earlier is counted.
 	MeasuredSince time.Time `json:"measured_since"`
+	// FullyMeasuredSince is when the reader began reading the last of its
+	// addresses (MeasuredSince when it has one): a window that began
+	// before it counts only part of its span (EvidenceWindow.Complete).
+	FullyMeasuredSince time.Time `json:"fully_measured_since"`
 	// Last24h, Last7d and Last30d count the transfers of each window.
 	Last24h EvidenceWindow `json:"last_24h"`
 	Last7d  EvidenceWindow `json:"last_7d"`
@@ -510,11 +542,16 @@ type Evidence struct {
 }
 
 // EvidenceWindow is the count of one window: transfers, their volume and
-// their distinct payers.
+// their distinct payers, and whether the window was read whole.
 type EvidenceWindow struct {
 	Transactions int64  `json:"transactions"`
 	VolumeUSDC   string `json:"volume_usdc"`
 	Payers       int64  `json:"payers"`
+	// Complete is whether every address of the seller was read over the
+	// whole window (FullyMeasuredSince at or before its start); false: the
+	// figures count only from when each address began to be read, less
+	// than the window spans.
+	Complete bool `json:"complete"`
 }
 
 // EvidenceSender is one sender of a seller's transfers: its class, the
@@ -530,11 +567,12 @@ type EvidenceSender struct {
 // Wash is the wash signal of a seller over 30 days: the share of its volume
 // from its top payer (null without volume), how many of its payers had
 // received USDC from one of its payTo addresses before their first payment
-// (funded by the seller), and how many transfers came from one of its own
-// payTo addresses (payer equal to payee).
+// (funded by the seller; null while one of them is not looked at yet), and
+// how many transfers came from one of its own payTo addresses (payer equal
+// to payee).
 type Wash struct {
 	TopPayer      *string  `json:"top_payer"`
 	TopPayerShare *float64 `json:"top_payer_share"`
-	FundedPayers  int64    `json:"funded_payers"`
+	FundedPayers  *int64   `json:"funded_payers"`
 	SelfPayments  int64    `json:"self_payments"`
 }

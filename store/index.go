@@ -194,7 +194,9 @@ type HostProbed struct {
 	// QuotePending is a 402 that moved since the last one and differs from
 	// the listing as last read: the listing may have moved too and not be
 	// read yet, so it is not compared (QuoteMatchesListing nil) until the
-	// crawl reads the listing again (HostQuoteCompared).
+	// crawl reads the listing again (HostQuoteCompared), or a pass ends no
+	// longer listing it (ResourceRetired: not compared). A listing its
+	// origin alone lists is read again at once instead (index.Prober).
 	QuotePending bool `json:"quote_pending,omitempty"`
 }
 
@@ -396,6 +398,10 @@ func projectHost(b *pgx.Batch, _ *projectedRows, e *NewEvent, _ []byte, now time
 			SELECT $1, $2, '`+ChangeServiceRetired+`', resource, to_jsonb(price_usdc::text) FROM index_resources WHERE resource = $3 AND NOT retired`,
 			now, host, v.Resource)
 		b.Queue("UPDATE index_resources SET retired = true, updated_at = $2 WHERE resource = $1", v.Resource, now)
+		// A comparison waiting for the listing of the host's sample ends
+		// with it: no listing lists it any more (not compared), before the
+		// host takes another sample.
+		b.Queue("UPDATE index_hosts SET quote_pending = false WHERE host = $1 AND sample_resource = $2 AND quote_pending", host, v.Resource)
 		queueHostAggregates(b, []string{host}, now)
 		return false, nil
 	case HostProbed:

@@ -86,17 +86,28 @@ var hostSorts = []struct{ key, order string }{
 	{"calls", "calls_30d DESC NULLS LAST, host"},
 	{"host", "host"},
 	{"checked", "checked_at DESC NULLS LAST, host"},
-	{"volume_24h", evidenceOrder("volume_24h")},
-	{"volume_7d", evidenceOrder("volume_7d")},
-	{"volume_30d", evidenceOrder("volume_30d")},
-	{"transactions_30d", evidenceOrder("transactions_30d")},
-	{"payers_30d", evidenceOrder("payers_30d")},
+	{"volume_24h", evidenceOrder("volume_24h", "h.host", "host")},
+	{"volume_7d", evidenceOrder("volume_7d", "h.host", "host")},
+	{"volume_30d", evidenceOrder("volume_30d", "h.host", "host")},
+	{"transactions_30d", evidenceOrder("transactions_30d", "h.host", "host")},
+	{"payers_30d", evidenceOrder("payers_30d", "h.host", "host")},
 }
 
 // evidenceOrder is the order of a sort by a column of the hosts' kept
-// on-chain figures, the highest first, the hosts not measured last.
-func evidenceOrder(column string) string {
-	return "(SELECT e." + column + " FROM index_host_evidence e WHERE e.host = h.host) DESC NULLS LAST, host"
+// on-chain figures (a sort key of the hosts list, named after its column),
+// the highest first, those not measured last: of the host named by host,
+// ties in the order of tie. The resources search sorts by its host's
+// figures alike (resourceSorts).
+func evidenceOrder(column, host, tie string) string {
+	return "(SELECT e." + column + " FROM index_host_evidence e WHERE e.host = " + host + ") DESC NULLS LAST, " + tie
+}
+
+// EvidenceMinPayers is the condition on a host's kept on-chain figures
+// (index_host_evidence e) of the hosts list's and the resources search's
+// min_payers: at least n distinct payers over 30 days, those not measured
+// left out.
+func EvidenceMinPayers(n int) string {
+	return fmt.Sprintf("e.payers_30d >= %d", n)
 }
 
 // HostSortKeys returns the sorts of the hosts list, in the order they are
@@ -733,6 +744,19 @@ func ProbeQuoteState(ctx context.Context, db DBTX, host, resource string) (listi
 		return nil, nil, false, fmt.Errorf("quote state of %s: %w", resource, err)
 	}
 	return listing, lastQuote, pending, nil
+}
+
+// ResourceOriginListed reports whether resource is listed now and only by
+// origins (sources origin:<origin>): what its own origin declares is all
+// that is listed of it, read again in one targeted read, not in a pass of
+// a whole listing.
+func ResourceOriginListed(ctx context.Context, db DBTX, resource string) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT coalesce(bool_and(source LIKE 'origin:%'), false) FROM index_listings WHERE resource = $1`,
+		resource).Scan(&ok); err != nil {
+		return false, fmt.Errorf("listings of %s: %w", resource, err)
+	}
+	return ok, nil
 }
 
 // SampleQuote is the last 402 of the host whose sample a resource is.

@@ -58,20 +58,23 @@ type ResourceHost struct {
 }
 
 // ResourceEvidence is what the chain says of its host's receivers over
-// 30 days: settlements, their volume in USDC and distinct payers. Null
+// 30 days: settlements, their volume in USDC and distinct payers, and
+// whether the 30 days were read whole (EvidenceWindow.Complete). Null
 // where not measured (resourceEvidence).
 type ResourceEvidence struct {
 	Transactions30d *int64   `json:"transactions_30d"`
 	VolumeUSDC30d   *float64 `json:"volume_usdc_30d"`
 	Payers30d       *int64   `json:"payers_30d"`
+	Complete30d     *bool    `json:"complete_30d"`
 }
 
 // resourceEvidence are the columns of ResourceEvidence: its host's
 // on-chain figures over 30 days (index_host_evidence, volume in USDC from
-// atomic units), read per row of the page. Null where the host's evidence
+// atomic units) and when they were counted and read whole from, read per
+// row of the page. Null where the host's evidence
 // is not measured (never 0). Its distinct payers also rank
 // (resourceEvidenceBoost).
-const resourceEvidence = `e.transactions_30d, (e.volume_30d / 1e6)::float8, e.payers_30d`
+const resourceEvidence = `e.transactions_30d, (e.volume_30d / 1e6)::float8, e.payers_30d, e.fully_measured_since, e.refreshed_at`
 
 // resourceEvidenceBoost is the on-chain part of a resource's evidence: up
 // to 0.5 for its host's distinct payers over 30 days, growing with their
@@ -125,6 +128,11 @@ var resourceSorts = []struct{ key, order string }{
 	{"uptime", "h.uptime_30d DESC NULLS LAST, r.resource"},
 	{"latency", "h.latency_p50_ms ASC NULLS LAST, r.resource"},
 	{"url", "r.resource"},
+	// The hosts list's sorts by on-chain figures over 30 days, of the
+	// resource's host.
+	{"payers_30d", evidenceOrder("payers_30d", "r.host", "r.resource")},
+	{"volume_30d", evidenceOrder("volume_30d", "r.host", "r.resource")},
+	{"transactions_30d", evidenceOrder("transactions_30d", "r.host", "r.resource")},
 }
 
 // ResourceSortKeys returns the resources search's sorts, in the order
@@ -157,6 +165,10 @@ type ResourceSearchParams struct {
 	Live string
 	// Extension keeps those whose listing carries this extension key.
 	Extension string
+	// Evidence is a condition on the kept on-chain figures of their host
+	// (index_host_evidence e, as HostListParams.Evidence), built by the
+	// caller from checked values only; empty: none.
+	Evidence string
 	// Sort is one of ResourceSortKeys; relevance without Q is by the
 	// evidence alone.
 	Sort          string
@@ -254,11 +266,15 @@ func ResourceSearch(ctx context.Context, db DBTX, p *ResourceSearchParams) (*Res
 		var q Quality
 		e := &r.Evidence
 		h := &r.HostLiveness
+		var fully, counted *time.Time
 		err := row.Scan(&page.Capped, &r.Resource, &r.Host, &r.Method, &r.Description, &r.Tags, &r.Accepts, &r.PriceUSDC, &r.Networks,
 			&r.InputSchema, &r.OutputSchema, &r.Extensions, &r.X402Version, &r.MimeType, &r.UpdatedAt,
 			&q.Calls30d, &q.UniquePayers30d, &q.LastCalledAt, &r.VerifiedPayTo,
 			&h.Live, &h.Uptime30d, &h.LatencyP50MS, &h.CheckedAt, &h.QuoteMatchesListing,
-			&e.Transactions30d, &e.VolumeUSDC30d, &e.Payers30d, &r.Score)
+			&e.Transactions30d, &e.VolumeUSDC30d, &e.Payers30d, &fully, &counted, &r.Score)
+		if fully != nil && counted != nil {
+			e.Complete30d = new((&EvidenceRaw{FullySince: *fully, CountedAt: *counted}).Complete(EvidenceSpan30d))
+		}
 		if q.Calls30d != nil || q.UniquePayers30d != nil || q.LastCalledAt != nil {
 			r.Quality = &q
 		}
@@ -347,6 +363,9 @@ func resourceWhere(p *ResourceSearchParams, narrow bool) (string, []any) {
 	}
 	if cond, ok := resourceLive[p.Live]; ok {
 		where = append(where, fmt.Sprintf(cond, live))
+	}
+	if p.Evidence != "" {
+		where = append(where, "r.host IN (SELECT e.host FROM index_host_evidence e WHERE "+p.Evidence+")")
 	}
 	if p.Extension != "" && narrow {
 		where = append(where, "r.extension_keys @> ARRAY["+arg(p.Extension)+"::text]")

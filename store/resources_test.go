@@ -118,10 +118,10 @@ func TestResourceSearchEvidence(t *testing.T) {
 	}
 	evidence := func(host string, transactions, volume, payers int64) {
 		t.Helper()
-		exec(`INSERT INTO index_host_evidence (host, measured_since, networks, transactions_24h, transactions_7d, transactions_30d,
+		exec(`INSERT INTO index_host_evidence (host, measured_since, fully_measured_since, networks, transactions_24h, transactions_7d, transactions_30d,
 			settlements_30d, volume_24h, volume_7d, volume_30d, payers_24h, payers_7d, payers_30d, funded_payers_30d,
 			self_payments_30d, senders_30d, refreshed_at)
-			VALUES ($1, now(), '{eip155:8453}', 0, 0, $2, $2, 0, 0, $3, 0, 0, $4, 0, 0, '{}', now())
+			VALUES ($1, now(), now(), '{eip155:8453}', 0, 0, $2, $2, 0, 0, $3, 0, 0, $4, 0, 0, '{}', now())
 			ON CONFLICT (host) DO UPDATE SET transactions_30d = excluded.transactions_30d, volume_30d = excluded.volume_30d,
 			payers_30d = excluded.payers_30d`, host, transactions, volume, payers)
 	}

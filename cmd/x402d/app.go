@@ -386,8 +386,8 @@ func (a *app) indexSources() []string {
 // indexer returns the index's crawler, prober and discoverer.
 func (a *app) indexer(pool *pgxpool.Pool, fetcher *fetch.Client, m *metrics.Metrics) (*index.Crawler, *index.Prober, *index.Discoverer) {
 	crawler := index.NewCrawler(&index.CrawlerConfig{Pool: pool, Sources: a.indexSources(), Guard: fetcher, Gap: a.cfg.IndexPageGap, Logger: a.logger, Metrics: m})
-	prober := index.NewProber(&index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m})
 	discoverer := index.NewDiscoverer(&index.DiscovererConfig{Pool: pool, Fetch: fetcher, Origins: a.cfg.IndexOrigins, Gap: a.cfg.IndexPageGap, Logger: a.logger})
+	prober := index.NewProber(&index.ProberConfig{Pool: pool, Fetch: fetcher, Logger: a.logger, Metrics: m, Origins: discoverer})
 	return crawler, prober, discoverer
 }
 
