@@ -164,9 +164,10 @@ type Config struct {
 	// code may use (a contract wallet's or an EIP-7702 account's signature
 	// check, an ERC-6492 wallet's deployment), and the gas verification
 	// simulates a transfer with: a payment that needs more is refused.
-	// The claim of a batch-settlement channel whose vouchers its payer's
-	// code checks goes alone under the same cap: one that needs more is
-	// not sent (channel.claim_refused). At
+	// A batch-settlement voucher or deposit checked by its payer's code
+	// (EIP-1271) is checked with this much gas (a wallet needing more is
+	// refused), and the claim of such a channel goes alone under the same
+	// cap: one that needs more is not sent (channel.claim_refused). At
 	// least 100,000 (a plain USDC transfer needs about 60,000). Defaults
 	// to 500,000: a deployed contract wallet's settlement uses about
 	// 84,000, one that deploys the wallet about 302,000.

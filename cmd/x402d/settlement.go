@@ -335,7 +335,8 @@ func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, c
 	for network, b := range backends {
 		callers[network] = b
 	}
-	if s.channels, err = chanpay.New(&chanpay.Config{Pool: deps.pool, Chains: callers, Sender: relayer, ReceiverAuthorizer: authorizer}); err != nil {
+	if s.channels, err = chanpay.New(&chanpay.Config{Pool: deps.pool, Chains: callers, Sender: relayer, ReceiverAuthorizer: authorizer,
+		PayerCodeGasCap: uint64(cfg.PayerCodeGasCap)}); err != nil {
 		return nil, err
 	}
 	s.authorizer = authorizer

@@ -332,6 +332,20 @@ func TestVerifyVoucher_ContractWallet(t *testing.T) {
 	id = c.ID(base)
 	require.NoError(t, channel.VerifyVoucher(ctx, chain.Client(), base, &c, voucher(payerAccount)))
 	require.Error(t, channel.VerifyVoucher(ctx, nil, base, &c, voucher(payerAccount)), "a payer's signature needs its code read")
+
+	// A wallet whose check burns gas (DevBurnerWallet: any signature,
+	// after rounds of hashing) is accepted within a cap it fits and
+	// refused under one it does not: its check runs out of gas.
+	burner, err := contracts.Load(contracts.DevBurnerWallet)
+	require.NoError(t, err)
+	code, err = burner.Deployment(big.NewInt(3000), false)
+	require.NoError(t, err)
+	r, err = chain.Transact(ctx, chain.Account(0), nil, nil, code)
+	require.NoError(t, err)
+	c.Payer, c.PayerAuthorizer = r.ContractAddress, common.Address{}
+	id = c.ID(base)
+	require.NoError(t, channel.VerifyVoucher(ctx, channel.GasCapped(chain.Client(), 5_000_000), base, &c, voucher(voucherAccount)))
+	requireReason(t, channel.ReasonVoucherSignature, channel.VerifyVoucher(ctx, channel.GasCapped(chain.Client(), 150_000), base, &c, voucher(voucherAccount)))
 }
 
 // TestCorrectiveExtra checks the JSON of the corrective 402's extra and of

@@ -253,6 +253,32 @@ var (
 	isValidSignatureSelector = crypto.Keccak256([]byte("isValidSignature(bytes32,bytes)"))[:4]
 )
 
+// GasCapped returns caller with each of its calls that names no gas of its
+// own run with gas: the signature checks of payers' code (a contract
+// wallet's isValidSignature) within PAYER_CODE_GAS_CAP, so that a wallet
+// whose check needs more (and whose vouchers' claims would) is refused at
+// verification. caller nil, or gas 0, is caller unchanged.
+func GasCapped(caller Caller, gas uint64) Caller {
+	if caller == nil || gas == 0 {
+		return caller
+	}
+	return gasCapped{Caller: caller, gas: gas}
+}
+
+// gasCapped is GasCapped's caller.
+type gasCapped struct {
+	Caller
+	gas uint64
+}
+
+// CallContract runs msg with at most the cap's gas.
+func (c gasCapped) CallContract(ctx context.Context, msg ethereum.CallMsg, blockNumber *big.Int) ([]byte, error) {
+	if msg.Gas == 0 || msg.Gas > c.gas {
+		msg.Gas = c.gas
+	}
+	return c.Caller.CallContract(ctx, msg, blockNumber)
+}
+
 // isValidSignature asks wallet whether it accepts sig for digest
 // (EIP-1271); a reverting wallet does not.
 func isValidSignature(ctx context.Context, caller Caller, wallet common.Address, digest common.Hash, sig []byte) (bool, error) {
@@ -263,7 +289,9 @@ func isValidSignature(ctx context.Context, caller Caller, wallet common.Address,
 	out, err := caller.CallContract(ctx, ethereum.CallMsg{To: &wallet, Data: append(append([]byte{}, isValidSignatureSelector...), args...)}, nil)
 	if err != nil {
 		var de rpc.DataError
-		if errors.As(err, &de) || strings.Contains(err.Error(), "execution reverted") {
+		// A wallet that reverts, or runs out of the gas it is given
+		// (GasCapped), does not accept the signature.
+		if errors.As(err, &de) || strings.Contains(err.Error(), "execution reverted") || strings.Contains(strings.ToLower(err.Error()), "out of gas") {
 			return false, nil
 		}
 		return false, fmt.Errorf("call isValidSignature on %s: %w", wallet.Hex(), err)

@@ -102,6 +102,12 @@ type Config struct {
 	// Clock tells the time of deposits' authorizations and of refunds'
 	// requests (nil: real).
 	Clock clock.Clock
+	// PayerCodeGasCap is the gas a payer's code checking a signature
+	// (a contract wallet's isValidSignature) runs with at verification
+	// (channel.GasCapped): the claims of its vouchers go under the same
+	// cap (worker.ClaimConfig). PAYER_CODE_GAS_CAP; defaults to
+	// evm.DefaultPayerCodeGasCap.
+	PayerCodeGasCap uint64
 }
 
 // Scheme verifies and settles batch-settlement payments: the
@@ -187,11 +193,18 @@ func New(cfg *Config) (*Scheme, error) {
 	}
 	c := *cfg
 	c.Clock = clock.Or(c.Clock)
+	c.PayerCodeGasCap = cmp.Or(c.PayerCodeGasCap, evm.DefaultPayerCodeGasCap)
 	inserter, err := river.NewClient(riverpgxv5.New(c.Pool), &river.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, fmt.Errorf("chanpay: refund jobs: %w", err)
 	}
 	return &Scheme{cfg: c, jobs: inserter, records: newRecords(c.Pool, c.Clock), configs: channel.NewConfigs(configsKept)}, nil
+}
+
+// signatures returns the caller that checks signatures on network: its
+// chain, the payers' code run within PayerCodeGasCap.
+func (s *Scheme) signatures(network string) channel.Caller {
+	return channel.GasCapped(s.cfg.Chains[network], s.cfg.PayerCodeGasCap)
 }
 
 // ReceiverAuthorizer returns the address of the receiver authorizer key.
@@ -242,7 +255,7 @@ func (s *Scheme) Authenticate(ctx context.Context, req *x402.Requirements, paylo
 	if err != nil {
 		return "", err
 	}
-	if err := channel.VerifyVoucher(ctx, s.cfg.Chains[req.Network], terms.ChainID, &d.Config, &d.Voucher); err != nil {
+	if err := channel.VerifyVoucher(ctx, s.signatures(req.Network), terms.ChainID, &d.Config, &d.Voucher); err != nil {
 		return "", err
 	}
 	return d.Config.Payer.Hex(), nil
@@ -329,7 +342,7 @@ func (s *Scheme) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 		return nil, refuse(channel.ReasonChannelBusy, "another call of channel %s is running: send this one when it has ended", d.Voucher.ChannelID.Hex())
 	}
 	now := s.cfg.Clock.Now()
-	if err := terms.Verify(ctx, s.cfg.Chains[req.Network], d, st.Charged, price, &st.OnChain, now.Unix()); err != nil {
+	if err := terms.Verify(ctx, s.signatures(req.Network), d, st.Charged, price, &st.OnChain, now.Unix()); err != nil {
 		var r *x402.Refusal
 		if errors.As(err, &r) && channel.Corrective(r.Reason) {
 			return nil, s.corrective(req, st, r)
@@ -709,7 +722,7 @@ func (s *Scheme) Refund(ctx context.Context, req *x402.Requirements, payload *x4
 		}
 		return nil, refuse(channel.ReasonChannelBusy, "a call of channel %s is running", d.Voucher.ChannelID.Hex())
 	}
-	if err := terms.Verify(ctx, s.cfg.Chains[req.Network], d, st.Charged, new(big.Int), &st.OnChain, s.cfg.Clock.Now().Unix()); err != nil {
+	if err := terms.Verify(ctx, s.signatures(req.Network), d, st.Charged, new(big.Int), &st.OnChain, s.cfg.Clock.Now().Unix()); err != nil {
 		var r *x402.Refusal
 		if errors.As(err, &r) && channel.Corrective(r.Reason) {
 			return nil, s.corrective(req, st, r)
