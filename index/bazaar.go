@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/x402d/x402d/store"
+	"github.com/x402d/x402d/x402"
 )
 
 // The index as the official Bazaar discovery API (x402's bazaar extension:
@@ -44,19 +45,13 @@ type BazaarResource struct {
 
 // BazaarAccept is a payment option in the shape of x402's
 // PaymentRequirements (v2; a v1 resource's also carries maxAmountRequired
-// and resource). Extra is the option's extra as its listing (or its
+// and resource). Its Extra is the option's extra as its listing (or its
 // origin's 402) gives it, {} when none is kept, so that a buyer pays from
 // the listing alone.
 type BazaarAccept struct {
-	Scheme            string          `json:"scheme"`
-	Network           string          `json:"network"`
-	Amount            string          `json:"amount"`
-	Asset             string          `json:"asset"`
-	PayTo             string          `json:"payTo"`
-	MaxTimeoutSeconds int             `json:"maxTimeoutSeconds"`
-	Extra             json.RawMessage `json:"extra"`
-	MaxAmountRequired string          `json:"maxAmountRequired,omitempty"`
-	Resource          string          `json:"resource,omitempty"`
+	x402.Requirements
+	MaxAmountRequired string `json:"maxAmountRequired,omitempty"`
+	Resource          string `json:"resource,omitempty"`
 }
 
 // defaultMaxTimeout is the maxTimeoutSeconds of an option listed without
@@ -71,8 +66,8 @@ func bazaarResource(r *store.IndexResource) BazaarResource {
 		LastUpdated: r.UpdatedAt.UTC().Format(time.RFC3339), Description: r.Description, MimeType: r.MimeType, Tags: r.Tags,
 		Extensions: r.Extensions}
 	for _, a := range r.Accepts {
-		ba := BazaarAccept{Scheme: a.Scheme, Network: a.Network, Amount: a.Amount, Asset: a.Asset, PayTo: a.PayTo,
-			MaxTimeoutSeconds: a.MaxTimeoutSeconds, Extra: a.Extra}
+		ba := BazaarAccept{Requirements: x402.Requirements{Scheme: a.Scheme, Network: a.Network, Amount: a.Amount, Asset: a.Asset, PayTo: a.PayTo,
+			MaxTimeoutSeconds: a.MaxTimeoutSeconds, Extra: a.Extra}}
 		if len(ba.Extra) == 0 {
 			ba.Extra = json.RawMessage(`{}`)
 		}

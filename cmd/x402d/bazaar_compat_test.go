@@ -17,6 +17,7 @@ import (
 
 	"github.com/x402d/x402d/index"
 	"github.com/x402d/x402d/internal/dbtest"
+	"github.com/x402d/x402d/x402"
 )
 
 // bazaarClientReport is what compat/bazaar_client.mjs reports.
@@ -133,8 +134,8 @@ func TestBazaarOfficialClient(t *testing.T) {
 		require.Len(t, r.Accepts, 1)
 		require.JSONEq(t, extra(i), string(r.Accepts[0].Extra), "seller%d: the listing's extra ({} when none)", i)
 		r.Accepts[0].Extra = nil
-		require.Equal(t, []index.BazaarAccept{{Scheme: "exact", Network: "eip155:8453", Amount: strconv.Itoa(1000 * (i + 1)), Asset: usdc,
-			PayTo: items[i]["accepts"].([]any)[0].(map[string]any)["payTo"].(string), MaxTimeoutSeconds: 60}}, r.Accepts)
+		require.Equal(t, []index.BazaarAccept{{Requirements: x402.Requirements{Scheme: "exact", Network: "eip155:8453", Amount: strconv.Itoa(1000 * (i + 1)), Asset: usdc,
+			PayTo: items[i]["accepts"].([]any)[0].(map[string]any)["payTo"].(string), MaxTimeoutSeconds: 60}}}, r.Accepts)
 	}
 	// Filtered by payTo (in another case), network and scheme.
 	require.Equal(t, 2, got.ByPayTo.Pagination.Total)
