@@ -172,7 +172,7 @@ func devchainSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, 
 		}
 		authorizerKey = fmt.Sprintf("%x", key.D.FillBytes(make([]byte, 32)))
 	}
-	s, err := relayerSettlement(ctx, cfg, deps, chains, relayerKey, authorizerKey)
+	s, err := relayerSettlement(ctx, cfg, deps, parts, chains, relayerKey, authorizerKey)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func rpcSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, parts
 			chains.multicall[network] = evm.Multicall3
 		}
 	}
-	s, err := relayerSettlement(ctx, cfg, deps, chains, cfg.RelayerKey, cfg.ReceiverAuthorizerKey)
+	s, err := relayerSettlement(ctx, cfg, deps, parts, chains, cfg.RelayerKey, cfg.ReceiverAuthorizerKey)
 	if err != nil {
 		return nil, err
 	}
@@ -274,8 +274,9 @@ type relayerChains struct {
 // and checks each chain (its id, its token's EIP-712 domain and decimals
 // against the network table, Multicall3 where it batches): a mismatch
 // refuses to start. With authorizerKey (the receiver authorizer's, "" for
-// none) and a database, it verifies and settles payment channels too.
-func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, chains *relayerChains, relayerKey, authorizerKey string) (*evmSettlement, error) {
+// none) and a database, it verifies and settles payment channels too,
+// what it starts for them stopped by parts.
+func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, parts *parts, chains *relayerChains, relayerKey, authorizerKey string) (*evmSettlement, error) {
 	key, err := evm.ParseKey(relayerKey)
 	if err != nil {
 		return nil, fmt.Errorf("RELAYER_KEY: %w", err)
@@ -339,6 +340,8 @@ func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, c
 		PayerCodeGasCap: uint64(cfg.PayerCodeGasCap)}); err != nil {
 		return nil, err
 	}
+	// Its reads of the channels' records end before the pool closes.
+	parts.closes(s.channels.Wait)
 	s.authorizer = authorizer
 	return s, nil
 }

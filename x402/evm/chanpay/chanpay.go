@@ -173,6 +173,11 @@ func newRecords(pool *pgxpool.Pool, clk clock.Clock) *store.GroupCommitter[*reco
 	})
 }
 
+// Wait returns once no read of the channels' records that Verify started
+// still runs: its owner calls it on stop, after the last Verify, before
+// the pool closes.
+func (s *Scheme) Wait() { s.records.Wait() }
+
 // get returns the record of channel id on network, read with the others
 // being read then (newRecords), or store.ErrNotFound.
 func (s *Scheme) get(ctx context.Context, network string, id common.Hash) (*store.Channel, error) {
