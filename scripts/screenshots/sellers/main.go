@@ -21,7 +21,10 @@
 //
 //	go run ./scripts/screenshots/sellers pay -rpc http://127.0.0.1:18545 -service <PUBLIC_URL>
 //
-// pays them; the chain job's next run counts the payments, and
+// pays them; the chain job's next run counts the payments. The ownership
+// proofs are read by the discovery from origins, which runs on INDEX_CRON's
+// schedule but not at start (INDEX_CRON='@every 1m' brings it sooner): once
+// the table index_ownership lists the two,
 // `go run ./scripts/screenshots -url <PUBLIC_URL> -host 127.0.0.2` takes the
 // pictures.
 package main
