@@ -653,3 +653,141 @@ func TestCrawlRedirectGuarded(t *testing.T) {
 		})
 	}
 }
+
+// TestCrawlHostileItems crawls, for each way a listing item can carry what
+// Postgres cannot store (a NUL, a lone surrogate, bytes that are not UTF-8,
+// a number beyond numeric's range, an amount no token can hold), a
+// listing whose first page holds that item between two good ones and
+// whose second page holds one more: the pass completes, every item is
+// indexed, the hostile one without the parts the index cannot keep (a
+// string without its NUL, a JSON value dropped, the price left out).
+func TestCrawlHostileItems(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	huge := json.Number("1e200000")
+	hugeAmount := "1" + strings.Repeat("0", 140_000)
+	bazaar := func(input, output any) map[string]any {
+		info := map[string]any{"input": input}
+		if output != nil {
+			info["output"] = output
+		}
+		return map[string]any{"bazaar": map[string]any{"info": info}}
+	}
+	option := func(it map[string]any) map[string]any { return it["accepts"].([]any)[0].(map[string]any) }
+	// row is what the index keeps of the hostile item.
+	type row struct {
+		Description, Method, MimeType      string
+		Tags                               []string
+		Input, Output, Extensions, Accepts []byte
+		Price                              *string
+		Calls                              *int64
+		LastCalled                         *time.Time
+	}
+	for i, tc := range []struct {
+		name  string
+		hurt  func(it map[string]any)
+		check func(t *testing.T, r row)
+	}{
+		{"NUL in the description", func(it map[string]any) { it["description"] = "bad\x00text" },
+			func(t *testing.T, r row) { require.Equal(t, "badtext", r.Description) }},
+		{"NUL in a tag", func(it map[string]any) { it["tags"] = []any{"ok", "t\x00ag", "\x00"} },
+			func(t *testing.T, r row) { require.Equal(t, []string{"ok", "tag"}, r.Tags) }},
+		{"NUL in the input schema", func(it map[string]any) {
+			it["extensions"] = bazaar(map[string]any{"type": "http", "method": "po\x00st", "body": map[string]any{"q": "\x00"}},
+				map[string]any{"ok": true})
+		}, func(t *testing.T, r row) {
+			require.Equal(t, "POST", r.Method)
+			require.Nil(t, r.Input)
+			require.JSONEq(t, `{"ok":true}`, string(r.Output))
+			require.Nil(t, r.Extensions, "the extensions hold the input schema")
+		}},
+		{"NUL in a v1 output schema", func(it map[string]any) {
+			option(it)["outputSchema"] = map[string]any{"input": map[string]any{"type": "http"}, "output": map[string]any{"x": "\x00"}}
+		}, func(t *testing.T, r row) {
+			require.JSONEq(t, `{"type":"http"}`, string(r.Input))
+			require.Nil(t, r.Output)
+		}},
+		{"NUL in the extensions", func(it map[string]any) {
+			it["extensions"] = map[string]any{"bazaar": map[string]any{"info": map[string]any{"input": map[string]any{"type": "http"}}},
+				"other": map[string]any{"no\x00te": 1}}
+		}, func(t *testing.T, r row) {
+			require.Nil(t, r.Extensions)
+			require.JSONEq(t, `{"type":"http"}`, string(r.Input), "the schema within is kept")
+		}},
+		{"NUL in an option's extra", func(it map[string]any) { option(it)["extra"] = map[string]any{"name": "USD\x00Coin"} },
+			func(t *testing.T, r row) {
+				require.JSONEq(t, `[{"scheme":"exact","network":"eip155:8453","asset":"`+usdc+`","amount":"1000","pay_to":"0x1"}]`, string(r.Accepts))
+				require.Equal(t, "0.001000", *r.Price)
+			}},
+		{"NUL in an option's strings and the mime type", func(it map[string]any) {
+			o := option(it)
+			o["scheme"], o["payTo"] = "ex\x00act", "0x\x001"
+			it["mimeType"] = "application/\x00json"
+		}, func(t *testing.T, r row) {
+			require.JSONEq(t, `[{"scheme":"exact","network":"eip155:8453","asset":"`+usdc+`","amount":"1000","pay_to":"0x1"}]`, string(r.Accepts))
+			require.Equal(t, "application/json", r.MimeType)
+		}},
+		{"1e200000 in a schema", func(it map[string]any) {
+			it["extensions"] = bazaar(map[string]any{"type": "http"}, map[string]any{"max": huge})
+		}, func(t *testing.T, r row) {
+			require.JSONEq(t, `{"type":"http"}`, string(r.Input))
+			require.Nil(t, r.Output)
+			require.Nil(t, r.Extensions)
+		}},
+		{"1e200000 in an option's extra", func(it map[string]any) { option(it)["extra"] = map[string]any{"version": huge} },
+			func(t *testing.T, r row) {
+				require.NotContains(t, string(r.Accepts), "extra")
+				require.Equal(t, "0.001000", *r.Price)
+			}},
+		{"a huge integer amount", func(it map[string]any) { option(it)["amount"] = hugeAmount },
+			func(t *testing.T, r row) {
+				require.Nil(t, r.Price, "unpriced")
+				require.Contains(t, string(r.Accepts), hugeAmount, "the option as given")
+			}},
+		{"a lone surrogate in the extensions", func(it map[string]any) {
+			it["extensions"] = json.RawMessage(`{"x":"\ud800"}`)
+			option(it)["extra"] = json.RawMessage(`{"name":"\udc00\ud83d\ude00"}`)
+		}, func(t *testing.T, r row) {
+			require.Nil(t, r.Extensions)
+			require.NotContains(t, string(r.Accepts), "extra")
+		}},
+		{"bytes that are not UTF-8 in a schema", func(it map[string]any) {
+			it["extensions"] = bazaar(json.RawMessage("{\"type\":\"http\",\"q\":\"\xff\"}"), nil)
+		}, func(t *testing.T, r row) {
+			require.Nil(t, r.Input)
+			require.Nil(t, r.Extensions)
+		}},
+		{"a time beyond what JSON holds", func(it map[string]any) {
+			it["quality"] = map[string]any{"l30DaysTotalCalls": 5, "lastCalledAt": json.Number("1e300")}
+		}, func(t *testing.T, r row) {
+			require.Equal(t, int64(5), *r.Calls)
+			require.Nil(t, r.LastCalled, "not read")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hostile := item(fmt.Sprintf("https://hostile%d.example/x", i), "1000")
+			tc.hurt(hostile)
+			good := func(n int) map[string]any {
+				return item(fmt.Sprintf("https://good%d.example/%d", i, n), "2000", "fine")
+			}
+			src := &listing{items: []map[string]any{good(1), hostile, good(2), good(3)}}
+			srv := httptest.NewServer(src)
+			defer srv.Close()
+			require.NoError(t, NewCrawler(&CrawlerConfig{Pool: db.Pool, Sources: []string{srv.URL}, PageSize: 3, Gap: -1}).FullPass(ctx, nil))
+
+			var pages, resources int
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1 AND stream = $2`,
+				store.EventCrawlPage, store.CrawlStream(srv.URL)).Scan(&pages))
+			require.Equal(t, 2, pages)
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM index_resources WHERE NOT retired AND host LIKE $1`,
+				fmt.Sprintf("%%%d.example", i)).Scan(&resources))
+			require.Equal(t, 4, resources, "every item indexed")
+			var r row
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT description, method, mime_type, tags, input_schema, output_schema, extensions,
+				accepts, price_usdc::text, quality_calls_30d, quality_last_called_at FROM index_resources WHERE resource = $1`, hostile["resource"]).
+				Scan(&r.Description, &r.Method, &r.MimeType, &r.Tags, &r.Input, &r.Output, &r.Extensions, &r.Accepts, &r.Price, &r.Calls, &r.LastCalled))
+			tc.check(t, r)
+		})
+	}
+}

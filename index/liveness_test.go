@@ -97,6 +97,9 @@ func sellers(t *testing.T) (*httptest.Server, *fetch.Client, *sellerLog) {
 		case host == "v1.test":
 			w.WriteHeader(http.StatusPaymentRequired)
 			_, _ = w.Write([]byte(`{"x402Version":1,"accepts":[{"scheme":"exact","network":"base","maxAmountRequired":"10","payTo":"0x1"}]}`))
+		case host == "nul.test":
+			w.WriteHeader(http.StatusPaymentRequired)
+			_, _ = w.Write([]byte(`{"x402Version":1,"accepts":[{"scheme":"ex\u0000act","network":"base","maxAmountRequired":"10","asset":"` + usdc + `","payTo":"0x\u00002","extra":{"x":"\u0000"}}]}`))
 		case host == "bogus402.test":
 			w.WriteHeader(http.StatusPaymentRequired)
 			_, _ = w.Write([]byte("pay me"))
@@ -294,6 +297,28 @@ func TestLivenessFirst429(t *testing.T) {
 	s, err := NewReader(db.Pool, nil).Summary(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Liveness{Unmeasured: 1}, s.Liveness)
+}
+
+// TestLivenessHostileQuote probes a seller whose 402 carries NUL
+// characters in its option's strings: the probe is recorded, the strings
+// without them, and compared with the listing.
+func TestLivenessHostileQuote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	listed := newListedSellers(t)
+	listed.setItems(item(listed.url("nul", "/r"), "10"))
+	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
+	rep, err := newProber(db, listed.client).ProbeAll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ProbeReport{Probed: 1, Live: 1}, *rep)
+	var matches bool
+	var differences, accepts string
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT quote_matches_listing, quote_differences::text, quote_accepts::text FROM index_hosts WHERE host = 'nul.test'").
+		Scan(&matches, &differences, &accepts))
+	require.False(t, matches)
+	require.JSONEq(t, `[{"resource":"`+listed.url("nul", "/r")+`","network":"eip155:8453","asset":"`+usdc+`","field":"pay_to","listing":"0x1","quote":"0x2"}]`, differences)
+	require.JSONEq(t, `[{"scheme":"exact","network":"eip155:8453","asset":"`+usdc+`","amount":"10","pay_to":"0x2"}]`, accepts)
 }
 
 // recordProbe records a first liveness measurement of host.

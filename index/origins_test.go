@@ -126,6 +126,15 @@ func (o *origins) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"version": 1, "resources": []string{base + "/d"}})
 	case "dns.test GET /d":
 		quote("40", "found by dns")
+	case "hostile.test GET /.well-known/x402":
+		_ = json.NewEncoder(w).Encode(map[string]any{"version": 1, "resources": []string{base + "/bad", base + "/good"}})
+	case "hostile.test GET /good":
+		quote("10", "good")
+	case "hostile.test GET /bad":
+		w.Header().Set("PAYMENT-REQUIRED", base64.StdEncoding.EncodeToString([]byte(`{"x402Version":2,"resource":{"url":"`+base+`/bad","description":"b\u0000ad"},`+
+			`"extensions":{"bazaar":{"info":{"input":{"type":"http"},"output":{"n":1e200000}}}},`+
+			`"accepts":[{"scheme":"exact","network":"eip155:8453","amount":"20","asset":"`+usdc+`","payTo":"0x1","extra":{"name":"\u0000"}}]}`)))
+		w.WriteHeader(http.StatusPaymentRequired)
 	case "flaky.test GET /openapi.json":
 		w.Header().Set("Retry-After", "7200")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -252,4 +261,34 @@ func TestListedPrice(t *testing.T) {
 	atomic, ok := usdcAtomic("0.05")
 	require.True(t, ok)
 	require.Equal(t, "50000", atomic)
+}
+
+// TestDiscoveryHostileQuote reads an origin one of whose resources answers
+// a 402 carrying what Postgres cannot store: both resources are indexed,
+// that one without it.
+func TestDiscoveryHostileQuote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	o := &origins{asked: map[string][]time.Time{}, inFlight: map[string]int{}}
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	_, o.port, _ = net.SplitHostPort(srv.Listener.Addr().String())
+	_, client, _ := sellers(t)
+	origin := "http://hostile.test:" + o.port
+	d := NewDiscoverer(&DiscovererConfig{Pool: db.Pool, Fetch: client, Gap: -1})
+	via, indexed, err := d.Origin(ctx, origin)
+	require.NoError(t, err)
+	require.Equal(t, "well-known", via)
+	require.Equal(t, 2, indexed)
+	var description, price string
+	var input, output, extensions, accepts []byte
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT description, price_usdc::text, input_schema, output_schema, extensions, accepts
+		FROM index_resources WHERE resource = $1`, origin+"/bad").Scan(&description, &price, &input, &output, &extensions, &accepts))
+	require.Equal(t, "bad", description)
+	require.Equal(t, "0.000020", price)
+	require.JSONEq(t, `{"type":"http"}`, string(input))
+	require.Nil(t, output)
+	require.Nil(t, extensions)
+	require.NotContains(t, string(accepts), "extra")
 }

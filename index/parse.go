@@ -88,18 +88,34 @@
 // x-payment-info, /.well-known/x402, the DNS _x402 TXT record. A resource
 // is indexed from its 402, its USDC options at the fixed price its OpenAPI
 // operation lists, if any: what its origin lists of it.
+//
+// What the index keeps of a listing item, or of a seller's 402, is what
+// Postgres can store, so that one broken or hostile seller never fails the
+// page (or the origin, or the probe) that records everyone else: strings
+// are kept without their NUL characters (keepText; a tag left empty is
+// dropped); a JSON value kept as given (input and output schema,
+// extensions, an option's extra) that jsonb cannot store (jsonbStorable: a
+// \u0000 or a lone surrogate in any string, bytes that are not UTF-8, a
+// number beyond numeric's range) is dropped, the item kept without it, as
+// one too large is; an amount beyond 2^256-1 leaves its option unpriced;
+// a time outside years 1 to 9999 is not read. Only an item the index
+// cannot read at all (not an object of the listing's shape, no http(s)
+// URL) is missing from the page's items, and Page.Count still counts it.
 package index
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/x402d/x402d/store"
 	"github.com/x402d/x402d/x402"
@@ -137,8 +153,8 @@ type Resource struct {
 	Discoverable bool
 	// Accepts are the payment options listed, on known networks, each
 	// with its extra object as given: the item's extras together at most
-	// maxSchema bytes, one that would pass it (or is not an object) left
-	// out.
+	// maxSchema bytes, one that would pass it (or is not an object, or
+	// cannot be stored: keepObject) left out.
 	Accepts []store.Accept
 	// FromOrigin is set for a resource found from its seller's origin
 	// (Discoverer): what a listing says of it stands.
@@ -146,15 +162,16 @@ type Resource struct {
 	// Quality is the use the listing reports (Bazaar's quality object),
 	// nil when it reports none.
 	Quality *store.Quality
-	// Tags are the listing's topical tags, at most maxTags, each trimmed.
+	// Tags are the listing's topical tags, at most maxTags, each trimmed
+	// and without NUL characters.
 	Tags []string
 	// InputSchema and OutputSchema are the call contract as given: the
 	// bazaar extension's info.input and info.output, else a v1 option's
-	// outputSchema.input and .output. Nil when not given or larger than
-	// maxSchema.
+	// outputSchema.input and .output. Nil when not given or not kept
+	// (keepObject).
 	InputSchema, OutputSchema json.RawMessage
-	// Extensions is the item's extensions object as given (nil when
-	// larger than maxSchema).
+	// Extensions is the item's extensions object as given (nil when not
+	// kept: keepObject).
 	Extensions json.RawMessage
 	// X402Version is the item's x402Version, 1 when it says none.
 	X402Version int
@@ -205,9 +222,10 @@ type rawAccept struct {
 	MimeType          string          `json:"mimeType"`
 }
 
-// accept returns the option as the index records it: the network in CAIP-2,
-// the amount in atomic units as text (amount, else v1's maxAmountRequired).
-// ok is false for a network the index does not know.
+// accept returns the option as the index records it, without its extra:
+// the network in CAIP-2, the amount in atomic units as text (amount, else
+// v1's maxAmountRequired), its other strings without NUL characters
+// (keepText). ok is false for a network the index does not know.
 func (a rawAccept) accept() (store.Accept, bool) {
 	network, ok := x402.NormalizeNetwork(a.Network)
 	if !ok {
@@ -220,8 +238,8 @@ func (a rawAccept) accept() (store.Accept, bool) {
 	if string(amount) == "null" {
 		amount = nil
 	}
-	return store.Accept{Scheme: a.Scheme, Network: network, Asset: a.Asset, Amount: strings.Trim(string(amount), `"`), PayTo: a.PayTo,
-		MaxTimeoutSeconds: max(a.MaxTimeoutSeconds, 0)}, true
+	return store.Accept{Scheme: keepText(a.Scheme), Network: network, Asset: keepText(a.Asset),
+		Amount: strings.Trim(string(amount), `"`), PayTo: keepText(a.PayTo), MaxTimeoutSeconds: max(a.MaxTimeoutSeconds, 0)}, true
 }
 
 // ParsePage reads a discovery listing page: {x402Version, items,
@@ -301,9 +319,7 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 	r.X402Version = max(it.X402Version, 1)
 	r.MimeType = it.MimeType
 	r.Tags = cleanTags(it.Tags)
-	if len(it.Extensions) <= maxSchema && isObject(it.Extensions) {
-		r.Extensions = compact(it.Extensions)
-	}
+	r.Extensions = keepObject(it.Extensions, maxSchema)
 	r.InputSchema, r.OutputSchema = callContract(raw)
 	var lowest *big.Rat
 	extraLeft := maxSchema
@@ -321,7 +337,7 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 		if !ok {
 			continue
 		}
-		if extra := compact(a.Extra); len(extra) <= extraLeft && isObject(extra) {
+		if extra := keepObject(a.Extra, extraLeft); extra != nil {
 			acc.Extra, extraLeft = extra, extraLeft-len(extra)
 		}
 		r.Accepts = append(r.Accepts, acc)
@@ -336,6 +352,7 @@ func (it *rawItem) normalise(raw json.RawMessage) (Resource, bool) {
 	if lowest != nil {
 		r.PriceUSDC = lowest.FloatString(6)
 	}
+	r.Description, r.Method, r.MimeType = keepText(r.Description), keepText(r.Method), keepText(r.MimeType)
 	return r, true
 }
 
@@ -374,12 +391,13 @@ func count(raw json.RawMessage) *int64 {
 	return &n
 }
 
-// cleanTags returns tags trimmed, without empty or repeated ones, at most
-// maxTags of at most maxTagLength bytes.
+// cleanTags returns tags without NUL characters (keepText) and trimmed,
+// without empty or repeated ones, at most maxTags of at most maxTagLength
+// bytes.
 func cleanTags(tags []string) []string {
 	var out []string
 	for _, t := range tags {
-		t = strings.TrimSpace(t)
+		t = strings.TrimSpace(keepText(t))
 		if t == "" || len(t) > maxTagLength || slices.Contains(out, t) {
 			continue
 		}
@@ -390,25 +408,119 @@ func cleanTags(tags []string) []string {
 	return out
 }
 
-// isObject reports whether raw is a JSON object.
-func isObject(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+// keepText returns a string of a listing or a 402 as the index keeps it:
+// without NUL characters, which neither Postgres's text nor its jsonb can
+// hold. (A string decoded from JSON is otherwise valid UTF-8.)
+func keepText(s string) string {
+	return strings.ReplaceAll(s, "\x00", "")
 }
 
-// compact returns raw without insignificant space (nil when not JSON).
-func compact(raw json.RawMessage) json.RawMessage {
+// keepObject returns raw as the index keeps a JSON value a listing gives
+// as it is (a schema, the extensions, an extra): without insignificant
+// space, when it is a JSON object of at most limit bytes so written and
+// Postgres's jsonb can store it (jsonbStorable); nil otherwise.
+func keepObject(raw json.RawMessage, limit int) json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
 	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
+	if json.Compact(&buf, raw) != nil || buf.Len() > limit || !jsonbStorable(buf.Bytes()) {
 		return nil
 	}
 	return buf.Bytes()
 }
 
+// jsonbStorable reports whether Postgres's jsonb can store raw, valid
+// JSON: its bytes are UTF-8, no string in it (a key or a value) has a
+// \u0000 escape (jsonb's text cannot hold NUL) or a surrogate escape not in
+// a high-low pair, and each of its numbers is within numeric's range
+// (numericStorable).
+func jsonbStorable(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	// hex reads the escape \uXXXX at raw[i:].
+	hex := func(i int) rune {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] != '\\' {
+					continue
+				}
+				r := hex(i)
+				switch {
+				case r == 0:
+					return false
+				case r >= 0xd800 && r < 0xdc00: // high: a low must follow
+					if low := hex(i + 6); utf16.DecodeRune(r, low) == utf8.RuneError {
+						return false
+					}
+					i += 11
+				case utf16.IsSurrogate(r): // low, alone
+					return false
+				default:
+					i++ // past the escaped character, or into \uXXXX's digits
+				}
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			j := i
+			for j < len(raw) && strings.IndexByte("+-.eE0123456789", raw[j]) >= 0 {
+				j++
+			}
+			if !numericStorable(string(raw[i:j])) {
+				return false
+			}
+			i = j - 1
+		}
+	}
+	return true
+}
+
+// The range of Postgres's numeric, in which jsonb keeps its numbers: at
+// most 131072 digits before the decimal point and 16383 after it, an
+// exponent less than 2^30-1 in magnitude.
+const (
+	numericWholeDigits = 131072
+	numericFracDigits  = 16383
+	numericExponent    = 1<<30 - 1
+)
+
+// numericStorable reports whether Postgres's numeric holds the JSON number
+// num, as written: its digits after the decimal point, less its exponent,
+// at most numericFracDigits, and, unless it is zero, its leading digit
+// less than numericWholeDigits places before the point.
+func numericStorable(num string) bool {
+	mantissa, exp := num, int64(0)
+	if i := strings.IndexAny(num, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(num[i+1:], 10, 64)
+		if err != nil || e >= numericExponent || e <= -numericExponent {
+			return false
+		}
+		mantissa, exp = num[:i], e
+	}
+	whole, frac, _ := strings.Cut(strings.TrimPrefix(mantissa, "-"), ".")
+	if int64(len(frac))-exp > numericFracDigits {
+		return false
+	}
+	first := strings.IndexFunc(whole+frac, func(r rune) bool { return r != '0' })
+	return first < 0 || int64(len(whole)-1-first)+exp < numericWholeDigits
+}
+
 // callContract finds a listing item's input and output schema: the bazaar
 // extension's info.input and info.output (in the item or its metadata),
-// else the first v1 option's outputSchema.input and .output. A part larger
-// than maxSchema, or not a JSON object, is left out.
+// else the first v1 option's outputSchema.input and .output: of each, the
+// first the index keeps (keepObject, at most maxSchema bytes).
 func callContract(raw json.RawMessage) (input, output json.RawMessage) {
 	type info struct {
 		Info struct {
@@ -431,19 +543,19 @@ func callContract(raw json.RawMessage) (input, output json.RawMessage) {
 	_ = json.Unmarshal(raw, &doc)
 	keep := func(parts ...json.RawMessage) json.RawMessage {
 		for _, p := range parts {
-			if len(p) <= maxSchema && isObject(p) {
-				return compact(p)
+			if kept := keepObject(p, maxSchema); kept != nil {
+				return kept
 			}
 		}
 		return nil
 	}
 	var v1In, v1Out json.RawMessage
 	for _, a := range doc.Accepts {
-		if v1In == nil && isObject(a.OutputSchema.Input) {
-			v1In = a.OutputSchema.Input
+		if v1In == nil {
+			v1In = keepObject(a.OutputSchema.Input, maxSchema)
 		}
-		if v1Out == nil && isObject(a.OutputSchema.Output) {
-			v1Out = a.OutputSchema.Output
+		if v1Out == nil {
+			v1Out = keepObject(a.OutputSchema.Output, maxSchema)
 		}
 	}
 	b, m := doc.Extensions["bazaar"].Info, doc.Metadata.Extensions["bazaar"].Info
@@ -491,8 +603,9 @@ func usdcAsset(network, asset string) bool {
 }
 
 // priceUSDC converts an atomic amount of a known USDC asset to USDC.
-// Decimal-dollar amounts ("0.01"), empty amounts and unknown assets are
-// unpriced.
+// Decimal-dollar amounts ("0.01"), empty amounts, amounts beyond 2^256-1
+// (what no token holds, and a price past numeric's range) and unknown
+// assets are unpriced.
 func priceUSDC(network, asset, amount string) (*big.Rat, bool) {
 	if !usdcAsset(network, asset) {
 		return nil, false
@@ -502,28 +615,38 @@ func priceUSDC(network, asset, amount string) (*big.Rat, bool) {
 		return nil, false
 	}
 	n, ok := new(big.Int).SetString(s, 10)
-	if !ok {
+	if !ok || n.BitLen() > 256 {
 		return nil, false
 	}
 	return new(big.Rat).SetFrac(n, big.NewInt(1_000_000)), true
 }
 
 // parseTime reads lastUpdated: ISO 8601 text, Unix seconds or milliseconds
-// (as a number or as text). The zero time when absent or unreadable.
+// (as a number or as text). The zero time when absent or unreadable, or
+// outside years 1 to 9999 (an event's JSON time holds no later one).
 func parseTime(raw json.RawMessage) time.Time {
 	s := strings.Trim(string(raw), `"`)
 	if s == "" || s == "null" {
 		return time.Time{}
 	}
-	if n, err := strconv.ParseFloat(s, 64); err == nil {
-		if n > 1e12 {
-			return time.UnixMilli(int64(n)).UTC()
+	inRange := func(t time.Time) time.Time {
+		if t.Year() < 1 || t.Year() > 9999 {
+			return time.Time{}
 		}
-		return time.Unix(int64(n), 0).UTC()
+		return t.UTC()
+	}
+	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(n) || n < -1e17 || n > 1e17 { // beyond those years as seconds or milliseconds
+			return time.Time{}
+		}
+		if n > 1e12 {
+			return inRange(time.UnixMilli(int64(n)))
+		}
+		return inRange(time.Unix(int64(n), 0))
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC()
+			return inRange(t)
 		}
 	}
 	return time.Time{}

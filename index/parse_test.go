@@ -1,6 +1,7 @@
 package index
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x402d/x402d/internal/dbtest"
 	"github.com/x402d/x402d/store"
 )
 
@@ -112,6 +114,8 @@ func TestParsePage(t *testing.T) {
 func FuzzParsePage(f *testing.F) {
 	f.Add([]byte(`{"items":[{"resource":"https://a.b/c","accepts":[{"network":"base","amount":"1","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"}]}]}`))
 	f.Add([]byte(`{"resources":[{"url":"http://x"}],"total":3}`))
+	f.Add([]byte(`{"items":[{"resource":"https://a.b/c","description":"\u0000","tags":["\u0000x"],"extensions":{"a":[1e200000,"\ud800"]},` +
+		`"accepts":[{"network":"base","amount":"1","asset":"x","payTo":"\u0000","extra":{"b":"\u0000"}}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := ParsePage(body)
 		if err != nil {
@@ -123,6 +127,19 @@ func FuzzParsePage(f *testing.F) {
 			require.True(t, ok)
 			require.Equal(t, r.URL, u, "normalising is idempotent")
 			require.Equal(t, r.Host, h)
+			// What is kept can be stored.
+			texts := []string{r.Description, r.Method, r.MimeType}
+			raws := []json.RawMessage{r.InputSchema, r.OutputSchema, r.Extensions}
+			for _, a := range r.Accepts {
+				texts = append(texts, a.Scheme, a.Asset, a.PayTo)
+				raws = append(raws, a.Extra)
+			}
+			for _, s := range append(texts, r.Tags...) {
+				require.NotContains(t, s, "\x00")
+			}
+			for _, raw := range raws {
+				require.True(t, raw == nil || jsonbStorable(raw), "%s", raw)
+			}
 		}
 	})
 }
@@ -174,3 +191,153 @@ func TestParseQualityFigures(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestParsePageStorable reads listing items carrying what Postgres cannot
+// store: each is kept, without the strings' NUL characters and without the
+// JSON values jsonb cannot hold, the rest as given.
+func TestParsePageStorable(t *testing.T) {
+	t.Parallel()
+	const option = `{"scheme":"exact","network":"eip155:8453","amount":"1000","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","payTo":"0x1"`
+	bazaar := func(input, output string) string {
+		return `{"bazaar":{"info":{"input":` + input + `,"output":` + output + `}}}`
+	}
+	for _, tc := range []struct {
+		name, item string
+		check      func(t *testing.T, r Resource)
+	}{
+		{"NUL in the description", `"description":"bad\u0000text","accepts":[` + option + `}]`, func(t *testing.T, r Resource) {
+			require.Equal(t, "badtext", r.Description)
+		}},
+		{"NUL in a tag", `"tags":["ok","t\u0000ag","\u0000"," ok "]`, func(t *testing.T, r Resource) {
+			require.Equal(t, []string{"ok", "tag"}, r.Tags)
+		}},
+		{"NUL in the method and the mime type", `"mimeType":"text/\u0000plain","extensions":{"bazaar":{"info":{"input":{"method":"p\u0000ut"}}}}`,
+			func(t *testing.T, r Resource) {
+				require.Equal(t, "PUT", r.Method)
+				require.Equal(t, "text/plain", r.MimeType)
+				require.Nil(t, r.Extensions)
+				require.Nil(t, r.InputSchema)
+			}},
+		{"NUL in the input schema", `"extensions":` + bazaar(`{"type":"http","q":"\u0000"}`, `{"ok":true}`), func(t *testing.T, r Resource) {
+			require.Nil(t, r.InputSchema)
+			require.Equal(t, `{"ok":true}`, string(r.OutputSchema))
+			require.Nil(t, r.Extensions)
+		}},
+		{"NUL in a key of the extensions", `"extensions":{"bazaar":{"info":{"input":{"type":"http"}}},"x\u0000":1}`, func(t *testing.T, r Resource) {
+			require.Equal(t, `{"type":"http"}`, string(r.InputSchema), "the schema within is kept")
+			require.Nil(t, r.Extensions)
+		}},
+		{"the bazaar schema unstorable, the v1 one kept", `"extensions":` + bazaar(`{"n":1e200000}`, `{}`) + `,"accepts":[` + option + `,"outputSchema":{"input":{"type":"http"}}}]`,
+			func(t *testing.T, r Resource) {
+				require.Equal(t, `{"type":"http"}`, string(r.InputSchema))
+				require.Equal(t, `{}`, string(r.OutputSchema))
+			}},
+		{"NUL in an option's strings and extra", `"accepts":[{"scheme":"ex\u0000act","network":"base","amount":"1000","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","payTo":"0x\u00001","extra":{"name":"USD\u0000C"}},` + option + `,"extra":{"name":"USDC"}}]`,
+			func(t *testing.T, r Resource) {
+				require.Len(t, r.Accepts, 2)
+				require.Equal(t, store.Accept{Scheme: "exact", Network: "eip155:8453", Asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", Amount: "1000", PayTo: "0x1"}, r.Accepts[0])
+				require.Equal(t, `{"name":"USDC"}`, string(r.Accepts[1].Extra))
+				require.Equal(t, "0.001000", r.PriceUSDC)
+			}},
+		{"1e200000 in a schema", `"extensions":` + bazaar(`{"type":"http"}`, `{"max":1e200000}`), func(t *testing.T, r Resource) {
+			require.Equal(t, `{"type":"http"}`, string(r.InputSchema))
+			require.Nil(t, r.OutputSchema)
+			require.Nil(t, r.Extensions)
+		}},
+		{"1e200000 in an extra", `"accepts":[` + option + `,"extra":{"version":1e200000}}]`, func(t *testing.T, r Resource) {
+			require.Len(t, r.Accepts, 1)
+			require.Nil(t, r.Accepts[0].Extra)
+			require.Equal(t, "0.001000", r.PriceUSDC)
+		}},
+		{"a huge integer amount", `"accepts":[{"scheme":"exact","network":"base","amount":"1` + strings.Repeat("0", 140_000) + `","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","payTo":"0x1"}]`,
+			func(t *testing.T, r Resource) {
+				require.Len(t, r.Accepts, 1, "the option as given")
+				require.Empty(t, r.PriceUSDC, "beyond 2^256-1: unpriced")
+			}},
+		{"an amount of 2^256-1", `"accepts":[{"scheme":"exact","network":"base","amount":"115792089237316195423570985008687907853269984665640564039457584007913129639935","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","payTo":"0x1"}]`,
+			func(t *testing.T, r Resource) {
+				require.Equal(t, "115792089237316195423570985008687907853269984665640564039457584007913129.639935", r.PriceUSDC)
+			}},
+		{"lone surrogates", `"extensions":{"x":"\ud800"},"accepts":[` + option + `,"extra":{"y":"\udc00"}}]`, func(t *testing.T, r Resource) {
+			require.Nil(t, r.Extensions)
+			require.Nil(t, r.Accepts[0].Extra)
+		}},
+		{"bytes that are not UTF-8", "\"extensions\":{\"x\":\"\xff\"}", func(t *testing.T, r Resource) {
+			require.Nil(t, r.Extensions)
+		}},
+		{"times beyond what JSON holds", `"lastUpdated":1e300,"quality":{"l30DaysTotalCalls":5,"lastCalledAt":"-1e15"}`, func(t *testing.T, r Resource) {
+			require.True(t, r.LastUpdated.IsZero())
+			require.Equal(t, &store.Quality{Calls30d: ptr(int64(5))}, r.Quality)
+		}},
+		{"what jsonb stores is kept", `"extensions":{"x":"\\u0000 \ud83d\ude00 \u00e9","n":[-0.5e-3,1e131071,0e9999999]}`, func(t *testing.T, r Resource) {
+			require.Equal(t, `{"x":"\\u0000 \ud83d\ude00 \u00e9","n":[-0.5e-3,1e131071,0e9999999]}`, string(r.Extensions))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePage([]byte(`{"items":[{"resource":"https://a.example/x",` + tc.item + `}]}`))
+			require.NoError(t, err)
+			require.Len(t, p.Items, 1)
+			tc.check(t, p.Items[0])
+		})
+	}
+}
+
+// TestJSONBStorable checks jsonbStorable against Postgres: it says a
+// value can be stored exactly when jsonb takes it.
+func TestJSONBStorable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	for _, tc := range []struct {
+		raw  string
+		want bool
+	}{
+		{`{}`, true},
+		{`{"a":"b","c":[1,-2.5,true,null]}`, true},
+		{`"\u0000"`, false},
+		{`{"a\u0000":1}`, false},
+		{`"\\u0000"`, true},
+		{`"\\\u0000"`, false},
+		{`"\"\u0000"`, false},
+		{`"\ud83d\ude00"`, true},
+		{`"\ud800"`, false},
+		{`"\ud800x"`, false},
+		{`"\ud800\u0041"`, false},
+		{`"\ud800\ud800"`, false},
+		{`"\udc00"`, false},
+		{`"\\ud800"`, true},
+		{`"\u00e9\u0001"`, true},
+		{"\"\xff\"", false},
+		{"\"\xed\xa0\x80\"", false},
+		{`1e131071`, true},
+		{`1e131072`, false},
+		{`-1e131072`, false},
+		{`1000e131068`, true},
+		{`1000e131069`, false},
+		{`0.001e131074`, true},
+		{`0.001e131075`, false},
+		{`1E+131071`, true},
+		{`1e200000`, false},
+		{`1e-16383`, true},
+		{`1e-16384`, false},
+		{`1.5e-16383`, false},
+		{`1.000e-16380`, true},
+		{`1.000e-16381`, false},
+		{`0e-16383`, true},
+		{`0e-200000`, false},
+		{`0e200000`, true},
+		{`0e1073741822`, true},
+		{`0e1073741823`, false},
+		{`0e-1073741822`, false},
+		{`1e99999999999999999999`, false},
+		{`0.0e000000000000000000000001`, true},
+		{`[1e5,{"x":[1e200000]}]`, false},
+		{`"1e200000"`, true},
+	} {
+		got := jsonbStorable([]byte(tc.raw))
+		require.Equal(t, tc.want, got, tc.raw)
+		var ok bool
+		err := db.Pool.QueryRow(ctx, "SELECT $1::jsonb IS NOT NULL", tc.raw).Scan(&ok)
+		require.Equal(t, tc.want, err == nil, "Postgres on %s: %v", tc.raw, err)
+	}
+}
