@@ -234,3 +234,54 @@ func TestEvidenceHostsDue(t *testing.T) {
 	require.Equal(t, []string{"h2.test"}, due)
 	require.Len(t, gone, 2)
 }
+
+// TestHostListByEvidence lists the hosts by each on-chain figure: the
+// measured hosts by the figure, the highest first (a tie by name, a
+// measured zero among them), then the hosts not measured by name, at every
+// limit; with a filter on the figures, the measured only; with a text, its
+// hosts only.
+func TestHostListByEvidence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Schema(ctx, t)
+	// h1 to h4 measured (h4 a measured zero), h5 and h6 not, h7 without
+	// services.
+	_, err := db.Pool.Exec(ctx, `INSERT INTO index_hosts (host, services) SELECT 'h' || n || '.test', CASE WHEN n = 7 THEN 0 ELSE 1 END
+		FROM generate_series(1, 7) n`)
+	require.NoError(t, err)
+	figures := map[string][2]int64{"h1.test": {5, 3}, "h2.test": {9, 1}, "h3.test": {5, 7}, "h4.test": {0, 0}, "h7.test": {20, 20}}
+	var rows []store.HostEvidenceRow
+	for host, f := range figures {
+		v := strconv.FormatInt(f[0], 10)
+		rows = append(rows, store.HostEvidenceRow{EvidenceRaw: store.EvidenceRaw{Key: host, MeasuredSince: time.Now(), Networks: []string{"eip155:8453"},
+			Transactions24h: f[0], Transactions7d: f[0], Transactions30d: f[0], Volume24h: v, Volume7d: v, Volume30d: v,
+			Payers24h: f[1], Payers7d: f[1], Payers30d: f[1]}, SendersJSON: []byte("[]")})
+	}
+	require.NoError(t, store.HostEvidenceSave(ctx, db.Pool, rows, nil, time.Now()))
+	byVolume := []string{"h2.test", "h1.test", "h3.test", "h4.test", "h5.test", "h6.test"}
+	byPayers := []string{"h3.test", "h1.test", "h2.test", "h4.test", "h5.test", "h6.test"}
+	for _, tc := range []struct {
+		sort, q, evidence string
+		want              []string
+	}{
+		{"volume_24h", "", "", byVolume},
+		{"volume_7d", "", "", byVolume},
+		{"volume_30d", "", "", byVolume},
+		{"transactions_30d", "", "", byVolume},
+		{"payers_30d", "", "", byPayers},
+		{"volume_30d", "", "e.payers_30d >= 1", []string{"h2.test", "h1.test", "h3.test"}},
+		{"payers_30d", "", "e.payers_30d >= 3", []string{"h3.test", "h1.test"}},
+		{"volume_30d", "h3", "", []string{"h3.test"}},
+		{"volume_30d", "h6", "", []string{"h6.test"}},
+	} {
+		for limit := 1; limit <= len(tc.want)+1; limit++ {
+			hosts, err := store.HostList(ctx, db.Pool, &store.HostListParams{Sort: tc.sort, Q: tc.q, Evidence: tc.evidence, Limit: limit})
+			require.NoError(t, err)
+			var got []string
+			for _, h := range hosts {
+				got = append(got, h.Host)
+			}
+			require.Equal(t, tc.want[:min(limit, len(tc.want))], got, "%+v, limit %d", tc, limit)
+		}
+	}
+}
