@@ -48,8 +48,9 @@ FROM generate_series(1, $1::integer) h`
 
 // scaleResources makes $2 resources spread over the $1 hosts: a
 // description of three words of $3 and two tags, one option on Base (one in
-// four also on Polygon), 200 receivers, prices from 0.001 to 0.1 USDC, the
-// call contract of the bazaar extension.
+// four also on Polygon) paying its host's receiver (h<n>.example's is n in
+// hexadecimal, padded: lpadHex), prices from 0.001 to 0.1 USDC, the call
+// contract of the bazaar extension.
 const scaleResources = `
 INSERT INTO index_resources (resource, host, description, method, networks, price_usdc, discoverable, updated_at, accepts,
 	tags, input_schema, output_schema, extensions, x402_version, mime_type, pay_tos, schemes, assets)
@@ -58,11 +59,11 @@ SELECT 'https://h' || (1 + i % $1) || '.example/r' || (i / $1), 'h' || (1 + i % 
 	CASE WHEN i % 4 = 0 THEN '{eip155:137,eip155:8453}'::text[] ELSE '{eip155:8453}'::text[] END,
 	(1 + i % 100) / 1000.0, true, now() - (i % 10000) * interval '1 minute',
 	jsonb_build_array(jsonb_build_object('scheme', 'exact', 'network', 'eip155:8453', 'asset', '` + baseUSDC + `',
-		'amount', ((1 + i % 100) * 1000)::text, 'pay_to', '0x' || lpad(to_hex(i % 200), 40, '0'), 'max_timeout_seconds', 60)),
+		'amount', ((1 + i % 100) * 1000)::text, 'pay_to', '0x' || lpad(to_hex(1 + i % $1), 40, '0'), 'max_timeout_seconds', 60)),
 	ARRAY[w1, w3], jsonb_build_object('type', 'http', 'method', 'GET', 'queryParams', jsonb_build_object('q', w2)),
 	jsonb_build_object('type', 'json'), jsonb_build_object('bazaar', jsonb_build_object('info', jsonb_build_object('input',
 		jsonb_build_object('type', 'http', 'method', 'GET')))), 2, 'application/json',
-	ARRAY['0x' || lpad(to_hex(i % 200), 40, '0')], '{exact}', ARRAY[lower('` + baseUSDC + `')]
+	ARRAY['0x' || lpad(to_hex(1 + i % $1), 40, '0')], '{exact}', ARRAY[lower('` + baseUSDC + `')]
 FROM generate_series(0, $2::integer - 1) i,
 	LATERAL (SELECT ($3::text[])[1 + (i * 7) % cardinality($3)] AS w1, ($3::text[])[1 + (i * 13 / 3) % cardinality($3)] AS w2,
 		($3::text[])[1 + (i / 7 * 11) % cardinality($3)] AS w3) w`
@@ -76,11 +77,17 @@ WHERE (substring(r.host FROM 'h([0-9]+)')::integer) % 50 = 0 ON CONFLICT DO NOTH
 // BenchmarkXIndexResources times the resources search and the Bazaar
 // discovery API over XINDEX_BENCH_RESOURCES resources (100,000) of
 // XINDEX_BENCH_RESOURCE_HOSTS hosts (10,000), written straight into the
-// index's tables (scaleResourceHosts, scaleResources, scaleOwnership; the database
-// kept a day as x402_bench_resources_<resources>). Each iteration asks,
-// over HTTP: a text search of one or two words (with a filter in turn:
-// none, network, max_usd, live, tags, pay_to), the Bazaar list at an
-// offset (with or without payTo) and the Bazaar search.
+// index's tables (scaleResourceHosts, scaleResources, scaleOwnership), with
+// the on-chain evidence of 1,000 sellers over 30 days (generateEvidence:
+// 3,000,000 transfers, every host's figures counted by the chain reader);
+// the database is kept a day as x402_bench_resources_<resources>. It
+// first times the chain reader counting the figures again after a run
+// whose transfers touched 50 sellers (five runs), then 1,000 (two runs)
+// (timeEvidenceRefresh). Then each iteration asks, over HTTP: a text
+// search of one or two words, ranked by relevance and evidence, with a
+// filter in turn (none, network, max_usd, live, tags, a seller's pay_to);
+// a word with each other sort in turn; the Bazaar list at an offset (or of
+// a host's payTo) and the Bazaar search.
 //
 //	go tool task bench:resources
 func BenchmarkXIndexResources(b *testing.B) {
@@ -93,7 +100,8 @@ func BenchmarkXIndexResources(b *testing.B) {
 			require.NoError(b, err)
 		}
 	}
-	key := strings.Join([]string{strconv.Itoa(resources), strconv.Itoa(hosts), scaleResourceHosts, scaleResources, scaleOwnership, strings.Join(scaleWords, ",")}, "\x00")
+	key := strings.Join([]string{strconv.Itoa(resources), strconv.Itoa(hosts), scaleResourceHosts, scaleResources, scaleOwnership,
+		strings.Join(scaleWords, ","), scaleEvidenceKey}, "\x00")
 	cached := dbtest.Cache(ctx, b, fmt.Sprintf("x402_bench_resources_%d", resources), key, 24*time.Hour, func(db *dbtest.DB) {
 		began := time.Now()
 		_, err := db.Pool.Exec(ctx, scaleResourceHosts, hosts)
@@ -105,11 +113,23 @@ func BenchmarkXIndexResources(b *testing.B) {
 		_, err = db.Pool.Exec(ctx, "VACUUM ANALYZE")
 		require.NoError(b, err)
 		b.Logf("generated %d resources of %d hosts in %.0f s", resources, hosts, time.Since(began).Seconds())
+		generateEvidence(ctx, b, db)
 	})
 	db := cached.DB
-	var n int
-	require.NoError(b, db.Pool.QueryRow(ctx, "SELECT count(*) FROM index_resources WHERE NOT retired").Scan(&n))
+	var n, transfers, ranked int
+	require.NoError(b, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM index_resources WHERE NOT retired),
+		(SELECT count(*) FROM index_transfers), (SELECT count(*) FROM index_resource_search WHERE host_payers_30d > 0)`).Scan(&n, &transfers, &ranked))
 	require.Equal(b, resources, n)
+	sellers := scaleSellerHosts(ctx, b, db)
+	b.Logf("%d resources of %d hosts (reused: %v, made %s ago); %d transfers into %d sellers, %d resources ranked by their payers",
+		n, hosts, cached.Reused, time.Since(cached.FilledAt).Round(time.Minute), transfers, len(sellers), ranked)
+
+	for _, r := range []struct{ sellers, runs int }{{50, 5}, {1000, 2}} {
+		took := timeEvidenceRefresh(ctx, b, db, sellers, min(r.sellers, len(sellers)), r.runs)
+		b.Logf("figures of %d sellers counted again: %v", r.sellers, took)
+		b.ReportMetric(float64(took[len(took)/2])/1e6, fmt.Sprintf("refresh-%d-p50-ms", r.sellers))
+		b.ReportMetric(float64(took[len(took)-1])/1e6, fmt.Sprintf("refresh-%d-max-ms", r.sellers))
+	}
 
 	base := xindexServer(b, db)
 	lat := map[string][]time.Duration{}
@@ -118,7 +138,7 @@ func BenchmarkXIndexResources(b *testing.B) {
 		getJSON(b, u, v)
 		lat[name] = append(lat[name], time.Since(t0))
 	}
-	filters := []string{"", "&network=eip155:137", "&max_usd=0.01", "&live=true", "&tags=", "&pay_to=0x" + strings.Repeat("0", 38) + "2a"}
+	filters := []string{"", "&network=eip155:137", "&max_usd=0.01", "&live=true", "&tags=", "&pay_to=0x" + lpadHex(42)}
 	rng := rand.New(rand.NewPCG(3, 4))
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -136,10 +156,13 @@ func BenchmarkXIndexResources(b *testing.B) {
 		if f == "" {
 			require.NotEmpty(b, found.Resources, q)
 		}
+		sort := index.ResourceSortKeys[1+i%(len(index.ResourceSortKeys)-1)]
+		timed("resources-sorted", base+"/api/xindex/resources?q="+url.QueryEscape(w)+"&sort="+sort, &found)
+		require.NotEmpty(b, found.Resources, w)
 		var list index.BazaarList
 		listQuery := "?limit=20&offset=" + strconv.Itoa(rng.IntN(resources-20))
 		if i%2 == 1 {
-			listQuery = "?limit=20&payTo=0x" + lpadHex(rng.IntN(200))
+			listQuery = "?limit=20&payTo=0x" + lpadHex(1+rng.IntN(hosts))
 		}
 		timed("bazaar-list", base+"/api/xindex/bazaar/discovery/resources"+listQuery, &list)
 		require.NotEmpty(b, list.Items, listQuery)
@@ -147,7 +170,12 @@ func BenchmarkXIndexResources(b *testing.B) {
 		timed("bazaar-search", base+"/api/xindex/bazaar/discovery/search?limit=20&query="+url.QueryEscape(w), &search)
 		require.NotEmpty(b, search.Resources, w)
 	}
-	for _, name := range []string{"resources", "bazaar-list", "bazaar-search"} {
+	reportLatencies(b, lat, "resources", "resources-sorted", "bazaar-list", "bazaar-search")
+}
+
+// reportLatencies reports the p50 and p95 of each of names' latencies.
+func reportLatencies(b *testing.B, lat map[string][]time.Duration, names ...string) {
+	for _, name := range names {
 		l := lat[name]
 		slices.Sort(l)
 		b.ReportMetric(float64(l[len(l)/2])/1e6, name+"-p50-ms")

@@ -115,11 +115,13 @@ const logSize = `SELECT coalesce(sum(pg_relation_size(inhrelid)), 0)::bigint, co
 
 // generateIndex makes the index of hosts hosts of 10 services each as the
 // service would hold it after 30 days: the services crawled from a listing
-// (by the crawler), 30 days of liveness passes every 30 minutes written to
-// the event log (scaleProbes, a day a statement), then the history rebuilt
-// from the log as migration 011 fills it (its up SQL, on emptied
-// index_probe_hours and index_changes), and each host's last probe set on
-// its row (scaleLastProbe).
+// (by the crawler; each host's receiver its own, h<n>.example's n in
+// hexadecimal: lpadHex), 30 days of liveness passes every 30 minutes
+// written to the event log (scaleProbes, a day a statement), then the
+// history rebuilt from the log as migration 011 fills it (its up SQL, on
+// emptied index_probe_hours and index_changes), each host's last probe set
+// on its row (scaleLastProbe), and 30 days of on-chain evidence of 1,000
+// sellers among them (generateEvidence).
 func generateIndex(ctx context.Context, b *testing.B, db *dbtest.DB, hosts int) {
 	now := time.Now().UTC()
 	start := now.Truncate(30 * time.Minute).Add(-probeSlots * 30 * time.Minute).Add(30 * time.Minute)
@@ -146,7 +148,7 @@ func generateIndex(ctx context.Context, b *testing.B, db *dbtest.DB, hosts int) 
 				"resource": fmt.Sprintf("https://h%d.example/r%d", h, s), "type": "http", "x402Version": 2,
 				"metadata": map[string]any{"description": fmt.Sprintf("weather service %d of h%d", s, h)},
 				"accepts": []any{map[string]any{"scheme": "exact", "network": "eip155:8453", "amount": strconv.Itoa((s + 1 + h%7) * 1000),
-					"asset": baseUSDC, "payTo": "0x00000000000000000000000000000000000000a1"}},
+					"asset": baseUSDC, "payTo": "0x" + lpadHex(h)}},
 			})
 		}
 	}
@@ -194,6 +196,7 @@ func generateIndex(ctx context.Context, b *testing.B, db *dbtest.DB, hosts int) 
 	_, err = conn.Exec(ctx, "VACUUM ANALYZE")
 	require.NoError(b, err)
 	st.RebuildS = time.Since(began).Seconds()
+	generateEvidence(ctx, b, db)
 
 	// Every verdict of the last 31 days is in the probes by hour.
 	var verdicts, hours int64
@@ -213,12 +216,15 @@ func generateIndex(ctx context.Context, b *testing.B, db *dbtest.DB, hosts int) 
 // BenchmarkXIndexHistory times the index's reads at the issue's scale:
 // XINDEX_BENCH_HOSTS hosts (10,000) of 10 services each, each probed every
 // 30 minutes for 30 days: 14.4 million host.probed events in the event log,
-// the history rebuilt from them (generateIndex). The database is kept
+// the history rebuilt from them, and 3,000,000 transfers into 1,000
+// sellers with each host's figures (generateIndex). The database is kept
 // between runs (x402_bench_xindex_<hosts>, dbtest.Cache) for a day, or
 // until the migrations or the generator change. It checks the history of a
 // few hosts against their events counted directly, then each iteration
-// asks, over HTTP, the hosts list (limit 50, each sort in turn), a host's
-// JSON and page, a page of the changes feed and the summary.
+// asks, over HTTP, the hosts list (limit 50, each sort in turn), the hosts
+// list by an on-chain figure (volume or payers, with a min_payers filter
+// in turn), a host's JSON and page, a seller's JSON (its figures by payTo
+// counted as it is asked), a page of the changes feed and the summary.
 //
 //	go tool task bench:index
 func BenchmarkXIndexHistory(b *testing.B) {
@@ -229,7 +235,7 @@ func BenchmarkXIndexHistory(b *testing.B) {
 		hosts, err = strconv.Atoi(v)
 		require.NoError(b, err)
 	}
-	key := strings.Join([]string{strconv.Itoa(hosts), scaleProbes, scaleLastProbe}, "\x00")
+	key := strings.Join([]string{strconv.Itoa(hosts), scaleProbes, scaleLastProbe, scaleEvidenceKey}, "\x00")
 	cached := dbtest.Cache(ctx, b, fmt.Sprintf("x402_bench_xindex_%d", hosts), key, 24*time.Hour, func(db *dbtest.DB) {
 		generateIndex(ctx, b, db, hosts)
 	})
@@ -282,17 +288,29 @@ func BenchmarkXIndexHistory(b *testing.B) {
 	// The hours of probes a host's page shows: 30 days', less those since
 	// the index was made.
 	hoursShown := 720 - int(time.Since(st.AsOf).Hours())
+	sellers := scaleSellerHosts(ctx, b, db)
+	evidenceSorts := []string{"volume_30d", "payers_30d", "volume_24h", "transactions_30d"}
+	minPayers := []string{"", "&min_payers=10", "&min_payers=100", "&min_payers=500"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		var list struct{ Hosts []index.Host }
 		timed("hosts", base+"/api/xindex/hosts?sort="+index.SortKeys[i%len(index.SortKeys)], &list)
 		require.Len(b, list.Hosts, 50)
+		timed("hosts-evidence", base+"/api/xindex/hosts?sort="+evidenceSorts[i%len(evidenceSorts)]+minPayers[i/len(evidenceSorts)%len(minPayers)], &list)
+		require.NotEmpty(b, list.Hosts)
+		require.NotNil(b, list.Hosts[0].Evidence)
 		host := fmt.Sprintf("h%d.example", 1+rng.IntN(hosts))
 		var d index.HostDetail
 		timed("host", base+"/api/xindex/hosts/"+host, &d)
 		require.InDelta(b, hoursShown, len(d.Probes), 2, host)
 		require.Len(b, d.Services, 10, host)
+		seller := sellers[rng.IntN(len(sellers))]
+		var sd index.HostDetail
+		timed("seller", base+"/api/xindex/hosts/"+seller, &sd)
+		require.Len(b, sd.PayTos, 1, seller)
+		require.NotNil(b, sd.PayTos[0].Evidence, seller)
+		require.Greater(b, sd.PayTos[0].Evidence.Last30d.Transactions, int64(scaleDays-2)*scalePerDay, seller)
 		t0 := time.Now()
 		resp, err := http.Get(base + "/x402-index/hosts/" + host)
 		require.NoError(b, err)
@@ -307,12 +325,7 @@ func BenchmarkXIndexHistory(b *testing.B) {
 		var s index.Summary
 		timed("summary", base+"/api/xindex/summary", &s)
 	}
-	for _, name := range []string{"hosts", "host", "host-page", "changes", "summary"} {
-		l := lat[name]
-		slices.Sort(l)
-		b.ReportMetric(float64(l[len(l)/2])/1e6, name+"-p50-ms")
-		b.ReportMetric(float64(l[len(l)*95/100])/1e6, name+"-p95-ms")
-	}
+	reportLatencies(b, lat, "hosts", "hosts-evidence", "host", "seller", "host-page", "changes", "summary")
 }
 
 func deref(f *float64) any {

@@ -236,7 +236,7 @@ type EvidenceRaw struct {
 	Senders         []EvidenceSenderRaw
 }
 
-// The spans of the evidence's windows: the intervals evidenceWith and
+// The spans of the evidence's windows: the intervals evidenceFigures and
 // EvidenceCompute count over.
 const (
 	EvidenceSpan24h = 24 * time.Hour
@@ -262,28 +262,90 @@ type EvidenceSenderRaw struct {
 	Volume       string
 }
 
-// evidenceWith is the head of the figures' queries: w the watched payTo
-// addresses of each key ($1 keys, $2 networks, $3 addresses), own each
-// key's addresses, t the key's transfers within 30 days of $4 (those read
-// after its address's since_block: a reorganisation may read earlier ones
-// again).
-const evidenceWith = `WITH w AS (
+// evidenceFigures is the query of the figures of each key ($1 keys, $2
+// networks, $3 addresses) as of $4. w are the watched payTo addresses of
+// each key; g the key's transfers within 30 days (those read after its
+// address's since_block: a reorganisation may read earlier ones again),
+// read once, from index_transfers_evidence alone (migration 033), and
+// counted by payTo, payer and sender: every figure is summed from g. pv
+// sums them by payer (the distinct payers of each window: those whose last
+// payment is in it; the top payer: the most volume, the lowest address on
+// a tie), the senders by sender (Own: one of the key's addresses; Payer:
+// the payer of every transfer it sent). fp are the payers funded by one of
+// the key's addresses, few, read first off index_chain_payers_funded
+// (materialized, so that they are not looked for payer by payer).
+const evidenceFigures = `WITH w AS (
 		SELECT DISTINCT x.key, x.network, x.pay_to, cw.since_at, cw.since_block
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS x(key, network, pay_to)
 		JOIN index_chain_watch cw ON cw.network = x.network AND cw.pay_to = x.pay_to
-	), own AS (SELECT DISTINCT key, pay_to FROM w),
-	t AS (
-		SELECT w.key, tr.network, tr.pay_to, tr.payer, tr.amount, tr.at, tr.eip3009, tr.sender
+	),
+	g AS (
+		SELECT w.key, tr.payer, tr.sender,
+			count(*) FILTER (WHERE tr.at > $4::timestamptz - interval '24 hours') n24,
+			count(*) FILTER (WHERE tr.at > $4::timestamptz - interval '7 days') n7,
+			count(*) n30,
+			count(*) FILTER (WHERE tr.eip3009) st30,
+			sum(tr.amount) FILTER (WHERE tr.at > $4::timestamptz - interval '24 hours') v24,
+			sum(tr.amount) FILTER (WHERE tr.at > $4::timestamptz - interval '7 days') v7,
+			sum(tr.amount) v30,
+			max(tr.at) last_at
 		FROM w JOIN index_transfers tr ON tr.network = w.network AND tr.pay_to = w.pay_to AND tr.block > w.since_block
 		WHERE tr.at > $4::timestamptz - interval '30 days'
-	)`
+		GROUP BY w.key, tr.payer, tr.sender
+	),
+	agg AS (
+		SELECT key, sum(n24) tx24, sum(n7) tx7, sum(n30) tx30, sum(st30) st30,
+			coalesce(sum(v24), 0) v24, coalesce(sum(v7), 0) v7, sum(v30) v30, max(last_at) last_at
+		FROM g GROUP BY key
+	),
+	pv AS (SELECT key, payer, sum(n30) n, sum(v30) v, max(last_at) last_at FROM g GROUP BY key, payer),
+	payers AS (
+		SELECT key,
+			count(*) FILTER (WHERE last_at > $4::timestamptz - interval '24 hours') p24,
+			count(*) FILTER (WHERE last_at > $4::timestamptz - interval '7 days') p7,
+			count(*) p30,
+			sum(n) FILTER (WHERE EXISTS (SELECT 1 FROM w WHERE w.key = pv.key AND w.pay_to = pv.payer)) self30
+		FROM pv GROUP BY key
+	),
+	top AS (
+		SELECT pv.key, min(pv.payer) payer, max(pv.v) v
+		FROM pv JOIN (SELECT key, max(v) v FROM pv GROUP BY key) m ON m.key = pv.key AND m.v = pv.v
+		GROUP BY pv.key
+	),
+	fp AS MATERIALIZED (
+		SELECT DISTINCT w.key, p.payer FROM w
+		JOIN index_chain_payers p ON p.network = w.network AND p.pay_to = w.pay_to AND p.funded_block IS NOT NULL
+	),
+	funded AS (SELECT fp.key, count(*) n FROM fp JOIN pv ON pv.key = fp.key AND pv.payer = fp.payer GROUP BY fp.key),
+	unchecked AS (
+		SELECT DISTINCT w.key FROM w
+		JOIN index_chain_payers p ON p.network = w.network AND p.pay_to = w.pay_to AND NOT p.checked
+		JOIN pv ON pv.key = w.key AND pv.payer = p.payer
+	),
+	senders AS (
+		SELECT key, jsonb_agg(jsonb_build_object('Address', sender,
+				'Own', EXISTS (SELECT 1 FROM w WHERE w.key = s.key AND w.pay_to = s.sender),
+				'Payer', payer, 'Transactions', n, 'Volume', v::text) ORDER BY n DESC, sender) list
+		FROM (SELECT key, sender, bool_and(sender = payer) payer, sum(n30) n, sum(v30) v FROM g GROUP BY key, sender) s
+		GROUP BY key
+	),
+	meta AS (SELECT key, min(since_at) since, max(since_at) fully, array_agg(DISTINCT network ORDER BY network) networks FROM w GROUP BY key)
+	SELECT m.key, m.since, m.fully, m.networks,
+		coalesce(a.tx24, 0)::bigint, coalesce(a.tx7, 0)::bigint, coalesce(a.tx30, 0)::bigint, coalesce(a.st30, 0)::bigint,
+		coalesce(a.v24, 0)::text, coalesce(a.v7, 0)::text, coalesce(a.v30, 0)::text,
+		coalesce(py.p24, 0), coalesce(py.p7, 0), coalesce(py.p30, 0),
+		top.payer, CASE WHEN a.v30 > 0 THEN (top.v / a.v30)::float8 END,
+		` + fundedPayers + `, coalesce(py.self30, 0)::bigint, a.last_at, coalesce(s.list, '[]')
+	FROM meta m LEFT JOIN agg a USING (key) LEFT JOIN payers py USING (key) LEFT JOIN top USING (key)
+		LEFT JOIN funded f USING (key) LEFT JOIN unchecked u USING (key) LEFT JOIN senders s USING (key)`
 
-// fundedPayers is the wash signal's payers funded by the seller (f, of the
-// funded query of EvidenceCompute): unknown (null) while one of the
-// window's payers has not been looked at for a funding yet (an EVM run
-// looks at a batch of them; on Solana a payTo's payers once its walk is
-// done), never counted as not funded; 0 when the window has no payer.
-const fundedPayers = `CASE WHEN f.unchecked THEN NULL ELSE coalesce(f.n, 0) END`
+// fundedPayers is the wash signal's payers funded by the seller (f, the
+// funded of evidenceFigures): unknown (null) while one of the window's
+// payers has not been looked at for a funding yet (u, its unchecked, read
+// off index_chain_payers_unchecked; an EVM run looks at a batch of them,
+// on Solana a payTo's payers once its walk is done), never counted as not
+// funded; 0 when the window has no payer.
+const fundedPayers = `CASE WHEN u.key IS NOT NULL THEN NULL ELSE coalesce(f.n, 0) END`
 
 // EvidenceCompute counts the figures of each key of payTos as of now,
 // over those of its addresses the chain reader watches; a key with none is
@@ -293,77 +355,23 @@ func EvidenceCompute(ctx context.Context, db DBTX, payTos []EvidencePayTo, now t
 	for i, p := range payTos {
 		keys[i], networks[i], addrs[i] = p.Key, p.Network, p.PayTo
 	}
-	rows, err := db.Query(ctx, evidenceWith+`,
-		pv AS (SELECT key, payer, sum(amount) v FROM t GROUP BY key, payer),
-		top AS (SELECT DISTINCT ON (key) key, payer, v FROM pv ORDER BY key, v DESC, payer),
-		funded AS (
-			SELECT w.key, count(DISTINCT p.payer) FILTER (WHERE p.funded_block IS NOT NULL) n, bool_or(NOT p.checked) unchecked FROM w
-			JOIN index_chain_payers p ON p.network = w.network AND p.pay_to = w.pay_to
-			WHERE EXISTS (SELECT 1 FROM t WHERE t.key = w.key AND t.payer = p.payer)
-			GROUP BY w.key
-		),
-		agg AS (
-			SELECT key,
-				count(*) FILTER (WHERE at > $4::timestamptz - interval '24 hours') tx24,
-				count(*) FILTER (WHERE at > $4::timestamptz - interval '7 days') tx7,
-				count(*) tx30,
-				count(*) FILTER (WHERE eip3009) st30,
-				coalesce(sum(amount) FILTER (WHERE at > $4::timestamptz - interval '24 hours'), 0) v24,
-				coalesce(sum(amount) FILTER (WHERE at > $4::timestamptz - interval '7 days'), 0) v7,
-				coalesce(sum(amount), 0) v30,
-				count(DISTINCT payer) FILTER (WHERE at > $4::timestamptz - interval '24 hours') p24,
-				count(DISTINCT payer) FILTER (WHERE at > $4::timestamptz - interval '7 days') p7,
-				count(DISTINCT payer) p30,
-				count(*) FILTER (WHERE EXISTS (SELECT 1 FROM own o WHERE o.key = t.key AND o.pay_to = t.payer)) self30,
-				max(at) last_at
-			FROM t GROUP BY key
-		),
-		meta AS (SELECT key, min(since_at) since, max(since_at) fully, array_agg(DISTINCT network ORDER BY network) networks FROM w GROUP BY key)
-		SELECT m.key, m.since, m.fully, m.networks,
-			coalesce(a.tx24, 0), coalesce(a.tx7, 0), coalesce(a.tx30, 0), coalesce(a.st30, 0),
-			coalesce(a.v24, 0)::text, coalesce(a.v7, 0)::text, coalesce(a.v30, 0)::text,
-			coalesce(a.p24, 0), coalesce(a.p7, 0), coalesce(a.p30, 0),
-			top.payer, CASE WHEN a.v30 > 0 THEN (top.v / a.v30)::float8 END,
-			`+fundedPayers+`, coalesce(a.self30, 0), a.last_at
-		FROM meta m LEFT JOIN agg a USING (key) LEFT JOIN top USING (key) LEFT JOIN funded f USING (key)`,
-		keys, networks, addrs, now)
+	rows, err := db.Query(ctx, evidenceFigures, keys, networks, addrs, now)
 	if err != nil {
 		return nil, fmt.Errorf("evidence figures: %w", err)
 	}
+	defer rows.Close()
 	out := map[string]*EvidenceRaw{}
 	for rows.Next() {
 		e := EvidenceRaw{CountedAt: now}
 		if err := rows.Scan(&e.Key, &e.MeasuredSince, &e.FullySince, &e.Networks, &e.Transactions24h, &e.Transactions7d, &e.Transactions30d, &e.Settlements30d,
 			&e.Volume24h, &e.Volume7d, &e.Volume30d, &e.Payers24h, &e.Payers7d, &e.Payers30d,
-			&e.TopPayer, &e.TopPayerShare, &e.FundedPayers, &e.SelfPayments, &e.LastTransferAt); err != nil {
-			rows.Close()
+			&e.TopPayer, &e.TopPayerShare, &e.FundedPayers, &e.SelfPayments, &e.LastTransferAt, &e.Senders); err != nil {
 			return nil, fmt.Errorf("evidence figures: %w", err)
 		}
 		out[e.Key] = &e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("evidence figures: %w", err)
-	}
-	rows, err = db.Query(ctx, evidenceWith+`
-		SELECT key, sender, bool_or(EXISTS (SELECT 1 FROM own o WHERE o.key = t.key AND o.pay_to = t.sender)), bool_and(sender = payer),
-			count(*), sum(amount)::text
-		FROM t GROUP BY key, sender ORDER BY key, count(*) DESC, sender`, keys, networks, addrs, now)
-	if err != nil {
-		return nil, fmt.Errorf("evidence senders: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var key string
-		var s EvidenceSenderRaw
-		if err := rows.Scan(&key, &s.Address, &s.Own, &s.Payer, &s.Transactions, &s.Volume); err != nil {
-			return nil, fmt.Errorf("evidence senders: %w", err)
-		}
-		if e := out[key]; e != nil {
-			e.Senders = append(e.Senders, s)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("evidence senders: %w", err)
 	}
 	return out, nil
 }
@@ -388,26 +396,20 @@ func HostPayTos(ctx context.Context, db DBTX, hosts, networks []string) ([]Evide
 // counted again: those naming one of payTos (whose transfers changed), and
 // those with a watched payTo whose figures were never counted or were
 // counted before stale; and the hosts whose figures are kept although
-// they name no watched payTo any more.
+// they name no watched payTo any more. The payTo addresses of every host
+// are read once (m): most of the cost, as it reads the options of every
+// live resource.
 func EvidenceHostsDue(ctx context.Context, db DBTX, networks, payTos []string, stale time.Time, limit int) (due, gone []string, err error) {
-	rows, err := db.Query(ctx, `SELECT DISTINCT m.host FROM (`+hostPayTos+`) m
-		JOIN index_chain_watch w ON w.network = m.network AND w.pay_to = m.pay_to
-		LEFT JOIN index_host_evidence e ON e.host = m.host
-		WHERE m.pay_to = ANY($2) OR e.host IS NULL OR e.refreshed_at < $3
-		LIMIT $4`, networks, payTos, stale, limit)
+	err = db.QueryRow(ctx, `WITH m AS MATERIALIZED (
+			SELECT DISTINCT m.host, m.pay_to FROM (`+hostPayTos+`) m
+			JOIN index_chain_watch w ON w.network = m.network AND w.pay_to = m.pay_to
+		)
+		SELECT ARRAY(SELECT DISTINCT m.host FROM m LEFT JOIN index_host_evidence e ON e.host = m.host
+				WHERE m.pay_to = ANY($2) OR e.host IS NULL OR e.refreshed_at < $3 LIMIT $4),
+			ARRAY(SELECT e.host FROM index_host_evidence e WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.host = e.host))`,
+		networks, payTos, stale, limit).Scan(&due, &gone)
 	if err != nil {
 		return nil, nil, fmt.Errorf("hosts due: %w", err)
-	}
-	if due, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return nil, nil, fmt.Errorf("hosts due: %w", err)
-	}
-	rows, err = db.Query(ctx, `SELECT e.host FROM index_host_evidence e WHERE NOT EXISTS (
-		SELECT 1 FROM (`+hostPayTos+`) m JOIN index_chain_watch w ON w.network = m.network AND w.pay_to = m.pay_to WHERE m.host = e.host)`, networks)
-	if err != nil {
-		return nil, nil, fmt.Errorf("hosts gone: %w", err)
-	}
-	if gone, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return nil, nil, fmt.Errorf("hosts gone: %w", err)
 	}
 	return due, gone, nil
 }

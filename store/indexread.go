@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,27 +78,30 @@ type HostHistory struct {
 }
 
 // hostSorts are the hosts list's sorts, in the order they are offered,
-// each with its order. A figure not measured (null) sorts last.
-var hostSorts = []struct{ key, order string }{
-	{"services", "services DESC, host"},
-	{"price", "price_min_usdc ASC NULLS LAST, host"},
-	{"latency", "latency_p50_ms ASC NULLS LAST, latency_ms ASC NULLS LAST, host"},
-	{"uptime", "uptime_30d DESC NULLS LAST, probes_30d DESC, host"},
-	{"calls", "calls_30d DESC NULLS LAST, host"},
-	{"host", "host"},
-	{"checked", "checked_at DESC NULLS LAST, host"},
-	{"volume_24h", evidenceOrder("volume_24h", "h.host", "host")},
-	{"volume_7d", evidenceOrder("volume_7d", "h.host", "host")},
-	{"volume_30d", evidenceOrder("volume_30d", "h.host", "host")},
-	{"transactions_30d", evidenceOrder("transactions_30d", "h.host", "host")},
-	{"payers_30d", evidenceOrder("payers_30d", "h.host", "host")},
+// each with its order, or the column of the hosts' kept on-chain figures
+// (index_host_evidence) it is by, the highest first. A figure not measured
+// (null) sorts last.
+var hostSorts = []struct{ key, order, evidence string }{
+	{"services", "services DESC, host", ""},
+	{"price", "price_min_usdc ASC NULLS LAST, host", ""},
+	{"latency", "latency_p50_ms ASC NULLS LAST, latency_ms ASC NULLS LAST, host", ""},
+	{"uptime", "uptime_30d DESC NULLS LAST, probes_30d DESC, host", ""},
+	{"calls", "calls_30d DESC NULLS LAST, host", ""},
+	{"host", "host", ""},
+	{"checked", "checked_at DESC NULLS LAST, host", ""},
+	{"volume_24h", "", "volume_24h"},
+	{"volume_7d", "", "volume_7d"},
+	{"volume_30d", "", "volume_30d"},
+	{"transactions_30d", "", "transactions_30d"},
+	{"payers_30d", "", "payers_30d"},
 }
 
 // evidenceOrder is the order of a sort by a column of the hosts' kept
-// on-chain figures (a sort key of the hosts list, named after its column),
-// the highest first, those not measured last: of the host named by host,
-// ties in the order of tie. The resources search sorts by its host's
-// figures alike (resourceSorts).
+// on-chain figures, the highest first, those not measured last: of the
+// host named by host, ties in the order of tie: the resources search's
+// sorts by its host's figures (resourceSorts), named after their columns
+// as the hosts list's are (hostSorts, which reads the measured hosts in
+// the order of the column's index instead).
 func evidenceOrder(column, host, tie string) string {
 	return "(SELECT e." + column + " FROM index_host_evidence e WHERE e.host = " + host + ") DESC NULLS LAST, " + tie
 }
@@ -118,16 +122,6 @@ func HostSortKeys() []string {
 		keys[i] = s.key
 	}
 	return keys
-}
-
-// hostSortOrder returns the ORDER BY of a hosts list's sort key.
-func hostSortOrder(key string) (string, bool) {
-	for _, s := range hostSorts {
-		if s.key == key {
-			return s.order, true
-		}
-	}
-	return "", false
 }
 
 // hostQuoteFilters are the values of the hosts list's
@@ -163,10 +157,11 @@ type HostListParams struct {
 	Limit    int
 }
 
-const indexHostColumns = `host, services, priced_services, price_min_usdc::float8, price_max_usdc::float8, networks,
-	sample_resource, sample, discoverable, live, status, latency_ms, checked_at, updated_at,
-	uptime_24h, uptime_7d, uptime_30d, probes_24h, probes_7d, probes_30d, latency_p50_ms, latency_p95_ms, first_seen, last_change,
-	quote_matches_listing, quality_services, calls_30d, unique_payers_30d_max, last_called_at`
+// indexHostColumns are the columns of an IndexHost, of index_hosts h.
+const indexHostColumns = `h.host, h.services, h.priced_services, h.price_min_usdc::float8, h.price_max_usdc::float8, h.networks,
+	h.sample_resource, h.sample, h.discoverable, h.live, h.status, h.latency_ms, h.checked_at, h.updated_at,
+	h.uptime_24h, h.uptime_7d, h.uptime_30d, h.probes_24h, h.probes_7d, h.probes_30d, h.latency_p50_ms, h.latency_p95_ms,
+	h.first_seen, h.last_change, h.quote_matches_listing, h.quality_services, h.calls_30d, h.unique_payers_30d_max, h.last_called_at`
 
 func scanIndexHosts(rows pgx.Rows) ([]IndexHost, error) {
 	defer rows.Close()
@@ -194,40 +189,75 @@ func likePattern(text string) string {
 }
 
 // HostList returns up to p.Limit hosts with services, in p.Sort's order.
+//
+// A sort by an on-chain figure reads the measured hosts in the order of
+// the figure's index (index_host_evidence_<figure>, migration 033), then,
+// when fewer than p.Limit are, the hosts not measured by name: ordering
+// every host by a figure looked up for each read all of them (10,000 at
+// the issue's scale: 90 ms). The two are read by two statements: a host
+// measured or forgotten between them may be missing from the page, or in
+// it once.
 func HostList(ctx context.Context, db DBTX, p *HostListParams) ([]IndexHost, error) {
-	order, ok := hostSortOrder(p.Sort)
-	if !ok {
+	i := slices.IndexFunc(hostSorts, func(s struct{ key, order, evidence string }) bool { return s.key == p.Sort })
+	if i < 0 {
 		return nil, fmt.Errorf("hosts: unknown sort %q", p.Sort)
 	}
-	query := "SELECT " + indexHostColumns + " FROM index_hosts h WHERE services > 0"
+	sort := hostSorts[i]
+	where := " WHERE h.services > 0"
 	args := []any{p.Limit}
 	if cond, ok := hostQuoteFilters[p.QuoteMatchesListing]; ok {
-		query += " AND " + cond
+		where += " AND " + cond
 	}
 	if p.PricedOnly {
-		query += " AND price_min_usdc IS NOT NULL"
-	}
-	if p.Evidence != "" {
-		query += " AND h.host IN (SELECT e.host FROM index_host_evidence e WHERE " + p.Evidence + ")"
+		where += " AND h.price_min_usdc IS NOT NULL"
 	}
 	if text := strings.TrimSpace(p.Q); text != "" {
-		query += ` AND (h.search LIKE $2 OR h.host IN (SELECT r.host FROM index_resources r WHERE NOT r.retired AND r.search LIKE $2))`
+		where += ` AND (h.search LIKE $2 OR h.host IN (SELECT r.host FROM index_resources r WHERE NOT r.retired AND r.search LIKE $2))`
 		args = append(args, likePattern(text))
 	}
-	rows, err := db.Query(ctx, query+" ORDER BY "+order+" LIMIT $1", args...)
-	if err != nil {
-		return nil, fmt.Errorf("hosts: %w", err)
+	list := func(query string, args ...any) ([]IndexHost, error) {
+		rows, err := db.Query(ctx, query, args...)
+		if err != nil {
+			return nil, fmt.Errorf("hosts: %w", err)
+		}
+		hosts, err := scanIndexHosts(rows)
+		if err != nil {
+			return nil, fmt.Errorf("hosts: %w", err)
+		}
+		return hosts, nil
 	}
-	hosts, err := scanIndexHosts(rows)
+	if sort.evidence == "" {
+		if p.Evidence != "" {
+			where += " AND h.host IN (SELECT e.host FROM index_host_evidence e WHERE " + p.Evidence + ")"
+		}
+		return list("SELECT "+indexHostColumns+" FROM index_hosts h"+where+" ORDER BY "+sort.order+" LIMIT $1", args...)
+	}
+	measured := where
+	if p.Evidence != "" {
+		measured += " AND " + p.Evidence
+	}
+	hosts, err := list("SELECT "+indexHostColumns+" FROM index_hosts h JOIN index_host_evidence e ON e.host = h.host"+measured+
+		" ORDER BY e."+sort.evidence+" DESC, h.host LIMIT $1", args...)
+	if err != nil || len(hosts) == p.Limit || p.Evidence != "" {
+		return hosts, err
+	}
+	args[0] = p.Limit - len(hosts)
+	rest, err := list("SELECT "+indexHostColumns+" FROM index_hosts h"+where+
+		" AND NOT EXISTS (SELECT 1 FROM index_host_evidence e WHERE e.host = h.host) ORDER BY h.host LIMIT $1", args...)
 	if err != nil {
-		return nil, fmt.Errorf("hosts: %w", err)
+		return nil, err
+	}
+	for _, h := range rest {
+		if !slices.ContainsFunc(hosts, func(m IndexHost) bool { return m.Host == h.Host }) {
+			hosts = append(hosts, h)
+		}
 	}
 	return hosts, nil
 }
 
 // HostGet returns the entry of host, or ErrNotFound.
 func HostGet(ctx context.Context, db DBTX, host string) (*IndexHost, error) {
-	rows, err := db.Query(ctx, "SELECT "+indexHostColumns+" FROM index_hosts WHERE host = $1", host)
+	rows, err := db.Query(ctx, "SELECT "+indexHostColumns+" FROM index_hosts h WHERE h.host = $1", host)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", host, err)
 	}
