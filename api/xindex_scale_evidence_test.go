@@ -43,8 +43,9 @@ var scaleFacilitators = []string{"0x8f5cb67b49555e614892b7233cfddebfb746e531", "
 // scaleTransfers writes $6 transfers a day for $5 days into each of the
 // first $2 payTo addresses watched on network $1 in the order of their
 // md5 (the sellers, s = 1, 2, ...), in the order of their blocks: a block
-// every 2 seconds from block $3 at $4, the day's transfers an even 864
-// seconds apart give or take a random part, beginning an hour after $4.
+// every $10 seconds from block $3 at $4, the day's transfers evenly apart
+// (864 seconds at 100 a day) give or take a random part, beginning an hour
+// after $4.
 // Payers are drawn from a pool of 20 to 10,240 (20 << s % 10) with a
 // skew (payer j of the pool with j = pool size × r³: a few pay often, and
 // the first of every pool pay many sellers). Each seller is paid its own
@@ -57,7 +58,7 @@ var scaleFacilitators = []string{"0x8f5cb67b49555e614892b7233cfddebfb746e531", "
 const scaleTransfers = `
 INSERT INTO index_transfers (network, tx_hash, log_index, block, block_hash, at, payer, pay_to, amount, sender, eip3009)
 SELECT $1, '0x' || md5(s || '/' || n) || md5(n || '/' || s), 1 + 2 * (r.h1 % 4), b.block,
-	'0x' || md5('b' || b.block) || md5('h' || b.block), $4::timestamptz + (b.block - $3::bigint) * interval '2 seconds', p.payer, sl.pay_to,
+	'0x' || md5('b' || b.block) || md5('h' || b.block), $4::timestamptz + (b.block - $3::bigint) * $10::integer * interval '1 second', p.payer, sl.pay_to,
 	(1 + s % 100) * 1000,
 	CASE WHEN p.payer = sl.pay_to OR s % $9::integer = 7 THEN sl.pay_to WHEN r.r4 < 0.05 THEN p.payer
 		WHEN r.r4 < 0.07 THEN '0x' || lpad(to_hex(61184 + s % 7), 40, '0')
@@ -70,7 +71,7 @@ FROM (SELECT (row_number() OVER (ORDER BY md5(pay_to)))::integer AS s, pay_to FR
 	LATERAL (SELECT h.h1, (hashint8(h.h1) & 2147483647) / 2147483648.0 AS r2,
 		(hashint8(h.h1::bigint + 1) & 2147483647) / 2147483648.0 AS r3, (hashint8(h.h1::bigint + 2) & 2147483647) / 2147483648.0 AS r4) r,
 	LATERAL (SELECT $3::bigint + (3600 + (n / $6::integer) * 86400 + (n % $6::integer) * (86400 / $6::integer)
-		+ r.h1 % (86400 / $6::integer)) / 2 AS block) b,
+		+ r.h1 % (86400 / $6::integer)) / $10::integer AS block) b,
 	LATERAL (SELECT CASE WHEN s % $8::integer = 0 AND r.r2 < 0.05 THEN sl.pay_to
 		WHEN s % $8::integer = 0 AND r.r2 < 0.75 THEN '0xa5a5' || lpad(to_hex(s * 4 + r.h1 % 3), 36, '0')
 		ELSE '0xba' || lpad(to_hex(floor((20 << s % 10) * r.r3 ^ 3)::integer), 38, '0') END AS payer) p
@@ -112,7 +113,7 @@ func generateEvidence(ctx context.Context, b *testing.B, db *dbtest.DB) {
 	_, err = conn.Exec(ctx, "SET work_mem = '256MB'")
 	require.NoError(b, err)
 	tag, err := conn.Exec(ctx, scaleTransfers, scaleNetwork, scaleSellers, scaleSinceBlock, since, scaleDays, scalePerDay, scaleFacilitators,
-		scaleWashEvery, scaleSelfSettles)
+		scaleWashEvery, scaleSelfSettles, int(scaleBlockTime/time.Second))
 	require.NoError(b, err)
 	_, err = conn.Exec(ctx, scaleChainPayers)
 	require.NoError(b, err)
