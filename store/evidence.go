@@ -273,7 +273,11 @@ type EvidenceSenderRaw struct {
 // a tie), the senders by sender (Own: one of the key's addresses; Payer:
 // the payer of every transfer it sent). fp are the payers funded by one of
 // the key's addresses, few, read first off index_chain_payers_funded
-// (materialized, so that they are not looked for payer by payer).
+// (materialized, so that they are not looked for payer by payer);
+// unchecked the keys with a payer of the window not looked at for a
+// funding yet, read off index_chain_payers_unchecked (fundedPayers). meta
+// gives each key's first and last address's start (MeasuredSince,
+// FullySince).
 const evidenceFigures = `WITH w AS (
 		SELECT DISTINCT x.key, x.network, x.pay_to, cw.since_at, cw.since_block
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS x(key, network, pay_to)
