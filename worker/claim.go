@@ -745,17 +745,18 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 	// A claim that runs a payer's code goes alone, its gas capped: code
 	// that answered the simulation otherwise than the transaction reverts
 	// its own claim only, at most at the cap, and is then left out until
-	// its charge moves, as one that needs more than the cap is.
+	// its charge moves, as one whose lone run reverts or needs more than
+	// the cap is, unsent.
 	limit := r.c.cfg.PayerCodeGasCap
 	for _, row := range coded {
-		gas, err := r.codedGas(ctx, row, limit)
+		gas, reason, err := r.codedGas(ctx, row, limit)
 		if err != nil {
 			return err
 		}
-		if gas == 0 {
-			r.log.WarnContext(ctx, "channel claim left out: its payer's code needs more gas than PAYER_CODE_GAS_CAP",
-				"channel", row.row.State.ChannelID.Hex(), "charged", row.row.State.Charged.String(), "limit", limit)
-			refused := refusedEvent(r.network, row.row, fmt.Sprintf("needs more than PAYER_CODE_GAS_CAP (%d gas)", limit))
+		if reason != "" {
+			r.log.WarnContext(ctx, "channel claim left out: its payer's code", "channel", row.row.State.ChannelID.Hex(),
+				"charged", row.row.State.Charged.String(), "limit", limit, "reason", reason)
+			refused := refusedEvent(r.network, row.row, reason)
 			if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, refused) }); err != nil {
 				return err
 			}
@@ -779,24 +780,24 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 }
 
 // codedGas returns the gas limit of row's claim alone: its estimate and a
-// quarter more, within limit; 0 when the estimate is over limit. A claim
-// whose run reverts now is sent at limit: it reverts on chain, at most
-// there, and is recorded so.
-func (r *claimRound) codedGas(ctx context.Context, row claimRow, limit uint64) (uint64, error) {
+// quarter more, within limit. A claim it will not send has a reason
+// instead: one whose estimate is over limit, or whose run alone reverts
+// (the payer's code answered the batch's simulation otherwise).
+func (r *claimRound) codedGas(ctx context.Context, row claimRow, limit uint64) (gas uint64, reason string, err error) {
 	input, err := r.claimInput([]claimRow{row})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	estimate, err := r.c.cfg.Chain.Estimate(ctx, r.network, channel.SettlementAddress, input)
 	switch {
 	case err != nil && evm.IsRevert(err):
-		return limit, nil
+		return 0, "its run alone reverts", nil
 	case err != nil:
-		return 0, err
+		return 0, "", err
 	case estimate > limit:
-		return 0, nil
+		return 0, fmt.Sprintf("needs more than PAYER_CODE_GAS_CAP (%d gas)", limit), nil
 	}
-	return min(estimate+estimate/4, limit), nil
+	return min(estimate+estimate/4, limit), "", nil
 }
 
 // errClaimReverted is the error of a claim mined and reverted.

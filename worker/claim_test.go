@@ -883,19 +883,35 @@ func (b *claimBench) claimRefusedReason(ch *benchChannel) string {
 }
 
 // flippingChain is the relayer, and a payer that sets its wallet gasless
-// once the first claim's run passed, before it is sent.
+// once the batch's run passed: before the lone claim (the one sent with
+// its own gas limit) is sent, or, atEstimate, before its gas is
+// estimated.
 type flippingChain struct {
 	*evm.Relayer
-	flip    func()
-	flipped bool
+	flip       func()
+	flipped    bool
+	atEstimate bool
 }
 
-func (c *flippingChain) Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error) {
+func (c *flippingChain) turn() {
 	if !c.flipped {
 		c.flipped = true
 		c.flip()
 	}
+}
+
+func (c *flippingChain) Send(ctx context.Context, network string, to common.Address, input []byte, gas uint64) (common.Hash, error) {
+	if gas != 0 {
+		c.turn()
+	}
 	return c.Relayer.Send(ctx, network, to, input, gas)
+}
+
+func (c *flippingChain) Estimate(ctx context.Context, network string, to common.Address, input []byte) (uint64, error) {
+	if c.atEstimate {
+		c.turn()
+	}
+	return c.Relayer.Estimate(ctx, network, to, input)
 }
 
 // TestClaim_PayerCode: channels whose payer is a contract wallet with no
@@ -905,9 +921,11 @@ func (c *flippingChain) Send(ctx context.Context, network string, to common.Addr
 // passes, a mined claim reverts. RunAtFees: set gasless before the round,
 // it is found by the claim's run, made at the fees the claim is sent
 // with, and left out with the contract's reason; nothing reverts.
-// TurnsAfterRun: set gasless between the claim's run and its send, its
-// claim, sent alone, reverts on chain and only its own: it is left out
-// ("reverted on chain"). OverGasCap: a wallet whose check burns more gas
+// TurnsAtSend: set gasless between its lone claim's estimate and its
+// send, its claim reverts on chain and only its own: it is left out
+// ("reverted on chain"). TurnsAtEstimate: set gasless between the
+// batch's run and the lone claim's estimate, its claim is left out unsent
+// ("its run alone reverts"). OverGasCap: a wallet whose check burns more gas
 // than PAYER_CODE_GAS_CAP is left out, its claim not sent. Either way the
 // other channel is claimed and settled, and the next round sends nothing
 // (the wallet's channel is not tried again at the same charge).
@@ -923,7 +941,8 @@ func TestClaim_PayerCode(t *testing.T) {
 		sent       uint64
 	}{
 		{"RunAtFees", 10, 0, true, false, "InvalidSignature", 2},
-		{"TurnsAfterRun", 10, 0, true, true, "reverted on chain", 3},
+		{"TurnsAtSend", 10, 0, true, true, "reverted on chain", 3},
+		{"TurnsAtEstimate", 10, 0, true, true, "its run alone reverts", 2},
 		{"OverGasCap", 3000, 150_000, false, false, "needs more than PAYER_CODE_GAS_CAP (150000 gas)", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -935,7 +954,7 @@ func TestClaim_PayerCode(t *testing.T) {
 			chain := worker.ClaimChain(b.relayer)
 			switch {
 			case tc.turnsAfter:
-				chain = &flippingChain{Relayer: b.relayer, flip: gasless}
+				chain = &flippingChain{Relayer: b.relayer, flip: gasless, atEstimate: tc.name == "TurnsAtEstimate"}
 			case tc.gasless:
 				gasless()
 			}
