@@ -354,13 +354,9 @@ func projectHost(b *pgx.Batch, _ *projectedRows, e *NewEvent, _ []byte, now time
 		if networks == nil {
 			networks = []string{}
 		}
-		var accepts any
-		if len(v.Accepts) > 0 {
-			raw, err := json.Marshal(v.Accepts)
-			if err != nil {
-				return false, fmt.Errorf("accepts: %w", err)
-			}
-			accepts = string(raw)
+		accepts, err := jsonList(v.Accepts, "accepts")
+		if err != nil {
+			return false, err
 		}
 		var q Quality
 		if v.Quality != nil {
@@ -413,21 +409,13 @@ func projectHost(b *pgx.Batch, _ *projectedRows, e *NewEvent, _ []byte, now time
 		if verdict {
 			b.Queue(liveChange, checkedAt, host, *v.Live)
 		}
-		var differences any
-		if len(v.QuoteDifferences) > 0 {
-			raw, err := json.Marshal(v.QuoteDifferences)
-			if err != nil {
-				return false, fmt.Errorf("quote differences: %w", err)
-			}
-			differences = string(raw)
+		differences, err := jsonList(v.QuoteDifferences, "quote differences")
+		if err != nil {
+			return false, err
 		}
-		var quoteAccepts any
-		if len(v.QuoteAccepts) > 0 {
-			raw, err := json.Marshal(v.QuoteAccepts)
-			if err != nil {
-				return false, fmt.Errorf("quote accepts: %w", err)
-			}
-			quoteAccepts = string(raw)
+		quoteAccepts, err := jsonList(v.QuoteAccepts, "quote accepts")
+		if err != nil {
+			return false, err
 		}
 		b.Queue(`INSERT INTO index_hosts AS h (host, live, status, latency_ms, checked_at, probe_error,
 				quote_matches_listing, quote_differences, last_change, first_seen, quote_accepts, quote_pending)
@@ -459,13 +447,9 @@ func projectHost(b *pgx.Batch, _ *projectedRows, e *NewEvent, _ []byte, now time
 		}
 		return false, nil
 	case HostQuoteCompared:
-		var differences any
-		if len(v.QuoteDifferences) > 0 {
-			raw, err := json.Marshal(v.QuoteDifferences)
-			if err != nil {
-				return false, fmt.Errorf("quote differences: %w", err)
-			}
-			differences = string(raw)
+		differences, err := jsonList(v.QuoteDifferences, "quote differences")
+		if err != nil {
+			return false, err
 		}
 		// Only while the resource is still the host's sample: the verdict
 		// is of the sample's quote.
@@ -481,6 +465,18 @@ func projectHost(b *pgx.Batch, _ *projectedRows, e *NewEvent, _ []byte, now time
 		return false, nil
 	}
 	return false, fmt.Errorf("no projection of %s with %T", e.Type, e.Data)
+}
+
+// jsonList is a list as a jsonb parameter: NULL when empty.
+func jsonList[T any](list []T, what string) (any, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(list)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return string(raw), nil
 }
 
 // rawJSON is a JSON value as a jsonb parameter: NULL when absent.
