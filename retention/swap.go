@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/x402d/x402d/store"
 )
@@ -64,8 +63,7 @@ func lockEnded(ctx context.Context, tx pgx.Tx, name string, timeout time.Duratio
 // busy marks err ErrPartitionBusy when it is a lock's timeout, or a
 // deadlock with a transaction writing into the partition.
 func busy(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01") {
+	if store.IsLockWait(err) {
 		return fmt.Errorf("%w: %w", ErrPartitionBusy, err)
 	}
 	return err

@@ -103,7 +103,8 @@ type GroupCommitConfig struct {
 	Timeout time.Duration
 	// Observe, when set, is told of every transaction written: how many
 	// items it held and how it ended ("committed", "conflict" when it was
-	// refused and written again in halves, "error").
+	// refused and written again in halves, "lock_wait" when a deadlock
+	// ended it and it was written again, "error").
 	Observe func(items int, outcome string)
 }
 
@@ -275,16 +276,27 @@ func (g *GroupCommitter[T]) writeNext(ctx context.Context) bool {
 // halves, and so on down to the items at fault: one conflict among n items
 // costs about 2·log2(n) more transactions, not n.
 func (g *GroupCommitter[T]) writeBatch(ctx context.Context, batch []*groupItem[T]) {
-	err := g.tx(ctx, batch)
-	if g.cfg.Observe != nil {
-		outcome := "committed"
-		switch {
-		case errors.Is(err, ErrConflict):
-			outcome = "conflict"
-		case err != nil:
-			outcome = "error"
+	// A transaction a deadlock ended wrote nothing: it is written again,
+	// a few times, rather than failing its callers.
+	var err error
+	for try := 1; ; try++ {
+		err = g.tx(ctx, batch)
+		retry := IsLockWait(err) && try < groupLockWaitTries
+		if g.cfg.Observe != nil {
+			outcome := "committed"
+			switch {
+			case errors.Is(err, ErrConflict):
+				outcome = "conflict"
+			case retry:
+				outcome = "lock_wait"
+			case err != nil:
+				outcome = "error"
+			}
+			g.cfg.Observe(len(batch), outcome)
 		}
-		g.cfg.Observe(len(batch), outcome)
+		if !retry {
+			break
+		}
 	}
 	if errors.Is(err, ErrConflict) && len(batch) > 1 {
 		mid := len(batch) / 2
@@ -297,6 +309,10 @@ func (g *GroupCommitter[T]) writeBatch(ctx context.Context, batch []*groupItem[T
 		close(it.done)
 	}
 }
+
+// groupLockWaitTries is how many times a batch is written when deadlocks
+// end its transactions.
+const groupLockWaitTries = 3
 
 // tx runs batch (its transaction, or its read), with a panic turned into
 // an error: other callers wait on it.

@@ -80,6 +80,58 @@ func TestGroupCommitter(t *testing.T) {
 	require.Equal(t, n-1, calls)
 }
 
+// TestGroupCommitterLockWait: a batch whose transaction a deadlock ends
+// (Postgres's deadlock_detected, raised by the server) wrote nothing and is
+// written again, its callers told nothing of it; one that deadlocks on
+// every try fails after groupLockWaitTries.
+func TestGroupCommitterLockWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		deadlocks int
+		observed  []string
+		rows      int
+	}{
+		{"Once", 1, []string{"2 lock_wait", "2 committed"}, 2},
+		{"EveryTry", groupLockWaitTries, []string{"2 lock_wait", "2 lock_wait", "2 error"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := dbtest.Schema(ctx, t)
+			_, err := db.Pool.Exec(ctx, "CREATE TABLE lock_wait_items (n int PRIMARY KEY)")
+			require.NoError(t, err)
+			var observed []string
+			tries := 0
+			g := NewGroupCommitter(db.Pool, &GroupCommitConfig{Observe: func(items int, outcome string) {
+				observed = append(observed, fmt.Sprint(items, " ", outcome))
+			}}, func(ctx context.Context, tx pgx.Tx, items []int) error {
+				tries++
+				if _, err := tx.Exec(ctx, "INSERT INTO lock_wait_items SELECT unnest($1::int[])", items); err != nil {
+					return err
+				}
+				if tries <= tc.deadlocks {
+					_, err := tx.Exec(ctx, "DO $$ BEGIN RAISE EXCEPTION 'a deadlock' USING ERRCODE = 'deadlock_detected'; END $$")
+					return err
+				}
+				return nil
+			})
+			errs := commitQueued(ctx, t, g, []int{1, 2})
+			for _, err := range errs {
+				if tc.rows == 0 {
+					require.True(t, IsLockWait(err), "%v", err)
+				} else {
+					require.NoError(t, err)
+				}
+			}
+			require.Equal(t, tc.observed, observed)
+			var rows int
+			require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM lock_wait_items").Scan(&rows))
+			require.Equal(t, tc.rows, rows, "a try a deadlock ended wrote nothing")
+		})
+	}
+}
+
 // TestGroupCommitterConcurrent commits from many goroutines with the
 // writers free: every item is written once, in fewer transactions than
 // items.

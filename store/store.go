@@ -86,6 +86,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -163,6 +164,44 @@ func unavailableCode(code string) bool {
 		return true
 	}
 	return strings.HasPrefix(code, "08")
+}
+
+// IsLockWait reports whether err ended a statement that waited for a lock:
+// a lock's timeout (lock_not_available, TxLockTimeoutSet) or a deadlock
+// (deadlock_detected). The transaction changed nothing and may be tried
+// again.
+func IsLockWait(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
+}
+
+// YieldingLockWait is how long a lock of InYieldingTx waits: far less
+// than Postgres's deadlock_timeout (1 s by default), after which a waiting
+// transaction looks for a deadlock and, finding one, ends itself.
+const YieldingLockWait = 100 * time.Millisecond
+
+// InYieldingTx runs fn in a transaction that gives way to the others: each
+// lock it takes waits at most YieldingLockWait, and then the transaction is
+// rolled back and fn run again in a new one, until ctx ends. It is for the
+// rare transactions that write many rows the paid calls' transactions
+// write too, in an order of their own (a claim's channels): one that waits
+// for a call's row while the call waits for one of its rows ends itself
+// before the call's deadlock check runs, so that no paid call is ever
+// ended by a deadlock. fn must have no effect outside tx.
+func InYieldingTx(ctx context.Context, db interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}, fn func(tx pgx.Tx) error) error {
+	for {
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := TxLockTimeoutSet(ctx, tx, YieldingLockWait); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+		if err == nil || !IsLockWait(err) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // relaxedBegin starts a transaction whose commit does not wait for its WAL

@@ -466,7 +466,9 @@ func (c *Claimer) refundFailed(ctx context.Context, a *chanpay.RefundArgs, reaso
 func (c *Claimer) record(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	return pgx.BeginFunc(rctx, c.cfg.Pool, func(tx pgx.Tx) error { return fn(rctx, tx) })
+	// It writes channels' rows (a claim's, many at once) that paid calls'
+	// transactions write too: it gives way to them.
+	return store.InYieldingTx(rctx, c.cfg.Pool, func(tx pgx.Tx) error { return fn(rctx, tx) })
 }
 
 // refundUndone makes again the refund of p, recorded mined

@@ -362,6 +362,13 @@ func (c *child) kill() {
 }
 
 func (c *child) stop(t testing.TB) {
+	defer func() {
+		if f := os.Getenv("TMP_DUMP"); f != "" {
+			c.mu.Lock()
+			_ = os.WriteFile(f, c.logs.Bytes(), 0o644)
+			c.mu.Unlock()
+		}
+	}()
 	select {
 	case <-c.done:
 		return

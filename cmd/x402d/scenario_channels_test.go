@@ -131,10 +131,12 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 			base, node.URL, "FIRST_PAYER=100", "DURATION="+secs, presign(15))
 		t.Logf("(b) vouchers on x402d: %s", vouchers)
 		vouchers.requireAllPaid(t)
+		vouchers.requireNoServerError(t)
 		t.Logf("machine load before (c): %s", loadAverage(t))
 		steady = runBatchLoad(t, base, node.URL, "FIRST_PAYER=200", "RATE=150", "DURATION="+secs, presign(2))
 		t.Logf("(c) vouchers on x402d at 150/s: %s", steady)
 		steady.requireAllPaid(t)
+		steady.requireNoServerError(t)
 		requireChargedAsAnswered(ctx, t, db, vouchers, steady)
 		t.Logf("machine load after (c): %s", loadAverage(t))
 	})
@@ -158,6 +160,7 @@ func TestLoadChannelsOnAnvil(t *testing.T) {
 		rep := runBatchLoad(t, base, node.URL, "FIRST_PAYER=500", "CALLS_PER_PAYER=100", "PRESIGN=99")
 		t.Logf("(d) 100 channels of 100 calls: %s", rep)
 		rep.requireAllPaid(t)
+		rep.requireNoServerError(t)
 		calls := 0
 		for _, c := range rep.Channels {
 			require.Equal(t, 100, c.Calls, "channel %s", c.ChannelID)
@@ -273,6 +276,18 @@ func (r *batchReport) requireAllPaid(t *testing.T) {
 	require.Zero(t, r.Deposits.Failed, r.String())
 	require.Positive(t, r.OK, r.String())
 	require.Equal(t, r.Calls, r.OK, r.String())
+}
+
+// requireNoServerError requires that no answer, a deposit's or a call's,
+// was a 5xx that the client then tried again (a process that stays up
+// answers none).
+func (r *batchReport) requireNoServerError(t *testing.T) {
+	t.Helper()
+	for _, errs := range []map[string]int{r.Deposits.Errors, r.Errors} {
+		for code := range errs {
+			require.False(t, strings.HasPrefix(code, "5"), "a 5xx answer: %s", r)
+		}
+	}
 }
 
 // runBatchLoad runs compat/batch_load.mjs against the seller at base,
