@@ -362,13 +362,9 @@ func (c *child) kill() {
 }
 
 func (c *child) stop(t testing.TB) {
-	defer func() {
-		if f := os.Getenv("TMP_DUMP"); f != "" {
-			c.mu.Lock()
-			_ = os.WriteFile(f, c.logs.Bytes(), 0o644)
-			c.mu.Unlock()
-		}
-	}()
+	if t.Failed() {
+		c.logProblems(t)
+	}
 	select {
 	case <-c.done:
 		return
@@ -381,6 +377,20 @@ func (c *child) stop(t testing.TB) {
 		t.Errorf("process did not stop on SIGTERM; killing it")
 		c.kill()
 	}
+}
+
+// logProblems logs the process's lines at WARN and ERROR, the first 50
+// (its request lines, one a call, would bury them).
+func (c *child) logProblems(t testing.TB) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var lines []string
+	for line := range strings.Lines(c.logs.String()) {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			lines = append(lines, line)
+		}
+	}
+	t.Logf("%s: %d lines at WARN or ERROR, the first 50:\n%s", c.cmd.Path, len(lines), strings.Join(lines[:min(len(lines), 50)], ""))
 }
 
 // post sends a paid (or unpaid, with payment "") request.
