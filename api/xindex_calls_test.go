@@ -68,9 +68,9 @@ func TestXIndexSortByCalls(t *testing.T) {
 	require.IsIncreasing(t, order, "the page in the order of the calls")
 	require.Contains(t, page, `class="on" title="paid calls over 30 days`)
 	for _, cell := range []string{
-		`<td class="num quality">900 <span class="sample" title="the most distinct payers of any one service">· 40 payers</span> <span class="sample">· last 2026-11-24</span></td>`,
+		`<td class="num quality">900 <span class="sample nowrap" title="the most distinct payers of any one service">· 40 payers</span> <span class="sample nowrap">· last 2026-11-24</span></td>`,
 		`<td class="num quality">3</td>`,
-		`<td class="num quality">0 <span class="sample" title="the most distinct payers of any one service">· 0 payers</span></td>`,
+		`<td class="num quality">0 <span class="sample nowrap" title="the most distinct payers of any one service">· 0 payers</span></td>`,
 	} {
 		require.Contains(t, page, cell)
 	}

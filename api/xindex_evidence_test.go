@@ -184,7 +184,7 @@ func TestXIndexEvidence(t *testing.T) {
 	require.Contains(t, string(page), `<p id="evidence"><span class="badge unmeasured">not measured</span>`)
 	page = getPage(t, base+"/x402-index?sort=volume_30d")
 	require.Less(t, strings.Index(string(page), "shop-b.example"), strings.Index(string(page), "shop-a.example"))
-	require.Contains(t, string(page), `<td class="num evidence">0.060000 <span class="sample">· 3 payers</span></td>`)
+	require.Contains(t, string(page), `<td class="num evidence">0.060000 <span class="sample nowrap">· 3 payers</span></td>`)
 	// The list page's sort links keep the search and its filters, and its
 	// form offers the filters on the on-chain figures, as asked.
 	page = getPage(t, base+"/x402-index?q=shop&sort=host&min_payers=1&min_volume_usdc=0.05&max_top_payer_share=1&quote_matches_listing=null")
@@ -195,7 +195,7 @@ func TestXIndexEvidence(t *testing.T) {
 	for _, input := range []string{
 		`<input type="number" name="min_payers" value="1"`,
 		`<input type="text" name="min_volume_usdc" value="0.05"`,
-		`<input type="number" name="max_top_payer_share" value="1"`,
+		`<input type="number" class="wide" name="max_top_payer_share" value="1"`,
 	} {
 		require.Contains(t, string(page), input)
 	}
