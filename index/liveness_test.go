@@ -277,18 +277,26 @@ func TestLiveness(t *testing.T) {
 	require.Equal(t, Liveness{Measured: 10, Live: 4, Dead: 6}, s.Liveness)
 }
 
+// probeOne crawls a listing of one resource of the listed seller name
+// (name.test/r, 10 atomic units) and probes it, and returns the report.
+func probeOne(ctx context.Context, t *testing.T, name string) (*dbtest.DB, *listedSellers, ProbeReport) {
+	t.Helper()
+	db := dbtest.Schema(ctx, t)
+	listed := newListedSellers(t)
+	listed.setItems(item(listed.url(name, "/r"), "10"))
+	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
+	rep, err := newProber(db, listed.client).ProbeAll(ctx)
+	require.NoError(t, err)
+	return db, listed, *rep
+}
+
 // TestLivenessFirst429 leaves a host never measured before unmeasured when
 // it answers 429: try later is no verdict.
 func TestLivenessFirst429(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	listed := newListedSellers(t)
-	listed.setItems(item(listed.url("busy", "/r"), "10"))
-	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
-	rep, err := newProber(db, listed.client).ProbeAll(ctx)
-	require.NoError(t, err)
-	require.Equal(t, ProbeReport{Probed: 1, Later: 1}, *rep)
+	db, _, rep := probeOne(ctx, t, "busy")
+	require.Equal(t, ProbeReport{Probed: 1, Later: 1}, rep)
 	hosts, err := NewReader(db.Pool, nil).Hosts(ctx, "busy", "host", 5)
 	require.NoError(t, err)
 	require.Len(t, hosts, 1)
@@ -305,13 +313,8 @@ func TestLivenessFirst429(t *testing.T) {
 func TestLivenessHostileQuote(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.Schema(ctx, t)
-	listed := newListedSellers(t)
-	listed.setItems(item(listed.url("nul", "/r"), "10"))
-	require.NoError(t, newCrawler(db, listed.src, 100).FullPass(ctx, nil))
-	rep, err := newProber(db, listed.client).ProbeAll(ctx)
-	require.NoError(t, err)
-	require.Equal(t, ProbeReport{Probed: 1, Live: 1}, *rep)
+	db, listed, rep := probeOne(ctx, t, "nul")
+	require.Equal(t, ProbeReport{Probed: 1, Live: 1}, rep)
 	var matches bool
 	var differences, accepts string
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT quote_matches_listing, quote_differences::text, quote_accepts::text FROM index_hosts WHERE host = 'nul.test'").
