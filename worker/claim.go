@@ -68,6 +68,10 @@ type ClaimChain interface {
 	Call(ctx context.Context, network string, to common.Address, input []byte) ([]byte, error)
 	// Estimate is the gas Call's transaction would use.
 	Estimate(ctx context.Context, network string, to common.Address, input []byte) (uint64, error)
+	// RefusePayerCode refuses the code of wallets on network
+	// (PAYER_CODE_REFUSE_FOR) and returns when the refusal ends: their
+	// vouchers and deposits are refused at verification.
+	RefusePayerCode(ctx context.Context, network string, addrs ...common.Address) (time.Time, error)
 }
 
 // ClaimReader reads a network's chain: channels' state, the settlement
@@ -723,6 +727,21 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 	if err != nil {
 		return err
 	}
+	if len(refused) > 0 {
+		failed := make([]claimRow, len(refused))
+		for i, f := range refused {
+			failed[i] = f.row
+		}
+		_, coded, err := r.byPayerCode(ctx, failed)
+		if err != nil {
+			return err
+		}
+		for _, row := range coded {
+			if err := r.refuseWallet(ctx, row.row, "its claim's run fails"); err != nil {
+				return err
+			}
+		}
+	}
 	for _, f := range refused {
 		r.log.WarnContext(ctx, "channel claim left out: its run fails", "channel", f.row.row.State.ChannelID.Hex(),
 			"charged", f.row.row.State.Charged.String(), "reason", f.reason)
@@ -756,6 +775,9 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 		if reason != "" {
 			r.log.WarnContext(ctx, "channel claim left out: its payer's code", "channel", row.row.State.ChannelID.Hex(),
 				"charged", row.row.State.Charged.String(), "limit", limit, "reason", reason)
+			if err := r.refuseWallet(ctx, row.row, reason); err != nil {
+				return err
+			}
 			refused := refusedEvent(r.network, row.row, reason)
 			if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, refused) }); err != nil {
 				return err
@@ -771,11 +793,31 @@ func (r *claimRound) claimBatch(ctx context.Context, rows []store.ChannelToClaim
 		}
 		r.log.WarnContext(ctx, "channel claim left out: it reverted on chain, its payer's code answering otherwise than its run",
 			"channel", row.row.State.ChannelID.Hex(), "charged", row.row.State.Charged.String(), "error", err)
+		if err := r.refuseWallet(ctx, row.row, "reverted on chain"); err != nil {
+			return err
+		}
 		refused := refusedEvent(r.network, row.row, "reverted on chain")
 		if err := r.record(ctx, func(ctx context.Context, tx pgx.Tx) error { return store.Append(ctx, tx, refused) }); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// refuseWallet refuses the code of row's payer, a contract wallet whose
+// code checked the channel's vouchers and then failed their claim (for
+// why): its further vouchers and deposits are refused at verification
+// for PAYER_CODE_REFUSE_FOR, as an exact payment's wallet whose code
+// failed its settlement is. It comes before the claim's refusal is
+// recorded, which ends the channel's tries at its charge.
+func (r *claimRound) refuseWallet(ctx context.Context, row *store.ChannelToClaim, why string) error {
+	payer := row.State.Config.Payer
+	until, err := r.c.cfg.Chain.RefusePayerCode(ctx, r.network, payer)
+	if err != nil {
+		return fmt.Errorf("refuse the code of %s: %w", payer.Hex(), err)
+	}
+	r.log.WarnContext(ctx, "payer code refused: it failed its channel's claim", "payer", payer.Hex(),
+		"channel", row.State.ChannelID.Hex(), "until", until, "why", why)
 	return nil
 }
 

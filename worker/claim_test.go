@@ -80,7 +80,7 @@ func (b *claimBench) newRelayer(finality evm.FinalityPolicy) *evm.Relayer {
 	b.t.Helper()
 	relayer, err := evm.NewRelayer(&evm.RelayerConfig{
 		Key: devKey(b.t, devchain.RelayerAccount), Chains: map[string]evm.Backend{claimNetwork: b.node.Client},
-		Nonces: store.RelayerNonces{DB: b.db.Pool}, Finality: map[string]evm.FinalityPolicy{claimNetwork: finality},
+		Nonces: store.RelayerNonces{DB: b.db.Pool}, Refusals: store.PayerCodeRefusals{DB: b.db.Pool}, Finality: map[string]evm.FinalityPolicy{claimNetwork: finality},
 		KeepEvery: 200 * time.Millisecond, KeepIdle: 200 * time.Millisecond, RPCTimeout: 5 * time.Second,
 	})
 	require.NoError(b.t, err)
@@ -882,6 +882,19 @@ func (b *claimBench) claimRefusedReason(ch *benchChannel) string {
 	return *reason
 }
 
+// refusedWallets returns the addresses whose code is refused on the
+// bench's network now (table payer_code_refusals).
+func (b *claimBench) refusedWallets() []common.Address {
+	b.t.Helper()
+	refused, err := store.PayerCodeRefusals{DB: b.db.Pool}.PayerCodeRefused(context.Background(), claimNetwork, time.Now())
+	require.NoError(b.t, err)
+	out := make([]common.Address, 0, len(refused))
+	for a := range refused {
+		out = append(out, a)
+	}
+	return out
+}
+
 // flippingChain is the relayer, and a payer that sets its wallet gasless
 // once the batch's run passed: before the lone claim (the one sent with
 // its own gas limit) is sent, or, atEstimate, before its gas is
@@ -927,8 +940,10 @@ func (c *flippingChain) Estimate(ctx context.Context, network string, to common.
 // batch's run and the lone claim's estimate, its claim is left out unsent
 // ("its run alone reverts"). OverGasCap: a wallet whose check burns more gas
 // than PAYER_CODE_GAS_CAP is left out, its claim not sent. Either way the
-// other channel is claimed and settled, and the next round sends nothing
-// (the wallet's channel is not tried again at the same charge).
+// other channel is claimed and settled, the wallet's code is refused
+// (PAYER_CODE_REFUSE_FOR: its vouchers are refused at verification), and
+// the next round sends nothing (the wallet's channel is not tried again at
+// the same charge).
 func TestClaim_PayerCode(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -969,6 +984,8 @@ func TestClaim_PayerCode(t *testing.T) {
 			require.Equal(t, 1, n, "one claim mined")
 			require.Equal(t, 1, channels)
 			require.Equal(t, honest.state.Charged, b.usdc(b.payTo))
+			require.Equal(t, []common.Address{hostile.state.Config.Payer}, b.refusedWallets(),
+				"the wallet is refused, its further vouchers with it; the honest payer is not")
 
 			before = b.nonce()
 			require.NoError(t, c.Round(ctx, claimNetwork))

@@ -181,3 +181,69 @@ func TestAnvil_GaslessWalletDeposit(t *testing.T) {
 	require.Equal(t, sent, after, "nothing sent")
 	require.Equal(t, big.NewInt(100_000), usdcBalance(ctx, t, node.Client, wallet), "the wallet keeps its funds")
 }
+
+// TestAnvil_TurnedWalletRefused: a contract wallet (DevBurnerWallet) opens
+// a channel with `serve` on anvil and pays a voucher, then turns gasless
+// (its isValidSignature accepts a free eth_call and refuses a mined
+// transaction). Its next voucher still verifies and is served, but the
+// claim round's run at the fees the claim would be sent with fails: the
+// claim is not sent, the wallet's code is refused (PAYER_CODE_REFUSE_FOR),
+// and its next voucher is refused before any work
+// (invalid_batch_settlement_evm_payer_code_refused), charging nothing.
+func TestAnvil_TurnedWalletRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+	db := dbtest.Schema(ctx, t)
+	env := anvilChannelEnv(t, node, db)
+	env["CHANNEL_CLAIM_MIN_AMOUNT"] = "1"
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+
+	burner, err := contracts.Load(contracts.DevBurnerWallet)
+	require.NoError(t, err)
+	code, err := burner.Deployment(big.NewInt(10), false)
+	require.NoError(t, err)
+	wallet := fundedWallet(ctx, t, node.Client, 3, code, 100_000)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	v, _ := walletChannel(ctx, t, base, wallet, key)
+	const regexBody = `{"pattern":"\\d+","text":"a1b22"}`
+	charged := func() string {
+		c, err := store.ChannelGet(ctx, db.Pool, devchainNetwork, v.id)
+		require.NoError(t, err)
+		return c.State.Charged.String()
+	}
+
+	deposit := postVoucher(ctx, t, base, "regex", regexBody, v.depositHeader(ctx, "regex", 50_000, 10_000))
+	require.Equal(t, http.StatusOK, deposit.status, deposit.body)
+	gasless, err := burner.ABI.Pack("setGasless", true)
+	require.NoError(t, err)
+	funder, err := devchain.DeriveKey(devchain.Mnemonic, 3)
+	require.NoError(t, err)
+	transact(ctx, t, node.Client, funder, &wallet, gasless)
+	paid := postVoucher(ctx, t, base, "regex", regexBody, v.header(ctx, "regex", 20_000))
+	require.Equal(t, http.StatusOK, paid.status, "verification's free call still accepts: %s", paid.body)
+
+	rc, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	_, err = rc.Insert(ctx, worker.ClaimArgs{Network: devchainNetwork}, nil)
+	require.NoError(t, err)
+	var refusedAt time.Time
+	require.Eventually(t, func() bool {
+		refused, err := store.PayerCodeRefusals{DB: db.Pool}.PayerCodeRefused(ctx, devchainNetwork, time.Now())
+		require.NoError(t, err)
+		_, ok := refused[wallet]
+		refusedAt = time.Now()
+		return ok
+	}, 30*time.Second, 50*time.Millisecond, "the claim round refuses the wallet's code")
+	onchain, err := channel.ReadState(ctx, node.Client, v.id, nil)
+	require.NoError(t, err)
+	require.Less(t, onchain.TotalClaimed.Int64(), int64(20_000), "the charge the turned wallet's code checked is not claimed")
+
+	// Verification reads the refusals at most a second old.
+	<-time.After(time.Until(refusedAt.Add(time.Second)))
+	refused := postVoucher(ctx, t, base, "regex", regexBody, v.header(ctx, "regex", 30_000))
+	require.Equal(t, http.StatusPaymentRequired, refused.status, refused.body)
+	require.Equal(t, channel.ReasonPayerCodeRefused, refused.required.Error)
+	require.Equal(t, "20000", charged(), "the refused voucher charged nothing")
+}

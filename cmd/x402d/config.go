@@ -175,8 +175,9 @@ type Config struct {
 	// PayerCodeRefuseFor is how long a wallet, and the ERC-6492 factory
 	// that deploys it, whose code made a settlement fail after its payment
 	// was verified (its transaction reverted, or its simulation at the
-	// transaction's fees failed) are refused, at verification, before any
-	// work. Defaults to 24h.
+	// transaction's fees failed), or made the claim of a channel's
+	// vouchers it had accepted fail, are refused, at verification, before
+	// any work. Defaults to 24h.
 	PayerCodeRefuseFor time.Duration `env:"PAYER_CODE_REFUSE_FOR"`
 	// SettleGrace is how long a call's job has to settle its payment
 	// before its settlement job, recorded with the result, takes it up (at

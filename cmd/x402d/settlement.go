@@ -337,7 +337,7 @@ func relayerSettlement(ctx context.Context, cfg *Config, deps *settlementDeps, p
 		callers[network] = b
 	}
 	if s.channels, err = chanpay.New(&chanpay.Config{Pool: deps.pool, Chains: callers, Sender: relayer, ReceiverAuthorizer: authorizer,
-		PayerCodeGasCap: uint64(cfg.PayerCodeGasCap)}); err != nil {
+		PayerCodeGasCap: uint64(cfg.PayerCodeGasCap), Refusals: verifier}); err != nil {
 		return nil, err
 	}
 	// Its reads of the channels' records end before the pool closes.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/big"
 	"strings"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -404,12 +405,25 @@ func (r *Relayer) payerCodeReverted(ctx context.Context, s *settlement, receipt 
 // refusePayerCode refuses suspects on network for PayerCodeRefuseFor,
 // because of why, and returns resp, the settlement's final answer.
 func (r *Relayer) refusePayerCode(ctx context.Context, log *slog.Logger, network string, resp *x402.SettleResponse, suspects []common.Address, why string) (*x402.SettleResponse, error) {
-	until := r.cfg.Clock.Now().Add(r.cfg.PayerCodeRefuseFor)
-	if err := r.refusals.refuse(ctx, network, until, suspects...); err != nil {
+	until, err := r.RefusePayerCode(ctx, network, suspects...)
+	if err != nil {
 		return nil, err
 	}
 	log.WarnContext(ctx, "payer code refused", "refused", suspects, "until", until, "reason", resp.ErrorReason, "why", why)
 	return resp, nil
+}
+
+// RefusePayerCode refuses the code of addrs (wallets) on network for
+// PayerCodeRefuseFor, as a settlement their code failed after its
+// verification does, and returns when the refusal ends. The worker calls
+// it for a batch-settlement channel whose payer's code answered its
+// vouchers' checks and not their claim.
+func (r *Relayer) RefusePayerCode(ctx context.Context, network string, addrs ...common.Address) (time.Time, error) {
+	until := r.cfg.Clock.Now().Add(r.cfg.PayerCodeRefuseFor)
+	if err := r.refusals.refuse(ctx, network, until, addrs...); err != nil {
+		return time.Time{}, err
+	}
+	return until, nil
 }
 
 // revertedGas reports the gas of a settlement transaction that reverted on

@@ -66,6 +66,14 @@ const (
 	ReasonWaitForReceiptFailed          = "invalid_batch_settlement_evm_wait_for_receipt_failed"
 )
 
+// ReasonPayerCodeRefused is x402d's own reason, beside the spec's, of a
+// voucher or deposit that a contract wallet's code would check, when that
+// wallet's code made a claim of this seller fail after it accepted the
+// channel's vouchers (or a settlement fail, as the exact scheme's
+// invalid_exact_evm_payer_code_refused): its payments are refused, before
+// any work, until its refusal (PAYER_CODE_REFUSE_FOR) ends.
+const ReasonPayerCodeRefused = "invalid_batch_settlement_evm_payer_code_refused"
+
 // Corrective reports whether a refusal's reason asks for the corrective 402:
 // the client's cumulative amount is not the seller's, and the 402's
 // batch-settlement option carries extra.channelState and

@@ -108,6 +108,17 @@ type Config struct {
 	// cap (worker.ClaimConfig). PAYER_CODE_GAS_CAP; defaults to
 	// evm.DefaultPayerCodeGasCap.
 	PayerCodeGasCap uint64
+	// Refusals tells which wallets' code is refused (evm.Verifier): a
+	// voucher or deposit with no payer authorizer, whose check runs its
+	// payer's code, is refused while its payer is. Optional.
+	Refusals PayerCodeRefusals
+}
+
+// PayerCodeRefusals tells whether the code of a network's wallets is
+// refused (evm.Verifier.PayerCodeRefused): the first of addrs refused now
+// and the end of its refusal.
+type PayerCodeRefusals interface {
+	PayerCodeRefused(ctx context.Context, network string, addrs ...common.Address) (common.Address, time.Time, bool, error)
 }
 
 // Scheme verifies and settles batch-settlement payments: the
@@ -346,6 +357,9 @@ func (s *Scheme) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 	if row != nil && row.BusyCall != "" {
 		return nil, refuse(channel.ReasonChannelBusy, "another call of channel %s is running: send this one when it has ended", d.Voucher.ChannelID.Hex())
 	}
+	if err := s.checkRefused(ctx, req.Network, &d.Config); err != nil {
+		return nil, err
+	}
 	now := s.cfg.Clock.Now()
 	if err := terms.Verify(ctx, s.signatures(req.Network), d, st.Charged, price, &st.OnChain, now.Unix()); err != nil {
 		var r *x402.Refusal
@@ -364,6 +378,24 @@ func (s *Scheme) Verify(ctx context.Context, req *x402.Requirements, payload *x4
 		p.Hold = &x402.ChannelHold{ChannelID: d.Voucher.ChannelID, Charged: new(big.Int).Set(st.Charged)}
 	}
 	return p, nil
+}
+
+// checkRefused refuses a payment of a channel with no payer authorizer
+// (its signatures checked by its payer's code, when the payer is a
+// contract wallet) while its payer's code is refused.
+func (s *Scheme) checkRefused(ctx context.Context, network string, c *channel.Config) error {
+	if s.cfg.Refusals == nil || c.PayerAuthorizer != (common.Address{}) {
+		return nil
+	}
+	refused, until, ok, err := s.cfg.Refusals.PayerCodeRefused(ctx, network, c.Payer)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if ok {
+		return refuse(channel.ReasonPayerCodeRefused, "%s's code made a claim or settlement of this seller fail after it accepted; its payments are refused until %s",
+			refused.Hex(), until.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // corrective returns refusal r with the corrective option: req's extra
