@@ -675,8 +675,9 @@ func TestAnvil_BusyBatchesGather(t *testing.T) {
 		txs[results[i].Transaction] = true
 	}
 	t.Logf("60 payments arriving over 600 ms settled in %d transactions", len(txs))
-	// Every 20 ms (the linger) would be about 30.
-	require.LessOrEqual(t, len(txs), 16)
+	// Every 20 ms (the linger) would be about 30; 12 on a quiet machine,
+	// 17 seen while other suites loaded its two cores.
+	require.LessOrEqual(t, len(txs), 20)
 	b.requireClean(t, len(payments))
 }
 
