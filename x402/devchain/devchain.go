@@ -519,7 +519,8 @@ func (c *Chain) seal(ctx context.Context) (int, error) {
 // final tags head, the chain's newest block, safe and finalized: the chain
 // has one signer and never reorganises, so that a block is final once
 // mined, and clients that wait for a node's safe or finalized block (the
-// relayer's default finality on Base) find every block tagged at once.
+// relayer's default finality on Base) find every block tagged as soon as
+// it is inserted (a receipt of it may be read a moment before).
 // The finalized block is also where go-ethereum moves blocks out of its
 // key-value store into its append-only one (the freezer).
 func (c *Chain) final(head *types.Header) {
