@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ecdsa"
+	"maps"
 	"math/big"
 	"net/http"
 	"testing"
@@ -140,6 +141,44 @@ func payContractWalletChannel(ctx context.Context, t *testing.T, base string, cl
 	require.Nil(t, c.UnclaimedSince)
 }
 
+// burnerBench is `serve` on anvil and a channel, not opened yet, of a new
+// DevBurnerWallet (10 rounds of hashing, funded with 100,000) with no
+// payer authorizer (startBurnerBench).
+type burnerBench struct {
+	base   string
+	node   *anviltest.Node
+	db     *dbtest.DB
+	wallet common.Address
+	v      *voucherClient
+	// turn sets the wallet gasless: its isValidSignature then accepts a
+	// free eth_call and refuses a mined transaction.
+	turn func()
+}
+
+// startBurnerBench starts a burnerBench, serve's settings with extra.
+func startBurnerBench(ctx context.Context, t *testing.T, extra map[string]string) *burnerBench {
+	t.Helper()
+	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
+	db := dbtest.Schema(ctx, t)
+	env := anvilChannelEnv(t, node, db)
+	maps.Copy(env, extra)
+	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
+	burner, err := contracts.Load(contracts.DevBurnerWallet)
+	require.NoError(t, err)
+	code, err := burner.Deployment(big.NewInt(10), false)
+	require.NoError(t, err)
+	wallet := fundedWallet(ctx, t, node.Client, 3, code, 100_000)
+	gasless, err := burner.ABI.Pack("setGasless", true)
+	require.NoError(t, err)
+	funder, err := devchain.DeriveKey(devchain.Mnemonic, 3)
+	require.NoError(t, err)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	v, _ := walletChannel(ctx, t, base, wallet, key)
+	return &burnerBench{base: base, node: node, db: db, wallet: wallet, v: v,
+		turn: func() { transact(ctx, t, node.Client, funder, &wallet, gasless) }}
+}
+
 // TestAnvil_GaslessWalletDeposit: a contract wallet whose isValidSignature
 // accepts signatures only at a gas price of zero (DevBurnerWallet set
 // gasless: verification's eth_call passes, a mined transaction reverts)
@@ -150,25 +189,9 @@ func payContractWalletChannel(ctx context.Context, t *testing.T, base string, cl
 func TestAnvil_GaslessWalletDeposit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
-	db := dbtest.Schema(ctx, t)
-	env := anvilChannelEnv(t, node, db)
-	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
-
-	burner, err := contracts.Load(contracts.DevBurnerWallet)
-	require.NoError(t, err)
-	code, err := burner.Deployment(big.NewInt(10), false)
-	require.NoError(t, err)
-	wallet := fundedWallet(ctx, t, node.Client, 3, code, 100_000)
-	gasless, err := burner.ABI.Pack("setGasless", true)
-	require.NoError(t, err)
-	funder, err := devchain.DeriveKey(devchain.Mnemonic, 3)
-	require.NoError(t, err)
-	transact(ctx, t, node.Client, funder, &wallet, gasless)
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-
-	v, _ := walletChannel(ctx, t, base, wallet, key)
+	b := startBurnerBench(ctx, t, nil)
+	b.turn()
+	base, node, wallet, v := b.base, b.node, b.wallet, b.v
 	relayer := devAddress(t, devchain.RelayerAccount)
 	sent, err := node.Client.NonceAt(ctx, relayer, nil)
 	require.NoError(t, err)
@@ -193,20 +216,8 @@ func TestAnvil_GaslessWalletDeposit(t *testing.T) {
 func TestAnvil_TurnedWalletRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	node := anviltest.Start(t, &anviltest.Config{BlockTime: -1})
-	db := dbtest.Schema(ctx, t)
-	env := anvilChannelEnv(t, node, db)
-	env["CHANNEL_CLAIM_MIN_AMOUNT"] = "1"
-	base := startInProcessWith(ctx, t, "serve", func(k string) string { return env[k] }, &options{})
-
-	burner, err := contracts.Load(contracts.DevBurnerWallet)
-	require.NoError(t, err)
-	code, err := burner.Deployment(big.NewInt(10), false)
-	require.NoError(t, err)
-	wallet := fundedWallet(ctx, t, node.Client, 3, code, 100_000)
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	v, _ := walletChannel(ctx, t, base, wallet, key)
+	b := startBurnerBench(ctx, t, map[string]string{"CHANNEL_CLAIM_MIN_AMOUNT": "1"})
+	base, node, db, wallet, v := b.base, b.node, b.db, b.wallet, b.v
 	const regexBody = `{"pattern":"\\d+","text":"a1b22"}`
 	charged := func() string {
 		c, err := store.ChannelGet(ctx, db.Pool, devchainNetwork, v.id)
@@ -216,11 +227,7 @@ func TestAnvil_TurnedWalletRefused(t *testing.T) {
 
 	deposit := postVoucher(ctx, t, base, "regex", regexBody, v.depositHeader(ctx, "regex", 50_000, 10_000))
 	require.Equal(t, http.StatusOK, deposit.status, deposit.body)
-	gasless, err := burner.ABI.Pack("setGasless", true)
-	require.NoError(t, err)
-	funder, err := devchain.DeriveKey(devchain.Mnemonic, 3)
-	require.NoError(t, err)
-	transact(ctx, t, node.Client, funder, &wallet, gasless)
+	b.turn()
 	paid := postVoucher(ctx, t, base, "regex", regexBody, v.header(ctx, "regex", 20_000))
 	require.Equal(t, http.StatusOK, paid.status, "verification's free call still accepts: %s", paid.body)
 
