@@ -317,11 +317,11 @@ func (v *Verifier) overCap(err error) error {
 	return refuse(ReasonSimulationFailed, "the transfer needs more than %d gas, the most this seller lets a payer's code use (%v)", v.gasCap, err)
 }
 
-// PayerCodeRefused returns the first of addrs whose code is refused on
-// network now (PayerCodeRefusals, read as verification reads them), with
-// the end of its refusal: for the batch-settlement scheme's vouchers that
-// a contract wallet's code checks (chanpay).
-func (v *Verifier) PayerCodeRefused(ctx context.Context, network string, addrs ...common.Address) (common.Address, time.Time, bool, error) {
+// RefusedCode returns the first of addrs whose code is refused on network
+// now (PayerCodeRefusals, read as verification reads them), with the end
+// of its refusal: for the batch-settlement scheme's vouchers that a
+// contract wallet's code checks (chanpay).
+func (v *Verifier) RefusedCode(ctx context.Context, network string, addrs ...common.Address) (common.Address, time.Time, bool, error) {
 	return v.refusals.cached(ctx, network, v.now(), addrs...)
 }
 

@@ -111,14 +111,14 @@ type Config struct {
 	// Refusals tells which wallets' code is refused (evm.Verifier): a
 	// voucher or deposit with no payer authorizer, whose check runs its
 	// payer's code, is refused while its payer is. Optional.
-	Refusals PayerCodeRefusals
+	Refusals CodeRefusals
 }
 
-// PayerCodeRefusals tells whether the code of a network's wallets is
-// refused (evm.Verifier.PayerCodeRefused): the first of addrs refused now
-// and the end of its refusal.
-type PayerCodeRefusals interface {
-	PayerCodeRefused(ctx context.Context, network string, addrs ...common.Address) (common.Address, time.Time, bool, error)
+// CodeRefusals tells whether the code of a network's wallets is refused
+// (evm.Verifier.RefusedCode, reading evm.PayerCodeRefusals): the first of
+// addrs refused now and the end of its refusal.
+type CodeRefusals interface {
+	RefusedCode(ctx context.Context, network string, addrs ...common.Address) (common.Address, time.Time, bool, error)
 }
 
 // Scheme verifies and settles batch-settlement payments: the
@@ -387,7 +387,7 @@ func (s *Scheme) checkRefused(ctx context.Context, network string, c *channel.Co
 	if s.cfg.Refusals == nil || c.PayerAuthorizer != (common.Address{}) {
 		return nil
 	}
-	refused, until, ok, err := s.cfg.Refusals.PayerCodeRefused(ctx, network, c.Payer)
+	refused, until, ok, err := s.cfg.Refusals.RefusedCode(ctx, network, c.Payer)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
