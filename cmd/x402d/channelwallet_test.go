@@ -211,7 +211,7 @@ func TestAnvil_GaslessWalletDeposit(t *testing.T) {
 // transaction). Its next voucher still verifies and is served, but the
 // claim round's run at the fees the claim would be sent with fails: the
 // claim is not sent, the wallet's code is refused (PAYER_CODE_REFUSE_FOR),
-// and its next voucher is refused before any work
+// and its next voucher is refused before its signature is checked
 // (invalid_batch_settlement_evm_payer_code_refused), charging nothing.
 func TestAnvil_TurnedWalletRefused(t *testing.T) {
 	t.Parallel()

@@ -71,7 +71,8 @@ const (
 // wallet's code made a claim of this seller fail after it accepted the
 // channel's vouchers (or a settlement fail, as the exact scheme's
 // invalid_exact_evm_payer_code_refused): its payments are refused, before
-// any work, until its refusal (PAYER_CODE_REFUSE_FOR) ends.
+// their signatures are checked, until its refusal (PAYER_CODE_REFUSE_FOR)
+// ends.
 const ReasonPayerCodeRefused = "invalid_batch_settlement_evm_payer_code_refused"
 
 // Corrective reports whether a refusal's reason asks for the corrective 402:
